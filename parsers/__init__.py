@@ -1,0 +1,46 @@
+"""One module per input format; each exposes ID, SUFFIXES, sniff(head) and parse(path, *, strict).
+
+The registry is an explicit dict (no import magic): add a format by adding its module here
+(see HACKING.md).
+"""
+from __future__ import annotations
+
+from importlib import import_module
+
+from scsitrace.errors import UnknownFormat, UsageError
+
+# format id -> module name, in sniffing order (most specific magic first)
+_MODULES = {
+    "ancot": "ancot",
+    "vcd": "vcd",
+}
+
+
+def module(fmt: str):
+    if fmt not in _MODULES:
+        raise UsageError(f"unknown format {fmt!r} (known: {', '.join(_MODULES)})")
+    return import_module(f"{__name__}.{_MODULES[fmt]}")
+
+
+def formats() -> list[str]:
+    return list(_MODULES)
+
+
+def detect(path: str) -> str:
+    """Pick the format by content (magic), then by file name suffix."""
+    with open(path, "rb") as fh:
+        head = fh.read(65536)
+    mods = [(fmt, module(fmt)) for fmt in _MODULES]
+    for fmt, mod in mods:
+        if mod.sniff(head):
+            return fmt
+    for fmt, mod in mods:
+        if str(path).endswith(tuple(mod.SUFFIXES)):
+            return fmt
+    raise UnknownFormat(f"{path}: format not recognised (known: {', '.join(_MODULES)}); "
+                        "name one with --format")
+
+
+def parse(path: str, fmt: str = "auto", *, strict: bool = True, **opts):
+    fmt = detect(path) if fmt in (None, "auto") else fmt
+    return module(fmt).parse(path, strict=strict, **opts)

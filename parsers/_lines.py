@@ -1,0 +1,109 @@
+"""Shared stage for line-oriented text formats: read a file in large blocks and hand
+each block over as a polars frame of (line number, text), without a Python loop per line.
+
+Lines keep their exact numbering (blank and comment lines included), so every parser can
+name the file and line of a bad record. Invalid UTF-8 is reported at its line.
+"""
+from __future__ import annotations
+
+import os
+from typing import BinaryIO, Iterator
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from scsitrace.errors import BadInput
+
+BLOCK_BYTES = 32 << 20
+
+
+def _lines_array(buf: bytes) -> pa.LargeStringArray:
+    """Zero-copy string array of the lines in `buf` (each keeps its trailing newline)."""
+    data = np.frombuffer(buf, dtype=np.uint8)
+    ends = np.flatnonzero(data == 10) + 1
+    if len(ends) == 0 or ends[-1] != len(buf):
+        ends = np.append(ends, len(buf))
+    offsets = np.concatenate(([0], ends)).astype(np.int64)
+    return pa.LargeStringArray.from_buffers(
+        len(offsets) - 1, pa.py_buffer(offsets), pa.py_buffer(buf))
+
+
+def _check_utf8(buf: bytes, path: str, first_line: int) -> None:
+    try:
+        buf.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = first_line + buf.count(b"\n", 0, exc.start)
+        raise BadInput(path, "not UTF-8 text (byte %d of the line is invalid)"
+                       % (exc.start - (buf.rfind(b"\n", 0, exc.start) + 1) + 1), line=line) from None
+
+
+def _replace_invalid_utf8(buf: bytes) -> tuple[bytes, set[int]]:
+    """Lenient path: lines that are not UTF-8 become U+FFFD markers; returns their indexes."""
+    bad = set()
+    lines = buf.split(b"\n")
+    for i, raw in enumerate(lines):
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            bad.add(i)
+            lines[i] = "\ufffd".encode()
+    return b"\n".join(lines), bad
+
+
+def iter_line_blocks(path: str, *, strict: bool, start_offset: int = 0, first_line: int = 1,
+                     block_bytes: int = BLOCK_BYTES, progress=None) -> Iterator[pl.DataFrame]:
+    """Yield frames `line_no:i64, text:str` covering the file from `start_offset` on.
+
+    In lenient mode, undecodable lines come through as the single character U+FFFD so the
+    caller can count them as bad; in strict mode the first one raises BadInput.
+    """
+    line_no = first_line
+    with open(path, "rb") as fh:
+        fh.seek(start_offset)
+        rest = b""
+        while True:
+            block = fh.read(block_bytes)
+            if progress is not None:
+                progress(len(block))
+            if not block:
+                buf, rest = rest, b""
+                if not buf:
+                    return
+            else:
+                buf = rest + block
+                cut = buf.rfind(b"\n")
+                if cut < 0:
+                    rest = buf
+                    continue
+                buf, rest = buf[:cut + 1], buf[cut + 1:]
+            yield _block_frame(buf, path, line_no, strict)
+            line_no += buf.count(b"\n") + (0 if buf.endswith(b"\n") else 1)
+            if not block:
+                return
+
+
+def _block_frame(buf: bytes, path: str, line_no: int, strict: bool) -> pl.DataFrame:
+    try:
+        buf.decode("utf-8")
+    except UnicodeDecodeError:
+        if strict:
+            _check_utf8(buf, path, line_no)
+        buf, _ = _replace_invalid_utf8(buf)
+    text = pl.from_arrow(_lines_array(buf)).cast(pl.Utf8)
+    n = len(text)
+    return pl.DataFrame({
+        "line_no": pl.int_range(line_no, line_no + n, eager=True, dtype=pl.Int64),
+        "text": text,
+    })
+
+
+def file_size(path: str) -> int:
+    return os.stat(path).st_size
+
+
+def read_head(fh: BinaryIO, n: int = 4096) -> bytes:
+    pos = fh.tell()
+    head = fh.read(n)
+    fh.seek(pos)
+    return head

@@ -1,0 +1,31 @@
+"""Plain exports of the summary and the canonical tables: JSON, CSV."""
+from __future__ import annotations
+
+import json
+
+import polars as pl
+
+from scsitrace.model import Analysis
+
+IO_CSV_COLUMNS = ["io", "target", "lun", "tag", "opcode", "command", "lba", "blocks", "status",
+                  "start_ns", "end_ns", "data_bytes", "connections", "complete"]
+
+
+def write_json(path: str, summary: dict) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(summary, fh, indent=1)
+        fh.write("\n")
+
+
+def write_categories_csv(path: str, summary: dict) -> None:
+    pl.DataFrame(summary["categories"], schema={"name": pl.Utf8, "total_ns": pl.Int64, "percent": pl.Float64,
+                                                "normalized_ns": pl.Float64}).write_csv(path)
+
+
+def write_ios_csv(path: str, analysis: Analysis, target: int | None = None) -> None:
+    ios = analysis.ios
+    if target is not None:
+        ios = ios.filter(pl.col("target") == target)
+    cols = [c for c in IO_CSV_COLUMNS if c in ios.columns]
+    extra = [c for c in ios.columns if c not in IO_CSV_COLUMNS and ios.schema[c] != pl.Object]
+    ios.select(cols + extra).write_csv(path)

@@ -1,0 +1,144 @@
+"""The JSON contract of `analyze --json` (README "JSON contract"), built from an Analysis.
+
+Every figure is computed here from the canonical tables, so the terminal table, the CSV,
+the HTML and the regression gate all show the same numbers.
+"""
+from __future__ import annotations
+
+import polars as pl
+
+from scsitrace.model import Analysis
+
+MIB = float(1 << 20)
+OTHER_TARGETS = "Other targets"
+
+
+def categories(analysis: Analysis, profile: str, target: int | None = None) -> pl.DataFrame:
+    """name, total_ns, percent, normalized_ns in the profile's order; sums to elapsed time.
+
+    With `target`, only that target's segments keep their category; bus-busy time of other
+    targets is shown as "Other targets", so the percentages still sum to 100.
+    """
+    if profile in analysis.categories and target is None:
+        return analysis.categories[profile]
+    order = list(analysis.category_order[profile])
+    col = "phase" if profile == "scsi" else "category"
+    seg = analysis.segments.with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur"))
+    if target is not None:
+        other = pl.col("target").is_null() | (pl.col("target") != target)
+        is_free = pl.col(col) == order[-1]
+        seg = seg.with_columns(pl.when(other & ~is_free).then(pl.lit(OTHER_TARGETS))
+                               .otherwise(pl.col(col)).alias(col))
+        order.append(OTHER_TARGETS)
+    totals = dict(seg.group_by(col).agg(pl.col("dur").sum()).iter_rows())
+    extra = [name for name in totals if name not in order]  # e.g. RESET, UNKNOWN when present
+    names = order + sorted(extra)
+    ios = _ios_completed(analysis, target)
+    no_normalized = set(analysis.extra.get("no_normalized", ())) | {OTHER_TARGETS}
+    elapsed = analysis.elapsed_ns
+    rows = []
+    for name in names:
+        total = int(totals.get(name, 0))
+        if name in extra and total == 0:
+            continue
+        rows.append({
+            "name": name,
+            "total_ns": total,
+            "percent": 100.0 * total / elapsed if elapsed else 0.0,
+            "normalized_ns": (total / ios if ios and name not in no_normalized else None),
+        })
+    return pl.DataFrame(rows, schema={"name": pl.Utf8, "total_ns": pl.Int64,
+                                      "percent": pl.Float64, "normalized_ns": pl.Float64})
+
+
+def _ios_completed(analysis: Analysis, target: int | None) -> int:
+    if target is None:
+        return analysis.ios_completed
+    ios = analysis.ios
+    return int(ios.filter(pl.col("complete") & (pl.col("target") == target)).height)
+
+
+def bandwidth(analysis: Analysis, io_size: int | None, target: int | None = None):
+    """(data_bytes, MiB/s, note). Bytes from REQ/ACK handshakes, else io_size x I/Os."""
+    ios = _ios_completed(analysis, target)
+    secs = analysis.elapsed_ns / 1e9
+    if analysis.data_bytes is not None:
+        data = analysis.data_bytes if target is None else int(
+            analysis.segments.filter((pl.col("target") == target) & pl.col("phase").str.starts_with("DATA"))
+            ["bytes"].sum() or 0)
+        note = "bytes counted from REQ/ACK handshakes in DATA phases"
+    elif io_size:
+        data = io_size * ios
+        note = f"bytes = --io-size {io_size} x {ios} I/Os completed (the trace has no byte counts)"
+    else:
+        return None, None, ("bandwidth unknown: the trace has no REQ/ACK handshakes to count bytes; "
+                            "give --io-size BYTES")
+    return data, (data / MIB / secs if secs > 0 else None), note
+
+
+def targets(analysis: Analysis, profile: str) -> list[dict]:
+    seg = analysis.segments
+    if "target" not in seg.columns or seg["target"].is_null().all():
+        return []
+    out = []
+    for t in sorted(x for x in seg["target"].unique().to_list() if x is not None):
+        cats = categories(analysis, profile, target=t)
+        busy = int(cats.filter(~pl.col("name").is_in([analysis.category_order[profile][-1], OTHER_TARGETS]))
+                   ["total_ns"].sum())
+        data, bw, _ = bandwidth(analysis, None, target=t)
+        ios = analysis.ios.filter(pl.col("target") == t)
+        out.append({
+            "target": int(t),
+            "ios_completed": int(ios["complete"].sum()),
+            "ios_started": int(ios.height),
+            "connections": int(seg.filter(pl.col("target") == t)["connection"].drop_nulls().n_unique()),
+            "busy_ns": busy,
+            "busy_percent": 100.0 * busy / analysis.elapsed_ns if analysis.elapsed_ns else 0.0,
+            "data_bytes": data,
+            "bandwidth_mib_s": bw,
+            "categories": {r["name"]: r["total_ns"] for r in cats.iter_rows(named=True)
+                           if r["name"] != OTHER_TARGETS},
+        })
+    return out
+
+
+def anomalies(analysis: Analysis) -> dict:
+    an = analysis.anomalies
+    by_kind = dict(sorted(an.group_by("kind").len().iter_rows())) if an.height else {}
+    first = [{"t_ns": r["t_ns"], "kind": r["kind"], "detail": r["detail"], "position": r["position"]}
+             for r in an.sort("t_ns").head(20).iter_rows(named=True)]
+    return {"count": an.height, "by_kind": by_kind, "first": first}
+
+
+def summary(analysis: Analysis, profile: str | None = None, target: int | None = None,
+            io_size: int | None = None) -> dict:
+    profile = profile or analysis.default_profile
+    if profile not in analysis.category_order and profile not in analysis.categories:
+        from scsitrace.errors import UsageError
+        raise UsageError(f"profile {profile!r} does not apply to {analysis.layer} traces "
+                         f"(use {', '.join(analysis.category_order)})")
+    cats = categories(analysis, profile, target)
+    data, bw, bw_note = bandwidth(analysis, io_size, target)
+    ios = _ios_completed(analysis, target)
+    secs = analysis.elapsed_ns / 1e9
+    notes = list(analysis.notes)
+    notes.append(bw_note)
+    out = {
+        "source": analysis.source,
+        "layer": analysis.layer,
+        "profile": profile,
+        "target": target,
+        "elapsed_ns": int(analysis.elapsed_ns),
+        "ios_completed": int(ios),
+        "data_bytes": data,
+        "bandwidth_mib_s": bw,
+        "iops": ios / secs if secs > 0 else None,
+        "categories": cats.to_dicts(),
+        "targets": targets(analysis, profile) if target is None else [
+            t for t in targets(analysis, profile) if t["target"] == target],
+        "anomalies": anomalies(analysis),
+        "records": analysis.capture.records.as_json(),
+        "notes": notes,
+    }
+    out.update(analysis.extra.get("json", {}))
+    return out

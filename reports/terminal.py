@@ -1,0 +1,75 @@
+"""Terminal rendering with rich: aligned tables of the summary dict (never recomputes)."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+
+def fmt_ns(ns) -> str:
+    if ns is None:
+        return ""
+    ns = float(ns)
+    if abs(ns) >= 1e9:
+        return f"{ns / 1e9:.3f} s"
+    if abs(ns) >= 1e6:
+        return f"{ns / 1e6:.2f} ms"
+    if abs(ns) >= 1e3:
+        return f"{ns / 1e3:.1f} us"
+    return f"{ns:.0f} ns"
+
+
+def phase_table(summary: dict) -> Table:
+    title = f"Time in each phase ({summary['profile']})"
+    if summary.get("target") is not None:
+        title += f", target {summary['target']}"
+    t = Table(title=title, title_justify="left")
+    t.add_column("Phase")
+    t.add_column("Percentage", justify="right")
+    t.add_column("Normalized", justify="right")
+    t.add_column("Total", justify="right")
+    for c in summary["categories"]:
+        t.add_row(c["name"], f"{c['percent']:.2f} %", fmt_ns(c["normalized_ns"]), fmt_ns(c["total_ns"]))
+    t.add_section()
+    t.add_row("Elapsed Time of Trace", "", "", fmt_ns(summary["elapsed_ns"]))
+    t.add_row("I/Os completed", "", "", str(summary["ios_completed"]))
+    bw = summary["bandwidth_mib_s"]
+    t.add_row("Bandwidth", "", "", f"{bw:.2f} MBytes/sec" if bw is not None else "unknown")
+    if summary.get("iops") is not None:
+        t.add_row("I/O rate", "", "", f"{summary['iops']:.1f} I/Os/sec")
+    return t
+
+
+def targets_table(summary: dict) -> Table | None:
+    rows = summary.get("targets") or []
+    if not rows:
+        return None
+    t = Table(title="Per target", title_justify="left")
+    for col in ("Target", "I/Os", "Connections", "Busy", "Busy %", "Bytes", "MBytes/sec"):
+        t.add_column(col, justify="right")
+    for r in rows:
+        t.add_row(str(r["target"]), str(r["ios_completed"]), str(r["connections"]), fmt_ns(r["busy_ns"]),
+                  f"{r['busy_percent']:.2f}", "" if r["data_bytes"] is None else str(r["data_bytes"]),
+                  "" if r["bandwidth_mib_s"] is None else f"{r['bandwidth_mib_s']:.2f}")
+    return t
+
+
+def render(summary: dict, console: Console | None = None) -> None:
+    console = console or Console()
+    src = summary["source"]
+    console.print(f"[bold]{src.get('path', '')}[/bold]  format {src.get('format', '?')}"
+                  + (f", level {src['level']}" if src.get("level") else ""), markup=True, highlight=False)
+    console.print(phase_table(summary))
+    tt = targets_table(summary)
+    if tt is not None:
+        console.print(tt)
+    an = summary["anomalies"]
+    if an["count"]:
+        kinds = ", ".join(f"{k} x{v}" for k, v in an["by_kind"].items())
+        console.print(f"Anomalies: {an['count']} ({kinds})", markup=False)
+    rec = summary["records"]
+    line = f"Records: {rec['read']} read, {rec['skipped']} skipped"
+    console.print(line, markup=False)
+    for ex in rec.get("skipped_examples", []):
+        console.print(f"  skipped {ex}", markup=False)
+    for note in summary.get("notes", []):
+        console.print(f"Note: {note}", markup=False, highlight=False)

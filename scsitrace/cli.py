@@ -1,0 +1,63 @@
+"""The `scsitrace` command. Exit statuses: 0 ok, 1 internal error (or regression, for
+`regress`), 2 bad input or usage, printed as one line without a traceback."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from importlib import import_module
+
+from . import __version__
+from .errors import ScsitraceError
+
+# name -> (module under scsitrace.commands, one-line help); explicit, no import magic
+COMMANDS = {
+    "analyze": ("analyze", "phase/stage tables, I/O table, JSON/CSV/HTML from one trace"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="scsitrace", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"scsitrace {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (mod_name, help_text) in COMMANDS.items():
+        mod = import_module(f"{__package__}.commands.{mod_name}")
+        p = sub.add_parser(name, help=help_text, description=(mod.__doc__ or help_text).strip())
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except ScsitraceError as exc:
+        print(f"scsitrace: {exc}", file=sys.stderr)
+        return exc.exit_status
+    except FileNotFoundError as exc:
+        print(f"scsitrace: {exc.filename}: no such file", file=sys.stderr)
+        return 2
+    except IsADirectoryError as exc:
+        print(f"scsitrace: {exc.filename}: is a directory", file=sys.stderr)
+        return 2
+    except PermissionError as exc:
+        print(f"scsitrace: {exc.filename}: permission denied", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # an internal error: one line unless --debug
+        if args.debug:
+            raise
+        print(f"scsitrace: internal error: {type(exc).__name__}: {exc} (rerun with --debug)",
+              file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

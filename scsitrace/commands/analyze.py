@@ -1,0 +1,81 @@
+"""Analyze one trace: phase (or stage) table, per-target table, I/O table; JSON, CSV, HTML."""
+from __future__ import annotations
+
+import json
+import sys
+
+from scsitrace import core, parsers
+from scsitrace.errors import UsageError
+from scsitrace.progress import progress_for
+
+
+def add_input_arguments(p) -> None:
+    """Options shared by every command that reads a trace."""
+    p.add_argument("trace", metavar="TRACE")
+    p.add_argument("--format", default="auto", help="auto (default) or one of: " + ", ".join(parsers.formats()))
+    p.add_argument("--lenient", action="store_true", help="skip bad records, count them, go on")
+    p.add_argument("--settle-ns", type=int, default=400, metavar="NS",
+                   help="line states shorter than this are skew, merged into the next phase (default 400)")
+    p.add_argument("--data-polarity", choices=("auto", "high", "low"), default="auto",
+                   help="DB lines as captured (high) or inverted (low); auto detects from selection IDs")
+    p.add_argument("--map", action="append", default=[], metavar="NAME=SIGNAL",
+                   help="VCD: use capture signal SIGNAL for bus line NAME (repeatable)")
+    p.add_argument("--active-low", action="append", default=[], metavar="SIGNAL",
+                   help="VCD: treat SIGNAL (or 'all') as active-low (repeatable)")
+    p.add_argument("--io-size", type=int, metavar="BYTES", help="bytes per I/O, for bandwidth without REQ/ACK")
+
+
+def add_arguments(p) -> None:
+    add_input_arguments(p)
+    p.add_argument("--profile", default=None, help="raid1990 (bus default) or scsi (raw phases); "
+                   "other layers name their own")
+    p.add_argument("--target", type=int, metavar="ID", help="only this target's time and I/Os")
+    p.add_argument("--json", metavar="FILE|-", help="write the JSON summary")
+    p.add_argument("--csv", metavar="FILE", help="write the category table as CSV")
+    p.add_argument("--ios", metavar="FILE", help="write the per-I/O table as CSV")
+    p.add_argument("--html", metavar="FILE", help="write the HTML report")
+
+
+def load(args):
+    """Parse and analyse the trace named on the command line -> Analysis."""
+    opts = {}
+    if args.map:
+        opts["mapping"] = dict(_split_map(m) for m in args.map)
+    if args.active_low:
+        opts["active_low"] = list(args.active_low)
+    for key in ("device", "pid", "window", "route"):
+        if getattr(args, key, None) is not None:
+            opts[key] = getattr(args, key)
+    with progress_for(args.trace) as progress:
+        capture = parsers.parse(args.trace, args.format, strict=not args.lenient, progress=progress, **opts)
+        options = core.Options(settle_ns=args.settle_ns, data_polarity=args.data_polarity,
+                               io_size=args.io_size, layer_options=opts)
+        return core.analyze(capture, options)
+
+
+def _split_map(item: str):
+    name, sep, signal = item.partition("=")
+    if not sep or not name or not signal:
+        raise UsageError(f"--map expects NAME=SIGNAL, got {item!r}")
+    return name, signal
+
+
+def run(args) -> int:
+    from scsitrace.reports import summary as summ, terminal, export
+    analysis = load(args)
+    s = summ.summary(analysis, args.profile, args.target, args.io_size)
+    if args.json == "-":
+        json.dump(s, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        terminal.render(s)
+        if args.json:
+            export.write_json(args.json, s)
+    if args.csv:
+        export.write_categories_csv(args.csv, s)
+    if args.ios:
+        export.write_ios_csv(args.ios, analysis, args.target)
+    if args.html:
+        from scsitrace.reports import html
+        html.write_report(args.html, analysis, s)
+    return 0

@@ -1,0 +1,83 @@
+"""What parsers hand to the core (`Capture`) and what the core hands to reports (`Analysis`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import polars as pl
+
+from . import schema
+
+MAX_EXAMPLES = 5
+
+
+@dataclass
+class RecordCount:
+    """Every input record is parsed, skipped (with a reason) or flagged: nothing is lost."""
+
+    read: int = 0
+    skipped: int = 0
+    examples: list[str] = field(default_factory=list)  # first few skipped, "file:line: why"
+
+    def skip(self, n: int, examples: list[str]) -> None:
+        self.skipped += n
+        room = MAX_EXAMPLES - len(self.examples)
+        if room > 0:
+            self.examples.extend(examples[:room])
+
+    def as_json(self) -> dict:
+        return {"read": self.read, "skipped": self.skipped, "skipped_examples": list(self.examples)}
+
+
+@dataclass
+class Capture:
+    """A parsed input. `layer` picks the core analysis: bus, block, usb or scsilog.
+
+    Bus captures stream: `chunks()` yields `transitions` frames in time order, and
+    `records` fills in as they are consumed. Other layers put their frames in `frames`.
+    """
+
+    layer: str
+    path: str
+    format: str
+    meta: dict = field(default_factory=dict)
+    records: RecordCount = field(default_factory=RecordCount)
+    frames: dict[str, pl.DataFrame] = field(default_factory=dict)
+    anomalies: pl.DataFrame = field(default_factory=lambda: schema.empty(schema.ANOMALIES))
+    chunks: Callable[[], Iterator[pl.DataFrame]] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def transitions(self) -> pl.DataFrame:
+        """All transitions at once (tests, small traces); analysis uses `chunks`."""
+        parts = list(self.chunks()) if self.chunks else []
+        if not parts:
+            return schema.empty(schema.TRANSITIONS)
+        return pl.concat(parts)
+
+
+@dataclass
+class Analysis:
+    """One analysed trace: canonical tables plus what the reports need to explain them.
+
+    `category_order` maps a profile name to its categories in report order; segments
+    carry `phase` (profile `scsi`) and `category` (the layer's own buckets). A layer
+    whose time does not tile (block, usb) may instead hand over `categories` directly:
+    profile -> frame of name, total_ns, percent, normalized_ns.
+    """
+
+    layer: str
+    capture: Capture
+    elapsed_ns: int
+    start_ns: int
+    segments: pl.DataFrame
+    ios: pl.DataFrame
+    anomalies: pl.DataFrame
+    ios_completed: int
+    data_bytes: int | None
+    category_order: dict[str, list[str]]
+    default_profile: str
+    categories: dict[str, pl.DataFrame] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    source: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)   # layer-specific JSON keys ("stages", "srt", ...)
+    runs: pl.DataFrame | None = None            # bus: the reduced phase runs (attribution)

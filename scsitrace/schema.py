@@ -1,0 +1,95 @@
+"""Canonical tables, declared once (DESIGN "Layers and canonical tables").
+
+Every parser hands over frames with these columns; `validate` checks them at the boundary.
+Times are int64 nanoseconds from the trace's start; the absolute origin lives in metadata.
+"""
+from __future__ import annotations
+
+import polars as pl
+
+# Bus lines: bit n of `transitions.lines`. Spec spelling, 1 = asserted (logical level).
+SIGNALS = ("BSY", "SEL", "ATN", "RST", "MSG", "C/D", "I/O", "REQ", "ACK")
+SIGNAL_BIT = {name: bit for bit, name in enumerate(SIGNALS)}
+REQUIRED_SIGNALS = ("BSY", "SEL", "MSG", "C/D", "I/O")
+
+TRANSITIONS = {
+    "t_ns": pl.Int64,
+    "lines": pl.UInt16,
+    "db": pl.UInt8,      # null where the data bus was not sampled
+    "dbp": pl.Boolean,   # null where parity was not sampled
+}
+
+SEGMENTS = {
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "phase": pl.Utf8,
+    "category": pl.Utf8,
+    "target": pl.Int8,
+    "initiator": pl.Int8,
+    "connection": pl.Int64,
+    "io": pl.Int64,
+    "bytes": pl.Int64,
+    "msg": pl.UInt8,
+}
+
+# Bus-layer I/Os; other layers add their own stage columns after these.
+IOS = {
+    "io": pl.Int64,
+    "device": pl.Utf8,
+    "target": pl.Int8,
+    "lun": pl.Int16,
+    "tag": pl.Int16,
+    "op": pl.Utf8,
+    "opcode": pl.Int16,
+    "command": pl.Utf8,
+    "lba": pl.Int64,
+    "blocks": pl.Int64,
+    "bytes": pl.Int64,
+    "data_bytes": pl.Int64,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "status": pl.Utf8,
+    "connections": pl.Int32,
+    "disconnects": pl.Int32,
+    "complete": pl.Boolean,
+    "partial": pl.Boolean,
+}
+
+ANOMALIES = {
+    "t_ns": pl.Int64,
+    "kind": pl.Utf8,
+    "detail": pl.Utf8,
+    "position": pl.Utf8,  # source position (line, byte offset) where known
+}
+
+
+def empty(schema: dict) -> pl.DataFrame:
+    return pl.DataFrame(schema=schema)
+
+
+def validate(df: pl.DataFrame, schema: dict, name: str) -> pl.DataFrame:
+    """Check that `df` carries the declared columns with the declared dtypes.
+
+    Extra columns are allowed (layers add stage columns). A mismatch is a bug in
+    the producing code, not bad input, so it raises AssertionError.
+    """
+    problems = []
+    for col, dtype in schema.items():
+        if col not in df.columns:
+            problems.append(f"missing column {col!r}")
+        elif df.schema[col] != dtype:
+            problems.append(f"column {col!r} is {df.schema[col]}, declared {dtype}")
+    if problems:
+        raise AssertionError(f"{name} frame does not match its schema: " + "; ".join(problems))
+    return df
+
+
+def frame(rows: dict, schema: dict) -> pl.DataFrame:
+    """Build a frame from column lists with exactly the declared dtypes (missing -> null)."""
+    n = max((len(v) for v in rows.values()), default=0)
+    cols = {c: rows.get(c, [None] * n) for c in schema}
+    extra = {c: v for c, v in rows.items() if c not in schema}
+    df = pl.DataFrame({**cols}, schema=schema)
+    if extra:
+        df = df.with_columns(**{c: pl.Series(c, v) for c, v in extra.items()})
+    return df
