@@ -1,8 +1,14 @@
 """Terminal rendering with rich: aligned tables of the summary dict (never recomputes)."""
 from __future__ import annotations
 
+from importlib import import_module
+
 from rich.console import Console
 from rich.table import Table
+
+# layer -> module under scsitrace.reports with `tables(summary) -> list[rich Table]`,
+# for the layer's own JSON keys (stages, srt, ...); explicit, no import magic.
+LAYER_TABLES: dict[str, str] = {}
 
 
 def fmt_ns(ns) -> str:
@@ -62,6 +68,9 @@ def render(summary: dict, console: Console | None = None) -> None:
     tt = targets_table(summary)
     if tt is not None:
         console.print(tt)
+    if summary.get("layer") in LAYER_TABLES:
+        for table in import_module(f"scsitrace.reports.{LAYER_TABLES[summary['layer']]}").tables(summary):
+            console.print(table)
     an = summary["anomalies"]
     if an["count"]:
         kinds = ", ".join(f"{k} x{v}" for k, v in an["by_kind"].items())

@@ -1,0 +1,114 @@
+"""SCSI command set facts shared by every layer: CDB decode, opcode names, status and
+message codes (SAM-5, SPC-4, SBC-3, MMC-6 spellings as Wireshark prints them)."""
+from __future__ import annotations
+
+OPCODE_NAMES = {
+    0x00: "Test Unit Ready", 0x01: "Rezero Unit", 0x03: "Request Sense", 0x04: "Format Unit",
+    0x08: "Read(6)", 0x0A: "Write(6)", 0x0B: "Seek(6)", 0x12: "Inquiry", 0x15: "Mode Select(6)",
+    0x16: "Reserve(6)", 0x17: "Release(6)", 0x1A: "Mode Sense(6)", 0x1B: "Start Stop Unit",
+    0x1D: "Send Diagnostic", 0x1E: "Prevent Allow Medium Removal", 0x23: "Read Format Capacities",
+    0x25: "Read Capacity(10)", 0x28: "Read(10)", 0x2A: "Write(10)", 0x2B: "Seek(10)",
+    0x2E: "Write And Verify(10)", 0x2F: "Verify(10)", 0x35: "Synchronize Cache(10)",
+    0x3B: "Write Buffer", 0x3C: "Read Buffer", 0x42: "Unmap", 0x43: "Read TOC/PMA/ATIP",
+    0x46: "Get Configuration", 0x4A: "Get Event Status Notification", 0x51: "Read Disc Information",
+    0x55: "Mode Select(10)", 0x5A: "Mode Sense(10)", 0x85: "ATA Pass-Through(16)",
+    0x88: "Read(16)", 0x8A: "Write(16)", 0x8F: "Verify(16)", 0x91: "Synchronize Cache(16)",
+    0x93: "Write Same(16)", 0x9E: "Service Action In(16)", 0xA0: "Report LUNs",
+    0xA1: "ATA Pass-Through(12)", 0xA3: "Maintenance In", 0xA8: "Read(12)", 0xAA: "Write(12)",
+    0xAD: "Read DVD Structure", 0xBD: "Mechanism Status", 0xBE: "Read CD",
+}
+SERVICE_ACTION_IN_16 = {0x10: "Read Capacity(16)", 0x12: "Get LBA Status"}
+
+READ_OPS = {0x08, 0x28, 0xA8, 0x88}
+WRITE_OPS = {0x0A, 0x2A, 0xAA, 0x8A, 0x2E}
+
+STATUS_NAMES = {
+    0x00: "GOOD", 0x02: "CHECK CONDITION", 0x04: "CONDITION MET", 0x08: "BUSY",
+    0x10: "INTERMEDIATE", 0x14: "INTERMEDIATE-CONDITION MET", 0x18: "RESERVATION CONFLICT",
+    0x22: "COMMAND TERMINATED", 0x28: "TASK SET FULL", 0x30: "ACA ACTIVE", 0x40: "TASK ABORTED",
+}
+
+MESSAGE_NAMES = {
+    0x00: "COMMAND COMPLETE", 0x01: "EXTENDED MESSAGE", 0x02: "SAVE DATA POINTER",
+    0x03: "RESTORE POINTERS", 0x04: "DISCONNECT", 0x05: "INITIATOR DETECTED ERROR",
+    0x06: "ABORT TASK SET", 0x07: "MESSAGE REJECT", 0x08: "NO OPERATION",
+    0x09: "MESSAGE PARITY ERROR", 0x0A: "LINKED COMMAND COMPLETE",
+    0x0B: "LINKED COMMAND COMPLETE (WITH FLAG)", 0x0C: "TARGET RESET", 0x0D: "ABORT TASK",
+    0x0E: "CLEAR TASK SET", 0x0F: "INITIATE RECOVERY", 0x10: "RELEASE RECOVERY",
+    0x11: "TERMINATE I/O PROCESS", 0x16: "CLEAR ACA", 0x17: "LOGICAL UNIT RESET",
+    0x20: "SIMPLE QUEUE TAG", 0x21: "HEAD OF QUEUE TAG", 0x22: "ORDERED QUEUE TAG",
+    0x23: "IGNORE WIDE RESIDUE",
+}
+QUEUE_TAG_MESSAGES = {0x20, 0x21, 0x22}
+TWO_BYTE_MESSAGES = QUEUE_TAG_MESSAGES | {0x23}
+
+
+def cdb_length(opcode: int) -> int:
+    """CDB length from the opcode's group code (SPC-4 4.2.5.1); 0 when reserved/vendor."""
+    group = opcode >> 5
+    return {0: 6, 1: 10, 2: 10, 4: 16, 5: 12}.get(group, 0)
+
+
+def opcode_name(opcode: int | None, service_action: int | None = None) -> str:
+    if opcode is None:
+        return ""
+    if opcode == 0x9E and service_action in SERVICE_ACTION_IN_16:
+        return SERVICE_ACTION_IN_16[service_action]
+    return OPCODE_NAMES.get(opcode, f"Unknown 0x{opcode:02x}")
+
+
+def status_name(status: int | None) -> str:
+    if status is None:
+        return ""
+    return STATUS_NAMES.get(status & 0x3E, f"0x{status:02x}")
+
+
+def message_name(msg: int) -> str:
+    if msg & 0x80:
+        return f"IDENTIFY (LUN {msg & 0x07})"
+    return MESSAGE_NAMES.get(msg, f"0x{msg:02x}")
+
+
+def decode_cdb(cdb: bytes) -> dict:
+    """opcode, name, lba, blocks (transfer length in blocks) and lun (SCSI-1 CDB byte 1) of a CDB.
+
+    Fields a command does not have are None. A short CDB decodes what it can.
+    >>> decode_cdb(bytes([0x28, 0, 0, 0, 0x10, 0, 0, 0, 0x40, 0]))["lba"]
+    4096
+    """
+    out = {"opcode": None, "name": "", "lba": None, "blocks": None, "lun": None, "length": len(cdb)}
+    if not cdb:
+        return out
+    op = cdb[0]
+    out["opcode"] = op
+    sa = cdb[1] & 0x1F if len(cdb) > 1 else None
+    out["name"] = opcode_name(op, sa)
+    n = len(cdb)
+    if op in (0x08, 0x0A, 0x0B) and n >= 6:
+        out["lba"] = ((cdb[1] & 0x1F) << 16) | (cdb[2] << 8) | cdb[3]
+        out["blocks"] = cdb[4] or (256 if op != 0x0B else 0)
+        out["lun"] = cdb[1] >> 5
+    elif op in (0x28, 0x2A, 0x2E, 0x2F, 0x2B, 0x35) and n >= 10:
+        out["lba"] = int.from_bytes(cdb[2:6], "big")
+        out["blocks"] = int.from_bytes(cdb[7:9], "big")
+        out["lun"] = cdb[1] >> 5
+    elif op in (0xA8, 0xAA) and n >= 12:
+        out["lba"] = int.from_bytes(cdb[2:6], "big")
+        out["blocks"] = int.from_bytes(cdb[6:10], "big")
+    elif op in (0x88, 0x8A, 0x8F, 0x91, 0x93) and n >= 16:
+        out["lba"] = int.from_bytes(cdb[2:10], "big")
+        out["blocks"] = int.from_bytes(cdb[10:14], "big")
+    elif n >= 2 and cdb_length(op) in (6, 10):
+        out["lun"] = cdb[1] >> 5
+    return out
+
+
+def op_kind(opcode: int | None) -> str:
+    """'read', 'write' or 'other' (or '' when unknown), for I/O tables."""
+    if opcode is None:
+        return ""
+    if opcode in READ_OPS:
+        return "read"
+    if opcode in WRITE_OPS:
+        return "write"
+    return "other"
