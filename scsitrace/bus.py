@@ -1,0 +1,500 @@
+"""The bus state machine (stage 2): walk the phase runs, rebuild connections and I/Os.
+
+The phase of a run comes from its lines and its context (ARBITRATION and DATA OUT share a
+pattern); `PHASE_BY_CODE` and `LEGAL_NEXT` are the machine as data, and `_Walker.step` is the
+one function that owns every transition. A protocol violation in the trace is not an
+error: it becomes an `anomalies` row and the walk resumes at the next BUS FREE.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from . import schema, scsi
+from .busruns import BIT, INFO_PHASES, RUN_SCHEMA, RunReducer, info_code
+from .errors import MissingSignal
+from .model import Analysis, Capture
+
+INFO = frozenset(INFO_PHASES.values())
+ALWAYS = frozenset({"BUS FREE", "RESET"})
+LEGAL_NEXT = {
+    "START": INFO | {"ARBITRATION", "SELECTION", "RESELECTION"} | ALWAYS,
+    "BUS FREE": frozenset({"ARBITRATION", "SELECTION"}) | ALWAYS,  # SCSI-1: selection without arbitration
+    "ARBITRATION": frozenset({"SELECTION", "RESELECTION"}) | ALWAYS,
+    "SELECTION": INFO | ALWAYS,
+    "RESELECTION": INFO | ALWAYS,
+    "RESET": INFO | {"ARBITRATION", "SELECTION", "RESELECTION"} | ALWAYS,
+    **{p: INFO | ALWAYS for p in INFO},
+}
+
+RAID1990 = ["Arbitration", "Selection", "Command", "Message Out", "Message In", "Data Transfer",
+            "Disconnect/Reconnect", "Reselection", "Status", "Bus Free"]
+SCSI_PHASES = ["ARBITRATION", "SELECTION", "RESELECTION", "MESSAGE OUT", "COMMAND", "DATA OUT",
+               "DATA IN", "STATUS", "MESSAGE IN", "BUS FREE"]
+CATEGORY_OF_PHASE = {
+    "ARBITRATION": "Arbitration", "SELECTION": "Selection", "RESELECTION": "Reselection",
+    "COMMAND": "Command", "MESSAGE OUT": "Message Out", "MESSAGE IN": "Message In",
+    "DATA IN": "Data Transfer", "DATA OUT": "Data Transfer", "STATUS": "Status",
+    "BUS FREE": "Bus Free", "RESET": "Reset", "RESERVED": "Unknown",
+}
+COMPLETION_MESSAGES = {0x00, 0x0A, 0x0B}
+
+
+@dataclass
+class _Io:
+    io: int
+    target: int | None = None
+    lun: int | None = None
+    tag: int | None = None
+    cdb: bytes = b""
+    start_ns: int | None = None
+    end_ns: int | None = None
+    status: str | None = None
+    data_bytes: int = 0
+    data_in: bool = False
+    data_out: bool = False
+    connections: int = 0
+    disconnects: int = 0
+    complete: bool = False
+    partial: bool = False
+
+
+@dataclass
+class _Conn:
+    id: int
+    kind: str                      # "sel", "resel" or "partial" (trace began inside it)
+    start_ns: int
+    target: int | None = None
+    initiator: int | None = None
+    io: _Io | None = None
+    atn: bool = False
+    saw_status: bool = False
+    completed: bool = False
+    lun: int | None = None
+    tag: int | None = None
+    segs: list = field(default_factory=list)   # indexes of segments still waiting for the io
+
+
+class _Walker:
+    def __init__(self, meta: dict, polarity_invert: bool, has_bytes: bool, has_db: bool):
+        self.meta = meta
+        self.initiator_id = int(meta.get("initiator", 7))
+        self.invert = polarity_invert
+        self.has_bytes = has_bytes
+        self.has_db = has_db
+        self.seg = {c: [] for c in schema.SEGMENTS}
+        self.anoms = {c: [] for c in schema.ANOMALIES}
+        self.ios: list[_Io] = []
+        self.outstanding: dict[tuple, _Io] = {}
+        self.prev = "START"
+        self.conn: _Conn | None = None
+        self.recovering = False
+        self.n_conn = 0
+        self.completions = 0
+        self.unmatched_completions = 0
+        self.ambiguous_reselections = 0
+        self.arb_seg: int | None = None
+        self.arb_db: int | None = None
+
+    # -- helpers -----------------------------------------------------------------------
+    def db(self, v):
+        if v is None:
+            return None
+        return v ^ 0xFF if self.invert else v
+
+    def anomaly(self, t_ns: int, kind: str, detail: str = ""):
+        self.anoms["t_ns"].append(t_ns)
+        self.anoms["kind"].append(kind)
+        self.anoms["detail"].append(detail)
+        self.anoms["position"].append(f"t={t_ns} ns")
+
+    def add_segment(self, run, phase: str, category: str, *, msg=None, nbytes=None):
+        c = self.conn
+        self.seg["start_ns"].append(run["start_ns"])
+        self.seg["end_ns"].append(run["end_ns"])
+        self.seg["phase"].append(phase)
+        self.seg["category"].append(category)
+        self.seg["target"].append(c.target if c else None)
+        self.seg["initiator"].append(c.initiator if c else None)
+        self.seg["connection"].append(c.id if c else None)
+        self.seg["io"].append(c.io.io if c and c.io else None)
+        self.seg["bytes"].append(nbytes)
+        self.seg["msg"].append(msg)
+        idx = len(self.seg["start_ns"]) - 1
+        if c is not None and c.io is None:
+            c.segs.append(idx)
+        return idx
+
+    def patch_connection(self):
+        """Fill ids learnt late (target from selection, io from IDENTIFY) into earlier segments."""
+        c = self.conn
+        for i in c.segs:
+            self.seg["target"][i] = c.target
+            self.seg["initiator"][i] = c.initiator
+            if c.io is not None:
+                self.seg["io"][i] = c.io.io
+        if c.io is not None:
+            c.segs.clear()
+
+    def new_io(self, t_ns: int, partial=False) -> _Io:
+        io = _Io(io=len(self.ios), start_ns=None if partial else t_ns, partial=partial)
+        self.ios.append(io)
+        return io
+
+    # -- phase of a run ----------------------------------------------------------------
+    def phase_of(self, key: int, next_key: int | None) -> str:
+        if key & BIT["RST"]:
+            return "RESET"
+        if key & BIT["SEL"]:
+            return "RESELECTION" if key & BIT["I/O"] else "SELECTION"
+        if not key & BIT["BSY"]:
+            return "BUS FREE"
+        code = info_code(key)
+        next_selects = next_key is not None and bool(next_key & BIT["SEL"])
+        # ARBITRATION and DATA OUT share the pattern: after BUS FREE it is arbitration; at the
+        # start of the trace only if a (re)selection follows
+        if code == 0 and (self.prev in ("BUS FREE", "RESET") or (self.prev == "START" and next_selects)):
+            return "ARBITRATION"
+        return INFO_PHASES.get(code, "RESERVED")
+
+    # -- the one function that owns every transition -----------------------------------
+    def step(self, run, next_key):
+        phase = self.phase_of(run["key"], next_key)
+        t = run["start_ns"]
+        if phase not in LEGAL_NEXT[self.prev] and phase != "RESERVED" and not self.recovering:
+            self.anomaly(t, "ILLEGAL TRANSITION", f"{self.prev} -> {phase}")
+            self.recovering = True
+        if phase == "RESERVED":
+            if not self.recovering:
+                self.anomaly(t, "RESERVED PHASE", f"MSG C/D I/O = {info_code(run['key']):03b}")
+            self.recovering = True
+            self.add_segment(run, phase, CATEGORY_OF_PHASE[phase])
+        elif phase == "RESET":
+            self.on_reset(run)
+        elif phase == "BUS FREE":
+            self.on_bus_free(run)
+        elif phase == "ARBITRATION":
+            self.on_arbitration(run, next_key)
+        elif phase in ("SELECTION", "RESELECTION"):
+            self.on_selection(run, phase)
+        else:
+            self.on_info(run, phase, next_key)
+        self.prev = phase
+
+    def on_reset(self, run):
+        victims = list(self.outstanding.values())
+        if self.conn is not None and self.conn.io is not None and self.conn.io not in victims:
+            victims.append(self.conn.io)
+        victims = [io for io in victims if not io.complete]
+        for io in victims:
+            io.status = "ABORTED (reset)"
+            io.end_ns = run["start_ns"]
+        self.anomaly(run["start_ns"], "RESET", f"RST asserted; {len(victims)} outstanding I/O(s) aborted")
+        self.outstanding.clear()
+        self.conn = None
+        self.add_segment(run, "RESET", "Reset")
+        self.recovering = False
+
+    def on_bus_free(self, run):
+        c = self.conn
+        if c is not None and not self.recovering:
+            self.close_connection(c, run["start_ns"])
+        self.conn = None
+        self.recovering = False
+        self.arb_seg = None
+        self.add_segment(run, "BUS FREE", "Bus Free")
+
+    def close_connection(self, c: _Conn, t_ns: int):
+        last = self.prev
+        io = c.io
+        if c.completed:
+            self.completions += 1
+            if io is not None:
+                io.complete = True
+                io.end_ns = t_ns
+                self.outstanding.pop(self.nexus_of(io), None)
+            else:
+                self.unmatched_completions += 1
+        elif last == "MESSAGE IN":
+            if io is not None:
+                io.disconnects += 1
+                self.outstanding[self.nexus_of(io)] = io
+        elif last == "SELECTION":
+            self.anomaly(t_ns, "SELECTION TIMEOUT",
+                         f"no target answered selection of target {c.target}" if c.target is not None else
+                         "no target answered the selection")
+        elif last == "RESELECTION":
+            self.anomaly(t_ns, "RESELECTION TIMEOUT", "the initiator did not answer the reselection")
+        else:
+            self.anomaly(t_ns, "UNEXPECTED BUS FREE", f"bus went free after {last}")
+            if io is not None and not io.complete:
+                io.status = "ABORTED (unexpected bus free)"
+                io.end_ns = t_ns
+                self.outstanding.pop(self.nexus_of(io), None)
+
+    @staticmethod
+    def nexus_of(io: _Io) -> tuple:
+        return (io.target, io.lun, io.tag)
+
+    def on_arbitration(self, run, next_key):
+        self.conn = None
+        self.arb_db = self.db(run["db_last"])
+        if next_key is None or not next_key & BIT["SEL"]:
+            self.anomaly(run["start_ns"], "ARBITRATION WITHOUT SELECTION",
+                         "BSY asserted after BUS FREE but no device went on to select")
+        self.arb_seg = self.add_segment(run, "ARBITRATION", "Arbitration")
+
+    def on_selection(self, run, phase):
+        if self.recovering:
+            self.add_segment(run, phase, CATEGORY_OF_PHASE[phase])
+            return
+        c = _Conn(id=self.n_conn, kind="sel" if phase == "SELECTION" else "resel", start_ns=run["start_ns"],
+                  atn=bool(run["atn"]))
+        self.n_conn += 1
+        c.initiator, c.target = self.ids_of(self.db(run["db_last"]), reselect=(phase == "RESELECTION"))
+        self.conn = c
+        if self.arb_seg is not None:
+            c.start_ns = self.seg["start_ns"][self.arb_seg]
+            c.segs.append(self.arb_seg)
+            self.seg["connection"][self.arb_seg] = c.id
+            self.arb_seg = None
+        self.add_segment(run, phase, CATEGORY_OF_PHASE[phase])
+        self.patch_connection()
+        if c.kind == "resel":
+            self.match_reselection(c)
+
+    def ids_of(self, bits: int | None, reselect: bool):
+        """(initiator, target) from the ID bits of a (re)selection, or the header's initiator."""
+        if bits is None:
+            return (self.initiator_id if not self.has_db else None), None
+        ids = [i for i in range(8) if bits >> i & 1]
+        winner = None
+        if self.arb_db:
+            winner = max(i for i in range(8) if self.arb_db >> i & 1)
+        if len(ids) == 1:  # SCSI-1: the target's bit alone
+            return self.initiator_id, ids[0]
+        if winner in ids and len(ids) == 2:
+            other = ids[0] if ids[1] == winner else ids[1]
+            return (other, winner) if reselect else (winner, other)
+        if self.initiator_id in ids and len(ids) == 2:
+            other = ids[0] if ids[1] == self.initiator_id else ids[1]
+            return self.initiator_id, other
+        self.anomaly(self.seg["start_ns"][-1] if self.seg["start_ns"] else 0, "BAD SELECTION IDS",
+                     f"ID bits 0x{bits:02x} on the data bus")
+        return None, None
+
+    def match_reselection(self, c: _Conn):
+        """Without a tag/LUN yet, bind the reselection to its I/O when that is unambiguous."""
+        cands = [io for io in self.outstanding.values() if c.target is None or io.target == c.target]
+        if len(cands) == 1:
+            self.bind(c, cands[0])
+        elif len(cands) > 1 and not self.has_db:
+            self.ambiguous_reselections += 1
+
+    def bind(self, c: _Conn, io: _Io):
+        c.io = io
+        io.connections += 1
+        self.patch_connection()
+
+    def on_info(self, run, phase, next_key):
+        c = self.conn
+        if c is None:  # the trace began inside a connection
+            c = self.conn = _Conn(id=self.n_conn, kind="partial", start_ns=run["start_ns"],
+                                  initiator=self.initiator_id if not self.has_db else None)
+            self.n_conn += 1
+        data = bytes(self.db(b) for b in (run["info_bytes"] or [])) if self.has_db else b""
+        nbytes = self.handshakes(run)
+        msg = data[0] if data and phase.startswith("MESSAGE") else None
+        category = CATEGORY_OF_PHASE[phase]
+        if self.recovering:
+            self.add_segment(run, phase, category, msg=msg, nbytes=nbytes)
+            return
+        if phase == "MESSAGE OUT":
+            self.read_messages(c, data, outbound=True)
+        elif phase == "COMMAND":
+            self.on_command(c, run, data)
+        elif phase == "MESSAGE IN":
+            self.read_messages(c, data, outbound=False)
+            ends = next_key is not None and not next_key & (BIT["BSY"] | BIT["SEL"]) and not c.saw_status
+            if self.prev == "RESELECTION" or ends or next_key is None and not c.saw_status:
+                category = "Disconnect/Reconnect"
+            if c.saw_status and (not self.has_db or any(m in COMPLETION_MESSAGES for m in data)):
+                c.completed = True
+        elif phase == "STATUS":
+            c.saw_status = True
+            if c.io is None and c.kind == "partial":
+                self.bind(c, self.new_io(run["start_ns"], partial=True))
+            if c.io is not None and data:
+                c.io.status = scsi.status_name(data[0])
+        elif phase in ("DATA IN", "DATA OUT"):
+            if c.io is None and c.kind == "partial":
+                self.bind(c, self.new_io(run["start_ns"], partial=True))
+            if c.io is not None:
+                c.io.data_bytes += nbytes or 0
+                c.io.data_in |= phase == "DATA IN"
+                c.io.data_out |= phase == "DATA OUT"
+        self.add_segment(run, phase, category, msg=msg, nbytes=nbytes)
+
+    def handshakes(self, run) -> int | None:
+        if not self.has_bytes:
+            return None
+        return int(run["n_ack"] if self.meta_has("ACK") else run["n_req"])
+
+    def meta_has(self, signal: str) -> bool:
+        return signal in self.meta.get("signals", ())
+
+    def on_command(self, c: _Conn, run, cdb: bytes):
+        if c.io is not None:
+            c.io.cdb = c.io.cdb or cdb
+            return
+        io = self.new_io(c.start_ns)
+        io.target, io.lun, io.tag, io.cdb = c.target, c.lun, c.tag, cdb
+        if io.lun is None and cdb:
+            io.lun = scsi.decode_cdb(cdb)["lun"]
+        if c.kind == "partial":
+            io.partial, io.start_ns = True, None
+        self.bind(c, io)
+
+    def read_messages(self, c: _Conn, data: bytes, outbound: bool):
+        i = 0
+        while i < len(data):
+            m = data[i]
+            if m & 0x80:
+                c.lun = m & 0x07
+            elif m in scsi.QUEUE_TAG_MESSAGES and i + 1 < len(data):
+                c.tag = data[i + 1]
+                i += 1
+            elif m == 0x01 and i + 1 < len(data):  # extended message: length byte, then payload
+                i += 1 + data[i + 1]
+            elif m in scsi.TWO_BYTE_MESSAGES:
+                i += 1
+            elif m == 0x07:
+                self.anomaly(self.seg["start_ns"][-1] if self.seg["start_ns"] else 0, "MESSAGE REJECT",
+                             "MESSAGE REJECT " + ("sent by the initiator" if outbound else "from the target"))
+            i += 1
+        if c.io is None and c.kind == "resel" and data:
+            io = self.outstanding.get((c.target, c.lun, c.tag))
+            if io is None and c.tag is None:
+                cands = [x for x in self.outstanding.values() if x.target == c.target and x.lun == c.lun]
+                io = cands[0] if len(cands) == 1 else None
+            if io is not None:
+                self.bind(c, io)
+            elif c.lun is not None:
+                self.anomaly(c.start_ns, "UNKNOWN NEXUS",
+                             f"reselection by target {c.target} LUN {c.lun} tag {c.tag} with no outstanding I/O")
+
+    # -- results ------------------------------------------------------------------------
+    def segments(self) -> pl.DataFrame:
+        df = pl.DataFrame(self.seg, schema=schema.SEGMENTS)
+        return df.filter(pl.col("end_ns") > pl.col("start_ns"))
+
+    def ios_frame(self) -> pl.DataFrame:
+        rows = {c: [] for c in schema.IOS}
+        for io in self.ios:
+            d = scsi.decode_cdb(io.cdb) if io.cdb else {"opcode": None, "name": "", "lba": None, "blocks": None}
+            op = scsi.op_kind(d["opcode"]) or ("read" if io.data_in else "write" if io.data_out else "")
+            vals = {
+                "io": io.io, "device": "" if io.target is None else f"{io.target}:{io.lun or 0}",
+                "target": io.target, "lun": io.lun, "tag": io.tag, "op": op, "opcode": d["opcode"],
+                "command": d["name"], "lba": d["lba"], "blocks": d["blocks"],
+                "bytes": io.data_bytes if self.has_bytes else None,
+                "data_bytes": io.data_bytes if self.has_bytes else None,
+                "start_ns": io.start_ns, "end_ns": io.end_ns, "status": io.status,
+                "connections": io.connections, "disconnects": io.disconnects,
+                "complete": io.complete, "partial": io.partial,
+            }
+            for k, v in vals.items():
+                rows[k].append(v)
+        df = pl.DataFrame(rows, schema=schema.IOS)
+        return df.with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("response_ns"))
+
+    def anomalies(self) -> pl.DataFrame:
+        return pl.DataFrame(self.anoms, schema=schema.ANOMALIES)
+
+
+def detect_polarity(runs: pl.DataFrame) -> tuple[bool, str]:
+    """Is DB inverted? A (re)selection puts one or two ID bits on the bus: count which reading fits."""
+    sel = runs.filter(((pl.col("key").cast(pl.Int32) & BIT["SEL"]) != 0) & pl.col("db_last").is_not_null())
+    if not sel.height:
+        return False, "no (re)selection with data bus samples; DB taken as captured"
+    pop = sel["db_last"].cast(pl.Int32).to_numpy()
+    ones = [bin(int(v)).count("1") for v in pop]
+    plain = sum(1 for n in ones if n in (1, 2))
+    inverted = sum(1 for n in ones if 8 - n in (1, 2))
+    if inverted > plain:
+        return True, f"low (inverted): {inverted} of {len(ones)} selections read as 1-2 ID bits only when inverted"
+    return False, f"high (as captured): {plain} of {len(ones)} selections put 1-2 ID bits on the bus"
+
+
+def analyze(capture: Capture, options) -> Analysis:
+    meta = capture.meta
+    signals = set(meta.get("signals", ()))
+    missing = [s for s in schema.REQUIRED_SIGNALS if s not in signals]
+    if missing:
+        raise MissingSignal(f"{capture.path}: cannot decode bus phases without {' '.join(missing)} "
+                            f"(captured: {' '.join(sorted(signals)) or 'nothing'})")
+    has_req, has_ack = "REQ" in signals, "ACK" in signals
+    reducer = RunReducer(settle_ns=options.settle_ns, has_req=has_req, has_ack=has_ack)
+    parts = list(reducer.runs(capture.chunks()))
+    runs = pl.concat(parts) if parts else pl.DataFrame(schema=RUN_SCHEMA)
+    has_db = "DB" in signals and runs["db_last"].null_count() < runs.height
+    if options.data_polarity == "auto":
+        invert, polarity_note = detect_polarity(runs) if has_db else (False, "no data bus captured")
+    else:
+        invert = options.data_polarity == "low"
+        polarity_note = f"{options.data_polarity} (given with --data-polarity)"
+    walker = _Walker(meta, invert, has_bytes=has_req or has_ack, has_db=has_db)
+    keys = runs["key"].to_list()
+    for i, run in enumerate(runs.iter_rows(named=True)):
+        walker.step(run, keys[i + 1] if i + 1 < len(keys) else None)
+    return _analysis(capture, options, runs, walker, reducer, invert, polarity_note, has_db)
+
+
+def _analysis(capture, options, runs, walker: _Walker, reducer, invert, polarity_note, has_db) -> Analysis:
+    stats = reducer.stats
+    segments = walker.segments()
+    ios = walker.ios_frame()
+    elapsed = (stats.last_ns - stats.first_ns) if stats.first_ns is not None else 0
+    has_bytes = walker.has_bytes
+    data_bytes = None
+    if has_bytes:
+        data_bytes = int(segments.filter(pl.col("phase").is_in(["DATA IN", "DATA OUT"]))["bytes"].sum() or 0)
+    notes = []
+    if stats.skew_merged:
+        notes.append(f"{stats.skew_merged} transitional line states shorter than the settle delay "
+                     f"({options.settle_ns} ns) were merged into the phase that follows")
+    partial = ios.filter(pl.col("partial"))
+    if partial.height:
+        notes.append(f"{partial.height} I/O(s) began before the trace started (partial)")
+    open_ios = ios.filter(~pl.col("complete") & pl.col("status").is_null())
+    if open_ios.height:
+        notes.append(f"{open_ios.height} I/O(s) still in progress when the trace ends")
+    if walker.unmatched_completions:
+        notes.append(f"{walker.unmatched_completions} of {walker.completions} completions could not be tied "
+                     "to their command: without the data bus a reselection does not say which target")
+    if walker.recovering:
+        notes.append("the trace ends while the analyzer waits for BUS FREE after a protocol violation")
+    level = meta_level(capture.meta)
+    source = {
+        "path": capture.path, "format": capture.format, "level": level,
+        "signals": capture.meta.get("signals"), "tick_ns": capture.meta.get("tick_ns"),
+        "initiator": capture.meta.get("initiator"), "transitions": stats.transitions,
+        "runs": runs.height, "settle_ns": options.settle_ns, "skew_merged": stats.skew_merged,
+        "data_polarity": ("low" if invert else "high") if has_db else None,
+        "data_polarity_reason": polarity_note if has_db else None,
+        "meta": {k: v for k, v in capture.meta.items() if k not in ("signals", "tick_ns", "initiator", "level")},
+    }
+    return Analysis(
+        layer="bus", capture=capture, elapsed_ns=elapsed, start_ns=stats.first_ns or 0,
+        segments=segments, ios=ios, anomalies=walker.anomalies(), ios_completed=walker.completions,
+        data_bytes=data_bytes,
+        category_order={"raid1990": RAID1990, "scsi": SCSI_PHASES}, default_profile="raid1990",
+        notes=notes + list(capture.notes), source=source, runs=runs,
+        extra={"no_normalized": ["Bus Free", "BUS FREE"]},
+    )
+
+
+def meta_level(meta: dict) -> int:
+    signals = meta.get("signals", ())
+    return 3 if "DB" in signals else 2 if ("REQ" in signals or "ACK" in signals) else 1
