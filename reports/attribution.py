@@ -1,0 +1,473 @@
+"""Overhead attribution (DESIGN "Overhead attribution", RAID-I section 4.6 / Table 11).
+
+With REQ/ACK captured every byte is a four-edge handshake: REQ up (target), ACK up
+(initiator), REQ down (target), ACK down (initiator). The time before each edge belongs to
+the device that makes it: the target waits before raising or dropping REQ, the initiator
+before raising or dropping ACK. Inside a connection these intervals tile the time from the
+end of (RE)SELECTION to BUS FREE exactly (the stretch after the last ACK release is the
+target releasing the bus); arbitration and (re)selection belong to neither. So
+
+    target_ns + initiator_ns + neither_ns + transfer_ns == bus busy time
+
+where `transfer_ns` is the ordinary handshake time of DATA phases (bytes moving at the
+bus rate) and every long DATA wait counts for the component that made it.
+
+The transitions are read chunk by chunk (second pass over the capture, numpy over whole
+chunks); only the handshakes of non-DATA phases, the first byte of each DATA phase and
+the long DATA waits are kept individually. Steps are then named by their place in the
+I/O sequence (the rows of Table 11), and long DATA waits that recur at multiples of a
+byte count are reported as periodic pauses with that period.
+"""
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from scsitrace import schema
+from scsitrace.model import Analysis
+
+REQ = 1 << schema.SIGNAL_BIT["REQ"]
+ACK = 1 << schema.SIGNAL_BIT["ACK"]
+REQ_UP, ACK_UP, REQ_DOWN, ACK_DOWN = 0, 1, 2, 3   # edge codes, in handshake order
+TARGET, INITIATOR = 0, 1
+COMPONENTS = ("target", "initiator")
+
+NEITHER_PHASES = ("ARBITRATION", "SELECTION", "RESELECTION")
+DATA_PHASES = ("DATA IN", "DATA OUT")
+NOT_BUSY = ("BUS FREE",)
+
+MIN_LONG_NS = 2000        # a DATA wait is long when above both this and LONG_FACTOR x median
+LONG_FACTOR = 10
+FIRST_BYTES = 64          # long initiator/target waits this early in a DATA phase: FIFO/set-up
+PERIODS = tuple(1 << k for k in range(6, 21))   # 64 bytes .. 1 MiB
+MIN_PERIODIC_HITS = 2
+MIN_PERIODIC_SHARE = 0.6  # share of the boundaries crossed inside a DATA phase that paused
+
+
+def needs_req_ack(analysis: Analysis) -> str | None:
+    """None when attribution can run, else why not."""
+    signals = analysis.capture.meta.get("signals") or []
+    missing = [s for s in ("REQ", "ACK") if s not in signals]
+    if missing:
+        return (f"overhead attribution needs REQ and ACK (the trace lacks {' and '.join(missing)}): "
+                "without them only phase durations are known, not who made each pause")
+    if analysis.capture.chunks is None:
+        return "overhead attribution needs the bus transitions (this trace has none)"
+    return None
+
+
+# ---------------------------------------------------------------- segment tables
+
+class _Segments:
+    """Numpy views of the segments that the per-chunk pass indexes by segment number."""
+
+    def __init__(self, segments: pl.DataFrame):
+        seg = segments.sort("start_ns").with_row_index("seg")
+        self.frame = seg
+        self.start = seg["start_ns"].to_numpy()
+        self.is_data = seg["phase"].is_in(DATA_PHASES).to_numpy()
+        body = (seg.filter(pl.col("connection").is_not_null()
+                           & ~pl.col("phase").is_in(NEITHER_PHASES + NOT_BUSY))
+                .group_by("connection").agg(pl.col("start_ns").min().alias("body_start"),
+                                            pl.col("end_ns").max().alias("body_end")))
+        self.bodies = body
+        with_body = seg.join(body, on="connection", how="left")
+        in_body = (with_body["body_start"].is_not_null()
+                   & ~with_body["phase"].is_in(NEITHER_PHASES + NOT_BUSY)).to_numpy()
+        # edges outside a connection body (stray REQ/ACK) get body_start = +inf: dropped
+        self.body_start = np.where(in_body, with_body["body_start"].fill_null(0).to_numpy(),
+                                   np.iinfo(np.int64).max)
+        self.n = seg.height
+
+    def index(self, t: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.start, t, side="right") - 1
+
+
+# ---------------------------------------------------------------- per-chunk pass
+
+def _edges(t: np.ndarray, lines: np.ndarray, req0: int, ack0: int):
+    """REQ/ACK edges of one chunk in time order -> (t, code). State before the chunk given."""
+    req = (lines & REQ) != 0
+    ack = (lines & ACK) != 0
+    prev_req = np.concatenate(([bool(req0)], req[:-1]))
+    prev_ack = np.concatenate(([bool(ack0)], ack[:-1]))
+    req_ch = req != prev_req
+    ack_ch = ack != prev_ack
+    # both lines changing at one tick: the handshake order decides which came first
+    ack_first = req_ch & ack_ch & req & ~ack
+    n = len(t)
+    slot_req = 2 * np.arange(n) + ack_first
+    slot_ack = 2 * np.arange(n) + 1 - ack_first
+    code = np.full(2 * n, -1, dtype=np.int8)
+    code[slot_req[req_ch]] = np.where(req[req_ch], REQ_UP, REQ_DOWN)
+    code[slot_ack[ack_ch]] = np.where(ack[ack_ch], ACK_UP, ACK_DOWN)
+    keep = code >= 0
+    times = np.repeat(t, 2)[keep]
+    return times, code[keep]
+
+
+class _Pass:
+    """Accumulates one pass over the transitions; see the module docstring."""
+
+    def __init__(self, segs: _Segments):
+        self.segs = segs
+        self.prev_t = np.iinfo(np.int64).min
+        self.req = self.ack = 0
+        self.req_seen = 0                                   # REQ-up edges so far (bytes)
+        self.seg_base = np.full(segs.n, -1, dtype=np.int64)  # REQ-ups before each segment
+        self.seg_bytes = np.zeros(segs.n, dtype=np.int64)
+        self.seg_last_t = np.full(segs.n, -1, dtype=np.int64)
+        self.totals = np.zeros((segs.n, 2), dtype=np.int64)  # per segment x component
+        self.data_medians: list[tuple[int, int, float]] = []  # (component, n, median)
+        self.kept: list[pl.DataFrame] = []
+        self.stray = 0
+
+    def feed(self, chunk: pl.DataFrame) -> None:
+        if not chunk.height:
+            return
+        t0 = chunk["t_ns"].to_numpy()
+        lines = chunk["lines"].to_numpy().astype(np.uint16)
+        t, code = _edges(t0, lines, self.req, self.ack)
+        self.req = int((lines[-1] & REQ) != 0)
+        self.ack = int((lines[-1] & ACK) != 0)
+        if not len(t):
+            return
+        prev = np.concatenate(([self.prev_t], t[:-1]))
+        self.prev_t = int(t[-1])
+        seg = self.segs.index(t)
+        body_start = self.segs.body_start[np.maximum(seg, 0)]
+        ok = (seg >= 0) & (t >= body_start)
+        self.stray += int((~ok).sum())
+        t, code, prev, seg, body_start = t[ok], code[ok], prev[ok], seg[ok], body_start[ok]
+        dur = t - np.maximum(prev, body_start)
+        comp = (code & 1).astype(np.int8)        # REQ edges: target; ACK edges: initiator
+        is_up = code == REQ_UP
+        g = self.req_seen + np.cumsum(is_up)      # REQ-ups so far, including this edge
+        self.req_seen = int(g[-1]) if len(g) else self.req_seen
+        self._segment_bases(seg, g, is_up)
+        byte = np.maximum(g - 1 - self.seg_base[seg], 0)
+        self.seg_bytes += np.bincount(seg[is_up], minlength=self.segs.n)
+        last = np.r_[seg[1:] != seg[:-1], True]
+        self.seg_last_t[seg[last]] = t[last]
+        key = seg * 2 + comp
+        # float64 weights are exact for sums below 2**53 ns (104 days)
+        self.totals += np.bincount(key, weights=dur, minlength=2 * self.segs.n).astype(np.int64).reshape(-1, 2)
+        self._keep(t, code, comp, dur, seg, byte)
+
+    def _segment_bases(self, seg, g, is_up):
+        first = np.r_[True, seg[1:] != seg[:-1]]
+        # REQ-ups before the segment = count before its first edge (minus that edge if REQ-up)
+        base = g[first] - is_up[first]
+        fresh = self.seg_base[seg[first]] < 0
+        self.seg_base[seg[first][fresh]] = base[fresh]
+
+    def _keep(self, t, code, comp, dur, seg, byte):
+        data = self.segs.is_data[seg]
+        threshold = np.zeros(len(t))
+        for c in (TARGET, INITIATOR):
+            sel = data & (comp == c) & (byte > 0)
+            if sel.any():
+                med = float(np.median(dur[sel]))
+                self.data_medians.append((c, int(sel.sum()), med))
+                threshold[comp == c] = max(MIN_LONG_NS / 2, LONG_FACTOR * med / 2)
+        keep = ~data | (byte == 0) | (dur > threshold)
+        if keep.any():
+            self.kept.append(pl.DataFrame({
+                "t_ns": t[keep], "code": code[keep], "comp": comp[keep], "dur_ns": dur[keep],
+                "seg": seg[keep].astype(np.int64), "byte": byte[keep]}))
+
+    def long_thresholds(self) -> dict[int, float]:
+        out = {}
+        for c in (TARGET, INITIATOR):
+            meds = [(n, m) for cc, n, m in self.data_medians if cc == c]
+            if meds:
+                total = sum(n for n, _ in meds)
+                med = sum(n * m for n, m in meds) / total
+                out[c] = max(MIN_LONG_NS, LONG_FACTOR * med)
+            else:
+                out[c] = MIN_LONG_NS
+        return out
+
+
+# ---------------------------------------------------------------- naming the steps
+
+def _segment_context(segs: pl.DataFrame) -> pl.DataFrame:
+    """Per segment: the phase before it in its connection and its byte labels."""
+    prev = pl.col("phase").shift(1).over("connection", order_by="start_ns")
+    return segs.with_columns(prev.alias("prev_phase"))
+
+
+def _label() -> pl.Expr:
+    """What one byte of a non-DATA phase is, in Table 11's words (columns phase, category,
+    prev_phase, byte, nbytes)."""
+    phase, prev, byte = pl.col("phase"), pl.col("prev_phase"), pl.col("byte")
+    last = byte == pl.col("nbytes") - 1
+    after_data = prev.is_in(DATA_PHASES)
+    disconnect = (pl.when(after_data & (byte == 0) & ~last).then(pl.lit("save pointer"))
+                  .when(after_data & last).then(pl.lit("disconnect after data"))
+                  .when(last).then(pl.lit("disconnect"))
+                  .otherwise(pl.lit("messages before disconnect")))
+    message_in = (pl.when(prev == "RESELECTION")
+                  .then(pl.when(byte == 0).then(pl.lit("reselection ID message")).otherwise(pl.lit("restore pointers")))
+                  .when(pl.col("category") == "Disconnect/Reconnect").then(disconnect)
+                  .when((prev == "STATUS") & (byte == 0)).then(pl.lit("command complete"))
+                  .otherwise(pl.lit("message in bytes")))
+    return (pl.when(phase == "MESSAGE OUT")
+            .then(pl.when((prev == "SELECTION") & (byte == 0)).then(pl.lit("ID message"))
+                  .otherwise(pl.lit("message out bytes")))
+            .when(phase == "COMMAND")
+            .then(pl.when(byte == 0).then(pl.lit("first command byte")).otherwise(pl.lit("remaining command bytes")))
+            .when(phase == "STATUS").then(pl.lit("status"))
+            .when(phase == "MESSAGE IN").then(message_in)
+            .otherwise(pl.format("{} bytes", phase.str.to_lowercase())))
+
+
+def _non_data_steps(kept: pl.DataFrame, ctx: pl.DataFrame) -> pl.DataFrame:
+    """One observation per (segment, step): the waits of that step summed in the segment."""
+    rows = kept.filter(~pl.col("is_data")).join(
+        ctx.select("seg", "phase", "category", "prev_phase", pl.col("nbytes")), on="seg", how="left")
+    if not rows.height:
+        return _empty_obs()
+    rows = rows.with_columns(_label().alias("what"))
+    code = pl.col("code")
+    step = (pl.when(code == REQ_UP).then(pl.format("pause before {}", pl.col("what")))
+            .when(code == ACK_UP).then(pl.format("ack of {}", pl.col("what")))
+            .otherwise(pl.format("{} REQ/ACK release", pl.col("phase").str.to_lowercase())))
+    return (rows.with_columns(step.alias("step"))
+            .group_by("seg", "step", "comp")
+            .agg(pl.col("dur_ns").sum(), pl.col("t_ns").min()))
+
+
+def _empty_obs() -> pl.DataFrame:
+    return pl.DataFrame(schema={"seg": pl.Int64, "step": pl.Utf8, "comp": pl.Int8,
+                                "dur_ns": pl.Int64, "t_ns": pl.Int64})
+
+
+def _data_steps(kept: pl.DataFrame, ctx: pl.DataFrame, thresholds: dict[int, float]):
+    """First-byte pauses, early (FIFO) acks, periodic pauses and other long DATA waits."""
+    data = kept.filter(pl.col("is_data")).join(ctx.select("seg", "io_offset", "nbytes"), on="seg", how="left")
+    first = (data.filter((pl.col("byte") == 0) & pl.col("code").is_in([REQ_UP, ACK_UP]))
+             .with_columns(pl.when(pl.col("code") == REQ_UP).then(pl.lit("pause before first data byte"))
+                           .otherwise(pl.lit("ack of first data byte")).alias("step")))
+    thr = pl.when(pl.col("comp") == TARGET).then(thresholds[TARGET]).otherwise(thresholds[INITIATOR])
+    long = data.filter((pl.col("byte") > 0) & (pl.col("dur_ns") > thr)).with_columns(
+        (pl.col("io_offset") + pl.col("byte")).alias("offset"))
+    periodic, rest = _periodic(long, ctx)
+    early = rest.filter(pl.col("byte") < FIRST_BYTES)
+    early_mode = early.group_by("comp").agg(pl.col("byte").mode().first().alias("n"))
+    early = early.join(early_mode, on="comp").with_columns(
+        pl.when(pl.col("comp") == INITIATOR).then(pl.format("ack after first {} bytes", pl.col("n")))
+        .otherwise(pl.format("pause after first {} bytes", pl.col("n"))).alias("step"))
+    other = rest.filter(pl.col("byte") >= FIRST_BYTES).with_columns(
+        pl.lit("other pauses in data transfer").alias("step"))
+    per_step = [f.select("seg", "step", "comp", "dur_ns", "t_ns") for f in (first, early, other)]
+    periodic_obs = periodic.select("seg", pl.format("pauses every {} bytes in data transfer", pl.col("period"))
+                                   .alias("step"), "comp", "dur_ns", "t_ns")
+    obs = pl.concat([*per_step, periodic_obs]).with_columns(pl.col("comp").cast(pl.Int8))
+    return obs, periodic, long
+
+
+def _periodic(long: pl.DataFrame, ctx: pl.DataFrame):
+    """Split long DATA waits into periodic ones (with a `period` column) and the rest.
+
+    A period P fits a component when its waits fall at byte offsets (within the I/O) that
+    are multiples of P, at >= MIN_PERIODIC_SHARE of the multiples of P crossed inside a
+    DATA phase, at least MIN_PERIODIC_HITS times. The P explaining most waits wins (the
+    larger on a tie: pauses every 8192 bytes also sit on multiples of 4096, but only half
+    of the 4096 boundaries pause). Up to two periods per component (writes: the disk every
+    512 bytes, the host adapter every 8192)."""
+    found = []
+    rest = long
+    data_ctx = ctx.filter(pl.col("is_data_seg") & (pl.col("nbytes") > 0))
+    lo = data_ctx["io_offset"].to_numpy()
+    hi = lo + data_ctx["nbytes"].to_numpy()     # bytes [lo, hi); boundary b crossed when lo < b < hi
+    for comp in (TARGET, INITIATOR):
+        for _ in range(2):
+            cand = rest.filter((pl.col("comp") == comp) & (pl.col("offset") > 0))
+            if cand.height < MIN_PERIODIC_HITS:
+                break
+            offs = cand["offset"].to_numpy()
+            best = None
+            for p in PERIODS:
+                hits = int((offs % p == 0).sum())
+                chances = int(np.maximum((hi - 1) // p - lo // p, 0).sum())
+                if hits >= MIN_PERIODIC_HITS and chances and hits / chances >= MIN_PERIODIC_SHARE:
+                    if best is None or hits >= best[1]:
+                        best = (p, hits)
+            if best is None:
+                break
+            p = best[0]
+            is_hit = (pl.col("comp") == comp) & (pl.col("offset") > 0) & (pl.col("offset") % p == 0)
+            found.append(rest.filter(is_hit).with_columns(pl.lit(p, dtype=pl.Int64).alias("period")))
+            rest = rest.filter(~is_hit)
+    periodic = pl.concat(found) if found else rest.clear().with_columns(pl.lit(0, dtype=pl.Int64).alias("period"))
+    return periodic, rest
+
+
+def _neither_steps(ctx: pl.DataFrame) -> pl.DataFrame:
+    """Arbitration and (re)selection: the bus protocol's own time, nobody's pause."""
+    resel = ctx.filter(pl.col("phase") == "RESELECTION").select("connection").unique()
+    seg = ctx.filter(pl.col("phase").is_in(NEITHER_PHASES)).with_columns(
+        pl.col("connection").is_in(resel["connection"].implode()).alias("re"))
+    step = (pl.when(pl.col("phase") == "ARBITRATION")
+            .then(pl.when(pl.col("re")).then(pl.lit("rearbitration")).otherwise(pl.lit("arbitration")))
+            .otherwise(pl.col("phase").str.to_lowercase()))
+    return seg.select("seg", step.alias("step"), pl.lit(2, dtype=pl.Int8).alias("comp"),
+                      (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"), pl.col("start_ns").alias("t_ns"))
+
+
+def _release_steps(segs: _Segments, p: _Pass) -> pl.DataFrame:
+    """After the last ACK release of a connection the target drops BSY: its time."""
+    seg = segs.frame.with_columns(pl.Series("last_t", p.seg_last_t))
+    last = (seg.filter(pl.col("last_t") >= 0).group_by("connection")
+            .agg(pl.col("last_t").max(), pl.col("seg").max()))
+    rel = last.join(segs.bodies, on="connection").select(
+        "seg", pl.lit("bus release after last byte").alias("step"), pl.lit(TARGET, dtype=pl.Int8).alias("comp"),
+        (pl.col("body_end") - pl.col("last_t")).alias("dur_ns"), pl.col("last_t").alias("t_ns"))
+    silent = segs.bodies.join(last.select("connection"), on="connection", how="anti").select(
+        pl.lit(-1, dtype=pl.Int64).alias("seg"), pl.lit("connection without handshakes").alias("step"),
+        pl.lit(TARGET, dtype=pl.Int8).alias("comp"), (pl.col("body_end") - pl.col("body_start")).alias("dur_ns"),
+        pl.col("body_start").alias("t_ns"))
+    return pl.concat([rel.with_columns(pl.col("seg").cast(pl.Int64)), silent])
+
+
+# ---------------------------------------------------------------- public API
+
+COMPONENT_NAMES = {TARGET: "target", INITIATOR: "initiator", 2: "neither"}
+
+
+def attribute(analysis: Analysis) -> dict:
+    """The `attribute --json` dict: steps, periodic, totals (+ phases, notes)."""
+    why_not = needs_req_ack(analysis)
+    if why_not:
+        return _phases_only(analysis, why_not)
+    segs = _Segments(analysis.segments)
+    p = _Pass(segs)
+    for chunk in analysis.capture.chunks():
+        p.feed(chunk)
+    return _report(analysis, segs, p)
+
+
+def _context(segs: _Segments, p: _Pass) -> pl.DataFrame:
+    ctx = _segment_context(segs.frame).with_columns(
+        pl.Series("nbytes", p.seg_bytes), pl.col("phase").is_in(DATA_PHASES).alias("is_data_seg"))
+    data_bytes = pl.when(pl.col("is_data_seg")).then(pl.col("nbytes")).otherwise(0)
+    # bytes of the same I/O moved in earlier DATA phases (the I/O's offset at this phase)
+    io_off = (data_bytes.cum_sum().over("io", order_by="start_ns") - data_bytes)
+    return ctx.with_columns(pl.when(pl.col("io").is_not_null()).then(io_off)
+                            .otherwise(pl.lit(0, dtype=pl.Int64)).alias("io_offset"))
+
+
+def _report(analysis: Analysis, segs: _Segments, p: _Pass) -> dict:
+    ctx = _context(segs, p)
+    kept = (pl.concat(p.kept) if p.kept else pl.DataFrame(schema={
+        "t_ns": pl.Int64, "code": pl.Int8, "comp": pl.Int8, "dur_ns": pl.Int64, "seg": pl.Int64, "byte": pl.Int64}))
+    kept = kept.with_columns(pl.Series("is_data", segs.is_data[kept["seg"].to_numpy()]) if kept.height
+                             else pl.lit(False).alias("is_data"))
+    thresholds = p.long_thresholds()
+    data_obs, periodic, long = _data_steps(kept, ctx, thresholds)
+    obs = pl.concat([
+        _neither_steps(ctx),
+        _non_data_steps(kept, ctx).select("seg", "step", "comp", "dur_ns", "t_ns"),
+        data_obs,
+        _release_steps(segs, p),
+    ], how="vertical_relaxed")
+    steps = _step_rows(obs)
+    totals, phases = _totals(analysis, segs, p, ctx, long)
+    notes = [f"a DATA-phase wait counts as a pause when longer than "
+             f"{thresholds[TARGET]:.0f} ns (target) / {thresholds[INITIATOR]:.0f} ns (initiator); "
+             "shorter ones are the transfer itself (transfer_ns)"]
+    if p.stray:
+        notes.append(f"{p.stray} REQ/ACK edges outside any connection were not attributed")
+    return {
+        "available": True,
+        "steps": steps,
+        "periodic": _periodic_rows(periodic),
+        "totals": totals,
+        "phases": phases,
+        "notes": notes,
+    }
+
+
+def _step_rows(obs: pl.DataFrame) -> list[dict]:
+    agg = (obs.group_by("step", "comp")
+           .agg(pl.len().alias("count"), pl.col("dur_ns").min().alias("min_ns"),
+                pl.col("dur_ns").median().alias("median_ns"), pl.col("dur_ns").max().alias("max_ns"),
+                pl.col("dur_ns").sum().alias("total_ns"), pl.col("t_ns").min().alias("first"))
+           .sort("first", "step"))
+    return [{"step": r["step"], "component": COMPONENT_NAMES[r["comp"]], "count": int(r["count"]),
+             "min_ns": int(r["min_ns"]), "median_ns": int(round(r["median_ns"])),
+             "max_ns": int(r["max_ns"]), "total_ns": int(r["total_ns"])}
+            for r in agg.iter_rows(named=True)]
+
+
+def _periodic_rows(periodic: pl.DataFrame) -> list[dict]:
+    if not periodic.height:
+        return []
+    agg = (periodic.group_by("comp", "period")
+           .agg(pl.len().alias("count"), pl.col("dur_ns").min().alias("min_ns"),
+                pl.col("dur_ns").max().alias("max_ns"), pl.col("dur_ns").median().alias("median_ns"),
+                pl.col("dur_ns").sum().alias("total_ns"))
+           .sort("comp", "period"))
+    return [{"component": COMPONENT_NAMES[r["comp"]], "period_bytes": int(r["period"]), "count": int(r["count"]),
+             "min_ns": int(r["min_ns"]), "max_ns": int(r["max_ns"]), "median_ns": int(round(r["median_ns"])),
+             "total_ns": int(r["total_ns"])}
+            for r in agg.iter_rows(named=True)]
+
+
+def _totals(analysis, segs: _Segments, p: _Pass, ctx: pl.DataFrame, long: pl.DataFrame):
+    """Per-component totals and the per-phase breakdown (phase of the edge ending each wait)."""
+    tot = ctx.select("seg", "phase", "is_data_seg").with_columns(
+        pl.Series("target", p.totals[:, TARGET]), pl.Series("initiator", p.totals[:, INITIATOR]))
+    long_by_seg = long.group_by("seg", "comp").agg(pl.col("dur_ns").sum())
+    lt = long_by_seg.filter(pl.col("comp") == TARGET).select("seg", pl.col("dur_ns").alias("long_t"))
+    li = long_by_seg.filter(pl.col("comp") == INITIATOR).select("seg", pl.col("dur_ns").alias("long_i"))
+    tot = tot.join(lt, on="seg", how="left").join(li, on="seg", how="left").fill_null(0)
+    data = pl.col("is_data_seg")
+    tot = tot.with_columns(
+        pl.when(data).then(pl.col("long_t")).otherwise(pl.col("target")).alias("target_ns"),
+        pl.when(data).then(pl.col("long_i")).otherwise(pl.col("initiator")).alias("initiator_ns"),
+        pl.when(data).then(pl.col("target") + pl.col("initiator") - pl.col("long_t") - pl.col("long_i"))
+        .otherwise(0).alias("transfer_ns"))
+    release = _release_steps(segs, p)["dur_ns"].sum()
+    neither = int(ctx.filter(pl.col("phase").is_in(NEITHER_PHASES))
+                  .select((pl.col("end_ns") - pl.col("start_ns")).sum()).item() or 0)
+    by_phase = (tot.group_by("phase").agg(pl.col("target_ns").sum(), pl.col("initiator_ns").sum(),
+                                          pl.col("transfer_ns").sum())
+                .filter((pl.col("target_ns") + pl.col("initiator_ns") + pl.col("transfer_ns")) > 0)
+                .sort("phase"))
+    totals = {
+        "target_ns": int(tot["target_ns"].sum()) + int(release or 0),
+        "initiator_ns": int(tot["initiator_ns"].sum()),
+        "neither_ns": neither,
+        "transfer_ns": int(tot["transfer_ns"].sum()),
+    }
+    phases = [{k: (int(v) if k != "phase" else v) for k, v in r.items()} for r in by_phase.iter_rows(named=True)]
+    phases.append({"phase": "(bus release)", "target_ns": int(release or 0), "initiator_ns": 0, "transfer_ns": 0})
+    return totals, phases
+
+
+def _phases_only(analysis: Analysis, why_not: str) -> dict:
+    """Without REQ/ACK: per phase (and who it must belong to, where the protocol says)."""
+    seg = analysis.segments.filter(~pl.col("phase").is_in(NOT_BUSY)).with_columns(
+        (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"))
+    agg = (seg.group_by("phase").agg(pl.len().alias("count"), pl.col("dur_ns").min().alias("min_ns"),
+                                     pl.col("dur_ns").median().alias("median_ns"),
+                                     pl.col("dur_ns").max().alias("max_ns"), pl.col("dur_ns").sum().alias("total_ns"),
+                                     pl.col("start_ns").min().alias("first"))
+           .sort("first"))
+    rows = [{"phase": r["phase"], "count": int(r["count"]), "min_ns": int(r["min_ns"]),
+             "median_ns": int(round(r["median_ns"])), "max_ns": int(r["max_ns"]), "total_ns": int(r["total_ns"])}
+            for r in agg.iter_rows(named=True)]
+    steps = [{"step": r["phase"].lower(), "component": "neither", **{k: r[k] for k in
+             ("count", "min_ns", "median_ns", "max_ns", "total_ns")}}
+             for r in rows if r["phase"] in NEITHER_PHASES]
+    neither = sum(r["total_ns"] for r in rows if r["phase"] in NEITHER_PHASES)
+    return {
+        "available": False,
+        "steps": steps,
+        "periodic": [],
+        "totals": {"target_ns": None, "initiator_ns": None, "neither_ns": int(neither), "transfer_ns": None},
+        "phases_only": rows,
+        "notes": [why_not],
+    }
