@@ -25,6 +25,7 @@ LEGAL_NEXT = {
     "SELECTION": INFO | ALWAYS,
     "RESELECTION": INFO | ALWAYS,
     "RESET": INFO | {"ARBITRATION", "SELECTION", "RESELECTION"} | ALWAYS,
+    "RESERVED": INFO | ALWAYS,  # only reached while recovering
     **{p: INFO | ALWAYS for p in INFO},
 }
 
@@ -235,7 +236,8 @@ class _Walker:
 
     @staticmethod
     def nexus_of(io: _Io) -> tuple:
-        return (io.target, io.lun, io.tag)
+        """I_T_L_Q nexus; an I/O whose target is unknown (no data bus) is its own key."""
+        return ("io", io.io) if io.target is None else (io.target, io.lun, io.tag)
 
     def on_arbitration(self, run, next_key):
         self.conn = None
@@ -285,12 +287,33 @@ class _Walker:
         return None, None
 
     def match_reselection(self, c: _Conn):
-        """Without a tag/LUN yet, bind the reselection to its I/O when that is unambiguous."""
-        cands = [io for io in self.outstanding.values() if c.target is None or io.target == c.target]
-        if len(cands) == 1:
-            self.bind(c, cands[0])
-        elif len(cands) > 1 and not self.has_db:
+        """Level 1-2: no IDs on the bus, so a reselection resumes the one outstanding I/O when
+        there is exactly one; with none it resumes an I/O begun before the trace."""
+        if self.has_db:
+            return  # wait for IDENTIFY (and a queue tag) in MESSAGE IN
+        if len(self.outstanding) == 1:
+            self.bind(c, next(iter(self.outstanding.values())))
+        elif not self.outstanding:
+            self.bind(c, self.new_io(c.start_ns, partial=True))
+        else:
             self.ambiguous_reselections += 1
+
+    def resume_nexus(self, c: _Conn):
+        """Level 3: find the I/O a reselection resumes from its target, LUN and tag."""
+        io = self.outstanding.get((c.target, c.lun, c.tag))
+        if io is None and c.tag is None:
+            same = [x for x in self.outstanding.values() if x.target == c.target and x.lun == c.lun]
+            io = same[0] if len(same) == 1 else None
+        if io is None:  # an I/O whose command went out before the trace began
+            unknown = [x for x in self.outstanding.values() if x.partial and x.target is None]
+            if len(unknown) == 1:
+                io = unknown[0]
+                del self.outstanding[self.nexus_of(io)]
+                io.target, io.lun, io.tag = c.target, c.lun, c.tag
+            else:
+                io = self.new_io(c.start_ns, partial=True)
+                io.target, io.lun, io.tag = c.target, c.lun, c.tag
+        self.bind(c, io)
 
     def bind(self, c: _Conn, io: _Io):
         c.io = io
@@ -373,16 +396,8 @@ class _Walker:
                 self.anomaly(self.seg["start_ns"][-1] if self.seg["start_ns"] else 0, "MESSAGE REJECT",
                              "MESSAGE REJECT " + ("sent by the initiator" if outbound else "from the target"))
             i += 1
-        if c.io is None and c.kind == "resel" and data:
-            io = self.outstanding.get((c.target, c.lun, c.tag))
-            if io is None and c.tag is None:
-                cands = [x for x in self.outstanding.values() if x.target == c.target and x.lun == c.lun]
-                io = cands[0] if len(cands) == 1 else None
-            if io is not None:
-                self.bind(c, io)
-            elif c.lun is not None:
-                self.anomaly(c.start_ns, "UNKNOWN NEXUS",
-                             f"reselection by target {c.target} LUN {c.lun} tag {c.tag} with no outstanding I/O")
+        if c.io is None and c.kind == "resel" and data and not outbound:
+            self.resume_nexus(c)
 
     # -- results ------------------------------------------------------------------------
     def segments(self) -> pl.DataFrame:

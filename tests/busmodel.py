@@ -51,6 +51,7 @@ class BusBuilder:
     n_io: int = 0
     completed: int = 0
     data_bytes: int = 0
+    skewed: int = 0
 
     # -- raw line control ----------------------------------------------------------------
     def emit(self, **changes):
@@ -101,9 +102,16 @@ class BusBuilder:
         self.wait(ns - 2 * (ns // 3))
 
     def info(self, phase: str, data: bytes, target=None, conn=None, io=None, pause_ns: int = 1000,
-             category=None, atn_off=False):
+             category=None, atn_off=False, skew_ns: int = 0):
+        """An information phase; with `skew_ns`, I/O changes that much before MSG and C/D
+        (a transitional line state that belongs to this phase)."""
         msg, cd, io_bit = CODES[phase]
         self.begin(phase, target, conn, io, category)
+        io_now = (self.lines >> SIGNAL_BIT["I/O"]) & 1
+        if skew_ns and io_now != io_bit and (self.lines >> SIGNAL_BIT["BSY"]) & 1:
+            self.emit(SEL=0, I_O=io_bit)
+            self.wait(skew_ns)
+            self.skewed += 1
         self.emit(SEL=0, MSG=msg, C_D=cd, I_O=io_bit, DB=None, **({"ATN": 0} if atn_off else {}))
         self.wait(pause_ns)
         inbound = bool(io_bit)
