@@ -39,7 +39,10 @@ def _parse_header(path: str) -> tuple[dict, int, int]:
             try:
                 text = raw.decode("utf-8").strip()
             except UnicodeDecodeError:
-                raise BadInput(path, "header is not UTF-8 text", line=line_no) from None
+                if line_no == 1:
+                    raise BadInput(path, "not an ancot-text file (the first line is not UTF-8 text)",
+                                   line=1) from None
+                break  # not a header line: the record reader reports (or skips) it
             if line_no == 1:
                 if text.lstrip("\ufeff") != MAGIC:
                     raise BadInput(path, f"missing header: the first line must be exactly {MAGIC!r}",
@@ -137,7 +140,7 @@ def _decode_block(block: pl.DataFrame, header: dict) -> pl.DataFrame:
     if data:
         out.append(pl.when(pl.col("db_s") == "--").then(None)
                    .otherwise(pl.col("db_s").str.to_integer(base=16, strict=False))
-                   .cast(pl.UInt8).alias("db"))
+                   .cast(pl.UInt8, strict=False).alias("db"))
     else:
         out.append(pl.lit(None, dtype=pl.UInt8).alias("db"))
     if len(data) == 2:
