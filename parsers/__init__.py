@@ -13,6 +13,7 @@ from scsitrace.errors import UnknownFormat, UsageError
 _MODULES = {
     "ancot": "ancot",
     "vcd": "vcd",
+    "qemu_lsi": "qemu_lsi",
 }
 
 

@@ -1,0 +1,396 @@
+"""QEMU's LSI 53C895A controller trace (`-trace 'lsi_*' -trace 'scsi_*' -msg timestamp=on`).
+
+Each line is `PID@SECONDS.MICROSECONDS:EVENT TEXT`, written by QEMU's log trace backend:
+
+    16602@1795334719.560198:lsi_execute_script_io_selected Selected target 0 ATN
+    16602@1795334719.560257:lsi_do_command Send command len=10
+    16602@1795334719.560268:scsi_req_parsed_lba target 0 lun 0 tag 65623 command 40 lba 0
+
+The emulated chip's bus steps become a bus-level Capture (layer "bus"), so the bus state
+machine rebuilds phases, connections and I/Os as it does for an analyzer capture:
+
+* the phase of each moment comes from the events that reveal it: selection, reselection,
+  "Wait Disconnect" (BUS FREE), the SCRIPTS phase compares (`Compare phase DIN ...`, whose
+  first operand is the bus phase the chip sees), and the data-moving calls (do_msgout,
+  do_command, do_msgin, do_status);
+* the bytes of the information phases come from the trace: MESSAGE IN bytes exactly
+  (`lsi_add_msg_byte`), status exactly (`lsi_do_status`), MESSAGE OUT and COMMAND bytes
+  rebuilt from the decoded events (IDENTIFY from "Select LUN", the queue tag, the CDB from
+  opcode, LBA and sector count); DATA bytes counted from the `lsi_do_dma` lengths;
+* each byte is one synthesized REQ/ACK handshake, spread evenly over its phase, so byte
+  counts, messages and CDBs reach the bus analysis. Their timing carries no information.
+
+Timing is the emulator's (QEMU with TCG, microsecond stamps of the host clock), not a real
+bus's; the Capture's notes say so. The decoded events are also handed over as
+`frames["steps"]` (one row per bus-step event) for the cross-layer view.
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+import numpy as np
+import polars as pl
+
+from scsitrace import schema
+from scsitrace.errors import BadInput
+from scsitrace.model import Capture
+from scsitrace.schema import SIGNAL_BIT
+from . import _lines
+
+ID = "qemu_lsi"
+SUFFIXES = ("qemu-trace.txt", ".qemu-trace.log")
+
+LINE_RE = r"^(\d+)@(\d+)\.(\d+):([A-Za-z0-9_]+)(?: (.*))?$"
+SNIFF_RE = rb"(?m)^\d+@\d+\.\d+:(?:lsi|scsi)_[a-z0-9_]+ "
+INITIATOR_ID = 7  # sym53c8xx's default SCSI ID ("sym0: No NVRAM, ID 7"); the trace does not carry it
+
+PHASE_OF_EVENT = {
+    "lsi_execute_script_io_selected": "SELECTION",
+    "lsi_reselect": "RESELECTION",
+    "lsi_execute_script_io_disconnect": "BUS FREE",
+    "lsi_do_msgout": "MESSAGE OUT",
+    "lsi_do_command": "COMMAND",
+    "lsi_do_msgin": "MESSAGE IN",
+    "lsi_do_status": "STATUS",
+}
+# QEMU's phase names in the SCRIPTS compare trace (hw/scsi/lsi53c895a.c, scsi_phases[])
+PHASE_OF_COMPARE = {
+    "DOUT": "DATA OUT", "DIN": "DATA IN", "CMD": "COMMAND", "STATUS": "STATUS",
+    "RSVOUT": "RESERVED", "RSVIN": "RESERVED", "MSGOUT": "MESSAGE OUT", "MSGIN": "MESSAGE IN",
+}
+# phase -> asserted lines, as in the bus layer (schema.SIGNALS); MSG C/D I/O per SCSI-2 table 5-6
+_B = {name: 1 << bit for name, bit in SIGNAL_BIT.items()}
+LINES_OF_PHASE = {
+    "BUS FREE": 0,
+    "SELECTION": _B["SEL"],
+    "RESELECTION": _B["SEL"] | _B["I/O"],
+    "DATA OUT": _B["BSY"],
+    "DATA IN": _B["BSY"] | _B["I/O"],
+    "COMMAND": _B["BSY"] | _B["C/D"],
+    "STATUS": _B["BSY"] | _B["C/D"] | _B["I/O"],
+    "MESSAGE OUT": _B["BSY"] | _B["MSG"] | _B["C/D"],
+    "MESSAGE IN": _B["BSY"] | _B["MSG"] | _B["C/D"] | _B["I/O"],
+    "RESERVED": _B["BSY"] | _B["MSG"],
+}
+HANDSHAKE = _B["REQ"] | _B["ACK"]
+SIGNALS = ["BSY", "SEL", "ATN", "MSG", "C/D", "I/O", "REQ", "ACK", "DB"]
+# MESSAGE OUT bytes a decoded msgout event stands for (SCSI-2 message codes)
+MSGOUT_FIXED_BYTES = {
+    "lsi_do_msgout_noop": [0x08], "lsi_do_msgout_abort": [0x06],
+    "lsi_do_msgout_disconnect": [0x04], "lsi_do_msgout_clearqueue": [0x0E],
+    "lsi_do_msgout_busdevicereset": [0x0C],
+}
+CHUNK_BYTES = 1 << 21  # data bytes of handshakes generated per transitions chunk
+
+# field -> regex on the event text (first group), extracted for every line at once
+FIELDS = {
+    "target": r"(?:^|[ ,])target (\d+)",
+    "lun": r"(?:\blun |Select LUN )(\d+)",
+    "tag_hex": r"tag=0x([0-9a-fA-F]+)",
+    "tag_dec": r"\btag (\d+)",
+    "opcode": r"\bcommand (\d+)",
+    "dir": r"\bdir (\d+)",
+    "length": r"\blength (\d+)",
+    "lba": r"\blba (\d+)",
+    "sectors": r"count (\d+)\)",
+    "len": r"len=(\d+)",
+    "status": r"status=(\d+)",
+    "msg_byte": r"^MSG IN 0x([0-9a-fA-F]+)",
+    "compare": r"^Compare phase ([A-Z]+)",
+    "ext_code": r"^Extended message 0x([0-9a-fA-F]+)",
+    "ext_len": r"^Extended message 0x[0-9a-fA-F]+ \(len (\d+)\)",
+}
+HEX_FIELDS = ("tag_hex", "msg_byte", "ext_code")
+
+
+def sniff(head: bytes) -> bool:
+    return re.search(SNIFF_RE, head) is not None
+
+
+# ---------------------------------------------------------------- lines -> events
+
+def _events(path: str, strict: bool, cap: Capture, progress) -> pl.DataFrame:
+    parts = []
+    for block in _lines.iter_line_blocks(path, strict=strict, progress=progress):
+        text = block["text"].str.strip_chars_end("\r\n")
+        block = block.with_columns(text.alias("text")).filter(pl.col("text").str.strip_chars() != "")
+        m = block.with_columns(pl.col("text").str.extract_groups(LINE_RE).alias("m")).unnest("m")
+        m = m.rename({"1": "pid", "2": "sec", "3": "frac", "4": "event", "5": "detail"})
+        bad = m.filter(pl.col("event").is_null())
+        if bad.height:
+            first = bad.row(0, named=True)
+            if strict:
+                raise BadInput(path, "not a QEMU trace line (PID@SECONDS.MICROSECONDS:EVENT ...; "
+                               "was QEMU run with -msg timestamp=on?)", line=first["line_no"], text=first["text"])
+            cap.records.skip(bad.height, [f"{path}:{r['line_no']}: not a QEMU trace line"
+                                          for r in bad.head(5).iter_rows(named=True)])
+        cap.records.read += block.height
+        parts.append(m.filter(pl.col("event").is_not_null()).drop("text"))
+    if not parts:
+        return pl.DataFrame(schema={"line_no": pl.Int64, "t_abs_ns": pl.Int64, "event": pl.Utf8, "detail": pl.Utf8})
+    ev = pl.concat(parts)
+    scale = pl.lit(10, pl.Int64).pow(9 - pl.col("frac").str.len_chars().cast(pl.Int64))
+    return ev.select(
+        "line_no",
+        (pl.col("sec").cast(pl.Int64) * 1_000_000_000 + pl.col("frac").cast(pl.Int64) * scale).alias("t_abs_ns"),
+        "event", pl.col("detail").fill_null(""),
+    )
+
+
+def _decode_fields(ev: pl.DataFrame) -> pl.DataFrame:
+    cols = []
+    for name, rx in FIELDS.items():
+        raw = pl.col("detail").str.extract(rx, 1)
+        if name in HEX_FIELDS:
+            cols.append(raw.str.to_integer(base=16, strict=False).alias(name))
+        elif name == "compare":
+            cols.append(raw.alias(name))
+        else:
+            cols.append(raw.cast(pl.Int64, strict=False).alias(name))
+    ev = ev.with_columns(cols)
+    return ev.with_columns(
+        pl.coalesce(pl.col("tag_hex"), pl.col("tag_dec")).alias("tag"),
+        pl.col("detail").str.ends_with(" ATN").alias("atn"),
+    ).drop("tag_hex", "tag_dec")
+
+
+# ---------------------------------------------------------------- events -> phase runs
+
+def steps_frame(ev: pl.DataFrame) -> pl.DataFrame:
+    """One row per event with the bus phase in force and the phase run it belongs to.
+
+    Times go forward only: QEMU's threads stamp their lines independently, so a line may
+    carry a stamp a microsecond before the one above it; it is taken to happen at the
+    later time (counted in `clamped`).
+    """
+    ev = _decode_fields(ev)
+    phase_here = pl.coalesce(
+        pl.col("event").replace_strict(PHASE_OF_EVENT, default=None),
+        pl.when(pl.col("event") == "lsi_execute_script_tc_compp")
+        .then(pl.col("compare").replace_strict(PHASE_OF_COMPARE, default=None)),
+    )
+    t0 = ev["t_abs_ns"].min() if ev.height else 0
+    ev = ev.with_columns(
+        phase_here.alias("phase_here"),
+        pl.col("t_abs_ns").cum_max().alias("t_abs_ns"),
+        (pl.col("t_abs_ns") < pl.col("t_abs_ns").cum_max()).alias("clamped"),
+    ).with_columns(
+        (pl.col("t_abs_ns") - t0).alias("t_ns"),
+        pl.col("phase_here").forward_fill().alias("phase"),
+    )
+    changed = (pl.col("phase") != pl.col("phase").shift(1)).fill_null(pl.col("phase").is_not_null())
+    return ev.with_columns(changed.cast(pl.Int64).cum_sum().alias("run")).with_columns(
+        pl.when(pl.col("phase").is_null()).then(None).otherwise(pl.col("run")).alias("run"))
+
+
+def runs_frame(steps: pl.DataFrame) -> pl.DataFrame:
+    """One row per phase run: start/end, target, ATN, and the bytes moved in it."""
+    runs = steps.filter(pl.col("run").is_not_null()).group_by("run", maintain_order=True).agg(
+        pl.col("phase").first(),
+        pl.col("t_ns").first().alias("start_ns"),
+        pl.col("target").filter(pl.col("event").is_in(["lsi_execute_script_io_selected", "lsi_reselect"])).first(),
+        pl.col("atn").filter(pl.col("event") == "lsi_execute_script_io_selected").any().alias("atn"),
+        pl.col("len").filter(pl.col("event") == "lsi_do_dma").sum().alias("dma_bytes"),
+        pl.col("status").filter(pl.col("event") == "lsi_do_status").first().alias("status"),
+    )
+    end = steps["t_ns"].max() if steps.height else 0
+    runs = runs.with_columns(pl.col("start_ns").shift(-1).fill_null(end).alias("end_ns"))
+    info = {**_msgout_bytes(steps), **_command_bytes(steps), **_msgin_bytes(steps, runs)}
+    data_phase = pl.col("phase").is_in(["DATA IN", "DATA OUT"])
+    return runs.with_columns(
+        pl.col("run").replace_strict(info, default=None, return_dtype=pl.List(pl.UInt8)).alias("info_bytes"),
+    ).with_columns(
+        pl.when(pl.col("phase") == "STATUS").then(pl.concat_list(pl.col("status").cast(pl.UInt8)))
+        .otherwise(pl.col("info_bytes")).alias("info_bytes"),
+        pl.when(data_phase).then(pl.col("dma_bytes")).otherwise(0).alias("data_bytes"),
+        pl.when(~data_phase).then(pl.col("dma_bytes")).otherwise(0).alias("stray_dma_bytes"),
+    ).with_columns(
+        (pl.col("data_bytes") + pl.col("info_bytes").list.len().fill_null(0)).alias("handshakes"))
+
+
+def _msgout_bytes(steps: pl.DataFrame) -> dict[int, list[int]]:
+    """MESSAGE OUT bytes per run, rebuilt from the decoded msgout events (per command)."""
+    rows = steps.filter(pl.col("event").str.starts_with("lsi_do_msgout_") & (pl.col("phase") == "MESSAGE OUT"))
+    out: dict[int, list[int]] = {}
+    for r in rows.select("run", "event", "lun", "tag", "ext_code", "ext_len").iter_rows():
+        run, event, lun, tag, ext_code, ext_len = r
+        if event == "lsi_do_msgout_select":
+            msg = [0x80 | (lun or 0) & 0x07]
+        elif event == "lsi_do_msgout_simplequeue":
+            msg = [0x20, (tag or 0) & 0xFF]
+        elif event == "lsi_do_msgout_extended" and ext_code is not None:
+            n = ext_len or 1
+            msg = [0x01, n, ext_code] + [0] * (n - 1)  # the extended message's arguments are not traced
+        else:
+            msg = MSGOUT_FIXED_BYTES.get(event, [])
+        out.setdefault(run, []).extend(msg)
+    return out
+
+
+def _command_bytes(steps: pl.DataFrame) -> dict[int, list[int]]:
+    """The CDB of each COMMAND run, rebuilt from opcode, LBA and sector count (per command)."""
+    cmd = steps.filter(pl.col("phase") == "COMMAND").group_by("run", maintain_order=True).agg(
+        pl.col("len").filter(pl.col("event") == "lsi_do_command").first(),
+        pl.col("opcode").drop_nulls().first(),
+        pl.col("lba").drop_nulls().first(),
+        pl.col("sectors").drop_nulls().first(),
+        pl.col("length").drop_nulls().first(),
+    ).filter(pl.col("opcode").is_not_null())
+    return {r[0]: build_cdb(*r[1:]) for r in cmd.iter_rows()}
+
+
+def build_cdb(length: int | None, opcode: int, lba: int | None, sectors: int | None,
+              xfer_bytes: int | None) -> list[int]:
+    """A CDB with the fields the trace gives (opcode, LBA, transfer length); others zero.
+
+    >>> build_cdb(10, 0x28, 4096, 64, 32768)
+    [40, 0, 0, 0, 16, 0, 0, 0, 64, 0]
+    """
+    n = length or {0: 6, 1: 10, 2: 10, 4: 16, 5: 12}.get(opcode >> 5, 6)
+    cdb = [0] * n
+    cdb[0] = opcode
+    blocks = sectors if sectors is not None else None
+    if lba is not None and n == 6:
+        cdb[1:4] = list(((lba & 0x1FFFFF)).to_bytes(3, "big"))
+        if blocks is not None:
+            cdb[4] = blocks & 0xFF
+    elif lba is not None and n == 10:
+        cdb[2:6] = list((lba & 0xFFFFFFFF).to_bytes(4, "big"))
+        if blocks is not None:
+            cdb[7:9] = list((blocks & 0xFFFF).to_bytes(2, "big"))
+    elif lba is not None and n == 12:
+        cdb[2:6] = list((lba & 0xFFFFFFFF).to_bytes(4, "big"))
+        if blocks is not None:
+            cdb[6:10] = list((blocks & 0xFFFFFFFF).to_bytes(4, "big"))
+    elif lba is not None and n == 16:
+        cdb[2:10] = list((lba & (1 << 64) - 1).to_bytes(8, "big"))
+        if blocks is not None:
+            cdb[10:14] = list((blocks & 0xFFFFFFFF).to_bytes(4, "big"))
+    return cdb
+
+
+def _msgin_bytes(steps: pl.DataFrame, runs: pl.DataFrame) -> dict[int, list[int]]:
+    """MESSAGE IN bytes: the chip queues them (lsi_add_msg_byte) before the phase begins, so
+    each queued byte belongs to the next MESSAGE IN run at or after it."""
+    queued = steps.with_row_index("row").filter(
+        (pl.col("event") == "lsi_add_msg_byte") & pl.col("msg_byte").is_not_null())
+    if not queued.height:
+        return {}
+    first_row = steps.with_row_index("row").filter(pl.col("run").is_not_null()).group_by("run").agg(
+        pl.col("row").min())
+    msgin = runs.filter(pl.col("phase") == "MESSAGE IN").select("run").join(first_row, on="run").sort("row")
+    owned = queued.select("row", "msg_byte").sort("row").join_asof(
+        msgin.rename({"row": "run_row"}), left_on="row", right_on="run_row", strategy="forward")
+    grouped = owned.filter(pl.col("run").is_not_null()).group_by("run", maintain_order=True).agg("msg_byte")
+    return {r[0]: r[1] for r in grouped.iter_rows()}
+
+
+# ---------------------------------------------------------------- phase runs -> transitions
+
+def transitions(runs: pl.DataFrame, initiator: int = INITIATOR_ID) -> Iterator[pl.DataFrame]:
+    """Line transitions of the runs, in chunks of about CHUNK_BYTES handshakes.
+
+    Per run: one transition into its phase (SEL runs put the initiator and target ID bits on
+    DB), then per byte a REQ+ACK assertion carrying the byte and a deassertion, evenly spaced.
+    """
+    if not runs.height:
+        return
+    cum = np.cumsum(runs["handshakes"].to_numpy())
+    bounds = np.searchsorted(cum, np.arange(CHUNK_BYTES, int(cum[-1]) + CHUNK_BYTES, CHUNK_BYTES), side="right")
+    start = 0
+    for stop in list(dict.fromkeys(int(b) for b in bounds)) + [runs.height]:
+        stop = max(stop, start + 1) if start < runs.height else start
+        if stop > start:
+            yield _chunk_transitions(runs.slice(start, stop - start), initiator)
+        start = stop
+
+
+def _chunk_transitions(runs: pl.DataFrame, initiator: int) -> pl.DataFrame:
+    phase = runs["phase"].to_list()
+    lines = np.array([LINES_OF_PHASE[p] for p in phase], dtype=np.int64)
+    lines |= np.where(runs["atn"].fill_null(False).to_numpy(), _B["ATN"], 0)
+    start = runs["start_ns"].to_numpy()
+    end = runs["end_ns"].to_numpy()
+    target = runs["target"].to_numpy()
+    sel = np.isin(phase, ["SELECTION", "RESELECTION"])
+    sel_db = np.where(sel & ~np.isnan(target.astype(float)),
+                      (1 << initiator) | (1 << np.nan_to_num(target.astype(float)).astype(np.int64)), -1)
+    # run-entry transitions; a (re)selection is preceded by a zero-length ARBITRATION (the
+    # emulator does not arbitrate) carrying the ID bit of the device that selects
+    head = pl.DataFrame({"t_ns": start, "lines": lines, "db": sel_db, "order": np.zeros(len(start)),
+                         "run": np.arange(len(start))})
+    arb_id = np.where(np.array(phase) == "RESELECTION", np.nan_to_num(target.astype(float)), initiator)
+    arb = pl.DataFrame({"t_ns": start[sel], "lines": np.full(int(sel.sum()), _B["BSY"]),
+                        "db": (1 << arb_id[sel].astype(np.int64)), "order": np.full(int(sel.sum()), -1.0),
+                        "run": np.flatnonzero(sel)})
+    head = pl.concat([arb, head], how="vertical_relaxed")
+    # handshakes
+    n = runs["handshakes"].to_numpy().astype(np.int64)
+    total = int(n.sum())
+    if total:
+        run_of = np.repeat(np.arange(len(n)), n)
+        k = np.arange(total) - np.repeat(np.cumsum(n) - n, n)
+        width = (end - start)[run_of] / np.maximum(n[run_of], 1)
+        t_on = start[run_of] + np.floor((k + 0.25) * width).astype(np.int64)
+        t_off = start[run_of] + np.floor((k + 0.75) * width).astype(np.int64)
+        info = runs["info_bytes"].to_list()
+        byte_val = np.full(total, -1, dtype=np.int64)
+        offsets = np.cumsum(n) - n
+        for i, b in enumerate(info):  # per run (thousands), not per byte
+            if b:
+                byte_val[offsets[i]:offsets[i] + len(b)] = b
+        order = 1 + 2 * k
+        hs = pl.DataFrame({
+            "t_ns": np.concatenate([t_on, t_off]),
+            "lines": np.concatenate([lines[run_of] | HANDSHAKE, lines[run_of]]),
+            "db": np.concatenate([byte_val, np.full(total, -1)]),
+            "order": np.concatenate([order, order + 1]).astype(float),
+            "run": np.concatenate([run_of, run_of]),
+        })
+        tr = pl.concat([head, hs], how="vertical_relaxed").sort(["run", "order"])
+    else:
+        tr = head.sort(["run", "order"])
+    return tr.select(
+        pl.col("t_ns").cast(pl.Int64),
+        pl.col("lines").cast(pl.UInt16),
+        pl.when(pl.col("db") >= 0).then(pl.col("db")).cast(pl.UInt8).alias("db"),
+        pl.lit(None, pl.Boolean).alias("dbp"),
+    )
+
+
+# ---------------------------------------------------------------- parse
+
+def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
+    cap = Capture(layer="bus", path=str(path), format=ID)
+    ev = _events(str(path), strict, cap, progress)
+    steps = steps_frame(ev)
+    runs = runs_frame(steps)
+    lsi = steps.filter(pl.col("event").str.starts_with("lsi_")).height
+    cap.meta = {
+        "signals": SIGNALS, "initiator": INITIATOR_ID, "tick_ns": 1000, "settle_ns": 0,
+        "origin_unix_ns": int(ev["t_abs_ns"].min()) if ev.height else None,
+        "events": ev.height, "lsi_events": lsi, "phase_runs": runs.height,
+        "clamped_stamps": int(steps["clamped"].sum()) if steps.height else 0,
+        "source": "QEMU lsi53c895a emulation trace",
+    }
+    cap.frames["steps"] = steps.select("line_no", "t_ns", "event", "detail", "phase", "run", "target", "lun",
+                                       "tag", "opcode", "lba", "sectors", "length", "len", "status")
+    cap.frames["phase_runs"] = runs.drop("dma_bytes")
+    cap.notes.append("Timing is QEMU's emulation of an LSI 53C895A (TCG, host-clock microsecond stamps), "
+                     "not a real SCSI bus: phase durations measure the emulator, not a disk or a cable.")
+    cap.notes.append("REQ/ACK edges are synthesized, one per byte the trace shows, spread evenly over each "
+                     "phase; MESSAGE OUT and COMMAND bytes are rebuilt from the decoded events; "
+                     f"initiator ID {INITIATOR_ID} is assumed (the driver's default). The emulator does not arbitrate: "
+                     "each (re)selection is preceded by a zero-length ARBITRATION, so analyse with --settle-ns 0 "
+                     "(the default 400 ns folds it away and the bus machine then flags BUS FREE -> RESELECTION).")
+    stray = int(runs["stray_dma_bytes"].sum()) if runs.height else 0
+    if stray:
+        cap.notes.append(f"{stray} DMA bytes were traced outside a data phase and are not counted")
+    if cap.meta["clamped_stamps"]:
+        cap.notes.append(f"{cap.meta['clamped_stamps']} trace lines carried a stamp earlier than the line "
+                         "above (QEMU threads stamp independently); taken at the later time")
+    if not lsi:
+        cap.notes.append("the trace holds no lsi_* events: no LSI bus activity in it")
+    cap.chunks = lambda: transitions(runs)
+    return cap
