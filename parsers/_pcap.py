@@ -1,0 +1,379 @@
+"""Shared stage for packet captures: pcap and pcapng containers, declared with construct.
+
+The declarations below document the formats and build them (tests, generators); reading
+goes through numpy: record headers are located in bulk (a vectorized candidate search
+checked against the length chain, with a plain walk as the fallback for odd files) and
+decoded through dtypes derived from the same declarations.
+
+`read(path, strict=...)` -> `Packets`: per packet its time, the byte offset of its record
+and of its data, captured and original length, and the link type, over one numpy view of
+the file. Bad or truncated records raise BadInput/TruncatedInput naming the byte offset,
+or (lenient) are skipped and listed in `Packets.bad`.
+"""
+from __future__ import annotations
+
+import mmap
+import struct
+from dataclasses import dataclass, field
+
+import construct as cs
+import numpy as np
+
+from scsitrace.errors import BadInput, TruncatedInput
+
+# ---------------------------------------------------------------- declarations
+
+PCAP_MAGIC_US = 0xA1B2C3D4
+PCAP_MAGIC_NS = 0xA1B23C4D
+PCAPNG_SHB = 0x0A0D0D0A
+PCAPNG_IDB = 0x00000001
+PCAPNG_EPB = 0x00000006
+PCAPNG_SPB = 0x00000003
+PCAPNG_BYTE_ORDER_MAGIC = 0x1A2B3C4D
+
+
+def pcap_global_header(le: bool = True) -> cs.Struct:
+    u32, u16, i32 = (cs.Int32ul, cs.Int16ul, cs.Int32sl) if le else (cs.Int32ub, cs.Int16ub, cs.Int32sb)
+    return cs.Struct("magic_number" / u32, "version_major" / u16, "version_minor" / u16,
+                     "thiszone" / i32, "sigfigs" / u32, "snaplen" / u32, "network" / u32)
+
+
+def pcap_record_header(le: bool = True) -> cs.Struct:
+    u32 = cs.Int32ul if le else cs.Int32ub
+    return cs.Struct("ts_sec" / u32, "ts_usec" / u32, "incl_len" / u32, "orig_len" / u32)
+
+
+def pcapng_block_header(le: bool = True) -> cs.Struct:
+    u32 = cs.Int32ul if le else cs.Int32ub
+    return cs.Struct("block_type" / u32, "block_total_length" / u32)
+
+
+def pcapng_shb_body(le: bool = True) -> cs.Struct:
+    u32, u16, i64 = (cs.Int32ul, cs.Int16ul, cs.Int64sl) if le else (cs.Int32ub, cs.Int16ub, cs.Int64sb)
+    return cs.Struct("byte_order_magic" / u32, "major_version" / u16, "minor_version" / u16,
+                     "section_length" / i64)
+
+
+def pcapng_idb_body(le: bool = True) -> cs.Struct:
+    u32, u16 = (cs.Int32ul, cs.Int16ul) if le else (cs.Int32ub, cs.Int16ub)
+    return cs.Struct("linktype" / u16, "reserved" / u16, "snaplen" / u32)
+
+
+def pcapng_epb_body(le: bool = True) -> cs.Struct:
+    u32 = cs.Int32ul if le else cs.Int32ub
+    return cs.Struct("interface_id" / u32, "timestamp_high" / u32, "timestamp_low" / u32,
+                     "captured_len" / u32, "original_len" / u32)
+
+
+OPT_IF_TSRESOL = 9
+
+def dtype_of(struct: cs.Struct) -> np.dtype:
+    """A packed numpy dtype with the fields, sizes and byte order of a construct Struct of
+    fixed-size integer fields (and Bytes), so bulk records decode through the declaration."""
+    fields = []
+    for sub in struct.subcons:
+        field_ = sub.subcon
+        while isinstance(field_, (cs.Renamed, cs.Const)):
+            field_ = field_.subcon
+        if isinstance(field_, cs.FormatField):
+            order = {"<": "<", ">": ">", "=": "="}[field_.fmtstr[0]]
+            code = field_.fmtstr[1]
+            kind = {"B": "u1", "H": "u2", "L": "u4", "I": "u4", "Q": "u8",
+                    "b": "i1", "h": "i2", "l": "i4", "i": "i4", "q": "i8"}[code]
+            fields.append((sub.name, order + kind))
+        elif isinstance(field_, cs.BytesInteger):
+            raise TypeError("BytesInteger fields are not supported in dtype_of")
+        elif isinstance(field_, cs.Bytes):
+            fields.append((sub.name, f"V{field_.length}"))
+        else:
+            raise TypeError(f"field {sub.name!r}: no numpy equivalent for {type(field_).__name__}")
+    dt = np.dtype(fields)
+    assert dt.itemsize == struct.sizeof(), (dt.itemsize, struct.sizeof())
+    return dt
+
+
+def gather(buf: np.ndarray, offsets: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Structured array of `dtype` records read at each byte offset of `buf` (no Python loop)."""
+    if len(offsets) == 0:
+        return np.zeros(0, dtype=dtype)
+    idx = offsets[:, None] + np.arange(dtype.itemsize, dtype=np.int64)
+    return np.ascontiguousarray(buf[idx]).view(dtype).reshape(-1)
+
+
+def prefix_bytes(buf: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, width: int):
+    """(N, width) matrix of the first `width` bytes at each offset (zero past `lengths`)."""
+    n = len(offsets)
+    if n == 0:
+        return np.zeros((0, width), dtype=np.uint8)
+    take = np.minimum(lengths, width)
+    cols = np.arange(width, dtype=np.int64)
+    idx = offsets[:, None] + cols
+    inside = cols < take[:, None]
+    idx = np.where(inside, idx, 0)
+    out = buf[idx]
+    out[~inside] = 0
+    return out
+
+
+# ---------------------------------------------------------------- reading
+
+@dataclass
+class Packets:
+    """Packets of a capture, as numpy columns over `buf` (a read-only view of the file)."""
+
+    path: str
+    format: str                   # "pcap" | "pcapng"
+    buf: np.ndarray
+    linktype: np.ndarray          # per packet
+    ts_ns: np.ndarray             # absolute, int64 ns since the epoch
+    record_offset: np.ndarray     # byte offset of the packet's record (block)
+    data_offset: np.ndarray       # byte offset of the packet's first data byte
+    caplen: np.ndarray
+    origlen: np.ndarray
+    bad: list[tuple[int, str]] = field(default_factory=list)  # (byte offset, why) skipped
+    truncated_at: int | None = None
+    little_endian: bool = True
+
+
+def sniff_container(head: bytes) -> tuple[str, bool, int | None] | None:
+    """("pcap"|"pcapng", little_endian, linktype or None when unknown yet) or None."""
+    if len(head) >= 24:
+        for le, fmt in ((True, "<I"), (False, ">I")):
+            magic = struct.unpack_from(fmt, head)[0]
+            if magic in (PCAP_MAGIC_US, PCAP_MAGIC_NS):
+                return "pcap", le, struct.unpack_from(fmt, head, 20)[0]
+    if len(head) >= 12 and struct.unpack_from("<I", head)[0] == PCAPNG_SHB:
+        for le, fmt in ((True, "<I"), (False, ">I")):
+            if struct.unpack_from(fmt, head, 8)[0] == PCAPNG_BYTE_ORDER_MAGIC:
+                return "pcapng", le, _first_idb_linktype(head, le)
+    return None
+
+
+def _first_idb_linktype(head: bytes, le: bool) -> int | None:
+    e = "<" if le else ">"
+    off = 0
+    while off + 12 <= len(head):
+        btype, blen = struct.unpack_from(e + "II", head, off)
+        if btype == PCAPNG_IDB:
+            return struct.unpack_from(e + "H", head, off + 8)[0]
+        if blen < 12:
+            return None
+        off += blen
+    return None
+
+
+def read(path: str, *, strict: bool = True, plausible=None) -> Packets:
+    """Packets of a pcap or pcapng file. `plausible(buf, idx)` may tell, for candidate
+    record offsets, which could start a record (link-layer knowledge; speeds up pcap)."""
+    with open(path, "rb") as fh:
+        try:
+            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError:  # empty file
+            raise BadInput(path, "empty file: not a pcap or pcapng capture", offset=0) from None
+    buf = np.frombuffer(mm, dtype=np.uint8)
+    kind = sniff_container(bytes(buf[:4096]))
+    if kind is None:
+        raise BadInput(path, "not a pcap or pcapng capture (unknown magic number)", offset=0)
+    if kind[0] == "pcap":
+        return _read_pcap(path, buf, kind[1], strict, plausible)
+    return _read_pcapng(path, buf, kind[1], strict)
+
+
+def _read_pcap(path: str, buf: np.ndarray, le: bool, strict: bool, plausible=None) -> Packets:
+    gh = pcap_global_header(le)
+    if len(buf) < gh.sizeof():
+        raise TruncatedInput(path, "file ends inside the pcap global header", offset=0)
+    hdr = gh.parse(bytes(buf[:gh.sizeof()]))
+    nano = hdr.magic_number == PCAP_MAGIC_NS
+    rec = pcap_record_header(le)
+    rdt = dtype_of(rec)
+    max_len = max(hdr.snaplen, 1 << 18)
+    offsets = locate_records(buf, gh.sizeof(), rdt.itemsize, rdt.fields["incl_len"][1], le, max_len,
+                             plausible=plausible)
+    bad, truncated = [], None
+    if offsets is None:
+        offsets, bad, truncated = _chain(buf, gh.sizeof(), rdt, "incl_len", rdt.itemsize, path,
+                                         strict, max_len)
+    recs = gather(buf, offsets, rdt)
+    sub = recs["ts_usec"].astype(np.int64) * (1 if nano else 1000)
+    ts = recs["ts_sec"].astype(np.int64) * 1_000_000_000 + sub
+    n = len(offsets)
+    return Packets(path, "pcap", buf, np.full(n, hdr.network, dtype=np.int64), ts, offsets,
+                   offsets + rdt.itemsize, recs["incl_len"].astype(np.int64),
+                   recs["orig_len"].astype(np.int64), bad, truncated, le)
+
+
+def u32_at(buf: np.ndarray, idx: np.ndarray, le: bool = True) -> np.ndarray:
+    """Unsigned 32-bit integers at arbitrary byte offsets `idx` (any shape), gathered in bulk."""
+    raw = buf[idx.reshape(-1)[:, None] + np.arange(4)]
+    return raw.view("<u4" if le else ">u4").reshape(idx.shape).astype(np.int64)
+
+
+def locate_records(buf: np.ndarray, start: int, hdr_size: int, len_pos: int, le: bool,
+                   max_len: int, plausible=None, chunk: int = 1 << 15, window: int = 256):
+    """Record offsets of a length-chained file, found without a Python loop per record,
+    or None when the fast path cannot prove its answer (the caller then walks).
+
+    The file is cut into chunks; in each chunk the first position that looks like a record
+    header is
+    a guessed record start: `plausible(block, window)` gets rows of bytes from search
+    starts and says which of each row's first `window` positions could start a record.
+    One walker per chunk then steps through its chunk, all in lockstep with numpy. The answer is accepted only if every walker lands exactly on the
+    next chunk's guessed start and the last one exactly on the end of the file, which
+    makes it the same chain a sequential walk from `start` would have found."""
+    end = len(buf)
+    if end - start < chunk * 4:
+        return None
+    guesses = _guess_starts(buf, np.arange(start + chunk, end - window - 64, chunk, dtype=np.int64),
+                            window, plausible)
+    guesses = np.concatenate(([start], guesses))
+    limits = np.append(guesses[1:], end)
+    last = end - len_pos - 4
+    pos = guesses.copy()
+    steps = []
+    while True:
+        live = pos < limits
+        if not live.any():
+            break
+        steps.append(np.where(live, pos, -1))
+        step = hdr_size + u32_at(buf, np.minimum(pos, last) + len_pos, le)
+        pos = np.where(live, pos + step, pos)
+    if not np.array_equal(pos, limits):
+        return None
+    found = np.stack(steps, axis=1).reshape(-1)   # walker-major: already in file order
+    found = found[found >= 0]
+    if (found > end - hdr_size).any():
+        return None
+    return found
+
+
+def _guess_starts(buf, starts, window, plausible, rounds: int = 16):
+    """Per search start, the first position (within `rounds` windows) that `plausible`
+    accepts; searches that find nothing are dropped (their chunk joins the previous one)."""
+    guesses = []
+    span = np.arange(window + 64, dtype=np.int64)
+    for _ in range(rounds):
+        if not len(starts):
+            break
+        starts = starts[starts + window + 64 <= len(buf)]
+        block = buf[starts[:, None] + span]
+        ok = plausible(block, window) if plausible is not None else np.ones((len(starts), window), bool)
+        hit = ok.any(axis=1)
+        guesses.append(starts[hit] + ok[hit].argmax(axis=1))
+        starts = starts[~hit] + window
+    return np.sort(np.concatenate(guesses)) if guesses else np.zeros(0, dtype=np.int64)
+
+
+def _chain(buf, start, rdt, len_field, hdr_size, path, strict, max_len):
+    """Offsets of consecutive records (`hdr_size` + the length read at `len_field`) from
+    `start` to the end of `buf`. Record lengths vary, so locating them is a walk; it is a
+    tight loop over one integer per record (the headers themselves decode in bulk later)."""
+    end = len(buf)
+    off_field = rdt.fields[len_field][1]
+    fmt = (">" if rdt.fields[len_field][0].byteorder == ">" else "<") + "I"
+    unpack = struct.Struct(fmt).unpack_from
+    data = memoryview(buf)
+    offsets: list[int] = []
+    append = offsets.append
+    pos = start
+    last = end - hdr_size
+    # hot loop: no checks besides the bounds; lengths are validated afterwards in bulk
+    while pos <= last:
+        append(pos)
+        pos += hdr_size + unpack(data, pos + off_field)[0]
+    offs = np.asarray(offsets, dtype=np.int64)
+    if len(offs):
+        lens = (np.diff(np.append(offs, pos)) - hdr_size)
+        too_long = np.flatnonzero(lens > max_len)
+        if len(too_long):
+            i = int(too_long[0])
+            why = f"record length {int(lens[i])} exceeds the snapshot length {max_len}"
+            if strict:
+                raise BadInput(path, why, offset=int(offs[i]))
+            # cannot resynchronise after a bad length: the rest of the file is one bad record
+            return offs[:i], [(int(offs[i]), why)], None
+    if pos == end:
+        return offs, [], None
+    # the last record runs past the end of the file, or a partial header remains
+    tail = int(offs[-1]) if pos > end and len(offs) else pos
+    if pos > end and len(offs):
+        offs = offs[:-1]
+    if strict:
+        raise TruncatedInput(path, "file ends inside a record", offset=tail)
+    return offs, [], tail
+
+
+def _read_pcapng(path: str, buf: np.ndarray, le: bool, strict: bool) -> Packets:
+    """Walk the blocks (few kinds, per-block Python is the pcapng price; pcap is the fast path)."""
+    e = "<" if le else ">"
+    data = memoryview(buf)
+    end = len(buf)
+    hdr = struct.Struct(e + "II")
+    epb = struct.Struct(e + "IIIII")
+    interfaces: list[tuple[int, int]] = []  # (linktype, ns per tick)
+    rows = []
+    bad: list[tuple[int, str]] = []
+    truncated = None
+    pos = 0
+    while pos < end:
+        if pos + 12 > end:
+            truncated = pos
+            break
+        btype, blen = hdr.unpack_from(data, pos)
+        if btype == PCAPNG_SHB:
+            bom = struct.unpack_from("<I", data, pos + 8)[0]
+            if bom == PCAPNG_BYTE_ORDER_MAGIC:
+                e = "<"
+            elif bom == 0x4D3C2B1A:
+                e = ">"
+            hdr = struct.Struct(e + "II")
+            epb = struct.Struct(e + "IIIII")
+            btype, blen = hdr.unpack_from(data, pos)
+            interfaces = []
+        if blen < 12 or blen % 4:
+            why = f"bad block length {blen} (block type 0x{btype:08x})"
+            if strict:
+                raise BadInput(path, why, offset=pos)
+            bad.append((pos, why))
+            break
+        if pos + blen > end:
+            truncated = pos
+            break
+        if btype == PCAPNG_IDB:
+            linktype = struct.unpack_from(e + "H", data, pos + 8)[0]
+            interfaces.append((linktype, _if_tsresol_ns(data, pos + 16, pos + blen - 4, e)))
+        elif btype == PCAPNG_EPB:
+            iface, th, tl, caplen, origlen = epb.unpack_from(data, pos + 8)
+            if iface >= len(interfaces) or 28 + caplen > blen:
+                why = (f"enhanced packet block names interface {iface}, only {len(interfaces)} described"
+                       if iface >= len(interfaces) else
+                       f"captured length {caplen} does not fit its block of {blen} bytes")
+                if strict:
+                    raise BadInput(path, why, offset=pos)
+                bad.append((pos, why))
+            else:
+                lt, tick = interfaces[iface]
+                rows.append((lt, ((th << 32) | tl) * tick, pos, pos + 28, caplen, origlen))
+        pos += blen
+    if truncated is not None and strict:
+        raise TruncatedInput(path, "file ends inside a pcapng block", offset=truncated)
+    arr = np.asarray(rows, dtype=np.int64).reshape(-1, 6)
+    return Packets(path, "pcapng", buf, arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3], arr[:, 4],
+                   arr[:, 5], bad, truncated, e == "<")
+
+
+def _if_tsresol_ns(data, pos: int, end: int, e: str) -> int:
+    """Nanoseconds per timestamp tick of an interface (if_tsresol option; default 1 us)."""
+    tick = 1000
+    while pos + 4 <= end:
+        code, length = struct.unpack_from(e + "HH", data, pos)
+        if code == 0:
+            break
+        if code == OPT_IF_TSRESOL and length >= 1:
+            v = data[pos + 4]
+            if v & 0x80:
+                tick = max(1, round(1e9 / (1 << (v & 0x7F))))
+            else:
+                tick = max(1, 10 ** (9 - v)) if v <= 9 else 1
+        pos += 4 + ((length + 3) & ~3)
+    return tick

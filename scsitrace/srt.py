@@ -1,0 +1,99 @@
+"""Service response time per SCSI opcode, shared by the usb and scsilog layers.
+
+The statistic is the one `tshark -z scsi,srt,<set>` prints (calls, min, max, avg of the
+time from the command to its response), plus the percentiles and histogram it lacks.
+Percentiles are nearest-rank (the smallest observed time with at least p % of the calls
+at or below it), so they are always times that occurred.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+
+# histogram bucket upper bounds: powers of two of microseconds, from 1 us
+HIST_EDGES_NS = [1000 << k for k in range(0, 24)]
+
+
+def nearest_rank(sorted_ns: np.ndarray, p: float) -> int:
+    """Nearest-rank percentile of an ascending array: value at rank ceil(p/100 * n)."""
+    n = len(sorted_ns)
+    rank = max(1, math.ceil(p / 100.0 * n))
+    return int(sorted_ns[rank - 1])
+
+
+def table(ios: pl.DataFrame, time_col: str = "response_ns", ok_col: str = "paired") -> pl.DataFrame:
+    """One row per opcode over commands with a measured response time:
+    opcode, name, calls, min_ns, max_ns, avg_ns, sum_ns, p50_ns, p99_ns (by opcode)."""
+    done = ios.filter(pl.col(ok_col) & pl.col(time_col).is_not_null() & pl.col("opcode").is_not_null())
+    schema = {"opcode": pl.Int64, "name": pl.Utf8, "calls": pl.Int64, "min_ns": pl.Int64,
+              "max_ns": pl.Int64, "avg_ns": pl.Float64, "sum_ns": pl.Int64, "p50_ns": pl.Int64,
+              "p99_ns": pl.Int64}
+    if not done.height:
+        return pl.DataFrame(schema=schema)
+    agg = (done.group_by("opcode")
+           .agg(pl.col("command").first().alias("name"),
+                pl.len().cast(pl.Int64).alias("calls"),
+                pl.col(time_col).min().alias("min_ns"),
+                pl.col(time_col).max().alias("max_ns"),
+                pl.col(time_col).mean().alias("avg_ns"),
+                pl.col(time_col).sum().alias("sum_ns"),
+                pl.col(time_col).sort().alias("_sorted"))
+           .sort("opcode"))
+    p50 = [nearest_rank(np.asarray(v), 50) for v in agg["_sorted"].to_list()]
+    p99 = [nearest_rank(np.asarray(v), 99) for v in agg["_sorted"].to_list()]
+    return agg.drop("_sorted").with_columns(
+        pl.Series("p50_ns", p50, dtype=pl.Int64), pl.Series("p99_ns", p99, dtype=pl.Int64),
+        pl.col("opcode").cast(pl.Int64)).select(list(schema)).cast(schema)
+
+
+def histogram(ios: pl.DataFrame, time_col: str = "response_ns", ok_col: str = "paired") -> list[dict]:
+    """Per opcode, counts of response times in buckets (le_ns = bucket's upper bound)."""
+    done = ios.filter(pl.col(ok_col) & pl.col(time_col).is_not_null() & pl.col("opcode").is_not_null())
+    out = []
+    edges = np.asarray(HIST_EDGES_NS, dtype=np.int64)
+    for (opcode,), grp in done.group_by(["opcode"], maintain_order=False):
+        t = grp[time_col].to_numpy()
+        idx = np.searchsorted(edges, t, side="left")
+        counts = np.bincount(idx, minlength=len(edges) + 1)
+        buckets = [{"le_ns": int(edges[i]) if i < len(edges) else None, "count": int(c)}
+                   for i, c in enumerate(counts) if c]
+        out.append({"opcode": int(opcode), "name": grp["command"][0], "buckets": buckets})
+    return sorted(out, key=lambda r: r["opcode"])
+
+
+def as_json(srt: pl.DataFrame) -> list[dict]:
+    """The `"srt"` key of the JSON contract (exactly its fields)."""
+    return [{"opcode": int(r["opcode"]), "name": r["name"], "calls": int(r["calls"]),
+             "min_ns": int(r["min_ns"]), "max_ns": int(r["max_ns"]), "avg_ns": float(r["avg_ns"]),
+             "p50_ns": int(r["p50_ns"]), "p99_ns": int(r["p99_ns"])}
+            for r in srt.iter_rows(named=True)]
+
+
+def commands_json(ios: pl.DataFrame) -> dict:
+    """The `"commands"` key: totals reconcile, total = paired + unpaired."""
+    total = ios.height
+    paired = int(ios["paired"].sum()) if total else 0
+    reasons = (ios.filter(~pl.col("paired")).group_by("reason").len().sort("reason")
+               if total else pl.DataFrame({"reason": [], "len": []}))
+    return {"total": total, "paired": paired, "unpaired": total - paired,
+            "by_reason": {r: int(n) for r, n in reasons.iter_rows()}}
+
+
+def devices_json(ios: pl.DataFrame, elapsed_ns: int) -> list[dict]:
+    """Per device (bus:addr:lun or host:channel:id:lun): commands, bytes, MiB/s, IOPS."""
+    if not ios.height:
+        return []
+    secs = elapsed_ns / 1e9 if elapsed_ns else 0.0
+    agg = (ios.group_by("device")
+           .agg(pl.len().alias("commands"), pl.col("paired").sum().alias("paired"),
+                pl.col("data_bytes").sum().alias("data_bytes"),
+                pl.col("response_ns").filter(pl.col("paired")).mean().alias("avg_response_ns"))
+           .sort("device"))
+    return [{"device": r["device"], "commands": int(r["commands"]), "paired": int(r["paired"]),
+             "data_bytes": int(r["data_bytes"] or 0),
+             "bandwidth_mib_s": (r["data_bytes"] or 0) / float(1 << 20) / secs if secs else None,
+             "iops": r["paired"] / secs if secs else None,
+             "avg_response_ns": r["avg_response_ns"]}
+            for r in agg.iter_rows(named=True)]
