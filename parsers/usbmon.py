@@ -1,0 +1,368 @@
+"""usbmon captures: the text interface (`1u`, and the older `1t` without bus numbers) and
+pcap/pcapng files of link type 189 (DLT_USB_LINUX, 48-byte header) or 220
+(DLT_USB_LINUX_MMAPPED, 64-byte header), by two routes:
+
+- native (default): the usbmon packet header is declared with construct below and
+  bulk-decoded through a numpy dtype derived from that declaration;
+- pyshark (`route="pyshark"`): Wireshark's dissection, mapped to the same columns by
+  `PYSHARK_FIELDS` (needs tshark).
+
+Both hand over one `urbs` frame (schema `scsitrace.usb.URBS`): one row per URB event
+(S submit, C complete, E error) with the first `DATA_PREFIX` bytes of its data, which is
+all the mass-storage stage machine reads (CBW, CSW, UAS IUs). Text captures show at most
+32 data bytes, so text and pcap of the same traffic give identical frames.
+"""
+from __future__ import annotations
+
+import shutil
+
+import construct as cs
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from scsitrace import schema
+from scsitrace.errors import BadInput, TruncatedInput, UsageError
+from scsitrace.model import Capture, RecordCount
+from scsitrace.usb import URBS
+from . import _lines, _pcap
+
+ID = "usbmon"
+SUFFIXES = (".usbmon", ".usbmon.txt", ".usbmon.pcap", ".usbmon.pcapng", ".pcap", ".pcapng", ".mon")
+LINKTYPE_USB_LINUX = 189
+LINKTYPE_USB_LINUX_MMAPPED = 220
+LINKTYPES = (LINKTYPE_USB_LINUX, LINKTYPE_USB_LINUX_MMAPPED)
+DATA_PREFIX = 32
+EINPROGRESS = -115
+
+# Linux include/uapi/linux/usb/... (Documentation/usb/usbmon.rst, "Raw binary format")
+USBMON_PACKET = cs.Struct(
+    "id" / cs.Int64ul,            # URB address: pairs submit and completion
+    "type" / cs.Int8ul,           # 'S', 'C', 'E'
+    "xfer_type" / cs.Int8ul,      # 0 ISO, 1 interrupt, 2 control, 3 bulk
+    "epnum" / cs.Int8ul,          # endpoint number, 0x80 = IN
+    "devnum" / cs.Int8ul,
+    "busnum" / cs.Int16ul,
+    "flag_setup" / cs.Int8ul,     # 0: setup packet present
+    "flag_data" / cs.Int8ul,      # 0: data present, else '<' '>' ...
+    "ts_sec" / cs.Int64sl,
+    "ts_usec" / cs.Int32sl,
+    "status" / cs.Int32sl,
+    "length" / cs.Int32ul,        # URB length (submit: requested; complete: actual)
+    "len_cap" / cs.Int32ul,       # data bytes captured after the header
+    "setup" / cs.Bytes(8),        # or ISO error_count, numdesc
+)
+USBMON_PACKET_MMAPPED = cs.Struct(
+    *USBMON_PACKET.subcons,
+    "interval" / cs.Int32sl,
+    "start_frame" / cs.Int32sl,
+    "xfer_flags" / cs.Int32ul,
+    "ndesc" / cs.Int32ul,         # ISO descriptors (16 bytes each) before the data
+)
+HEADER = {LINKTYPE_USB_LINUX: USBMON_PACKET, LINKTYPE_USB_LINUX_MMAPPED: USBMON_PACKET_MMAPPED}
+ISO_DESCRIPTOR_BYTES = 16
+EVENTS = {ord("S"): "S", ord("C"): "C", ord("E"): "E"}
+
+# Wireshark field -> our column (pyshark route, JSON output of tshark)
+PYSHARK_FIELDS = {
+    "usb.urb_id": "urb_id",
+    "usb.urb_type": "event",
+    "usb.transfer_type": "xfer",
+    "usb.endpoint_address": "ep",
+    "usb.device_address": "dev",
+    "usb.bus_id": "bus",
+    "usb.urb_status": "status",
+    "usb.urb_len": "length",
+    "usb.data_len": "data_len",
+}
+
+# `1u` text line (1t: no bus number in the address); see usbmon.rst "Text data format".
+TEXT_RECORD = (
+    r"^(?P<tag>[0-9a-fA-F]+) (?P<ts>\d+) (?P<ev>[SCE]) (?P<ty>[CZIB])(?P<dir>[io]):"
+    r"(?:(?P<bus>\d+):)?(?P<dev>\d+):(?P<ep>\d+) "
+    r"(?:s (?P<setup>[0-9a-fA-F]{2} [0-9a-fA-F]{2} [0-9a-fA-F]{4} [0-9a-fA-F]{4} [0-9a-fA-F]{4})"
+    r"|(?P<status>-?\d+)(?::-?\d+)*(?: \d+(?: -?\d+:\d+:\d+)+)?) "
+    r"(?P<len>\d+)(?: (?P<flag>\S)(?: (?P<words>[0-9a-fA-F]+(?: [0-9a-fA-F]+)*))?)?$"
+)
+XFER_OF_LETTER = {"Z": 0, "I": 1, "C": 2, "B": 3}
+TEXT_TS_WRAP_US = 4096 * 1_000_000   # the text timestamp is (seconds % 4096) * 1e6 + us
+
+
+def sniff(head: bytes) -> bool:
+    kind = _pcap.sniff_container(head)
+    if kind is not None:
+        return kind[2] in LINKTYPES
+    first = head.split(b"\n", 1)[0].decode("ascii", "replace")
+    import re
+    return re.match(TEXT_RECORD, first.rstrip("\r")) is not None
+
+
+def parse(path, *, strict: bool = True, progress=None, route: str = "native", **_opts) -> Capture:
+    path = str(path)
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+    is_capture = _pcap.sniff_container(head) is not None
+    if route not in ("native", "pyshark"):
+        raise UsageError(f"--route must be native or pyshark, got {route!r}")
+    if route == "pyshark":
+        if not is_capture:
+            raise UsageError("--route pyshark reads pcap/pcapng captures only (this is usbmon text)")
+        return _parse_pyshark(path, strict)
+    if is_capture:
+        return _parse_pcap(path, strict)
+    return _parse_text(path, strict, progress)
+
+
+# ---------------------------------------------------------------- common
+
+def _binary_column(matrix: np.ndarray, lengths: np.ndarray, present: np.ndarray) -> pl.Series:
+    """Binary series of each row's first `lengths` bytes of `matrix` (null where not present)."""
+    lengths = np.where(present, np.minimum(lengths, matrix.shape[1]), 0).astype(np.int64)
+    keep = np.arange(matrix.shape[1]) < lengths[:, None]
+    values = matrix[keep]
+    offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    validity = pa.array(present).buffers()[1] if not present.all() else None
+    arr = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(lengths),
+                                           [validity, pa.py_buffer(offsets), pa.py_buffer(values.tobytes())],
+                                           null_count=int((~present).sum()))
+    return pl.from_arrow(arr).cast(pl.Binary)
+
+
+def _capture(path: str, fmt: str, urbs: pl.DataFrame, records: RecordCount, anomalies: list[dict],
+             meta: dict) -> Capture:
+    origin = int(urbs["t_ns"].min()) if urbs.height else 0
+    urbs = urbs.with_columns((pl.col("t_ns") - origin).alias("t_ns"))
+    schema.validate(urbs, URBS, "urbs")
+    an = schema.frame({k: [a[k] for a in anomalies] for k in schema.ANOMALIES}, schema.ANOMALIES) \
+        if anomalies else schema.empty(schema.ANOMALIES)
+    return Capture(layer="usb", path=path, format=ID, meta={**meta, "origin_ns": origin},
+                   records=records, frames={"urbs": urbs}, anomalies=an)
+
+
+# ---------------------------------------------------------------- pcap / pcapng (native)
+
+def _plausible_header(block: np.ndarray, window: int) -> np.ndarray:
+    """Which positions of each row could start a pcap record holding a usbmon packet
+    (record header 16 bytes, then type S/C/E, transfer type 0-3, setup flag 0 or '-')."""
+    t = block[:, 24:24 + window]
+    x = block[:, 25:25 + window]
+    f = block[:, 30:30 + window]
+    return ((t == 0x53) | (t == 0x43) | (t == 0x45)) & (x <= 3) & ((f == 0) | (f == 0x2D))
+
+
+def _parse_pcap(path: str, strict: bool) -> Capture:
+    pk = _pcap.read(path, strict=strict, plausible=_plausible_header)
+    records = RecordCount(read=0)
+    anomalies: list[dict] = []
+    for off, why in pk.bad:
+        records.skip(1, [f"{path}: byte offset {off}: {why}"])
+    if pk.truncated_at is not None:
+        anomalies.append({"t_ns": None, "kind": "TRUNCATED", "detail": "capture ends inside a record",
+                          "position": f"byte offset {pk.truncated_at}"})
+    linktypes = set(np.unique(pk.linktype).tolist())
+    other = linktypes - set(LINKTYPES)
+    if other:
+        raise BadInput(path, f"link type {sorted(other)[0]} is not usbmon (expected 189 or 220)",
+                       offset=int(pk.record_offset[np.flatnonzero(~np.isin(pk.linktype, LINKTYPES))[0]]))
+    parts = []
+    for lt in sorted(linktypes):
+        sel = np.flatnonzero(pk.linktype == lt)
+        parts.append(_decode_usbmon(pk, sel, lt, strict, records))
+    urbs = pl.concat(parts).sort("_order").drop("_order") if parts else schema.empty({**URBS})
+    return _capture(path, ID, urbs, records, anomalies,
+                    {"container": pk.format, "linktypes": sorted(linktypes), "route": "native",
+                     "position_unit": "byte offset"})
+
+
+def _decode_usbmon(pk: _pcap.Packets, sel: np.ndarray, linktype: int, strict: bool,
+                   records: RecordCount) -> pl.DataFrame:
+    decl = HEADER[linktype]
+    dt = _pcap.dtype_of(decl)
+    size = dt.itemsize
+    caplen = pk.caplen[sel]
+    short = caplen < size
+    h = _pcap.gather(pk.buf, np.where(short, pk.record_offset[sel], pk.data_offset[sel]), dt)
+    iso_desc = (h["ndesc"].astype(np.int64) * ISO_DESCRIPTOR_BYTES
+                if linktype == LINKTYPE_USB_LINUX_MMAPPED else np.zeros(len(sel), np.int64))
+    iso_desc = np.where(h["xfer_type"] == 0, iso_desc, 0)
+    len_cap = h["len_cap"].astype(np.int64)
+    reasons = [
+        (short, f"record shorter than the {size}-byte usbmon header"),
+        (~np.isin(h["type"], list(EVENTS)), "usbmon event type is not S, C or E"),
+        (h["xfer_type"] > 3, "usbmon transfer type is not 0-3"),
+        (size + iso_desc + len_cap > caplen, "usbmon len_cap runs past the captured record"),
+    ]
+    bad = np.zeros(len(sel), dtype=bool)
+    why = np.full(len(sel), "", dtype=object)
+    for mask, text in reasons:
+        new = mask & ~bad
+        why[new] = text
+        bad |= mask
+    if bad.any():
+        first = np.flatnonzero(bad)
+        offs = pk.record_offset[sel][first]
+        if strict:
+            raise BadInput(pk.path, why[first[0]], offset=int(offs[0]))
+        records.skip(len(first), [f"{pk.path}: byte offset {int(o)}: {why[i]}"
+                                  for i, o in zip(first[:5], offs[:5])])
+    good = ~bad
+    sel, h, len_cap, iso_desc = sel[good], h[good], len_cap[good], iso_desc[good]
+    records.read += len(sel)
+    data_off = pk.data_offset[sel] + size + iso_desc
+    has_data = (h["flag_data"] == 0) & (len_cap > 0)
+    prefix = _pcap.prefix_bytes(pk.buf, data_off, np.where(has_data, len_cap, 0), DATA_PREFIX)
+    setup_present = (h["flag_setup"] == 0) & (h["type"] == ord("S"))
+    setup = h["setup"].view(np.uint8).reshape(-1, 8) if len(h) else np.zeros((0, 8), np.uint8)
+    ts = h["ts_sec"].astype(np.int64) * 1_000_000_000 + h["ts_usec"].astype(np.int64) * 1000
+    ev = np.where(h["type"] == ord("S"), "S", np.where(h["type"] == ord("C"), "C", "E"))
+    return pl.DataFrame({
+        "t_ns": ts,
+        "urb_id": h["id"],
+        "event": ev.astype(str),
+        "xfer": h["xfer_type"],
+        "ep": h["epnum"],
+        "bus": h["busnum"],
+        "dev": h["devnum"],
+        "status": h["status"],
+        "length": h["length"].astype(np.int64),
+        "setup": _binary_column(setup, np.full(len(h), 8), setup_present),
+        "data": _binary_column(prefix, len_cap, has_data),
+        "data_len": np.where(has_data, len_cap, 0),
+        "pos": pk.record_offset[sel],
+        "_order": sel,
+    }).with_columns(pl.col(c).cast(t) for c, t in URBS.items())
+
+
+# ---------------------------------------------------------------- text (1u / 1t)
+
+def _parse_text(path: str, strict: bool, progress) -> Capture:
+    records = RecordCount()
+    parts = []
+    for block in _lines.iter_line_blocks(path, strict=strict, progress=progress):
+        parts.append(_decode_text_block(block, path, strict, records))
+    urbs = pl.concat(parts) if parts else pl.DataFrame(schema=URBS)
+    # the text timestamp wraps every 4096 s: unwrap it
+    step = urbs["t_ns"].diff().fill_null(0)
+    wraps = (step < -(TEXT_TS_WRAP_US * 1000 // 2)).cast(pl.Int64).cum_sum()
+    urbs = urbs.with_columns(pl.col("t_ns") + wraps * TEXT_TS_WRAP_US * 1000)
+    fmt_1t = bool(urbs.height) and bool(urbs["bus"].is_null().all())
+    urbs = urbs.with_columns(pl.col("bus").fill_null(0))
+    return _capture(path, ID, urbs, records, [],
+                    {"container": "text", "text_format": "1t" if fmt_1t else "1u", "route": "native",
+                     "position_unit": "line"})
+
+
+def _decode_text_block(block: pl.DataFrame, path: str, strict: bool, records: RecordCount) -> pl.DataFrame:
+    text = pl.col("text").str.strip_chars_end("\r\n ")
+    lines = block.with_columns(text.alias("t")).filter(pl.col("t") != "")
+    g = lines.select("line_no", "t", pl.col("t").str.extract_groups(TEXT_RECORD).alias("g")).unnest("g")
+    words = pl.col("words").str.replace_all(" ", "")
+    g = g.with_columns(
+        pl.when(pl.col("tag").is_null()).then(pl.lit("not a usbmon text record"))
+        .when((pl.col("flag") == "=") & (words.str.len_bytes() % 2 == 1))
+        .then(pl.lit("odd number of hex digits in the data words"))
+        .when(pl.col("ts").str.len_bytes() > 18).then(pl.lit("timestamp out of range"))
+        .when(pl.col("tag").str.len_bytes() > 16).then(pl.lit("URB tag longer than 64 bits"))
+        .alias("reason"))
+    bad = g.filter(pl.col("reason").is_not_null())
+    if bad.height:
+        first = bad.row(0, named=True)
+        if strict:
+            raise BadInput(path, first["reason"], line=first["line_no"], text=first["t"])
+        records.skip(bad.height, [f"{path}:{r['line_no']}: {r['reason']}"
+                                  for r in bad.head(5).iter_rows(named=True)])
+    g = g.filter(pl.col("reason").is_null())
+    records.read += g.height
+    setup = pl.col("setup").str.split(" ")
+    setup_hex = pl.concat_str(setup.list.get(0), setup.list.get(1),
+                              *[pl.concat_str(setup.list.get(i).str.slice(2, 2), setup.list.get(i).str.slice(0, 2))
+                                for i in (2, 3, 4)])
+    data_hex = pl.when(pl.col("flag") == "=").then(words)
+    out = g.select(
+        (pl.col("ts").cast(pl.Int64) * 1000).alias("t_ns"),
+        _hex_u64(pl.col("tag")).alias("urb_id"),
+        pl.col("ev").alias("event"),
+        pl.col("ty").replace_strict(XFER_OF_LETTER, return_dtype=pl.UInt8).alias("xfer"),
+        (pl.col("ep").cast(pl.Int64) | pl.when(pl.col("dir") == "i").then(0x80).otherwise(0)).alias("ep"),
+        pl.col("bus").cast(pl.Int64).alias("bus"),
+        pl.col("dev").cast(pl.Int64).alias("dev"),
+        pl.when(pl.col("setup").is_not_null()).then(EINPROGRESS)
+        .otherwise(pl.col("status").cast(pl.Int64, strict=False)).alias("status"),
+        pl.col("len").cast(pl.Int64, strict=False).alias("length"),
+        setup_hex.str.decode("hex").alias("setup"),
+        data_hex.str.decode("hex").alias("data"),
+        (data_hex.str.len_bytes() // 2).fill_null(0).alias("data_len"),
+        pl.col("line_no").alias("pos"),
+    )
+    return out.with_columns(pl.col(c).cast(t) for c, t in URBS.items())
+
+
+def _hex_u64(tag: pl.Expr) -> pl.Expr:
+    """Up to 16 hex digits as UInt64 (polars parses hex into Int64 only: do it in halves)."""
+    padded = tag.str.zfill(16)
+    half = [padded.str.slice(i, 8).str.to_integer(base=16, strict=False).cast(pl.UInt64) for i in (0, 8)]
+    return half[0] * (1 << 32) + half[1]
+
+
+# ---------------------------------------------------------------- pyshark route
+
+def _parse_pyshark(path: str, strict: bool) -> Capture:
+    if shutil.which("tshark") is None:
+        raise UsageError("--route pyshark needs tshark (Wireshark) installed; it was not found on PATH")
+    import pyshark
+    rows = {col: [] for col in ("t_ns", *PYSHARK_FIELDS.values(), "setup", "data", "pos")}
+    cap = pyshark.FileCapture(path, use_json=True, include_raw=True, keep_packets=False)
+    try:
+        for i, pkt in enumerate(cap):
+            _pyshark_row(pkt, i, rows)
+    except Exception as exc:  # tshark reports damaged captures through pyshark as exceptions
+        if strict:
+            raise BadInput(path, f"tshark could not read the capture: {exc}") from None
+    finally:
+        cap.close()
+    n = len(rows["t_ns"])
+    setup_present = np.array([s is not None for s in rows["setup"]], dtype=bool)
+    data_present = np.array([d is not None for d in rows["data"]], dtype=bool)
+    df = pl.DataFrame({
+        "t_ns": rows["t_ns"], "urb_id": rows["urb_id"], "event": rows["event"], "xfer": rows["xfer"],
+        "ep": rows["ep"], "bus": rows["bus"], "dev": rows["dev"], "status": rows["status"],
+        "length": rows["length"],
+        "setup": pl.Series(rows["setup"], dtype=pl.Binary),
+        "data": pl.Series([d[:DATA_PREFIX] if d is not None else None for d in rows["data"]], dtype=pl.Binary),
+        "data_len": [len(d) if d is not None else 0 for d in rows["data"]],
+        "pos": rows["pos"],
+    }, strict=False).with_columns(pl.col(c).cast(t) for c, t in URBS.items())
+    del setup_present, data_present
+    records = RecordCount(read=n)
+    return _capture(path, ID, df, records, [], {"container": "pcap", "route": "pyshark",
+                                                "position_unit": "frame"})
+
+
+def _field(layer, name: str):
+    return layer.get_field(name.split(".", 1)[1])
+
+
+def _pyshark_row(pkt, index: int, rows: dict) -> None:
+    usb = pkt.usb
+    raw = pkt.get_raw_packet()
+    hdr_len = len(bytes.fromhex(usb.get_field("raw_value") or "")) if False else None
+    urb_type = str(_field(usb, "usb.urb_type"))
+    event = urb_type.strip("'")[-2:-1] if "(" in urb_type else urb_type.strip("'")
+    rows["t_ns"].append(int(round(float(pkt.frame_info.time_epoch) * 1e6)) * 1000)
+    rows["urb_id"].append(int(str(_field(usb, "usb.urb_id")), 16))
+    rows["event"].append(event)
+    rows["xfer"].append(int(str(_field(usb, "usb.transfer_type")), 16))
+    rows["ep"].append(int(str(_field(usb, "usb.endpoint_address")), 16))
+    rows["dev"].append(int(str(_field(usb, "usb.device_address"))))
+    rows["bus"].append(int(str(_field(usb, "usb.bus_id"))))
+    status = _field(usb, "usb.urb_status")
+    rows["status"].append(int(str(status)) if status is not None else EINPROGRESS)
+    rows["length"].append(int(str(_field(usb, "usb.urb_len"))))
+    data_len = int(str(_field(usb, "usb.data_len") or 0))
+    header = 64 if len(raw) - data_len >= 64 else 48
+    setup_flag = _field(usb, "usb.setup_flag")
+    has_setup = setup_flag is not None and int(str(setup_flag), 16 if str(setup_flag).startswith("0x") else 10) == 0
+    rows["setup"].append(raw[40:48] if has_setup and event == "S" else None)
+    rows["data"].append(raw[len(raw) - data_len:] if data_len > 0 else None)
+    rows["pos"].append(index + 1)
+    del hdr_len, header
