@@ -212,7 +212,7 @@ def _decode_usbmon(pk: _pcap.Packets, sel: np.ndarray, linktype: int, strict: bo
     has_data = (h["flag_data"] == 0) & (len_cap > 0)
     prefix = _pcap.prefix_bytes(pk.buf, data_off, np.where(has_data, len_cap, 0), DATA_PREFIX)
     setup_present = (h["flag_setup"] == 0) & (h["type"] == ord("S"))
-    setup = h["setup"].view(np.uint8).reshape(-1, 8) if len(h) else np.zeros((0, 8), np.uint8)
+    setup = np.frombuffer(np.ascontiguousarray(h["setup"]).tobytes(), np.uint8).reshape(-1, 8)
     ts = h["ts_sec"].astype(np.int64) * 1_000_000_000 + h["ts_usec"].astype(np.int64) * 1000
     ev = np.where(h["type"] == ord("S"), "S", np.where(h["type"] == ord("C"), "C", "E"))
     return pl.DataFrame({
@@ -345,7 +345,6 @@ def _field(layer, name: str):
 def _pyshark_row(pkt, index: int, rows: dict) -> None:
     usb = pkt.usb
     raw = pkt.get_raw_packet()
-    hdr_len = len(bytes.fromhex(usb.get_field("raw_value") or "")) if False else None
     urb_type = str(_field(usb, "usb.urb_type"))
     event = urb_type.strip("'")[-2:-1] if "(" in urb_type else urb_type.strip("'")
     rows["t_ns"].append(int(round(float(pkt.frame_info.time_epoch) * 1e6)) * 1000)
@@ -359,10 +358,8 @@ def _pyshark_row(pkt, index: int, rows: dict) -> None:
     rows["status"].append(int(str(status)) if status is not None else EINPROGRESS)
     rows["length"].append(int(str(_field(usb, "usb.urb_len"))))
     data_len = int(str(_field(usb, "usb.data_len") or 0))
-    header = 64 if len(raw) - data_len >= 64 else 48
     setup_flag = _field(usb, "usb.setup_flag")
     has_setup = setup_flag is not None and int(str(setup_flag), 16 if str(setup_flag).startswith("0x") else 10) == 0
     rows["setup"].append(raw[40:48] if has_setup and event == "S" else None)
     rows["data"].append(raw[len(raw) - data_len:] if data_len > 0 else None)
     rows["pos"].append(index + 1)
-    del hdr_len, header

@@ -1,0 +1,322 @@
+"""Generator of usbmon captures (pcap link type 220, pcapng, and `1u` text) of USB
+Bulk-Only mass-storage traffic, built from the construct declarations of
+parsers/_pcap.py and parsers/usbmon.py.
+
+`traffic(seed)` makes the URB events of one session: the configuration descriptor
+exchange (Wireshark needs it to know the interface is mass storage), then TEST UNIT READY,
+INQUIRY, READ(10), WRITE(10), READ(16), WRITE(16), a failed READ(10) (CSW status 1)
+followed by REQUEST SENSE, and a READ(10) whose data stage stalls (EPIPE, then
+CLEAR_FEATURE(ENDPOINT_HALT), then the CSW). `write_pcap`, `write_pcapng` and
+`write_text` write the same events.
+
+Hostile captures (`hostile_pcaps(tmpdir)`), each with what the parser must do:
+- "truncated_record": the last record is cut in the middle of its data
+  -> strict: TruncatedInput at that record's byte offset; lenient: the complete records,
+  a TRUNCATED anomaly.
+- "truncated_header": the file ends 7 bytes into a record header -> same as above.
+- "bad_type": one usbmon header has event type 'X' -> strict: BadInput at that record's
+  offset ("not S, C or E"); lenient: that record skipped and counted.
+- "bad_len_cap": one usbmon header claims more captured bytes than its record holds
+  -> strict: BadInput at its offset; lenient: skipped and counted.
+- "huge_length": a record header claims 2 GiB of data -> strict: BadInput at its
+  offset; lenient: the records before it.
+- "not_usbmon": an Ethernet (link type 1) pcap -> BadInput naming the link type.
+Hostile text lines (`HOSTILE_TEXT`): garbage, a bad address, odd hex digits, a 17-digit
+tag -> strict: BadInput naming the line; lenient: skipped and counted, the rest parsed.
+"""
+from __future__ import annotations
+
+import random
+import struct
+from dataclasses import dataclass, field
+
+from parsers import _pcap
+from parsers.usbmon import USBMON_PACKET_MMAPPED, LINKTYPE_USB_LINUX_MMAPPED
+
+BASE_SEC = 1_700_000_000
+EPIPE = -32
+
+
+@dataclass
+class Event:
+    t_us: int
+    urb_id: int
+    ev: str            # S C E
+    xfer: int          # 0 iso 1 int 2 ctrl 3 bulk
+    ep: int            # | 0x80 for IN
+    status: int
+    length: int
+    data: bytes | None = None
+    setup: bytes | None = None
+    bus: int = 1
+    dev: int = 2
+
+
+@dataclass
+class Session:
+    events: list[Event] = field(default_factory=list)
+    t_us: int = 0
+    rng: random.Random = field(default_factory=lambda: random.Random(1))
+    tag: int = 1
+    next_urb: int = 0xFFFF888000001000
+
+    def urb(self) -> int:
+        self.next_urb += 0x40
+        return self.next_urb
+
+    def step(self, lo=5, hi=400) -> int:
+        self.t_us += self.rng.randint(lo, hi)
+        return self.t_us
+
+    def xfer(self, xfer, ep, req_len, out_data=None, in_data=None, status=0, setup=None,
+             lo=5, hi=400):
+        """One URB: submit then completion."""
+        u = self.urb()
+        self.events.append(Event(self.step(), u, "S", xfer, ep, -115, req_len, out_data, setup))
+        actual = len(in_data) if in_data is not None else (len(out_data) if out_data is not None else 0)
+        if status == EPIPE:
+            actual = 0
+        self.events.append(Event(self.step(lo, hi), u, "C", xfer, ep, status, actual,
+                                 in_data if status == 0 else None))
+
+
+def config_descriptor() -> bytes:
+    conf = struct.pack("<BBHBBBBB", 9, 2, 32, 1, 1, 0, 0x80, 50)
+    iface = struct.pack("<BBBBBBBBB", 9, 4, 0, 0, 2, 0x08, 0x06, 0x50, 0)
+    ep_in = struct.pack("<BBBBHB", 7, 5, 0x81, 2, 512, 0)
+    ep_out = struct.pack("<BBBBHB", 7, 5, 0x02, 2, 512, 0)
+    return conf + iface + ep_in + ep_out
+
+
+def device_descriptor() -> bytes:
+    return struct.pack("<BBHBBBBHHHBBBB", 18, 1, 0x0200, 0, 0, 0, 64, 0x46F4, 0x0001, 0x0000, 1, 2, 3, 1)
+
+
+def setup(bm, req, value, index, length) -> bytes:
+    return struct.pack("<BBHHH", bm, req, value, index, length)
+
+
+def cbw(tag: int, length: int, data_in: bool, lun: int, cdb: bytes) -> bytes:
+    return struct.pack("<IIIBBB", 0x43425355, tag, length, 0x80 if data_in else 0, lun, len(cdb)) \
+        + cdb.ljust(16, b"\0")
+
+
+def csw(tag: int, residue: int, status: int) -> bytes:
+    return struct.pack("<IIIB", 0x53425355, tag, residue, status)
+
+
+def enumerate_device(s: Session) -> None:
+    s.xfer(2, 0x80, 18, setup=setup(0x80, 6, 0x0100, 0, 18), in_data=device_descriptor())
+    s.xfer(2, 0x80, 32, setup=setup(0x80, 6, 0x0200, 0, 32), in_data=config_descriptor())
+    s.xfer(2, 0x00, 0, setup=setup(0x00, 9, 1, 0, 0))
+
+
+def command(s: Session, cdb: bytes, data_len: int, data_in: bool, csw_status: int = 0,
+            stall: bool = False, lun: int = 0, residue: int = 0, data_cap: int | None = None) -> None:
+    """One Bulk-Only command: CBW, data (if any), CSW."""
+    tag = s.tag
+    s.tag += 1
+    s.xfer(3, 0x02, 31, out_data=cbw(tag, data_len, data_in, lun, cdb))
+    if data_len:
+        payload = bytes((i * 7) & 0xFF for i in range(data_len if data_cap is None else min(data_len, data_cap)))
+        if data_in:
+            s.xfer(3, 0x81, data_len, in_data=None if stall else payload, status=EPIPE if stall else 0,
+                   lo=50, hi=3000)
+        else:
+            s.xfer(3, 0x02, data_len, out_data=payload, lo=50, hi=3000)
+        if stall:
+            s.xfer(2, 0x00, 0, setup=setup(0x02, 1, 0, 0x81, 0))
+    s.xfer(3, 0x81, 13, in_data=csw(tag, residue, csw_status))
+
+
+def read10(lba, n):
+    return struct.pack(">BBIBHB", 0x28, 0, lba, 0, n, 0)
+
+
+def write10(lba, n):
+    return struct.pack(">BBIBHB", 0x2A, 0, lba, 0, n, 0)
+
+
+def read16(lba, n):
+    return struct.pack(">BBQIBB", 0x88, 0, lba, n, 0, 0)
+
+
+def write16(lba, n):
+    return struct.pack(">BBQIBB", 0x8A, 0, lba, n, 0, 0)
+
+
+def traffic(seed: int = 1, repeats: int = 3, data_cap: int | None = None) -> list[Event]:
+    """The URB events of one session (see the module docstring)."""
+    s = Session(rng=random.Random(seed))
+    enumerate_device(s)
+    command(s, bytes(6), 0, True)                                   # TEST UNIT READY
+    command(s, bytes([0x12, 0, 0, 0, 36, 0]), 36, True)             # INQUIRY
+    for r in range(repeats):
+        lba = s.rng.randint(0, 100000)
+        command(s, read10(lba, 8), 4096, True, data_cap=data_cap)
+        command(s, write10(lba, 8), 4096, False, data_cap=data_cap)
+        command(s, read16(lba + 8, 16), 8192, True, data_cap=data_cap)
+        command(s, write16(lba + 8, 16), 8192, False, data_cap=data_cap)
+    command(s, read10(999999, 8), 4096, True, csw_status=1, residue=4096, data_cap=data_cap)  # failed
+    command(s, bytes([0x03, 0, 0, 0, 18, 0]), 18, True)             # REQUEST SENSE
+    command(s, read10(1234, 8), 4096, True, stall=True)             # stall in the data stage
+    command(s, bytes(6), 0, True)                                   # TEST UNIT READY
+    return s.events
+
+
+def bulk_traffic(n_commands: int, seed: int = 1, data_cap: int = 0) -> list[Event]:
+    """Many READ(10)/WRITE(10) commands (benchmarks)."""
+    s = Session(rng=random.Random(seed))
+    enumerate_device(s)
+    for i in range(n_commands):
+        if i % 2:
+            command(s, write10(i * 8, 8), 4096, False, data_cap=data_cap)
+        else:
+            command(s, read10(i * 8, 8), 4096, True, data_cap=data_cap)
+    return s.events
+
+
+# ---------------------------------------------------------------- writers
+
+def usbmon_header(e: Event, len_cap: int) -> bytes:
+    return USBMON_PACKET_MMAPPED.build(dict(
+        id=e.urb_id, type=ord(e.ev), xfer_type=e.xfer, epnum=e.ep, devnum=e.dev, busnum=e.bus,
+        flag_setup=0 if e.setup is not None and e.ev == "S" else ord("-"),
+        flag_data=0 if len_cap else (ord("<") if e.ev == "S" else ord(">")),
+        ts_sec=BASE_SEC + e.t_us // 1_000_000, ts_usec=e.t_us % 1_000_000, status=e.status,
+        length=e.length, len_cap=len_cap,
+        setup=e.setup if e.setup is not None and e.ev == "S" else bytes(8),
+        interval=0, start_frame=0, xfer_flags=0, ndesc=0))
+
+
+def packet(e: Event) -> bytes:
+    data = e.data or b""
+    return usbmon_header(e, len(data)) + data
+
+
+def write_pcap(path, events: list[Event], linktype: int = LINKTYPE_USB_LINUX_MMAPPED) -> None:
+    gh = _pcap.pcap_global_header().build(dict(magic_number=_pcap.PCAP_MAGIC_US, version_major=2,
+                                               version_minor=4, thiszone=0, sigfigs=0, snaplen=262144,
+                                               network=linktype))
+    rec = _pcap.pcap_record_header()
+    with open(path, "wb") as fh:
+        fh.write(gh)
+        chunk = []
+        for e in events:
+            p = packet(e)
+            chunk.append(rec.build(dict(ts_sec=BASE_SEC + e.t_us // 1_000_000, ts_usec=e.t_us % 1_000_000,
+                                        incl_len=len(p), orig_len=len(p))) + p)
+            if len(chunk) >= 4096:
+                fh.write(b"".join(chunk))
+                chunk = []
+        fh.write(b"".join(chunk))
+
+
+def _block(btype: int, body: bytes) -> bytes:
+    body = body + b"\0" * (-len(body) % 4)
+    total = len(body) + 12
+    return struct.pack("<II", btype, total) + body + struct.pack("<I", total)
+
+
+def write_pcapng(path, events: list[Event]) -> None:
+    shb = _pcap.pcapng_shb_body().build(dict(byte_order_magic=_pcap.PCAPNG_BYTE_ORDER_MAGIC,
+                                             major_version=1, minor_version=0, section_length=-1))
+    idb = _pcap.pcapng_idb_body().build(dict(linktype=LINKTYPE_USB_LINUX_MMAPPED, reserved=0, snaplen=262144))
+    epb = _pcap.pcapng_epb_body()
+    out = [_block(_pcap.PCAPNG_SHB, shb), _block(_pcap.PCAPNG_IDB, idb)]
+    for e in events:
+        p = packet(e)
+        ts = (BASE_SEC * 1_000_000 + e.t_us)
+        out.append(_block(_pcap.PCAPNG_EPB, epb.build(dict(interface_id=0, timestamp_high=ts >> 32,
+                                                           timestamp_low=ts & 0xFFFFFFFF,
+                                                           captured_len=len(p), original_len=len(p))) + p))
+    with open(path, "wb") as fh:
+        fh.write(b"".join(out))
+
+
+def text_line(e: Event) -> str:
+    kind = {0: "Z", 1: "I", 2: "C", 3: "B"}[e.xfer]
+    d = "i" if e.ep & 0x80 else "o"
+    ts = ((BASE_SEC + e.t_us // 1_000_000) % 4096) * 1_000_000 + e.t_us % 1_000_000
+    head = f"{e.urb_id:016x} {ts} {e.ev} {kind}{d}:{e.bus}:{e.dev:03d}:{e.ep & 0x7F}"
+    if e.setup is not None and e.ev == "S":
+        bm, req, val, idx, ln = struct.unpack("<BBHHH", e.setup)
+        head += f" s {bm:02x} {req:02x} {val:04x} {idx:04x} {ln:04x}"
+    else:
+        head += f" {e.status}"
+    head += f" {e.length}"
+    if e.data:
+        shown = e.data[:32]
+        words = " ".join(shown[i:i + 4].hex() for i in range(0, len(shown), 4))
+        return f"{head} = {words}"
+    return f"{head} {'<' if e.ev == 'S' else '>'}"
+
+
+def write_text(path, events: list[Event]) -> None:
+    with open(path, "w") as fh:
+        fh.write("\n".join(text_line(e) for e in events) + "\n")
+
+
+# ---------------------------------------------------------------- hostile inputs
+
+HOSTILE_TEXT = [
+    "this is not a usbmon line",
+    "ffff888000001040 12345 S Xo:1:002:2 -115 31 <",
+    "ffff888000001040 12345 C Bi:1:002:1 0 13 = 5553425",
+    "1ffff888000001040 12345 S Bo:1:002:2 -115 31 <",
+]
+
+
+def hostile_pcaps(tmpdir) -> dict:
+    """name -> (path, expected byte offset of the bad record)."""
+    from pathlib import Path
+    tmpdir = Path(tmpdir)
+    events = traffic(3)
+    good = tmpdir / "good.pcap"
+    write_pcap(good, events)
+    raw = good.read_bytes()
+    offsets = _record_offsets(raw)
+    out = {}
+    last = offsets[-1]
+    p = tmpdir / "truncated_record.pcap"
+    p.write_bytes(raw[:last + 16 + 70])
+    out["truncated_record"] = (p, last)
+    p = tmpdir / "truncated_header.pcap"
+    p.write_bytes(raw[:last + 7])
+    out["truncated_header"] = (p, last)
+    k = offsets[10]
+    b = bytearray(raw)
+    b[k + 16 + 8] = ord("X")
+    p = tmpdir / "bad_type.pcap"
+    p.write_bytes(bytes(b))
+    out["bad_type"] = (p, k)
+    b = bytearray(raw)
+    struct.pack_into("<I", b, k + 16 + 36, 5000)
+    p = tmpdir / "bad_len_cap.pcap"
+    p.write_bytes(bytes(b))
+    out["bad_len_cap"] = (p, k)
+    b = bytearray(raw)
+    struct.pack_into("<I", b, k + 8, 1 << 31)
+    p = tmpdir / "huge_length.pcap"
+    p.write_bytes(bytes(b))
+    out["huge_length"] = (p, k)
+    b = bytearray(raw)
+    struct.pack_into("<I", b, 20, 1)
+    p = tmpdir / "not_usbmon.pcap"
+    p.write_bytes(bytes(b))
+    out["not_usbmon"] = (p, 24)
+    return out
+
+
+def _record_offsets(raw: bytes) -> list[int]:
+    pos, out = 24, []
+    while pos + 16 <= len(raw):
+        out.append(pos)
+        pos += 16 + struct.unpack_from("<I", raw, pos + 8)[0]
+    return out
+
+
+if __name__ == "__main__":
+    import sys
+    ev = traffic(1)
+    write_pcap(sys.argv[1] if len(sys.argv) > 1 else "gen_usbmon.pcap", ev)
