@@ -377,8 +377,8 @@ def _tokens(block: pl.DataFrame) -> pl.DataFrame:
             .explode("tok").filter(pl.col("tok") != ""))
 
 
-def _classify(toks: pl.DataFrame, context: str) -> pl.DataFrame:
-    """Tokens -> items `line_no, tok, kind, val, code, ctx, reason`.
+def _classify(toks: pl.DataFrame, context: str) -> tuple[pl.DataFrame, str]:
+    """Tokens -> (items `line_no, tok, kind, val, code, ctx, reason`, context at the end).
 
     kind: time, scalar, vec, real, str, bad. A `b`/`r`/`s` value is followed by its
     identifier code on the same line; in a run of tokens starting with those letters,
@@ -390,6 +390,7 @@ def _classify(toks: pl.DataFrame, context: str) -> pl.DataFrame:
     is_kw = tok.is_in(KEYWORDS)
     toks = toks.with_columns(pl.when(is_kw).then(tok).forward_fill().fill_null(context).alias("ctx"),
                              is_kw.alias("kw"))
+    end_context = toks["ctx"][-1] if len(toks) else context
     toks = toks.filter(~pl.col("kw") & (pl.col("ctx") != "$comment"))
     c0 = tok.str.slice(0, 1)
     same_line = (pl.col("line_no") == pl.col("line_no").shift(1)).fill_null(False)
@@ -426,7 +427,7 @@ def _classify(toks: pl.DataFrame, context: str) -> pl.DataFrame:
               .when(k.is_in(["vec", "real", "str"]) & pl.col("code").is_null())
               .then(pl.lit("value without an identifier code on the same line")))
     return items.with_columns(reason.alias("reason")).select(
-        "line_no", "tok", "kind", "val", "code", "time", "ctx", "reason")
+        "line_no", "tok", "kind", "val", "code", "time", "ctx", "reason"), end_context
 
 
 def _slot_table(feeds: list[Feed]) -> pl.DataFrame:
@@ -510,9 +511,7 @@ class _Reader:
 
     # -- one block
     def _block(self, block: pl.DataFrame, carry: _Carry) -> pl.DataFrame | None:
-        items = _classify(_tokens(block), carry.context)
-        if len(items):
-            carry.context = items["ctx"][-1]
+        items, carry.context = _classify(_tokens(block), carry.context)
         items = self._check(items, carry)
         self._count(items)
         items = items.filter(pl.col("ctx") != "$dumpoff")
