@@ -307,56 +307,58 @@ def transitions(runs: pl.DataFrame, initiator: int = INITIATOR_ID) -> Iterator[p
 
 
 def _chunk_transitions(runs: pl.DataFrame, initiator: int) -> pl.DataFrame:
-    phase = runs["phase"].to_list()
+    """Rows laid out in time order per run: [ARBITRATION], phase entry, n x (assert, deassert).
+
+    A (re)selection is preceded by a zero-length ARBITRATION (the emulator does not
+    arbitrate) carrying the ID bit of the device that selects; the (re)selection puts both
+    IDs on DB.
+    """
+    phase = np.array(runs["phase"].to_list())
     lines = np.array([LINES_OF_PHASE[p] for p in phase], dtype=np.int64)
     lines |= np.where(runs["atn"].fill_null(False).to_numpy(), _B["ATN"], 0)
-    start = runs["start_ns"].to_numpy()
-    end = runs["end_ns"].to_numpy()
-    target = runs["target"].to_numpy()
+    start = runs["start_ns"].to_numpy().astype(np.int64)
+    end = runs["end_ns"].to_numpy().astype(np.int64)
+    target = runs["target"].fill_null(-1).to_numpy().astype(np.int64)
     sel = np.isin(phase, ["SELECTION", "RESELECTION"])
-    sel_db = np.where(sel & ~np.isnan(target.astype(float)),
-                      (1 << initiator) | (1 << np.nan_to_num(target.astype(float)).astype(np.int64)), -1)
-    # run-entry transitions; a (re)selection is preceded by a zero-length ARBITRATION (the
-    # emulator does not arbitrate) carrying the ID bit of the device that selects
-    head = pl.DataFrame({"t_ns": start, "lines": lines, "db": sel_db, "order": np.zeros(len(start)),
-                         "run": np.arange(len(start))})
-    arb_id = np.where(np.array(phase) == "RESELECTION", np.nan_to_num(target.astype(float)), initiator)
-    arb = pl.DataFrame({"t_ns": start[sel], "lines": np.full(int(sel.sum()), _B["BSY"]),
-                        "db": (1 << arb_id[sel].astype(np.int64)), "order": np.full(int(sel.sum()), -1.0),
-                        "run": np.flatnonzero(sel)})
-    head = pl.concat([arb, head], how="vertical_relaxed")
-    # handshakes
+    has_target = target >= 0
+    sel_db = np.where(sel & has_target, (1 << initiator) | (1 << np.maximum(target, 0)), -1)
+    arb_db = np.where(phase == "RESELECTION", np.where(has_target, 1 << np.maximum(target, 0), -1),
+                      1 << initiator)
     n = runs["handshakes"].to_numpy().astype(np.int64)
-    total = int(n.sum())
-    if total:
-        run_of = np.repeat(np.arange(len(n)), n)
-        k = np.arange(total) - np.repeat(np.cumsum(n) - n, n)
-        width = (end - start)[run_of] / np.maximum(n[run_of], 1)
-        t_on = start[run_of] + np.floor((k + 0.25) * width).astype(np.int64)
-        t_off = start[run_of] + np.floor((k + 0.75) * width).astype(np.int64)
-        info = runs["info_bytes"].to_list()
-        byte_val = np.full(total, -1, dtype=np.int64)
-        offsets = np.cumsum(n) - n
-        for i, b in enumerate(info):  # per run (thousands), not per byte
-            if b:
-                byte_val[offsets[i]:offsets[i] + len(b)] = b
-        order = 1 + 2 * k
-        hs = pl.DataFrame({
-            "t_ns": np.concatenate([t_on, t_off]),
-            "lines": np.concatenate([lines[run_of] | HANDSHAKE, lines[run_of]]),
-            "db": np.concatenate([byte_val, np.full(total, -1)]),
-            "order": np.concatenate([order, order + 1]).astype(float),
-            "run": np.concatenate([run_of, run_of]),
-        })
-        tr = pl.concat([head, hs], how="vertical_relaxed").sort(["run", "order"])
-    else:
-        tr = head.sort(["run", "order"])
-    return tr.select(
-        pl.col("t_ns").cast(pl.Int64),
-        pl.col("lines").cast(pl.UInt16),
-        pl.when(pl.col("db") >= 0).then(pl.col("db")).cast(pl.UInt8).alias("db"),
-        pl.lit(None, pl.Boolean).alias("dbp"),
-    )
+    arb = sel.astype(np.int64)
+    size = arb + 1 + 2 * n
+    first = np.cumsum(size) - size
+    total = int(size.sum())
+    t = np.empty(total, dtype=np.int64)
+    ln = np.empty(total, dtype=np.int64)
+    db = np.full(total, -1, dtype=np.int64)
+    run_of = np.repeat(np.arange(len(size)), size)
+    k = np.arange(total) - first[run_of] - arb[run_of]      # -1 arbitration, 0 entry, then handshakes
+    t[:] = start[run_of]
+    ln[:] = lines[run_of]
+    is_arb = k == -1
+    ln[is_arb] = _B["BSY"]
+    db[is_arb] = arb_db[run_of[is_arb]]
+    is_entry = k == 0
+    db[is_entry] = sel_db[run_of[is_entry]]
+    hs = k >= 1
+    byte_no = (k[hs] - 1) // 2
+    asserted = (k[hs] - 1) % 2 == 0
+    r = run_of[hs]
+    width = (end - start)[r] / np.maximum(n[r], 1)
+    t[hs] = start[r] + np.floor((byte_no + np.where(asserted, 0.25, 0.75)) * width).astype(np.int64)
+    ln[hs] = np.where(asserted, lines[r] | HANDSHAKE, lines[r])
+    offsets = first + arb + 1
+    for i, b in enumerate(runs["info_bytes"].to_list()):  # per run (thousands), not per byte
+        if b:
+            at = offsets[i] + 2 * np.arange(len(b))
+            db[at] = b
+    return pl.DataFrame({
+        "t_ns": t,
+        "lines": ln.astype(np.uint16),
+        "db": pl.Series(db).cast(pl.Int64),
+        "dbp": pl.repeat(None, total, dtype=pl.Boolean, eager=True),
+    }).with_columns(pl.when(pl.col("db") >= 0).then(pl.col("db")).cast(pl.UInt8).alias("db"))
 
 
 # ---------------------------------------------------------------- parse
