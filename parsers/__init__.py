@@ -11,9 +11,11 @@ from scsitrace.errors import UnknownFormat, UsageError
 
 # format id -> module name, in sniffing order (most specific magic first)
 _MODULES = {
+    "blktrace": "blktrace",
     "ancot": "ancot",
     "vcd": "vcd",
     "qemu_lsi": "qemu_lsi",
+    "blkparse": "blkparse",
 }
 
 
@@ -29,6 +31,7 @@ def formats() -> list[str]:
 
 def detect(path: str) -> str:
     """Pick the format by content (magic), then by file name suffix."""
+    path = _sniffable(path)
     with open(path, "rb") as fh:
         head = fh.read(65536)
     mods = [(fmt, module(fmt)) for fmt in _MODULES]
@@ -40,6 +43,20 @@ def detect(path: str) -> str:
             return fmt
     raise UnknownFormat(f"{path}: format not recognised (known: {', '.join(_MODULES)}); "
                         "name one with --format")
+
+
+def _sniffable(path: str) -> str:
+    """A capture named by a base name that is no file (blktrace's `sda` for sda.blktrace.N):
+    a module's `resolve(path)` hook names the file to sniff."""
+    import os
+    if os.path.exists(path):
+        return path
+    for fmt in _MODULES:
+        resolve = getattr(module(fmt), "resolve", None)
+        found = resolve(path) if resolve else None
+        if found:
+            return found
+    return path
 
 
 def parse(path: str, fmt: str = "auto", *, strict: bool = True, **opts):

@@ -9,6 +9,7 @@ from .model import Analysis, Capture
 # layer -> module under scsitrace with `analyze(capture, options) -> Analysis`
 LAYERS = {
     "bus": "bus",
+    "block": "block",
 }
 
 
