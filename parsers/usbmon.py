@@ -347,7 +347,8 @@ def _pyshark_row(pkt, index: int, rows: dict) -> None:
     raw = pkt.get_raw_packet()
     urb_type = str(_field(usb, "usb.urb_type"))
     event = urb_type.strip("'")[-2:-1] if "(" in urb_type else urb_type.strip("'")
-    rows["t_ns"].append(int(round(float(pkt.frame_info.time_epoch) * 1e6)) * 1000)
+    sec, _, frac = str(pkt.frame_info.time_epoch).partition(".")
+    rows["t_ns"].append(int(sec) * 1_000_000_000 + int((frac + "000000000")[:9]))
     rows["urb_id"].append(int(str(_field(usb, "usb.urb_id")), 16))
     rows["event"].append(event)
     rows["xfer"].append(int(str(_field(usb, "usb.transfer_type")), 16))
@@ -358,8 +359,7 @@ def _pyshark_row(pkt, index: int, rows: dict) -> None:
     rows["status"].append(int(str(status)) if status is not None else EINPROGRESS)
     rows["length"].append(int(str(_field(usb, "usb.urb_len"))))
     data_len = int(str(_field(usb, "usb.data_len") or 0))
-    setup_flag = _field(usb, "usb.setup_flag")
-    has_setup = setup_flag is not None and int(str(setup_flag), 16 if str(setup_flag).startswith("0x") else 10) == 0
+    has_setup = str(_field(usb, "usb.setup_flag")) == "'\\0'"   # Wireshark shows the zero flag as '\0'
     rows["setup"].append(raw[40:48] if has_setup and event == "S" else None)
     rows["data"].append(raw[len(raw) - data_len:] if data_len > 0 else None)
     rows["pos"].append(index + 1)

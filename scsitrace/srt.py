@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from . import schema
+
 import numpy as np
 import polars as pl
 
@@ -97,3 +99,47 @@ def devices_json(ios: pl.DataFrame, elapsed_ns: int) -> list[dict]:
              "iops": r["paired"] / secs if secs else None,
              "avg_response_ns": r["avg_response_ns"]}
             for r in agg.iter_rows(named=True)]
+
+
+def tile_pieces(pieces: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
+    """Segments from stage pieces (device, io, start_ns, end_ns, phase, bytes): per device,
+    each instant goes to the earliest-starting piece covering it (later overlapping pieces
+    are clipped), and IDLE fills the rest of [0, elapsed_ns]. The result tiles exactly."""
+    seg = pieces.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null())
+    seg = seg.with_row_index("k").sort(["device", "start_ns", "k"])
+    covered = pl.col("end_ns").cum_max().shift(1).over("device")
+    seg = seg.with_columns(pl.max_horizontal("start_ns", covered).alias("start_ns")) \
+        .filter(pl.col("end_ns") > pl.col("start_ns"))
+    idle = [pl.lit(None, dtype=pl.Int64).alias("io"), pl.lit("IDLE").alias("phase"),
+            pl.lit(None, dtype=pl.Int64).alias("bytes")]
+    gaps = seg.with_columns(
+        pl.col("end_ns").cum_max().over("device").alias("_end"),
+        pl.col("start_ns").shift(-1).over("device").fill_null(elapsed_ns).alias("_next")) \
+        .filter(pl.col("_next") > pl.col("_end")) \
+        .select("device", pl.col("_end").alias("start_ns"), pl.col("_next").alias("end_ns"), *idle)
+    first = seg.group_by("device").agg(pl.col("start_ns").min().alias("end_ns")) \
+        .filter(pl.col("end_ns") > 0).select("device", pl.lit(0, dtype=pl.Int64).alias("start_ns"),
+                                             "end_ns", *idle)
+    out = pl.concat([seg.drop("k"), gaps, first], how="diagonal_relaxed").sort(["device", "start_ns"])
+    if not out.height:
+        return pl.DataFrame(schema={**schema.SEGMENTS, "device": pl.Utf8})
+    return out.with_columns(
+        pl.col("phase").alias("category"),
+        pl.lit(None, dtype=pl.Int8).alias("target"), pl.lit(None, dtype=pl.Int8).alias("initiator"),
+        pl.lit(None, dtype=pl.Int64).alias("connection"), pl.lit(None, dtype=pl.UInt8).alias("msg"),
+        pl.col("io").cast(pl.Int64), pl.col("bytes").cast(pl.Int64),
+        pl.col("start_ns").cast(pl.Int64), pl.col("end_ns").cast(pl.Int64)).select(*schema.SEGMENTS, "device")
+
+
+def categories(segments: pl.DataFrame, stages, elapsed_ns: int, completed: int) -> pl.DataFrame:
+    """Stage totals summed over devices; percent of (devices x elapsed), so they sum to 100."""
+    n_dev = segments["device"].n_unique() if segments.height else 0
+    whole = elapsed_ns * n_dev
+    totals = dict(segments.with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("d"))
+                  .group_by("phase").agg(pl.col("d").sum()).iter_rows()) if segments.height else {}
+    rows = [{"name": s, "total_ns": int(totals.get(s, 0)),
+             "percent": 100.0 * totals.get(s, 0) / whole if whole else 0.0,
+             "normalized_ns": (totals.get(s, 0) / completed if completed and s != "IDLE" else None)}
+            for s in stages]
+    return pl.DataFrame(rows, schema={"name": pl.Utf8, "total_ns": pl.Int64, "percent": pl.Float64,
+                                      "normalized_ns": pl.Float64})

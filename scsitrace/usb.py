@@ -275,7 +275,6 @@ def tile(cmds: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
     data_phase = pl.when(pl.col("data_in").fill_null(pl.col("flag_in")).fill_null(True)) \
         .then(pl.lit("DATA IN")).otherwise(pl.lit("DATA OUT"))
     c = cmds.filter(pl.col("cmd_s").is_not_null())
-    stop = pl.coalesce("sts_c", "data_c", "cmd_c")
     pieces = [
         c.select("device", "io", pl.col("cmd_s").alias("start_ns"), pl.col("cmd_c").alias("end_ns"),
                  pl.lit("COMMAND").alias("phase"), pl.lit(None, dtype=pl.Int64).alias("bytes")),
@@ -290,45 +289,7 @@ def tile(cmds: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
         c.select("device", "io", pl.col("_s0").alias("start_ns"), pl.col("sts_c").alias("end_ns"),
                  pl.lit("STATUS").alias("phase"), pl.lit(None, dtype=pl.Int64).alias("bytes")),
     ]
-    del stop
-    seg = pl.concat(pieces).filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null())
-    seg = seg.with_row_index("k").sort(["device", "start_ns", "k"])
-    covered = pl.col("end_ns").cum_max().shift(1).over("device")
-    seg = seg.with_columns(pl.max_horizontal("start_ns", covered).alias("start_ns")) \
-        .filter(pl.col("end_ns") > pl.col("start_ns"))
-    gaps = seg.with_columns(
-        pl.col("end_ns").cum_max().over("device").alias("_end"),
-        pl.col("start_ns").shift(-1).over("device").fill_null(elapsed_ns).alias("_next")) \
-        .filter(pl.col("_next") > pl.col("_end")) \
-        .select("device", pl.lit(None, dtype=pl.Int64).alias("io"), pl.col("_end").alias("start_ns"),
-                pl.col("_next").alias("end_ns"), pl.lit("IDLE").alias("phase"),
-                pl.lit(None, dtype=pl.Int64).alias("bytes"))
-    first = seg.group_by("device").agg(pl.col("start_ns").min().alias("end_ns")) \
-        .filter(pl.col("end_ns") > 0).select(
-            "device", pl.lit(None, dtype=pl.Int64).alias("io"), pl.lit(0, dtype=pl.Int64).alias("start_ns"),
-            "end_ns", pl.lit("IDLE").alias("phase"), pl.lit(None, dtype=pl.Int64).alias("bytes"))
-    out = pl.concat([seg.drop("k"), gaps, first], how="diagonal_relaxed").sort(["device", "start_ns"])
-    n = out.height
-    return out.with_columns(
-        pl.col("phase").alias("category"),
-        pl.lit(None, dtype=pl.Int8).alias("target"), pl.lit(None, dtype=pl.Int8).alias("initiator"),
-        pl.lit(None, dtype=pl.Int64).alias("connection"), pl.lit(None, dtype=pl.UInt8).alias("msg"),
-        pl.col("io").cast(pl.Int64), pl.col("bytes").cast(pl.Int64)).select(
-        *schema.SEGMENTS, "device") if n else pl.DataFrame(schema={**schema.SEGMENTS, "device": pl.Utf8})
-
-
-def categories(segments: pl.DataFrame, elapsed_ns: int, paired: int) -> pl.DataFrame:
-    """Stage totals summed over devices; percent of (devices x elapsed), so they sum to 100."""
-    n_dev = segments["device"].n_unique() if segments.height else 0
-    whole = elapsed_ns * n_dev
-    totals = dict(segments.with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("d"))
-                  .group_by("phase").agg(pl.col("d").sum()).iter_rows()) if segments.height else {}
-    rows = [{"name": s, "total_ns": int(totals.get(s, 0)),
-             "percent": 100.0 * totals.get(s, 0) / whole if whole else 0.0,
-             "normalized_ns": (totals.get(s, 0) / paired if paired and s != "IDLE" else None)}
-            for s in STAGES]
-    return pl.DataFrame(rows, schema={"name": pl.Utf8, "total_ns": pl.Int64, "percent": pl.Float64,
-                                      "normalized_ns": pl.Float64})
+    return srt.tile_pieces(pl.concat(pieces), elapsed_ns)
 
 
 # ---------------------------------------------------------------- analysis
@@ -438,7 +399,7 @@ def analyze(capture: Capture, options=None) -> Analysis:
         notes.append(f"{n_dev} devices: stage percentages are of {n_dev} x the elapsed time")
     if capture.meta.get("text_format") == "1t":
         notes.append("1t text has no bus numbers: devices are shown on bus 0")
-    cats = categories(segments, elapsed, paired)
+    cats = srt.categories(segments, STAGES, elapsed, paired)
     return Analysis(
         layer="usb", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=segments, ios=ios,
         anomalies=an, ios_completed=paired, data_bytes=data_bytes,

@@ -1,0 +1,124 @@
+"""SCSI kernel-log layer: dispatch -> done service time per command (ftrace
+scsi_dispatch_cmd_* events, or the kernel's SCSI logging in dmesg).
+
+A command starts at its dispatch (`start`, "Send:") and ends at the next `done`, `error`
+or `timeout` event of the same device and tag. Only start -> done is paired (a service
+time); everything else is reported unpaired with its reason:
+  dispatch error (rtn=N)     the LLD refused the command (it is requeued and dispatched again)
+  timed out                  the command timed out
+  no done before the tag was reused / no done (trace ended)
+  done without start (trace started mid-command)
+Per device, time is SERVICE (at least one command dispatched and not done) or IDLE.
+"""
+from __future__ import annotations
+
+import polars as pl
+
+from . import schema, scsi, srt
+from .model import Analysis, Capture
+
+EVENTS = {
+    "t_ns": pl.Int64,       # from the log's first SCSI event
+    "kind": pl.Utf8,        # start | done | error | timeout
+    "device": pl.Utf8,      # host:channel:id:lun
+    "tag": pl.Int64,        # driver tag (ftrace) or tag# (dmesg); null when not logged
+    "cdb": pl.Binary,
+    "host_byte": pl.Utf8,   # DID_OK, DID_NO_CONNECT, ...
+    "status": pl.Utf8,      # SAM status of a done event (GOOD, CHECK CONDITION, ...)
+    "rtn": pl.Int64,        # dispatch error return code
+    "source": pl.Utf8,      # ftrace | dmesg
+    "pos": pl.Int64,        # line number
+}
+STAGES = ("SERVICE", "IDLE")
+IOS_EXTRA = {"response_ns": pl.Int64, "paired": pl.Boolean, "reason": pl.Utf8, "host_byte": pl.Utf8}
+MLQUEUE = {0x1055: "SCSI_MLQUEUE_HOST_BUSY", 0x1056: "SCSI_MLQUEUE_DEVICE_BUSY",
+           0x1057: "SCSI_MLQUEUE_EH_RETRY", 0x1058: "SCSI_MLQUEUE_TARGET_BUSY"}
+
+
+def commands(events: pl.DataFrame) -> pl.DataFrame:
+    """One row per command: start event joined to the end event that follows it."""
+    key = ["device", "tag"]
+    e = events.sort(["device", "tag", "t_ns", "pos"], nulls_last=True)
+    e = e.with_columns(
+        pl.col("kind").shift(-1).over(key).alias("n_kind"), pl.col("t_ns").shift(-1).over(key).alias("n_t"),
+        pl.col("status").shift(-1).over(key).alias("n_status"),
+        pl.col("host_byte").shift(-1).over(key).alias("n_host"),
+        pl.col("rtn").shift(-1).over(key).alias("n_rtn"),
+        pl.col("kind").shift(1).over(key).alias("p_kind"))
+    n_kind = pl.col("n_kind")
+    rtn_name = pl.col("n_rtn").replace_strict(MLQUEUE, default=None, return_dtype=pl.Utf8)
+    reason = (pl.when(n_kind == "done").then(None)
+              .when(n_kind == "error").then(
+                  pl.format("dispatch error (rtn={}{})", pl.col("n_rtn"),
+                            pl.when(rtn_name.is_not_null()).then(pl.concat_str(pl.lit(" "), rtn_name))
+                            .otherwise(pl.lit(""))))
+              .when(n_kind == "timeout").then(pl.lit("timed out"))
+              .when(n_kind == "start").then(pl.lit("no done before the tag was reused"))
+              .otherwise(pl.lit("no done (trace ended)")))
+    starts = e.filter(pl.col("kind") == "start").select(
+        "device", "tag", "cdb", "pos", pl.col("t_ns").alias("start_ns"),
+        pl.when(n_kind == "done").then(pl.col("n_t")).alias("end_ns"),
+        pl.when(n_kind == "done").then(pl.col("n_status")).alias("status"),
+        pl.when(n_kind == "done").then(pl.col("n_host")).alias("host_byte"),
+        reason.alias("reason"))
+    orphans = e.filter((pl.col("kind") == "done") & (pl.col("p_kind").is_null() | (pl.col("p_kind") != "start"))) \
+        .select("device", "tag", "cdb", "pos", pl.lit(None, dtype=pl.Int64).alias("start_ns"),
+                pl.col("t_ns").alias("end_ns"), "status", "host_byte",
+                pl.lit("done without start (trace started mid-command)").alias("reason"))
+    return pl.concat([starts, orphans], how="diagonal_relaxed")
+
+
+def ios_frame(cmds: pl.DataFrame) -> pl.DataFrame:
+    dec = scsi.cdb_exprs(pl.col("cdb"))
+    c = cmds.sort(pl.coalesce("start_ns", "end_ns"), "pos").with_columns(
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("io"),
+        dec["opcode"].alias("opcode"), dec["command"].alias("command"), dec["lba"].alias("lba"),
+        dec["blocks"].alias("blocks"), pl.col("reason").is_null().alias("paired"),
+        pl.col("device").str.split(":").list.get(2).cast(pl.Int8, strict=False).alias("target"),
+        pl.col("device").str.split(":").list.get(3).cast(pl.Int16, strict=False).alias("lun"))
+    c = c.with_columns(
+        pl.when(pl.col("paired")).then(pl.col("end_ns") - pl.col("start_ns")).alias("response_ns"),
+        scsi.op_kind_expr(pl.col("opcode")).alias("op"),
+        pl.lit(None, dtype=pl.Int16).alias("tag"),
+        pl.lit(None, dtype=pl.Int64).alias("bytes"),
+        pl.lit(None, dtype=pl.Int64).alias("data_bytes"),
+        pl.lit(None, dtype=pl.Int32).alias("connections"),
+        pl.lit(None, dtype=pl.Int32).alias("disconnects"),
+        pl.col("paired").alias("complete"),
+        pl.lit(False).alias("partial"),
+        pl.col("tag").alias("kernel_tag"))
+    cols = {**schema.IOS, **IOS_EXTRA, "kernel_tag": pl.Int64}
+    return c.select([pl.col(k).cast(v) for k, v in cols.items()])
+
+
+def analyze(capture: Capture, options=None) -> Analysis:
+    ev = capture.frames["events"]
+    elapsed = int(ev["t_ns"].max()) if ev.height else 0
+    ios = ios_frame(commands(ev)) if ev.height else \
+        pl.DataFrame(schema={**schema.IOS, **IOS_EXTRA, "kernel_tag": pl.Int64})
+    pieces = ios.filter(pl.col("paired")).select(
+        "device", "io", "start_ns", "end_ns", pl.lit("SERVICE").alias("phase"), pl.col("data_bytes").alias("bytes"))
+    segments = srt.tile_pieces(pieces, elapsed)
+    paired = int(ios["paired"].sum()) if ios.height else 0
+    table = srt.table(ios)
+    notes = ["SERVICE = at least one command between dispatch and done; kernel logs carry no "
+             "transfer sizes, so bandwidth needs --io-size"]
+    n_dev = segments["device"].n_unique() if segments.height else 0
+    if n_dev > 1:
+        notes.append(f"{n_dev} devices: percentages are of {n_dev} x the elapsed time")
+    an = capture.anomalies
+    bad = ios.filter(pl.col("reason").str.starts_with("timed out").fill_null(False))
+    if bad.height:
+        an = pl.concat([an, bad.select(pl.col("start_ns").alias("t_ns"), pl.lit("TIMEOUT").alias("kind"),
+                                       pl.format("{} on {}", "command", "device").alias("detail"),
+                                       pl.lit(None, dtype=pl.Utf8).alias("position"))])
+    return Analysis(
+        layer="scsilog", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=segments, ios=ios,
+        anomalies=an, ios_completed=paired, data_bytes=None,
+        category_order={"scsilog": list(STAGES)}, default_profile="scsilog",
+        categories={"scsilog": srt.categories(segments, STAGES, elapsed, paired)},
+        notes=notes, source={"path": capture.path, "format": capture.format, "log": capture.meta.get("log")},
+        extra={"json": {"srt": srt.as_json(table), "commands": srt.commands_json(ios),
+                        "srt_histogram": srt.histogram(ios), "devices": srt.devices_json(
+                            ios.with_columns(pl.col("data_bytes").fill_null(0)), elapsed)},
+               "no_normalized": ["IDLE"]})
