@@ -16,6 +16,8 @@ _MODULES = {
     "vcd": "vcd",
     "qemu_lsi": "qemu_lsi",
     "blkparse": "blkparse",
+    "usbmon": "usbmon",
+    "scsilog": "scsilog",
 }
 
 

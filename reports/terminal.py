@@ -8,7 +8,7 @@ from rich.table import Table
 
 # layer -> module under scsitrace.reports with `tables(summary) -> list[rich Table]`,
 # for the layer's own JSON keys (stages, srt, ...); explicit, no import magic.
-LAYER_TABLES: dict[str, str] = {"block": "btt"}
+LAYER_TABLES: dict[str, str] = {"usb": "srt", "scsilog": "srt", "block": "btt"}
 
 
 def fmt_ns(ns) -> str:

@@ -9,6 +9,8 @@ from .model import Analysis, Capture
 # layer -> module under scsitrace with `analyze(capture, options) -> Analysis`
 LAYERS = {
     "bus": "bus",
+    "usb": "usb",
+    "scsilog": "scsilog",
     "block": "block",
 }
 

@@ -34,6 +34,8 @@ def add_arguments(p) -> None:
     p.add_argument("--csv", metavar="FILE", help="write the category table as CSV")
     p.add_argument("--ios", metavar="FILE", help="write the per-I/O table as CSV")
     p.add_argument("--html", metavar="FILE", help="write the HTML report")
+    p.add_argument("--route", choices=("native", "pyshark"), default=None,
+                   help="usbmon pcap: decode natively (default) or through pyshark/tshark")
     p.add_argument("--device", metavar="MAJ,MIN", help="block layer: only this device (e.g. 8,0)")
     p.add_argument("--pid", metavar="PID[,PID|NAME...]", help="block layer: only I/Os queued by these processes")
     p.add_argument("--window", metavar="START:END", help="block layer: only events between START and END "
