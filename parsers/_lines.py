@@ -51,13 +51,9 @@ def _replace_invalid_utf8(buf: bytes) -> tuple[bytes, set[int]]:
     return b"\n".join(lines), bad
 
 
-def iter_line_blocks(path: str, *, strict: bool, start_offset: int = 0, first_line: int = 1,
-                     block_bytes: int = BLOCK_BYTES, progress=None) -> Iterator[pl.DataFrame]:
-    """Yield frames `line_no:i64, text:str` covering the file from `start_offset` on.
-
-    In lenient mode, undecodable lines come through as the single character U+FFFD so the
-    caller can count them as bad; in strict mode the first one raises BadInput.
-    """
+def iter_byte_blocks(path: str, *, start_offset: int = 0, first_line: int = 1,
+                     block_bytes: int = BLOCK_BYTES, progress=None) -> Iterator[tuple[bytes, int]]:
+    """Yield (block, line number of its first line): whole lines only, in file order."""
     line_no = first_line
     with open(path, "rb") as fh:
         fh.seek(start_offset)
@@ -67,20 +63,29 @@ def iter_line_blocks(path: str, *, strict: bool, start_offset: int = 0, first_li
             if progress is not None:
                 progress(len(block))
             if not block:
-                buf, rest = rest, b""
-                if not buf:
-                    return
-            else:
-                buf = rest + block
-                cut = buf.rfind(b"\n")
-                if cut < 0:
-                    rest = buf
-                    continue
-                buf, rest = buf[:cut + 1], buf[cut + 1:]
-            yield _block_frame(buf, path, line_no, strict)
-            line_no += buf.count(b"\n") + (0 if buf.endswith(b"\n") else 1)
-            if not block:
+                if rest:
+                    yield rest, line_no
                 return
+            buf = rest + block
+            cut = buf.rfind(b"\n")
+            if cut < 0:
+                rest = buf
+                continue
+            buf, rest = buf[:cut + 1], buf[cut + 1:]
+            yield buf, line_no
+            line_no += buf.count(b"\n")
+
+
+def iter_line_blocks(path: str, *, strict: bool, start_offset: int = 0, first_line: int = 1,
+                     block_bytes: int = BLOCK_BYTES, progress=None) -> Iterator[pl.DataFrame]:
+    """Yield frames `line_no:i64, text:str` covering the file from `start_offset` on.
+
+    In lenient mode, undecodable lines come through as the single character U+FFFD so the
+    caller can count them as bad; in strict mode the first one raises BadInput.
+    """
+    for buf, line_no in iter_byte_blocks(path, start_offset=start_offset, first_line=first_line,
+                                         block_bytes=block_bytes, progress=progress):
+        yield _block_frame(buf, path, line_no, strict)
 
 
 def _block_frame(buf: bytes, path: str, line_no: int, strict: bool) -> pl.DataFrame:

@@ -9,12 +9,14 @@ from __future__ import annotations
 import io
 from typing import Iterator
 
+import numpy as np
 import polars as pl
 
 from scsitrace import schema
 from scsitrace.errors import BadInput
 from scsitrace.model import Capture, RecordCount
 from . import _lines
+from ._tokens import TokenBlock
 
 ID = "ancot"
 SUFFIXES = (".ancot", ".ancot.txt", ".act")
@@ -98,57 +100,79 @@ def _header_field(header: dict, key: str, value: str, path: str, line_no: int, t
 
 # ---------------------------------------------------------------- records
 
-def _decode_block(block: pl.DataFrame, header: dict) -> pl.DataFrame:
-    """Decode one block of lines: every record line gets its fields or a reason it is bad."""
+class _Decoded:
+    """One block's good records (numpy columns) and bad records (line index, reason)."""
+
+    def __init__(self, tick, lines, db, db_null, dbp, bad_rows, bad_reasons):
+        self.tick, self.lines, self.db, self.db_null, self.dbp = tick, lines, db, db_null, dbp
+        self.bad_rows, self.bad_reasons = bad_rows, bad_reasons
+
+
+def _decode_block(block: TokenBlock, header: dict, last_tick: int | None) -> _Decoded:
+    """Decode every record line of a block in bulk; each bad line gets the first rule it breaks."""
     signals, data = header["signals"], header["data"]
     n_fields = 1 + len(signals) + len(data)
-    text = pl.col("text").str.strip_chars()
-    recs = block.with_columns(text.alias("t")).filter(
-        (pl.col("t") != "") & ~pl.col("t").str.starts_with("#"))
-    toks = pl.col("t").str.replace_all(r"\s+", " ").str.split(" ")
-    recs = recs.with_columns(toks.alias("tok"))
-    tok = pl.col("tok").list
-    fields = [tok.get(0, null_on_oob=True).str.to_integer(base=10, strict=False).alias("tick")]
-    for i, name in enumerate(signals):
-        fields.append(tok.get(1 + i, null_on_oob=True).alias(f"s{i}"))
-    if data:
-        fields.append(tok.get(1 + len(signals), null_on_oob=True).alias("db_s"))
-    if len(data) == 2:
-        fields.append(tok.get(2 + len(signals), null_on_oob=True).alias("dbp_s"))
-    recs = recs.with_columns(tok.len().alias("n_tok"), *fields)
+    rows = np.flatnonzero(block.is_record)
+    reason = np.zeros(len(rows), dtype=np.int16)  # 0 = good; else index into `reasons`
+    reasons = ["", "wrong column count: expected %d fields" % n_fields,
+               "tick is not a non-negative integer"]
+    reasons += [f"non-binary value for signal {name}" for name in signals]
+    reasons += ["bad hex in DB column (expected two hex digits or --)", "bad DBP value (expected 0, 1 or -)",
+                "tick goes backwards"]
+    r_db, r_dbp, r_back = len(reasons) - 3, len(reasons) - 2, len(reasons) - 1
 
-    reason = pl.when(pl.col("n_tok") != n_fields).then(
-        pl.format("wrong column count: expected {} fields, found {}", pl.lit(n_fields), pl.col("n_tok")))
-    reason = reason.when(pl.col("tick").is_null() | ~pl.col("tok").list.get(0, null_on_oob=True)
-                         .str.contains(r"^\d+$")).then(pl.lit("tick is not a non-negative integer"))
-    for i, name in enumerate(signals):
-        reason = reason.when(~pl.col(f"s{i}").is_in(["0", "1"])).then(
-            pl.lit(f"non-binary value for signal {name}"))
-    if data:
-        db_ok = pl.col("db_s").str.contains(r"^([0-9A-Fa-f]{2}|--)$")
-        reason = reason.when(~db_ok).then(pl.lit("bad hex in DB column (expected two hex digits or --)"))
-    if len(data) == 2:
-        reason = reason.when(~pl.col("dbp_s").is_in(["0", "1", "-"])).then(
-            pl.lit("bad DBP value (expected 0, 1 or -)"))
-    recs = recs.with_columns(reason.otherwise(None).alias("reason"))
+    def fail(mask, code):
+        reason[(reason == 0) & mask] = code
 
-    lines = pl.lit(0, dtype=pl.UInt16)
-    for i, name in enumerate(signals):
-        lines = lines + pl.when(pl.col(f"s{i}") == "1").then(
-            pl.lit(1 << schema.SIGNAL_BIT[name], dtype=pl.UInt16)).otherwise(pl.lit(0, dtype=pl.UInt16))
-    out = [pl.col("line_no"), pl.col("t"), pl.col("reason"), pl.col("tick"), lines.alias("lines")]
-    if data:
-        out.append(pl.when(pl.col("db_s") == "--").then(None)
-                   .otherwise(pl.col("db_s").str.to_integer(base=16, strict=False))
-                   .cast(pl.UInt8, strict=False).alias("db"))
-    else:
-        out.append(pl.lit(None, dtype=pl.UInt8).alias("db"))
-    if len(data) == 2:
-        out.append(pl.when(pl.col("dbp_s") == "-").then(None)
-                   .otherwise(pl.col("dbp_s") == "1").alias("dbp"))
-    else:
-        out.append(pl.lit(None, dtype=pl.Boolean).alias("dbp"))
-    return recs.select(out)
+    full = block.ntok[rows] == n_fields
+    fail(~full, 1)
+    fields = rows[full]
+    tick = np.zeros(len(rows), dtype=np.int64)
+    lines = np.zeros(len(rows), dtype=np.uint16)
+    db = np.zeros(len(rows), dtype=np.uint8)
+    db_null = np.ones(len(rows), dtype=bool)
+    dbp = np.zeros(len(rows), dtype=np.int8)  # -1 null, 0, 1
+    if len(fields):
+        sub = np.flatnonzero(full)
+        full_lines = np.zeros(len(block.line_start), dtype=bool)
+        full_lines[fields] = True
+        cols = block.columns(full_lines, n_fields)
+        value, ok = cols.integer(0)
+        tick[sub] = value
+        fail(_scatter(~ok, sub, len(rows)), 2)
+        for i, name in enumerate(signals):
+            ch = cols.char(1 + i)
+            ok = (cols.length(1 + i) == 1) & ((ch == 48) | (ch == 49))
+            fail(_scatter(~ok, sub, len(rows)), 3 + i)
+            lines[sub] |= np.where(ch == 49, 1 << schema.SIGNAL_BIT[name], 0).astype(np.uint16)
+        if data:
+            value, is_null, ok = cols.hex_byte(1 + len(signals))
+            fail(_scatter(~ok, sub, len(rows)), r_db)
+            db[sub], db_null[sub] = value, is_null
+        if len(data) == 2:
+            ch = cols.char(2 + len(signals))
+            ok = (cols.length(2 + len(signals)) == 1) & ((ch == 48) | (ch == 49) | (ch == 45))
+            fail(_scatter(~ok, sub, len(rows)), r_dbp)
+            dbp[sub] = np.where(ch == 45, -1, ch.astype(np.int8) - 48)
+    good = reason == 0
+    # ticks never decrease: compare with the running maximum of the good ticks before
+    prev_max = np.maximum.accumulate(np.where(good, tick, -1))
+    prev_max = np.concatenate(([-1 if last_tick is None else last_tick], prev_max[:-1]))
+    if last_tick is not None:
+        prev_max = np.maximum(prev_max, last_tick)
+    fail(good & (tick < prev_max), r_back)
+    good = reason == 0
+    return _Decoded(tick[good], lines[good], db[good], db_null[good] | (not data), dbp[good],
+                    rows[~good], [reasons[c] for c in reason[~good][:MAX_REPORTED]] , )
+
+
+MAX_REPORTED = 5
+
+
+def _scatter(mask_sub: np.ndarray, sub: np.ndarray, n: int) -> np.ndarray:
+    out = np.zeros(n, dtype=bool)
+    out[sub] = mask_sub
+    return out
 
 
 class _Reader:
@@ -163,45 +187,38 @@ class _Reader:
         self.records.read = self.records.skipped = 0
         self.records.examples.clear()
         tick_ns = self.header["tick_ns"]
-        origin = self.header.get("origin_tick")
+        data = self.header["data"]
+        origin = None
         last_tick = None
-        for block in _lines.iter_line_blocks(self.path, strict=self.strict, start_offset=self.offset,
-                                             first_line=self.first_line, progress=self.progress):
-            recs = _decode_block(block, self.header)
-            recs = self._mark_backwards(recs, last_tick)
-            bad = recs.filter(pl.col("reason").is_not_null())
-            if len(bad):
-                self._report_bad(bad)
-                recs = recs.filter(pl.col("reason").is_null())
-            if not len(recs):
+        for buf, line_no in _lines.iter_byte_blocks(self.path, start_offset=self.offset,
+                                                    first_line=self.first_line, progress=self.progress):
+            block = TokenBlock(buf, line_no)
+            dec = _decode_block(block, self.header, last_tick)
+            if len(dec.bad_rows):
+                self._report_bad(block, dec)
+            if not len(dec.tick):
                 continue
             if origin is None:
-                origin = int(recs["tick"][0])
+                origin = int(dec.tick[0])
                 self.header["origin_tick"] = origin
-            last_tick = int(recs["tick"][-1])
-            self.records.read += len(recs)
-            yield recs.select(
-                ((pl.col("tick") - origin) * tick_ns).cast(pl.Int64).alias("t_ns"),
-                "lines", "db", "dbp")
+            last_tick = int(dec.tick[-1])
+            self.records.read += len(dec.tick)
+            yield pl.DataFrame({
+                "t_ns": (dec.tick - origin) * tick_ns,
+                "lines": dec.lines,
+                "db": pl.Series(dec.db, dtype=pl.UInt8).set(pl.Series(dec.db_null), None)
+                if data else pl.Series([None] * len(dec.tick), dtype=pl.UInt8),
+                "dbp": pl.Series(dec.dbp == 1).set(pl.Series(dec.dbp == -1), None)
+                if len(data) == 2 else pl.Series([None] * len(dec.tick), dtype=pl.Boolean),
+            }, schema=schema.TRANSITIONS)
 
-    @staticmethod
-    def _mark_backwards(recs: pl.DataFrame, last_tick: int | None) -> pl.DataFrame:
-        good_tick = pl.when(pl.col("reason").is_null()).then(pl.col("tick"))
-        prev_max = good_tick.cum_max().shift(1)
-        if last_tick is not None:
-            prev_max = prev_max.fill_null(last_tick)
-            prev_max = pl.max_horizontal(prev_max, pl.lit(last_tick))
-        backwards = pl.col("reason").is_null() & (pl.col("tick") < prev_max)
-        return recs.with_columns(
-            pl.when(backwards).then(pl.lit("tick goes backwards")).otherwise(pl.col("reason"))
-            .alias("reason"))
-
-    def _report_bad(self, bad: pl.DataFrame) -> None:
-        first = bad.row(0, named=True)
+    def _report_bad(self, block: TokenBlock, dec: _Decoded) -> None:
+        where = [(int(block.line_no[r]), why, block.line_text(int(r)))
+                 for r, why in zip(dec.bad_rows[:MAX_REPORTED], dec.bad_reasons)]
         if self.strict:
-            raise BadInput(self.path, first["reason"], line=first["line_no"], text=first["t"])
-        examples = [f"{self.path}:{r['line_no']}: {r['reason']}" for r in bad.head(5).iter_rows(named=True)]
-        self.records.skip(len(bad), examples)
+            line, why, text = where[0]
+            raise BadInput(self.path, why, line=line, text=text)
+        self.records.skip(len(dec.bad_rows), [f"{self.path}:{line}: {why}" for line, why, _ in where])
 
 
 def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
@@ -248,6 +265,42 @@ class Writer:
     def write(self, transitions: pl.DataFrame) -> None:
         if not len(transitions):
             return
+        ticks = (transitions["t_ns"] // self.tick_ns).to_numpy()
+        if ticks.min() >= 0 and ticks.max() < 10**10:
+            self.fh.write(self._format_fixed(transitions, ticks).decode("ascii"))
+        else:
+            self._write_polars(transitions)
+
+    def _format_fixed(self, tr: pl.DataFrame, ticks: np.ndarray) -> bytes:
+        """The same text as `_write_polars`, built as one fixed-width byte array (numpy):
+        every tick fits the 10-column pad, so every line has the same width."""
+        n = len(ticks)
+        width = 11 + 2 * len(self.signals) + 3 * ("DB" in self.data) + 2 * ("DBP" in self.data)
+        buf = np.full((n, width), ord(" "), dtype=np.uint8)
+        rest = ticks.astype(np.int64)
+        for k in range(10):
+            show = (rest > 0) | (k == 0)
+            buf[show, 9 - k] = (48 + rest % 10)[show]
+            rest = rest // 10
+        lines = tr["lines"].cast(pl.Int32).to_numpy()
+        col = 11
+        for name in self.signals:
+            buf[:, col] = 48 + ((lines >> schema.SIGNAL_BIT[name]) & 1)
+            col += 2
+        if "DB" in self.data:
+            db = tr["db"]
+            hexed = _HEX_BYTES[db.fill_null(0).cast(pl.Int32).to_numpy()]
+            hexed[db.is_null().to_numpy()] = ord("-")
+            buf[:, col:col + 2] = hexed
+            col += 3
+        if "DBP" in self.data:
+            dbp = tr["dbp"]
+            buf[:, col] = np.where(dbp.is_null().to_numpy(), ord("-"),
+                                   np.where(dbp.fill_null(False).to_numpy(), ord("1"), ord("0")))
+        buf[:, -1] = ord("\n")
+        return buf.tobytes()
+
+    def _write_polars(self, transitions: pl.DataFrame) -> None:
         parts = [(pl.col("t_ns") // self.tick_ns).cast(pl.Utf8).str.pad_start(10)]
         for name in self.signals:
             bit = 1 << schema.SIGNAL_BIT[name]
@@ -264,6 +317,7 @@ class Writer:
 
 
 _HEX = pl.Series([f"{i:02x}" for i in range(256)])
+_HEX_BYTES = np.frombuffer("".join(f"{i:02x}" for i in range(256)).encode(), dtype=np.uint8).reshape(256, 2)
 
 
 def _hex2(s: pl.Series) -> pl.Series:

@@ -1,0 +1,106 @@
+"""Bus layer benchmark (issue 2): a level-2 (REQ/ACK) trace of >= 10 M transitions.
+
+Prints transitions/s for ancot-text parse + analyze, for analysis of the in-memory frame,
+and peak memory of each (measured in a fresh child process). Not a test.
+
+    python bench/bench_bus.py [--transitions 10000000]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+DATA = HERE / "data"
+
+
+def build_frame(n_target: int) -> pl.DataFrame:
+    """Tile a model of 4 targets doing 32 KiB reads (disconnect, reconnect, data) to n transitions."""
+    from busmodel import BusBuilder
+    b = BusBuilder(level=2)
+    b.bus_free()
+    read10 = bytes([0x28, 0, 0, 0, 0x10, 0, 0, 0, 64, 0])
+    ios = [b.command(t, read10, disconnect_after_command=True)[0] for t in (0, 1, 2, 3)]
+    for t, io in zip((0, 1, 2, 3), ios):
+        b.reconnect(t, io, data_in=bytes(16384), disconnect_again=True)
+        b.reconnect(t, io, data_in=bytes(16384))
+    b.bus_free()
+    unit = b.transitions()
+    period = int(unit["t_ns"][-1]) + 50
+    reps = max(1, -(-n_target // unit.height))
+    t = unit["t_ns"].to_numpy()
+    offsets = np.repeat(np.arange(reps, dtype=np.int64) * period, unit.height)
+    return pl.DataFrame({
+        "t_ns": np.tile(t, reps) + offsets,
+        "lines": np.tile(unit["lines"].to_numpy(), reps),
+        "db": pl.Series([None] * (unit.height * reps), dtype=pl.UInt8),
+        "dbp": pl.Series([None] * (unit.height * reps), dtype=pl.Boolean),
+    })
+
+
+def child(mode: str, path: str) -> None:
+    from scsitrace import core, parsers
+    from scsitrace.model import Capture
+    t0 = time.perf_counter()
+    if mode == "text":
+        cap = parsers.parse(path)
+    else:
+        frame = pl.read_parquet(path)
+        cap = Capture(layer="bus", path=path, format="parquet",
+                      meta={"tick_ns": 50, "initiator": 7,
+                            "signals": ["BSY", "SEL", "ATN", "RST", "MSG", "C/D", "I/O", "REQ", "ACK"]})
+        cap.chunks = lambda: iter([frame])
+        t0 = time.perf_counter()  # the frame is in memory: time the analysis alone
+    a = core.analyze(cap)
+    dt = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"{a.source['transitions']} {dt:.3f} {peak:.0f} {a.ios_completed}")
+
+
+def run_child(mode: str, path: Path):
+    out = subprocess.run([sys.executable, __file__, "--child", mode, str(path)], capture_output=True,
+                         text=True, check=True).stdout.split()
+    return int(out[0]), float(out[1]), float(out[2]), int(out[3])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--transitions", type=int, default=10_000_000)
+    ap.add_argument("--child", nargs=2)
+    args = ap.parse_args()
+    if args.child:
+        child(*args.child)
+        return
+    DATA.mkdir(exist_ok=True)
+    text = DATA / f"bus-l2-{args.transitions}.ancot"
+    parquet = text.with_suffix(".parquet")
+    if not text.exists():
+        t0 = time.perf_counter()
+        frame = build_frame(args.transitions)
+        frame.write_parquet(parquet)
+        from scsitrace.parsers import ancot
+        with open(text, "w") as fh:
+            w = ancot.Writer(fh, signals=["BSY", "SEL", "ATN", "RST", "MSG", "C/D", "I/O", "REQ", "ACK"])
+            for i in range(0, frame.height, 2_000_000):
+                w.write(frame.slice(i, 2_000_000))
+        print(f"generated {frame.height:,} transitions ({os.path.getsize(text) / 2**20:.0f} MiB text) "
+              f"in {time.perf_counter() - t0:.1f} s")
+    n, dt, peak, ios = run_child("text", text)
+    print(f"ancot-text parse+analyze: {n:,} transitions in {dt:.2f} s = {n / dt / 1e6:.2f} M/s, "
+          f"peak {peak:.0f} MiB, {ios} I/Os (target >= 5 M/s)")
+    n, dt, peak, ios = run_child("frame", parquet)
+    print(f"in-memory frame analyze:  {n:,} transitions in {dt:.2f} s = {n / dt / 1e6:.2f} M/s, "
+          f"peak {peak:.0f} MiB, {ios} I/Os (target >= 20 M/s)")
+
+
+if __name__ == "__main__":
+    main()
