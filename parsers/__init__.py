@@ -36,12 +36,11 @@ def detect(path: str) -> str:
     path = _sniffable(path)
     with open(path, "rb") as fh:
         head = fh.read(65536)
-    mods = [(fmt, module(fmt)) for fmt in _MODULES]
-    for fmt, mod in mods:
-        if mod.sniff(head):
+    for fmt in _MODULES:  # imported one by one: sniffing stops at the first match
+        if module(fmt).sniff(head):
             return fmt
-    for fmt, mod in mods:
-        if str(path).endswith(tuple(mod.SUFFIXES)):
+    for fmt in _MODULES:
+        if str(path).endswith(tuple(module(fmt).SUFFIXES)):
             return fmt
     raise UnknownFormat(f"{path}: format not recognised (known: {', '.join(_MODULES)}); "
                         "name one with --format")
@@ -49,12 +48,12 @@ def detect(path: str) -> str:
 
 def _sniffable(path: str) -> str:
     """A capture named by a base name that is no file (blktrace's `sda` for sda.blktrace.N):
-    a module's `resolve(path)` hook names the file to sniff."""
+    a module's `resolve_path(path)` hook names the file to sniff."""
     import os
     if os.path.exists(path):
         return path
     for fmt in _MODULES:
-        resolve = getattr(module(fmt), "resolve", None)
+        resolve = getattr(module(fmt), "resolve_path", None)
         found = resolve(path) if resolve else None
         if found:
             return found
