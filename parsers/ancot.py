@@ -254,6 +254,7 @@ class Writer:
     def __init__(self, fh: io.TextIOBase, *, signals: list[str], data: list[str] = (),
                  tick_ns: int = 50, initiator: int = 7, meta: dict | None = None):
         self.fh, self.signals, self.data, self.tick_ns = fh, list(signals), list(data), tick_ns
+        self._signal_lut = None
         fh.write(f"{MAGIC}\n# tick_ns: {tick_ns}\n# signals: {' '.join(self.signals)}\n")
         if self.data:
             fh.write(f"# data: {' '.join(self.data)}\n")
@@ -272,33 +273,31 @@ class Writer:
             self._write_polars(transitions)
 
     def _format_fixed(self, tr: pl.DataFrame, ticks: np.ndarray) -> bytes:
-        """The same text as `_write_polars`, built as one fixed-width byte array (numpy):
-        every tick fits the 10-column pad, so every line has the same width."""
+        """The same text as `_write_polars`, built as one fixed-width byte array (numpy table
+        lookups, no per-line work): every tick fits the 10-column pad, so every line has the
+        same width."""
+        hi, lo = np.divmod(ticks.astype(np.int64), 100_000)
+        cols = [_DIGITS5[0][hi], _DIGITS5[1][lo + (hi > 0) * 100_000]]
+        if self._signal_lut is None:
+            codes = np.arange(1 << len(schema.SIGNALS))
+            lut = np.full((len(codes), 2 * len(self.signals)), ord(" "), dtype=np.uint8)
+            for i, name in enumerate(self.signals):
+                lut[:, 2 * i + 1] = 48 + ((codes >> schema.SIGNAL_BIT[name]) & 1)
+            self._signal_lut = lut
+        cols.append(self._signal_lut[tr["lines"].cast(pl.Int32).to_numpy() & ((1 << len(schema.SIGNALS)) - 1)])
         n = len(ticks)
-        width = 11 + 2 * len(self.signals) + 3 * ("DB" in self.data) + 2 * ("DBP" in self.data)
-        buf = np.full((n, width), ord(" "), dtype=np.uint8)
-        rest = ticks.astype(np.int64)
-        for k in range(10):
-            show = (rest > 0) | (k == 0)
-            buf[show, 9 - k] = (48 + rest % 10)[show]
-            rest = rest // 10
-        lines = tr["lines"].cast(pl.Int32).to_numpy()
-        col = 11
-        for name in self.signals:
-            buf[:, col] = 48 + ((lines >> schema.SIGNAL_BIT[name]) & 1)
-            col += 2
         if "DB" in self.data:
             db = tr["db"]
             hexed = _HEX_BYTES[db.fill_null(0).cast(pl.Int32).to_numpy()]
             hexed[db.is_null().to_numpy()] = ord("-")
-            buf[:, col:col + 2] = hexed
-            col += 3
+            cols += [np.full((n, 1), ord(" "), dtype=np.uint8), hexed]
         if "DBP" in self.data:
             dbp = tr["dbp"]
-            buf[:, col] = np.where(dbp.is_null().to_numpy(), ord("-"),
-                                   np.where(dbp.fill_null(False).to_numpy(), ord("1"), ord("0")))
-        buf[:, -1] = ord("\n")
-        return buf.tobytes()
+            bit = np.where(dbp.is_null().to_numpy(), ord("-"),
+                           np.where(dbp.fill_null(False).to_numpy(), ord("1"), ord("0"))).astype(np.uint8)
+            cols += [np.full((n, 1), ord(" "), dtype=np.uint8), bit[:, None]]
+        cols.append(np.full((n, 1), ord("\n"), dtype=np.uint8))
+        return np.concatenate(cols, axis=1).tobytes()
 
     def _write_polars(self, transitions: pl.DataFrame) -> None:
         parts = [(pl.col("t_ns") // self.tick_ns).cast(pl.Utf8).str.pad_start(10)]
@@ -317,6 +316,12 @@ class Writer:
 
 
 _HEX = pl.Series([f"{i:02x}" for i in range(256)])
+# a tick as two five-digit groups of text: [0] the high group (blank when zero); [1] the low
+# group, space-padded at rows 0-99999 (high group zero) and zero-padded at rows 100000-199999
+_DIGITS5 = (np.frombuffer(("     " + "".join(f"{i:5d}" for i in range(1, 100_000))).encode(),
+                          dtype=np.uint8).reshape(-1, 5),
+            np.frombuffer("".join([f"{i:5d}" for i in range(100_000)] + [f"{i:05d}" for i in range(100_000)])
+                          .encode(), dtype=np.uint8).reshape(-1, 5))
 _HEX_BYTES = np.frombuffer("".join(f"{i:02x}" for i in range(256)).encode(), dtype=np.uint8).reshape(256, 2)
 
 
