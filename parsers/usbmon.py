@@ -142,12 +142,25 @@ def _capture(path: str, fmt: str, urbs: pl.DataFrame, records: RecordCount, anom
 # ---------------------------------------------------------------- pcap / pcapng (native)
 
 def _plausible_header(block: np.ndarray, window: int) -> np.ndarray:
-    """Which positions of each row could start a pcap record holding a usbmon packet
-    (record header 16 bytes, then type S/C/E, transfer type 0-3, setup flag 0 or '-')."""
+    """Which positions of each row could start a pcap record holding a usbmon packet: the
+    record header (16 bytes; microseconds < 10^6, captured <= original length) is followed
+    by event type S/C/E, transfer type 0-3, setup flag 0 or '-', and the record length is
+    the usbmon header (48 or 64 bytes) plus len_cap (ISO packets: plus descriptors)."""
     t = block[:, 24:24 + window]
-    x = block[:, 25:25 + window]
+    ok = ((t == 0x53) | (t == 0x43) | (t == 0x45)) & (block[:, 25:25 + window] <= 3)
     f = block[:, 30:30 + window]
-    return ((t == 0x53) | (t == 0x43) | (t == 0x45)) & (x <= 3) & ((f == 0) | (f == 0x2D))
+    ok &= (f == 0) | (f == 0x2D)
+    rows, cols = np.nonzero(ok)
+    if len(rows):
+        def u32(at):
+            b = block[rows[:, None], (cols + at)[:, None] + np.arange(4)]
+            return b.astype(np.int64) @ np.array([1, 1 << 8, 1 << 16, 1 << 24], dtype=np.int64)
+        incl, orig, usec, len_cap = u32(8), u32(12), u32(4), u32(16 + 36)
+        iso = block[rows, cols + 25] == 0
+        fits = (usec < 1_000_000) & (incl <= orig) & (
+            ((incl - len_cap) == 48) | ((incl - len_cap) == 64) | (iso & (incl >= 64 + len_cap)))
+        ok[rows[~fits], cols[~fits]] = False
+    return ok
 
 
 def _parse_pcap(path: str, strict: bool) -> Capture:

@@ -30,8 +30,8 @@ import random
 import struct
 from dataclasses import dataclass, field
 
-from parsers import _pcap
-from parsers.usbmon import USBMON_PACKET_MMAPPED, LINKTYPE_USB_LINUX_MMAPPED
+from scsitrace.parsers import _pcap
+from scsitrace.parsers.usbmon import USBMON_PACKET_MMAPPED, LINKTYPE_USB_LINUX_MMAPPED
 
 BASE_SEC = 1_700_000_000
 EPIPE = -32

@@ -1,0 +1,284 @@
+"""usbmon reader and USB mass-storage layer: generated captures (pcap, pcapng, text) against
+each other, against tshark's `scsi,srt` and against the pyshark route; hostile inputs;
+the real kernel captures; fast record location against a plain walk."""
+from __future__ import annotations
+
+import re
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import gen_usbmon as gen
+from scsitrace import core, parsers
+from scsitrace.cli import main
+from scsitrace.errors import BadInput, TruncatedInput
+from scsitrace.parsers import _pcap, usbmon
+from scsitrace.reports import summary as summ
+
+REAL = Path(__file__).resolve().parents[2] / "shared" / "realdata" / "captured"
+USBMON_REAL = sorted((REAL / "usbmon").glob("*.usbmon.txt")) if REAL.exists() else []
+needs_tshark = pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark not installed")
+COMPARED = ["io", "device", "lun", "opcode", "command", "lba", "blocks", "bytes", "data_bytes", "start_ns",
+            "end_ns", "status", "usb_tag", "residue", "stalls", "command_ns", "data_ns", "status_ns",
+            "response_ns", "paired", "reason"]
+
+
+def analyze(path, **opts):
+    return core.analyze(parsers.parse(str(path), "usbmon", **opts))
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    d = tmp_path_factory.mktemp("usbmon")
+    out = {}
+    for seed in (1, 2):
+        ev = gen.traffic(seed)
+        paths = {"pcap": d / f"s{seed}.pcap", "pcapng": d / f"s{seed}.pcapng", "text": d / f"s{seed}.txt"}
+        gen.write_pcap(paths["pcap"], ev)
+        gen.write_pcapng(paths["pcapng"], ev)
+        gen.write_text(paths["text"], ev)
+        out[seed] = paths
+    return out
+
+
+# ---------------------------------------------------------------- generated traffic
+
+def test_generated_commands_decode(generated):
+    a = analyze(generated[1]["pcap"])
+    ios = a.ios
+    names = ios["command"].to_list()
+    assert names[:2] == ["Test Unit Ready", "Inquiry"]
+    assert {"Read(10)", "Write(10)", "Read(16)", "Write(16)", "Request Sense"} <= set(names)
+    assert ios["paired"].all()
+    failed = ios.filter(pl.col("status") == "CHECK CONDITION")
+    assert failed.height == 1 and failed["lba"][0] == 999999 and failed["residue"][0] == 4096
+    stalled = ios.filter(pl.col("stalls") > 0)
+    assert stalled.height == 1 and stalled["lba"][0] == 1234 and stalled["data_bytes"][0] == 0
+    kinds = set(a.anomalies["kind"].to_list())
+    assert {"STALL", "CLEAR HALT"} <= kinds
+    r16 = ios.filter(pl.col("command") == "Read(16)").row(0, named=True)
+    assert r16["blocks"] == 16 and r16["bytes"] == 8192 and r16["data_bytes"] == 8192
+
+
+@pytest.mark.parametrize("other", ["pcapng", "text"])
+def test_same_traffic_same_table(generated, other):
+    for seed in generated:
+        base = analyze(generated[seed]["pcap"]).ios.select(COMPARED)
+        assert analyze(generated[seed][other]).ios.select(COMPARED).equals(base)
+
+
+def test_stages_tile_each_device(generated):
+    a = analyze(generated[1]["text"])
+    seg = a.segments
+    for dev, grp in seg.group_by("device"):
+        g = grp.sort("start_ns")
+        assert g["start_ns"][0] == 0 and g["end_ns"][-1] == a.elapsed_ns
+        assert (g["start_ns"][1:] == g["end_ns"][:-1]).all()
+    cats = a.categories["usb"]
+    assert abs(cats["percent"].sum() - 100.0) < 1e-9
+
+
+def _tshark_srt(path) -> dict[int, tuple]:
+    out = subprocess.run(["tshark", "-q", "-z", "scsi,srt,0", "-r", str(path)], capture_output=True,
+                         text=True, check=True).stdout
+    rows = {}
+    for m in re.finditer(r"^\s*(\d+)\s+(.+?)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$", out, re.M):
+        rows[int(m[1])] = (m[2], int(m[3]), m[4], m[5], m[6])
+    return rows
+
+
+@needs_tshark
+def test_srt_equals_tshark(generated):
+    for seed in generated:
+        want = _tshark_srt(generated[seed]["pcap"])
+        assert want, "tshark printed no SRT rows: it did not recognise the mass-storage interface"
+        s = summ.summary(analyze(generated[seed]["pcap"]))
+        got = {r["opcode"]: (r["name"], r["calls"], f"{r['min_ns'] / 1e9:.6f}", f"{r['max_ns'] / 1e9:.6f}",
+                             f"{r['avg_ns'] / 1e9:.6f}") for r in s["srt"]}
+        assert got == want
+
+
+@needs_tshark
+def test_pyshark_route_same_table(generated):
+    native = analyze(generated[1]["pcap"]).ios.select(COMPARED)
+    via = analyze(generated[1]["pcap"], route="pyshark").ios.select(COMPARED)
+    assert via.equals(native)
+
+
+def test_pyshark_route_rejects_text(generated):
+    from scsitrace.errors import UsageError
+    with pytest.raises(UsageError):
+        parsers.parse(str(generated[1]["text"]), "usbmon", route="pyshark")
+
+
+def test_cli_json_contract(generated, capsys):
+    assert main(["analyze", str(generated[1]["pcap"]), "--json", "-"]) == 0
+    import json
+    s = json.loads(capsys.readouterr().out)
+    assert s["layer"] == "usb"
+    c = s["commands"]
+    assert c["total"] == c["paired"] + c["unpaired"] == 18
+    assert set(s["srt"][0]) == {"opcode", "name", "calls", "min_ns", "max_ns", "avg_ns", "p50_ns", "p99_ns"}
+
+
+# ---------------------------------------------------------------- hostile input
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    return gen.hostile_pcaps(tmp_path_factory.mktemp("hostile"))
+
+
+@pytest.mark.parametrize("name", ["truncated_record", "truncated_header"])
+def test_truncated(hostile, name):
+    path, offset = hostile[name]
+    with pytest.raises(TruncatedInput) as exc:
+        parsers.parse(str(path), "usbmon")
+    assert exc.value.offset == offset
+    cap = parsers.parse(str(path), "usbmon", strict=False)
+    assert cap.anomalies["kind"].to_list() == ["TRUNCATED"]
+    assert cap.records.read == len(gen.traffic(3)) - 1
+
+
+@pytest.mark.parametrize("name,why", [("bad_type", "not S, C or E"), ("bad_len_cap", "len_cap"),
+                                      ("huge_length", "snapshot length"), ("not_usbmon", "link type 1")])
+def test_bad_records(hostile, name, why):
+    path, offset = hostile[name]
+    with pytest.raises(BadInput) as exc:
+        parsers.parse(str(path), "usbmon")
+    assert why in exc.value.reason and exc.value.offset == offset
+    assert main(["analyze", str(path)]) == 2
+
+
+@pytest.mark.parametrize("name", ["bad_type", "bad_len_cap"])
+def test_bad_record_lenient(hostile, name):
+    path, offset = hostile[name]
+    cap = parsers.parse(str(path), "usbmon", strict=False)
+    assert cap.records.skipped == 1 and cap.records.read == len(gen.traffic(3)) - 1
+    assert f"byte offset {offset}" in cap.records.examples[0]
+
+
+@pytest.mark.parametrize("k", range(len(gen.HOSTILE_TEXT)))
+def test_bad_text_line(tmp_path, k):
+    lines = [gen.text_line(e) for e in gen.traffic(1)]
+    lines.insert(7, gen.HOSTILE_TEXT[k])
+    p = tmp_path / "bad.usbmon.txt"
+    p.write_text("\n".join(lines) + "\n")
+    with pytest.raises(BadInput) as exc:
+        parsers.parse(str(p), "usbmon")
+    assert exc.value.line == 8
+    cap = parsers.parse(str(p), "usbmon", strict=False)
+    assert cap.records.skipped == 1 and cap.records.read == len(lines) - 1
+    assert main(["analyze", str(p), "--format", "usbmon"]) == 2
+
+
+# ---------------------------------------------------------------- round trips (hypothesis)
+
+events = st.builds(
+    gen.Event,
+    t_us=st.integers(0, 10**9), urb_id=st.integers(0, 2**64 - 1), ev=st.sampled_from("SC"),
+    xfer=st.sampled_from([1, 3]), ep=st.sampled_from([0x01, 0x02, 0x81, 0x82]),
+    status=st.sampled_from([0, -32, -115, -121]), length=st.integers(0, 1 << 20),
+    data=st.one_of(st.none(), st.binary(min_size=1, max_size=40)),
+    bus=st.integers(1, 20), dev=st.integers(1, 127))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(events, min_size=1, max_size=30))
+def test_pcap_and_text_round_trip(tmp_path, evs):
+    evs = sorted(evs, key=lambda e: e.t_us)
+    for writer, name in ((gen.write_pcap, "r.pcap"), (gen.write_text, "r.usbmon.txt")):
+        p = tmp_path / name
+        writer(p, evs)
+        u = parsers.parse(str(p), "usbmon").frames["urbs"]
+        t0 = evs[0].t_us
+        assert u["t_ns"].to_list() == [(e.t_us - t0) * 1000 for e in evs]
+        assert u["urb_id"].to_list() == [e.urb_id for e in evs]
+        assert u["event"].to_list() == [e.ev for e in evs]
+        assert u["ep"].to_list() == [e.ep for e in evs]
+        assert u["status"].to_list() == [e.status for e in evs]
+        assert u["length"].to_list() == [e.length for e in evs]
+        assert u["bus"].to_list() == [e.bus for e in evs] and u["dev"].to_list() == [e.dev for e in evs]
+        assert u["data"].to_list() == [e.data[:32] if e.data else None for e in evs]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 700), min_size=0, max_size=3000), st.sampled_from([64, 256, 1024]),
+       st.integers(0, 255))
+def test_fast_record_location_equals_walk(lengths, chunk, junk):
+    """The lockstep walkers either give exactly the sequential walk's offsets or give up."""
+    buf = bytearray(24)
+    for n in lengths:
+        buf += struct.pack("<IIII", 0, 0, n, n) + bytes([junk]) * n
+    arr = np.frombuffer(bytes(buf), dtype=np.uint8)
+    rdt = _pcap.dtype_of(_pcap.pcap_record_header())
+    walk, _, _ = _pcap._chain(arr, 24, rdt, "incl_len", 16, "x", True, 1 << 18)
+    fast = _pcap.locate_records(arr, 24, 16, 8, True, 1 << 18, chunk=chunk, window=32)
+    if fast is not None:
+        assert np.array_equal(fast, walk)
+
+
+def test_dtype_matches_declaration():
+    dt = _pcap.dtype_of(usbmon.USBMON_PACKET_MMAPPED)
+    assert dt.itemsize == 64 and _pcap.dtype_of(usbmon.USBMON_PACKET).itemsize == 48
+    e = gen.Event(1_234_567, 0xFFFF888000001040, "C", 3, 0x81, -32, 13, b"USBS" + bytes(9))
+    raw = gen.usbmon_header(e, 13)
+    rec = np.frombuffer(raw, dtype=dt)[0]
+    parsed = usbmon.USBMON_PACKET_MMAPPED.parse(raw)
+    for name in ("id", "type", "epnum", "status", "length", "len_cap", "ts_sec", "ts_usec"):
+        assert int(rec[name]) == parsed[name]
+
+
+# ---------------------------------------------------------------- real captures
+
+def _independent_bot_and_uas(path: Path) -> list[int]:
+    """Response times (us) recomputed with a plain line loop: BOT CBW submit -> CSW
+    completion by tag; UAS command IU submit -> sense IU completion by tag."""
+    pending, out = {}, []
+    for line in path.read_text().splitlines():
+        f = line.split()
+        ts, ev, words = int(f[1]), f[2], f[6:]
+        if len(words) < 2 or words[0] != "=":
+            continue
+        data = bytes.fromhex("".join(words[1:]))
+        if ev == "S" and data[:4] == b"USBC":
+            pending[data[4:8]] = ts
+        elif ev == "C" and data[:4] == b"USBS":
+            out.append(ts - pending.pop(data[4:8]))
+        elif ev == "S" and data[0] == 1 and f[3].startswith("Bo"):
+            pending[data[2:4]] = ts
+        elif ev == "C" and data[0] == 3 and f[3].startswith("Bi"):
+            out.append(ts - pending.pop(data[2:4]))
+    return out
+
+
+@pytest.mark.skipif(not USBMON_REAL, reason="../shared/realdata absent")
+@pytest.mark.parametrize("path", USBMON_REAL, ids=lambda p: p.name)
+def test_real_capture(path):
+    a = analyze(path)
+    s = summ.summary(a)
+    c = s["commands"]
+    assert c["total"] == c["paired"] + c["unpaired"] == a.ios.height
+    assert a.ios.filter(~pl.col("paired"))["reason"].null_count() == 0
+    assert s["records"]["read"] == len(path.read_text().splitlines())
+    want = _independent_bot_and_uas(path)
+    got = a.ios.filter(pl.col("paired")).sort("start_ns")["response_ns"].to_list()
+    assert got == [us * 1000 for us in want]
+    assert c["total"] == sum(1 for ln in path.read_text().splitlines()
+                             if " S Bo:" in ln and (" = 55534243" in ln or " = 01"in ln))
+
+
+def test_fast_record_location_used_on_usbmon_pcap(tmp_path):
+    p = tmp_path / "many.pcap"
+    gen.write_pcap(p, gen.bulk_traffic(3000, data_cap=40))
+    buf = np.fromfile(p, dtype=np.uint8)
+    rdt = _pcap.dtype_of(_pcap.pcap_record_header())
+    walk, _, _ = _pcap._chain(buf, 24, rdt, "incl_len", 16, "x", True, 1 << 18)
+    fast = _pcap.locate_records(buf, 24, 16, 8, True, 1 << 18, plausible=usbmon._plausible_header,
+                                chunk=4096)
+    assert fast is not None and np.array_equal(fast, walk)
