@@ -38,6 +38,7 @@ NOT_BUSY = ("BUS FREE",)
 
 MIN_LONG_NS = 2000        # a DATA wait is long when above both this and LONG_FACTOR x median
 LONG_FACTOR = 10
+HIST_NS = 100_000         # histogram of ordinary DATA waits (for their median), 1 ns bins
 FIRST_BYTES = 64          # long initiator/target waits this early in a DATA phase: FIFO/set-up
 PERIODS = tuple(1 << k for k in range(6, 21))   # 64 bytes .. 1 MiB
 MIN_PERIODIC_HITS = 2
@@ -118,7 +119,7 @@ class _Pass:
         self.seg_bytes = np.zeros(segs.n, dtype=np.int64)
         self.seg_last_t = np.full(segs.n, -1, dtype=np.int64)
         self.totals = np.zeros((segs.n, 2), dtype=np.int64)  # per segment x component
-        self.data_medians: list[tuple[int, int, float]] = []  # (component, n, median)
+        self.hist = np.zeros((2, HIST_NS + 1), dtype=np.int64)  # DATA waits in ns, capped
         self.kept: list[pl.DataFrame] = []
         self.stray = 0
 
@@ -163,29 +164,24 @@ class _Pass:
 
     def _keep(self, t, code, comp, dur, seg, byte):
         data = self.segs.is_data[seg]
-        threshold = np.zeros(len(t))
         for c in (TARGET, INITIATOR):
             sel = data & (comp == c) & (byte > 0)
-            if sel.any():
-                med = float(np.median(dur[sel]))
-                self.data_medians.append((c, int(sel.sum()), med))
-                threshold[comp == c] = max(MIN_LONG_NS / 2, LONG_FACTOR * med / 2)
-        keep = ~data | (byte == 0) | (dur > threshold)
+            self.hist[c] += np.bincount(np.minimum(dur[sel], HIST_NS), minlength=HIST_NS + 1)
+        # every long wait is above MIN_LONG_NS whatever the median turns out to be
+        keep = ~data | (byte == 0) | (dur > MIN_LONG_NS)
         if keep.any():
             self.kept.append(pl.DataFrame({
                 "t_ns": t[keep], "code": code[keep], "comp": comp[keep], "dur_ns": dur[keep],
                 "seg": seg[keep].astype(np.int64), "byte": byte[keep]}))
 
     def long_thresholds(self) -> dict[int, float]:
+        """max(MIN_LONG_NS, LONG_FACTOR x the median DATA wait) per component (exact median
+        from the histogram, so it does not depend on how the transitions were chunked)."""
         out = {}
         for c in (TARGET, INITIATOR):
-            meds = [(n, m) for cc, n, m in self.data_medians if cc == c]
-            if meds:
-                total = sum(n for n, _ in meds)
-                med = sum(n * m for n, m in meds) / total
-                out[c] = max(MIN_LONG_NS, LONG_FACTOR * med)
-            else:
-                out[c] = MIN_LONG_NS
+            n = int(self.hist[c].sum())
+            med = int(np.searchsorted(np.cumsum(self.hist[c]), (n + 1) // 2)) if n else 0
+            out[c] = max(MIN_LONG_NS, LONG_FACTOR * med)
         return out
 
 
@@ -232,7 +228,7 @@ def _non_data_steps(kept: pl.DataFrame, ctx: pl.DataFrame) -> pl.DataFrame:
     code = pl.col("code")
     step = (pl.when(code == REQ_UP).then(pl.format("pause before {}", pl.col("what")))
             .when(code == ACK_UP).then(pl.format("ack of {}", pl.col("what")))
-            .otherwise(pl.format("{} REQ/ACK release", pl.col("phase").str.to_lowercase())))
+            .otherwise(pl.lit("REQ/ACK release outside data")))
     return (rows.with_columns(step.alias("step"))
             .group_by("seg", "step", "comp")
             .agg(pl.col("dur_ns").sum(), pl.col("t_ns").min()))
@@ -253,6 +249,8 @@ def _data_steps(kept: pl.DataFrame, ctx: pl.DataFrame, thresholds: dict[int, flo
     long = data.filter((pl.col("byte") > 0) & (pl.col("dur_ns") > thr)).with_columns(
         (pl.col("io_offset") + pl.col("byte")).alias("offset"))
     periodic, rest = _periodic(long, ctx)
+    # what counts for a component in DATA phases: the first byte's waits and the long ones
+    attributed = pl.concat([first.select("seg", "comp", "dur_ns"), long.select("seg", "comp", "dur_ns")])
     early = rest.filter(pl.col("byte") < FIRST_BYTES)
     early_mode = early.group_by("comp").agg(pl.col("byte").mode().first().alias("n"))
     early = early.join(early_mode, on="comp").with_columns(
@@ -264,7 +262,7 @@ def _data_steps(kept: pl.DataFrame, ctx: pl.DataFrame, thresholds: dict[int, flo
     periodic_obs = periodic.select("seg", pl.format("pauses every {} bytes in data transfer", pl.col("period"))
                                    .alias("step"), "comp", "dur_ns", "t_ns")
     obs = pl.concat([*per_step, periodic_obs]).with_columns(pl.col("comp").cast(pl.Int8))
-    return obs, periodic, long
+    return obs, periodic, attributed
 
 
 def _periodic(long: pl.DataFrame, ctx: pl.DataFrame):
@@ -365,7 +363,7 @@ def _report(analysis: Analysis, segs: _Segments, p: _Pass) -> dict:
     kept = kept.with_columns(pl.Series("is_data", segs.is_data[kept["seg"].to_numpy()]) if kept.height
                              else pl.lit(False).alias("is_data"))
     thresholds = p.long_thresholds()
-    data_obs, periodic, long = _data_steps(kept, ctx, thresholds)
+    data_obs, periodic, attributed = _data_steps(kept, ctx, thresholds)
     obs = pl.concat([
         _neither_steps(ctx),
         _non_data_steps(kept, ctx).select("seg", "step", "comp", "dur_ns", "t_ns"),
@@ -373,10 +371,10 @@ def _report(analysis: Analysis, segs: _Segments, p: _Pass) -> dict:
         _release_steps(segs, p),
     ], how="vertical_relaxed")
     steps = _step_rows(obs)
-    totals, phases = _totals(analysis, segs, p, ctx, long)
-    notes = [f"a DATA-phase wait counts as a pause when longer than "
-             f"{thresholds[TARGET]:.0f} ns (target) / {thresholds[INITIATOR]:.0f} ns (initiator); "
-             "shorter ones are the transfer itself (transfer_ns)"]
+    totals, phases = _totals(analysis, segs, p, ctx, attributed)
+    notes = [f"in DATA phases the first byte's waits and waits longer than {thresholds[TARGET]:.0f} ns "
+             f"(target) / {thresholds[INITIATOR]:.0f} ns (initiator) count for their component; "
+             "the other handshakes are the transfer itself (transfer_ns)"]
     if p.stray:
         notes.append(f"{p.stray} REQ/ACK edges outside any connection were not attributed")
     return {
@@ -415,11 +413,11 @@ def _periodic_rows(periodic: pl.DataFrame) -> list[dict]:
             for r in agg.iter_rows(named=True)]
 
 
-def _totals(analysis, segs: _Segments, p: _Pass, ctx: pl.DataFrame, long: pl.DataFrame):
+def _totals(analysis, segs: _Segments, p: _Pass, ctx: pl.DataFrame, attributed: pl.DataFrame):
     """Per-component totals and the per-phase breakdown (phase of the edge ending each wait)."""
     tot = ctx.select("seg", "phase", "is_data_seg").with_columns(
         pl.Series("target", p.totals[:, TARGET]), pl.Series("initiator", p.totals[:, INITIATOR]))
-    long_by_seg = long.group_by("seg", "comp").agg(pl.col("dur_ns").sum())
+    long_by_seg = attributed.group_by("seg", "comp").agg(pl.col("dur_ns").sum())
     lt = long_by_seg.filter(pl.col("comp") == TARGET).select("seg", pl.col("dur_ns").alias("long_t"))
     li = long_by_seg.filter(pl.col("comp") == INITIATOR).select("seg", pl.col("dur_ns").alias("long_i"))
     tot = tot.join(lt, on="seg", how="left").join(li, on="seg", how="left").fill_null(0)
