@@ -80,7 +80,7 @@ class RunReducer:
     # -- one chunk ---------------------------------------------------------------------
     def _reduce(self, tr: pl.DataFrame, final: bool) -> pl.DataFrame | None:
         t = tr["t_ns"].to_numpy()
-        lines = tr["lines"].to_numpy().astype(np.int64)
+        lines = tr["lines"].to_numpy()
         key = phase_key(lines)
         run_of, starts, keys = self._merged_runs(t, key, final)
         n_runs = len(starts)
@@ -130,53 +130,100 @@ class RunReducer:
         return run_of, raw_start[group_first_raw], merged_key[group_first_raw]
 
     def _aggregate(self, tr, t, lines, run_of, starts, ends, keys, prev_lines) -> pl.DataFrame:
+        """Per-run handshake counts, first REQ, last data-bus value and the bytes of
+        COMMAND/STATUS/MESSAGE runs: numpy reductions over contiguous runs."""
+        n_runs = len(starts)
+        first = np.flatnonzero(np.diff(run_of, prepend=-1))  # first transition of each run
         prev = np.empty_like(lines)
         prev[0] = prev_lines
         prev[1:] = lines[:-1]
-        req, ack = BIT["REQ"], BIT["ACK"]
-        req_rise = ((lines & req) != 0) & ((prev & req) == 0)
-        req_fall = ((lines & req) == 0) & ((prev & req) != 0)
-        ack_rise = ((lines & ack) != 0) & ((prev & ack) == 0)
-        code = _info_codes(keys)[run_of]
-        inbound = (code & 1) == 1
-        # the byte of a handshake: IN phases at REQ assertion, OUT phases at ACK assertion
-        # (fallbacks when one of the two lines was not captured)
+        rising = lines & ~prev
+        req_rise = (rising & BIT["REQ"]) != 0
+        ack_rise = (rising & BIT["ACK"]) != 0
+        n_req = np.add.reduceat(req_rise.astype(np.int64), first)
+        n_ack = np.add.reduceat(ack_rise.astype(np.int64), first)
+        atn = np.maximum.reduceat((lines & BIT["ATN"]) != 0, first)
+        first_req = _first_per_run(np.flatnonzero(req_rise), run_of, n_runs, t)
+        db_col = tr["db"]
+        if db_col.null_count() == len(db_col):
+            db_last = np.full(n_runs, -1)
+            info_bytes = [None] * n_runs
+        else:
+            db = db_col.fill_null(0).to_numpy()
+            has_db = ~db_col.is_null().to_numpy()
+            db_last = _last_per_run(np.flatnonzero(has_db), run_of, n_runs, db)
+            info_bytes = self._info_bytes(lines, prev, run_of, keys, db, has_db, rising, n_runs)
+        return pl.DataFrame({
+            "start_ns": starts, "end_ns": ends, "key": keys.astype(np.uint16), "atn": atn,
+            "n_req": n_req, "n_ack": n_ack,
+            "first_req_ns": pl.Series(first_req).set(pl.Series(first_req < 0), None),
+            "db_last": pl.Series(np.maximum(db_last, 0).astype(np.uint8)).set(pl.Series(db_last < 0), None),
+            "info_bytes": pl.Series(info_bytes, dtype=pl.List(pl.UInt8)),
+        }, schema=RUN_SCHEMA)
+
+    def _info_bytes(self, lines, prev, run_of, keys, db, has_db, rising, n_runs):
+        """The byte of each handshake in COMMAND, STATUS and MESSAGE runs: IN phases at REQ
+        assertion, OUT phases at ACK assertion (fallbacks when one line is not captured)."""
+        info_run = ((keys & BIT["BSY"]) != 0) & ((keys & (BIT["SEL"] | BIT["RST"])) == 0) & np.isin(
+            _info_codes(keys), NON_DATA_CODES)
+        inbound_run = (_info_codes(keys) & 1) == 1
+        in_run = info_run[run_of]
+        inbound = inbound_run[run_of]
+        req_rise = (rising & BIT["REQ"]) != 0
+        ack_rise = (rising & BIT["ACK"]) != 0
         if self.has_req and self.has_ack:
             sample = np.where(inbound, req_rise, ack_rise)
         elif self.has_req:
+            req_fall = ((prev & ~lines) & BIT["REQ"]) != 0
             sample = np.where(inbound, req_rise, req_fall)
         else:
             sample = ack_rise
-        run_key = keys[run_of]
-        in_info = ((run_key & BIT["BSY"]) != 0) & ((run_key & (BIT["SEL"] | BIT["RST"])) == 0)
-        sample_bytes = sample & in_info & np.isin(code, NON_DATA_CODES)
-        df = pl.DataFrame({
-            "run": run_of, "t_ns": t, "db": tr["db"],
-            "atn": (lines & BIT["ATN"]) != 0, "req_rise": req_rise, "ack_rise": ack_rise,
-            "sample": sample_bytes,
-        })
-        agg = df.group_by("run", maintain_order=True).agg(
-            pl.col("atn").any(),
-            pl.col("req_rise").sum().alias("n_req"),
-            pl.col("ack_rise").sum().alias("n_ack"),
-            pl.col("t_ns").filter(pl.col("req_rise")).first().alias("first_req_ns"),
-            pl.col("db").drop_nulls().last().alias("db_last"),
-            pl.col("db").filter(pl.col("sample")).alias("info_bytes"),
-        )
-        base = pl.DataFrame({"run": np.arange(len(starts)), "start_ns": starts, "end_ns": ends,
-                             "key": keys.astype(np.uint16)})
-        out = base.join(agg, on="run", how="left").sort("run")
-        return out.select([pl.col(c).cast(dt) for c, dt in RUN_SCHEMA.items()])
+        pos = np.flatnonzero(sample & in_run & has_db)
+        runs = run_of[pos]
+        cuts = np.searchsorted(runs, np.arange(n_runs + 1))
+        values = db[pos]
+        return [values[cuts[r]:cuts[r + 1]].tolist() if cuts[r + 1] > cuts[r] else None for r in range(n_runs)]
 
 
-def phase_key(lines: np.ndarray) -> np.ndarray:
-    """The lines that decide the phase, with don't-care lines cleared: RST alone; SEL with I/O
-    (BSY toggles inside a selection); nothing in BUS FREE (MSG, C/D, I/O float there); BSY with
-    MSG C/D I/O in information phases."""
-    return np.where(
+def _first_per_run(pos: np.ndarray, run_of: np.ndarray, n_runs: int, values: np.ndarray) -> np.ndarray:
+    """values[first pos of each run] or -1; `pos` sorted."""
+    out = np.full(n_runs, -1, dtype=np.int64)
+    runs = run_of[pos]
+    idx = np.searchsorted(runs, np.arange(n_runs), side="left")
+    ok = idx < len(pos)
+    ok[ok] &= runs[idx[ok]] == np.arange(n_runs)[ok]
+    out[ok] = values[pos[idx[ok]]]
+    return out
+
+
+def _last_per_run(pos: np.ndarray, run_of: np.ndarray, n_runs: int, values: np.ndarray) -> np.ndarray:
+    """values[last pos of each run] or -1; `pos` sorted."""
+    out = np.full(n_runs, -1, dtype=np.int64)
+    runs = run_of[pos]
+    idx = np.searchsorted(runs, np.arange(n_runs), side="right") - 1
+    ok = idx >= 0
+    ok[ok] &= runs[idx[ok]] == np.arange(n_runs)[ok]
+    out[ok] = values[pos[idx[ok]]]
+    return out
+
+
+def _phase_key_table() -> np.ndarray:
+    lines = np.arange(1 << 16, dtype=np.int64)
+    key = np.where(
         lines & BIT["RST"], BIT["RST"],
         np.where(lines & BIT["SEL"], BIT["SEL"] | (lines & BIT["I/O"]),
                  np.where(lines & BIT["BSY"], lines & (BIT["BSY"] | BIT["MSG"] | BIT["C/D"] | BIT["I/O"]), 0)))
+    return key.astype(np.uint16)
+
+
+# The lines that decide the phase, with don't-care lines cleared: RST alone; SEL with I/O
+# (BSY toggles inside a selection); nothing in BUS FREE (MSG, C/D, I/O float there); BSY with
+# MSG C/D I/O in information phases.
+PHASE_KEY = _phase_key_table()
+
+
+def phase_key(lines: np.ndarray) -> np.ndarray:
+    return PHASE_KEY[lines]
 
 
 def _info_codes(keys: np.ndarray) -> np.ndarray:
