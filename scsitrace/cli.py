@@ -13,6 +13,7 @@ from .errors import ScsitraceError
 # name -> (module under scsitrace.commands, one-line help); explicit, no import magic
 COMMANDS = {
     "analyze": ("analyze", "phase/stage tables, I/O table, JSON/CSV/HTML from one trace"),
+    "attribute": ("attribute", "who made each pause: target, initiator or neither (Table 11 form)"),
 }
 
 
