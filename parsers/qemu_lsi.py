@@ -371,7 +371,7 @@ def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
     lsi = steps.filter(pl.col("event").str.starts_with("lsi_")).height
     cap.meta = {
         "signals": SIGNALS, "initiator": INITIATOR_ID, "tick_ns": 1000, "settle_ns": 0,
-        "origin_unix_ns": int(ev["t_abs_ns"].min()) if ev.height else None,
+        "origin_ns": int(ev["t_abs_ns"].min()) if ev.height else None, "clock": "host wall clock (QEMU trace log)",
         "events": ev.height, "lsi_events": lsi, "phase_runs": runs.height,
         "clamped_stamps": int(steps["clamped"].sum()) if steps.height else 0,
         "source": "QEMU lsi53c895a emulation trace",

@@ -14,6 +14,7 @@ from .errors import ScsitraceError
 COMMANDS = {
     "analyze": ("analyze", "phase/stage tables, I/O table, JSON/CSV/HTML from one trace"),
     "attribute": ("attribute", "who made each pause: target, initiator or neither (Table 11 form)"),
+    "crosslayer": ("crosslayer", "one captured case: each I/O at block, SCSI, USB and bus level side by side"),
 }
 
 
