@@ -82,27 +82,27 @@ class RunReducer:
         t = tr["t_ns"].to_numpy()
         lines = tr["lines"].to_numpy()
         key = phase_key(lines)
-        run_of, starts, keys = self._merged_runs(t, key, final)
-        n_runs = len(starts)
+        first, starts, keys = self._merged_runs(t, key, final)
         if not final:
             # the last run may go on in the next chunk: keep its transitions for later
-            first_open = int(np.searchsorted(run_of, n_runs - 1))
+            first_open = int(first[-1])
             self._carry = tr.slice(first_open)
             prev_lines = self._prev_lines
             self._prev_lines = int(lines[first_open - 1]) if first_open > 0 else self._prev_lines
             if first_open == 0:
                 return None
-            tr, t, lines, run_of = tr.slice(0, first_open), t[:first_open], lines[:first_open], run_of[:first_open]
+            tr, t, lines = tr.slice(0, first_open), t[:first_open], lines[:first_open]
             ends = starts[1:]
-            starts, keys = starts[:-1], keys[:-1]
+            first, starts, keys = first[:-1], starts[:-1], keys[:-1]
         else:
             self._carry = None
             prev_lines = self._prev_lines
             ends = np.append(starts[1:], t[-1])
-        return self._aggregate(tr, t, lines, run_of, starts, ends, keys, prev_lines)
+        return self._aggregate(tr, t, lines, first, starts, ends, keys, prev_lines)
 
     def _merged_runs(self, t: np.ndarray, key: np.ndarray, final: bool):
-        """Run index per transition, and run starts/keys, after folding skew into the next run."""
+        """Index of the first transition, start and key of each run, after folding skew into
+        the next run."""
         n = len(t)
         change = np.empty(n, dtype=bool)
         change[0] = True
@@ -125,25 +125,25 @@ class RunReducer:
         done = np.ones(len(raw_idx), dtype=bool) if final else group_of_raw < group_of_raw[-1]
         self.stats.raw_runs += int(np.count_nonzero(done))
         self.stats.skew_merged += int(np.count_nonzero(short & (dur > 0) & done))
-        raw_of_transition = np.cumsum(change) - 1
-        run_of = group_of_raw[raw_of_transition]
-        return run_of, raw_start[group_first_raw], merged_key[group_first_raw]
+        return raw_idx[group_first_raw], raw_start[group_first_raw], merged_key[group_first_raw]
 
-    def _aggregate(self, tr, t, lines, run_of, starts, ends, keys, prev_lines) -> pl.DataFrame:
+    def _aggregate(self, tr, t, lines, first, starts, ends, keys, prev_lines) -> pl.DataFrame:
         """Per-run handshake counts, first REQ, last data-bus value and the bytes of
         COMMAND/STATUS/MESSAGE runs: numpy reductions over contiguous runs."""
         n_runs = len(starts)
-        first = np.flatnonzero(np.diff(run_of, prepend=-1))  # first transition of each run
+        size = np.diff(np.append(first, len(t)))
         prev = np.empty_like(lines)
         prev[0] = prev_lines
         prev[1:] = lines[:-1]
         rising = lines & ~prev
         req_rise = (rising & BIT["REQ"]) != 0
         ack_rise = (rising & BIT["ACK"]) != 0
-        n_req = np.add.reduceat(req_rise.astype(np.int64), first)
-        n_ack = np.add.reduceat(ack_rise.astype(np.int64), first)
+        n_req = np.add.reduceat(req_rise, first, dtype=np.int64)
+        n_ack = np.add.reduceat(ack_rise, first, dtype=np.int64)
         atn = np.maximum.reduceat((lines & BIT["ATN"]) != 0, first)
-        first_req = _first_per_run(np.flatnonzero(req_rise), run_of, n_runs, t)
+        index = np.arange(len(t))
+        at = np.minimum.reduceat(np.where(req_rise, index, len(t)), first)
+        first_req = np.where(at < len(t), t[np.minimum(at, len(t) - 1)], -1)
         db_col = tr["db"]
         if db_col.null_count() == len(db_col):
             db_last = np.full(n_runs, -1)
@@ -151,8 +151,9 @@ class RunReducer:
         else:
             db = db_col.fill_null(0).to_numpy()
             has_db = ~db_col.is_null().to_numpy()
-            db_last = _last_per_run(np.flatnonzero(has_db), run_of, n_runs, db)
-            info_bytes = self._info_bytes(lines, prev, run_of, keys, db, has_db, rising, n_runs)
+            at = np.maximum.reduceat(np.where(has_db, index, -1), first)
+            db_last = np.where(at >= 0, db[at], -1)
+            info_bytes = self._info_bytes(lines, prev, size, keys, db, has_db, rising, first)
         return pl.DataFrame({
             "start_ns": starts, "end_ns": ends, "key": keys.astype(np.uint16), "atn": atn,
             "n_req": n_req, "n_ack": n_ack,
@@ -161,14 +162,14 @@ class RunReducer:
             "info_bytes": pl.Series(info_bytes, dtype=pl.List(pl.UInt8)),
         }, schema=RUN_SCHEMA)
 
-    def _info_bytes(self, lines, prev, run_of, keys, db, has_db, rising, n_runs):
+    def _info_bytes(self, lines, prev, size, keys, db, has_db, rising, first):
         """The byte of each handshake in COMMAND, STATUS and MESSAGE runs: IN phases at REQ
         assertion, OUT phases at ACK assertion (fallbacks when one line is not captured)."""
+        codes = _info_codes(keys)
         info_run = ((keys & BIT["BSY"]) != 0) & ((keys & (BIT["SEL"] | BIT["RST"])) == 0) & np.isin(
-            _info_codes(keys), NON_DATA_CODES)
-        inbound_run = (_info_codes(keys) & 1) == 1
-        in_run = info_run[run_of]
-        inbound = inbound_run[run_of]
+            codes, NON_DATA_CODES)
+        in_run = np.repeat(info_run, size)
+        inbound = np.repeat((codes & 1) == 1, size)
         req_rise = (rising & BIT["REQ"]) != 0
         ack_rise = (rising & BIT["ACK"]) != 0
         if self.has_req and self.has_ack:
@@ -179,32 +180,11 @@ class RunReducer:
         else:
             sample = ack_rise
         pos = np.flatnonzero(sample & in_run & has_db)
-        runs = run_of[pos]
-        cuts = np.searchsorted(runs, np.arange(n_runs + 1))
+        runs = np.searchsorted(first, pos, side="right") - 1
+        cuts = np.searchsorted(runs, np.arange(len(first) + 1))
         values = db[pos]
-        return [values[cuts[r]:cuts[r + 1]].tolist() if cuts[r + 1] > cuts[r] else None for r in range(n_runs)]
-
-
-def _first_per_run(pos: np.ndarray, run_of: np.ndarray, n_runs: int, values: np.ndarray) -> np.ndarray:
-    """values[first pos of each run] or -1; `pos` sorted."""
-    out = np.full(n_runs, -1, dtype=np.int64)
-    runs = run_of[pos]
-    idx = np.searchsorted(runs, np.arange(n_runs), side="left")
-    ok = idx < len(pos)
-    ok[ok] &= runs[idx[ok]] == np.arange(n_runs)[ok]
-    out[ok] = values[pos[idx[ok]]]
-    return out
-
-
-def _last_per_run(pos: np.ndarray, run_of: np.ndarray, n_runs: int, values: np.ndarray) -> np.ndarray:
-    """values[last pos of each run] or -1; `pos` sorted."""
-    out = np.full(n_runs, -1, dtype=np.int64)
-    runs = run_of[pos]
-    idx = np.searchsorted(runs, np.arange(n_runs), side="right") - 1
-    ok = idx >= 0
-    ok[ok] &= runs[idx[ok]] == np.arange(n_runs)[ok]
-    out[ok] = values[pos[idx[ok]]]
-    return out
+        return [values[cuts[r]:cuts[r + 1]].tolist() if cuts[r + 1] > cuts[r] else None
+                for r in range(len(first))]
 
 
 def _phase_key_table() -> np.ndarray:
