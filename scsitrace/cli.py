@@ -15,6 +15,7 @@ COMMANDS = {
     "analyze": ("analyze", "phase/stage tables, I/O table, JSON/CSV/HTML from one trace"),
     "attribute": ("attribute", "who made each pause: target, initiator or neither (Table 11 form)"),
     "crosslayer": ("crosslayer", "one captured case: each I/O at block, SCSI, USB and bus level side by side"),
+    "simulate": ("simulate", "simulate a SCSI string (RAID-I Table 3 defaults): bus trace + ground truth"),
 }
 
 

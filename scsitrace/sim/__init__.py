@@ -37,6 +37,7 @@ class Result:
     ios: pl.DataFrame
     ios_completed: int
     data_bytes: int            # bytes moved in DATA phases (REQ/ACK handshakes)
+    transitions: int           # records written
 
 
 def simulate(wl: Workload, path: str | Path, *, level: int = 1, fmt: str = "ancot",
@@ -67,7 +68,7 @@ def simulate(wl: Workload, path: str | Path, *, level: int = 1, fmt: str = "anco
         out.mkdir(parents=True, exist_ok=True)
         segments.write_parquet(out / "segments.parquet")
         ios.write_parquet(out / "ios.parquet")
-    return Result(path, level, end_ns, segments, ios, completed, data_bytes)
+    return Result(path, level, end_ns, segments, ios, completed, data_bytes, rec.written)
 
 
 def _describe(wl: Workload, p: Params, level: int) -> str:

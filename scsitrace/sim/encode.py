@@ -35,6 +35,7 @@ class Recorder:
         self._pool = bytearray()
         self._rows = 0
         self._last_row = (0, None)
+        self.written = 0
         self.lines = 0
         self.db = 0
         self.last_t = 0
@@ -108,6 +109,7 @@ class Recorder:
                        self.byte_ns, self.offsets, self.end_ns)
         if len(frame):
             self.sink.write(frame)
+            self.written += len(frame)
             self._last_row = (int(frame["lines"][-1]), frame["db"][-1])
 
     def finish(self, end_ns: int) -> None:
@@ -117,6 +119,7 @@ class Recorder:
         self.sink.write(pl.DataFrame({"t_ns": [end_ns], "lines": [lines], "db": [db], "dbp": [None]},
                                      schema={"t_ns": pl.Int64, "lines": pl.UInt16, "db": pl.UInt8,
                                              "dbp": pl.Boolean}))
+        self.written += 1
 
 
 def expand(items: dict, pool: np.ndarray, level: int, byte_ns: int, offsets: np.ndarray,

@@ -1,0 +1,126 @@
+"""Simulate one SCSI string (host, Jaguar host adapter, Wren IV disks) and write its bus trace.
+
+The defaults are the RAID-I Table 3 set-up: 4 disks, 32 KiB sequential reads, one command in
+flight per disk, BFR 1/2, readahead on, no-copy host, level 1 (control lines only).
+Every default and every choice is documented in docs/simulator.md.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import replace
+
+from scsitrace.errors import UsageError
+
+UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20}
+
+
+def add_arguments(p) -> None:
+    p.add_argument("-o", "--output", required=True, metavar="TRACE", help="trace file to write")
+    p.add_argument("--disks", type=int, default=4, help="targets on the string, 1-7 (default 4)")
+    p.add_argument("--op", choices=("read", "write"), default="read")
+    p.add_argument("--pattern", choices=("seq", "random"), default="seq")
+    p.add_argument("--size", default="32K", metavar="BYTES|32K",
+                   help="request size, a multiple of 512 up to 128K (default 32K)")
+    p.add_argument("--inflight", type=int, default=1, help="commands in flight per disk, 1-4 (default 1)")
+    span = p.add_mutually_exclusive_group(required=True)
+    span.add_argument("--duration", type=float, metavar="SECONDS", help="bus time to simulate")
+    span.add_argument("--count", type=int, metavar="N", help="I/Os to issue and complete")
+    p.add_argument("--bfr", default="1/2", metavar="RATIO",
+                   help="Buffer Full Ratio: 1/2, 0.5, or bytes of the 32K buffer (512B, 16K); default 1/2")
+    p.add_argument("--ber", default="1/2", metavar="RATIO", help="Buffer Empty Ratio, same forms (default 1/2)")
+    p.add_argument("--readahead", choices=("on", "off"), default="on")
+    p.add_argument("--host", choices=("no-copy", "user-level"), default="no-copy")
+    p.add_argument("--level", type=int, choices=(1, 2, 3), default=1,
+                   help="1 control lines, 2 + REQ/ACK, 3 + data bus (default 1)")
+    p.add_argument("--format", choices=("ancot", "vcd"), default="ancot")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--truth", metavar="DIR", help="write the ground truth (segments.parquet, ios.parquet)")
+    what_if = p.add_argument_group("what-if (change one mechanism)")
+    what_if.add_argument("--bus-rate", type=float, metavar="MB/S",
+                         help="synchronous transfer rate (default 4: 250 ns per byte, Sec 4.1.1)")
+    what_if.add_argument("--no-alloc-pauses", action="store_true",
+                         help="no host adapter pause at 8 KB buffer allocations (Sec 4.6)")
+    faults = p.add_argument_group("faults (fixtures)")
+    faults.add_argument("--reset-at", type=float, metavar="SECONDS",
+                        help="assert RST in the first data transfer after this time")
+    faults.add_argument("--glitch-at", type=float, metavar="SECONDS",
+                        help="a 100 ns BSY glitch in the first status pause after this time")
+
+
+def parse_size(text: str) -> int:
+    m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    if not m or m.group(2).lower() not in UNITS:
+        raise UsageError(f"--size: expected BYTES or a size like 32K, got {text!r}")
+    return int(m.group(1)) * UNITS[m.group(2).lower()]
+
+
+def parse_ratio(text: str, option: str, buffer_bytes: int, sector_bytes: int = 512) -> float:
+    """A ratio (1/2, 0.5), the mode page value 0-255 (Sec 2.1.3: n/255), or bytes of the disk
+    buffer with a unit (512B, 16K: the report speaks of "BFR = 512 bytes")."""
+    t = text.strip()
+    try:
+        if "/" in t:
+            a, b = t.split("/", 1)
+            value = int(a) / int(b)
+        elif re.fullmatch(r"\d*\.\d+", t):
+            value = float(t)
+        elif t.isdigit():
+            if int(t) > 255:
+                raise ValueError
+            value = int(t) / 255
+        else:
+            value = parse_size(t) / buffer_bytes
+    except (ValueError, ZeroDivisionError, UsageError):
+        raise UsageError(f"{option}: expected a ratio (1/2, 0.5), a mode page value 0-255 or bytes "
+                         f"(512B, 16K), got {text!r}") from None
+    if not 0 < value <= 1:
+        raise UsageError(f"{option}: {text!r} is not within (0, 1] of the {buffer_bytes}-byte buffer")
+    if value * buffer_bytes < sector_bytes:
+        raise UsageError(f"{option}: {text!r} is less than a sector of the buffer (not allowed, Sec 2.1.3)")
+    return value
+
+
+def build(args):
+    """Command line -> (Workload, Params), checked."""
+    from scsitrace.sim import Params, Workload
+    params = Params()
+    tick = params.bus.tick_ns
+    if not 1 <= args.disks <= 7:
+        raise UsageError(f"--disks must be 1-7 (the host adapter is ID 7), got {args.disks}")
+    if not 1 <= args.inflight <= 4:
+        raise UsageError(f"--inflight must be 1-4, got {args.inflight}")
+    size = parse_size(args.size)
+    if size <= 0 or size % 512 or size > 128 * 1024:
+        raise UsageError(f"--size must be a multiple of 512 bytes up to 128K (READ(6)/WRITE(6)), got {size}")
+    if args.duration is not None and not args.duration > 0:
+        raise UsageError("--duration must be positive")
+    if args.count is not None and args.count <= 0:
+        raise UsageError("--count must be positive")
+    disk = replace(params.disk, bfr=parse_ratio(args.bfr, "--bfr", params.disk.buffer_bytes),
+                   ber=parse_ratio(args.ber, "--ber", params.disk.buffer_bytes),
+                   readahead=args.readahead == "on")
+    bus = params.bus
+    if args.bus_rate is not None:
+        if not 0 < args.bus_rate <= 10:
+            raise UsageError("--bus-rate must be in (0, 10] MB/s (at most 100 ns per byte on the 50 ns grid)")
+        byte_ns = max(2 * tick, round(1000 / args.bus_rate / tick) * tick)
+        bus = replace(bus, byte_ns=byte_ns)
+    hba = replace(params.hba, alloc_pauses=not args.no_alloc_pauses)
+    host = replace(params.host, mode=args.host)
+    params = Params(bus=bus, disk=disk, hba=hba, host=host)
+    to_ns = lambda s: None if s is None else int(round(s * 1e9 / tick)) * tick  # noqa: E731
+    wl = Workload(disks=args.disks, op=args.op, pattern=args.pattern, size=size, inflight=args.inflight,
+                  duration_ns=to_ns(args.duration), count=args.count, seed=args.seed,
+                  reset_at_ns=to_ns(args.reset_at), glitch_at_ns=to_ns(args.glitch_at))
+    return wl, params
+
+
+def run(args) -> int:
+    from scsitrace.sim import simulate
+    wl, params = build(args)
+    res = simulate(wl, args.output, level=args.level, fmt=args.format, params=params, truth_dir=args.truth)
+    print(f"wrote {args.output}: level {res.level}, {res.transitions} records, "
+          f"{res.end_ns / 1e9:.6f} s of bus time, {res.ios_completed} I/Os completed"
+          + (f", ground truth in {args.truth}" if args.truth else ""), file=sys.stderr)
+    return 0
