@@ -19,12 +19,14 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Iterator
 
+import numpy as np
 import polars as pl
 
 from scsitrace import schema
 from scsitrace.errors import BadInput, MissingSignal, TruncatedInput, UsageError
 from scsitrace.model import Capture, RecordCount
 from . import _lines
+from ._tokens import TokenBlock
 from .ancot import level_of
 
 ID = "vcd"
@@ -365,126 +367,241 @@ def _inversions(h: Header, chosen: dict, active_low: list[str]) -> set[str]:
 
 
 # ---------------------------------------------------------------- value changes
+#
+# Each block of whole lines is split into tokens with numpy (parsers/_tokens.py). A token's
+# kind follows from its first byte; identifier codes are packed into integers and compared
+# with the mapped codes; each slot's value is forward-filled by index arithmetic; the state
+# at the end of each timestamp is combined into lines/db/dbp.
 
-KEYWORDS = ["$end", "$comment", "$dumpvars", "$dumpall", "$dumpon", "$dumpoff"]
+KEYWORDS = ("$end", "$comment", "$dumpvars", "$dumpall", "$dumpon", "$dumpoff")
+KW_NONE, KW_END, KW_COMMENT, KW_DUMPVARS, KW_DUMPALL, KW_DUMPON, KW_DUMPOFF = range(7)
+BAD, TIME, SCALAR, VECTOR, REAL, STRING = range(6)          # item kinds
+R_TOKEN, R_TIME, R_VECTOR, R_NO_CODE, R_UNDECLARED, R_BACKWARDS, R_TOO_BIG = range(1, 8)
+REASONS = {
+    R_TOKEN: "not a timestamp or a value change",
+    R_TIME: "bad timestamp (expected '#' and a non-negative integer of at most 18 digits)",
+    R_VECTOR: "bad binary vector value (expected b followed by 0 1 x z)",
+    R_NO_CODE: "value without an identifier code on the same line",
+    R_UNDECLARED: "undeclared identifier code {code}",
+    R_BACKWARDS: "time goes backwards",
+    R_TOO_BIG: "timestamp too large for int64 nanoseconds",
+}
 _I64_MAX = (1 << 63) - 1
+PACKED_BYTES = 7          # identifier codes up to this long are compared as integers
+VECTOR_CHECK_BYTES = 64   # longer vector values are checked one by one (rare)
+READ_BLOCK_BYTES = 8 << 20
 
 
-def _tokens(block: pl.DataFrame) -> pl.DataFrame:
-    """One row per whitespace-separated token: line_no, tok."""
-    text = pl.col("text").str.replace_all("\t", " ", literal=True).str.strip_chars()
-    return (block.select("line_no", text.str.split(" ").alias("tok"))
-            .explode("tok").filter(pl.col("tok") != ""))
+def _table(chars: str) -> np.ndarray:
+    t = np.zeros(256, dtype=bool)
+    t[list(chars.encode())] = True
+    return t
 
 
-def _classify(toks: pl.DataFrame, context: str) -> tuple[pl.DataFrame, str]:
-    """Tokens -> (items `line_no, tok, kind, val, code, ctx, reason`, context at the end).
+STARTS_VALUE = _table("bBrRsS")       # a value whose identifier code is the next token
+STARTS_SCALAR = _table("01xXzZ")
+VECTOR_CHAR = _table("01xXzZ")
+BIT_OF = np.full(256, -1, dtype=np.int16)   # '0' -> 0, '1' -> 1, x z (anything else) -> -1
+BIT_OF[ord("0")], BIT_OF[ord("1")] = 0, 1
+PAD_OF = np.full(256, ord("0"), dtype=np.uint8)    # left-extension of a short vector value
+PAD_OF[[ord("x"), ord("X")]] = ord("x")
+PAD_OF[[ord("z"), ord("Z")]] = ord("z")
 
-    kind: time, scalar, vec, real, str, bad. A `b`/`r`/`s` value is followed by its
-    identifier code on the same line; in a run of tokens starting with those letters,
-    values and codes alternate, so the pairing is decided by the position in the run.
-    `$comment` text is dropped; `ctx` is the last keyword seen (`$dumpoff` values are
-    not applied).
+
+class _Tokens(TokenBlock):
+    """Every block through the general tokenizer (token spans for each line)."""
+
+    @staticmethod
+    def _fixed_layout(a, line_start):
+        return None
+
+
+def pack_code(code: bytes) -> int:
+    """An identifier code as the integer `_pack` gives it (0 for codes too long to pack)."""
+    if not 1 <= len(code) <= PACKED_BYTES:
+        return 0
+    return sum(b << (8 * j) for j, b in enumerate(code)) | (len(code) << 56)
+
+
+def _pack(a: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
+    short = (length >= 1) & (length <= PACKED_BYTES)
+    key = np.where(short, length.astype(np.uint64) << np.uint64(56), np.uint64(0))
+    last = len(a) - 1
+    for j in range(PACKED_BYTES):
+        take = short & (j < length)
+        if not take.any():
+            break
+        byte = a[np.minimum(start + j, last)].astype(np.uint64) << np.uint64(8 * j)
+        key |= np.where(take, byte, np.uint64(0))
+    return key
+
+
+def _last_index(hit: np.ndarray) -> np.ndarray:
+    """For every position, the index of the last True at or before it (-1 if none)."""
+    return np.maximum.accumulate(np.where(hit, np.arange(len(hit)), -1)) if len(hit) else \
+        np.zeros(0, dtype=np.int64)
+
+
+@dataclass
+class _Items:
+    """The timestamps and value changes of one block, in file order (numpy columns)."""
+
+    line: np.ndarray       # line number
+    start: np.ndarray      # token span (for messages)
+    end: np.ndarray
+    kind: np.ndarray
+    ctx: np.ndarray        # last keyword before it ($dumpoff values are not applied)
+    time: np.ndarray       # TIME: the timestamp
+    code_start: np.ndarray  # identifier code span
+    code_end: np.ndarray
+    code: np.ndarray       # packed identifier code
+    val_start: np.ndarray  # value span: the bit of a scalar, the digits of a vector
+    val_end: np.ndarray
+    reason: np.ndarray     # 0 = good
+
+    def take(self, keep: np.ndarray) -> "_Items":
+        return _Items(**{k: v[keep] for k, v in self.__dict__.items()})
+
+
+def _keywords(tb: TokenBlock, start: np.ndarray, length: np.ndarray) -> np.ndarray:
+    kw = np.zeros(len(start), dtype=np.int8)
+    dollar = np.flatnonzero((tb.a[start] == ord("$")) & (length > 1)) if len(start) else start
+    for number, word in enumerate(KEYWORDS, 1):
+        cand = dollar[length[dollar] == len(word)]
+        ok = np.ones(len(cand), dtype=bool)
+        for j, ch in enumerate(word.encode()):
+            ok &= tb.a[start[cand] + j] == ch
+        kw[cand[ok]] = number
+    return kw
+
+
+def _scan(tb: TokenBlock, context: int) -> tuple[_Items, int]:
+    """Tokens -> items, and the keyword context at the end of the block.
+
+    A `b`/`r`/`s` value is followed by its identifier code on the same line. In a run of
+    tokens starting with those letters values and codes alternate, so the position in the
+    run tells which is which (a code may itself start with `b`, or be `#` or `$`).
     """
-    tok = pl.col("tok")
-    is_kw = tok.is_in(KEYWORDS)
-    toks = toks.with_columns(pl.when(is_kw).then(tok).forward_fill().fill_null(context).alias("ctx"),
-                             is_kw.alias("kw"))
-    end_context = toks["ctx"][-1] if len(toks) else context
-    toks = toks.filter(~pl.col("kw") & (pl.col("ctx") != "$comment"))
-    c0 = tok.str.slice(0, 1)
-    same_line = (pl.col("line_no") == pl.col("line_no").shift(1)).fill_null(False)
-    cand = c0.is_in(["b", "B", "r", "R", "s", "S"])
-    idx = pl.int_range(pl.len(), dtype=pl.Int64)
-    run_start = pl.when(cand & ~(cand.shift(1).fill_null(False) & same_line)).then(idx).forward_fill()
-    toks = toks.with_columns(c0.alias("c0"), same_line.alias("same_line"),
-                             (cand & ((idx - run_start) % 2 == 0)).alias("is_val"))
-    toks = toks.with_columns(
-        (pl.col("is_val").shift(1).fill_null(False) & pl.col("same_line")).alias("is_code"),
-        pl.when(pl.col("is_val") & pl.col("same_line").shift(-1).fill_null(False))
-        .then(tok.shift(-1)).alias("next_tok"))
-    items = toks.filter(~pl.col("is_code"))
-    c0 = pl.col("c0")
-    val = pl.col("is_val")
-    kind = (pl.when(val & c0.is_in(["b", "B"])).then(pl.lit("vec"))
-            .when(val & c0.is_in(["r", "R"])).then(pl.lit("real"))
-            .when(val).then(pl.lit("str"))
-            .when(c0 == "#").then(pl.lit("time"))
-            .when(c0.is_in(["0", "1", "x", "X", "z", "Z"]) & (tok.str.len_bytes() > 1)).then(pl.lit("scalar"))
-            .otherwise(pl.lit("bad")))
-    items = items.with_columns(kind.alias("kind"))
-    k = pl.col("kind")
-    items = items.with_columns(
-        pl.when(k == "scalar").then(c0).when(k == "vec").then(tok.str.slice(1)).alias("val"),
-        pl.when(k == "scalar").then(tok.str.slice(1)).otherwise(pl.col("next_tok")).alias("code"),
-        pl.when(k == "time").then(tok.str.slice(1).str.to_integer(base=10, strict=False)).alias("time"),
-    )
-    reason = (pl.when(k == "bad").then(pl.lit("not a timestamp or a value change"))
-              .when((k == "time") & (pl.col("time").is_null() | ~tok.str.contains(r"^#\d+$")))
-              .then(pl.lit("bad timestamp (expected '#' and a non-negative integer below 2^63)"))
-              .when((k == "vec") & ~pl.col("val").str.contains(r"^[01xXzZ]+$"))
-              .then(pl.lit("bad binary vector value (expected b followed by 0 1 x z)"))
-              .when(k.is_in(["vec", "real", "str"]) & pl.col("code").is_null())
-              .then(pl.lit("value without an identifier code on the same line")))
-    return items.with_columns(reason.alias("reason")).select(
-        "line_no", "tok", "kind", "val", "code", "time", "ctx", "reason"), end_context
+    a, start, end = tb.a, tb.tok_start, tb.tok_end
+    length = end - start
+    kw = _keywords(tb, start, length)
+    last_kw = _last_index(kw > 0)
+    ctx = np.where(last_kw >= 0, kw[np.maximum(last_kw, 0)], context).astype(np.int8)
+    end_context = int(ctx[-1]) if len(ctx) else context
+    keep = np.flatnonzero((kw == 0) & (ctx != KW_COMMENT))
+    start, end, length, ctx = start[keep], end[keep], length[keep], ctx[keep]
+    line = tb.tok_line[keep]
+    c0 = a[start]
+    n = len(start)
+    same_line = np.zeros(n, dtype=bool)
+    same_line[1:] = line[1:] == line[:-1]
+    cand = STARTS_VALUE[c0]
+    prev_cand = np.zeros(n, dtype=bool)
+    prev_cand[1:] = cand[:-1]
+    run_start = _last_index(cand & ~(prev_cand & same_line))
+    is_value = cand & ((np.arange(n) - run_start) % 2 == 0)
+    is_code = np.zeros(n, dtype=bool)
+    is_code[1:] = is_value[:-1] & same_line[1:]
+    has_code = np.zeros(n, dtype=bool)
+    has_code[:-1] = is_value[:-1] & same_line[1:]
+    nxt = np.minimum(np.arange(n) + 1, max(n - 1, 0))
+    code_start = np.where(is_value, start[nxt], start + 1)
+    code_end = np.where(is_value, end[nxt], end)
+    code_end = np.where(is_value & ~has_code, code_start, code_end)
+
+    kind = np.full(n, BAD, dtype=np.int8)
+    kind[c0 == ord("#")] = TIME
+    kind[STARTS_SCALAR[c0] & (length >= 2)] = SCALAR
+    kind[is_value & ((c0 == ord("b")) | (c0 == ord("B")))] = VECTOR
+    kind[is_value & ((c0 == ord("r")) | (c0 == ord("R")))] = REAL
+    kind[is_value & ((c0 == ord("s")) | (c0 == ord("S")))] = STRING
+    scalar = kind == SCALAR
+    val_start = np.where(scalar, start, start + 1)
+    val_end = np.where(scalar, start + 1, end)
+    reason = np.zeros(n, dtype=np.int8)
+    reason[kind == BAD] = R_TOKEN
+    time = np.zeros(n, dtype=np.int64)
+    sub = np.flatnonzero(kind == TIME)
+    time[sub], ok = tb.integers(start[sub] + 1, length[sub] - 1)
+    reason[sub[~ok]] = R_TIME
+    sub = np.flatnonzero(kind == VECTOR)
+    reason[sub[~_vector_ok(a, val_start[sub], val_end[sub])]] = R_VECTOR
+    reason[(kind >= VECTOR) & ~has_code & (reason == 0)] = R_NO_CODE
+    code = np.zeros(n, dtype=np.uint64)
+    sub = np.flatnonzero(kind >= SCALAR)
+    code[sub] = _pack(a, code_start[sub], code_end[sub] - code_start[sub])
+    out = _Items(tb.line_no[line], start, end, kind, ctx, time, code_start, code_end, code,
+                 val_start, val_end, reason)
+    return out.take(~is_code), end_context
 
 
-def _slot_table(feeds: list[Feed]) -> pl.DataFrame:
-    """code -> slot, is_vector, inverted, reversed (a `[0:7]` range puts bit 0 first)."""
-    rows = {"code": [], "slot": [], "vector": [], "inv": [], "rev": []}
-    for f in feeds:
-        rows["code"].append(f.var.code)
-        rows["slot"].append(_slot_of(f.bus))
-        rows["vector"].append(f.bus == "DB")
-        rows["inv"].append(f.inverted)
-        rows["rev"].append(f.bus == "DB" and f.var.msb is not None and f.var.msb < f.var.lsb)
-    return pl.DataFrame(rows, schema={"code": pl.Utf8, "slot": pl.Int16, "vector": pl.Boolean,
-                                      "inv": pl.Boolean, "rev": pl.Boolean})
+def _vector_ok(a: np.ndarray, vs: np.ndarray, ve: np.ndarray) -> np.ndarray:
+    length = ve - vs
+    ok = length >= 1
+    short = length <= VECTOR_CHECK_BYTES
+    width = int(length[short].max()) if short.any() else 0
+    last = len(a) - 1
+    for j in range(width):
+        ok &= ~(short & (j < length)) | VECTOR_CHAR[a[np.minimum(vs + j, last)]]
+    for i in np.flatnonzero(~short):      # very wide vectors: rare, checked one by one
+        ok[i] = bool(VECTOR_CHAR[a[vs[i]:ve[i]]].all())
+    return ok
 
 
-def _value_expr() -> pl.Expr:
-    """Slot value as i16: 0/1 for a wire, 0-255 for the DB vector, -1 for x or z."""
-    v = pl.col("val")
-    bit_c = v.str.slice(-1)
-    bit = (pl.when(bit_c == "1").then(pl.lit(1, pl.Int16)).when(bit_c == "0").then(pl.lit(0, pl.Int16))
-           .otherwise(pl.lit(-1, pl.Int16)))
-    bit = pl.when(pl.col("inv") & (bit >= 0)).then(1 - bit).otherwise(bit)
-    first = v.str.slice(0, 1)
-    padded = (pl.when(first.is_in(["x", "X"])).then(v.str.pad_start(8, "x"))
-              .when(first.is_in(["z", "Z"])).then(v.str.pad_start(8, "z"))
-              .otherwise(v.str.pad_start(8, "0"))).str.slice(-8)
-    byte = padded.str.to_integer(base=2, strict=False).cast(pl.Int16)
-    rev = sum((byte // (1 << i)) % 2 * (1 << (7 - i)) for i in range(8))
-    byte = pl.when(pl.col("rev")).then(rev).otherwise(byte)
-    byte = pl.when(pl.col("inv")).then(byte ^ 0xFF).otherwise(byte)
-    byte = pl.when(padded.str.contains("[xXzZ]")).then(pl.lit(-1, pl.Int16)).otherwise(byte)
-    return pl.when(pl.col("vector")).then(byte).otherwise(bit).cast(pl.Int16)
+def _bit_values(a: np.ndarray, vs: np.ndarray, ve: np.ndarray) -> np.ndarray:
+    """0/1 of a 1-bit value (the last character of a vector value), -1 for x or z."""
+    return BIT_OF[a[ve - 1]]
+
+
+def _byte_values(a: np.ndarray, vs: np.ndarray, ve: np.ndarray) -> np.ndarray:
+    """Low 8 bits of a vector value left-extended as IEEE 1364 says, -1 if any is x or z."""
+    length = ve - vs
+    pad = PAD_OF[a[vs]]
+    value = np.zeros(len(vs), dtype=np.int16)
+    unknown = np.zeros(len(vs), dtype=bool)
+    for j in range(8):
+        ch = np.where(j < length, a[np.maximum(ve - 1 - j, vs)], pad)
+        bit = BIT_OF[ch]
+        unknown |= bit < 0
+        value |= np.where(bit > 0, 1 << j, 0).astype(np.int16)
+    return np.where(unknown, -1, value).astype(np.int16)
+
+
+def _reverse_bits(v: np.ndarray) -> np.ndarray:
+    out = np.zeros_like(v)
+    for j in range(8):
+        out |= ((v >> j) & 1) << (7 - j)
+    return np.where(v < 0, v, out)
 
 
 @dataclass
 class _Carry:
     """What one block hands to the next."""
 
-    context: str = "$end"
+    context: int = KW_END
     state: dict = field(default_factory=dict)     # slot -> value after the last change
     origin: int | None = None                     # first timestamp (time units)
     last_time: int | None = None                  # last accepted timestamp
-    pending: dict | None = None                   # last output row, may still change
-    final_state: tuple | None = None              # state of the last final row
+    pending: tuple | None = None                  # (t_ns, lines, db, dbp) of the last row, may still change
+    final_state: tuple | None = None              # (lines, db, dbp) of the last final row
+
+
+COUNT_KEYS = ("xz_control_changes", "xz_data_changes", "real_changes_ignored",
+              "string_changes_ignored", "dumpoff_changes_ignored")
 
 
 class _Reader:
     """Streams the value changes as `transitions` frames; fills records and meta counts."""
 
     def __init__(self, path: str, header: Header, feeds: list[Feed], cap: Capture, strict: bool,
-                 progress=None, block_bytes: int = _lines.BLOCK_BYTES):
+                 progress=None, block_bytes: int = READ_BLOCK_BYTES):
         self.path, self.h, self.feeds, self.cap, self.strict = path, header, feeds, cap, strict
         self.progress, self.block_bytes = progress, block_bytes
         self.slots = sorted({_slot_of(f.bus) for f in feeds})
-        self.table = _slot_table(feeds)
-        self.declared = pl.Series("code", sorted({v.code for v in header.vars}), dtype=pl.Utf8)
         self.tick = header.tick
+        codes = {v.code.encode("utf-8", "surrogateescape") for v in header.vars}
+        self.declared = np.array(sorted(pack_code(c) for c in codes if pack_code(c)), dtype=np.uint64)
+        self.declared_long = {c for c in codes if not pack_code(c)}
 
     def __call__(self) -> Iterator[pl.DataFrame]:
         records, meta = self.cap.records, self.cap.meta
@@ -493,182 +610,202 @@ class _Reader:
         for key in COUNT_KEYS:
             meta[key] = 0
         carry = _Carry(state={s: (0 if s < DB_SLOT else -1) for s in self.slots})
-        for block in self._blocks():
-            out = self._block(block, carry)
-            if out is not None and len(out):
+        for buf, first_line in self._blocks():
+            out = self._block(buf, first_line, carry)
+            if out is not None:
                 yield out
         self._end_of_file(carry)
         if carry.pending is not None:
-            yield _rows_frame([carry.pending])
+            yield _frame([carry.pending])
 
-    def _blocks(self) -> Iterator[pl.DataFrame]:
+    def _blocks(self) -> Iterator[tuple[bytes, int]]:
         if self.h.rest:
-            yield pl.DataFrame({"line_no": [self.h.rest_line], "text": [self.h.rest]},
-                               schema={"line_no": pl.Int64, "text": pl.Utf8})
-        yield from _lines.iter_line_blocks(self.path, strict=self.strict, start_offset=self.h.data_offset,
+            yield self.h.rest.encode() + b"\n", self.h.rest_line
+        yield from _lines.iter_byte_blocks(self.path, start_offset=self.h.data_offset,
                                            first_line=self.h.data_line, block_bytes=self.block_bytes,
                                            progress=self.progress)
 
     # -- one block
-    def _block(self, block: pl.DataFrame, carry: _Carry) -> pl.DataFrame | None:
-        items, carry.context = _classify(_tokens(block), carry.context)
-        items = self._check(items, carry)
+    def _block(self, buf: bytes, first_line: int, carry: _Carry) -> pl.DataFrame | None:
+        tb = _Tokens(buf, first_line)
+        items, carry.context = _scan(tb, carry.context)
+        items = self._check(tb, items, carry)
         self._count(items)
-        items = items.filter(pl.col("ctx") != "$dumpoff")
-        times = items.filter(pl.col("kind") == "time")
+        items = items.take((items.ctx != KW_DUMPOFF) & ((items.kind == TIME) | (items.kind == SCALAR)
+                                                        | (items.kind == VECTOR)))
+        times = items.time[items.kind == TIME]
         if len(times):
             if carry.origin is None:
-                carry.origin = int(times["time"][0])
+                carry.origin = int(times[0])
                 self.cap.meta["origin"] = carry.origin
-            carry.last_time = int(times["time"][-1])
-        events = self._events(items, carry)
-        if events is None:
-            return None
-        return self._rows(events, carry)
+            carry.last_time = int(times[-1])
+        return self._rows(tb, items, carry)
 
-    def _check(self, items: pl.DataFrame, carry: _Carry) -> pl.DataFrame:
-        """Mark undeclared codes and timestamps that go backwards; raise or skip bad items."""
-        k = pl.col("kind")
-        undeclared = k.is_in(["scalar", "vec", "real", "str"]) & ~pl.col("code").is_in(self.declared.implode())
-        items = items.with_columns(
-            pl.when(pl.col("reason").is_null() & undeclared)
-            .then(pl.format("undeclared identifier code {}", pl.col("code")))
-            .otherwise(pl.col("reason")).alias("reason"))
-        good_time = pl.when(pl.col("reason").is_null() & (k == "time")).then(pl.col("time"))
-        prev_max = good_time.cum_max().shift(1).forward_fill()
-        if carry.last_time is not None:
-            prev_max = pl.max_horizontal(prev_max.fill_null(carry.last_time), pl.lit(carry.last_time))
-        backwards = pl.col("reason").is_null() & (k == "time") & (pl.col("time") < prev_max)
-        items = items.with_columns(pl.when(backwards).then(pl.lit("time goes backwards"))
-                                   .otherwise(pl.col("reason")).alias("reason"))
-        items = self._check_range(items, carry)
-        bad = items.filter(pl.col("reason").is_not_null())
+    def _check(self, tb: TokenBlock, items: _Items, carry: _Carry) -> _Items:
+        """Mark undeclared codes, timestamps that go backwards or overflow; raise or skip."""
+        change = (items.kind >= SCALAR) & (items.reason == 0)
+        known = np.isin(items.code, self.declared) & (items.code != 0)
+        for i in np.flatnonzero(change & (items.code == 0)):     # codes too long to pack
+            known[i] = tb.buf[items.code_start[i]:items.code_end[i]] in self.declared_long
+        items.reason[change & ~known] = R_UNDECLARED
+        is_time = (items.kind == TIME) & (items.reason == 0)
+        t = np.where(is_time, items.time, -1)
+        prev_max = np.maximum.accumulate(np.concatenate(([-1 if carry.last_time is None else carry.last_time],
+                                                         t)))[:-1]
+        items.reason[is_time & (t < prev_max)] = R_BACKWARDS
+        good = items.time[(items.kind == TIME) & (items.reason == 0)]
+        origin = carry.origin if carry.origin is not None else (int(good[0]) if len(good) else 0)
+        limit = origin + _I64_MAX // self.tick.numerator
+        items.reason[(items.kind == TIME) & (items.reason == 0) & (items.time > limit)] = R_TOO_BIG
+        bad = np.flatnonzero(items.reason)
         if len(bad):
-            first = bad.row(0, named=True)
             if self.strict:
-                raise BadInput(self.path, first["reason"], line=first["line_no"], text=first["tok"])
-            self.cap.records.skip(len(bad), [f"{self.path}:{r['line_no']}: {r['reason']}"
-                                             for r in bad.head(5).iter_rows(named=True)])
-            items = items.filter(pl.col("reason").is_null())
-        self.cap.records.read += len(items)
+                i = bad[0]
+                raise BadInput(self.path, self._reason(tb, items, i), line=int(items.line[i]),
+                               text=self._text(tb, items, i))
+            self.cap.records.skip(len(bad), [f"{self.path}:{items.line[i]}: {self._reason(tb, items, i)}"
+                                             for i in bad[:5]])
+            items = items.take(items.reason == 0)
+        self.cap.records.read += len(items.kind)
         return items
 
-    def _check_range(self, items: pl.DataFrame, carry: _Carry) -> pl.DataFrame:
-        """A time whose nanosecond value does not fit in int64 is bad input, not an overflow."""
-        first = items.filter(pl.col("reason").is_null() & (pl.col("kind") == "time"))["time"]
-        origin = carry.origin if carry.origin is not None else (int(first[0]) if len(first) else 0)
-        limit = origin + _I64_MAX // self.tick.numerator
-        too_big = pl.col("reason").is_null() & (pl.col("kind") == "time") & (pl.col("time") > limit)
-        return items.with_columns(pl.when(too_big).then(pl.lit("timestamp too large for int64 nanoseconds"))
-                                  .otherwise(pl.col("reason")).alias("reason"))
+    @staticmethod
+    def _text(tb: TokenBlock, items: _Items, i: int) -> str:
+        return tb.buf[items.start[i]:items.end[i]].decode("utf-8", "replace")
 
-    def _count(self, items: pl.DataFrame) -> None:
+    @staticmethod
+    def _reason(tb: TokenBlock, items: _Items, i: int) -> str:
+        code = tb.buf[items.code_start[i]:items.code_end[i]].decode("utf-8", "replace")
+        return REASONS[int(items.reason[i])].format(code=code)
+
+    def _count(self, items: _Items) -> None:
         meta = self.cap.meta
-        k, ctx = pl.col("kind"), pl.col("ctx")
-        counts = items.select(
-            ((k == "real") & (ctx != "$dumpoff")).sum().alias("real_changes_ignored"),
-            ((k == "str") & (ctx != "$dumpoff")).sum().alias("string_changes_ignored"),
-            ((k != "time") & (ctx == "$dumpoff")).sum().alias("dumpoff_changes_ignored"),
-        ).row(0, named=True)
-        for key, n in counts.items():
-            meta[key] += int(n)
+        live = items.ctx != KW_DUMPOFF
+        meta["real_changes_ignored"] += int(((items.kind == REAL) & live).sum())
+        meta["string_changes_ignored"] += int(((items.kind == STRING) & live).sum())
+        meta["dumpoff_changes_ignored"] += int(((items.kind != TIME) & ~live).sum())
 
-    def _events(self, items: pl.DataFrame, carry: _Carry) -> pl.DataFrame | None:
-        """Time rows and mapped value changes, in file order: t_ns, slot, v."""
-        items = items.filter(pl.col("kind").is_in(["time", "scalar", "vec"]))
-        items = items.join(self.table, on="code", how="left", maintain_order="left")
-        items = items.filter((pl.col("kind") == "time") | pl.col("slot").is_not_null())
-        if not len(items):
-            return None
-        origin = carry.origin if carry.origin is not None else 0
-        t_ns = ((pl.col("time") - origin) * self.tick.numerator) // self.tick.denominator
-        events = items.select(t_ns.cast(pl.Int64).alias("t_ns"), "slot",
-                              pl.when(pl.col("slot").is_not_null()).then(_value_expr()).alias("v"))
-        self._count_xz(events)
-        if carry.pending is not None:
-            head = pl.DataFrame({"t_ns": [carry.pending["t_ns"]], "slot": [None], "v": [None]},
-                                schema=events.schema)
-            events = pl.concat([head, events])
-        return events
+    # -- state per timestamp
+    def _slot_changes(self, tb: TokenBlock, items: _Items) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """slot -> (hit mask over items, value per item) of the mapped value changes."""
+        changes = {}
+        for f in self.feeds:
+            code = f.var.code.encode("utf-8", "surrogateescape")
+            key = pack_code(code)
+            if key:
+                hit = items.code == key
+            else:
+                hit = np.array([tb.buf[s:e] == code for s, e in zip(items.code_start, items.code_end)],
+                               dtype=bool) if len(items.code) else np.zeros(0, dtype=bool)
+            hit &= items.kind != TIME
+            sel = np.flatnonzero(hit)
+            vs, ve = items.val_start[sel], items.val_end[sel]
+            if f.bus == "DB":
+                v = _byte_values(tb.a, vs, ve)
+                if f.var.msb is not None and f.var.lsb is not None and f.var.msb < f.var.lsb:
+                    v = _reverse_bits(v)
+                if f.inverted:
+                    v = np.where(v >= 0, v ^ 0xFF, v)
+            else:
+                v = _bit_values(tb.a, vs, ve)
+                if f.inverted:
+                    v = np.where(v >= 0, 1 - v, v)
+            value = np.zeros(len(hit), dtype=np.int16)
+            value[sel] = v
+            slot = _slot_of(f.bus)
+            meta_key = "xz_control_changes" if slot < DB_SLOT else "xz_data_changes"
+            self.cap.meta[meta_key] += int((v < 0).sum())
+            changes[slot] = (hit, value)
+        return changes
 
-    def _count_xz(self, events: pl.DataFrame) -> None:
-        xz = events.select(((pl.col("v") == -1) & (pl.col("slot") < DB_SLOT)).sum().alias("c"),
-                           ((pl.col("v") == -1) & (pl.col("slot") >= DB_SLOT)).sum().alias("d")).row(0)
-        self.cap.meta["xz_control_changes"] += int(xz[0])
-        self.cap.meta["xz_data_changes"] += int(xz[1])
-
-    def _rows(self, events: pl.DataFrame, carry: _Carry) -> pl.DataFrame | None:
+    def _rows(self, tb: TokenBlock, items: _Items, carry: _Carry) -> pl.DataFrame | None:
         """State at the end of each timestamp; emit the final rows that change something."""
-        states = [pl.when(pl.col("slot") == s).then(pl.col("v")).forward_fill()
-                  .fill_null(carry.state[s]).alias(f"s{s}") for s in self.slots]
-        t = pl.col("t_ns").forward_fill()
-        t = t.fill_null(carry.pending["t_ns"]) if carry.pending is not None else t.backward_fill()
-        wide = events.select(t.alias("t_ns"), *states)
-        carry.state = {s: int(wide[f"s{s}"][-1]) for s in self.slots}
-        wide = wide.filter(pl.col("t_ns").is_not_null())
-        if not len(wide):
-            return None   # changes before any timestamp: they belong to the first one
-        last_of_t = (pl.col("t_ns") != pl.col("t_ns").shift(-1)).fill_null(True)
-        rows = wide.filter(last_of_t).select("t_ns", *_combine(self.slots))
-        changed = (pl.col("lines") != pl.col("lines").shift(1)) | \
-            pl.col("db").ne_missing(pl.col("db").shift(1)) | pl.col("dbp").ne_missing(pl.col("dbp").shift(1))
-        rows = rows.with_columns(changed.fill_null(True).alias("changed"))
-        if carry.final_state is not None and len(rows) and carry.pending is not None:
-            first = rows.row(0)
-            rows = rows.with_columns(pl.when(pl.int_range(pl.len()) == 0)
-                                     .then(pl.lit(tuple(first[1:4]) != carry.final_state))
-                                     .otherwise(pl.col("changed")).alias("changed"))
-        final, last = rows.head(len(rows) - 1), rows.row(len(rows) - 1, named=True)
-        if len(final):
-            r = final.row(len(final) - 1)
-            carry.final_state = tuple(r[1:4])
-        carry.pending = {k: last[k] for k in ("t_ns", "lines", "db", "dbp")}
-        return final.filter(pl.col("changed")).select(list(schema.TRANSITIONS))
+        changes = self._slot_changes(tb, items)
+        is_time = items.kind == TIME
+        origin = carry.origin if carry.origin is not None else 0
+        t_ns = (items.time - origin) * self.tick.numerator // self.tick.denominator
+        if carry.pending is not None:      # the pending timestamp heads the block
+            is_time = np.concatenate(([True], is_time))
+            t_ns = np.concatenate(([carry.pending[0]], t_ns))
+            changes = {s: (np.concatenate(([False], h)), np.concatenate(([0], v)))
+                       for s, (h, v) in changes.items()}
+        last_time = _last_index(is_time)
+        if not len(last_time) or last_time[-1] < 0:
+            self._update_state(changes, carry)
+            return None               # changes before any timestamp belong to the first one
+        first = int(np.argmax(is_time))
+        tt = t_ns[np.where(last_time >= 0, last_time, first)]
+        ends = np.flatnonzero(np.concatenate((tt[1:] != tt[:-1], [True])))
+        state = {}
+        for s in self.slots:
+            hit, value = changes[s]
+            last = _last_index(hit)[ends]
+            state[s] = np.where(last >= 0, value[np.maximum(last, 0)], carry.state[s])
+        self._update_state(changes, carry)
+        lines, db, dbp = _combine(state, self.slots)
+        rows_t = tt[ends]
+        changed = np.ones(len(ends), dtype=bool)
+        changed[1:] = (lines[1:] != lines[:-1]) | (db[1:] != db[:-1]) | (dbp[1:] != dbp[:-1])
+        if carry.final_state is not None:
+            changed[0] = (lines[0], db[0], dbp[0]) != carry.final_state
+        if len(ends) > 1:
+            carry.final_state = (lines[-2], db[-2], dbp[-2])
+        carry.pending = (int(rows_t[-1]), int(lines[-1]), int(db[-1]), int(dbp[-1]))
+        emit = np.flatnonzero(changed[:-1])
+        if not len(emit):
+            return None
+        return _frame_from(rows_t[emit], lines[emit], db[emit], dbp[emit])
+
+    def _update_state(self, changes: dict, carry: _Carry) -> None:
+        for s, (hit, value) in changes.items():
+            idx = np.flatnonzero(hit)
+            if len(idx):
+                carry.state[s] = int(value[idx[-1]])
 
     def _end_of_file(self, carry: _Carry) -> None:
-        if carry.context in ("$comment", "$dumpvars", "$dumpall", "$dumpon", "$dumpoff"):
-            reason = f"file ends inside {carry.context} (no $end)"
+        if carry.context in (KW_COMMENT, KW_DUMPVARS, KW_DUMPALL, KW_DUMPON, KW_DUMPOFF):
+            reason = f"file ends inside {KEYWORDS[carry.context - 1]} (no $end)"
             if self.strict:
                 raise TruncatedInput(self.path, reason)
             self.cap.anomalies = pl.concat([self.cap.anomalies, schema.frame(
-                {"t_ns": [carry.pending["t_ns"] if carry.pending else 0], "kind": ["TRUNCATED INPUT"],
+                {"t_ns": [carry.pending[0] if carry.pending else 0], "kind": ["TRUNCATED INPUT"],
                  "detail": [reason], "position": ["end of file"]}, schema.ANOMALIES)])
-        if carry.pending is None and any(v != (0 if s < DB_SLOT else -1) for s, v in carry.state.items()):
+        initial = {s: (0 if s < DB_SLOT else -1) for s in self.slots}
+        if carry.pending is None and carry.state != initial:
             # value changes but no timestamp at all: one state at time 0
-            carry.pending = _combine_state(carry.state, self.slots)
+            lines, db, dbp = _combine({s: np.array([v]) for s, v in carry.state.items()}, self.slots)
+            carry.pending = (0, int(lines[0]), int(db[0]), int(dbp[0]))
 
 
-COUNT_KEYS = ("xz_control_changes", "xz_data_changes", "real_changes_ignored",
-              "string_changes_ignored", "dumpoff_changes_ignored")
-
-
-def _combine(slots: list[int]) -> list[pl.Expr]:
-    """Slot state columns -> lines (u16), db (u8, null on x/z), dbp (bool, null on x/z)."""
-    lines = pl.lit(0, dtype=pl.UInt16)
+def _combine(state: dict, slots: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Slot states -> lines, db (-1 = not sampled), dbp (-1 = not sampled, else 0/1)."""
+    n = len(next(iter(state.values())))
+    lines = np.zeros(n, dtype=np.int32)
     for s in slots:
         if s < DB_SLOT:
-            lines = lines + pl.col(f"s{s}").clip(0, 1).cast(pl.UInt16) * (1 << s)
-    if DB_SLOT in slots:
-        db = pl.when(pl.col(f"s{DB_SLOT}") >= 0).then(pl.col(f"s{DB_SLOT}"))
-    elif DB_BIT_SLOT0 in slots:
-        bits = [pl.col(f"s{DB_BIT_SLOT0 + i}") for i in range(8)]
-        db = pl.when(pl.min_horizontal(bits) >= 0).then(sum(b * (1 << i) for i, b in enumerate(bits)))
-    else:
-        db = pl.lit(None)
-    dbp = pl.when(pl.col(f"s{DBP_SLOT}") >= 0).then(pl.col(f"s{DBP_SLOT}") == 1) \
-        if DBP_SLOT in slots else pl.lit(None)
-    return [lines.cast(pl.UInt16).alias("lines"), db.cast(pl.UInt8).alias("db"),
-            dbp.cast(pl.Boolean).alias("dbp")]
+            lines |= (state[s] > 0).astype(np.int32) << s
+    db = np.full(n, -1, dtype=np.int32)
+    if DB_SLOT in state:
+        db = state[DB_SLOT].astype(np.int32)
+    elif DB_BIT_SLOT0 in state:
+        bits = [state[DB_BIT_SLOT0 + i].astype(np.int32) for i in range(8)]
+        db = np.where(np.min(bits, axis=0) >= 0, sum(b << i for i, b in enumerate(bits)), -1)
+    dbp = state[DBP_SLOT].astype(np.int32) if DBP_SLOT in state else np.full(n, -1, dtype=np.int32)
+    return lines, db, dbp
 
 
-def _combine_state(state: dict, slots: list[int]) -> dict:
-    one = pl.DataFrame({f"s{s}": [state[s]] for s in slots}, schema={f"s{s}": pl.Int16 for s in slots})
-    row = one.select(*_combine(slots)).row(0, named=True)
-    return {"t_ns": 0, **row}
+def _frame_from(t_ns, lines, db, dbp) -> pl.DataFrame:
+    raw = pl.DataFrame({"t_ns": np.asarray(t_ns, dtype=np.int64), "lines": np.asarray(lines, dtype=np.uint16),
+                        "db": np.asarray(db, dtype=np.int16), "dbp": np.asarray(dbp, dtype=np.int8)})
+    return raw.select(
+        "t_ns", "lines",
+        pl.when(pl.col("db") >= 0).then(pl.col("db")).cast(pl.UInt8).alias("db"),
+        pl.when(pl.col("dbp") >= 0).then(pl.col("dbp") == 1).alias("dbp"))
 
 
-def _rows_frame(rows: list[dict]) -> pl.DataFrame:
-    return pl.DataFrame(rows, schema=schema.TRANSITIONS)
+def _frame(rows: list[tuple]) -> pl.DataFrame:
+    t, lines, db, dbp = zip(*rows)
+    return _frame_from(t, lines, db, dbp)
 
 
 # ---------------------------------------------------------------- entry points
@@ -680,7 +817,7 @@ def sniff(head: bytes) -> bool:
 
 def parse(path: str, *, strict: bool = True, progress=None, mapping: dict | None = None,
           active_low: list[str] | None = None, initiator: int = 7,
-          block_bytes: int = _lines.BLOCK_BYTES, **_opts) -> Capture:
+          block_bytes: int = READ_BLOCK_BYTES, **_opts) -> Capture:
     """Read a VCD file. Raises MissingSignal before decoding when BSY SEL MSG C/D I/O cannot
     be found, BadInput on the first bad line when strict."""
     path = str(path)

@@ -31,6 +31,7 @@ SCSIMON_CODES = {"BSY": ")", "SEL": "-", "C/D": "*", "I/O": "(", "MSG": "&", "RE
                  "ACK": "%", "ATN": "+", "RST": "$", "DB": "#"}
 SCSIMON_NAMES = {"BSY": "BSY", "SEL": "SEL", "C/D": "CD", "I/O": "IO", "MSG": "MSG", "REQ": "REQ",
                  "ACK": "ACK", "ATN": "ATN", "RST": "RST", "DB": "data"}
+SCSIMON_ORDER = ("BSY", "SEL", "C/D", "I/O", "MSG", "REQ", "ACK", "ATN", "RST")
 LA_NAMES = {"BSY": "/SCSI_BSY", "SEL": "nSEL", "ATN": "ATN#", "RST": "RST_L", "MSG": "MSG_N",
             "C/D": "/C/D", "I/O": "I/O#", "REQ": "REQ_n", "ACK": "/ACK", "DBP": "DBP#"}
 LA_BIT_NAMES = ("DB{}_N", "/SCSI_D{}", "nDB{}")
@@ -58,7 +59,8 @@ def _wires(signals: list[str], data: list[str], style: str, rev: bool) -> list[d
     """name/code/width/value-expression of each wire, in declaration order."""
     wires = []
     low = style == "la_bits"
-    for n, sig in enumerate(s for s in schema.SIGNALS if s in signals):
+    order = SCSIMON_ORDER if style == "scsimon" else schema.SIGNALS
+    for n, sig in enumerate(s for s in order if s in signals):
         bit = (pl.col("lines").cast(pl.Int32) // (1 << schema.SIGNAL_BIT[sig])) % 2
         if low:
             bit = 1 - bit
@@ -162,26 +164,28 @@ def write(path, transitions: pl.DataFrame, *, signals: list[str], data: list[str
     if not lines:
         lines = []
     tick = tick_of(timescale)
+    times = ((transitions["t_ns"] * tick.denominator) // tick.numerator).to_list()
+    for n, line in enumerate(lines):
+        first_stamp, _, rest = line.partition("\n" if style != "la_bits" else " ")
+        if n == 0 and style == "scsimon":   # initial values before the first timestamp
+            lines[n] = "$dumpvars\n" + rest + "\n$end\n" + first_stamp
+        elif n == 0 and style == "vector":
+            lines[n] = first_stamp + "\n$dumpvars\n" + rest + "\n$end"
+        elif n == len(lines) // 2 and style == "vector" and n > 0:
+            lines[n] = (first_stamp + "\n$comment a note\nspanning lines $end\n" + rest + "\n"
+                        + "r21.5 rr\n$dumpoff\n" + "\n".join(_xs(wires)) + "\n$end\n"
+                        + "$dumpon\n" + "\n".join(_current(transitions, wires, n)) + "\n$end\n"
+                        + "$dumpall\n" + "\n".join(_current(transitions, wires, n)) + "\n$end")
+        if n > 1 and style != "vector":
+            break
+    if idle_every:
+        for n in range(0, len(lines) - 1, idle_every):
+            if times[n + 1] - times[n] > 1:
+                lines[n] += f"\n#{(times[n] + times[n + 1]) // 2}"
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(_header(wires, style, timescale, rev))
-        for n, line in enumerate(lines):
-            first_stamp, _, rest = line.partition("\n" if style != "la_bits" else " ")
-            if n == 0 and style == "scsimon":   # initial values before the first timestamp
-                fh.write("$dumpvars\n" + rest + "\n$end\n" + first_stamp + "\n")
-            elif n == 0 and style == "vector":
-                fh.write(first_stamp + "\n$dumpvars\n" + rest + "\n$end\n")
-            elif n == len(lines) // 2 and style == "vector" and n > 0:
-                fh.write(first_stamp + "\n$comment a note\nspanning lines $end\n" + rest + "\n"
-                         + "r21.5 rr\n$dumpoff\n" + "\n".join(_xs(wires)) + "\n$end\n"
-                         + "$dumpon\n" + "\n".join(_current(transitions, wires, n)) + "\n$end\n"
-                         + "$dumpall\n" + "\n".join(_current(transitions, wires, n)) + "\n$end\n")
-            else:
-                fh.write(line + "\n")
-            if idle_every and n % idle_every == 0 and n + 1 < len(lines):
-                t0 = int(transitions["t_ns"][n] * tick.denominator // tick.numerator)
-                t1 = int(transitions["t_ns"][n + 1] * tick.denominator // tick.numerator)
-                if t1 - t0 > 1:
-                    fh.write(f"#{(t0 + t1) // 2}\n")
+        if lines:
+            fh.write("\n".join(lines) + "\n")
 
 
 def _xs(wires: list[dict]) -> list[str]:

@@ -1,0 +1,163 @@
+"""VCD reader benchmark: a level-3 (REQ/ACK + DB) bus trace of a few million value changes.
+
+Writes the same transitions as a scsimon-style VCD (8-bit `data` vector) and an active-low
+logic-analyzer VCD (eight DB wires, sigrok-style lines), and the same data as ancot-text.
+Prints, for each, transitions/s and value changes/s of `parse` + consuming every chunk,
+with peak memory (fresh child process), and ratios against:
+- the ancot-text reader on the same transitions (our other bus-level reader);
+- pywellen (the Rust VCD reader behind the Surfer waveform viewer), when installed:
+  loading the file and streaming every mapped signal's changes, and it also cross-checks
+  the number of changes per signal against ours.
+Not a test.
+
+    python bench/bench_vcd.py [--transitions 2000000]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+DATA = HERE / "data"
+SIGNALS = ["BSY", "SEL", "ATN", "RST", "MSG", "C/D", "I/O", "REQ", "ACK"]
+
+
+def build_frame(n_target: int) -> pl.DataFrame:
+    """Tile a level-3 model of 4 targets doing 8 KiB reads and writes to n transitions."""
+    from busmodel import BusBuilder
+    b = BusBuilder(level=3)
+    b.bus_free()
+    read10 = bytes([0x28, 0, 0, 0, 0x10, 0, 0, 0, 16, 0])
+    payload = bytes(range(256)) * 16
+    ios = [b.command(t, read10, disconnect_after_command=True)[0] for t in (0, 1, 2, 3)]
+    for t, io in zip((0, 1, 2, 3), ios):
+        b.reconnect(t, io, data_in=payload[:4096], disconnect_again=True)
+        b.reconnect(t, io, data_in=payload[4096:])
+    b.bus_free()
+    unit = b.transitions()
+    period = int(unit["t_ns"][-1]) + 50
+    reps = max(1, -(-n_target // unit.height))
+    offsets = np.repeat(np.arange(reps, dtype=np.int64) * period, unit.height)
+    frame = pl.concat([unit] * reps).with_columns(pl.col("t_ns") + offsets)
+    return frame.with_columns(pl.lit(None, dtype=pl.Boolean).alias("dbp"))
+
+
+def child(mode: str, path: str) -> None:
+    t0 = time.perf_counter()
+    if mode == "wellen":
+        n, changes = _wellen(path)
+    else:
+        from scsitrace import parsers
+        cap = parsers.parse(path, mode)
+        n = sum(len(c) for c in cap.chunks())
+        changes = cap.records.read
+    dt = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"{n} {changes} {dt:.3f} {peak:.0f}")
+
+
+def _wellen(path: str) -> tuple[int, int]:
+    """Load with pywellen and stream the changes of the signals our reader maps."""
+    import pywellen
+    from scsitrace.parsers import vcd
+    wave = pywellen.Waveform(path)
+    mapped = set(vcd.parse(path).meta["mapping"].values())
+    wanted = [v for v in wave.all_vars() if v.full_name in mapped]
+    count = [0]
+
+    def seen(_time, _signal, _value):
+        count[0] += 1
+    wave.stream_changes(seen, wanted)
+    return 0, count[0]
+
+
+def run_child(mode: str, path: Path):
+    out = subprocess.run([sys.executable, __file__, "--child", mode, str(path)], capture_output=True,
+                         text=True, check=True).stdout.split()
+    return int(out[0]), int(out[1]), float(out[2]), float(out[3])
+
+
+def mapped_changes(path: Path) -> int:
+    """Value changes of mapped signals, counted by our reader's rules (for the cross-check)."""
+    from scsitrace.parsers import vcd
+    cap = vcd.parse(str(path))
+    codes = {cap_var.code for cap_var in vcd._HeaderReader(str(path)).read().vars
+             if cap_var.path in set(cap.meta["mapping"].values())}
+    n = 0
+    with open(path) as fh:
+        body = False
+        for line in fh:
+            if line.startswith("$enddefinitions"):
+                body = True
+                continue
+            if not body:
+                continue
+            toks = line.split()
+            i = 0
+            while i < len(toks):
+                tok = toks[i]
+                if tok[0] in "bB":
+                    n += toks[i + 1] in codes
+                    i += 2
+                    continue
+                if tok[0] in "01xXzZ" and tok[1:] in codes:
+                    n += 1
+                i += 1
+    return n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--transitions", type=int, default=2_000_000)
+    ap.add_argument("--child", nargs=2)
+    args = ap.parse_args()
+    if args.child:
+        child(*args.child)
+        return
+    import gen_vcd
+    from scsitrace.parsers import ancot
+    DATA.mkdir(exist_ok=True)
+    stem = DATA / f"bus-l3-{args.transitions}"
+    files = {"scsimon": stem.with_suffix(".scsimon.vcd"), "la_bits": stem.with_suffix(".la.vcd")}
+    text = stem.with_suffix(".ancot")
+    if not all(p.exists() for p in [*files.values(), text]):
+        t0 = time.perf_counter()
+        frame = build_frame(args.transitions)
+        for style, path in files.items():
+            gen_vcd.write(path, frame, signals=SIGNALS, data=["DB"], style=style, timescale="1 ns")
+        ancot.write(str(text), frame, signals=SIGNALS, data=["DB"], tick_ns=1)
+        print(f"generated {frame.height:,} transitions in {time.perf_counter() - t0:.1f} s")
+    n_a, rec_a, dt_a, peak_a = run_child("ancot", text)
+    print(f"ancot-text {os.path.getsize(text) / 2**20:.0f} MiB: {n_a:,} transitions in {dt_a:.2f} s "
+          f"= {n_a / dt_a / 1e6:.2f} M transitions/s, peak {peak_a:.0f} MiB")
+    try:
+        import pywellen  # noqa: F401
+        have_wellen = True
+    except ImportError:
+        have_wellen = False
+        print("pywellen not installed: no comparison with it (pip install pywellen)")
+    for style, path in files.items():
+        n, records, dt, peak = run_child("vcd", path)
+        print(f"vcd {style} {os.path.getsize(path) / 2**20:.0f} MiB: {n:,} transitions, {records:,} "
+              f"timestamps+changes in {dt:.2f} s = {n / dt / 1e6:.2f} M transitions/s, "
+              f"{records / dt / 1e6:.2f} M records/s, peak {peak:.0f} MiB; "
+              f"ancot-text/vcd time ratio {dt_a / dt:.2f} (same transitions)")
+        if have_wellen:
+            _, w_changes, w_dt, w_peak = run_child("wellen", path)
+            ours = mapped_changes(path)
+            print(f"  pywellen load + stream of the mapped signals: {w_changes:,} changes in {w_dt:.2f} s, "
+                  f"peak {w_peak:.0f} MiB; pywellen/scsitrace time ratio {w_dt / dt:.2f}; "
+                  f"changes per our tokenizer rules {ours:,} ({'same' if ours == w_changes else 'DIFFERENT'})")
+
+
+if __name__ == "__main__":
+    main()
