@@ -52,11 +52,16 @@ class TokenBlock:
         span_start, span_end = edge[0::2], edge[1::2]
         leads = np.empty((len(line_start), len(span_start)), dtype=np.int64)
         for k, (s, e) in enumerate(zip(span_start, span_end)):
+            if e - s == 1:
+                if ws[:, s].any():  # a row with nothing in this column
+                    return None
+                leads[:, k] = 0
+                continue
             sub = ws[:, s:e]
             # inside a column only leading blanks are allowed (else it is two tokens)
             if (sub[:, :-1] < sub[:, 1:]).any():
                 return None
-            leads[:, k] = sub.sum(axis=1) if e - s > 1 else 0
+            leads[:, k] = sub.sum(axis=1)
         return width, span_start, span_end, leads
 
     def _init_fixed(self):
@@ -150,28 +155,37 @@ class Columns:
 
 
 class FixedColumns(Columns):
-    """Same answers for a fixed-layout block, read through a 2-D view of the bytes."""
+    """Same answers for a fixed-layout block, read through a 2-D view of the bytes
+    (token positions are worked out per column, only when a column needs them)."""
 
     def __init__(self, block: TokenBlock, line_mask: np.ndarray):
         width, self.span_start, self.span_end, leads = block.fixed_offsets
         rows = block.a.reshape(-1, width)
         everything = bool(line_mask.all())
+        self.block = block
         self.rows = rows if everything else rows[line_mask]
         self.leads = leads if everything else leads[line_mask]
-        line_start = block.line_start if everything else block.line_start[line_mask]
-        start = line_start[:, None] + self.span_start[None, :] + self.leads
-        super().__init__(block, start, self.span_end[None, :] - self.span_start[None, :] - self.leads)
+        self.line_start = block.line_start if everything else block.line_start[line_mask]
+
+    def length(self, j: int) -> np.ndarray:
+        return self.span_end[j] - self.span_start[j] - self.leads[:, j]
+
+    def _start(self, j: int) -> np.ndarray:
+        return self.line_start + self.span_start[j] + self.leads[:, j]
 
     def char(self, j: int) -> np.ndarray:
         s, e = self.span_start[j], self.span_end[j]
-        return self.rows[:, s] if e - s == 1 else super().char(j)
+        return self.rows[:, s] if e - s == 1 else self.block.a[self._start(j)]
+
+    def hex_byte(self, j: int):
+        return self.block.hex_bytes(self._start(j), self.length(j))
 
     def integer(self, j: int):
         s, e = int(self.span_start[j]), int(self.span_end[j])
         if e - s > MAX_INT_DIGITS:
-            return super().integer(j)
+            return self.block.integers(self._start(j), self.length(j))
         sub = self.rows[:, s:e]
         digits = sub.astype(np.int64) - 48
         digits[WHITESPACE[sub]] = 0          # leading blanks of a right-aligned number
-        ok = ((digits >= 0) & (digits <= 9)).all(axis=1) & (self.len[:, j] >= 1)
+        ok = ((digits >= 0) & (digits <= 9)).all(axis=1) & (self.length(j) >= 1)
         return digits @ (10 ** np.arange(e - s - 1, -1, -1, dtype=np.int64)), ok

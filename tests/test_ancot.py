@@ -233,3 +233,27 @@ def test_cli_bad_input_exit_2_one_line(tmp_path):
     assert r.returncode == 2 and "no such file" in r.stderr
     r = subprocess.run([sys.executable, "-m", "scsitrace.cli", "analyze"], capture_output=True, text=True)
     assert r.returncode == 2
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.tuples(st.integers(0, 99999), st.lists(st.sampled_from("01"), min_size=9, max_size=9),
+                               st.sampled_from(["--", "a7", "FF", "0g", "2"])), min_size=2, max_size=40),
+       bad_signal_at=st.one_of(st.none(), st.integers(0, 39)))
+def test_fixed_layout_fast_path_equals_general_path(tmp_path, rows, bad_signal_at):
+    """Aligned files take a fast path; the same records with ragged spacing take the general
+    tokenizer: both must give the same transitions, or the same first bad line."""
+    aligned, ragged = [], []
+    for i, (tick, sig, db) in enumerate(sorted(rows)):
+        sig = list(sig)
+        if bad_signal_at == i:
+            sig[3] = "x"
+        aligned.append(f"{tick:>7} {' '.join(sig)} {db:>2}")
+        ragged.append(f"{tick}{' ' * (1 + i % 3)}{' '.join(sig)}\t{db}")
+    results = []
+    for name, lines in (("a", aligned), ("r", ragged)):
+        p = write(tmp_path, "\n".join(lines) + "\n", name=name + ".ancot")
+        try:
+            results.append(ancot.parse(p).transitions().to_dicts())
+        except BadInput as err:
+            results.append((err.line, err.reason))
+    assert results[0] == results[1]
