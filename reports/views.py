@@ -1,0 +1,172 @@
+"""Views from the bandwidth studies (seeds 000, 001, 003), on the I/O table of any layer.
+
+- bandwidth by request size (diskperf's table: one row per size, per direction),
+- bandwidth by the number of devices busy at once (M.A.X.'s "performance vs devices"),
+- bandwidth by queue depth (I/Os of the same device in flight when one is issued),
+- stalls: I/Os slower than k x the median, with their timestamps (xdd's lesson: an
+  aggregate rate hides the few requests that stalled).
+
+Every rate here is one definition: bytes of the group's completed I/Os divided by the time
+at least one of them was in flight (the union of their [start, end) intervals). For one
+device doing one request size at a time this is the rate the benchmark tools print.
+Groups are shown only when the trace holds more than one of them.
+"""
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from scsitrace.model import Analysis
+
+MIB = float(1 << 20)
+STALL_FACTOR = 5.0
+MAX_STALLS = 50
+
+
+def completed_ios(analysis: Analysis) -> pl.DataFrame:
+    """Completed I/Os with device, op, bytes, start_ns, end_ns, response_ns (any layer)."""
+    ios = analysis.ios
+    if ios.height == 0 or "start_ns" not in ios.columns or "end_ns" not in ios.columns:
+        return pl.DataFrame(schema={"io": pl.Int64, "device": pl.Utf8, "op": pl.Utf8, "bytes": pl.Int64,
+                                    "start_ns": pl.Int64, "end_ns": pl.Int64, "response_ns": pl.Int64})
+    done = pl.col("complete") if "complete" in ios.columns else pl.lit(True)
+    size = pl.coalesce([pl.col(c) for c in ("data_bytes", "bytes") if c in ios.columns] or [pl.lit(None)])
+    device = _device_expr(ios)
+    out = ios.filter(done.fill_null(False) & pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null())
+    return out.select(
+        pl.col("io") if "io" in ios.columns else pl.int_range(pl.len()).alias("io"),
+        device.alias("device"),
+        (pl.col("op").cast(pl.Utf8) if "op" in ios.columns else pl.lit(None, dtype=pl.Utf8)).alias("op"),
+        size.cast(pl.Int64).alias("bytes"),
+        pl.col("start_ns"), pl.col("end_ns"),
+        (pl.col("end_ns") - pl.col("start_ns")).alias("response_ns"),
+    ).sort("start_ns")
+
+
+def _device_expr(ios: pl.DataFrame) -> pl.Expr:
+    """The device column if filled, else the target ID, else one device for the whole trace."""
+    parts = []
+    if "device" in ios.columns:
+        parts.append(pl.when(pl.col("device").cast(pl.Utf8) != "").then(pl.col("device").cast(pl.Utf8)))
+    if "target" in ios.columns:
+        parts.append(pl.format("target {}", pl.col("target")))
+    parts.append(pl.lit("all"))
+    return pl.coalesce(parts)
+
+
+def busy_ns(start: np.ndarray, end: np.ndarray) -> int:
+    """Length of the union of the intervals [start, end)."""
+    if not len(start):
+        return 0
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    reach = np.maximum.accumulate(e)
+    new = np.r_[True, s[1:] > reach[:-1]]   # an interval starting after everything before it ended
+    group = np.cumsum(new) - 1
+    g_start = s[new]
+    g_end = np.maximum.reduceat(e, np.flatnonzero(new))
+    return int((g_end - g_start).sum()) if len(group) else 0
+
+
+def _rate_rows(ios: pl.DataFrame, by: list[str]) -> list[dict]:
+    rows = []
+    for key, grp in ios.group_by(by, maintain_order=False):
+        busy = busy_ns(grp["start_ns"].to_numpy(), grp["end_ns"].to_numpy())
+        nbytes = int(grp["bytes"].fill_null(0).sum())
+        rows.append({**dict(zip(by, key)), "ios": grp.height, "bytes": nbytes, "busy_ns": busy,
+                     "mib_s": nbytes / MIB / (busy / 1e9) if busy else None,
+                     "iops": grp.height / (busy / 1e9) if busy else None,
+                     "mean_response_ns": float(grp["response_ns"].mean()),
+                     "median_response_ns": float(grp["response_ns"].median())})
+    return sorted(rows, key=lambda r: tuple((r[k] is None, r[k]) for k in by))
+
+
+def by_request_size(ios: pl.DataFrame) -> list[dict]:
+    if ios["bytes"].drop_nulls().n_unique() < 2:
+        return []
+    return _rate_rows(ios.with_columns(pl.col("op").fill_null("?")), ["bytes", "op"])
+
+
+def queue_depths(ios: pl.DataFrame) -> pl.DataFrame:
+    """Per I/O: I/Os of the same device in flight when it was issued, itself included."""
+    parts = []
+    for _, grp in ios.group_by("device"):
+        starts = np.sort(grp["start_ns"].to_numpy())
+        ends = np.sort(grp["end_ns"].to_numpy())
+        s = grp["start_ns"].to_numpy()
+        qd = np.searchsorted(starts, s, side="right") - np.searchsorted(ends, s, side="right")
+        parts.append(grp.with_columns(pl.Series("queue_depth", qd, dtype=pl.Int64)))
+    return pl.concat(parts) if parts else ios.with_columns(pl.lit(0, dtype=pl.Int64).alias("queue_depth"))
+
+
+def by_queue_depth(ios: pl.DataFrame) -> list[dict]:
+    q = queue_depths(ios)
+    if q["queue_depth"].n_unique() < 2:
+        return []
+    return _rate_rows(q, ["queue_depth"])
+
+
+def by_device_count(ios: pl.DataFrame) -> list[dict]:
+    """Time with exactly k devices busy, and the bytes of the I/Os completing then."""
+    devices = ios["device"].unique().to_list()
+    if len(devices) < 2:
+        return []
+    edges_t, edges_d = [], []
+    for _, grp in ios.group_by("device"):     # per device: its busy intervals (union)
+        s, e = _union(grp["start_ns"].to_numpy(), grp["end_ns"].to_numpy())
+        edges_t += [s, e]
+        edges_d += [np.ones(len(s), dtype=np.int64), -np.ones(len(e), dtype=np.int64)]
+    t = np.concatenate(edges_t)
+    d = np.concatenate(edges_d)
+    order = np.lexsort((d, t))                 # at equal times an end (-1) before a start (+1)
+    t, d = t[order], d[order]
+    level = np.cumsum(d)
+    span = np.diff(t)
+    time_at = np.bincount(level[:-1], weights=span, minlength=len(devices) + 1)
+    at_end = level[np.searchsorted(t, ios["end_ns"].to_numpy(), side="left") - 1]
+    per = ios.with_columns(pl.Series("devices_busy", np.maximum(at_end, 1), dtype=pl.Int64))
+    rows = []
+    for k, grp in sorted(per.group_by("devices_busy"), key=lambda kv: kv[0][0]):
+        busy = int(time_at[k[0]])
+        nbytes = int(grp["bytes"].fill_null(0).sum())
+        rows.append({"devices_busy": int(k[0]), "ios": grp.height, "bytes": nbytes, "busy_ns": busy,
+                     "mib_s": nbytes / MIB / (busy / 1e9) if busy else None,
+                     "iops": grp.height / (busy / 1e9) if busy else None,
+                     "mean_response_ns": float(grp["response_ns"].mean()),
+                     "median_response_ns": float(grp["response_ns"].median())})
+    return rows
+
+
+def _union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    reach = np.maximum.accumulate(e)
+    new = np.r_[True, s[1:] > reach[:-1]]
+    idx = np.flatnonzero(new)
+    return s[new], np.maximum.reduceat(e, idx)
+
+
+def stalls(ios: pl.DataFrame, factor: float = STALL_FACTOR, limit: int = MAX_STALLS) -> dict:
+    """I/Os whose response time exceeds factor x the median of their (device, op, size) group."""
+    if ios.height == 0:
+        return {"factor": factor, "count": 0, "ios": []}
+    key = ["device", "op", "bytes"]
+    med = pl.col("response_ns").median().over(key)
+    slow = (ios.with_columns(med.alias("median_ns"))
+            .filter(pl.col("response_ns") > factor * pl.col("median_ns"))
+            .with_columns((pl.col("response_ns") / pl.col("median_ns")).alias("times_median")))
+    rows = slow.sort("start_ns").head(limit).select(
+        "io", "device", "op", "bytes", "start_ns", "end_ns", "response_ns", "median_ns", "times_median")
+    return {"factor": factor, "count": slow.height,
+            "ios": [{k: (float(v) if k in ("median_ns", "times_median") else v) for k, v in r.items()}
+                    for r in rows.iter_rows(named=True)]}
+
+
+def views(analysis: Analysis, stall_factor: float = STALL_FACTOR) -> dict:
+    ios = completed_ios(analysis)
+    return {
+        "by_request_size": by_request_size(ios),
+        "by_device_count": by_device_count(ios),
+        "by_queue_depth": by_queue_depth(ios),
+        "stalls": stalls(ios, stall_factor),
+    }

@@ -1,0 +1,36 @@
+"""Write the HTML report of one trace: one self-contained file that works offline (summary,
+phase and per-target tables, timeline, shares, response times, rates, attribution, bandwidth
+views, anomalies). `analyze --html` writes the same page."""
+from __future__ import annotations
+
+import json
+import sys
+
+from scsitrace.commands.analyze import add_input_arguments, load
+
+
+def add_arguments(p) -> None:
+    add_input_arguments(p)
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the HTML file to write")
+    p.add_argument("--profile", default=None, help="category profile (raid1990, scsi, or the layer's own)")
+    p.add_argument("--target", type=int, metavar="ID", help="only this target's time and I/Os")
+    p.add_argument("--stall-factor", type=float, default=5.0, metavar="K",
+                   help="list I/Os slower than K x the median of their kind (default 5)")
+    p.add_argument("--json", metavar="FILE|-", help="also write everything the page shows as JSON")
+
+
+def run(args) -> int:
+    from scsitrace.reports import html, summary as summ, views
+    analysis = load(args)
+    s = summ.summary(analysis, args.profile, args.target, args.io_size)
+    data = html.write_report(args.output, analysis, s, views=views.views(analysis, args.stall_factor))
+    if args.json == "-":
+        json.dump(data, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    elif args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=1)
+            fh.write("\n")
+    else:
+        print(f"wrote {args.output}")
+    return 0
