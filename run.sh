@@ -30,7 +30,7 @@ python_env() {
 case "$what" in
   demo)
     python_env
-    "$VENV/bin/scsitrace" analyze fixtures/examples/table3-slice.ancot --profile raid1990
+    "$VENV/bin/scsitrace" analyze fixtures/examples/table3-slice.ancot --profile raid1990 --io-size 32768
     ;;
   test)
     python_env

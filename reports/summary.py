@@ -55,13 +55,16 @@ def _ios_completed(analysis: Analysis, target: int | None) -> int:
     if target is None:
         return analysis.ios_completed
     ios = analysis.ios
-    return int(ios.filter(pl.col("complete") & (pl.col("target") == target)).height)
+    return int(ios.filter(pl.col("complete").fill_null(False) & (pl.col("target") == target)).height)
 
 
 def bandwidth(analysis: Analysis, io_size: int | None, target: int | None = None):
     """(data_bytes, MiB/s, note). Bytes from REQ/ACK handshakes, else io_size x I/Os."""
     ios = _ios_completed(analysis, target)
     secs = analysis.elapsed_ns / 1e9
+    header_size = analysis.capture.meta.get("io_size")
+    if io_size is None and header_size is not None and str(header_size).isdigit():
+        io_size = int(header_size)
     if analysis.data_bytes is not None:
         data = analysis.data_bytes if target is None else int(
             analysis.segments.filter((pl.col("target") == target) & pl.col("phase").str.starts_with("DATA"))
@@ -89,7 +92,7 @@ def targets(analysis: Analysis, profile: str) -> list[dict]:
         ios = analysis.ios.filter(pl.col("target") == t)
         out.append({
             "target": int(t),
-            "ios_completed": int(ios["complete"].sum()),
+            "ios_completed": int(ios["complete"].fill_null(False).sum()),
             "ios_started": int(ios.height),
             "connections": int(seg.filter(pl.col("target") == t)["connection"].drop_nulls().n_unique()),
             "busy_ns": busy,

@@ -483,11 +483,16 @@ def _analysis(capture, options, runs, walker: _Walker, reducer, invert, polarity
     if partial.height:
         notes.append(f"{partial.height} I/O(s) began before the trace started (partial)")
     open_ios = ios.filter(~pl.col("complete") & pl.col("status").is_null())
-    if open_ios.height:
-        notes.append(f"{open_ios.height} I/O(s) still in progress when the trace ends")
     if walker.unmatched_completions:
+        # which of the untied I/Os completed is unknown: say so in the table, not False
+        ios = ios.with_columns(pl.when(~pl.col("complete") & pl.col("status").is_null()).then(None)
+                               .otherwise(pl.col("complete")).alias("complete"))
         notes.append(f"{walker.unmatched_completions} of {walker.completions} completions could not be tied "
-                     "to their command: without the data bus a reselection does not say which target")
+                     "to their command (without the data bus a reselection does not say which target); "
+                     "their I/Os show complete = unknown")
+    in_flight = open_ios.height - walker.unmatched_completions
+    if in_flight > 0:
+        notes.append(f"{in_flight} I/O(s) still in progress when the trace ends")
     if walker.recovering:
         notes.append("the trace ends while the analyzer waits for BUS FREE after a protocol violation")
     level = meta_level(capture.meta)

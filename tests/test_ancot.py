@@ -257,3 +257,14 @@ def test_fixed_layout_fast_path_equals_general_path(tmp_path, rows, bad_signal_a
         except BadInput as err:
             results.append((err.line, err.reason))
     assert results[0] == results[1]
+
+
+def test_io_size_from_header_gives_bandwidth(tmp_path, capsys):
+    path, b = model_file(tmp_path, level=1)
+    text = open(path).read().replace("# initiator: 7\n", "# initiator: 7\n# io_size: 4096\n")
+    open(path, "w").write(text)
+    assert main(["analyze", path, "--json", "-"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["data_bytes"] == 2 * 4096
+    assert s["bandwidth_mib_s"] == pytest.approx(2 * 4096 / 2**20 / (s["elapsed_ns"] / 1e9))
+    assert any("--io-size 4096" in n for n in s["notes"])
