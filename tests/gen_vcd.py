@@ -156,9 +156,10 @@ def body_lines(transitions: pl.DataFrame, wires: list[dict], style: str, timesca
 
 def write(path, transitions: pl.DataFrame, *, signals: list[str], data: list[str] = (),
           style: str = "scsimon", timescale: str = "1 ns", rev: bool = False,
-          idle_every: int = 0) -> None:
+          idle_every: int = 0, extras: bool = True) -> None:
     """Write `transitions` as a VCD file. `idle_every` > 0 adds a timestamp with no change
-    after every n-th sample (as scsimon does for each idle sample)."""
+    after every n-th sample (as scsimon does for each idle sample). `extras=False` leaves
+    out the vector style's mid-file $comment/$dumpoff/$dumpon/$dumpall block."""
     wires = _wires(list(signals), list(data), style, rev)
     lines = body_lines(transitions, wires, style, timescale).to_list()
     if not lines:
@@ -171,7 +172,7 @@ def write(path, transitions: pl.DataFrame, *, signals: list[str], data: list[str
             lines[n] = "$dumpvars\n" + rest + "\n$end\n" + first_stamp
         elif n == 0 and style == "vector":
             lines[n] = first_stamp + "\n$dumpvars\n" + rest + "\n$end"
-        elif n == len(lines) // 2 and style == "vector" and n > 0:
+        elif n == len(lines) // 2 and style == "vector" and n > 0 and extras:
             lines[n] = (first_stamp + "\n$comment a note\nspanning lines $end\n" + rest + "\n"
                         + "r21.5 rr\n$dumpoff\n" + "\n".join(_xs(wires)) + "\n$end\n"
                         + "$dumpon\n" + "\n".join(_current(transitions, wires, n)) + "\n$end\n"
