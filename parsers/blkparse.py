@@ -107,7 +107,8 @@ def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
     messages = ev.filter(pl.col("act") == "m")
     ev = ev.filter(pl.col("act") != "m")
     raw = _raw_events(ev)
-    events = block.finish_events(raw)
+    order = block.merge_order([raw["time_abs"].to_numpy()])
+    events = block.finish_events(raw if order is None else raw[order])
     cap.records.read = raw.height + messages.height
     cap.frames["events"] = events.drop("time_abs")
     names = ev.filter(~pl.col("act").is_in(ERROR_IN_BRACKETS) & pl.col("bracket").is_not_null()) \
@@ -137,8 +138,8 @@ def _raw_events(ev: pl.DataFrame) -> pl.DataFrame:
         pl.when(is_err).then(pl.col("bracket").cast(pl.Int16, strict=False)).otherwise(0)
         .fill_null(0).cast(pl.Int16).alias("error"),
         pl.when(remap).then(dev("from_major", "from_minor")).otherwise(0).cast(pl.UInt32).alias("pdu_dev"),
-        pl.coalesce(pl.when(remap).then("from_sector"), "split_sector", pl.lit(0, pl.Int64)).alias("pdu_sector"),
-        pl.coalesce("unplugs", pl.lit(0, pl.Int64)).alias("pdu_int"),
+        pl.coalesce(pl.when(remap).then("from_sector"), pl.lit(0, pl.Int64)).alias("pdu_sector"),
+        pl.coalesce("unplugs", "split_sector", pl.lit(0, pl.Int64)).alias("pdu_int"),
         remap.alias("has_remap"),
         (split | pl.col("unplugs").is_not_null()).alias("has_int"),
         pl.lit(0, pl.Int16).alias("file"),

@@ -67,6 +67,7 @@ def numpy_dtype(struct: cs.Struct, byteorder: str = "<") -> np.dtype:
 
 DTYPE_LE = numpy_dtype(BLK_IO_TRACE, "<")
 DTYPE_BE = numpy_dtype(BLK_IO_TRACE, ">")
+REMAP_DTYPE = numpy_dtype(BLK_IO_TRACE_REMAP, ">")
 
 
 def sniff(head: bytes) -> bool:
@@ -105,7 +106,7 @@ def per_cpu_files(path: str) -> list[tuple[str, int | None]]:
     return sorted(found, key=lambda fc: fc[1])
 
 
-def resolve(path: str) -> str | None:
+def resolve_path(path: str) -> str | None:
     """For a base name that is not itself a file (`sda`), the first per-CPU file to sniff."""
     files = per_cpu_files(path)
     first = files[0][0]
@@ -114,30 +115,42 @@ def resolve(path: str) -> str | None:
 
 # ---------------------------------------------------------------- record chain
 
+def _rows(b: np.ndarray, offs: np.ndarray, width: int) -> np.ndarray:
+    """(len(offs), width) bytes starting at each offset: one fancy index over a sliding-window
+    view of the buffer, no loop per record."""
+    if len(b) < width:
+        return np.zeros((0, width), np.uint8)
+    windows = np.lib.stride_tricks.as_strided(b, shape=(len(b) - width + 1, width), strides=(1, 1),
+                                              writeable=False)
+    return windows[offs]
+
+
+def _magic_word(order: str) -> tuple[int, int]:
+    """(mask, value) that the first header word, read little-endian, has when its three magic
+    bytes are present (the version byte is masked out)."""
+    raw = (MAGIC | VERSION).to_bytes(4, "little" if order == "<" else "big")
+    vpos = 0 if order == "<" else 3
+    mask = int.from_bytes(bytes(0 if k == vpos else 0xFF for k in range(4)), "little")
+    return mask, int.from_bytes(raw, "little") & mask
+
+
 def _candidates(b: np.ndarray, order: str, aligned: bool) -> np.ndarray:
-    """Byte offsets where the three magic bytes of a record header appear."""
-    magic = MAGIC.to_bytes(4, "little" if order == "<" else "big")
-    m0 = 1 if order == "<" else 0            # the magic's first byte in the header
-    pat = magic[m0:m0 + 3]
-    n = len(b)
-    if n < HEADER:
+    """Byte offsets where the three magic bytes of a record header appear (4-aligned offsets only
+    when `aligned`, the common case: every PDU blktrace writes but messages is 8 or 16 bytes)."""
+    n = len(b) - HEADER + 1
+    if n <= 0:
         return np.zeros(0, np.int64)
+    mask, value = _magic_word(order)
     if aligned:
-        words = b[: n - n % 4].view(np.uint32).reshape(-1)
-        # compare the three magic bytes inside each aligned word
-        w = words.view(np.uint8).reshape(-1, 4)
-        hit = (w[:, m0] == pat[0]) & (w[:, m0 + 1] == pat[1]) & (w[:, m0 + 2] == pat[2])
-        offs = np.flatnonzero(hit).astype(np.int64) * 4
+        words = b[: len(b) - len(b) % 4].view("<u4")
+        offs = np.flatnonzero((words & mask) == value).astype(np.int64) * 4
     else:
-        hit = b[m0:n - 3 + m0] == pat[0]          # record start p: b[p + m0] is the first magic byte
-        offs = np.flatnonzero(hit).astype(np.int64)
-        offs = offs[(b[offs + m0 + 1] == pat[1]) & (b[offs + m0 + 2] == pat[2])]
-    return offs
-
-
-def _u16_at(b: np.ndarray, offs: np.ndarray, order: str) -> np.ndarray:
-    lo, hi = (b[offs], b[offs + 1]) if order == "<" else (b[offs + 1], b[offs])
-    return lo.astype(np.int64) | (hi.astype(np.int64) << 8)
+        first = (value >> (8 if order == "<" else 0)) & 0xFF   # a magic byte, to prefilter
+        at = 1 if order == "<" else 0
+        offs = np.flatnonzero(b[at:n + at] == first).astype(np.int64)
+        word = _rows(b, offs, 4).view("<u4").reshape(-1)
+        offs = offs[(word & mask) == value]
+    return offs[offs < n]
 
 
 class _Chain:
@@ -146,52 +159,48 @@ class _Chain:
     def __init__(self):
         self.offsets: list[np.ndarray] = []
         self.bad: list[tuple[int, str]] = []     # (byte offset, reason)
-        self.skipped_bytes = 0
         self.truncated: tuple[int, str] | None = None
 
 
 def _walk(b: np.ndarray, order: str, path: str, strict: bool) -> _Chain:
-    """Follow the record chain from offset 0; vectorized between breaks."""
-    n = len(b)
+    """Follow the record chain from offset 0 by header lengths; vectorized between breaks."""
     pdu_off = DTYPE_LE.fields["pdu_len"][1]
     for aligned in (True, False):
         c = _candidates(b, order, aligned)
-        c = c[c + HEADER <= n]
-        nxt = c + HEADER + _u16_at(b, c + pdu_off, order)
-        chain = _follow(b, c, nxt, order, path, strict, need_aligned=aligned)
+        pdu_len = _rows(b, c + pdu_off, 2).view("<u2" if order == "<" else ">u2").reshape(-1)
+        chain = _follow(b, c, c + HEADER + pdu_len, order, path, strict, need_aligned=aligned)
         if chain is not None:
             return chain
     raise AssertionError("unreachable: the byte-level walk always completes")
 
 
 def _follow(b, c, nxt, order, path, strict, need_aligned):
+    """Records c[i..j] chain when each one's end is the next one's start; at a break, the
+    record ending there is looked up among the candidates (a magic inside a PDU is skipped
+    that way), else the bytes there are bad (or a truncated tail)."""
     n = len(b)
     out = _Chain()
     m = len(c)
     breaks = np.flatnonzero(nxt[:-1] != c[1:]) if m > 1 else np.zeros(0, np.int64)
-    pos = 0                      # byte offset where the next record must start
+    pos = 0
     i = _index_of(c, pos)
     while pos < n:
         if i is None:
             if need_aligned and pos % 4:
                 return None      # a record at an odd offset: redo the walk byte by byte
-            if n - pos < HEADER or _looks_like_header(b, pos, order):
-                reason = (f"truncated record: {n - pos} bytes left, a record needs at least {HEADER}"
-                          if n - pos < HEADER else
-                          f"truncated record: its {_pdu_len(b, pos, order)}-byte PDU runs past the end")
+            if n - pos < HEADER or _byteorder(bytes(b[pos:pos + 4])) == order:
+                reason = (f"truncated record: {n - pos} bytes left, a record needs {HEADER}"
+                          if n - pos < HEADER else "truncated record: its PDU runs past the end")
                 if strict:
                     raise TruncatedInput(path, reason, offset=pos)
                 out.truncated = (pos, reason)
-                out.skipped_bytes += n - pos
                 break
             reason = _why_bad(b, pos, order)
             if strict:
                 raise BadInput(path, reason, offset=pos)
             out.bad.append((pos, reason))
             k = int(np.searchsorted(c, pos, side="right"))
-            resume = int(c[k]) if k < m else n
-            out.skipped_bytes += resume - pos
-            pos, i = resume, (k if k < m else None)
+            pos, i = (int(c[k]), k) if k < m else (n, None)
             continue
         bi = int(np.searchsorted(breaks, i))
         j = int(breaks[bi]) if bi < len(breaks) else m - 1
@@ -204,15 +213,8 @@ def _follow(b, c, nxt, order, path, strict, need_aligned):
                 raise TruncatedInput(path, reason, offset=start)
             out.offsets[-1] = out.offsets[-1][:-1]
             out.truncated = (start, reason)
-            out.skipped_bytes += n - start
             break
         i = _index_of(c, pos)
-    bad_version = _check_versions(b, out, order)
-    if bad_version is not None:
-        off, ver = bad_version
-        reason = f"unsupported blktrace version {ver} (this reader knows version {VERSION})"
-        if strict:
-            raise BadInput(path, reason, offset=off)
     return out
 
 
@@ -221,128 +223,73 @@ def _index_of(c: np.ndarray, pos: int) -> int | None:
     return k if k < len(c) and c[k] == pos else None
 
 
-def _looks_like_header(b, pos, order) -> bool:
-    return _byteorder(bytes(b[pos:pos + 4])) == order
-
-
-def _pdu_len(b, pos, order) -> int:
-    off = DTYPE_LE.fields["pdu_len"][1]
-    if pos + off + 2 > len(b):
-        return 0
-    return int(_u16_at(b, np.array([pos + off]), order)[0])
-
-
 def _why_bad(b, pos, order) -> str:
-    raw = bytes(b[pos:pos + 4])
-    magic = int.from_bytes(raw, "little" if order == "<" else "big")
+    magic = int.from_bytes(bytes(b[pos:pos + 4]), "little" if order == "<" else "big")
     return f"bad magic 0x{magic:08x} (expected 0x{MAGIC | VERSION:08x}): not a blk_io_trace record"
-
-
-def _check_versions(b, chain: _Chain, order):
-    """Records whose magic matches but whose version byte does not (first one)."""
-    if not chain.offsets:
-        return None
-    offs = np.concatenate(chain.offsets)
-    ver_at = offs + (0 if order == "<" else 3)
-    bad = np.flatnonzero(b[ver_at] != VERSION)
-    if len(bad) == 0:
-        return None
-    return int(offs[bad[0]]), int(b[ver_at[bad[0]]])
 
 
 # ---------------------------------------------------------------- bulk decode
 
-def _fields(buf: bytes, offs: np.ndarray, dtype: np.dtype) -> dict[str, np.ndarray]:
-    """Every header field of the records at `offs`, gathered as whole words (no per-record loop)."""
-    out = {name: np.empty(len(offs), dtype=dtype.fields[name][0].newbyteorder("="))
-           for name in dtype.names}
-    big = dtype.fields["magic"][0].byteorder == ">"
-    for r in np.unique(offs % 4):
-        sel = np.flatnonzero(offs % 4 == r)
-        count = (len(buf) - r) // 4
-        words = np.frombuffer(buf, dtype=">u4" if big else "<u4", count=count, offset=int(r))
-        base = (offs[sel] - r) // 4
-        for name in dtype.names:
-            fdt, foff = dtype.fields[name]
-            k = base + foff // 4
-            if fdt.itemsize == 4:
-                val = words[k]
-            elif fdt.itemsize == 8:
-                lo, hi = (words[k + 1], words[k]) if big else (words[k], words[k + 1])
-                val = lo.astype(np.uint64) | (hi.astype(np.uint64) << np.uint64(32))
-            else:  # 2 bytes inside a word
-                w = words[k]
-                first = (foff % 4) == 0
-                val = ((w >> 16) if first == big else (w & 0xFFFF)) & 0xFFFF
-            out[name][sel] = val
-    return out
-
-
-def _be_uint(b: np.ndarray, pos: np.ndarray, nbytes: int) -> np.ndarray:
-    val = np.zeros(len(pos), dtype=np.uint64)
-    for k in range(nbytes):
-        val = (val << np.uint64(8)) | b[pos + k].astype(np.uint64)
-    return val
-
-
 def _decode_file(path: str, file_cpu: int | None, strict: bool, progress) -> dict:
+    """One file -> header records (numpy, via the declaration's dtype), PDU fields, notes."""
     with open(path, "rb") as fh:
         buf = fh.read()
     if progress is not None:
         progress(len(buf))
     b = np.frombuffer(buf, dtype=np.uint8)
+    out = {"path": path, "rec": None, "chain": _Chain(), "order": "<", "notes": [], "texts": {}}
     order = _byteorder(buf[:4])
     if order is None:
         if not buf:
-            return {"path": path, "cols": None, "chain": _Chain(), "order": "<", "notes": [], "texts": {}}
+            return out
+        reason = (_why_bad(b, 0, "<") if len(b) >= 4 else
+                  f"{len(b)} bytes: too short for a blk_io_trace record")
         if strict:
-            raise BadInput(path, _why_bad(b, 0, "<") if len(b) >= 4 else
-                           f"{len(b)} bytes: too short for a blk_io_trace record", offset=0)
-        order = "<"
+            raise BadInput(path, reason, offset=0)
+        out["chain"].bad.append((0, reason))
+        return out
     chain = _walk(b, order, path, strict)
     offs = np.concatenate(chain.offsets) if chain.offsets else np.zeros(0, np.int64)
-    # in lenient mode a wrong-version record is skipped like any bad record
-    ver = b[offs + (0 if order == "<" else 3)] if len(offs) else np.zeros(0, np.uint8)
-    if np.any(ver != VERSION):
-        for off in offs[ver != VERSION][:5]:
-            chain.bad.append((int(off), f"unsupported blktrace version {int(b[off + (0 if order == '<' else 3)])}"))
-        chain.skipped_bytes += int(np.sum(ver != VERSION)) * HEADER
-        offs = offs[ver == VERSION]
-    cols = _fields(buf, offs, DTYPE_LE if order == "<" else DTYPE_BE)
-    cols["offset"] = offs
-    pdus = _pdus(b, buf, offs, cols)
-    texts = pdus.pop("texts")
-    cols.update(pdus)
-    notes = []
+    rec = _rows(b, offs, HEADER).view(DTYPE_LE if order == "<" else DTYPE_BE).reshape(-1)
+    version = rec["magic"] & 0xFF
+    if np.any(version != VERSION):
+        bad = np.flatnonzero(version != VERSION)
+        reason = f"unsupported blktrace version {int(version[bad[0]])} (this reader knows {VERSION})"
+        if strict:
+            raise BadInput(path, reason, offset=int(offs[bad[0]]))
+        chain.bad += [(int(offs[k]), reason) for k in bad]
+        keep = version == VERSION
+        offs, rec = offs[keep], rec[keep]
+    out.update(rec=rec, offs=offs, chain=chain, order=order)
+    out.update(_pdus(b, buf, offs, rec))
     if file_cpu is not None:
-        wrong = cols["cpu"] != file_cpu
-        if np.any(wrong):
-            notes.append((int(offs[np.argmax(wrong)]), int(np.sum(wrong)),
-                          f"{int(np.sum(wrong))} records in {os.path.basename(path)} say CPU "
-                          f"{int(cols['cpu'][np.argmax(wrong)])}, the file name says CPU {file_cpu}"))
-    return {"path": path, "cols": cols, "chain": chain, "order": order, "texts": texts, "notes": notes}
+        wrong = np.flatnonzero(rec["cpu"] != file_cpu)
+        if len(wrong):
+            out["notes"].append((int(offs[wrong[0]]), f"{len(wrong)} records of {os.path.basename(path)} say "
+                                 f"CPU {int(rec['cpu'][wrong[0]])}, the file name says CPU {file_cpu}"))
+    return out
 
 
-def _pdus(b: np.ndarray, buf: bytes, offs: np.ndarray, cols: dict) -> dict:
-    """Remap (device, sector) and split/unplug integers decoded from the PDUs, plus the raw
-    payload of notify records (process names, messages: a handful per trace)."""
-    n = len(offs)
-    action, pdu_len = cols["action"], cols["pdu_len"]
+def _pdus(b: np.ndarray, buf: bytes, offs: np.ndarray, rec: np.ndarray) -> dict:
+    """Remap (device, sector) and split/unplug integers from the PDUs (big-endian, as the kernel
+    writes them), plus the payload of notify records (process names, messages: a handful)."""
+    action, pdu_len = rec["action"].astype(np.int64), rec["pdu_len"].astype(np.int64)
     notify = (action & block.TC_NOTIFY) != 0
     code = action & (0xFFFF & ~TN_CGROUP)
     skip = np.where((action & TN_CGROUP) != 0, CGROUP_ID_BYTES, 0)
     start = offs + HEADER + skip
-    payload = pdu_len.astype(np.int64) - skip
-    out = {"pdu_dev": np.zeros(n, np.uint32), "pdu_sector": np.zeros(n, np.uint64),
-           "pdu_int": np.zeros(n, np.uint64)}
+    payload = pdu_len - skip
+    n = len(offs)
+    out = {"pdu_dev": np.zeros(n, np.uint32), "pdu_sector": np.zeros(n, np.int64),
+           "pdu_int": np.zeros(n, np.int64)}
     remap = ~notify & (code == block.TA["A"]) & (payload >= BLK_IO_TRACE_REMAP.sizeof())
     if remap.any():
-        p = start[remap]
-        out["pdu_dev"][remap] = _be_uint(b, p, 4).astype(np.uint32)
-        out["pdu_sector"][remap] = _be_uint(b, p + 8, 8)
+        r = _rows(b, start[remap], BLK_IO_TRACE_REMAP.sizeof()).view(REMAP_DTYPE).reshape(-1)
+        out["pdu_dev"][remap] = r["device_from"]
+        out["pdu_sector"][remap] = r["sector_from"].astype(np.int64)
     has_int = ~notify & np.isin(code, [block.TA["X"], block.TA["U"], block.TA["T"]]) & (payload >= 8)
     if has_int.any():
-        out["pdu_int"][has_int] = _be_uint(b, start[has_int], 8)
+        out["pdu_int"][has_int] = _rows(b, start[has_int], 8).view(">u8").reshape(-1).astype(np.int64)
     out["has_remap"], out["has_int"] = remap, has_int
     out["texts"] = {int(k): buf[int(start[k]):int(start[k]) + int(max(payload[k], 0))]
                     for k in np.flatnonzero(notify)}
@@ -361,73 +308,83 @@ def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
 
 def _capture(path, files, decoded, strict) -> Capture:
     cap = Capture(layer="block", path=path, format=ID)
-    frames, names, messages, anomalies = [], {}, [], []
-    for fi, d in enumerate(decoded):
-        chain = d["chain"]
-        for off, reason in chain.bad:
-            anomalies.append((None, "BAD RECORD", reason, f"{d['path']}: byte offset {off}"))
-        if chain.truncated:
-            off, reason = chain.truncated
-            anomalies.append((None, "TRUNCATED RECORD", reason, f"{d['path']}: byte offset {off}"))
-        nbad = len(chain.bad) + (1 if chain.truncated else 0)
-        if nbad:
-            cap.records.skip(nbad, [f"{d['path']}: byte offset {o}: {r}" for o, r in
-                                    chain.bad + ([chain.truncated] if chain.truncated else [])])
-        for off, count, text in d["notes"]:
-            anomalies.append((None, "CPU MISMATCH", text, f"{d['path']}: byte offset {off}"))
-        if d["cols"] is None:
-            continue
-        frames.append(_frame(d, fi))
-        _notify_texts(d, names, messages)
-    events = pl.concat(frames) if frames else schema.empty(block.RAW_EVENTS)
-    events = block.finish_events(events)
-    cap.records.read = events.height
+    names, messages, anomalies = {}, [], []
+    for d in decoded:
+        anomalies += _file_anomalies(cap, d)
+        if d["rec"] is not None:
+            _notify_texts(d, names, messages)
+    parts = [(fi, d) for fi, d in enumerate(decoded) if d["rec"] is not None]
+    cap.records.read = sum(len(d["rec"]) for _, d in parts)
+    events = block.finish_events(_columns(parts))
     cap.frames["events"] = events.drop("time_abs")
-    cap.frames["processes"] = pl.DataFrame(
-        {"pid": list(names), "name": list(names.values())}, schema={"pid": pl.Int64, "name": pl.Utf8})
+    cap.frames["processes"] = pl.DataFrame({"pid": list(names), "name": list(names.values())},
+                                           schema=block.PROCESSES)
     cap.meta.update({
         "files": [f for f, _ in files],
-        "byte_order": "little-endian" if all(d["order"] == "<" for d in decoded) else "big-endian",
+        "byte_order": "big-endian" if any(d["order"] == ">" for d in decoded) else "little-endian",
         "origin_ns": int(events["time_abs"].min()) if events.height else 0,
         "messages": messages,
     })
     if anomalies:
-        cap.anomalies = pl.DataFrame(
-            [{"t_ns": None, "kind": k, "detail": det, "position": pos} for _, k, det, pos in anomalies],
-            schema=schema.ANOMALIES)
+        cap.anomalies = pl.DataFrame([{"t_ns": None, "kind": k, "detail": det, "position": pos}
+                                      for k, det, pos in anomalies], schema=schema.ANOMALIES)
     return cap
 
 
-def _frame(d, file_index: int) -> pl.DataFrame:
-    c = d["cols"]
-    return pl.DataFrame({
-        "time_abs": c["time"].astype(np.int64),
-        "seq": c["sequence"].astype(np.int64),
-        "cpu": c["cpu"].astype(np.int32),
-        "action": c["action"].astype(np.uint32),
-        "device": c["device"].astype(np.uint32),
-        "sector": c["sector"].astype(np.int64),
-        "bytes": c["bytes"].astype(np.int64),
-        "pid": c["pid"].astype(np.int64),
-        "error": c["error"].astype(np.int16),
-        "pdu_dev": np.where(c["has_remap"], c["pdu_dev"], 0).astype(np.uint32),
-        "pdu_sector": c["pdu_sector"].astype(np.int64),
-        "pdu_int": c["pdu_int"].astype(np.int64),
-        "has_remap": c["has_remap"],
-        "has_int": c["has_int"],
-        "file": np.full(len(c["offset"]), file_index, np.int16),
-        "position": c["offset"].astype(np.int64),
-    })
+def _file_anomalies(cap: Capture, d: dict) -> list[tuple[str, str, str]]:
+    """Bad, truncated and CPU-mismatched records of one file: anomaly rows and skip counts."""
+    chain, where = d["chain"], d["path"]
+    out = [("BAD RECORD", reason, f"{where}: byte offset {off}") for off, reason in chain.bad]
+    skipped = list(chain.bad)
+    if chain.truncated:
+        off, reason = chain.truncated
+        out.append(("TRUNCATED RECORD", reason, f"{where}: byte offset {off}"))
+        skipped.append(chain.truncated)
+    if skipped:
+        cap.records.skip(len(skipped), [f"{where}: byte offset {o}: {r}" for o, r in skipped])
+    out += [("CPU MISMATCH", text, f"{where}: byte offset {off}") for off, text in d["notes"]]
+    return out
+
+
+def _columns(parts: list[tuple[int, dict]]) -> pl.DataFrame:
+    """RAW_EVENTS of every file without its notify records, merged in time order."""
+    keep = [(d["rec"]["action"] & block.TC_NOTIFY) == 0 for _, d in parts]
+    times = [d["rec"]["time"][k].astype(np.int64) for (_, d), k in zip(parts, keep)]
+    order = block.merge_order(times) if times else None
+
+    def col(get, dtype):
+        if not parts:
+            return np.zeros(0, dtype)
+        arr = np.concatenate([np.asarray(get(fi, d))[k].astype(dtype) for (fi, d), k in zip(parts, keep)])
+        return arr if order is None else arr[order]
+
+    rec = lambda name: (lambda fi, d: d["rec"][name])  # noqa: E731
+    cols = {
+        "time_abs": col(rec("time"), np.int64), "seq": col(rec("sequence"), np.int64),
+        "cpu": col(rec("cpu"), np.int32), "action": col(rec("action"), np.uint32),
+        "device": col(rec("device"), np.uint32), "sector": col(rec("sector"), np.int64),
+        "bytes": col(rec("bytes"), np.int64), "pid": col(rec("pid"), np.int64),
+        "error": col(rec("error"), np.int16),
+        "pdu_dev": col(lambda fi, d: d["pdu_dev"], np.uint32),
+        "pdu_sector": col(lambda fi, d: d["pdu_sector"], np.int64),
+        "pdu_int": col(lambda fi, d: d["pdu_int"], np.int64),
+        "has_remap": col(lambda fi, d: d["has_remap"], bool),
+        "has_int": col(lambda fi, d: d["has_int"], bool),
+        "file": col(lambda fi, d: np.full(len(d["offs"]), fi), np.int16),
+        "position": col(lambda fi, d: d["offs"], np.int64),
+    }
+    return pl.DataFrame(cols, schema=block.RAW_EVENTS)
 
 
 def _notify_texts(d, names: dict, messages: list) -> None:
     """Process names (pid -> comm) and message notes from the notify records."""
-    c = d["cols"]
+    rec = d["rec"]
     for k, raw in d["texts"].items():
-        kind = int(c["action"][k] & 0xFF)
+        kind = int(rec["action"][k] & 0xFF)
         text = raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+        pid = int(rec["pid"][k])
         if kind == block.TN_PROCESS:
-            names[int(c["pid"][k])] = "kernel" if c["pid"][k] == 0 else text.split("/", 1)[0]
+            names[pid] = "kernel" if pid == 0 else text.split("/", 1)[0]
         elif kind == block.TN_MESSAGE:
-            messages.append({"time_abs": int(c["time"][k]), "device": block.dev_name(int(c["device"][k])),
+            messages.append({"time_abs": int(rec["time"][k]), "device": block.dev_name(int(rec["device"][k])),
                              "text": text})

@@ -49,21 +49,24 @@ RAW_EVENTS = {
     "error": pl.Int16, "pdu_dev": pl.UInt32, "pdu_sector": pl.Int64, "pdu_int": pl.Int64,
     "has_remap": pl.Boolean, "has_int": pl.Boolean, "file": pl.Int16, "position": pl.Int64,
 }
+# Letters by action code (blkparse's, T = its "UT"; 16 abort, 17 driver data have none): the
+# categories of the `act` column, so that it costs one byte per event.
+ACT_LETTERS = ("N", "Q", "M", "F", "G", "S", "R", "D", "C", "P", "U", "T", "I", "X", "B", "A", "K", "Y", "?")
+ACT_ENUM = pl.Enum(ACT_LETTERS)
 # Capture.frames["events"] of a block capture: one row per trace record except notify records,
 # in processing order (time, then file and position).
 EVENTS = {
     "t_ns": pl.Int64,          # from the first record of the capture
     "seq": pl.Int64,
     "cpu": pl.Int32,
-    "action": pl.UInt32,       # raw: __BLK_TA_* | category bits << 16
-    "act": pl.Utf8,            # blkparse's letter (Q, G, I, D, C, M, F, ...; T is a timer unplug)
-    "rwbs": pl.Utf8,           # blkparse's RWBS field
-    "device": pl.Utf8,         # "major,minor"
+    "action": pl.UInt32,       # raw: __BLK_TA_* | category bits << 16 (RWBS: rwbs_expr)
+    "act": ACT_ENUM,           # blkparse's letter (Q, G, I, D, C, M, F, ...; T is a timer unplug)
+    "device": pl.UInt32,       # dev_t as blktrace records it: major << 20 | minor (dev_name())
     "sector": pl.Int64,
     "bytes": pl.Int64,
     "pid": pl.Int64,
     "error": pl.Int16,
-    "pdu_dev": pl.Utf8,        # remap: the device the bio came from
+    "pdu_dev": pl.UInt32,      # remap: the device the bio came from (null otherwise)
     "pdu_sector": pl.Int64,    # remap: its sector there; split: the new sector
     "pdu_int": pl.Int64,       # unplug: requests unplugged
     "file": pl.Int16,          # index into meta["files"]
@@ -92,30 +95,45 @@ def _rwbs(action: int, has_bytes: bool) -> str:
     return out
 
 
+def merge_order(times: list[np.ndarray]) -> np.ndarray | None:
+    """Stable time order of several runs (one per file) without a full sort when each run is
+    already in order (blktrace's per-CPU files are); None when the concatenation is in order."""
+    if all(np.all(t[1:] >= t[:-1]) for t in times):
+        merged = times[0]
+        order = np.arange(len(merged))
+        for t in times[1:]:
+            if len(merged) and len(t) and t[0] < merged[-1]:
+                pos_new = np.searchsorted(merged, t, side="right") + np.arange(len(t))
+                pos_old = np.searchsorted(t, merged, side="left") + np.arange(len(merged))
+                new_order = np.empty(len(merged) + len(t), np.int64)
+                new_order[pos_old] = order
+                new_order[pos_new] = np.arange(len(order), len(order) + len(t))
+                both = np.empty(len(new_order), np.int64)
+                both[pos_old], both[pos_new] = merged, t
+                merged, order = both, new_order
+            else:
+                order = np.concatenate([order, np.arange(len(order), len(order) + len(t))])
+                merged = np.concatenate([merged, t])
+        return None if np.all(order[1:] > order[:-1]) else order
+    return np.argsort(np.concatenate(times), kind="stable")
+
+
 def finish_events(raw: pl.DataFrame) -> pl.DataFrame:
-    """Raw records -> EVENTS (plus `time_abs`): notify records out, time order, names decoded."""
+    """RAW_EVENTS in processing order (see merge_order) -> EVENTS plus `time_abs`: notify
+    records out, times from the first record, action letters decoded."""
     raw = raw.filter((pl.col("action") & TC_NOTIFY) == 0)
-    if raw.height and not raw["time_abs"].is_sorted():
-        raw = raw.sort(["time_abs", "file", "position"], maintain_order=True)
     origin = raw["time_abs"].min() if raw.height else 0
-    key = (pl.col("action") & 0xFFFF0000) | (pl.col("bytes") > 0).cast(pl.UInt32)
-    combos = raw.select(key.alias("k")).unique()["k"].to_list()
-    rwbs = {k: _rwbs(k & 0xFFFF0000, bool(k & 1)) for k in combos}
-    devs = set(raw["device"].unique().to_list()) | set(raw.filter("has_remap")["pdu_dev"].unique().to_list())
-    names = {d: dev_name(d) for d in devs}
-    code = (pl.col("action") & 0xFF)
-    letters = {c: LETTER.get(c, f"?{c}") for c in raw.select(code.unique())["action"].to_list()}
+    code = (raw["action"].to_numpy() & 0xFF).astype(np.int64)
+    act = pl.Series("act", ACT_LETTERS, dtype=ACT_ENUM).gather(np.minimum(code, len(ACT_LETTERS) - 1))
+    is_x = pl.lit(pl.Series(code == TA["X"]))
     return raw.select(
         (pl.col("time_abs") - origin).alias("t_ns"),
-        "seq", "cpu", "action",
-        code.replace_strict(letters, return_dtype=pl.Utf8).alias("act"),
-        key.replace_strict(rwbs, return_dtype=pl.Utf8).alias("rwbs"),
-        pl.col("device").replace_strict(names, return_dtype=pl.Utf8),
+        "seq", "cpu", "action", act.alias("act"), "device",
         "sector", "bytes", "pid", "error",
-        pl.when("has_remap").then(pl.col("pdu_dev").replace_strict(names, default=None, return_dtype=pl.Utf8))
-        .alias("pdu_dev"),
-        pl.when(pl.col("has_remap") | ((code == TA["X"]) & pl.col("has_int"))).then("pdu_sector").alias("pdu_sector"),
-        pl.when(pl.col("has_int") & (code != TA["X"])).then("pdu_int").alias("pdu_int"),
+        pl.when("has_remap").then("pdu_dev").alias("pdu_dev"),
+        pl.when("has_remap").then("pdu_sector")
+        .when(is_x & pl.col("has_int")).then("pdu_int").alias("pdu_sector"),
+        pl.when(pl.col("has_int") & ~is_x).then("pdu_int").alias("pdu_int"),
         "file", "position", "time_abs",
     )
 
@@ -142,12 +160,13 @@ def _parse_window(window) -> tuple[int | None, int | None]:
     return lo_ns, hi_ns
 
 
-def _device_key(device) -> str:
+def _device_key(device) -> int:
+    """'8,0' (or '8:0') -> dev_t as blktrace records it."""
     text = str(device).replace(":", ",").replace(" ", "")
     major, sep, minor = text.partition(",")
     if not sep or not major.isdigit() or not minor.isdigit():
         raise UsageError(f"--device expects MAJOR,MINOR (e.g. 8,0), got {device!r}")
-    return f"{int(major)},{int(minor)}"
+    return (int(major) << 20) | int(minor)
 
 
 def _filtered(events: pl.DataFrame, opts: dict) -> pl.DataFrame:
@@ -164,268 +183,371 @@ def _filtered(events: pl.DataFrame, opts: dict) -> pl.DataFrame:
 
 # ---------------------------------------------------------------- the stage machine
 
-def _tdelta(frm: pl.Expr, to: pl.Expr) -> pl.Expr:
-    return pl.when(frm < to).then(to - frm).otherwise(1)
+NONE = -1
+BIG_T = np.iinfo(np.int64).max
 
 
-def _io_events(events: pl.DataFrame) -> pl.DataFrame:
-    """The records btt's machine sees, with `idx` = processing order, after pre-culling."""
-    ev = events.with_row_index("idx").with_columns(pl.col("idx").cast(pl.Int64))
-    ev = ev.filter(((pl.col("action") & TC_PC) == 0)
-                   & (pl.col("act").is_in(["R", "A"]) | (pl.col("bytes") > 0))
-                   & pl.col("act").is_in(["Q", "G", "S", "I", "M", "F", "D", "C", "R", "A"]))
-    first = ev.filter(pl.col("act").is_in(["Q", "A"])).group_by("device").agg(pl.col("idx").min().alias("first"))
-    ev = ev.join(first, on="device", how="inner").filter(pl.col("idx") >= pl.col("first")).drop("first")
-    return ev.sort("idx").with_columns((pl.col("sector") + pl.col("bytes") // SECTOR).alias("end"))
+def _unique(x: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (sort-based: numpy's hash-based unique is slow on big int64 arrays)."""
+    s = np.sort(x)
+    return s[np.concatenate(([True], s[1:] != s[:-1]))] if len(s) else s
 
 
-def _queues(ev: pl.DataFrame) -> pl.DataFrame:
-    """One row per Q: q (id), its key, times, and the idx of the Q that replaces it."""
-    q = ev.filter(pl.col("act") == "Q").select(
-        pl.col("idx").alias("q_idx"), "device", "sector", "end", pl.col("t_ns").alias("q_t"),
-        "pid", "bytes", "rwbs")
-    q = q.with_row_index("q").with_columns(pl.col("q").cast(pl.Int64))
-    nxt = q.sort("q_idx").select("q", pl.col("q_idx").shift(-1).over(["device", "sector"]).alias("replaced_idx"))
-    return q.join(nxt, on="q", how="left").sort("q_idx")
+def _tdelta(frm: np.ndarray, to: np.ndarray) -> np.ndarray:
+    """btt's tdelta: to - from, or 1 when to <= from."""
+    return np.where(frm < to, to - frm, 1)
 
 
-def _latest_q(x: pl.DataFrame, q: pl.DataFrame) -> pl.DataFrame:
-    """Each event joined to the latest earlier Q with the same (device, start sector)."""
-    right = q.select(pl.col("q_idx").alias("idx_q"), "device", "sector", "q", "q_idx", "end_q", "q_t",
-                     "close_idx")
-    return x.sort("idx").join_asof(right.sort("idx_q"), left_on="idx", right_on="idx_q",
-                                   by=["device", "sector"], strategy="backward", allow_exact_matches=False,
-                                   check_sortedness=False)
+class _Events:
+    """The records btt's machine sees, as numpy columns in processing order (after pre-culling)."""
+
+    CODES = ("Q", "G", "S", "I", "M", "F", "D", "C", "R", "A")
+
+    def __init__(self, events: pl.DataFrame):
+        action = events["action"].to_numpy()
+        code = (action & 0xFF).astype(np.int16)
+        nbytes = events["bytes"].to_numpy()
+        seen = np.zeros(256, bool)
+        seen[[TA[c] for c in self.CODES]] = True
+        wanted = seen[code] & ((action & TC_PC) == 0)
+        wanted &= (nbytes > 0) | (code == TA["R"]) | (code == TA["A"])
+        dev = events["device"].to_numpy()
+        self.devices = np.sort(events["device"].unique().to_numpy()).astype(np.int64)
+        dcode = np.searchsorted(self.devices, dev)
+        # pre-culling: a device's events before its first Q or A are not seen
+        qa = wanted & ((code == TA["Q"]) | (code == TA["A"]))
+        first = np.full(len(self.devices), len(code), np.int64)
+        for k in range(len(self.devices)):
+            hits = np.flatnonzero(qa & (dcode == k))
+            if len(hits):
+                first[k] = hits[0]
+        wanted &= np.arange(len(code)) >= first[dcode]
+        sel = np.flatnonzero(wanted)
+        self.row = sel                                   # row in the events frame
+        self.code = code[sel]
+        self.dev = dcode[sel].astype(np.int64)
+        self.sector = events["sector"].to_numpy()[sel]
+        self.bytes = nbytes[sel]
+        self.end = self.sector + self.bytes // SECTOR
+        self.t = events["t_ns"].to_numpy()[sel]
+        self.pid = events["pid"].to_numpy()[sel]
+        self.action = action[sel]
+        pdu_dev = events["pdu_dev"].fill_null(0).to_numpy()[sel].astype(np.int64)
+        known = np.isin(pdu_dev, self.devices)
+        self.pdu_dev = np.where(known, np.searchsorted(self.devices, pdu_dev), NONE)
+        self.pdu_sector = events["pdu_sector"].fill_null(0).to_numpy()[sel]
+        self.n = len(sel)
+        self._by_code = np.argsort(self.code, kind="stable")       # event indexes grouped by code
+        self._bounds = np.searchsorted(self.code[self._by_code], np.arange(257))
+
+    def of(self, *letters) -> np.ndarray:
+        """Event indexes (in processing order) of these actions."""
+        parts = [self._by_code[self._bounds[TA[x]]:self._bounds[TA[x] + 1]] for x in letters]
+        return parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts))
 
 
-def _scan(targets: pl.DataFrame, ev: pl.DataFrame, limit_col: str, first_only: bool) -> pl.DataFrame:
-    """Events of `ev` (one kind) after each target Q, on its device, whose range contains the Q,
-    before the target's `limit_col` idx. Vectorized over targets, SCAN_STEPS events at a time;
-    with `first_only` stops at the first hit. Returns (q, idx) pairs."""
-    if targets.height == 0 or ev.height == 0:
-        return pl.DataFrame(schema={"q": pl.Int64, "idx": pl.Int64})
-    devices = sorted(set(ev["device"].unique().to_list()) | set(targets["device"].unique().to_list()))
-    dcode = {d: i for i, d in enumerate(devices)}
-    e = ev.with_columns(pl.col("device").replace_strict(dcode, return_dtype=pl.Int64).alias("dc")).sort(["dc", "idx"])
-    e_dc, e_idx = e["dc"].to_numpy(), e["idx"].to_numpy()
-    e_start, e_end = e["sector"].to_numpy(), e["end"].to_numpy()
-    seg_end = np.searchsorted(e_dc, np.arange(len(devices)), side="right")
-    t = targets.with_columns(pl.col("device").replace_strict(dcode, return_dtype=pl.Int64).alias("dc"))
-    q, t_dc = t["q"].to_numpy(), t["dc"].to_numpy()
-    t_start, t_end, t_idx = t["sector"].to_numpy(), t["end_q"].to_numpy(), t["q_idx"].to_numpy()
-    limit = t[limit_col].fill_null(np.iinfo(np.int64).max).to_numpy()
-    big = np.int64(1) << 40
-    pos = np.searchsorted(e_dc * big + e_idx, t_dc * big + t_idx, side="right")
-    stop = seg_end[t_dc]
-    active = np.ones(len(q), bool)
-    hits_q, hits_idx = [], []
-    while active.any():
+class _Keys:
+    """Lookup "the latest Q with this (device, start sector) before event i" with sorted keys."""
+
+    def __init__(self, dev: np.ndarray, sector: np.ndarray, idx: np.ndarray, n_events: int):
+        self.shift = np.int64(1) << 47
+        key = dev * self.shift + sector
+        self.uniq = _unique(key)
+        kid = np.searchsorted(self.uniq, key)
+        self.span = np.int64(n_events + 1)
+        comp = kid * self.span + idx
+        self.order = np.argsort(comp, kind="stable")
+        self.comp = comp[self.order]
+
+    def latest(self, dev, sector, idx) -> np.ndarray:
+        """Index (into the Q arrays) of the latest Q before each idx with that key, or -1."""
+        key = dev * self.shift + sector
+        k = np.searchsorted(self.uniq, key)
+        found = (k < len(self.uniq)) & (self.uniq[np.minimum(k, len(self.uniq) - 1)] == key)
+        pos = np.searchsorted(self.comp, k * self.span + idx) - 1
+        ok = found & (pos >= 0)
+        ok &= (self.comp[np.maximum(pos, 0)] // self.span) == k
+        return np.where(ok, self.order[np.maximum(pos, 0)], NONE)
+
+    def next_same(self) -> np.ndarray:
+        """For each Q, the idx of the next Q with the same key (-1 when none)."""
+        nxt = np.full(len(self.order), NONE, np.int64)
+        same = (self.comp[1:] // self.span) == (self.comp[:-1] // self.span)
+        nxt[self.order[:-1][same]] = (self.comp[1:] % self.span)[same]
+        return nxt
+
+
+def _scan(q_sel, q_dev, q_start, q_end, q_idx, limit, ev: _Events, kinds: np.ndarray, first_only: bool):
+    """Events `kinds` (indexes into ev, in idx order) after each selected Q on its device whose
+    range contains the Q and whose idx is below the Q's limit. Vectorized over the Qs,
+    SCAN_STEPS events per round; with `first_only` a Q stops at its first hit.
+    Returns (q, event index) pairs."""
+    if len(q_sel) == 0 or len(kinds) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    order = kinds[np.lexsort((kinds, ev.dev[kinds]))]       # by device, then idx
+    e_dev, e_idx = ev.dev[order], order
+    e_start, e_end = ev.sector[order], ev.end[order]
+    span = np.int64(ev.n + 1)
+    comp = e_dev * span + e_idx
+    pos = np.searchsorted(comp, q_dev[q_sel] * span + q_idx[q_sel], side="right")
+    stop = np.searchsorted(e_dev, q_dev[q_sel], side="right")
+    lim = limit[q_sel]
+    active = np.arange(len(q_sel))
+    out_q, out_e = [], []
+    while len(active):
         for _ in range(SCAN_STEPS):
-            a = np.flatnonzero(active & (pos < stop))
-            active[active & (pos >= stop)] = False
-            if len(a) == 0:
+            active = active[pos[active] < stop[active]]
+            if len(active) == 0:
                 break
-            p = pos[a]
-            in_time = e_idx[p] < limit[a]
-            active[a[~in_time]] = False
-            hit = in_time & (e_start[p] <= t_start[a]) & (t_end[a] <= e_end[p])
-            hits_q.append(q[a[hit]])
-            hits_idx.append(e_idx[p[hit]])
+            p = pos[active]
+            active = active[e_idx[p] < lim[active]]
+            p = pos[active]
+            qs = q_sel[active]
+            hit = (e_start[p] <= q_start[qs]) & (q_end[qs] <= e_end[p])
+            out_q.append(qs[hit])
+            out_e.append(e_idx[p[hit]])
+            pos[active] += 1
             if first_only:
-                active[a[hit]] = False
-            pos[a] += 1
-    if not hits_q:
-        return pl.DataFrame(schema={"q": pl.Int64, "idx": pl.Int64})
-    return pl.DataFrame({"q": np.concatenate(hits_q).astype(np.int64),
-                         "idx": np.concatenate(hits_idx).astype(np.int64)})
+                active = active[~hit]
+    if not out_q:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(out_q), np.concatenate(out_e)
 
 
-def _closes(ev: pl.DataFrame, q: pl.DataFrame, maybe_merged: pl.Series) -> pl.DataFrame:
-    """q -> close_idx (first C containing it before it is replaced) and that C's idx."""
-    c = ev.filter(pl.col("act") == "C").select("idx", "device", "sector", "end")
-    qq = q.with_columns(pl.col("end").alias("end_q"), pl.lit(None, pl.Int64).alias("close_idx"))
-    exact = _latest_q(c, qq).filter(pl.col("q").is_not_null() & (pl.col("end") >= pl.col("end_q")))
-    exact = exact.group_by("q").agg(pl.col("idx").min().alias("c_idx"))
-    qq = qq.join(exact, on="q", how="left")
-    limit = pl.min_horizontal(pl.col("replaced_idx"), pl.col("c_idx"))
-    need = qq.filter(pl.col("q").is_in(maybe_merged.implode()) | pl.col("c_idx").is_null())
-    scanned = _scan(need.with_columns(limit.alias("limit")), c, "limit", first_only=True)
-    scanned = scanned.group_by("q").agg(pl.col("idx").min().alias("c_scan"))
-    qq = qq.join(scanned, on="q", how="left").with_columns(
-        pl.min_horizontal("c_idx", "c_scan").alias("c_idx")).drop("c_scan")
-    return qq.with_columns(
-        pl.min_horizontal(pl.col("replaced_idx"), pl.col("c_idx")).alias("close_idx"),
-        pl.when(pl.col("c_idx") < pl.col("replaced_idx").fill_null(np.iinfo(np.int64).max))
-        .then("c_idx").alias("c_idx"))
+def _last_before(q_query, idx_query, q_hist, idx_hist):
+    """For each query (q, idx): position in the history arrays of the same q's latest entry with
+    a smaller idx, or -1."""
+    if len(q_hist) == 0:
+        return np.full(len(q_query), NONE, np.int64)
+    span = np.int64(max(int(idx_hist.max()), int(idx_query.max(initial=0))) + 2)
+    comp = q_hist * span + idx_hist
+    order = np.argsort(comp, kind="stable")
+    sc = comp[order]
+    pos = np.searchsorted(sc, q_query * span + idx_query) - 1
+    ok = (pos >= 0) & ((sc[np.maximum(pos, 0)] // span) == q_query)
+    return np.where(ok, order[np.maximum(pos, 0)], NONE)
 
 
 def machine(events: pl.DataFrame) -> dict:
-    """Run the btt stage machine -> {"queues": per-Q frame, "samples": stage samples}."""
-    ev = _io_events(events)
-    q = _queues(ev)
-    q = q.with_columns(pl.col("end").alias("end_q"), pl.lit(None, pl.Int64).alias("close_idx"))
-    # bios that may end up inside a request starting elsewhere: merged ones, and the request
-    # start a front merge was glued to
-    mf = _latest_q(ev.filter(pl.col("act").is_in(["M", "F"])).select("idx", "device", "sector", "end", "act"), q)
-    fronted = ev.filter(pl.col("act") == "F").select("device", pl.col("end").alias("sector"), "idx")
-    fronted = _latest_q(fronted, q)["q"].drop_nulls()
-    maybe_merged = pl.concat([mf["q"].drop_nulls(), fronted]).unique()
-    q = _closes(ev, q.drop("end_q", "close_idx"), maybe_merged)
-    q = q.with_columns(pl.col("end").alias("end_q"))
-    idx_t = ev.select("idx", "t_ns")
+    """Run the btt stage machine -> per-Q frame and the stage samples."""
+    ev = _Events(events)
+    qi = ev.of("Q")                                     # event index of each Q
+    q_dev, q_start, q_end, q_t = ev.dev[qi], ev.sector[qi], ev.end[qi], ev.t[qi]
+    keys = _Keys(q_dev, q_start, qi, ev.n)
+    replaced = keys.next_same()
+    nq = len(qi)
 
-    def matched(acts):
-        x = ev.filter(pl.col("act").is_in(acts)).select("idx", "device", "sector", "end", "t_ns", "act")
-        x = _latest_q(x, q).filter(pl.col("q").is_not_null())
-        return x.filter(pl.col("idx") < pl.col("close_idx").fill_null(np.iinfo(np.int64).max))
+    def lookup(sel):
+        return keys.latest(ev.dev[sel], ev.sector[sel], sel)
 
-    g, s, i, m = matched(["G"]), matched(["S"]), matched(["I"]), matched(["M", "F"])
-    # D applications: exact key (D starts at the Q), plus contained Qs found by scanning
-    d_exact = matched(["D"]).filter(pl.col("end_q") <= pl.col("end")).select("q", "idx")
-    d_need = q.filter(pl.col("q").is_in(maybe_merged.implode())
-                      | ~pl.col("q").is_in(d_exact["q"].implode()))
-    d_scan = _scan(d_need, ev.filter(pl.col("act") == "D").select("idx", "device", "sector", "end"),
-                   "close_idx", first_only=False)
-    d_app = pl.concat([d_exact, d_scan]).unique().join(idx_t, on="idx").rename({"t_ns": "d_t"}).sort("idx")
-    return _samples(ev, q, g, s, i, m, d_app, idx_t)
+    # bios that may sit inside a request starting elsewhere: merged, or glued to by a front merge
+    mf = ev.of("M", "F")
+    mf_q = lookup(mf)
+    fr = ev.of("F")
+    fronted = keys.latest(ev.dev[fr], ev.end[fr], fr)
+    maybe = np.zeros(nq, bool)
+    maybe[mf_q[mf_q >= 0]] = True
+    maybe[fronted[fronted >= 0]] = True
 
+    # completion: the first C containing the Q before another Q replaces it
+    c_ev = ev.of("C")
+    c_q = lookup(c_ev)
+    ok = (c_q >= 0)
+    ok[ok] &= ev.end[c_ev[ok]] >= q_end[c_q[ok]]
+    c_idx = np.full(nq, BIG_T, np.int64)
+    np.minimum.at(c_idx, c_q[ok], c_ev[ok])
+    rep = np.where(replaced >= 0, replaced, BIG_T)
+    c_idx[c_idx >= rep] = BIG_T
+    need = np.flatnonzero(maybe | (c_idx == BIG_T))
+    sq, se = _scan(need, q_dev, q_start, q_end, qi, np.minimum(rep, c_idx), ev, c_ev, first_only=True)
+    np.minimum.at(c_idx, sq, se)
+    close = np.minimum(rep, c_idx)
+    done = c_idx < rep
 
-def _last_before(left: pl.DataFrame, right: pl.DataFrame, name: str) -> pl.DataFrame:
-    """For each left row (q, idx): the latest right time of the same q strictly before idx."""
-    r = right.select("q", pl.col("idx").alias(f"{name}_idx"), pl.col("t_ns").alias(f"{name}_t")).sort(f"{name}_idx")
-    return left.sort("idx").join_asof(r, left_on="idx", right_on=f"{name}_idx", by="q",
-                                      strategy="backward", allow_exact_matches=False, check_sortedness=False)
+    def matched(*letters):
+        sel = ev.of(*letters)
+        q = lookup(sel)
+        live = q >= 0
+        live[live] &= sel[live] < close[q[live]]
+        return q[live], sel[live]
 
-
-def _samples(ev, q, g, s, i, m, d_app, idx_t) -> dict:
-    qcols = q.select("q", "device", "pid", "q_t", "bytes")
-    parts = []
-
-    def add(name, frame, value):
-        parts.append(frame.join(qcols, on="q", how="left", suffix="_q").select(
-            pl.lit(name).alias("stage"), "q", pl.col("device"), "pid", value.alias("ns")))
-
-    add("Q2G", g, _tdelta(pl.col("q_t"), pl.col("t_ns")))
-    sg = _last_before(g.select("q", "idx", "t_ns"), s.select("q", "idx", "t_ns"), "s").filter(pl.col("s_t").is_not_null())
-    add("S2G", sg, _tdelta(pl.col("s_t"), pl.col("t_ns")))
-    gi = _last_before(i.select("q", "idx", "t_ns"), g.select("q", "idx", "t_ns"), "g").filter(pl.col("g_t").is_not_null())
-    add("G2I", gi, _tdelta(pl.col("g_t"), pl.col("t_ns")))
-    add("Q2M", m, _tdelta(pl.col("q_t"), pl.col("t_ns")))
-    di = _last_before(d_app.rename({"d_t": "t_ns"}), i.select("q", "idx", "t_ns"), "i")
-    di = _last_before(di, m.select("q", "idx", "t_ns"), "m")
-    add("I2D", di.filter(pl.col("i_t").is_not_null()), _tdelta(pl.col("i_t"), pl.col("t_ns")))
-    add("M2D", di.filter(pl.col("i_t").is_null() & pl.col("m_t").is_not_null()),
-        _tdelta(pl.col("m_t"), pl.col("t_ns")))
-    done = q.filter(pl.col("c_idx").is_not_null()).join(idx_t.rename({"idx": "c_idx", "t_ns": "c_t"}), on="c_idx")
-    done = _last_before(done.select("q", pl.col("c_idx").alias("idx"), "c_t", "q_t"),
-                        d_app.select("q", "idx", pl.col("d_t").alias("t_ns")), "d")
-    dm = _is_remapper(pl.col("device"))
-    q2c = done.join(qcols.select("q", "device"), on="q").with_columns(dm.alias("dm"))
-    parts.append(q2c.join(qcols.select("q", "pid"), on="q").select(
-        pl.when("dm").then(pl.lit("Q2Cdm")).otherwise(pl.lit("Q2C")).alias("stage"), "q", "device", "pid",
-        _tdelta(pl.col("q_t"), pl.col("c_t")).alias("ns")))
-    add("D2C", done.filter(pl.col("d_t").is_not_null()), _tdelta(pl.col("d_t"), pl.col("c_t")))
-    parts.extend(_q2q(q))
-    parts.append(_q2a(ev, q))
-    samples = pl.concat([p.select(pl.col("stage").cast(pl.Utf8), pl.col("q").cast(pl.Int64),
-                                  pl.col("device").cast(pl.Utf8), pl.col("pid").cast(pl.Int64),
-                                  pl.col("ns").cast(pl.Int64)) for p in parts])
-    per_q = _per_q(q, g, gi, m, di, done)
-    return {"queues": per_q, "samples": samples, "events": ev}
+    g_q, g_e = matched("G")
+    s_q, s_e = matched("S")
+    i_q, i_e = matched("I")
+    m_q, m_e = matched("M", "F")
+    d_q, d_e = matched("D")
+    fits = q_end[d_q] <= ev.end[d_e]
+    d_q, d_e = d_q[fits], d_e[fits]
+    has_d = np.zeros(nq, bool)
+    has_d[d_q] = True
+    need = np.flatnonzero(maybe | ~has_d)
+    sq, se = _scan(need, q_dev, q_start, q_end, qi, close, ev, ev.of("D"), first_only=False)
+    pairs = _unique(np.concatenate([d_q, sq]) * np.int64(ev.n + 1) + np.concatenate([d_e, se]))
+    d_q, d_e = pairs // (ev.n + 1), pairs % (ev.n + 1)
+    return _stage_samples(ev, qi, q_t, done, c_idx, (g_q, g_e), (s_q, s_e), (i_q, i_e), (m_q, m_e),
+                          (d_q, d_e))
 
 
-def _q2q(q: pl.DataFrame) -> list[pl.DataFrame]:
-    """Q2Q per device and across devices ('all' shares one last-Q time, as btt's does)."""
-    q = q.sort("q_idx").with_columns(_is_remapper(pl.col("device")).alias("dm"))
-    name = pl.when("dm").then(pl.lit("Q2Qdm")).otherwise(pl.lit("Q2Q"))
-    gap = lambda prev: pl.when(pl.col("q_t") > prev).then(pl.col("q_t") - prev).otherwise(1)  # noqa: E731
-    per_dev = q.with_columns(pl.col("q_t").shift(1).over("device").alias("prev")).filter(pl.col("prev").is_not_null())
-    per_dev = per_dev.select(name.alias("stage"), "q", "device", "pid", gap(pl.col("prev")).alias("ns"))
-    overall = q.with_columns(pl.col("q_t").shift(1).alias("prev")).filter(pl.col("prev").is_not_null())
-    overall = overall.select(name.alias("stage"), "q", pl.lit("all").alias("device"), "pid",
-                             gap(pl.col("prev")).alias("ns"))
-    return [per_dev, overall]
+def _stage_samples(ev, qi, q_t, done, c_idx, g, s, i, m, d) -> dict:
+    t = ev.t
+    q_dev = ev.dev[qi]
+    samples = {}                                       # stage -> (q, ns)
+    samples["Q2G"] = (g[0], _tdelta(q_t[g[0]], t[g[1]]))
+    k = _last_before(g[0], g[1], s[0], s[1])
+    samples["S2G"] = (g[0][k >= 0], _tdelta(t[s[1][k[k >= 0]]], t[g[1][k >= 0]]))
+    k = _last_before(i[0], i[1], g[0], g[1])
+    samples["G2I"] = (i[0][k >= 0], _tdelta(t[g[1][k[k >= 0]]], t[i[1][k >= 0]]))
+    samples["Q2M"] = (m[0], _tdelta(q_t[m[0]], t[m[1]]))
+    ki = _last_before(d[0], d[1], i[0], i[1])
+    km = _last_before(d[0], d[1], m[0], m[1])
+    use_i, use_m = ki >= 0, (ki < 0) & (km >= 0)
+    samples["I2D"] = (d[0][use_i], _tdelta(t[i[1][ki[use_i]]], t[d[1][use_i]]))
+    samples["M2D"] = (d[0][use_m], _tdelta(t[m[1][km[use_m]]], t[d[1][use_m]]))
+    qd = np.flatnonzero(done)
+    c_t = t[c_idx[qd]]
+    dm = np.isin(ev.devices >> 20, REMAPPER_MAJORS)
+    q2c = _tdelta(q_t[qd], c_t)
+    samples["Q2C"] = (qd[~dm[q_dev[qd]]], q2c[~dm[q_dev[qd]]])
+    samples["Q2Cdm"] = (qd[dm[q_dev[qd]]], q2c[dm[q_dev[qd]]])
+    kd = _last_before(qd, c_idx[qd], d[0], d[1])
+    samples["D2C"] = (qd[kd >= 0], _tdelta(t[d[1][kd[kd >= 0]]], c_t[kd >= 0]))
+    samples.update(_q2q(q_t, q_dev, dm))
+    samples.update(_q2a(ev, qi, q_t))
+    per_q = _per_q(ev, qi, q_t, done, c_idx, samples, g, i, m, d)
+    return {"ev": ev, "qi": qi, "samples": samples, "per_q": per_q}
 
 
-def _q2a(ev: pl.DataFrame, q: pl.DataFrame) -> pl.DataFrame:
+def _q2q(q_t, q_dev, dm) -> dict:
+    """Q2Q between consecutive Qs of a device, and across devices ("all" shares one last Q)."""
+    out = {}
+    gap = np.diff(q_t)
+    overall = np.where(gap > 0, gap, 1)
+    after = np.arange(1, len(q_t))
+    is_dm = dm[q_dev[after]]
+    out["Q2Q@all"] = (after[~is_dm], overall[~is_dm])
+    out["Q2Qdm@all"] = (after[is_dm], overall[is_dm])
+    order = np.lexsort((np.arange(len(q_t)), q_dev))
+    same = q_dev[order][1:] == q_dev[order][:-1]
+    gap = np.diff(q_t[order])[same]
+    qs = order[1:][same]
+    val = np.where(gap > 0, gap, 1)
+    is_dm = dm[q_dev[qs]]
+    out["Q2Q"] = (qs[~is_dm], val[~is_dm])
+    out["Q2Qdm"] = (qs[is_dm], val[is_dm])
+    return out
+
+
+def _q2a(ev, qi, q_t) -> dict:
     """A remap: Q2A for the Q on the device the bio came from (btt's update_q2a)."""
-    a = ev.filter((pl.col("act") == "A") & pl.col("pdu_dev").is_not_null()).select(
-        "idx", "t_ns", pl.col("pdu_dev").alias("device"), pl.col("pdu_sector").alias("sector"))
-    if a.height == 0:
-        return pl.DataFrame(schema={"stage": pl.Utf8, "q": pl.Int64, "device": pl.Utf8, "pid": pl.Int64,
-                                    "ns": pl.Int64})
-    a = _latest_q(a, q).filter(pl.col("q").is_not_null()
-                               & (pl.col("idx") < pl.col("close_idx").fill_null(np.iinfo(np.int64).max)))
-    a = a.join(q.select("q", "pid"), on="q")
-    dm = _is_remapper(pl.col("device"))
-    return a.select(pl.when(dm).then(pl.lit("Q2Adm")).otherwise(pl.lit("Q2A")).alias("stage"),
-                    "q", "device", "pid", _tdelta(pl.col("q_t"), pl.col("t_ns")).alias("ns"))
+    a = ev.of("A")
+    a = a[ev.pdu_dev[a] >= 0]
+    keys = _Keys(ev.dev[qi], ev.sector[qi], qi, ev.n) if len(a) else None
+    if keys is None:
+        return {"Q2A": (np.zeros(0, np.int64), np.zeros(0, np.int64))}
+    q = keys.latest(ev.pdu_dev[a], ev.pdu_sector[a], a)
+    ok = q >= 0
+    val = _tdelta(q_t[q[ok]], ev.t[a[ok]])
+    dm = np.isin(ev.devices >> 20, REMAPPER_MAJORS)[ev.dev[qi][q[ok]]]
+    return {"Q2A": (q[ok][~dm], val[~dm]), "Q2Adm": (q[ok][dm], val[dm])}
 
 
-def _per_q(q, g, gi, m, di, done) -> pl.DataFrame:
-    """One row per Q with its last sample of each stage (btt keeps the last time it saw)."""
-    def last(frame, value, name):
-        return frame.sort("idx").group_by("q").agg(value.last().alias(name))
-    out = q
-    out = out.join(last(g.join(q.select("q", "q_t"), on="q", suffix="_q"),
-                        _tdelta(pl.col("q_t"), pl.col("t_ns")), "q2g_ns"), on="q", how="left")
-    out = out.join(last(gi, _tdelta(pl.col("g_t"), pl.col("t_ns")), "g2i_ns"), on="q", how="left")
-    out = out.join(last(m.join(q.select("q", "q_t"), on="q", suffix="_q"),
-                        _tdelta(pl.col("q_t"), pl.col("t_ns")), "q2m_ns"), on="q", how="left")
-    out = out.join(last(di.filter(pl.col("i_t").is_not_null()), _tdelta(pl.col("i_t"), pl.col("t_ns")), "i2d_ns"),
-                   on="q", how="left")
-    out = out.join(last(di, pl.col("t_ns"), "d_t"), on="q", how="left")
-    out = out.join(done.select("q", "c_t", pl.when(pl.col("d_t").is_not_null())
-                               .then(_tdelta(pl.col("d_t"), pl.col("c_t"))).alias("d2c_ns"),
-                               _tdelta(pl.col("q_t"), pl.col("c_t")).alias("q2c_ns")), on="q", how="left")
-    return out.sort("q_idx")
+def _last_value(nq, sample, order_idx):
+    """Per Q, the value of its last sample (by event order), NaN-free: -1 when none."""
+    q, val = sample
+    out = np.full(nq, NONE, np.int64)
+    o = np.argsort(order_idx, kind="stable")
+    out[q[o]] = val[o]
+    return out
 
 
-def _is_remapper(device: pl.Expr) -> pl.Expr:
-    return device.str.split(",").list.first().cast(pl.Int64).is_in(list(REMAPPER_MAJORS))
+def _per_q(ev, qi, q_t, done, c_idx, samples, g, i, m, d) -> pl.DataFrame:
+    """One row per Q: its last sample of each stage (btt keeps the last time it saw)."""
+    nq = len(qi)
+    t = ev.t
+    k = _last_before(i[0], i[1], g[0], g[1])
+    g2i = (i[0][k >= 0], _tdelta(t[g[1][k[k >= 0]]], t[i[1][k >= 0]]))
+    ki = _last_before(d[0], d[1], i[0], i[1])
+    use_i = ki >= 0
+    i2d = (d[0][use_i], _tdelta(t[i[1][ki[use_i]]], t[d[1][use_i]]))
+    d_t = _last_value(nq, (d[0], t[d[1]]), d[1])
+    cols = {
+        "q": np.arange(nq), "q_idx": qi, "row": ev.row[qi], "device": ev.devices[ev.dev[qi]],
+        "sector": ev.sector[qi], "bytes": ev.bytes[qi], "pid": ev.pid[qi], "action": ev.action[qi],
+        "q_t": q_t,
+        "q2g_ns": _last_value(nq, samples["Q2G"], g[1]),
+        "g2i_ns": _last_value(nq, g2i, i[1][k >= 0]),
+        "q2m_ns": _last_value(nq, samples["Q2M"], m[1]),
+        "i2d_ns": _last_value(nq, i2d, d[1][use_i]),
+        "d_t": d_t,
+        "c_t": np.where(done, t[np.minimum(c_idx, ev.n - 1)], NONE),
+    }
+    df = pl.DataFrame(cols)
+    none = lambda c: pl.when(pl.col(c) == NONE).then(None).otherwise(pl.col(c))  # noqa: E731
+    df = df.with_columns(*(none(c).alias(c) for c in ("q2g_ns", "g2i_ns", "q2m_ns", "i2d_ns", "d_t", "c_t")))
+    return df.with_columns(
+        pl.when(pl.col("d_t").is_not_null() & pl.col("c_t").is_not_null())
+        .then(pl.when(pl.col("d_t") < pl.col("c_t")).then(pl.col("c_t") - pl.col("d_t")).otherwise(1))
+        .alias("d2c_ns"),
+        pl.when(pl.col("c_t").is_not_null())
+        .then(pl.when(pl.col("q_t") < pl.col("c_t")).then(pl.col("c_t") - pl.col("q_t")).otherwise(1))
+        .alias("q2c_ns"),
+        pl.col("device").cast(pl.UInt32))
 
 
 # ---------------------------------------------------------------- statistics
 
-def stage_stats(samples: pl.DataFrame) -> pl.DataFrame:
-    """btt's avg_info per (device, stage) plus device "all": n, min, avg, max, total."""
-    aggs = [pl.len().alias("n"), pl.col("ns").min().alias("min_ns"), pl.col("ns").mean().alias("avg_ns"),
-            pl.col("ns").max().alias("max_ns"), pl.col("ns").sum().alias("total_ns")]
-    per_dev = samples.filter(pl.col("device") != "all").group_by("device", "stage").agg(aggs)
-    overall_q2q = samples.filter((pl.col("device") == "all")).group_by("stage").agg(aggs)
-    others = samples.filter(pl.col("device") != "all").filter(~pl.col("stage").is_in(["Q2Q", "Q2Qdm"]))
-    overall = pl.concat([overall_q2q, others.group_by("stage").agg(aggs)]).with_columns(
-        pl.lit("all").alias("device"))
-    out = pl.concat([per_dev, overall.select(per_dev.columns)])
+STATS = {"device": pl.Utf8, "stage": pl.Utf8, "n": pl.Int64, "min_ns": pl.Int64, "avg_ns": pl.Float64,
+         "max_ns": pl.Int64, "total_ns": pl.Int64}
+
+
+def stage_stats(run: dict, keep_q: np.ndarray | None = None) -> pl.DataFrame:
+    """btt's avg_info per (device, stage) and for device "all": n, min, avg, max, total."""
+    ev, qi = run["ev"], run["qi"]
+    q_dev = ev.dev[qi]
+    rows = []
+
+    def add(device, stage, vals):
+        if len(vals):
+            total = int(vals.sum())
+            rows.append((device, stage, len(vals), int(vals.min()), total / len(vals), int(vals.max()), total))
+
+    for stage, (q, ns) in run["samples"].items():
+        if keep_q is not None:
+            sel = keep_q[q]
+            q, ns = q[sel], ns[sel]
+        name, _, scope = stage.partition("@")
+        if scope == "all":
+            add("all", name, ns)
+            continue
+        for k, dev in enumerate(ev.devices):
+            add(dev_name(int(dev)), name, ns[q_dev[q] == k])
+        if name not in ("Q2Q", "Q2Qdm"):
+            add("all", name, ns)
     order = {name: k for k, name in enumerate(STAGE_ORDER)}
-    return out.with_columns(pl.col("stage").replace_strict(order, return_dtype=pl.Int32).alias("_o")) \
-        .sort(pl.col("device") == "all", "device", "_o").drop("_o").with_columns(pl.col("n").cast(pl.Int64))
+    rows.sort(key=lambda r: (r[0] == "all", _dev_sort(r[0]), order[r[1]]))
+    return pl.DataFrame(rows, schema=STATS, orient="row")
 
 
 def overhead(stats: pl.DataFrame) -> pl.DataFrame:
     """btt's Device Overhead: each stage's total as % of Q2C's, per device and Overall."""
-    per = stats.filter(pl.col("device") != "all")
-    wide = {(r["device"], r["stage"]): r for r in per.iter_rows(named=True)}
-    devices = sorted({d for d, _ in wide}, key=_dev_sort)
-    rows, sums = [], {name: 0 for name in OVERHEAD + ("Q2C",)}
-    ns = {name: 0 for name in OVERHEAD}
+    per = {(r["device"], r["stage"]): r for r in stats.filter(pl.col("device") != "all").iter_rows(named=True)}
+    devices = sorted({d for d, _ in per}, key=_dev_sort)
+    rows, sums, ns = [], {name: 0 for name in OVERHEAD + ("Q2C",)}, {name: 0 for name in OVERHEAD}
     for dev in devices:
-        q2c = wide.get((dev, "Q2C"))
-        if not q2c or q2c["n"] == 0 or q2c["total_ns"] == 0:
+        q2c = per.get((dev, "Q2C"))
+        if not q2c or q2c["total_ns"] == 0:
             continue
         row = {"device": dev}
         for name in OVERHEAD:
-            st = wide.get((dev, name))
+            st = per.get((dev, name))
             row[name] = 100.0 * (st["total_ns"] if st else 0) / q2c["total_ns"]
             sums[name] += st["total_ns"] if st else 0
             ns[name] += st["n"] if st else 0
         sums["Q2C"] += q2c["total_ns"]
         rows.append(row)
     if rows:
-        overall = {"device": "Overall"}
-        for name in OVERHEAD:
-            overall[name] = 100.0 * sums[name] / sums["Q2C"] if ns[name] else 0.0
-        rows.append(overall)
+        rows.append({"device": "Overall", **{name: (100.0 * sums[name] / sums["Q2C"] if ns[name] else 0.0)
+                                             for name in OVERHEAD}})
     return pl.DataFrame(rows, schema={"device": pl.Utf8, **{n: pl.Float64 for n in OVERHEAD}})
 
 
@@ -435,14 +557,14 @@ def _dev_sort(dev: str):
 
 
 def _btt_categories(stats: pl.DataFrame, n_done: int) -> pl.DataFrame:
-    """Profile "btt": Overall Device Overhead rows; normalized = stage total / I/Os completed."""
+    """Profile "btt": the Overall Device Overhead row; normalized = stage total / I/Os completed."""
     od = overhead(stats)
     overall = od.filter(pl.col("device") == "Overall")
-    per = stats.filter(pl.col("device") != "all")
-    counted = set(od.filter(pl.col("device") != "Overall")["device"].to_list())
+    counted = od.filter(pl.col("device") != "Overall")["device"].to_list()
+    per = stats.filter(pl.col("device").is_in(counted))
     rows = []
     for name in OVERHEAD:
-        total = int(per.filter((pl.col("stage") == name) & pl.col("device").is_in(list(counted)))["total_ns"].sum())
+        total = int(per.filter(pl.col("stage") == name)["total_ns"].sum())
         rows.append({"name": name, "total_ns": total,
                      "percent": float(overall[name][0]) if overall.height else 0.0,
                      "normalized_ns": total / n_done if n_done else None})
@@ -450,109 +572,143 @@ def _btt_categories(stats: pl.DataFrame, n_done: int) -> pl.DataFrame:
                                       "normalized_ns": pl.Float64})
 
 
-# ---------------------------------------------------------------- per device, time
+# ---------------------------------------------------------------- per device, per process, sizes
 
-def busy_segments(queues: pl.DataFrame, start_ns: int, end_ns: int) -> pl.DataFrame:
-    """Per device, Busy (at least one request between D and C) and Idle time, tiling the trace."""
+def _busy_runs(queues: pl.DataFrame) -> pl.DataFrame:
+    """Per device, maximal intervals with at least one request between its D and its C."""
     iv = queues.filter(pl.col("d_t").is_not_null() & pl.col("c_t").is_not_null()).select(
         "device", pl.col("d_t").alias("s"), pl.max_horizontal("d_t", "c_t").alias("e")).sort("device", "s")
-    iv = iv.with_columns(pl.col("e").cum_max().over("device").shift(1).over("device").alias("prev_end"))
-    iv = iv.with_columns((pl.col("prev_end").is_null() | (pl.col("s") > pl.col("prev_end")))
+    iv = iv.with_columns(pl.col("e").cum_max().shift(1).over("device").alias("reach"))
+    iv = iv.with_columns((pl.col("reach").is_null() | (pl.col("s") > pl.col("reach")))
                          .cast(pl.Int64).cum_sum().over("device").alias("run"))
-    busy = iv.group_by("device", "run").agg(pl.col("s").min(), pl.col("e").max()).sort("device", "s")
-    rows = []
-    for dev, part in busy.group_by("device", maintain_order=True):
-        t = start_ns
-        for s, e in zip(part["s"].to_list(), part["e"].to_list()):
-            if s > t:
-                rows.append((dev[0], t, s, "IDLE", "Idle"))
-            rows.append((dev[0], s, e, "BUSY", "Busy"))
-            t = e
-        if end_ns > t:
-            rows.append((dev[0], t, end_ns, "IDLE", "Idle"))
-    seg = {"start_ns": [r[1] for r in rows], "end_ns": [r[2] for r in rows],
-           "phase": [r[3] for r in rows], "category": [r[4] for r in rows]}
-    return schema.frame(seg, schema.SEGMENTS).with_columns(pl.Series("device", [r[0] for r in rows], pl.Utf8))
+    return iv.group_by("device", "run").agg(pl.col("s").min(), pl.col("e").max()).sort("device", "s")
 
 
-def depth_stats(queues: pl.DataFrame) -> pl.DataFrame:
-    """Per device: max and time-averaged number of requests between D and C."""
-    iv = queues.filter(pl.col("d_t").is_not_null() & pl.col("c_t").is_not_null())
-    steps = pl.concat([iv.select("device", pl.col("d_t").alias("t"), pl.lit(1).alias("x")),
-                       iv.select("device", pl.col("c_t").alias("t"), pl.lit(-1).alias("x"))])
-    steps = steps.sort("device", "t", "x").with_columns(pl.col("x").cum_sum().over("device").alias("depth"))
-    return steps.group_by("device").agg(pl.col("depth").max().alias("max_depth"))
+def busy_segments(queues: pl.DataFrame, start_ns: int, end_ns: int) -> pl.DataFrame:
+    """Per device, "Busy" (a request between D and C) and "Idle" segments tiling the trace."""
+    runs = _busy_runs(queues)
+    idle = runs.with_columns(pl.col("e").shift(1).over("device").fill_null(start_ns).alias("prev")) \
+        .filter(pl.col("s") > pl.col("prev")).select("device", pl.col("prev").alias("s"), pl.col("s").alias("e"))
+    tail = runs.group_by("device").agg(pl.col("e").max().alias("s")).filter(pl.col("s") < end_ns) \
+        .with_columns(pl.lit(end_ns, pl.Int64).alias("e"))
+    seg = pl.concat([runs.select("device", "s", "e", pl.lit("BUSY").alias("phase")),
+                     idle.select("device", "s", "e", pl.lit("IDLE").alias("phase")),
+                     tail.select("device", "s", "e", pl.lit("IDLE").alias("phase"))]).sort("device", "s")
+    n = seg.height
+    out = seg.select(
+        pl.col("s").alias("start_ns"), pl.col("e").alias("end_ns"), "phase",
+        pl.when(pl.col("phase") == "BUSY").then(pl.lit("Busy")).otherwise(pl.lit("Idle")).alias("category"),
+        *(pl.lit(None, dtype).alias(c) for c, dtype in schema.SEGMENTS.items()
+          if c not in ("start_ns", "end_ns", "phase", "category")),
+        _dev_names(pl.col("device")).alias("device"))
+    assert out.height == n
+    return schema.validate(out, schema.SEGMENTS, "block segments")
 
 
-def device_table(ev: pl.DataFrame, queues: pl.DataFrame, segments: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
-    counts = ev.group_by("device").agg(
-        (pl.col("act") == "Q").sum().alias("queued"), (pl.col("act") == "D").sum().alias("dispatched"),
-        (pl.col("act") == "C").sum().alias("completed_events"),
-        pl.col("act").is_in(["M", "F"]).sum().alias("merges"), (pl.col("act") == "R").sum().alias("requeues"))
+def _dev_names(col: pl.Expr) -> pl.Expr:
+    return pl.format("{},{}", (col.cast(pl.Int64) // (1 << 20)), (col.cast(pl.Int64) % (1 << 20)))
+
+
+def device_table(events: pl.DataFrame, queues: pl.DataFrame, segments: pl.DataFrame, elapsed_ns: int):
+    act = pl.col("act")
+    by = events.group_by("device", "act").len()
+    count = lambda *letters: pl.col("len").filter(pl.col("act").is_in(letters)).sum()  # noqa: E731
+    counts = by.group_by("device").agg(count("Q").alias("queued"), count("D").alias("dispatched"),
+                                       count("M", "F").alias("merges"), count("R").alias("requeues"))
     done = queues.filter(pl.col("c_t").is_not_null())
     per = done.group_by("device").agg(
         pl.len().alias("ios_completed"), pl.col("bytes").sum().alias("bytes"),
-        pl.col("rwbs").str.contains("W").sum().alias("writes"),
+        ((pl.col("action") & (TC["WRITE"] << TC_SHIFT)) != 0).sum().alias("writes"),
         ((pl.col("c_t") - pl.col("d_t")).clip(lower_bound=0).sum() / max(elapsed_ns, 1)).alias("avg_depth"))
     busy = segments.filter(pl.col("category") == "Busy").group_by("device").agg(
         (pl.col("end_ns") - pl.col("start_ns")).sum().alias("busy_ns"))
-    d = ev.filter(pl.col("act") == "D").sort("idx").with_columns(
-        (pl.col("sector") - pl.col("end").shift(1).over("device")).abs().alias("seek"))
-    seeks = d.group_by("device").agg(pl.col("seek").drop_nulls().mean().alias("seek_mean_sectors"),
-                                     pl.col("seek").drop_nulls().median().alias("seek_median_sectors"),
+    d = events.filter(act == "D").select(
+        "device", (pl.col("sector") - (pl.col("sector") + pl.col("bytes") // SECTOR).shift(1).over("device"))
+        .abs().alias("seek"))
+    seeks = d.group_by("device").agg(pl.col("seek").mean().alias("seek_mean_sectors"),
+                                     pl.col("seek").median().alias("seek_median_sectors"),
                                      (pl.col("seek") > 0).sum().alias("seeks"))
-    secs = elapsed_ns / 1e9 if elapsed_ns else 0
-    out = counts.join(per, on="device", how="left").join(busy, on="device", how="left") \
-        .join(seeks, on="device", how="left").join(depth_stats(queues), on="device", how="left")
+    secs = elapsed_ns / 1e9
+    out = counts.join(per, on="device", how="left").join(seeks, on="device", how="left") \
+        .join(depth_max(queues), on="device", how="left").sort("device")
+    out = out.with_columns(_dev_names(pl.col("device")).alias("device"))
+    out = out.join(busy, on="device", how="left")
     out = out.with_columns(pl.col("ios_completed", "bytes", "busy_ns", "writes").fill_null(0))
     return out.with_columns(
         (100.0 * pl.col("busy_ns") / max(elapsed_ns, 1)).alias("busy_percent"),
-        (pl.col("ios_completed") / secs if secs else pl.lit(None)).alias("iops"),
-        (pl.col("bytes") / float(1 << 20) / secs if secs else pl.lit(None)).alias("mib_s"),
-    ).sort(pl.col("device").str.split(",").list.first().cast(pl.Int64),
-           pl.col("device").str.split(",").list.last().cast(pl.Int64))
+        (pl.col("ios_completed") / secs if secs else pl.lit(None, pl.Float64)).alias("iops"),
+        (pl.col("bytes") / float(1 << 20) / secs if secs else pl.lit(None, pl.Float64)).alias("mib_s"))
+
+
+def depth_max(queues: pl.DataFrame) -> pl.DataFrame:
+    """Per device, the most requests between D and C at once."""
+    iv = queues.filter(pl.col("d_t").is_not_null() & pl.col("c_t").is_not_null())
+    dev, d_t, c_t = (iv[c].to_numpy() for c in ("device", "d_t", "c_t"))
+    rows = []
+    for device in np.sort(np.asarray(queues["device"].unique().to_numpy())):
+        sel = dev == device
+        t = np.concatenate([c_t[sel], d_t[sel]])                 # completions first at equal times
+        step = np.concatenate([np.full(sel.sum(), -1), np.full(sel.sum(), 1)])
+        depth = np.cumsum(step[np.argsort(t, kind="stable")])
+        rows.append((int(device), int(depth.max()) if len(depth) else 0))
+    return pl.DataFrame(rows, schema={"device": pl.UInt32, "max_depth": pl.Int64}, orient="row")
 
 
 def process_table(queues: pl.DataFrame, names: dict) -> pl.DataFrame:
     """Per process (the name of the Q's pid): I/Os queued and completed, bytes, Q2C and D2C."""
-    q = queues.with_columns(pl.col("pid").replace_strict(names, default=None, return_dtype=pl.Utf8)
-                            .fill_null(pl.col("pid").cast(pl.Utf8)).alias("process"))
-    return q.group_by("process").agg(
+    per = queues.group_by("pid").agg(
         pl.len().alias("queued"), pl.col("c_t").is_not_null().sum().alias("ios_completed"),
         pl.col("bytes").filter(pl.col("c_t").is_not_null()).sum().alias("bytes"),
-        pl.col("q2c_ns").mean().alias("q2c_avg_ns"), pl.col("q2c_ns").max().alias("q2c_max_ns"),
-        pl.col("d2c_ns").mean().alias("d2c_avg_ns"),
-    ).sort("queued", "process", descending=[True, False])
+        pl.col("q2c_ns").sum().alias("q2c_total"), pl.col("q2c_ns").max().alias("q2c_max_ns"),
+        pl.col("d2c_ns").sum().alias("d2c_total"), pl.col("d2c_ns").count().alias("d2c_n"))
+    per = per.with_columns(_process_names(pl.col("pid"), names).alias("process"))
+    out = per.group_by("process").agg(
+        pl.col("queued", "ios_completed", "bytes").sum(),
+        (pl.col("q2c_total").sum() / pl.col("ios_completed").sum()).alias("q2c_avg_ns"),
+        pl.col("q2c_max_ns").max(),
+        (pl.col("d2c_total").sum() / pl.col("d2c_n").sum()).alias("d2c_avg_ns"))
+    return out.sort("queued", "process", descending=[True, False])
 
 
-def size_histogram(ev: pl.DataFrame) -> pl.DataFrame:
-    """Dispatched request sizes (D events), in power-of-two buckets of bytes."""
-    d = ev.filter(pl.col("act") == "D")
-    bucket = (pl.lit(2.0).pow(pl.col("bytes").cast(pl.Float64).log(2).ceil())).cast(pl.Int64)
-    h = d.group_by(bucket.alias("bytes_max")).agg(
-        pl.len().alias("requests"), pl.col("rwbs").str.contains("W").sum().alias("writes"))
+def _process_names(pid: pl.Expr, names: dict) -> pl.Expr:
+    return pid.replace_strict(names, default=None, return_dtype=pl.Utf8).fill_null(pid.cast(pl.Utf8))
+
+
+def size_histogram(events: pl.DataFrame) -> pl.DataFrame:
+    """Dispatched request sizes (D events with bytes), in power-of-two buckets."""
+    d = events.filter((pl.col("act") == "D") & (pl.col("bytes") > 0))
+    bucket = pl.lit(2, pl.Int64).pow(pl.col("bytes").cast(pl.Float64).log(2).ceil().cast(pl.Int64))
+    w = ((pl.col("action") & (TC["WRITE"] << TC_SHIFT)) != 0)
+    h = d.group_by(bucket.alias("bytes_max")).agg(pl.len().alias("requests"), w.sum().alias("writes"))
     return h.sort("bytes_max").with_columns((pl.col("requests") - pl.col("writes")).alias("reads_other"))
 
 
 # ---------------------------------------------------------------- analysis
 
+def rwbs_expr(action: pl.Expr, nbytes: pl.Expr, combos: list[tuple[int, bool]]) -> pl.Expr:
+    """blkparse's RWBS text for each (action, bytes > 0) pair present."""
+    key = (action & 0xFFFF0000).cast(pl.Int64) * 2 + (nbytes > 0).cast(pl.Int64)
+    mapping = {a * 2 + int(b): _rwbs(a, b) for a, b in combos}
+    return key.replace_strict(mapping, return_dtype=pl.Utf8)
+
+
 def ios_frame(queues: pl.DataFrame, names: dict) -> pl.DataFrame:
-    q = queues
-    n = q.height
-    base = {
-        "io": q["q"], "device": q["device"],
-        "op": q["rwbs"], "lba": q["sector"], "blocks": q["bytes"] // SECTOR,
-        "bytes": q["bytes"], "data_bytes": q["bytes"], "start_ns": q["q_t"], "end_ns": q["c_t"],
-        "status": pl.Series([None] * n, dtype=pl.Utf8),
-        "complete": q["c_t"].is_not_null(), "partial": pl.Series([False] * n),
+    """schema.IOS rows, one per Q, plus the block stage columns; bus-only columns are null."""
+    combos = queues.select((pl.col("action") & 0xFFFF0000).alias("a"), (pl.col("bytes") > 0).alias("b")) \
+        .unique().rows()
+    cols = {
+        "io": pl.col("q").cast(pl.Int64), "device": _dev_names(pl.col("device")),
+        "op": rwbs_expr(pl.col("action"), pl.col("bytes"), combos),
+        "lba": pl.col("sector"), "blocks": pl.col("bytes") // SECTOR, "bytes": pl.col("bytes"),
+        "data_bytes": pl.col("bytes"), "start_ns": pl.col("q_t"), "end_ns": pl.col("c_t"),
+        "status": pl.when(pl.col("c_t").is_not_null()).then(pl.lit("OK")).otherwise(pl.lit("INCOMPLETE")),
+        "complete": pl.col("c_t").is_not_null(), "partial": pl.lit(False),
     }
-    df = schema.frame({k: (v.to_list() if isinstance(v, pl.Series) else v) for k, v in base.items()}, schema.IOS)
-    extra = q.select(
-        "pid", pl.col("pid").replace_strict(names, default=None, return_dtype=pl.Utf8).alias("process"),
-        "q2g_ns", "g2i_ns", "q2m_ns", "i2d_ns", "d2c_ns", "q2c_ns",
-        pl.col("q2m_ns").is_not_null().alias("merged"))
-    return pl.concat([df, extra], how="horizontal").with_columns(
-        pl.when(pl.col("complete")).then(pl.lit("OK")).otherwise(pl.lit("INCOMPLETE")).alias("status"))
+    exprs = [(cols[c] if c in cols else pl.lit(None)).cast(dtype).alias(c) for c, dtype in schema.IOS.items()]
+    extra = [pl.col("pid"), _process_names(pl.col("pid"), names).alias("process"),
+             *(pl.col(c) for c in ("q2g_ns", "g2i_ns", "q2m_ns", "i2d_ns", "d2c_ns", "q2c_ns")),
+             pl.col("q2m_ns").is_not_null().alias("merged")]
+    return schema.validate(queues.select(*exprs, *extra), schema.IOS, "block ios")
 
 
 def analyze(capture: Capture, options) -> Analysis:
@@ -560,40 +716,39 @@ def analyze(capture: Capture, options) -> Analysis:
     events = _filtered(capture.frames["events"], opts)
     names = dict(capture.frames["processes"].iter_rows()) if "processes" in capture.frames else {}
     run = machine(events)
-    queues, samples, ev = run["queues"], run["samples"], run["events"]
+    queues = run["per_q"]
+    keep = None
     if opts.get("pid") is not None:
         pids = _pid_set(opts["pid"], names)
+        keep = np.isin(queues["pid"].to_numpy(), pids)
         queues = queues.filter(pl.col("pid").is_in(pids))
-        samples = samples.filter(pl.col("pid").is_in(pids))
+    stats = stage_stats(run, keep)
     start_ns = int(events["t_ns"].min()) if events.height else 0
     end_ns = int(events["t_ns"].max()) if events.height else 0
     elapsed = end_ns - start_ns
-    stats = stage_stats(samples)
     done = queues.filter(pl.col("c_t").is_not_null())
     segments = busy_segments(queues, start_ns, end_ns)
+    n_q2c = int(stats.filter((pl.col("device") == "all") & (pl.col("stage") == "Q2C"))["n"].sum())
     json_extra = {
         "stages": _stages_json(stats),
         "events": event_counts(events),
         "overhead": overhead(stats).to_dicts(),
-        "devices": device_table(ev, queues, segments, elapsed).to_dicts(),
+        "devices": device_table(events, queues, segments, elapsed).to_dicts(),
         "processes": process_table(queues, names).to_dicts(),
-        "size_histogram": size_histogram(ev).to_dicts(),
+        "size_histogram": size_histogram(events).to_dicts(),
     }
-    notes = [
-        "block layer: stage times as btt computes them; Device Overhead percentages are of Q2C time "
-        "(Q2G+G2I and Q2M are alternatives, so they need not sum to 100)",
-    ]
-    if opts.get("pid") is not None:
-        notes.append("--pid: I/Os queued by the given process(es) only; Q2Q is between their Qs")
-    n_done = int(samples.filter(pl.col("stage") == "Q2C").height)
+    notes = ["block layer: stage times as btt computes them; Device Overhead percentages are of Q2C "
+             "time (Q2G+G2I and Q2M are alternatives, so they need not sum to 100)"]
+    if keep is not None:
+        notes.append("--pid: samples of I/Os queued by the given process(es) only")
     return Analysis(
         layer="block", capture=capture, elapsed_ns=elapsed, start_ns=start_ns,
         segments=segments, ios=ios_frame(queues, names), anomalies=capture.anomalies,
         ios_completed=int(done.height), data_bytes=int(done["bytes"].sum() or 0),
         category_order={"btt": list(OVERHEAD)}, default_profile="btt",
-        categories={"btt": _btt_categories(stats, n_done)}, notes=notes,
+        categories={"btt": _btt_categories(stats, n_q2c)}, notes=notes,
         source={"path": capture.path, "format": capture.format, "files": capture.meta.get("files")},
-        extra={"json": json_extra, "stats": stats, "no_normalized": []},
+        extra={"json": json_extra, "stats": stats},
     )
 
 
@@ -603,23 +758,22 @@ def _pid_set(pid, names: dict) -> list[int]:
         item = item.strip()
         if item.isdigit():
             out.append(int(item))
-        else:
-            matches = [p for p, n in names.items() if n == item]
-            if not matches:
-                raise UsageError(f"--pid {item!r}: no such pid or process name in the trace")
-            out.extend(matches)
+            continue
+        matches = [p for p, n in names.items() if n == item]
+        if not matches:
+            raise UsageError(f"--pid {item!r}: no such pid or process name in the trace")
+        out.extend(matches)
     return out
 
 
 def _stages_json(stats: pl.DataFrame) -> list[dict]:
-    """The issue's `stages` list: every stage with samples, per device and "all"."""
-    rows = []
-    for r in stats.iter_rows(named=True):
-        rows.append({"device": r["device"], "name": r["stage"], "n": int(r["n"]),
-                     "min_ns": int(r["min_ns"]), "avg_ns": float(r["avg_ns"]),
-                     "max_ns": int(r["max_ns"]), "total_ns": int(r["total_ns"])})
+    """The issue's `stages` list: every stage with samples per device and "all", plus the seven
+    named stages with n = 0 where they have none."""
+    rows = [{"device": r["device"], "name": r["stage"], "n": r["n"], "min_ns": r["min_ns"],
+             "avg_ns": r["avg_ns"], "max_ns": r["max_ns"], "total_ns": r["total_ns"]}
+            for r in stats.iter_rows(named=True)]
     have = {(r["device"], r["name"]) for r in rows}
-    for dev in sorted({r["device"] for r in rows} | {"all"}):
+    for dev in sorted({r["device"] for r in rows} - {"all"}, key=_dev_sort) + ["all"]:
         for name in JSON_STAGES:
             if (dev, name) not in have:
                 rows.append({"device": dev, "name": name, "n": 0, "min_ns": None, "avg_ns": None,
@@ -629,4 +783,4 @@ def _stages_json(stats: pl.DataFrame) -> list[dict]:
 
 def event_counts(events: pl.DataFrame) -> dict:
     """Records per blkparse action letter (T = timer unplug, blkparse's UT)."""
-    return {k: int(v) for k, v in events.group_by("act").len().sort("act").iter_rows()}
+    return {str(k): int(v) for k, v in events.group_by("act").len().sort("act").iter_rows()}
