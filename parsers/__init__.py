@@ -13,6 +13,7 @@ from scsitrace.errors import UnknownFormat, UsageError
 _MODULES = {
     "blktrace": "blktrace",
     "ancot": "ancot",
+    "transitions-parquet": "transitions_parquet",
     "vcd": "vcd",
     "qemu_lsi": "qemu_lsi",
     "blkparse": "blkparse",

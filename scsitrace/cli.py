@@ -13,6 +13,7 @@ from .errors import ScsitraceError
 # name -> (module under scsitrace.commands, one-line help); explicit, no import magic
 COMMANDS = {
     "analyze": ("analyze", "phase/stage tables, I/O table, JSON/CSV/HTML from one trace"),
+    "convert": ("convert", "store a bus trace's transitions as Parquet, for repeated analysis"),
     "report": ("report", "self-contained HTML report of one trace (plots, tables, attribution, views)"),
     "attribute": ("attribute", "who made each pause: target, initiator or neither (Table 11 form)"),
     "crosslayer": ("crosslayer", "one captured case: each I/O at block, SCSI, USB and bus level side by side"),

@@ -42,9 +42,8 @@ def add_arguments(p) -> None:
                    "seconds from the trace start (either may be empty)")
 
 
-
-def load(args):
-    """Parse and analyse the trace named on the command line -> Analysis."""
+def parser_options(args) -> dict:
+    """The format-specific options given on the command line, as parse(**opts) takes them."""
     opts = {}
     if args.map:
         opts["mapping"] = dict(_split_map(m) for m in args.map)
@@ -53,6 +52,12 @@ def load(args):
     for key in ("device", "pid", "window", "route"):
         if getattr(args, key, None) is not None:
             opts[key] = getattr(args, key)
+    return opts
+
+
+def load(args):
+    """Parse and analyse the trace named on the command line -> Analysis."""
+    opts = parser_options(args)
     with progress_for(args.trace) as progress:
         capture = parsers.parse(args.trace, args.format, strict=not args.lenient, progress=progress, **opts)
         options = core.Options(settle_ns=args.settle_ns, data_polarity=args.data_polarity,
