@@ -22,7 +22,9 @@ COMMANDS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="scsitrace", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="scsitrace", description="Offline SCSI bus trace analyzer and protocol-phase profiler.",
+        epilog="Exit status: 0 ok; 1 internal error (regress: a figure regressed); 2 bad input or usage.")
     parser.add_argument("--version", action="version", version=f"scsitrace {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
