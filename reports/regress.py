@@ -1,0 +1,144 @@
+"""Regression gate: a trace's figures saved as a baseline, later compared within tolerances.
+
+A figure has a name, a value and a kind that sets its default tolerance and which way is
+worse:
+
+| kind     | figures                                            | default   | worse when |
+|----------|----------------------------------------------------|-----------|------------|
+| percent  | `percent.<category>` (share of elapsed time)       | +-1 point | any change (a share moving is the signal) |
+| time     | `normalized_ns.<category>`, `response_ns.*`, `attribution.*_ns` | +-10 % | higher |
+| rate     | `bandwidth_mib_s`, `iops`                          | +-5 %     | lower |
+
+Outside its tolerance a figure is "regressed" (worse, or a directionless change) or
+"improved" (better: passes, with a hint to --update). Tolerances are overridable per figure
+name, per glob (`percent.*`) or per kind: `NAME=VALUE`, VALUE absolute in the figure's unit
+(points, ns, MiB/s) or relative with a % sign.
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+
+import numpy as np
+
+from scsitrace.errors import BadInput, UsageError
+
+FORMAT = "scsitrace-baseline"
+VERSION = 1
+DEFAULT_TOLERANCE = {"percent": ("abs", 1.0), "time": ("rel", 0.10), "rate": ("rel", 0.05)}
+UNIT = {"percent": " pt", "time": " ns", "rate": ""}
+WORSE = {"percent": 0, "time": +1, "rate": -1}   # 0: any change beyond tolerance is a regression
+
+
+def figures(summary: dict, attribution: dict | None = None, response_ns: np.ndarray | None = None) -> dict:
+    """name -> {"value", "kind"} from the summary dict (and attribution, response times)."""
+    out: dict[str, dict] = {}
+    for c in summary.get("categories", []):
+        out[f"percent.{c['name']}"] = {"value": c["percent"], "kind": "percent"}
+        if c.get("normalized_ns") is not None:
+            out[f"normalized_ns.{c['name']}"] = {"value": c["normalized_ns"], "kind": "time"}
+    for key in ("bandwidth_mib_s", "iops"):
+        if summary.get(key) is not None:
+            out[key] = {"value": summary[key], "kind": "rate"}
+    if response_ns is not None and len(response_ns):
+        for name, v in (("mean", np.mean(response_ns)), ("median", np.median(response_ns)),
+                        ("p95", np.percentile(response_ns, 95))):
+            out[f"response_ns.{name}"] = {"value": float(v), "kind": "time"}
+    if attribution and attribution.get("available"):
+        for key, v in attribution["totals"].items():
+            if v is not None:
+                out[f"attribution.{key}"] = {"value": v, "kind": "time"}
+    return out
+
+
+def make_baseline(trace: str, options: dict, figs: dict, baseline_path: str) -> dict:
+    """The baseline document; the trace path is stored relative to the baseline file."""
+    rel = os.path.relpath(os.path.abspath(trace), os.path.dirname(os.path.abspath(baseline_path)))
+    return {"format": FORMAT, "version": VERSION, "trace": rel, "options": options, "figures": figs}
+
+
+def write_baseline(path: str, doc: dict) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=1, sort_keys=False)
+        fh.write("\n")
+
+
+def read_baseline(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise BadInput(path, f"not a JSON baseline: {exc.msg}", line=exc.lineno) from None
+    except UnicodeDecodeError:
+        raise BadInput(path, "not a JSON baseline (not UTF-8 text)") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise BadInput(path, f"not a scsitrace baseline (no \"format\": \"{FORMAT}\"); "
+                             "write one with `scsitrace baseline TRACE -o FILE`")
+    if doc.get("version") != VERSION:
+        raise BadInput(path, f"baseline version {doc.get('version')!r} is not supported (expected {VERSION})")
+    figs = doc.get("figures")
+    if not isinstance(figs, dict) or not all(
+            isinstance(f, dict) and f.get("kind") in DEFAULT_TOLERANCE
+            and (f.get("value") is None or isinstance(f.get("value"), (int, float))) for f in figs.values()):
+        raise BadInput(path, "baseline figures must map names to {\"value\": number, \"kind\": "
+                             "percent|time|rate}")
+    return doc
+
+
+def parse_tolerances(items: list[str]) -> list[tuple[str, str, float]]:
+    """['percent=2', 'response_ns.*=20%'] -> [(pattern, 'abs'|'rel', value)]."""
+    out = []
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise UsageError(f"--tolerance expects NAME=VALUE (e.g. percent=2 or bandwidth_mib_s=5%), got {item!r}")
+        value = value.strip()
+        mode = "rel" if value.endswith("%") else "abs"
+        try:
+            number = float(value.rstrip("%"))
+        except ValueError:
+            raise UsageError(f"--tolerance {item!r}: {value!r} is not a number") from None
+        if number < 0:
+            raise UsageError(f"--tolerance {item!r}: must not be negative")
+        out.append((name.strip(), mode, number / 100 if mode == "rel" else number))
+    return out
+
+
+def tolerance_for(name: str, kind: str, overrides: list[tuple[str, str, float]]) -> tuple[str, float]:
+    """The last matching override wins (name, glob or kind); else the kind's default."""
+    chosen = DEFAULT_TOLERANCE[kind]
+    for pattern, mode, value in overrides:
+        if pattern == kind or pattern == name or fnmatch.fnmatchcase(name, pattern):
+            chosen = (mode, value)
+    return chosen
+
+
+def compare(baseline: dict, current: dict, overrides: list[tuple[str, str, float]]) -> list[dict]:
+    """One row per figure: baseline, current, delta, allowed, verdict."""
+    rows = []
+    for name in list(baseline) + [n for n in current if n not in baseline]:
+        b, c = baseline.get(name), current.get(name)
+        kind = (b or c)["kind"]
+        mode, tol = tolerance_for(name, kind, overrides)
+        bv = None if b is None else b["value"]
+        cv = None if c is None else c["value"]
+        row = {"figure": name, "kind": kind, "baseline": bv, "current": cv, "delta": None,
+               "tolerance": f"{tol * 100:g} %" if mode == "rel" else f"{tol:g}{UNIT[kind]}", "verdict": "ok"}
+        if bv is None or cv is None:
+            row["verdict"] = "new" if bv is None and cv is not None else "missing" if cv is None and bv is not None else "ok"
+            rows.append(row)
+            continue
+        delta = cv - bv
+        row["delta"] = delta
+        allowed = tol * abs(bv) if mode == "rel" else tol
+        if abs(delta) > allowed + 1e-9 * max(abs(bv), 1.0):
+            direction = WORSE[kind]
+            row["verdict"] = "regressed" if direction == 0 or np.sign(delta) == direction else "improved"
+        rows.append(row)
+    return rows
+
+
+def failed(rows: list[dict]) -> bool:
+    """Regressed figures, and figures the baseline had that the trace no longer gives."""
+    return any(r["verdict"] in ("regressed", "missing") for r in rows)

@@ -1,0 +1,87 @@
+"""Check a trace against a baseline: baseline, current, delta and verdict per figure.
+Exit 0 within tolerance, 1 regressed, 2 bad input. Defaults: phase shares +-1 point,
+normalized and response times +-10 %, bandwidth and IOPS +-5 %; --tolerance overrides per
+figure (NAME=VALUE, NAME a figure, a glob such as 'percent.*', or a kind: percent, time,
+rate; VALUE absolute in the figure's unit or relative with '%')."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from scsitrace.commands.baseline import args_from, current_figures
+from scsitrace.reports.terminal import fmt_ns
+
+VERDICT_STYLE = {"ok": "green", "regressed": "bold red", "missing": "bold red", "improved": "cyan", "new": "yellow"}
+
+
+def add_arguments(p) -> None:
+    p.add_argument("baseline", metavar="BASELINE")
+    p.add_argument("trace", metavar="TRACE", nargs="?",
+                   help="trace to check (default: the one the baseline was made from)")
+    p.add_argument("--tolerance", action="append", default=[], metavar="NAME=VALUE",
+                   help="override a tolerance (repeatable), e.g. percent=2, 'response_ns.*=20%%'")
+    p.add_argument("--update", action="store_true", help="rewrite the baseline with the current figures")
+    p.add_argument("--json", metavar="FILE|-", help="write the comparison rows as JSON")
+
+
+def run(args) -> int:
+    from scsitrace.reports import regress
+    tolerances = regress.parse_tolerances(args.tolerance)
+    doc = regress.read_baseline(args.baseline)
+    trace = args.trace or os.path.join(os.path.dirname(os.path.abspath(args.baseline)), doc.get("trace", ""))
+    current = current_figures(args_from(trace, doc.get("options")))
+    if args.update:
+        doc = regress.make_baseline(trace, doc.get("options") or {}, current, args.baseline)
+        regress.write_baseline(args.baseline, doc)
+        print(f"updated {args.baseline}: {len(current)} figures of {trace}")
+        return 0
+    rows = regress.compare(doc["figures"], current, tolerances)
+    if args.json:
+        text = json.dumps({"baseline": args.baseline, "trace": trace, "rows": rows}, indent=1)
+        if args.json == "-":
+            sys.stdout.write(text + "\n")
+        else:
+            with open(args.json, "w", encoding="utf-8") as fh:
+                fh.write(text + "\n")
+    if args.json != "-":
+        render(rows, trace)
+    return 1 if regress.failed(rows) else 0
+
+
+def fmt_value(kind: str, v) -> str:
+    if v is None:
+        return "-"
+    if kind == "percent":
+        return f"{v:.2f} %"
+    if kind == "time":
+        return fmt_ns(v)
+    return f"{v:.3f}"
+
+
+def render(rows: list[dict], trace: str) -> None:
+    console = Console()
+    t = Table(title=f"Regression check of {trace}", title_justify="left")
+    t.add_column("Figure", no_wrap=True)
+    for col in ("Baseline", "Current", "Delta", "Tolerance"):
+        t.add_column(col, justify="right", no_wrap=True)
+    t.add_column("Verdict", no_wrap=True)
+    for r in rows:
+        delta = r["delta"]
+        shown = "-" if delta is None else ("+" if delta > 0 else "") + (
+            f"{delta:.2f}" if r["kind"] == "percent" else fmt_ns(delta) if r["kind"] == "time" else f"{delta:.3f}")
+        t.add_row(r["figure"], fmt_value(r["kind"], r["baseline"]), fmt_value(r["kind"], r["current"]), shown,
+                  r["tolerance"], f"[{VERDICT_STYLE[r['verdict']]}]{r['verdict']}[/]")
+    console.print(t)
+    bad = [r["figure"] for r in rows if r["verdict"] in ("regressed", "missing")]
+    better = [r["figure"] for r in rows if r["verdict"] == "improved"]
+    if bad:
+        console.print(f"REGRESSED: {len(bad)} figure(s) outside tolerance: {', '.join(bad)}", markup=False)
+    else:
+        console.print("OK: every figure within tolerance", markup=False)
+    if better:
+        console.print(f"{len(better)} figure(s) improved beyond tolerance; run with --update to accept them",
+                      markup=False)
