@@ -31,6 +31,7 @@ from typing import Iterator
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from scsitrace import schema
 from scsitrace.errors import BadInput
@@ -41,7 +42,6 @@ from . import _lines
 ID = "qemu_lsi"
 SUFFIXES = ("qemu-trace.txt", ".qemu-trace.log")
 
-LINE_RE = r"^(\d+)@(\d+)\.(\d+):([A-Za-z0-9_]+)(?: (.*))?$"
 SNIFF_RE = rb"(?m)^\d+@\d+\.\d+:(?:lsi|scsi)_[a-z0-9_]+ "
 INITIATOR_ID = 7  # sym53c8xx's default SCSI ID ("sym0: No NVRAM, ID 7"); the trace does not carry it
 
@@ -83,24 +83,33 @@ MSGOUT_FIXED_BYTES = {
 }
 CHUNK_BYTES = 1 << 21  # data bytes of handshakes generated per transitions chunk
 
-# field -> regex on the event text (first group), extracted for every line at once
-FIELDS = {
-    "target": r"(?:^|[ ,])target (\d+)",
-    "lun": r"(?:\blun |Select LUN )(\d+)",
-    "tag_hex": r"tag=0x([0-9a-fA-F]+)",
-    "tag_dec": r"\btag (\d+)",
-    "opcode": r"\bcommand (\d+)",
-    "dir": r"\bdir (\d+)",
-    "length": r"\blength (\d+)",
-    "lba": r"\blba (\d+)",
-    "sectors": r"count (\d+)\)",
-    "len": r"len=(\d+)",
-    "status": r"status=(\d+)",
-    "msg_byte": r"^MSG IN 0x([0-9a-fA-F]+)",
-    "compare": r"^Compare phase ([A-Z]+)",
-    "ext_code": r"^Extended message 0x([0-9a-fA-F]+)",
-    "ext_len": r"^Extended message 0x[0-9a-fA-F]+ \(len (\d+)\)",
+# event -> regex with named groups for the fields its text carries (QEMU 7.2 hw/scsi/trace-events);
+# each event's rows are decoded with its own pattern, so no row runs every pattern
+_TAG_HEX = r"tag=0x(?<tag_hex>[0-9a-fA-F]+)"
+_SECTORS = r"\(sector (?<sector>\d+), count (?<sectors>\d+)\)"
+EVENT_FIELDS = {
+    "lsi_execute_script_io_selected": r"^Selected target (?<target>\d+)(?<atn> ATN)?",
+    "lsi_reselect": r"^Reselected target (?<target>\d+)",
+    "lsi_do_msgout_select": r"^Select LUN (?<lun>\d+)",
+    "lsi_do_msgout_simplequeue": _TAG_HEX,
+    "lsi_do_msgout_extended": r"^Extended message 0x(?<ext_code>[0-9a-fA-F]+) \(len (?<ext_len>\d+)\)",
+    "lsi_do_command": r"len=(?<len>\d+)",
+    "lsi_do_dma": r"len=(?<len>\d+)",
+    "lsi_do_status": r"len=(?<len>\d+) status=(?<status>\d+)",
+    "lsi_command_complete": r"status=(?<status>\d+)",
+    "lsi_add_msg_byte": r"^MSG IN 0x(?<msg_byte>[0-9a-fA-F]+)",
+    "lsi_execute_script_tc_compp": r"^Compare phase (?<compare>[A-Z]+)",
+    "lsi_queue_command": _TAG_HEX,
+    "lsi_transfer_data": _TAG_HEX + r" len=(?<len>\d+)",
+    "scsi_req_parsed": r"target (?<target>\d+) lun (?<lun>\d+) tag (?<tag_dec>\d+) command (?<opcode>\d+) "
+                       r"dir (?<dir>\d+) length (?<length>\d+)",
+    "scsi_req_parsed_lba": r"target (?<target>\d+) lun (?<lun>\d+) tag (?<tag_dec>\d+) command (?<opcode>\d+) "
+                           r"lba (?<lba>\d+)",
+    "scsi_disk_dma_command_READ": _SECTORS,
+    "scsi_disk_dma_command_WRITE": _SECTORS,
 }
+FIELD_NAMES = ("target", "atn", "lun", "tag_hex", "tag_dec", "ext_code", "ext_len", "len", "status",
+               "msg_byte", "compare", "opcode", "dir", "length", "lba", "sector", "sectors")
 HEX_FIELDS = ("tag_hex", "msg_byte", "ext_code")
 
 
@@ -110,13 +119,27 @@ def sniff(head: bytes) -> bool:
 
 # ---------------------------------------------------------------- lines -> events
 
+def _split_lines(block: pl.DataFrame) -> pl.DataFrame:
+    """`PID@SEC.FRAC:EVENT DETAIL` -> columns, by splitting (a regex per line costs 5x more);
+    `event` is null where a line does not have that shape."""
+    df = block.with_columns(pl.col("text").str.strip_chars_end("\r\n")).filter(
+        pl.col("text").str.strip_chars() != "")
+    df = df.with_columns(pl.col("text").str.splitn(":", 2).struct.rename_fields(["stamp", "body"]).alias("s")).unnest("s")
+    df = df.with_columns(
+        pl.col("stamp").str.splitn("@", 2).struct.rename_fields(["pid", "secs"]).alias("a"),
+        pl.col("body").str.splitn(" ", 2).struct.rename_fields(["event", "detail"]).alias("b"),
+    ).unnest("a", "b")
+    df = df.with_columns(pl.col("secs").str.splitn(".", 2).struct.rename_fields(["sec", "frac"]).alias("c")).unnest("c")
+    ok = (pl.col("pid").str.contains(r"^\d+$") & pl.col("sec").str.contains(r"^\d+$")
+          & pl.col("frac").str.contains(r"^\d{1,9}$") & pl.col("event").str.contains(r"^[A-Za-z0-9_]+$")).fill_null(False)
+    return df.select("line_no", "text", pl.col("sec").cast(pl.Int64, strict=False), "frac",
+                     pl.when(ok).then(pl.col("event")).alias("event"), pl.col("detail").fill_null(""))
+
+
 def _events(path: str, strict: bool, cap: Capture, progress) -> pl.DataFrame:
     parts = []
     for block in _lines.iter_line_blocks(path, strict=strict, progress=progress):
-        text = block["text"].str.strip_chars_end("\r\n")
-        block = block.with_columns(text.alias("text")).filter(pl.col("text").str.strip_chars() != "")
-        m = block.with_columns(pl.col("text").str.extract_groups(LINE_RE).alias("m")).unnest("m")
-        m = m.rename({"1": "pid", "2": "sec", "3": "frac", "4": "event", "5": "detail"})
+        m = _split_lines(block)
         bad = m.filter(pl.col("event").is_null())
         if bad.height:
             first = bad.row(0, named=True)
@@ -125,7 +148,7 @@ def _events(path: str, strict: bool, cap: Capture, progress) -> pl.DataFrame:
                                "was QEMU run with -msg timestamp=on?)", line=first["line_no"], text=first["text"])
             cap.records.skip(bad.height, [f"{path}:{r['line_no']}: not a QEMU trace line"
                                           for r in bad.head(5).iter_rows(named=True)])
-        cap.records.read += block.height
+        cap.records.read += m.height
         parts.append(m.filter(pl.col("event").is_not_null()).drop("text"))
     if not parts:
         return pl.DataFrame(schema={"line_no": pl.Int64, "t_abs_ns": pl.Int64, "event": pl.Utf8, "detail": pl.Utf8})
@@ -133,25 +156,32 @@ def _events(path: str, strict: bool, cap: Capture, progress) -> pl.DataFrame:
     scale = pl.lit(10, pl.Int64).pow(9 - pl.col("frac").str.len_chars().cast(pl.Int64))
     return ev.select(
         "line_no",
-        (pl.col("sec").cast(pl.Int64) * 1_000_000_000 + pl.col("frac").cast(pl.Int64) * scale).alias("t_abs_ns"),
-        "event", pl.col("detail").fill_null(""),
+        (pl.col("sec") * 1_000_000_000 + pl.col("frac").cast(pl.Int64) * scale).alias("t_abs_ns"),
+        "event", "detail",
     )
 
 
 def _decode_fields(ev: pl.DataFrame) -> pl.DataFrame:
-    cols = []
-    for name, rx in FIELDS.items():
-        raw = pl.col("detail").str.extract(rx, 1)
-        if name in HEX_FIELDS:
-            cols.append(raw.str.to_integer(base=16, strict=False).alias(name))
-        elif name == "compare":
-            cols.append(raw.alias(name))
-        else:
-            cols.append(raw.cast(pl.Int64, strict=False).alias(name))
-    ev = ev.with_columns(cols)
-    return ev.with_columns(
+    """The fields of each event's text (null where an event does not carry them)."""
+    ev = ev.with_row_index("_row")
+    parts = []
+    for name in ev["event"].unique().to_list():
+        rx = EVENT_FIELDS.get(name)
+        if rx is None:
+            continue
+        sub = ev.filter(pl.col("event") == name)
+        parts.append(sub.select("_row", pl.col("detail").str.extract_groups(rx).alias("f")).unnest("f"))
+    fields = pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame({"_row": []}, schema={"_row": pl.UInt32})
+    for name in FIELD_NAMES:
+        if name not in fields.columns:
+            fields = fields.with_columns(pl.lit(None, pl.Utf8).alias(name))
+    hexed = [pl.col(n).str.to_integer(base=16, strict=False) for n in HEX_FIELDS]
+    ints = [pl.col(n).cast(pl.Int64, strict=False) for n in FIELD_NAMES if n not in HEX_FIELDS + ("compare", "atn")]
+    fields = fields.select("_row", *hexed, *ints, "compare", pl.col("atn").is_not_null().alias("atn"))
+    out = ev.join(fields, on="_row", how="left", maintain_order="left").sort("_row").drop("_row")
+    return out.with_columns(
         pl.coalesce(pl.col("tag_hex"), pl.col("tag_dec")).alias("tag"),
-        pl.col("detail").str.ends_with(" ATN").alias("atn"),
+        pl.col("atn").fill_null(False),
     ).drop("tag_hex", "tag_dec")
 
 
@@ -196,17 +226,29 @@ def runs_frame(steps: pl.DataFrame) -> pl.DataFrame:
     )
     end = steps["t_ns"].max() if steps.height else 0
     runs = runs.with_columns(pl.col("start_ns").shift(-1).fill_null(end).alias("end_ns"))
-    info = {**_msgout_bytes(steps), **_command_bytes(steps), **_msgin_bytes(steps, runs)}
+    info = pl.concat([_bytes_frame(_msgout_bytes(steps)), _bytes_frame(_command_bytes(steps)),
+                      _msgin_bytes(steps, runs)])
     data_phase = pl.col("phase").is_in(["DATA IN", "DATA OUT"])
-    return runs.with_columns(
-        pl.col("run").replace_strict(info, default=None, return_dtype=pl.List(pl.UInt8)).alias("info_bytes"),
-    ).with_columns(
+    return runs.join(info, on="run", how="left", maintain_order="left").with_columns(
         pl.when(pl.col("phase") == "STATUS").then(pl.concat_list(pl.col("status").cast(pl.UInt8)))
         .otherwise(pl.col("info_bytes")).alias("info_bytes"),
         pl.when(data_phase).then(pl.col("dma_bytes")).otherwise(0).alias("data_bytes"),
         pl.when(~data_phase).then(pl.col("dma_bytes")).otherwise(0).alias("stray_dma_bytes"),
     ).with_columns(
         (pl.col("data_bytes") + pl.col("info_bytes").list.len().fill_null(0)).alias("handshakes"))
+
+
+INFO_SCHEMA = {"run": pl.Int64, "info_bytes": pl.List(pl.UInt8)}
+
+
+def _bytes_frame(by_run: dict[int, list[int]]) -> pl.DataFrame:
+    """run -> bytes, built in one go (a Series per run would cost a Python call each)."""
+    flat = [b for v in by_run.values() for b in v]
+    lengths = [len(v) for v in by_run.values()]
+    offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int32)
+    arr = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(flat, pa.uint8()))
+    return pl.DataFrame({"run": pl.Series(list(by_run), dtype=pl.Int64),
+                         "info_bytes": pl.Series(pl.from_arrow(arr)).cast(pl.List(pl.UInt8))})
 
 
 def _msgout_bytes(steps: pl.DataFrame) -> dict[int, list[int]]:
@@ -270,20 +312,21 @@ def build_cdb(length: int | None, opcode: int, lba: int | None, sectors: int | N
     return cdb
 
 
-def _msgin_bytes(steps: pl.DataFrame, runs: pl.DataFrame) -> dict[int, list[int]]:
+def _msgin_bytes(steps: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
     """MESSAGE IN bytes: the chip queues them (lsi_add_msg_byte) before the phase begins, so
     each queued byte belongs to the next MESSAGE IN run at or after it."""
     queued = steps.with_row_index("row").filter(
         (pl.col("event") == "lsi_add_msg_byte") & pl.col("msg_byte").is_not_null())
     if not queued.height:
-        return {}
+        return pl.DataFrame(schema=INFO_SCHEMA)
     first_row = steps.with_row_index("row").filter(pl.col("run").is_not_null()).group_by("run").agg(
         pl.col("row").min())
     msgin = runs.filter(pl.col("phase") == "MESSAGE IN").select("run").join(first_row, on="run").sort("row")
     owned = queued.select("row", "msg_byte").sort("row").join_asof(
         msgin.rename({"row": "run_row"}), left_on="row", right_on="run_row", strategy="forward")
-    grouped = owned.filter(pl.col("run").is_not_null()).group_by("run", maintain_order=True).agg("msg_byte")
-    return {r[0]: r[1] for r in grouped.iter_rows()}
+    grouped = owned.filter(pl.col("run").is_not_null()).group_by("run", maintain_order=True).agg(
+        pl.col("msg_byte").cast(pl.UInt8).alias("info_bytes"))
+    return grouped.select(pl.col("run").cast(pl.Int64), "info_bytes")
 
 
 # ---------------------------------------------------------------- phase runs -> transitions
