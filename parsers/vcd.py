@@ -287,6 +287,7 @@ def resolve(h: Header, path: str, mapping: dict | None, active_low) -> tuple[lis
                          f"use --map {bus}=SIGNAL to choose")
             continue
         chosen[bus] = (var, low)
+    explicit: dict[str, tuple[Var, bool]] = {}
     for name, signal in (mapping or {}).items():
         bus = bus_name(name) if name not in BUS_NAMES else name
         if bus is None:
@@ -296,7 +297,10 @@ def resolve(h: Header, path: str, mapping: dict | None, active_low) -> tuple[lis
         if var is None:
             raise MissingSignal(f"{path}: --map {name}={signal}: no signal {signal!r} in the capture"
                                 + _closest_text(h, signal))
-        chosen[bus] = (var, active_low_marked(var.name)[1])
+        explicit[bus] = (var, active_low_marked(var.name)[1])
+    taken = {id(var) for var, _ in explicit.values()}   # a signal mapped by hand feeds only that line
+    chosen = {b: c for b, c in chosen.items() if id(c[0]) not in taken}
+    chosen.update(explicit)
     _drop_incomplete_db(chosen, notes, explicit=set(mapping or ()))
     _check_required(h, path, chosen)
     inverted = _inversions(h, chosen, active_low or [])
