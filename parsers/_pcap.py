@@ -12,7 +12,6 @@ or (lenient) are skipped and listed in `Packets.bad`.
 """
 from __future__ import annotations
 
-import mmap
 import struct
 from dataclasses import dataclass, field
 
@@ -94,24 +93,41 @@ def dtype_of(struct: cs.Struct) -> np.dtype:
 
 def gather(buf: np.ndarray, offsets: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """Structured array of `dtype` records read at each byte offset of `buf` (no Python loop)."""
-    if len(offsets) == 0:
-        return np.zeros(0, dtype=dtype)
-    idx = offsets[:, None] + np.arange(dtype.itemsize, dtype=np.int64)
-    return np.ascontiguousarray(buf[idx]).view(dtype).reshape(-1)
+    raw = gather_bytes(buf, offsets, dtype.itemsize)
+    return raw.view(dtype).reshape(-1)
+
+
+def gather_bytes(buf: np.ndarray, offsets: np.ndarray, width: int) -> np.ndarray:
+    """(N, width) bytes at each offset. Gathers 8-byte words (one aligned uint64 view of the
+    buffer per offset residue mod 8), eight times fewer element copies than a byte gather."""
+    n = len(offsets)
+    out = np.empty((n, width), dtype=np.uint8)
+    if n == 0:
+        return out
+    words = (width + 7) // 8 + 1
+    residue = offsets & 7
+    span = np.arange(words, dtype=np.int64)
+    for r in np.flatnonzero(np.bincount(residue, minlength=8)).tolist():
+        sel = np.flatnonzero(residue == r)
+        usable = (len(buf) - r) // 8
+        view = buf[r:r + usable * 8].view("<u8")
+        first = (offsets[sel] - r) >> 3
+        fits = first + words <= usable
+        ok = sel[fits]
+        if len(ok):
+            w = view[first[fits][:, None] + span]
+            out[ok] = w.view(np.uint8).reshape(len(ok), -1)[:, :width]
+        for i in sel[~fits].tolist():   # the last few bytes of the file
+            chunk = buf[offsets[i]:offsets[i] + width]
+            out[i, :len(chunk)] = chunk
+            out[i, len(chunk):] = 0
+    return out
 
 
 def prefix_bytes(buf: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, width: int):
     """(N, width) matrix of the first `width` bytes at each offset (zero past `lengths`)."""
-    n = len(offsets)
-    if n == 0:
-        return np.zeros((0, width), dtype=np.uint8)
-    take = np.minimum(lengths, width)
-    cols = np.arange(width, dtype=np.int64)
-    idx = offsets[:, None] + cols
-    inside = cols < take[:, None]
-    idx = np.where(inside, idx, 0)
-    out = buf[idx]
-    out[~inside] = 0
+    out = gather_bytes(buf, offsets, width)
+    out[np.arange(width) >= np.minimum(lengths, width)[:, None]] = 0
     return out
 
 
@@ -125,14 +141,25 @@ class Packets:
     format: str                   # "pcap" | "pcapng"
     buf: np.ndarray
     linktype: np.ndarray          # per packet
-    ts_ns: np.ndarray             # absolute, int64 ns since the epoch
+    ts_ns: np.ndarray | None      # absolute, int64 ns since the epoch (pcap: see times())
     record_offset: np.ndarray     # byte offset of the packet's record (block)
     data_offset: np.ndarray       # byte offset of the packet's first data byte
     caplen: np.ndarray
-    origlen: np.ndarray
+    origlen: np.ndarray | None    # pcap: see times()
     bad: list[tuple[int, str]] = field(default_factory=list)  # (byte offset, why) skipped
     truncated_at: int | None = None
     little_endian: bool = True
+    nano: bool = False
+
+    def times(self) -> np.ndarray:
+        """Packet times; pcap record headers are only gathered when someone asks (usbmon
+        carries its own timestamps)."""
+        if self.ts_ns is None:
+            recs = gather(self.buf, self.record_offset, dtype_of(pcap_record_header(self.little_endian)))
+            sub = recs["ts_usec"].astype(np.int64) * (1 if self.nano else 1000)
+            self.ts_ns = recs["ts_sec"].astype(np.int64) * 1_000_000_000 + sub
+            self.origlen = recs["orig_len"].astype(np.int64)
+        return self.ts_ns
 
 
 def sniff_container(head: bytes) -> tuple[str, bool, int | None] | None:
@@ -165,12 +192,10 @@ def _first_idb_linktype(head: bytes, le: bool) -> int | None:
 def read(path: str, *, strict: bool = True, plausible=None) -> Packets:
     """Packets of a pcap or pcapng file. `plausible(buf, idx)` may tell, for candidate
     record offsets, which could start a record (link-layer knowledge; speeds up pcap)."""
-    with open(path, "rb") as fh:
-        try:
-            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        except ValueError:  # empty file
-            raise BadInput(path, "empty file: not a pcap or pcapng capture", offset=0) from None
-    buf = np.frombuffer(mm, dtype=np.uint8)
+    # one sequential read: random-access gathers over an mmap would fault page by page
+    buf = np.fromfile(path, dtype=np.uint8)
+    if not len(buf):
+        raise BadInput(path, "empty file: not a pcap or pcapng capture", offset=0)
     kind = sniff_container(bytes(buf[:4096]))
     if kind is None:
         raise BadInput(path, "not a pcap or pcapng capture (unknown magic number)", offset=0)
@@ -194,13 +219,12 @@ def _read_pcap(path: str, buf: np.ndarray, le: bool, strict: bool, plausible=Non
     if offsets is None:
         offsets, bad, truncated = _chain(buf, gh.sizeof(), rdt, "incl_len", rdt.itemsize, path,
                                          strict, max_len)
-    recs = gather(buf, offsets, rdt)
-    sub = recs["ts_usec"].astype(np.int64) * (1 if nano else 1000)
-    ts = recs["ts_sec"].astype(np.int64) * 1_000_000_000 + sub
     n = len(offsets)
-    return Packets(path, "pcap", buf, np.full(n, hdr.network, dtype=np.int64), ts, offsets,
-                   offsets + rdt.itemsize, recs["incl_len"].astype(np.int64),
-                   recs["orig_len"].astype(np.int64), bad, truncated, le)
+    # records are contiguous: each one's length is the distance to the next
+    after_last = int(offsets[-1]) + rdt.itemsize + int(u32_at(buf, offsets[-1:] + 8, le)[0]) if n else 0
+    caplen = np.diff(offsets, append=after_last) - rdt.itemsize
+    return Packets(path, "pcap", buf, np.full(n, hdr.network, dtype=np.int64), None, offsets,
+                   offsets + rdt.itemsize, caplen, None, bad, truncated, le, nano)
 
 
 def u32_at(buf: np.ndarray, idx: np.ndarray, le: bool = True) -> np.ndarray:
@@ -359,7 +383,7 @@ def _read_pcapng(path: str, buf: np.ndarray, le: bool, strict: bool) -> Packets:
         raise TruncatedInput(path, "file ends inside a pcapng block", offset=truncated)
     arr = np.asarray(rows, dtype=np.int64).reshape(-1, 6)
     return Packets(path, "pcapng", buf, arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3], arr[:, 4],
-                   arr[:, 5], bad, truncated, e == "<")
+                   arr[:, 5], bad, truncated, e == "<", True)
 
 
 def _if_tsresol_ns(data, pos: int, end: int, e: str) -> int:

@@ -172,7 +172,7 @@ def _parse_pcap(path: str, strict: bool) -> Capture:
     if pk.truncated_at is not None:
         anomalies.append({"t_ns": None, "kind": "TRUNCATED", "detail": "capture ends inside a record",
                           "position": f"byte offset {pk.truncated_at}"})
-    linktypes = set(np.unique(pk.linktype).tolist())
+    linktypes = set(np.flatnonzero(np.bincount(pk.linktype.clip(0, 1 << 16))).tolist()) if len(pk.linktype) else set()
     other = linktypes - set(LINKTYPES)
     if other:
         raise BadInput(path, f"link type {sorted(other)[0]} is not usbmon (expected 189 or 220)",
@@ -194,7 +194,9 @@ def _decode_usbmon(pk: _pcap.Packets, sel: np.ndarray, linktype: int, strict: bo
     size = dt.itemsize
     caplen = pk.caplen[sel]
     short = caplen < size
-    h = _pcap.gather(pk.buf, np.where(short, pk.record_offset[sel], pk.data_offset[sel]), dt)
+    # one gather per packet: the usbmon header and the first data bytes that follow it
+    raw = _pcap.gather_bytes(pk.buf, pk.data_offset[sel], size + DATA_PREFIX)
+    h = np.ascontiguousarray(raw[:, :size]).view(dt).reshape(-1)
     iso_desc = (h["ndesc"].astype(np.int64) * ISO_DESCRIPTOR_BYTES
                 if linktype == LINKTYPE_USB_LINUX_MMAPPED else np.zeros(len(sel), np.int64))
     iso_desc = np.where(h["xfer_type"] == 0, iso_desc, 0)
@@ -221,17 +223,19 @@ def _decode_usbmon(pk: _pcap.Packets, sel: np.ndarray, linktype: int, strict: bo
     good = ~bad
     sel, h, len_cap, iso_desc = sel[good], h[good], len_cap[good], iso_desc[good]
     records.read += len(sel)
-    data_off = pk.data_offset[sel] + size + iso_desc
     has_data = (h["flag_data"] == 0) & (len_cap > 0)
-    prefix = _pcap.prefix_bytes(pk.buf, data_off, np.where(has_data, len_cap, 0), DATA_PREFIX)
+    prefix = raw[good, size:]
+    iso = np.flatnonzero(iso_desc > 0)
+    if len(iso):   # ISO data starts after its descriptors
+        prefix[iso] = _pcap.gather_bytes(pk.buf, pk.data_offset[sel[iso]] + size + iso_desc[iso], DATA_PREFIX)
+    prefix[np.arange(DATA_PREFIX) >= np.where(has_data, np.minimum(len_cap, DATA_PREFIX), 0)[:, None]] = 0
     setup_present = (h["flag_setup"] == 0) & (h["type"] == ord("S"))
     setup = np.frombuffer(np.ascontiguousarray(h["setup"]).tobytes(), np.uint8).reshape(-1, 8)
     ts = h["ts_sec"].astype(np.int64) * 1_000_000_000 + h["ts_usec"].astype(np.int64) * 1000
-    ev = np.where(h["type"] == ord("S"), "S", np.where(h["type"] == ord("C"), "C", "E"))
     return pl.DataFrame({
         "t_ns": ts,
         "urb_id": h["id"],
-        "event": ev.astype(str),
+        "event": pl.Series(h["type"]).replace_strict(EVENTS, return_dtype=pl.Utf8),
         "xfer": h["xfer_type"],
         "ep": h["epnum"],
         "bus": h["busnum"],

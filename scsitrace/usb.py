@@ -69,8 +69,11 @@ def transfers(urbs: pl.DataFrame) -> pl.DataFrame:
     completion, so a submit pairs with the next completion of its id). Completions whose
     submit is not in the capture keep submit_ns null."""
     u = urbs.with_row_index("i").sort(["urb_id", "i"])
-    nxt = {c: pl.col(c).shift(-1).over("urb_id") for c in ("event", "t_ns", "status", "length", "data")}
-    prv_event = pl.col("event").shift(1).over("urb_id")
+    # neighbours in (urb_id, order): plain shifts guarded by "same id" (no per-id window)
+    same_next = pl.col("urb_id").shift(-1) == pl.col("urb_id")
+    same_prev = pl.col("urb_id").shift(1) == pl.col("urb_id")
+    nxt = {c: pl.when(same_next).then(pl.col(c).shift(-1)) for c in ("event", "t_ns", "status", "length", "data")}
+    prv_event = pl.when(same_prev).then(pl.col("event").shift(1))
     sub = u.with_columns(
         (nxt["event"].is_in(["C", "E"])).fill_null(False).alias("done"),
         nxt["t_ns"].alias("c_t"), nxt["status"].alias("c_status"), nxt["length"].alias("c_length"),
@@ -86,7 +89,7 @@ def transfers(urbs: pl.DataFrame) -> pl.DataFrame:
         pl.when((pl.col("ep") & 0x80) > 0).then(pl.when(pl.col("done")).then(pl.col("c_data")))
         .otherwise(pl.col("data")).alias("data"),
     )
-    orphans = u.filter(pl.col("event").is_in(["C", "E"]) & (prv_event.is_null() | (prv_event != "S"))).select(
+    orphans = u.filter(pl.col("event").is_in(["C", "E"]) & (prv_event != "S").fill_null(True)).select(
         "bus", "dev", "ep", "xfer", "urb_id", "i", "setup", "pos",
         pl.lit(None, dtype=pl.Int64).alias("submit_ns"), pl.col("t_ns").alias("complete_ns"),
         pl.col("status"), pl.lit(None, dtype=pl.Int64).alias("req_len"), pl.col("length").alias("actual"),

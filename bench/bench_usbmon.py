@@ -1,0 +1,111 @@
+"""Benchmark: scsitrace's native usbmon pcap route against `tshark -z scsi,srt,0` and pyshark.
+
+    python bench/bench_usbmon.py [--commands 170000] [--repeat 3] [--pyshark-packets 3000]
+
+Generates (once) a usbmon pcap (link type 220) of Bulk-Only READ(10)/WRITE(10) traffic
+with tests/gen_usbmon.py under bench/data/ (6 URB events per command, so 170 000 commands
+are 1.02 M packets; data stages capture their first 64 bytes), then times:
+
+  ours:     native parse + USB analysis + the summary (SRT table included), best of N
+  tshark:   `tshark -q -z scsi,srt,0 -r FILE` (one run)
+  pyshark:  pyshark.FileCapture (default options) iterating every packet and reading the
+            usb fields our pyshark route reads, on the first P packets, extrapolated
+            linearly to the whole file
+
+and prints packets/s and the ratios. It also checks that our per-opcode calls equal
+tshark's on this input.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+DATA = os.path.join(HERE, "data")
+
+
+def generate(path: str, n_commands: int) -> None:
+    import gen_usbmon
+    if os.path.exists(path):
+        return
+    os.makedirs(DATA, exist_ok=True)
+    t = time.perf_counter()
+    gen_usbmon.write_pcap_bulk(path, gen_usbmon.bulk_traffic(n_commands, seed=7, data_cap=64))
+    print(f"generated {path} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+
+
+def ours(path: str):
+    from scsitrace import core, parsers
+    from scsitrace.reports import summary
+    t = time.perf_counter()
+    cap = parsers.parse(path, "usbmon")
+    t_parse = time.perf_counter() - t
+    s = summary.summary(core.analyze(cap))
+    return time.perf_counter() - t, t_parse, cap.records.read, s
+
+
+def tshark_srt(path: str):
+    t = time.perf_counter()
+    out = subprocess.run(["tshark", "-q", "-z", "scsi,srt,0", "-r", path], capture_output=True, text=True,
+                         check=True).stdout
+    elapsed = time.perf_counter() - t
+    calls = {int(m[1]): int(m[2]) for m in re.finditer(r"^\s*(\d+)\s+.+?\s+(\d+)\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s*$",
+                                                       out, re.M)}
+    return elapsed, calls
+
+
+def pyshark_subset(path: str, packets: int):
+    import pyshark
+    sub = os.path.join(DATA, f"usbmon_first{packets}.pcap")
+    subprocess.run(["editcap", "-r", path, sub, f"1-{packets}"], check=True, capture_output=True)
+    t = time.perf_counter()
+    cap = pyshark.FileCapture(sub, keep_packets=False)
+    n = 0
+    for pkt in cap:
+        u = pkt.usb
+        _ = (u.urb_id, u.urb_type, u.endpoint_address, u.urb_status, u.urb_len, u.data_len)
+        n += 1
+    cap.close()
+    return time.perf_counter() - t, n
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--commands", type=int, default=170_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--pyshark-packets", type=int, default=3000)
+    args = ap.parse_args()
+    path = os.path.join(DATA, f"usbmon_{args.commands}.pcap")
+    generate(path, args.commands)
+    runs = [ours(path) for _ in range(args.repeat)]
+    best = min(runs, key=lambda r: r[0])
+    total, t_parse, packets, s = best
+    print(f"input: {path}: {packets} packets, {os.path.getsize(path) / 1e6:.1f} MB, "
+          f"{s['commands']['total']} commands")
+    print(f"ours (native parse + analysis, best of {args.repeat}): {total:.3f} s "
+          f"(parse {t_parse:.3f} s) = {packets / total / 1e3:.0f} k packets/s")
+    if shutil.which("tshark") is None:
+        print("tshark not installed: no comparison")
+        return 0
+    t_tshark, calls = tshark_srt(path)
+    print(f"tshark -q -z scsi,srt,0: {t_tshark:.2f} s = {packets / t_tshark / 1e3:.0f} k packets/s")
+    ours_calls = {r["opcode"]: r["calls"] for r in s["srt"]}
+    print(f"per-opcode calls equal to tshark's: {ours_calls == calls} (ours {ours_calls}, tshark {calls})")
+    print(f"ratio vs tshark srt: {t_tshark / total:.1f}x (target >= 20x)")
+    t_py, n_py = pyshark_subset(path, args.pyshark_packets)
+    rate = n_py / t_py
+    extrapolated = packets / rate
+    print(f"pyshark (default, {n_py} packets): {t_py:.2f} s = {rate:.0f} packets/s; "
+          f"whole file extrapolated: {extrapolated:.0f} s")
+    print(f"ratio vs pyshark: {extrapolated / total:.0f}x (target >= 1000x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
