@@ -1,5 +1,5 @@
 """Regression gate: an unchanged trace passes, a worsened one (the host adapter's 8 KB
-buffer pauses made twice as long, nothing else changed) fails with exit 1 and names the
+buffer pauses made three times as long, nothing else changed) fails with exit 1 and names the
 figures it moved; tolerances, --update and bad baselines behave as documented. The last
 test walks fixtures/ and checks every committed baseline against its trace."""
 from __future__ import annotations
@@ -27,7 +27,7 @@ def write_trace(path: Path, buffer_scale: float = 1.0) -> Path:
 def traces(tmp_path_factory):
     d = tmp_path_factory.mktemp("regress")
     same = write_trace(d / "base.ancot")
-    worse = write_trace(d / "worse.ancot", buffer_scale=2.0)
+    worse = write_trace(d / "worse.ancot", buffer_scale=3.0)
     base = d / "base.json"
     assert cli.main(["baseline", str(same), "-o", str(base)]) == 0
     return d, same, worse, base
