@@ -129,7 +129,12 @@ def _dmesg(dm: pl.DataFrame, path: str, strict: bool, records: RecordCount) -> p
     nxt = g.sort("line_no").with_columns(
         pl.col("cdb_hex").shift(-1).over(key).alias("next_cdb"),
         is_cdb.shift(-1).over(key).alias("next_is_cdb"))
-    ev = nxt.filter(~is_cdb)
+    ev = nxt.filter(~is_cdb).sort("line_no")
+    # a failed command is logged twice ("FAILED Result:" from the midlayer, then "Done:" from
+    # the logging hook): keep the first end of a command
+    prev_kind = pl.col("kind").shift(1).over(key)
+    ends = pl.col("kind").is_in(["Done:", "FAILED"])
+    ev = ev.filter(~(ends & prev_kind.is_in(["Done:", "FAILED"]).fill_null(False)))
     kind = (pl.when(pl.col("kind") == "Send:").then(pl.lit("start"))
             .when(pl.col("kind") == "timing out command").then(pl.lit("timeout"))
             .when(pl.col("rest").str.contains("TIMEOUT")).then(pl.lit("timeout"))
@@ -142,8 +147,8 @@ def _dmesg(dm: pl.DataFrame, path: str, strict: bool, records: RecordCount) -> p
         pl.col("tag").cast(pl.Int64, strict=False).alias("tag"),
         pl.when(pl.col("next_is_cdb").fill_null(False)).then(pl.col("next_cdb")).str.decode("hex").alias("cdb"),
         result.str.extract(r"hostbyte=(\w+)").alias("host_byte"),
-        pl.when(pl.col("kind") == "FAILED").then(pl.lit("CHECK CONDITION"))
-        .when(result.str.contains("SUCCESS")).then(pl.lit("GOOD")).alias("status"),
+        pl.when(pl.col("kind") == "FAILED").then(pl.lit("FAILED"))
+        .otherwise(result.str.extract(r"^\s*([A-Z_]+)").replace({"SUCCESS": "GOOD"})).alias("status"),
         pl.lit(None, dtype=pl.Int64).alias("rtn"),
         pl.lit("dmesg").alias("source"),
         pl.col("line_no").alias("pos"),

@@ -131,11 +131,12 @@ def _byte(cdb, i: int):
 
 
 def _be(cdb, start: int, n: int):
+    """Big-endian unsigned field; values beyond int64 (LBAs >= 2^63) become null."""
     import polars as pl
-    out = pl.lit(0, dtype=pl.Int64)
+    out = pl.lit(0, dtype=pl.UInt64)
     for k in range(n):
-        out = out * 256 + _byte(cdb, start + k)
-    return out
+        out = out * 256 + _byte(cdb, start + k).cast(pl.UInt64)
+    return out.cast(pl.Int64, strict=False) if n == 8 else out.cast(pl.Int64)
 
 
 def cdb_exprs(cdb) -> dict:
