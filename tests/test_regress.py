@@ -128,13 +128,16 @@ def test_bad_tolerance_and_bad_trace_exit_2(traces, tmp_path):
 
 
 def committed_baselines() -> list[Path]:
-    return sorted(p for p in (REPO / "fixtures").rglob("*baseline.json"))
+    found = set()
+    for pattern in ("baseline.json", "baseline.*.json", "*.baseline.json"):
+        found |= set((REPO / "fixtures").rglob(pattern))
+    return sorted(found)
 
 
 @pytest.mark.parametrize("baseline", committed_baselines() or [None],
                          ids=lambda p: str(p.relative_to(REPO)) if p else "none")
 def test_committed_fixture_baselines_hold(baseline):
-    """Every fixtures/**/baseline.json (or <trace>.baseline.json) against its own trace."""
+    """Every fixtures/**/baseline[.*].json (or <trace>.baseline.json) against its own trace."""
     if baseline is None:
         pytest.skip("no committed baselines under fixtures/ yet")
     assert cli.main(["regress", str(baseline)]) == 0
