@@ -347,33 +347,28 @@ def _file_anomalies(cap: Capture, d: dict) -> list[tuple[str, str, str]]:
 
 
 def _columns(parts: list[tuple[int, dict]]) -> pl.DataFrame:
-    """RAW_EVENTS of every file without its notify records, merged in time order."""
-    keep = [(d["rec"]["action"] & block.TC_NOTIFY) == 0 for _, d in parts]
-    times = [d["rec"]["time"][k].astype(np.int64) for (_, d), k in zip(parts, keep)]
-    order = block.merge_order(times) if times else None
-
-    def col(get, dtype):
-        if not parts:
-            return np.zeros(0, dtype)
-        arr = np.concatenate([np.asarray(get(fi, d))[k].astype(dtype) for (fi, d), k in zip(parts, keep)])
-        return arr if order is None else arr[order]
-
-    rec = lambda name: (lambda fi, d: d["rec"][name])  # noqa: E731
-    cols = {
-        "time_abs": col(rec("time"), np.int64), "seq": col(rec("sequence"), np.int64),
-        "cpu": col(rec("cpu"), np.int32), "action": col(rec("action"), np.uint32),
-        "device": col(rec("device"), np.uint32), "sector": col(rec("sector"), np.int64),
-        "bytes": col(rec("bytes"), np.int64), "pid": col(rec("pid"), np.int64),
-        "error": col(rec("error"), np.int16),
-        "pdu_dev": col(lambda fi, d: d["pdu_dev"], np.uint32),
-        "pdu_sector": col(lambda fi, d: d["pdu_sector"], np.int64),
-        "pdu_int": col(lambda fi, d: d["pdu_int"], np.int64),
-        "has_remap": col(lambda fi, d: d["has_remap"], bool),
-        "has_int": col(lambda fi, d: d["has_int"], bool),
-        "file": col(lambda fi, d: np.full(len(d["offs"]), fi), np.int16),
-        "position": col(lambda fi, d: d["offs"], np.int64),
-    }
-    return pl.DataFrame(cols, schema=block.RAW_EVENTS)
+    """RAW_EVENTS of every file without its notify records, merged in time order: one
+    concatenation and one row gather of the header records, then a copy per field."""
+    if not parts:
+        return schema.empty(block.RAW_EVENTS)
+    recs = [d["rec"] if d["order"] == "<" else d["rec"].astype(DTYPE_LE) for _, d in parts]
+    rec = np.concatenate(recs)
+    extra = {name: np.concatenate([d[name] for _, d in parts])
+             for name in ("pdu_dev", "pdu_sector", "pdu_int", "has_remap", "has_int", "offs")}
+    extra["file"] = np.concatenate([np.full(len(d["rec"]), fi, np.int16) for fi, d in parts])
+    keep = np.flatnonzero((rec["action"] & block.TC_NOTIFY) == 0)
+    bounds = np.searchsorted(keep, np.cumsum([0] + [len(r) for r in recs]))
+    order = block.merge_order([rec["time"][keep[lo:hi]].astype(np.int64)
+                               for lo, hi in zip(bounds[:-1], bounds[1:])])
+    take = keep if order is None else keep[order]
+    rec = rec[take]
+    cols = {"time_abs": rec["time"], "seq": rec["sequence"], "cpu": rec["cpu"], "action": rec["action"],
+            "device": rec["device"], "sector": rec["sector"], "bytes": rec["bytes"], "pid": rec["pid"],
+            "error": rec["error"], "pdu_dev": extra["pdu_dev"][take], "pdu_sector": extra["pdu_sector"][take],
+            "pdu_int": extra["pdu_int"][take], "has_remap": extra["has_remap"][take],
+            "has_int": extra["has_int"][take], "file": extra["file"][take], "position": extra["offs"][take]}
+    return pl.DataFrame({name: np.ascontiguousarray(v).astype(block.NUMPY_RAW[name], copy=False)
+                         for name, v in cols.items()}, schema=block.RAW_EVENTS)
 
 
 def _notify_texts(d, names: dict, messages: list) -> None:

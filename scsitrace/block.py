@@ -49,6 +49,10 @@ RAW_EVENTS = {
     "error": pl.Int16, "pdu_dev": pl.UInt32, "pdu_sector": pl.Int64, "pdu_int": pl.Int64,
     "has_remap": pl.Boolean, "has_int": pl.Boolean, "file": pl.Int16, "position": pl.Int64,
 }
+NUMPY_RAW = {"time_abs": np.int64, "seq": np.int64, "cpu": np.int32, "action": np.uint32,
+             "device": np.uint32, "sector": np.int64, "bytes": np.int64, "pid": np.int64, "error": np.int16,
+             "pdu_dev": np.uint32, "pdu_sector": np.int64, "pdu_int": np.int64, "has_remap": np.bool_,
+             "has_int": np.bool_, "file": np.int16, "position": np.int64}
 # Letters by action code (blkparse's, T = its "UT"; 16 abort, 17 driver data have none): the
 # categories of the `act` column, so that it costs one byte per event.
 ACT_LETTERS = ("N", "Q", "M", "F", "G", "S", "R", "D", "C", "P", "U", "T", "I", "X", "B", "A", "K", "Y", "?")
@@ -689,6 +693,8 @@ def rwbs_expr(action: pl.Expr, nbytes: pl.Expr, combos: list[tuple[int, bool]]) 
     """blkparse's RWBS text for each (action, bytes > 0) pair present."""
     key = (action & 0xFFFF0000).cast(pl.Int64) * 2 + (nbytes > 0).cast(pl.Int64)
     mapping = {a * 2 + int(b): _rwbs(a, b) for a, b in combos}
+    if not mapping:
+        return pl.lit(None, pl.Utf8)
     return key.replace_strict(mapping, return_dtype=pl.Utf8)
 
 

@@ -233,10 +233,13 @@ def write(ev: dict, base: str, *, layout: str = "per-cpu", order: str = "<") -> 
             idx = np.flatnonzero(ev["cpu"] == cpu)
             chunks += [(cpu, idx[j:j + 64]) for j in range(0, len(idx), 64)]
         chunks.sort(key=lambda c: (c[1][0] // 200, c[0]))
+        seq = {int(cpu): 1 for cpu in cpus}         # blktrace numbers records per CPU
         with open(base, "wb") as fh:
             fh.write(notify_records(PIDS, int(ev["time"][0])))
-            for _, idx in chunks:
-                fh.write(encode({k: v[idx] for k, v in ev.items()}, order=order, names={}))
+            for cpu, idx in chunks:
+                fh.write(encode({k: v[idx] for k, v in ev.items()}, order=order, names={},
+                                seq_start=seq[int(cpu)]))
+                seq[int(cpu)] += len(idx)
         return [base]
     raise ValueError(layout)
 
