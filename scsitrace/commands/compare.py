@@ -1,0 +1,76 @@
+"""Two traces side by side (before/after: BFR 512 vs 16 KB, two kernels): every figure the
+regression gate checks, in A and B, with B - A and B / A; --html writes both reports'
+tables next to each other with overlaid plots. Both traces are read with the same options."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from scsitrace.commands.analyze import add_input_arguments, load
+from scsitrace.commands.regress import fmt_value
+
+
+class _WithoutTrace:
+    """Lends add_input_arguments' options to a parser that has two traces instead of one."""
+
+    def __init__(self, parser):
+        self.parser = parser
+
+    def add_argument(self, *names, **kw):
+        if names == ("trace",):
+            return None
+        return self.parser.add_argument(*names, **kw)
+
+
+def add_arguments(p) -> None:
+    p.add_argument("trace_a", metavar="A", help="the 'before' trace")
+    p.add_argument("trace_b", metavar="B", help="the 'after' trace")
+    add_input_arguments(_WithoutTrace(p))
+    p.add_argument("--profile", default=None, help="category profile (default: the layer's)")
+    p.add_argument("--html", metavar="FILE", help="write the side-by-side HTML page")
+    p.add_argument("--json", metavar="FILE|-", help="write the compared figures as JSON")
+
+
+def _one(args, trace):
+    from scsitrace.reports import html, summary as summ
+    ns = argparse.Namespace(**{**vars(args), "trace": trace})
+    analysis = load(ns)
+    s = summ.summary(analysis, args.profile, None, args.io_size)
+    return analysis, html.report_data(analysis, s)
+
+
+def run(args) -> int:
+    from scsitrace.reports import compare
+    a, data_a = _one(args, args.trace_a)
+    b, data_b = _one(args, args.trace_b)
+    if args.html:
+        comp = compare.write_compare(args.html, a, data_a, b, data_b)
+    else:
+        comp = compare.comparison(a, data_a, b, data_b)
+    if args.json:
+        text = json.dumps(comp, indent=1)
+        if args.json == "-":
+            sys.stdout.write(text + "\n")
+            return 0
+        with open(args.json, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+    render(comp)
+    return 0
+
+
+def render(comp: dict) -> None:
+    t = Table(title=f"A = {comp['a']}\nB = {comp['b']}", title_justify="left")
+    t.add_column("Figure", no_wrap=True)
+    for col in ("A", "B", "B - A", "B / A"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for r in comp["rows"]:
+        d = r["delta"]
+        delta = "" if d is None else ("+" if d > 0 else "") + (
+            f"{d:.2f}" if r["kind"] == "percent" else fmt_value(r["kind"], d))
+        t.add_row(r["figure"], fmt_value(r["kind"], r["a"]), fmt_value(r["kind"], r["b"]), delta,
+                  "" if r["ratio"] is None else f"{r['ratio']:.3f}")
+    Console().print(t)
