@@ -59,10 +59,10 @@ def simulate(wl: Workload, path: str | Path, *, level: int = 1, fmt: str = "anco
         end_ns = sim.run()
         rec.finish(end_ns)
     segments = segments_frame(rec, end_ns, level, params.bus)
-    ios = ios_frame(sim.ios, end_ns, params.disk.sector_bytes)
+    full = segments_frame(rec, end_ns, 3, params.bus)       # with IDs and bytes, for the I/O table
+    ios = ios_frame(sim.ios, end_ns, params.disk.sector_bytes, full)
     completed = int(ios["complete"].sum())
-    data_bytes = int(segments.filter(pl.col("phase").str.starts_with("DATA"))["bytes"].sum() or 0) \
-        if level >= 2 else int(ios["data_bytes"].sum() or 0)
+    data_bytes = int(full.filter(pl.col("phase").str.starts_with("DATA"))["bytes"].sum() or 0)
     if truth_dir is not None:
         out = Path(truth_dir)
         out.mkdir(parents=True, exist_ok=True)

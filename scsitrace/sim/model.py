@@ -90,7 +90,9 @@ class Sim:
         self.issued = 0
         self.n_io = 0
         self.n_conn = 0
-        self.disconnected: set[int] = set()      # I/Os between a disconnect and their reconnection
+        # what an analyzer without IDs can know: I/Os seen disconnecting and not seen completing
+        # (a reselection it cannot tie to an I/O leaves its completion anonymous)
+        self.blind_outstanding: set[int] = set()
         self.busy_until = [0] * wl.disks          # mechanism busy with an earlier queued I/O
         self.waiting = [deque() for _ in range(wl.disks)]
         self.next_lba = [int(self.rng.integers(0, params.disk.capacity_sectors // 2)) for _ in range(wl.disks)]
@@ -272,14 +274,14 @@ class Sim:
         t = self.phase(t, conn, "MESSAGE IN", msgs[0])
         t = self.send(t, bytes(msgs), acks)
         conn.io.disconnects += 1
-        self.disconnected.add(conn.io.io)
+        if conn.blind_io is not None:
+            self.blind_outstanding.add(conn.blind_io)
         self.rec.set(t, 0, db=0, phase="BUS FREE")
         return t
 
     def reselect(self, io: Io, a: int, bits: int) -> int:
         h = self.p.hba
-        blind = io.io if len(self.disconnected) == 1 else None
-        self.disconnected.discard(io.io)
+        blind = next(iter(self.blind_outstanding)) if len(self.blind_outstanding) == 1 else None
         conn = Conn(self.n_conn, io, blind)
         self.n_conn += 1
         io.connections += 1
@@ -373,6 +375,7 @@ class Sim:
         t = self.send(t, bytes([COMMAND_COMPLETE]), [h.complete_ack_ns])
         self.rec.set(t, 0, db=0, phase="BUS FREE")
         io.complete, io.status, io.end_ns = True, "GOOD", t
+        self.blind_outstanding.discard(conn.blind_io)
         self.busy_until[io.target] = t
         if self.waiting[io.target]:
             nxt = self.waiting[io.target].popleft()
@@ -400,7 +403,7 @@ class Sim:
         for io in aborted:
             io.status, io.end_ns = "ABORTED (reset)", t - b.reset_hold_ns
         self.requests.clear()
-        self.disconnected.clear()
+        self.blind_outstanding.clear()
         self.waiting = [deque() for _ in self.disks]
         self.busy_until = [0] * len(self.disks)
         for disk in self.disks:

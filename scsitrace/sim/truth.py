@@ -74,7 +74,10 @@ def _bytes_until(total: int, straddling, end_ns: int, bus) -> int:
     return total
 
 
-def ios_frame(ios, end_ns: int, sector_bytes: int) -> pl.DataFrame:
+def ios_frame(ios, end_ns: int, sector_bytes: int, full_segments: pl.DataFrame) -> pl.DataFrame:
+    """One row per I/O whose command reached the bus; data bytes as moved before the end."""
+    moved = dict(full_segments.filter(pl.col("phase").str.starts_with("DATA"))
+                 .group_by("io").agg(pl.col("bytes").sum()).iter_rows())
     rows = {c: [] for c in schema.IOS}
     for io in sorted((x for x in ios if x.io is not None and x.command_ns is not None
                                         and x.command_ns < end_ns), key=lambda x: x.io):
@@ -83,7 +86,7 @@ def ios_frame(ios, end_ns: int, sector_bytes: int) -> pl.DataFrame:
         vals = {
             "io": io.io, "device": f"{io.target}:0", "target": io.target, "lun": 0, "tag": io.tag,
             "op": io.op, "opcode": opcode, "command": scsi.opcode_name(opcode), "lba": io.lba,
-            "blocks": io.nsec, "bytes": io.nsec * sector_bytes, "data_bytes": io.data_bytes,
+            "blocks": io.nsec, "bytes": io.nsec * sector_bytes, "data_bytes": int(moved.get(io.io) or 0),
             "start_ns": io.start_ns, "end_ns": io.end_ns if (io.end_ns or end_ns + 1) <= end_ns else None,
             "status": io.status if complete or (io.status or "").startswith("ABORTED") else None,
             "connections": io.connections, "disconnects": io.disconnects,

@@ -1,7 +1,7 @@
 """A small streaming VCD writer for simulated bus traces.
 
 Signal names follow PiSCSI's scsimon (one wire per control line, BSY SEL ATN RST MSG CD IO
-REQ ACK, and the data bus as the 8-bit vector DAT); values are logical (1 = asserted),
+REQ ACK, and the data bus as the 8-bit vector `data`); values are logical (1 = asserted),
 timescale 1 ns. Only the signals that changed are written at each time stamp.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ class VcdWriter:
         for name in self.signals:
             fh.write(f"$var wire 1 {self.ids[name]} {VCD_NAMES[name]} $end\n")
         if self.with_db:
-            fh.write(f"$var wire 8 {self.db_id} DAT $end\n")
+            fh.write(f"$var wire 8 {self.db_id} data $end\n")
         fh.write("$upscope $end\n$enddefinitions $end\n")
         self.prev_lines: int | None = None
         self.prev_db: int | None = None
