@@ -192,3 +192,27 @@ def test_crosslayer_cli_bad_folder_exits_2(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert cli_main(["crosslayer", str(tmp_path / "empty")]) == 2
     assert "no trace files" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- regression gate
+
+BASELINES = sorted(str(p.relative_to(CAPTURED)) for p in CAPTURED.glob("*/baseline*.json"))
+
+
+def test_every_case_has_its_baselines():
+    for case in CASES:
+        for name in ("baseline.json", "baseline.block.json", "baseline.scsilog.json"):
+            assert f"{case}/{name}" in BASELINES
+
+
+@pytest.mark.parametrize("baseline", BASELINES)
+def test_regress_passes_on_its_own_capture(baseline, capsys):
+    assert cli_main(["regress", str(CAPTURED / baseline), "--json", "-"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert rows and all(r["verdict"] in ("ok",) for r in rows)
+
+
+def test_regress_flags_another_workload():
+    """The random-read baseline does not accept the sequential-read capture of the same disk."""
+    other = blktrace_file("lsi_seqread32k")
+    assert cli_main(["regress", str(CAPTURED / "lsi_randread4k" / "baseline.block.json"), str(other)]) == 1
