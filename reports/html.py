@@ -48,13 +48,18 @@ table.t th{background:#f5f5f5;text-align:left}
 #js-errors{color:#b00;white-space:pre-wrap}
 """
 
-# Recorded before anything else runs, so the browser test can read them from the DOM.
+# Recorded before anything else runs and mirrored into the DOM (body data-errors, #js-errors),
+# so a headless browser's DOM dump shows every error and blocked request, even late ones.
 ERROR_TRAP = """
 window.__errors=[];
-window.addEventListener('error',function(e){window.__errors.push(String(e.message||e));});
-window.addEventListener('securitypolicyviolation',function(e){window.__errors.push('CSP '+e.blockedURI);});
-(function(){var o=console.error;console.error=function(){window.__errors.push(
-Array.prototype.join.call(arguments,' '));o.apply(console,arguments);};})();
+function __note(m){window.__errors.push(String(m));var b=document.body;if(!b)return;
+b.dataset.errors=String(window.__errors.length);var p=document.getElementById('js-errors');
+if(p)p.textContent=window.__errors.join('\\n');}
+window.addEventListener('error',function(e){__note(e.message||e);},true);
+document.addEventListener('securitypolicyviolation',function(e){
+__note('CSP blocked '+e.violatedDirective+' '+e.blockedURI);},true);
+(function(){var o=console.error;console.error=function(){
+__note(Array.prototype.join.call(arguments,' '));o.apply(console,arguments);};})();
 """
 
 RENDER = """
@@ -62,10 +67,10 @@ RENDER = """
 var figs=document.querySelectorAll('div.plot[data-figure]');var drawn=0;
 figs.forEach(function(el){try{var f=JSON.parse(document.getElementById(el.dataset.figure).textContent);
 Plotly.newPlot(el,f.data,f.layout,{responsive:true,displaylogo:false});drawn++;}
-catch(e){window.__errors.push(el.id+': '+e);}});
+catch(e){__note(el.id+': '+e);}});
 document.body.dataset.plots=String(drawn);
-var box=document.getElementById('js-errors');box.textContent=window.__errors.join('\\n');
 document.body.dataset.errors=String(window.__errors.length);
+document.getElementById('js-errors').textContent=window.__errors.join('\\n');
 })();
 """
 
