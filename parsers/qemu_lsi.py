@@ -414,6 +414,7 @@ def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
     lsi = steps.filter(pl.col("event").str.starts_with("lsi_")).height
     cap.meta = {
         "signals": SIGNALS, "initiator": INITIATOR_ID, "tick_ns": 1000, "settle_ns": 0,
+        "handshakes": "synthesized",  # REQ/ACK edges carry no timing: attribution should not use them
         "origin_ns": int(ev["t_abs_ns"].min()) if ev.height else None, "clock": "host wall clock (QEMU trace log)",
         "events": ev.height, "lsi_events": lsi, "phase_runs": runs.height,
         "clamped_stamps": int(steps["clamped"].sum()) if steps.height else 0,
@@ -427,8 +428,8 @@ def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
     cap.notes.append("REQ/ACK edges are synthesized, one per byte the trace shows, spread evenly over each "
                      "phase; MESSAGE OUT and COMMAND bytes are rebuilt from the decoded events; "
                      f"initiator ID {INITIATOR_ID} is assumed (the driver's default). The emulator does not arbitrate: "
-                     "each (re)selection is preceded by a zero-length ARBITRATION, so analyse with --settle-ns 0 "
-                     "(the default 400 ns folds it away and the bus machine then flags BUS FREE -> RESELECTION).")
+                     "each (re)selection is preceded by a zero-length ARBITRATION; the format asks for a settle delay of 0 "
+                     "(a larger --settle-ns folds it away and the bus machine then flags BUS FREE -> RESELECTION).")
     stray = int(runs["stray_dma_bytes"].sum()) if runs.height else 0
     if stray:
         cap.notes.append(f"{stray} DMA bytes were traced outside a data phase and are not counted")

@@ -14,8 +14,9 @@ def add_input_arguments(p) -> None:
     p.add_argument("trace", metavar="TRACE")
     p.add_argument("--format", default="auto", help="auto (default) or one of: " + ", ".join(parsers.formats()))
     p.add_argument("--lenient", action="store_true", help="skip bad records, count them, go on")
-    p.add_argument("--settle-ns", type=int, default=400, metavar="NS",
-                   help="line states shorter than this are skew, merged into the next phase (default 400)")
+    p.add_argument("--settle-ns", type=int, default=None, metavar="NS",
+                   help="line states shorter than this are skew, merged into the next phase "
+                        "(default 400, or what the format asks for: qemu_lsi 0)")
     p.add_argument("--data-polarity", choices=("auto", "high", "low"), default="auto",
                    help="DB lines as captured (high) or inverted (low); auto detects from selection IDs")
     p.add_argument("--map", action="append", default=[], metavar="NAME=SIGNAL",
@@ -60,7 +61,8 @@ def load(args):
     opts = parser_options(args)
     with progress_for(args.trace) as progress:
         capture = parsers.parse(args.trace, args.format, strict=not args.lenient, progress=progress, **opts)
-        options = core.Options(settle_ns=args.settle_ns, data_polarity=args.data_polarity,
+        settle = args.settle_ns if args.settle_ns is not None else capture.meta.get("settle_ns", 400)
+        options = core.Options(settle_ns=settle, data_polarity=args.data_polarity,
                                io_size=args.io_size, layer_options=opts)
         return core.analyze(capture, options)
 
