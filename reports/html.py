@@ -451,7 +451,7 @@ def section_views(page: Page, v: dict):
     page.h2("Bandwidth views", "views")
     page.note("MBytes/sec = bytes of the group's I/Os / time at least one of them was in flight (MByte = 2^20).")
     shown = False
-    for key, first, title in (("by_request_size", [("Request size", "bytes", str), ("Op", "op", str)],
+    for key, first, title in (("by_request_size", [("Request size", "request_bytes", str), ("Op", "op", str)],
                                "By request size"),
                               ("by_device_count", [("Devices busy", "devices_busy", str)], "By number of devices busy"),
                               ("by_queue_depth", [("Queue depth", "queue_depth", str)], "By queue depth at issue")):

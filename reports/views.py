@@ -84,7 +84,8 @@ def _rate_rows(ios: pl.DataFrame, by: list[str]) -> list[dict]:
 def by_request_size(ios: pl.DataFrame) -> list[dict]:
     if ios["bytes"].drop_nulls().n_unique() < 2:
         return []
-    return _rate_rows(ios.with_columns(pl.col("op").fill_null("?")), ["bytes", "op"])
+    sized = ios.with_columns(pl.col("op").fill_null("?"), pl.col("bytes").alias("request_bytes"))
+    return _rate_rows(sized, ["request_bytes", "op"])
 
 
 def queue_depths(ios: pl.DataFrame) -> pl.DataFrame:
