@@ -23,7 +23,7 @@ ID = "scsilog"
 SUFFIXES = (".ftrace.txt", ".ftrace", ".dmesg", "dmesg.txt", ".trace")
 
 FTRACE = (r"^\s*(?P<task>.+?)-(?P<pid>\d+)\s+(?:\(\s*[-\d]+\)\s+)?\[(?P<cpu>\d+)\]\s+(?:\S{4,5}\s+)?"
-          r"(?P<ts>\d+\.\d+): scsi_dispatch_cmd_(?P<kind>start|done|error|timeout): "
+          r"(?P<ts>\d+\.\d+):\s+scsi_dispatch_cmd_(?P<kind>start|done|error|timeout):\s+"
           r"host_no=(?P<host>\d+) channel=(?P<channel>\d+) id=(?P<id>\d+) lun=(?P<lun>\d+) "
           r"(?:.*? driver_tag=(?P<tag>-?\d+))?.*?cmnd=\((?P<cname>[A-Z0-9_]+).*?raw=(?P<raw>[0-9a-f ]+)\)"
           r"(?: rtn=(?P<rtn>-?\d+))?(?: result=\((?P<result>[^)]*)\))?\s*$")

@@ -139,7 +139,8 @@ def tile_pieces(pieces: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
     }).with_columns(pl.lit(None, dtype=pl.Int64).alias("io"), pl.lit("IDLE").alias("phase"),
                     pl.lit(None, dtype=pl.Int64).alias("bytes"))
     out = pl.concat([seg.with_columns(pl.col("io").cast(pl.Int64), pl.col("bytes").cast(pl.Int64)),
-                     idle.select(seg.columns)]).sort(["_dev", "start_ns"])
+                     idle.select(seg.columns)], rechunk=True)
+    out = out[np.lexsort((out["start_ns"].to_numpy(), out["_dev"].to_numpy()))]
     out = out.with_columns(names.gather(out["_dev"]).alias("device")).drop("_dev")
     return out.with_columns(
         pl.col("phase").alias("category"),

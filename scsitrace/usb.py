@@ -119,7 +119,8 @@ def bot_commands(bulk: pl.DataFrame) -> tuple[pl.DataFrame, list[dict]]:
     for r in before.filter(~pl.col("is_csw")).head(20).iter_rows(named=True):
         anomalies.append(_anomaly(r["t0"], "DATA WITHOUT CBW", f"bulk transfer on {r['bus']}:{r['dev']} "
                                   f"ep 0x{r['ep']:02x} before any CBW", r["pos"]))
-    status_try = pl.col("dir_in") & (pl.col("req_len") == 13) & ~pl.col("is_csw")
+    # a CSW read that failed (stall, error) before the CSW was read again
+    status_try = pl.col("dir_in") & (pl.col("req_len") == 13) & ~pl.col("is_csw") & (pl.col("status") != 0)
     is_data = ~pl.col("is_cbw") & ~pl.col("is_csw") & ~status_try
     ok = pl.col("status").is_in([0, EREMOTEIO])
     cmds = t.filter(pl.col("cmd") > 0).group_by(["bus", "dev", "cmd"], maintain_order=True).agg(

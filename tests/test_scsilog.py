@@ -153,3 +153,19 @@ def test_bulk_cdb_decode_matches_decode_cdb(raw, op):
         **scsi.cdb_exprs(pl.col("cdb"))).row(0, named=True)
     assert (row["opcode"], row["command"], row["lba"], row["blocks"], row["cdb_lun"]) == \
         (want["opcode"], want["name"], want["lba"], want["blocks"], want["lun"])
+
+
+def test_trace_cmd_report_lines(tmp_path):
+    """`trace-cmd report` pads the event name and omits the flags column."""
+    raw = "raw=28 00 00 00 00 00 00 00 40 00)"
+    common = ("host_no=1 channel=0 id=0 lun=0 data_sgl=8 prot_sgl=0 prot_op=SCSI_PROT_NORMAL driver_tag=0 "
+              f"scheduler_tag=0 cmnd=(READ_10 lba=0 txlen=64 protect=0 {raw}")
+    p = tmp_path / "report.txt"
+    p.write_text("cpus=2\n"
+                 f"  kworker/0:1H-56    [000]    41.686378: scsi_dispatch_cmd_start:   {common}\n"
+                 f"  usb-storage-127    [000]    41.701408: scsi_dispatch_cmd_done:    {common} "
+                 "result=(driver=DRIVER_OK host=DID_OK message=COMMAND_COMPLETE status=SAM_STAT_GOOD)\n")
+    assert parsers.detect(str(p)) == "scsilog"
+    ios = analyze(p).ios
+    assert ios["response_ns"].to_list() == [41_701_408_000 - 41_686_378_000]
+    assert ios["status"].to_list() == ["GOOD"] and ios["command"].to_list() == ["Read(10)"]
