@@ -480,23 +480,31 @@ def _keywords(tb: TokenBlock, start: np.ndarray, length: np.ndarray) -> np.ndarr
 
 
 def _scan(tb: TokenBlock, context: int) -> tuple[_Items, int]:
-    """Tokens -> items, and the keyword context at the end of the block.
-
-    A `b`/`r`/`s` value is followed by its identifier code on the same line. In a run of
-    tokens starting with those letters values and codes alternate, so the position in the
-    run tells which is which (a code may itself start with `b`, or be `#` or `$`).
-    """
-    a, start, end = tb.a, tb.tok_start, tb.tok_end
-    length = end - start
-    kw = _keywords(tb, start, length)
+    """Tokens -> items, and the keyword context at the end of the block."""
+    start, end = tb.tok_start, tb.tok_end
+    kw = _keywords(tb, start, end - start)
     last_kw = _last_index(kw > 0)
     ctx = np.where(last_kw >= 0, kw[np.maximum(last_kw, 0)], context).astype(np.int8)
     end_context = int(ctx[-1]) if len(ctx) else context
-    keep = np.flatnonzero((kw == 0) & (ctx != KW_COMMENT))
-    start, end, length, ctx = start[keep], end[keep], length[keep], ctx[keep]
-    line = tb.tok_line[keep]
-    c0 = a[start]
-    n = len(start)
+    line = tb.tok_line
+    keep = (kw == 0) & (ctx != KW_COMMENT)
+    if not keep.all():
+        start, end, ctx, line = start[keep], end[keep], ctx[keep], line[keep]
+    is_value, has_code, sel = _pair(tb.a[start], line)
+    nxt = np.minimum(sel + 1, max(len(start) - 1, 0))
+    following = (start[nxt], end[nxt])      # where a b/r/s value's identifier code is
+    if len(sel) < len(start):
+        start, end, ctx, line = start[sel], end[sel], ctx[sel], line[sel]
+    items = _decode(tb, start, end, ctx, tb.line_no[line], is_value, has_code, following)
+    return items, end_context
+
+
+def _pair(c0: np.ndarray, line: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A `b`/`r`/`s` value is followed by its identifier code on the same line. In a run of
+    tokens starting with those letters values and codes alternate, so the position in the
+    run tells which is which (a code may itself start with `b`, or be `#` or `$`).
+    Returns is_value and has_code of the items, and the items' token indexes (codes left out)."""
+    n = len(c0)
     same_line = np.zeros(n, dtype=bool)
     same_line[1:] = line[1:] == line[:-1]
     cand = STARTS_VALUE[c0]
@@ -508,11 +516,20 @@ def _scan(tb: TokenBlock, context: int) -> tuple[_Items, int]:
     is_code[1:] = is_value[:-1] & same_line[1:]
     has_code = np.zeros(n, dtype=bool)
     has_code[:-1] = is_value[:-1] & same_line[1:]
-    nxt = np.minimum(np.arange(n) + 1, max(n - 1, 0))
-    code_start = np.where(is_value, start[nxt], start + 1)
-    code_end = np.where(is_value, end[nxt], end)
-    code_end = np.where(is_value & ~has_code, code_start, code_end)
+    if not is_code.any():
+        return is_value, has_code, np.arange(n)
+    sel = np.flatnonzero(~is_code)
+    return is_value[sel], has_code[sel], sel
 
+
+def _decode(tb: TokenBlock, start, end, ctx, line, is_value, has_code, following) -> _Items:
+    """Kind, value span, identifier code and timestamp of every item; reason if bad."""
+    a = tb.a
+    length = end - start
+    c0 = a[start]
+    n = len(start)
+    code_start = np.where(is_value, following[0], start + 1)
+    code_end = np.where(is_value & has_code, following[1], np.where(is_value, code_start, end))
     kind = np.full(n, BAD, dtype=np.int8)
     kind[c0 == ord("#")] = TIME
     kind[STARTS_SCALAR[c0] & (length >= 2)] = SCALAR
@@ -534,9 +551,8 @@ def _scan(tb: TokenBlock, context: int) -> tuple[_Items, int]:
     code = np.zeros(n, dtype=np.uint64)
     sub = np.flatnonzero(kind >= SCALAR)
     code[sub] = _pack(a, code_start[sub], code_end[sub] - code_start[sub])
-    out = _Items(tb.line_no[line], start, end, kind, ctx, time, code_start, code_end, code,
-                 val_start, val_end, reason)
-    return out.take(~is_code), end_context
+    return _Items(line, start, end, kind, ctx, time, code_start, code_end, code,
+                  val_start, val_end, reason)
 
 
 def _vector_ok(a: np.ndarray, vs: np.ndarray, ve: np.ndarray) -> np.ndarray:
@@ -635,8 +651,10 @@ class _Reader:
         items, carry.context = _scan(tb, carry.context)
         items = self._check(tb, items, carry)
         self._count(items)
-        items = items.take((items.ctx != KW_DUMPOFF) & ((items.kind == TIME) | (items.kind == SCALAR)
-                                                        | (items.kind == VECTOR)))
+        keep = (items.ctx != KW_DUMPOFF) & ((items.kind == TIME) | (items.kind == SCALAR)
+                                             | (items.kind == VECTOR))
+        if not keep.all():
+            items = items.take(keep)
         times = items.time[items.kind == TIME]
         if len(times):
             if carry.origin is None:
@@ -691,7 +709,7 @@ class _Reader:
 
     # -- state per timestamp
     def _slot_changes(self, tb: TokenBlock, items: _Items) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-        """slot -> (hit mask over items, value per item) of the mapped value changes."""
+        """slot -> (item positions, values) of the mapped value changes, in file order."""
         changes = {}
         for f in self.feeds:
             code = f.var.code.encode("utf-8", "surrogateescape")
@@ -701,9 +719,8 @@ class _Reader:
             else:
                 hit = np.array([tb.buf[s:e] == code for s, e in zip(items.code_start, items.code_end)],
                                dtype=bool) if len(items.code) else np.zeros(0, dtype=bool)
-            hit &= items.kind != TIME
-            sel = np.flatnonzero(hit)
-            vs, ve = items.val_start[sel], items.val_end[sel]
+            pos = np.flatnonzero(hit & (items.kind != TIME))
+            vs, ve = items.val_start[pos], items.val_end[pos]
             if f.bus == "DB":
                 v = _byte_values(tb.a, vs, ve)
                 if f.var.msb is not None and f.var.lsb is not None and f.var.msb < f.var.lsb:
@@ -714,12 +731,10 @@ class _Reader:
                 v = _bit_values(tb.a, vs, ve)
                 if f.inverted:
                     v = np.where(v >= 0, 1 - v, v)
-            value = np.zeros(len(hit), dtype=np.int16)
-            value[sel] = v
             slot = _slot_of(f.bus)
             meta_key = "xz_control_changes" if slot < DB_SLOT else "xz_data_changes"
             self.cap.meta[meta_key] += int((v < 0).sum())
-            changes[slot] = (hit, value)
+            changes[slot] = (pos, v)
         return changes
 
     def _rows(self, tb: TokenBlock, items: _Items, carry: _Carry) -> pl.DataFrame | None:
@@ -731,8 +746,7 @@ class _Reader:
         if carry.pending is not None:      # the pending timestamp heads the block
             is_time = np.concatenate(([True], is_time))
             t_ns = np.concatenate(([carry.pending[0]], t_ns))
-            changes = {s: (np.concatenate(([False], h)), np.concatenate(([0], v)))
-                       for s, (h, v) in changes.items()}
+            changes = {s: (pos + 1, v) for s, (pos, v) in changes.items()}
         last_time = _last_index(is_time)
         if not len(last_time) or last_time[-1] < 0:
             self._update_state(changes, carry)
@@ -741,10 +755,10 @@ class _Reader:
         tt = t_ns[np.where(last_time >= 0, last_time, first)]
         ends = np.flatnonzero(np.concatenate((tt[1:] != tt[:-1], [True])))
         state = {}
-        for s in self.slots:
-            hit, value = changes[s]
-            last = _last_index(hit)[ends]
-            state[s] = np.where(last >= 0, value[np.maximum(last, 0)], carry.state[s])
+        for s in self.slots:          # the last change of each slot at or before each end
+            pos, value = changes[s]
+            k = np.searchsorted(pos, ends, side="right") - 1
+            state[s] = np.where(k >= 0, value[np.maximum(k, 0)] if len(pos) else 0, carry.state[s])
         self._update_state(changes, carry)
         lines, db, dbp = _combine(state, self.slots)
         rows_t = tt[ends]
@@ -760,11 +774,11 @@ class _Reader:
             return None
         return _frame_from(rows_t[emit], lines[emit], db[emit], dbp[emit])
 
-    def _update_state(self, changes: dict, carry: _Carry) -> None:
-        for s, (hit, value) in changes.items():
-            idx = np.flatnonzero(hit)
-            if len(idx):
-                carry.state[s] = int(value[idx[-1]])
+    @staticmethod
+    def _update_state(changes: dict, carry: _Carry) -> None:
+        for s, (pos, value) in changes.items():
+            if len(pos):
+                carry.state[s] = int(value[-1])
 
     def _end_of_file(self, carry: _Carry) -> None:
         if carry.context in (KW_COMMENT, KW_DUMPVARS, KW_DUMPALL, KW_DUMPON, KW_DUMPOFF):
