@@ -352,7 +352,8 @@ def _columns(parts: list[tuple[int, dict]]) -> pl.DataFrame:
     if not parts:
         return schema.empty(block.RAW_EVENTS)
     recs = [d["rec"] if d["order"] == "<" else d["rec"].astype(DTYPE_LE) for _, d in parts]
-    rec = np.concatenate(recs)
+    rows = np.concatenate([r.view(np.uint8).reshape(-1, HEADER) for r in recs])
+    rec = rows.view(DTYPE_LE).reshape(-1)
     extra = {name: np.concatenate([d[name] for _, d in parts])
              for name in ("pdu_dev", "pdu_sector", "pdu_int", "has_remap", "has_int", "offs")}
     extra["file"] = np.concatenate([np.full(len(d["rec"]), fi, np.int16) for fi, d in parts])
@@ -361,14 +362,15 @@ def _columns(parts: list[tuple[int, dict]]) -> pl.DataFrame:
     order = block.merge_order([rec["time"][keep[lo:hi]].astype(np.int64)
                                for lo, hi in zip(bounds[:-1], bounds[1:])])
     take = keep if order is None else keep[order]
-    rec = rec[take]
+    whole = rows.view(f"V{HEADER}").reshape(-1)        # whole records: one copy per record
+    rec = whole[take].view(DTYPE_LE)
     cols = {"time_abs": rec["time"], "seq": rec["sequence"], "cpu": rec["cpu"], "action": rec["action"],
             "device": rec["device"], "sector": rec["sector"], "bytes": rec["bytes"], "pid": rec["pid"],
             "error": rec["error"], "pdu_dev": extra["pdu_dev"][take], "pdu_sector": extra["pdu_sector"][take],
             "pdu_int": extra["pdu_int"][take], "has_remap": extra["has_remap"][take],
             "has_int": extra["has_int"][take], "file": extra["file"][take], "position": extra["offs"][take]}
-    return pl.DataFrame({name: np.ascontiguousarray(v).astype(block.NUMPY_RAW[name], copy=False)
-                         for name, v in cols.items()}, schema=block.RAW_EVENTS)
+    return pl.DataFrame({name: v.astype(block.NUMPY_RAW[name]) for name, v in cols.items()},
+                        schema=block.RAW_EVENTS)
 
 
 def _notify_texts(d, names: dict, messages: list) -> None:

@@ -100,26 +100,13 @@ def _rwbs(action: int, has_bytes: bool) -> str:
 
 
 def merge_order(times: list[np.ndarray]) -> np.ndarray | None:
-    """Stable time order of several runs (one per file) without a full sort when each run is
-    already in order (blktrace's per-CPU files are); None when the concatenation is in order."""
-    if all(np.all(t[1:] >= t[:-1]) for t in times):
-        merged = times[0]
-        order = np.arange(len(merged))
-        for t in times[1:]:
-            if len(merged) and len(t) and t[0] < merged[-1]:
-                pos_new = np.searchsorted(merged, t, side="right") + np.arange(len(t))
-                pos_old = np.searchsorted(t, merged, side="left") + np.arange(len(merged))
-                new_order = np.empty(len(merged) + len(t), np.int64)
-                new_order[pos_old] = order
-                new_order[pos_new] = np.arange(len(order), len(order) + len(t))
-                both = np.empty(len(new_order), np.int64)
-                both[pos_old], both[pos_new] = merged, t
-                merged, order = both, new_order
-            else:
-                order = np.concatenate([order, np.arange(len(order), len(order) + len(t))])
-                merged = np.concatenate([merged, t])
-        return None if np.all(order[1:] > order[:-1]) else order
-    return np.argsort(np.concatenate(times), kind="stable")
+    """Stable time order of the records of several files (ties keep file order), or None when
+    they are already in order. numpy's stable sort merges already-sorted runs (per-CPU files)
+    in linear time."""
+    allt = np.concatenate(times) if times else np.zeros(0, np.int64)
+    if len(allt) < 2 or np.all(allt[1:] >= allt[:-1]):
+        return None
+    return np.argsort(allt, kind="stable")
 
 
 def finish_events(raw: pl.DataFrame) -> pl.DataFrame:
@@ -236,10 +223,18 @@ class _Events:
         self.t = events["t_ns"].to_numpy()[sel]
         self.pid = events["pid"].to_numpy()[sel]
         self.action = action[sel]
-        pdu_dev = events["pdu_dev"].fill_null(0).to_numpy()[sel].astype(np.int64)
-        known = np.isin(pdu_dev, self.devices)
-        self.pdu_dev = np.where(known, np.searchsorted(self.devices, pdu_dev), NONE)
-        self.pdu_sector = events["pdu_sector"].fill_null(0).to_numpy()[sel]
+        self.pdu_dev = np.full(len(sel), NONE, np.int64)       # remaps only: few rows to convert
+        self.pdu_sector = np.zeros(len(sel), np.int64)
+        a = np.flatnonzero(self.code == TA["A"])
+        if len(a):
+            rows = pl.Series(sel[a])
+            pdu_dev = events["pdu_dev"].gather(rows).fill_null(0).to_numpy().astype(np.int64)
+            known = np.isin(pdu_dev, self.devices)
+            self.pdu_dev[a] = np.where(known, np.searchsorted(self.devices, pdu_dev), NONE)
+            self.pdu_sector[a] = events["pdu_sector"].gather(rows).fill_null(0).to_numpy()
+        # every record, for the per-device counters (before culling: blkparse's counts)
+        self.all_counts = np.bincount(dcode * 256 + code, minlength=len(self.devices) * 256) \
+            .reshape(len(self.devices), 256)
         self.n = len(sel)
         self._by_code = np.argsort(self.code, kind="stable")       # event indexes grouped by code
         self._bounds = np.searchsorted(self.code[self._by_code], np.arange(257))
@@ -578,34 +573,33 @@ def _btt_categories(stats: pl.DataFrame, n_done: int) -> pl.DataFrame:
 
 # ---------------------------------------------------------------- per device, per process, sizes
 
-def _busy_runs(queues: pl.DataFrame) -> pl.DataFrame:
-    """Per device, maximal intervals with at least one request between its D and its C."""
-    iv = queues.filter(pl.col("d_t").is_not_null() & pl.col("c_t").is_not_null()).select(
-        "device", pl.col("d_t").alias("s"), pl.max_horizontal("d_t", "c_t").alias("e")).sort("device", "s")
-    iv = iv.with_columns(pl.col("e").cum_max().shift(1).over("device").alias("reach"))
-    iv = iv.with_columns((pl.col("reach").is_null() | (pl.col("s") > pl.col("reach")))
-                         .cast(pl.Int64).cum_sum().over("device").alias("run"))
-    return iv.group_by("device", "run").agg(pl.col("s").min(), pl.col("e").max()).sort("device", "s")
-
-
 def busy_segments(queues: pl.DataFrame, start_ns: int, end_ns: int) -> pl.DataFrame:
-    """Per device, "Busy" (a request between D and C) and "Idle" segments tiling the trace."""
-    runs = _busy_runs(queues)
-    idle = runs.with_columns(pl.col("e").shift(1).over("device").fill_null(start_ns).alias("prev")) \
-        .filter(pl.col("s") > pl.col("prev")).select("device", pl.col("prev").alias("s"), pl.col("s").alias("e"))
-    tail = runs.group_by("device").agg(pl.col("e").max().alias("s")).filter(pl.col("s") < end_ns) \
-        .with_columns(pl.lit(end_ns, pl.Int64).alias("e"))
-    seg = pl.concat([runs.select("device", "s", "e", pl.lit("BUSY").alias("phase")),
-                     idle.select("device", "s", "e", pl.lit("IDLE").alias("phase")),
-                     tail.select("device", "s", "e", pl.lit("IDLE").alias("phase"))]).sort("device", "s")
-    n = seg.height
+    """Per device, "Busy" (at least one request between its D and its C) and "Idle" segments,
+    tiling the trace once per device."""
+    iv = queues.filter(pl.col("d_t").is_not_null() & pl.col("c_t").is_not_null())
+    dev, d_t, c_t = (iv[c].to_numpy() for c in ("device", "d_t", "c_t"))
+    parts = []
+    for device in np.unique(dev):
+        sel = dev == device
+        order = np.argsort(d_t[sel], kind="stable")
+        s, e = d_t[sel][order], np.maximum(c_t[sel][order], d_t[sel][order])
+        reach = np.maximum.accumulate(e)
+        first = np.flatnonzero(np.concatenate(([True], s[1:] > reach[:-1])))   # a new busy run
+        b_s, b_e = s[first], reach[np.concatenate((first[1:] - 1, [len(s) - 1]))]
+        gaps_s = np.concatenate(([start_ns], b_e))
+        gaps_e = np.concatenate((b_s, [end_ns]))
+        idle = gaps_e > gaps_s
+        for lo, hi, phase in ((b_s, b_e, "BUSY"), (gaps_s[idle], gaps_e[idle], "IDLE")):
+            parts.append(pl.DataFrame({"device": np.full(len(lo), device, np.uint32), "start_ns": lo,
+                                       "end_ns": hi, "phase": [phase] * len(lo)}))
+    seg = pl.concat(parts).sort("device", "start_ns") if parts else pl.DataFrame(
+        schema={"device": pl.UInt32, "start_ns": pl.Int64, "end_ns": pl.Int64, "phase": pl.Utf8})
     out = seg.select(
-        pl.col("s").alias("start_ns"), pl.col("e").alias("end_ns"), "phase",
+        pl.col("start_ns").cast(pl.Int64), pl.col("end_ns").cast(pl.Int64), "phase",
         pl.when(pl.col("phase") == "BUSY").then(pl.lit("Busy")).otherwise(pl.lit("Idle")).alias("category"),
         *(pl.lit(None, dtype).alias(c) for c, dtype in schema.SEGMENTS.items()
           if c not in ("start_ns", "end_ns", "phase", "category")),
         _dev_names(pl.col("device")).alias("device"))
-    assert out.height == n
     return schema.validate(out, schema.SEGMENTS, "block segments")
 
 
@@ -613,12 +607,24 @@ def _dev_names(col: pl.Expr) -> pl.Expr:
     return pl.format("{},{}", (col.cast(pl.Int64) // (1 << 20)), (col.cast(pl.Int64) % (1 << 20)))
 
 
-def device_table(events: pl.DataFrame, queues: pl.DataFrame, segments: pl.DataFrame, elapsed_ns: int):
-    act = pl.col("act")
-    by = events.group_by("device", "act").len()
-    count = lambda *letters: pl.col("len").filter(pl.col("act").is_in(letters)).sum()  # noqa: E731
-    counts = by.group_by("device").agg(count("Q").alias("queued"), count("D").alias("dispatched"),
-                                       count("M", "F").alias("merges"), count("R").alias("requeues"))
+def device_table(run: dict, queues: pl.DataFrame, segments: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
+    """Per device: records seen (Q, D, merges, requeues), completions, bytes, busy time, queue
+    depth, mean |D sector - previous D end| (seek) in sectors, rates."""
+    ev = run["ev"]
+    counts = ev.all_counts
+    d = ev.of("D")
+    rows = []
+    for k, dev in enumerate(ev.devices):
+        dd = d[ev.dev[d] == k]
+        seek = np.abs(ev.sector[dd][1:] - ev.end[dd][:-1])
+        rows.append({"device": int(dev), "queued": int(counts[k, TA["Q"]]), "dispatched": int(counts[k, TA["D"]]),
+                     "merges": int(counts[k, TA["M"]] + counts[k, TA["F"]]), "requeues": int(counts[k, TA["R"]]),
+                     "seek_mean_sectors": float(seek.mean()) if len(seek) else None,
+                     "seek_median_sectors": float(np.median(seek)) if len(seek) else None,
+                     "seeks": int(np.count_nonzero(seek))})
+    base = pl.DataFrame(rows, schema={"device": pl.UInt32, "queued": pl.Int64, "dispatched": pl.Int64,
+                                      "merges": pl.Int64, "requeues": pl.Int64, "seek_mean_sectors": pl.Float64,
+                                      "seek_median_sectors": pl.Float64, "seeks": pl.Int64})
     done = queues.filter(pl.col("c_t").is_not_null())
     per = done.group_by("device").agg(
         pl.len().alias("ios_completed"), pl.col("bytes").sum().alias("bytes"),
@@ -626,17 +632,9 @@ def device_table(events: pl.DataFrame, queues: pl.DataFrame, segments: pl.DataFr
         ((pl.col("c_t") - pl.col("d_t")).clip(lower_bound=0).sum() / max(elapsed_ns, 1)).alias("avg_depth"))
     busy = segments.filter(pl.col("category") == "Busy").group_by("device").agg(
         (pl.col("end_ns") - pl.col("start_ns")).sum().alias("busy_ns"))
-    d = events.filter(act == "D").select(
-        "device", (pl.col("sector") - (pl.col("sector") + pl.col("bytes") // SECTOR).shift(1).over("device"))
-        .abs().alias("seek"))
-    seeks = d.group_by("device").agg(pl.col("seek").mean().alias("seek_mean_sectors"),
-                                     pl.col("seek").median().alias("seek_median_sectors"),
-                                     (pl.col("seek") > 0).sum().alias("seeks"))
     secs = elapsed_ns / 1e9
-    out = counts.join(per, on="device", how="left").join(seeks, on="device", how="left") \
-        .join(depth_max(queues), on="device", how="left").sort("device")
-    out = out.with_columns(_dev_names(pl.col("device")).alias("device"))
-    out = out.join(busy, on="device", how="left")
+    out = base.join(per, on="device", how="left").join(depth_max(queues), on="device", how="left").sort("device")
+    out = out.with_columns(_dev_names(pl.col("device")).alias("device")).join(busy, on="device", how="left")
     out = out.with_columns(pl.col("ios_completed", "bytes", "busy_ns", "writes").fill_null(0))
     return out.with_columns(
         (100.0 * pl.col("busy_ns") / max(elapsed_ns, 1)).alias("busy_percent"),
@@ -678,13 +676,18 @@ def _process_names(pid: pl.Expr, names: dict) -> pl.Expr:
     return pid.replace_strict(names, default=None, return_dtype=pl.Utf8).fill_null(pid.cast(pl.Utf8))
 
 
-def size_histogram(events: pl.DataFrame) -> pl.DataFrame:
-    """Dispatched request sizes (D events with bytes), in power-of-two buckets."""
-    d = events.filter((pl.col("act") == "D") & (pl.col("bytes") > 0))
-    bucket = pl.lit(2, pl.Int64).pow(pl.col("bytes").cast(pl.Float64).log(2).ceil().cast(pl.Int64))
-    w = ((pl.col("action") & (TC["WRITE"] << TC_SHIFT)) != 0)
-    h = d.group_by(bucket.alias("bytes_max")).agg(pl.len().alias("requests"), w.sum().alias("writes"))
-    return h.sort("bytes_max").with_columns((pl.col("requests") - pl.col("writes")).alias("reads_other"))
+def size_histogram(run: dict) -> pl.DataFrame:
+    """Sizes of the requests btt sees dispatched (D), in power-of-two buckets of bytes."""
+    ev = run["ev"]
+    d = ev.of("D")
+    nbytes = ev.bytes[d]
+    bucket = np.left_shift(1, np.ceil(np.log2(np.maximum(nbytes, 1))).astype(np.int64))
+    write = (ev.action[d] & (TC["WRITE"] << TC_SHIFT)) != 0
+    sizes, inverse = np.unique(bucket, return_inverse=True) if len(d) else (np.zeros(0, np.int64), None)
+    requests = np.bincount(inverse, minlength=len(sizes)) if len(d) else np.zeros(0, np.int64)
+    writes = np.bincount(inverse, weights=write, minlength=len(sizes)).astype(np.int64) if len(d) else requests
+    return pl.DataFrame({"bytes_max": sizes.astype(np.int64), "requests": requests.astype(np.int64),
+                         "writes": writes, "reads_other": (requests - writes).astype(np.int64)})
 
 
 # ---------------------------------------------------------------- analysis
@@ -737,11 +740,11 @@ def analyze(capture: Capture, options) -> Analysis:
     n_q2c = int(stats.filter((pl.col("device") == "all") & (pl.col("stage") == "Q2C"))["n"].sum())
     json_extra = {
         "stages": _stages_json(stats),
-        "events": event_counts(events),
+        "events": event_counts(run),
         "overhead": overhead(stats).to_dicts(),
-        "devices": device_table(events, queues, segments, elapsed).to_dicts(),
+        "devices": device_table(run, queues, segments, elapsed).to_dicts(),
         "processes": process_table(queues, names).to_dicts(),
-        "size_histogram": size_histogram(events).to_dicts(),
+        "size_histogram": size_histogram(run).to_dicts(),
     }
     notes = ["block layer: stage times as btt computes them; Device Overhead percentages are of Q2C "
              "time (Q2G+G2I and Q2M are alternatives, so they need not sum to 100)"]
@@ -787,6 +790,7 @@ def _stages_json(stats: pl.DataFrame) -> list[dict]:
     return rows
 
 
-def event_counts(events: pl.DataFrame) -> dict:
-    """Records per blkparse action letter (T = timer unplug, blkparse's UT)."""
-    return {str(k): int(v) for k, v in events.group_by("act").len().sort("act").iter_rows()}
+def event_counts(run: dict) -> dict:
+    """Records per blkparse action letter (T = timer unplug, blkparse's UT), as blkparse counts."""
+    per_code = run["ev"].all_counts.sum(axis=0)
+    return {ACT_LETTERS[min(code, len(ACT_LETTERS) - 1)]: int(n) for code, n in enumerate(per_code) if n}
