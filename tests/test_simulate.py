@@ -193,12 +193,13 @@ def test_trace_invariants(tmp_path):
     assert res.segments["end_ns"][-1] == t[-1]
 
 
-def test_blocks_stream_identically(tmp_path, monkeypatch):
+@pytest.mark.parametrize("fmt", ["ancot", "vcd"])
+def test_blocks_stream_identically(tmp_path, monkeypatch, fmt):
     wl = Workload(disks=2, count=4, size=8 * KIB)
-    simulate(wl, tmp_path / "one.ancot", level=3)
+    simulate(wl, tmp_path / "one", level=3, fmt=fmt)
     monkeypatch.setattr(encode, "FLUSH_ROWS", 1000)
-    simulate(wl, tmp_path / "many.ancot", level=3)
-    assert (tmp_path / "one.ancot").read_bytes() == (tmp_path / "many.ancot").read_bytes()
+    simulate(wl, tmp_path / "many", level=3, fmt=fmt)
+    assert (tmp_path / "one").read_bytes() == (tmp_path / "many").read_bytes()
 
 
 def test_same_seed_same_trace(tmp_path):
