@@ -372,30 +372,25 @@ def _chunk_transitions(runs: pl.DataFrame, initiator: int) -> pl.DataFrame:
     size = arb + 1 + 2 * n
     first = np.cumsum(size) - size
     total = int(size.sum())
-    t = np.empty(total, dtype=np.int64)
-    ln = np.empty(total, dtype=np.int64)
+    t = np.repeat(start, size)
+    ln = np.repeat(lines, size)
     db = np.full(total, -1, dtype=np.int64)
-    run_of = np.repeat(np.arange(len(size)), size)
-    k = np.arange(total) - first[run_of] - arb[run_of]      # -1 arbitration, 0 entry, then handshakes
-    t[:] = start[run_of]
-    ln[:] = lines[run_of]
-    is_arb = k == -1
-    ln[is_arb] = _B["BSY"]
-    db[is_arb] = arb_db[run_of[is_arb]]
-    is_entry = k == 0
-    db[is_entry] = sel_db[run_of[is_entry]]
-    hs = k >= 1
-    byte_no = (k[hs] - 1) // 2
-    asserted = (k[hs] - 1) % 2 == 0
-    r = run_of[hs]
-    width = (end - start)[r] / np.maximum(n[r], 1)
-    t[hs] = start[r] + np.floor((byte_no + np.where(asserted, 0.25, 0.75)) * width).astype(np.int64)
-    ln[hs] = np.where(asserted, lines[r] | HANDSHAKE, lines[r])
-    offsets = first + arb + 1
+    arb_at = first[sel]
+    ln[arb_at] = _B["BSY"]
+    db[arb_at] = arb_db[sel]
+    entry_at = first + arb
+    db[entry_at] = sel_db
+    # handshake j of run r: asserted at row entry+1+2j, a quarter into its slot; released half a slot later
+    r = np.repeat(np.arange(len(n)), n)
+    j = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+    on_at = entry_at[r] + 1 + 2 * j
+    width = ((end - start) / np.maximum(n, 1))[r]
+    t[on_at] = start[r] + np.floor((j + 0.25) * width).astype(np.int64)
+    t[on_at + 1] = start[r] + np.floor((j + 0.75) * width).astype(np.int64)
+    ln[on_at] |= HANDSHAKE
     for i, b in enumerate(runs["info_bytes"].to_list()):  # per run (thousands), not per byte
         if b:
-            at = offsets[i] + 2 * np.arange(len(b))
-            db[at] = b
+            db[entry_at[i] + 1 + 2 * np.arange(len(b))] = b
     return pl.DataFrame({
         "t_ns": t,
         "lines": ln.astype(np.uint16),
