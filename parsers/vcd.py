@@ -5,11 +5,14 @@ an 8-bit `data` vector and a `phase` string), sigrok/PulseView and other logic-a
 software (one wire per probe, often active-low names such as `/SCSI_BSY`, `BSY_N`, `nSEL`,
 `ATN#`, data as `D0`..`D7`/`DB0`..`DB7` bits or a `DB`/`DAT`/`DATA` vector, parity `DBP`).
 
-The header (declarations, small) is read token by token in Python; the value changes are
-streamed in blocks (`parsers/_lines.py`) and decoded with polars expressions: tokens are
-classified in bulk, identifier codes are joined to bus "slots", each slot's value is
-forward-filled and the bits are combined into `lines`/`db`/`dbp`. The only Python loops run
-per block and per slot. See docs/vcd.md for the mapping and polarity rules.
+The header (declarations, small) is read token by token in Python. The value changes are
+streamed in blocks of whole lines (`parsers/_lines.py`) and decoded with numpy on the shared
+tokenizer (`parsers/_tokens.py`): tokens are classified by their first byte, identifier
+codes are packed into integers and compared with the codes of the mapped bus "slots", each
+slot's last value before the end of every timestamp is found by index arithmetic, and the
+bits are combined into `lines`/`db`/`dbp`. Python loops run per block, per slot and per
+character position of a value, never per value change. See docs/vcd.md for the mapping,
+polarity and value rules.
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ import polars as pl
 
 from scsitrace import schema
 from scsitrace.errors import BadInput, MissingSignal, TruncatedInput, UsageError
-from scsitrace.model import Capture, RecordCount
+from scsitrace.model import Capture
 from . import _lines
 from ._tokens import TokenBlock
 from .ancot import level_of
