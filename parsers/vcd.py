@@ -843,6 +843,9 @@ def parse(path: str, *, strict: bool = True, progress=None, mapping: dict | None
     be found, BadInput on the first bad line when strict."""
     path = str(path)
     header = _HeaderReader(path).read()
+    if not header.vars:
+        raise BadInput(path, "no $var declaration before the value changes (not a VCD file?)",
+                       line=header.data_line - 1 if header.data_line > 1 else 1)
     feeds, notes = resolve(header, path, mapping, active_low)
     buses = [f.bus for f in feeds]
     signals = [s for s in schema.SIGNALS if s in buses]
@@ -859,6 +862,7 @@ def parse(path: str, *, strict: bool = True, progress=None, mapping: dict | None
         "mapping": {f.bus: f.var.path for f in feeds},
         "inverted": [f.bus for f in feeds if f.inverted],
         **{k: v for k, v in header.info.items() if v},
+        "origin": None,    # the first timestamp, in file units (set while reading)
         **{k: 0 for k in COUNT_KEYS},
     }
     if header.timescale is None:

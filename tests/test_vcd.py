@@ -341,6 +341,8 @@ def test_lenient_skips_and_counts(tmp_path):
     ("$var wire 1 ! $end\n", BadInput, "bad $var"),
     ("$scope module a $end\n$var wire 1 ! BSY\n", TruncatedInput, "file ends inside $var"),
     ("hello world\n", BadInput, "expected a $keyword"),
+    ("", BadInput, "no $var declaration"),
+    ("$date today $end\n$enddefinitions $end\n#0\n", BadInput, "no $var declaration"),
 ])
 def test_bad_header(tmp_path, text, kind, why):
     with pytest.raises(kind, match=why.replace("$", r"\$")):
