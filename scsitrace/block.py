@@ -313,6 +313,33 @@ def _scan(q_sel, q_dev, q_start, q_end, q_idx, limit, ev: _Events, kinds: np.nda
     return np.concatenate(out_q), np.concatenate(out_e)
 
 
+def _containing(sel: np.ndarray, ev: _Events, qi: np.ndarray, q_end: np.ndarray, close: np.ndarray,
+                steps: int = 4 * SCAN_STEPS) -> np.ndarray:
+    """For events without a live Q at their own start sector: the latest earlier live Q on the
+    device whose range contains the event's sector (searched `steps` Qs back), or -1."""
+    out = np.full(len(sel), NONE, np.int64)
+    if len(sel) == 0 or len(qi) == 0:
+        return out
+    q_dev = ev.dev[qi]
+    order = np.lexsort((qi, q_dev))                 # Qs by device, then idx
+    span = np.int64(ev.n + 1)
+    comp = q_dev[order] * span + qi[order]
+    pos = np.searchsorted(comp, ev.dev[sel] * span + sel) - 1
+    lo = np.searchsorted(q_dev[order], ev.dev[sel])
+    active = np.arange(len(sel))
+    for _ in range(steps):
+        active = active[pos[active] >= lo[active]]
+        if len(active) == 0:
+            break
+        q = order[pos[active]]
+        e = sel[active]
+        hit = (ev.sector[qi[q]] <= ev.sector[e]) & (ev.sector[e] < q_end[q]) & (e < close[q])
+        out[active[hit]] = q[hit]
+        active = active[~hit]
+        pos[active] -= 1
+    return out
+
+
 def _last_before(q_query, idx_query, q_hist, idx_hist):
     """For each query (q, idx): position in the history arrays of the same q's latest entry with
     a smaller idx, or -1."""
@@ -368,6 +395,10 @@ def machine(events: pl.DataFrame) -> dict:
         q = lookup(sel)
         live = q >= 0
         live[live] &= sel[live] < close[q[live]]
+        miss = np.flatnonzero(~live)
+        if len(miss):      # btt finds a Q by containment: a sector inside a live Q's range
+            q[miss] = _containing(sel[miss], ev, qi, q_end, close)
+            live[miss] = q[miss] >= 0
         return q[live], sel[live]
 
     g_q, g_e = matched("G")

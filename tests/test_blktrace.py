@@ -182,3 +182,20 @@ def test_cli_filters_and_json_contract(tmp_path, capsys):
     assert [p["process"] for p in fio["processes"]] == ["fio"]
     assert cli.main(["analyze", base, "--window", "2:1"]) == 2
     assert cli.main(["analyze", base, "--device", "sda"]) == 2
+
+
+def test_segments_tile_the_trace_per_device_and_ios_follow_the_schema(tmp_path):
+    from scsitrace import core, schema
+    path = _write(tmp_path, "t.bin", gen.encode(gen.workload(300, seed=9, remaps=0.2)))
+    analysis = core.analyze(bt.parse(path), core.Options())
+    schema.validate(analysis.ios, schema.IOS, "ios")
+    seg = analysis.segments
+    assert set(seg["category"].unique().to_list()) == {"Busy", "Idle"}
+    for dev, part in seg.group_by("device"):
+        part = part.sort("start_ns")
+        assert part["start_ns"][0] == analysis.start_ns and part["end_ns"][-1] == analysis.start_ns + analysis.elapsed_ns
+        assert (part["start_ns"][1:] == part["end_ns"][:-1]).all()       # no gap, no overlap
+    done = analysis.ios.filter("complete")
+    assert done.height == analysis.ios_completed
+    assert (done["q2c_ns"] >= done["d2c_ns"]).all()
+    assert (done["end_ns"] - done["start_ns"] == done["q2c_ns"]).all()

@@ -176,11 +176,11 @@ def test_generated_event_counts_equal_live_blkparse(generated):
 
 
 @needs_tools
-@pytest.mark.parametrize("name", ["backmerge", "frontmerge", "requeue", "replaced"])
+@pytest.mark.parametrize("name", ["backmerge", "frontmerge", "requeue", "replaced", "contained"])
 def test_small_btt_rules(tmp_path, name):
     """One rule each, checked against btt itself: contained Qs complete with the request; a
     requeued request's second I and D count again; a Q at the same start sector replaces the
-    older one."""
+    older one; a G/I inside a queued bio's range (not at its start) finds that bio."""
     Q, G, I, M, F, D, C, R = (gen.ACT[x] for x in "QGIMFDCR")
     script = {
         "backmerge": [(1000, Q, 100, 8), (1100, G, 100, 8), (1200, I, 100, 8), (2000, Q, 108, 8),
@@ -192,6 +192,8 @@ def test_small_btt_rules(tmp_path, name):
         "replaced": [(1000, Q, 100, 8), (1100, G, 100, 8), (1200, I, 100, 8), (1500, Q, 100, 8),
                      (1600, G, 100, 8), (1700, I, 100, 8), (3000, D, 100, 8), (8000, C, 100, 8),
                      (8500, D, 100, 8), (8900, C, 100, 8)],
+        "contained": [(1000, Q, 100, 8), (1100, G, 104, 8), (1200, I, 104, 8), (3000, D, 100, 8),
+                      (9000, C, 100, 8)],
     }[name]
     data = b"".join(gen.record(t, s, n * 512, code | (gen.READ << 16), 100, gen.DISK, seq=k + 1)
                     for k, (t, code, s, n) in enumerate(script))
