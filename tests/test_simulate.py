@@ -246,3 +246,21 @@ def test_cli_what_if_bus_rate(tmp_path):
     (slow, n1), (fast, n2) = data_ns("slow"), data_ns("fast")
     assert n1 == n2 == 8 * 32 * KIB
     assert fast < slow
+
+
+# Sec 4.7, Tables 24-31: "Time on Jaguar board" of one disk's I/Os issued by the no-copy call
+# (submit to completion). Independent of Table 3: nothing in the model was tuned to these.
+JAGUAR_BOARD_MS = [
+    ("read", "seq", 32, 24.5), ("write", "seq", 32, 40.4), ("read", "random", 32, 57.0),
+    ("write", "random", 32, 55.5), ("read", "seq", 4, 3.2), ("write", "seq", 4, 19.4),
+    ("read", "random", 4, 33.2), ("write", "random", 4, 32.5), ("read", "seq", 128, 91.5),
+]
+
+
+@pytest.mark.parametrize("op, pattern, kib, paper_ms", JAGUAR_BOARD_MS)
+def test_time_on_board_matches_the_no_copy_timelines(tmp_path, op, pattern, kib, paper_ms):
+    res = simulate(Workload(disks=1, op=op, pattern=pattern, size=kib * KIB, count=40, seed=2),
+                   tmp_path / "j.ancot", level=1)
+    ios = res.ios.filter(pl.col("io") >= 5)                 # past the first seek
+    board_ms = float((ios["end_ns"] - ios["start_ns"]).mean()) / 1e6
+    assert abs(board_ms / paper_ms - 1) <= 0.20, board_ms
