@@ -86,16 +86,25 @@ class _Segments:
 
 # ---------------------------------------------------------------- per-chunk pass
 
-def _edges(t: np.ndarray, lines: np.ndarray, req0: int, ack0: int):
-    """REQ/ACK edges of one chunk in time order -> (t, code). State before the chunk given."""
+def _edges(t: np.ndarray, lines: np.ndarray, lines0: int):
+    """REQ/ACK edges of one chunk in time order -> (t, code); `lines0` = the lines before it."""
+    prev = np.empty_like(lines)
+    prev[0] = lines0
+    prev[1:] = lines[:-1]
+    changed = lines ^ prev
+    req_ch = (changed & REQ) != 0
+    ack_ch = (changed & ACK) != 0
+    both = req_ch & ack_ch
+    if not both.any():                       # the usual case: one line per transition
+        idx = np.flatnonzero(req_ch | ack_ch)
+        now = lines[idx]
+        code = np.where(req_ch[idx], np.where(now & REQ, REQ_UP, REQ_DOWN),
+                        np.where(now & ACK, ACK_UP, ACK_DOWN)).astype(np.int8)
+        return t[idx], code
     req = (lines & REQ) != 0
     ack = (lines & ACK) != 0
-    prev_req = np.concatenate(([bool(req0)], req[:-1]))
-    prev_ack = np.concatenate(([bool(ack0)], ack[:-1]))
-    req_ch = req != prev_req
-    ack_ch = ack != prev_ack
     # both lines changing at one tick: the handshake order decides which came first
-    ack_first = req_ch & ack_ch & req & ~ack
+    ack_first = both & req & ~ack
     n = len(t)
     slot_req = 2 * np.arange(n) + ack_first
     slot_ack = 2 * np.arange(n) + 1 - ack_first
@@ -103,8 +112,7 @@ def _edges(t: np.ndarray, lines: np.ndarray, req0: int, ack0: int):
     code[slot_req[req_ch]] = np.where(req[req_ch], REQ_UP, REQ_DOWN)
     code[slot_ack[ack_ch]] = np.where(ack[ack_ch], ACK_UP, ACK_DOWN)
     keep = code >= 0
-    times = np.repeat(t, 2)[keep]
-    return times, code[keep]
+    return np.repeat(t, 2)[keep], code[keep]
 
 
 class _Pass:
@@ -113,7 +121,7 @@ class _Pass:
     def __init__(self, segs: _Segments):
         self.segs = segs
         self.prev_t = np.iinfo(np.int64).min
-        self.req = self.ack = 0
+        self.lines = 0                                      # bus lines before the next chunk
         self.req_seen = 0                                   # REQ-up edges so far (bytes)
         self.seg_base = np.full(segs.n, -1, dtype=np.int64)  # REQ-ups before each segment
         self.seg_bytes = np.zeros(segs.n, dtype=np.int64)
@@ -128,45 +136,45 @@ class _Pass:
             return
         t0 = chunk["t_ns"].to_numpy()
         lines = chunk["lines"].to_numpy().astype(np.uint16)
-        t, code = _edges(t0, lines, self.req, self.ack)
-        self.req = int((lines[-1] & REQ) != 0)
-        self.ack = int((lines[-1] & ACK) != 0)
+        t, code = _edges(t0, lines, self.lines)
+        self.lines = int(lines[-1])
         if not len(t):
             return
-        prev = np.concatenate(([self.prev_t], t[:-1]))
+        prev = np.empty_like(t)
+        prev[0] = self.prev_t
+        prev[1:] = t[:-1]
         self.prev_t = int(t[-1])
         seg = self.segs.index(t)
         body_start = self.segs.body_start[np.maximum(seg, 0)]
         ok = (seg >= 0) & (t >= body_start)
-        self.stray += int((~ok).sum())
-        t, code, prev, seg, body_start = t[ok], code[ok], prev[ok], seg[ok], body_start[ok]
+        if not ok.all():
+            self.stray += int((~ok).sum())
+            t, code, prev, seg, body_start = t[ok], code[ok], prev[ok], seg[ok], body_start[ok]
+            if not len(t):
+                return
         dur = t - np.maximum(prev, body_start)
-        comp = (code & 1).astype(np.int8)        # REQ edges: target; ACK edges: initiator
+        comp = code & 1                          # REQ edges: target; ACK edges: initiator
         is_up = code == REQ_UP
         g = self.req_seen + np.cumsum(is_up)      # REQ-ups so far, including this edge
-        self.req_seen = int(g[-1]) if len(g) else self.req_seen
-        self._segment_bases(seg, g, is_up)
+        self.req_seen = int(g[-1])
+        # seg is non-decreasing: reduce over its runs (one per segment in this chunk)
+        starts = np.flatnonzero(np.r_[True, seg[1:] != seg[:-1]])
+        run_seg = seg[starts]
+        fresh = self.seg_base[run_seg] < 0
+        self.seg_base[run_seg[fresh]] = (g[starts] - is_up[starts])[fresh]
         byte = np.maximum(g - 1 - self.seg_base[seg], 0)
-        self.seg_bytes += np.bincount(seg[is_up], minlength=self.segs.n)
-        last = np.r_[seg[1:] != seg[:-1], True]
-        self.seg_last_t[seg[last]] = t[last]
-        key = seg * 2 + comp
-        # float64 weights are exact for sums below 2**53 ns (104 days)
-        self.totals += np.bincount(key, weights=dur, minlength=2 * self.segs.n).astype(np.int64).reshape(-1, 2)
+        self.seg_bytes[run_seg] += np.add.reduceat(is_up.astype(np.int64), starts)
+        self.seg_last_t[run_seg] = t[np.r_[starts[1:] - 1, len(t) - 1]]
+        target_dur = np.where(comp == TARGET, dur, 0)
+        self.totals[run_seg, TARGET] += np.add.reduceat(target_dur, starts)
+        self.totals[run_seg, INITIATOR] += np.add.reduceat(dur - target_dur, starts)
         self._keep(t, code, comp, dur, seg, byte)
-
-    def _segment_bases(self, seg, g, is_up):
-        first = np.r_[True, seg[1:] != seg[:-1]]
-        # REQ-ups before the segment = count before its first edge (minus that edge if REQ-up)
-        base = g[first] - is_up[first]
-        fresh = self.seg_base[seg[first]] < 0
-        self.seg_base[seg[first][fresh]] = base[fresh]
 
     def _keep(self, t, code, comp, dur, seg, byte):
         data = self.segs.is_data[seg]
-        for c in (TARGET, INITIATOR):
-            sel = data & (comp == c) & (byte > 0)
-            self.hist[c] += np.bincount(np.minimum(dur[sel], HIST_NS), minlength=HIST_NS + 1)
+        sel = data & (byte > 0)
+        self.hist += np.bincount(comp[sel].astype(np.int64) * (HIST_NS + 1) + np.minimum(dur[sel], HIST_NS),
+                                 minlength=2 * (HIST_NS + 1)).reshape(2, -1)
         # every long wait is above MIN_LONG_NS whatever the median turns out to be
         keep = ~data | (byte == 0) | (dur > MIN_LONG_NS)
         if keep.any():
