@@ -81,6 +81,9 @@ def test_committed_random_reads_hit_the_declared_blocks():
     ('[[case]]\nname = "x"\ndisk = "scsi"\nop = "read"\npattern = "seq"\nbs = 512\ncount = 1\n', "bad disk"),
     ('[[case]]\nname = "x"\ndisk = "lsi"\nop = "read"\npattern = "seq"\nbs = 512\n', "lacks 'count'"),
     ('[[case]]\nname = "X y"\ndisk = "lsi"\nop = "read"\npattern = "seq"\nbs = 512\ncount = 1\n', "unique"),
+    ('[[case]]\nname = "x"\ndisk = "lsi"\nop = "read"\npattern = "seq"\nbs = 1000\ncount = 1\n', "multiple of 512"),
+    ('disk_mib = 1\n[[case]]\nname = "x"\ndisk = "lsi"\nop = "read"\npattern = "seq"\nbs = 4096\ncount = 257\n',
+     "past the end"),
 ])
 def test_bad_declarations_are_refused(tmp_path, bad, why):
     p = tmp_path / "w.toml"
