@@ -53,15 +53,15 @@ def build_frame(n_target: int) -> pl.DataFrame:
 
 def child(mode: str, path: str) -> None:
     from scsitrace import parsers
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if mode.startswith("wellen"):
         n, changes = _wellen(path, stream=mode == "wellen-stream")
     else:
         cap = parsers.parse(path, mode)
         n = sum(len(c) for c in cap.chunks())
         changes = cap.records.read
-    dt = time.perf_counter() - t0
-    print(f"{n} {changes} {dt:.3f} {_peak_mib():.0f}")
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+    print(f"{n} {changes} {dt:.3f} {_peak_mib():.0f} {cpu:.3f}")
 
 
 def _peak_mib() -> float:
@@ -94,7 +94,7 @@ def _wellen(path: str, stream: bool) -> tuple[int, int]:
 def run_child(mode: str, path: Path):
     out = subprocess.run([sys.executable, __file__, "--child", mode, str(path)], capture_output=True,
                          text=True, check=True).stdout.split()
-    return int(out[0]), int(out[1]), float(out[2]), float(out[3])
+    return int(out[0]), int(out[1]), float(out[2]), float(out[3]), float(out[4])
 
 
 def mapped_changes(path: Path) -> int:
@@ -147,9 +147,11 @@ def main() -> None:
             gen_vcd.write(path, frame, signals=SIGNALS, data=["DB"], style=style, timescale="1 ns")
         ancot.write(str(text), frame, signals=SIGNALS, data=["DB"], tick_ns=1)
         print(f"generated {frame.height:,} transitions in {time.perf_counter() - t0:.1f} s")
-    n_a, rec_a, dt_a, peak_a = run_child("ancot", text)
+    print(f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs: wall times suffer on a busy "
+          "machine, CPU seconds less)")
+    n_a, rec_a, dt_a, peak_a, cpu_a = run_child("ancot", text)
     print(f"ancot-text {os.path.getsize(text) / 2**20:.0f} MiB: {n_a:,} transitions in {dt_a:.2f} s "
-          f"= {n_a / dt_a / 1e6:.2f} M transitions/s, peak {peak_a:.0f} MiB")
+          f"({cpu_a:.2f} CPU s) = {n_a / dt_a / 1e6:.2f} M transitions/s, peak {peak_a:.0f} MiB")
     try:
         import pywellen  # noqa: F401
         have_wellen = True
@@ -157,20 +159,20 @@ def main() -> None:
         have_wellen = False
         print("pywellen not installed: no comparison with it (pip install pywellen)")
     for style, path in files.items():
-        n, records, dt, peak = run_child("vcd", path)
+        n, records, dt, peak, cpu = run_child("vcd", path)
         print(f"vcd {style} {os.path.getsize(path) / 2**20:.0f} MiB: {n:,} transitions, {records:,} "
-              f"timestamps+changes in {dt:.2f} s = {n / dt / 1e6:.2f} M transitions/s, "
+              f"timestamps+changes in {dt:.2f} s ({cpu:.2f} CPU s) = {n / dt / 1e6:.2f} M transitions/s, "
               f"{records / dt / 1e6:.2f} M records/s, peak {peak:.0f} MiB; "
-              f"ancot-text/vcd time ratio {dt_a / dt:.2f} (same transitions)")
+              f"ancot-text/vcd CPU ratio {cpu_a / cpu:.2f} (same transitions)")
         if have_wellen:
-            _, _, l_dt, l_peak = run_child("wellen-load", path)
-            _, w_changes, w_dt, w_peak = run_child("wellen-stream", path)
+            _, _, l_dt, l_peak, l_cpu = run_child("wellen-load", path)
+            _, w_changes, w_dt, w_peak, w_cpu = run_child("wellen-stream", path)
             ours = mapped_changes(path)
-            print(f"  pywellen load of the mapped signals (Rust): {l_dt:.2f} s, peak {l_peak:.0f} MiB, "
-                  f"pywellen/scsitrace time ratio {l_dt / dt:.2f}")
-            print(f"  pywellen load + Python stream: {w_changes:,} changes in {w_dt:.2f} s, peak {w_peak:.0f} MiB, "
-                  f"ratio {w_dt / dt:.2f}; changes counted by our tokenizer rules {ours:,} "
-                  f"({'same' if ours == w_changes else 'DIFFERENT'})")
+            print(f"  pywellen load of the mapped signals (Rust): {l_dt:.2f} s ({l_cpu:.2f} CPU s), "
+                  f"peak {l_peak:.0f} MiB, pywellen/scsitrace CPU ratio {l_cpu / cpu:.2f}")
+            print(f"  pywellen load + Python stream: {w_changes:,} changes in {w_dt:.2f} s ({w_cpu:.2f} CPU s), "
+                  f"peak {w_peak:.0f} MiB, CPU ratio {w_cpu / cpu:.2f}; changes counted by our tokenizer "
+                  f"rules {ours:,} ({'same' if ours == w_changes else 'DIFFERENT'})")
 
 
 if __name__ == "__main__":
