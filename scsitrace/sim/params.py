@@ -115,6 +115,7 @@ class HbaParams:
         size of the transfers". CHOICE: the upper end grows linearly with the request size,
         from the minimum at the smallest transfer that crosses a boundary (8 KB + 1 sector)
         to the full range at 128 KB, the largest request of the study (Tables 12-31).
+        This choice decides the Table 3 result (docs/simulator.md, choice 3).
         """
         lo, hi = self.alloc_pause_ns
         frac = min(1.0, max(0.0, (request_bytes - self.alloc_block) / (128 * 1024 - self.alloc_block)))
