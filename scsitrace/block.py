@@ -441,14 +441,15 @@ def _stage_samples(ev, qi, q_t, done, c_idx, g, s, i, m, d) -> dict:
     samples["Q2Cdm"] = (qd[dm[q_dev[qd]]], q2c[dm[q_dev[qd]]])
     kd = _last_before(qd, c_idx[qd], d[0], d[1])
     samples["D2C"] = (qd[kd >= 0], _tdelta(t[d[1][kd[kd >= 0]]], c_t[kd >= 0]))
-    samples.update(_q2q(q_t, q_dev, dm))
+    samples.update(_q2q(q_t, q_dev, ev.pid[qi], dm))
     samples.update(_q2a(ev, qi, q_t))
     per_q = _per_q(ev, qi, q_t, done, c_idx, samples, g, i, m, d)
     return {"ev": ev, "qi": qi, "samples": samples, "per_q": per_q}
 
 
-def _q2q(q_t, q_dev, dm) -> dict:
-    """Q2Q between consecutive Qs of a device, and across devices ("all" shares one last Q)."""
+def _q2q(q_t, q_dev, q_pid, dm) -> dict:
+    """Q2Q between consecutive Qs of a device, of a process, and across devices ("all" and a
+    process share one last-Q time over their devices, as btt's do)."""
     out = {}
     gap = np.diff(q_t)
     overall = np.where(gap > 0, gap, 1)
@@ -464,6 +465,14 @@ def _q2q(q_t, q_dev, dm) -> dict:
     is_dm = dm[q_dev[qs]]
     out["Q2Q"] = (qs[~is_dm], val[~is_dm])
     out["Q2Qdm"] = (qs[is_dm], val[is_dm])
+    order = np.lexsort((np.arange(len(q_t)), q_pid))
+    same = q_pid[order][1:] == q_pid[order][:-1]
+    gap = np.diff(q_t[order])[same]
+    qs = order[1:][same]
+    val = np.where(gap > 0, gap, 1)
+    is_dm = dm[q_dev[qs]]
+    out["Q2Q@proc"] = (qs[~is_dm], val[~is_dm])
+    out["Q2Qdm@proc"] = (qs[is_dm], val[is_dm])
     return out
 
 
@@ -548,6 +557,7 @@ def stage_stats(run: dict, keep_q: np.ndarray | None = None) -> pl.DataFrame:
         name, _, scope = stage.partition("@")
         if scope == "all":
             add("all", name, ns)
+        if scope:
             continue
         for k, dev in enumerate(ev.devices):
             add(dev_name(int(dev)), name, ns[q_dev[q] == k])
@@ -556,6 +566,29 @@ def stage_stats(run: dict, keep_q: np.ndarray | None = None) -> pl.DataFrame:
     order = {name: k for k, name in enumerate(STAGE_ORDER)}
     rows.sort(key=lambda r: (r[0] == "all", _dev_sort(r[0]), order[r[1]]))
     return pl.DataFrame(rows, schema=STATS, orient="row")
+
+
+def process_stats(run: dict, names: dict, keep_q: np.ndarray | None = None) -> pl.DataFrame:
+    """btt's per-process avg_info (btt -A "Per Process"): samples grouped by the pid that queued
+    the bio, named by its command."""
+    pid = run["ev"].pid[run["qi"]]
+    rows = []
+    for stage, (q, ns) in run["samples"].items():
+        name, _, scope = stage.partition("@")
+        if scope == "all" or (name in ("Q2Q", "Q2Qdm") and scope != "proc"):
+            continue
+        if keep_q is not None:
+            q, ns = q[keep_q[q]], ns[keep_q[q]]
+        p = pid[q]
+        for one in np.unique(p):
+            vals = ns[p == one]
+            total = int(vals.sum())
+            rows.append((names.get(int(one), str(int(one))), int(one), name, len(vals), int(vals.min()),
+                         total / len(vals), int(vals.max()), total))
+    order = {name: k for k, name in enumerate(STAGE_ORDER)}
+    rows.sort(key=lambda r: (order[r[2]], r[0], r[1]))
+    return pl.DataFrame(rows, schema={"process": pl.Utf8, "pid": pl.Int64, **{k: v for k, v in STATS.items()
+                                                                            if k != "device"}}, orient="row")
 
 
 def overhead(stats: pl.DataFrame) -> pl.DataFrame:
@@ -775,6 +808,9 @@ def analyze(capture: Capture, options) -> Analysis:
         "overhead": overhead(stats).to_dicts(),
         "devices": device_table(run, queues, segments, elapsed).to_dicts(),
         "processes": process_table(queues, names).to_dicts(),
+        "process_stages": [{"process": r["process"], "pid": r["pid"], "name": r["stage"], "n": r["n"],
+                            "min_ns": r["min_ns"], "avg_ns": r["avg_ns"], "max_ns": r["max_ns"],
+                            "total_ns": r["total_ns"]} for r in process_stats(run, names, keep).iter_rows(named=True)],
         "size_histogram": size_histogram(run).to_dicts(),
     }
     notes = ["block layer: stage times as btt computes them; Device Overhead percentages are of Q2C "

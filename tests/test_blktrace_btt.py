@@ -165,6 +165,32 @@ def test_generated_per_device_equal_live_btt(generated):
     assert ours_od == btt_overhead(btt)
 
 
+def btt_per_process(text: str) -> dict:
+    """btt -A "Per Process": {(process, stage): (min, avg, max, N)}."""
+    body = text.split("==================== Per Process ====================")[1].split("\n==========")[0]
+    out, stage = {}, None
+    for line in body.splitlines():
+        head = re.match(r"^\s+(\S+)\s+MIN\s+AVG\s+MAX\s+N\s*$", line)
+        if head:
+            stage = head.group(1)
+            continue
+        m = STAGE_LINE.match(line)
+        if m and stage:
+            out[(m.group(1), stage)] = (m.group(2), m.group(3), m.group(4), int(m.group(5)))
+    return out
+
+
+@needs_tools
+def test_generated_per_process_equal_live_btt(generated):
+    base, _, _, btt = generated
+    _, js = ours(base)
+    mine = {(r["process"], r["name"]): (f"{r['min_ns'] / 1e9:.9f}", f"{(r['total_ns'] / 1e9) / r['n']:.9f}",
+                                       f"{r['max_ns'] / 1e9:.9f}", r["n"]) for r in js["process_stages"]}
+    ref = btt_per_process(btt)
+    assert {stage for _, stage in set(mine) - set(ref)} <= {"M2D"}       # btt -A lists no M2D
+    assert {k: mine[k] for k in ref} == ref
+
+
 @needs_tools
 def test_generated_event_counts_equal_live_blkparse(generated):
     base, _, text, _ = generated
