@@ -59,11 +59,29 @@ def targets_table(summary: dict) -> Table | None:
     return t
 
 
+def source_lines(src: dict) -> list[str]:
+    """What the input gave and how it was read: signals and their capture names, inversions,
+    data polarity, merged skew. Only the facts a source has."""
+    out = []
+    meta = src.get("meta") or {}
+    if src.get("signals"):
+        out.append("Signals: " + " ".join(src["signals"]))
+    if meta.get("mapping"):
+        inverted = set(meta.get("inverted") or ())
+        out.append("Mapped: " + ", ".join(f"{bus} <- {name}" + (" (active-low, inverted)" if bus in inverted else "")
+                                          for bus, name in meta["mapping"].items()))
+    if src.get("data_polarity"):
+        out.append(f"Data polarity: {src.get('data_polarity_reason') or src['data_polarity']}")
+    return out
+
+
 def render(summary: dict, console: Console | None = None) -> None:
     console = console or Console()
     src = summary["source"]
     console.print(f"[bold]{src.get('path', '')}[/bold]  format {src.get('format', '?')}"
                   + (f", level {src['level']}" if src.get("level") else ""), markup=True, highlight=False)
+    for line in source_lines(src):
+        console.print(line, markup=False, highlight=False)
     console.print(phase_table(summary))
     tt = targets_table(summary)
     if tt is not None:
