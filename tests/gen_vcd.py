@@ -196,3 +196,44 @@ def _xs(wires: list[dict]) -> list[str]:
 def _current(transitions: pl.DataFrame, wires: list[dict], n: int) -> list[str]:
     row = transitions.slice(n, 1)
     return [row.select(_change(w, " ").alias("c"))["c"][0] for w in wires]
+
+
+# ---------------------------------------------------------------- hostile input
+
+HOSTILE = (
+    # (bad line, reason the reader must give; in lenient mode the line is skipped)
+    ("#12x", "bad timestamp"),                          # not an integer
+    ("#", "bad timestamp"),                             # no digits at all
+    ("#1234567890123456789", "bad timestamp"),          # more than 18 digits
+    ("#1", "time goes backwards"),                      # earlier than the time before it
+    ("1?", "undeclared identifier code ?"),             # code never declared by a $var
+    ("b10201 #", "bad binary vector value"),            # digit 2 in a binary vector
+    ("b1010", "value without an identifier code"),      # vector value, code missing
+    ("hello", "not a timestamp or a value change"),     # a word
+    ("\u00e9t\u00e9", "not a timestamp or a value change"),  # non-ASCII text
+    ("$enddefinitions", "not a timestamp or a value change"),  # a header keyword in the data
+)
+
+
+def write_hostile(path, transitions: pl.DataFrame) -> list[int]:
+    """A scsimon-style file of `transitions` with one HOSTILE line after each sample line,
+    in order, as long as there are samples. Returns the line numbers of the bad lines.
+
+    What the reader must do: strict mode raises BadInput naming the first bad line with its
+    reason; lenient mode skips each bad line (counted in records.skipped, the first five
+    listed) and gives exactly the transitions of the clean file.
+    """
+    signals = list(schema.SIGNALS)
+    write(path, transitions, signals=signals, data=["DB"], style="scsimon")
+    with open(path, encoding="utf-8") as fh:
+        lines = fh.read().splitlines()
+    out, bad_lines, hostile = [], [], list(HOSTILE)
+    body = lines.index("$end", lines.index("$dumpvars")) + 1
+    for n, line in enumerate(lines):
+        out.append(line)
+        if n > body and line.startswith("#") and hostile:
+            out.append(hostile.pop(0)[0])
+            bad_lines.append(len(out))
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(out) + "\n")
+    return bad_lines

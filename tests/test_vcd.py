@@ -570,3 +570,20 @@ def test_icarus_verilog_dump_reads_back(tmp_path):
     expected = tr.with_columns(pl.col("t_ns") - tr["t_ns"][0])
     assert got.head(len(expected)).equals(expected)
     assert len(got) == len(expected) + 1 and got["t_ns"][-1] == expected["t_ns"][-1] + 5
+
+
+def test_hostile_file_from_the_generator(tmp_path):
+    rows = [(1000 + 10 * i, (i * 5) % 512, i % 256, None) for i in range(40)]
+    tr = frame(rows)
+    clean, hostile = tmp_path / "clean.vcd", tmp_path / "hostile.vcd"
+    gen_vcd.write(clean, tr, signals=list(schema.SIGNALS), data=["DB"], style="scsimon")
+    bad_lines = gen_vcd.write_hostile(hostile, tr)
+    assert len(bad_lines) == len(gen_vcd.HOSTILE)
+    with pytest.raises(BadInput) as err:
+        vcd.parse(str(hostile)).transitions()
+    assert err.value.line == bad_lines[0] and gen_vcd.HOSTILE[0][1] in err.value.reason
+    cap = vcd.parse(str(hostile), strict=False)
+    assert cap.transitions().equals(vcd.parse(str(clean)).transitions())
+    assert cap.records.skipped == len(gen_vcd.HOSTILE)
+    for example, line, (_, why) in zip(cap.records.examples, bad_lines, gen_vcd.HOSTILE):
+        assert f":{line}: {why}" in example
