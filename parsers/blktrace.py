@@ -272,27 +272,35 @@ def _decode_file(path: str, file_cpu: int | None, strict: bool, progress) -> dic
 
 def _pdus(b: np.ndarray, buf: bytes, offs: np.ndarray, rec: np.ndarray) -> dict:
     """Remap (device, sector) and split/unplug integers from the PDUs (big-endian, as the kernel
-    writes them), plus the payload of notify records (process names, messages: a handful)."""
-    action, pdu_len = rec["action"].astype(np.int64), rec["pdu_len"].astype(np.int64)
+    writes them), plus the payload of notify records (process names, messages: a handful).
+    Only records that carry a PDU are looked at."""
+    n = len(offs)
+    out = {"pdu_dev": np.zeros(n, np.uint32), "pdu_sector": np.zeros(n, np.int64),
+           "pdu_int": np.zeros(n, np.int64), "has_remap": np.zeros(n, bool), "has_int": np.zeros(n, bool),
+           "texts": {}}
+    k = np.flatnonzero(rec["pdu_len"] > 0)
+    if len(k) == 0:
+        return out
+    action = rec["action"][k].astype(np.int64)
     notify = (action & block.TC_NOTIFY) != 0
     code = action & (0xFFFF & ~TN_CGROUP)
     skip = np.where((action & TN_CGROUP) != 0, CGROUP_ID_BYTES, 0)
-    start = offs + HEADER + skip
-    payload = pdu_len - skip
-    n = len(offs)
-    out = {"pdu_dev": np.zeros(n, np.uint32), "pdu_sector": np.zeros(n, np.int64),
-           "pdu_int": np.zeros(n, np.int64)}
+    start = offs[k] + HEADER + skip
+    payload = rec["pdu_len"][k].astype(np.int64) - skip
     remap = ~notify & (code == block.TA["A"]) & (payload >= BLK_IO_TRACE_REMAP.sizeof())
     if remap.any():
         r = _rows(b, start[remap], BLK_IO_TRACE_REMAP.sizeof()).view(REMAP_DTYPE).reshape(-1)
-        out["pdu_dev"][remap] = r["device_from"]
-        out["pdu_sector"][remap] = r["sector_from"].astype(np.int64)
-    has_int = ~notify & np.isin(code, [block.TA["X"], block.TA["U"], block.TA["T"]]) & (payload >= 8)
+        out["pdu_dev"][k[remap]] = r["device_from"]
+        out["pdu_sector"][k[remap]] = r["sector_from"].astype(np.int64)
+        out["has_remap"][k[remap]] = True
+    with_int = np.zeros(0x10000, bool)          # actions whose PDU is one be64
+    with_int[[block.TA["X"], block.TA["U"], block.TA["T"]]] = True
+    has_int = ~notify & with_int[code] & (payload >= 8)
     if has_int.any():
-        out["pdu_int"][has_int] = _rows(b, start[has_int], 8).view(">u8").reshape(-1).astype(np.int64)
-    out["has_remap"], out["has_int"] = remap, has_int
-    out["texts"] = {int(k): buf[int(start[k]):int(start[k]) + int(max(payload[k], 0))]
-                    for k in np.flatnonzero(notify)}
+        out["pdu_int"][k[has_int]] = _rows(b, start[has_int], 8).view(">u8").reshape(-1).astype(np.int64)
+        out["has_int"][k[has_int]] = True
+    out["texts"] = {int(k[j]): buf[int(start[j]):int(start[j]) + int(max(payload[j], 0))]
+                    for j in np.flatnonzero(notify)}
     return out
 
 
