@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 
 import polars as pl
 import pytest
@@ -94,7 +93,7 @@ def check_round_trip(tmp_path, case, style: str, rev: bool = False, idle_every: 
     return cap
 
 
-SETTINGS = settings(max_examples=30, deadline=None,
+SETTINGS = settings(max_examples=25, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
@@ -376,7 +375,7 @@ _TOKENS = ["#0", "#5", "#3", "1!", "0\"", "x#", "b1010", "&", "b1 &", "bx &", "r
            "$comment", "$dumpvars", "$dumpoff", "$dumpon", "sfoo", "#", "z%", "1?", "\t", "  ", "ü"]
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.lists(st.sampled_from(_TOKENS) | st.text(max_size=6), max_size=5), max_size=25),
        st.booleans(), st.sampled_from([1 << 20, 64]))
 def test_garbage_only_raises_project_errors(tmp_path, lines, strict, block):
@@ -391,7 +390,7 @@ def test_garbage_only_raises_project_errors(tmp_path, lines, strict, block):
     assert got["t_ns"].is_sorted() and (len(got) == 0 or got["t_ns"][0] == 0)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.binary(max_size=400))
 def test_random_bytes_only_raise_project_errors(tmp_path, data):
     path = tmp_path / "r.vcd"
@@ -411,19 +410,19 @@ def test_sniff_and_registry():
     assert "vcd" in parsers.formats() and parsers.module("vcd") is vcd
 
 
-def test_cli_missing_signal_exits_2_with_one_line(tmp_path):
+def test_cli_missing_signal_exits_2_with_one_line(tmp_path, capsys):
+    from scsitrace.cli import main
     path = write_text(tmp_path, HEADER.replace("! BSY", "! XYZ"))
-    proc = subprocess.run([sys.executable, "-m", "scsitrace.cli", "analyze", path],
-                          capture_output=True, text=True)
-    assert proc.returncode == 2
-    assert proc.stderr.count("\n") == 1 and "BSY" in proc.stderr and "Traceback" not in proc.stderr
+    assert main(["analyze", path]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "BSY" in err and "Traceback" not in err
 
 
-def test_cli_bad_line_exits_2(tmp_path):
+def test_cli_bad_line_exits_2(tmp_path, capsys):
+    from scsitrace.cli import main
     path = write_text(tmp_path, HEADER + "#0\n1!\n#x\n")
-    proc = subprocess.run([sys.executable, "-m", "scsitrace.cli", "analyze", path],
-                          capture_output=True, text=True)
-    assert proc.returncode == 2 and f"{path}:13: bad timestamp" in proc.stderr
+    assert main(["analyze", path]) == 2
+    assert f"{path}:13: bad timestamp" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- against a real VCD reader
