@@ -268,36 +268,46 @@ class Writer:
             return
         ticks = (transitions["t_ns"] // self.tick_ns).to_numpy()
         if ticks.min() >= 0 and ticks.max() < 10**10:
-            self.fh.write(self._format_fixed(transitions, ticks).decode("ascii"))
+            data = self._format_fixed(transitions, ticks)
+            raw = getattr(self.fh, "buffer", None)
+            if raw is not None:            # a text file: skip the decode/encode round (ASCII)
+                self.fh.flush()
+                raw.write(data)
+            else:
+                self.fh.write(data.decode("ascii"))
         else:
             self._write_polars(transitions)
 
     def _format_fixed(self, tr: pl.DataFrame, ticks: np.ndarray) -> bytes:
-        """The same text as `_write_polars`, built as one fixed-width byte array (numpy table
-        lookups, no per-line work): every tick fits the 10-column pad, so every line has the
-        same width."""
+        """The same text as `_write_polars`, built as one fixed-width record array by table
+        lookups (no per-line work): every tick fits the 10-column pad, so every line has the
+        same width. Each field is a gather of whole byte strings (numpy void items)."""
+        nsig = len(self.signals)
+        fields = [("hi", "V5"), ("lo", "V5"), ("sig", f"V{2 * nsig}")]
+        if "DB" in self.data:
+            fields.append(("db", "V3"))
+        if "DBP" in self.data:
+            fields.append(("dbp", "V2"))
+        fields.append(("nl", "V1"))
+        out = np.empty(len(ticks), dtype=fields)
         hi, lo = np.divmod(ticks.astype(np.int64), 100_000)
-        cols = [_DIGITS5[0][hi], _DIGITS5[1][lo + (hi > 0) * 100_000]]
+        out["hi"] = _DIGITS5_V[0][hi]
+        out["lo"] = _DIGITS5_V[1][lo + (hi > 0) * 100_000]
         if self._signal_lut is None:
             codes = np.arange(1 << len(schema.SIGNALS))
-            lut = np.full((len(codes), 2 * len(self.signals)), ord(" "), dtype=np.uint8)
+            lut = np.full((len(codes), 2 * nsig), ord(" "), dtype=np.uint8)
             for i, name in enumerate(self.signals):
                 lut[:, 2 * i + 1] = 48 + ((codes >> schema.SIGNAL_BIT[name]) & 1)
-            self._signal_lut = lut
-        cols.append(self._signal_lut[tr["lines"].cast(pl.Int32).to_numpy() & ((1 << len(schema.SIGNALS)) - 1)])
-        n = len(ticks)
+            self._signal_lut = np.ascontiguousarray(lut).view(f"V{2 * nsig}").ravel()
+        out["sig"] = self._signal_lut[tr["lines"].to_numpy().astype(np.intp) & ((1 << len(schema.SIGNALS)) - 1)]
         if "DB" in self.data:
             db = tr["db"]
-            hexed = _HEX_BYTES[db.fill_null(0).cast(pl.Int32).to_numpy()]
-            hexed[db.is_null().to_numpy()] = ord("-")
-            cols += [np.full((n, 1), ord(" "), dtype=np.uint8), hexed]
+            out["db"] = _HEX3_V[db.fill_null(256).cast(pl.Int32).to_numpy()]
         if "DBP" in self.data:
             dbp = tr["dbp"]
-            bit = np.where(dbp.is_null().to_numpy(), ord("-"),
-                           np.where(dbp.fill_null(False).to_numpy(), ord("1"), ord("0"))).astype(np.uint8)
-            cols += [np.full((n, 1), ord(" "), dtype=np.uint8), bit[:, None]]
-        cols.append(np.full((n, 1), ord("\n"), dtype=np.uint8))
-        return np.concatenate(cols, axis=1).tobytes()
+            out["dbp"] = _DBP2_V[np.where(dbp.is_null().to_numpy(), 2, dbp.fill_null(False).to_numpy())]
+        out["nl"] = np.void(b"\n")
+        return out.tobytes()
 
     def _write_polars(self, transitions: pl.DataFrame) -> None:
         parts = [(pl.col("t_ns") // self.tick_ns).cast(pl.Utf8).str.pad_start(10)]
@@ -322,6 +332,10 @@ _DIGITS5 = (np.frombuffer(("     " + "".join(f"{i:5d}" for i in range(1, 100_000
                           dtype=np.uint8).reshape(-1, 5),
             np.frombuffer("".join([f"{i:5d}" for i in range(100_000)] + [f"{i:05d}" for i in range(100_000)])
                           .encode(), dtype=np.uint8).reshape(-1, 5))
+_DIGITS5_V = tuple(d.view("V5").ravel() for d in _DIGITS5)
+# " xx" for a byte, " --" (row 256) for an unsampled bus; " 0", " 1", " -" for DBP
+_HEX3_V = np.frombuffer("".join([f" {i:02x}" for i in range(256)] + [" --"]).encode(), dtype="V3")
+_DBP2_V = np.frombuffer(b" 0 1 -", dtype="V2")
 _HEX_BYTES = np.frombuffer("".join(f"{i:02x}" for i in range(256)).encode(), dtype=np.uint8).reshape(256, 2)
 
 
