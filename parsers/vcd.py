@@ -757,11 +757,7 @@ class _Reader:
         first = int(np.argmax(is_time))
         tt = t_ns[np.where(last_time >= 0, last_time, first)]
         ends = np.flatnonzero(np.concatenate((tt[1:] != tt[:-1], [True])))
-        state = {}
-        for s in self.slots:          # the last change of each slot at or before each end
-            pos, value = changes[s]
-            k = np.searchsorted(pos, ends, side="right") - 1
-            state[s] = np.where(k >= 0, value[np.maximum(k, 0)] if len(pos) else 0, carry.state[s])
+        state = {s: _state_at(ends, *changes[s], carry.state[s]) for s in self.slots}
         self._update_state(changes, carry)
         lines, db, dbp = _combine(state, self.slots)
         rows_t = tt[ends]
@@ -796,6 +792,22 @@ class _Reader:
             # value changes but no timestamp at all: one state at time 0
             lines, db, dbp = _combine({s: np.array([v]) for s, v in carry.state.items()}, self.slots)
             carry.pending = (0, int(lines[0]), int(db[0]), int(dbp[0]))
+
+
+def _state_at(ends: np.ndarray, pos: np.ndarray, value: np.ndarray, before: int) -> np.ndarray:
+    """A slot's value at each group end: its last change at or before it (`before` if none).
+
+    Each change falls in the group of the first end at or after it; the last change of each
+    group is written there and carried forward over the groups without a change.
+    """
+    if not len(pos):
+        return np.full(len(ends), before, dtype=np.int16)
+    group = np.searchsorted(ends, pos)
+    last_of_group = np.concatenate((group[1:] != group[:-1], [True]))
+    at = np.full(len(ends), -1, dtype=np.int64)
+    at[group[last_of_group]] = np.flatnonzero(last_of_group)
+    at = np.maximum.accumulate(at)
+    return np.where(at >= 0, value[np.maximum(at, 0)], before).astype(np.int16)
 
 
 def _combine(state: dict, slots: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
