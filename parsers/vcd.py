@@ -745,7 +745,7 @@ class _Reader:
         changes = self._slot_changes(tb, items)
         is_time = items.kind == TIME
         origin = carry.origin if carry.origin is not None else 0
-        t_ns = (items.time - origin) * self.tick.numerator // self.tick.denominator
+        t_ns = (np.where(is_time, items.time, origin) - origin) * self.tick.numerator // self.tick.denominator
         if carry.pending is not None:      # the pending timestamp heads the block
             is_time = np.concatenate(([True], is_time))
             t_ns = np.concatenate(([carry.pending[0]], t_ns))
