@@ -196,7 +196,11 @@ def _decode_usbmon(pk: _pcap.Packets, sel: np.ndarray, linktype: int, strict: bo
     short = caplen < size
     # one gather per packet: the usbmon header and the first data bytes that follow it
     raw = _pcap.gather_bytes(pk.buf, pk.data_offset[sel], size + DATA_PREFIX)
-    h = np.ascontiguousarray(raw[:, :size]).view(dt).reshape(-1)
+    # header fields and the data prefix as one record type: a view, no copy
+    both = np.dtype({"names": list(dt.names) + ["prefix"],
+                     "formats": [dt.fields[n][0] for n in dt.names] + [(np.uint8, DATA_PREFIX)],
+                     "offsets": [dt.fields[n][1] for n in dt.names] + [size], "itemsize": size + DATA_PREFIX})
+    h = raw.view(both).reshape(-1)
     iso_desc = (h["ndesc"].astype(np.int64) * ISO_DESCRIPTOR_BYTES
                 if linktype == LINKTYPE_USB_LINUX_MMAPPED else np.zeros(len(sel), np.int64))
     iso_desc = np.where(h["xfer_type"] == 0, iso_desc, 0)
@@ -207,30 +211,25 @@ def _decode_usbmon(pk: _pcap.Packets, sel: np.ndarray, linktype: int, strict: bo
         (h["xfer_type"] > 3, "usbmon transfer type is not 0-3"),
         (size + iso_desc + len_cap > caplen, "usbmon len_cap runs past the captured record"),
     ]
-    bad = np.zeros(len(sel), dtype=bool)
-    why = np.full(len(sel), "", dtype=object)
-    for mask, text in reasons:
-        new = mask & ~bad
-        why[new] = text
-        bad |= mask
+    bad = reasons[0][0] | reasons[1][0] | reasons[2][0] | reasons[3][0]
     if bad.any():
         first = np.flatnonzero(bad)
         offs = pk.record_offset[sel][first]
+        why = [next(text for mask, text in reasons if mask[i]) for i in first[:5]]
         if strict:
-            raise BadInput(pk.path, why[first[0]], offset=int(offs[0]))
-        records.skip(len(first), [f"{pk.path}: byte offset {int(o)}: {why[i]}"
-                                  for i, o in zip(first[:5], offs[:5])])
-    good = ~bad
-    sel, h, len_cap, iso_desc = sel[good], h[good], len_cap[good], iso_desc[good]
+            raise BadInput(pk.path, why[0], offset=int(offs[0]))
+        records.skip(len(first), [f"{pk.path}: byte offset {int(o)}: {w}" for o, w in zip(offs[:5], why)])
+        good = ~bad
+        sel, h, len_cap, iso_desc = sel[good], h[good], len_cap[good], iso_desc[good]
     records.read += len(sel)
     has_data = (h["flag_data"] == 0) & (len_cap > 0)
-    prefix = raw[good, size:]
+    prefix = h["prefix"]
     iso = np.flatnonzero(iso_desc > 0)
     if len(iso):   # ISO data starts after its descriptors
+        prefix = prefix.copy()
         prefix[iso] = _pcap.gather_bytes(pk.buf, pk.data_offset[sel[iso]] + size + iso_desc[iso], DATA_PREFIX)
-    prefix[np.arange(DATA_PREFIX) >= np.where(has_data, np.minimum(len_cap, DATA_PREFIX), 0)[:, None]] = 0
     setup_present = (h["flag_setup"] == 0) & (h["type"] == ord("S"))
-    setup = np.frombuffer(np.ascontiguousarray(h["setup"]).tobytes(), np.uint8).reshape(-1, 8)
+    setup = np.ascontiguousarray(h["setup"]).view(np.uint8).reshape(-1, 8)
     ts = h["ts_sec"].astype(np.int64) * 1_000_000_000 + h["ts_usec"].astype(np.int64) * 1000
     return pl.DataFrame({
         "t_ns": ts,

@@ -16,6 +16,7 @@ instant goes to the earliest command still in progress).
 """
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from . import schema, scsi, srt
@@ -64,40 +65,60 @@ def _be16(col: str, i: int) -> pl.Expr:
 
 # ---------------------------------------------------------------- URBs -> transfers
 
+def _neighbours(urb_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row index of the next and previous event of the same URB id (-1: none)."""
+    n = len(urb_id)
+    order = np.lexsort((np.arange(n), urb_id))
+    same = urb_id[order][1:] == urb_id[order][:-1]
+    nxt = np.full(n, -1, dtype=np.int64)
+    prv = np.full(n, -1, dtype=np.int64)
+    nxt[order[:-1][same]] = order[1:][same]
+    prv[order[1:][same]] = order[:-1][same]
+    return nxt, prv
+
+
 def transfers(urbs: pl.DataFrame) -> pl.DataFrame:
     """One row per URB: submit and completion paired by URB id (ids are reused after
-    completion, so a submit pairs with the next completion of its id). Completions whose
-    submit is not in the capture keep submit_ns null."""
-    u = urbs.with_row_index("i").sort(["urb_id", "i"])
-    # neighbours in (urb_id, order): plain shifts guarded by "same id" (no per-id window)
-    same_next = pl.col("urb_id").shift(-1) == pl.col("urb_id")
-    same_prev = pl.col("urb_id").shift(1) == pl.col("urb_id")
-    nxt = {c: pl.when(same_next).then(pl.col(c).shift(-1)) for c in ("event", "t_ns", "status", "length", "data")}
-    prv_event = pl.when(same_prev).then(pl.col("event").shift(1))
-    sub = u.with_columns(
-        (nxt["event"].is_in(["C", "E"])).fill_null(False).alias("done"),
-        nxt["t_ns"].alias("c_t"), nxt["status"].alias("c_status"), nxt["length"].alias("c_length"),
-        nxt["data"].alias("c_data"), nxt["event"].alias("c_event")).filter(pl.col("event") == "S")
-    paired = sub.select(
-        "bus", "dev", "ep", "xfer", "urb_id", "i", "setup", "pos",
-        pl.col("t_ns").alias("submit_ns"),
-        pl.when(pl.col("done")).then(pl.col("c_t")).alias("complete_ns"),
-        pl.when(pl.col("done")).then(pl.col("c_status")).alias("status"),
-        pl.col("length").alias("req_len"),
-        pl.when(pl.col("done")).then(pl.col("c_length")).alias("actual"),
-        pl.when(pl.col("done") & (pl.col("c_event") == "E")).then(True).otherwise(False).alias("submit_error"),
-        pl.when((pl.col("ep") & 0x80) > 0).then(pl.when(pl.col("done")).then(pl.col("c_data")))
-        .otherwise(pl.col("data")).alias("data"),
-    )
-    orphans = u.filter(pl.col("event").is_in(["C", "E"]) & (prv_event != "S").fill_null(True)).select(
-        "bus", "dev", "ep", "xfer", "urb_id", "i", "setup", "pos",
-        pl.lit(None, dtype=pl.Int64).alias("submit_ns"), pl.col("t_ns").alias("complete_ns"),
-        pl.col("status"), pl.lit(None, dtype=pl.Int64).alias("req_len"), pl.col("length").alias("actual"),
-        (pl.col("event") == "E").alias("submit_error"), pl.col("data"))
-    return pl.concat([paired, orphans]).with_columns(
-        ((pl.col("ep") & 0x80) > 0).alias("dir_in"),
-        pl.coalesce("submit_ns", "complete_ns").alias("t0"),
-    ).sort(["t0", "i"])
+    completion, so a submit pairs with the next event of its id when that is a completion).
+    Completions whose submit is not in the capture keep submit_ns null."""
+    ev = urbs["event"].to_numpy()
+    is_s, is_end = ev == "S", (ev == "C") | (ev == "E")
+    nxt, prv = _neighbours(urbs["urb_id"].to_numpy())
+    s_idx = np.flatnonzero(is_s)
+    c_idx = nxt[s_idx]
+    done = c_idx >= 0
+    done[done] = is_end[c_idx[done]]
+    orphan_idx = np.flatnonzero(is_end & ((prv < 0) | ~is_s[np.maximum(prv, 0)]))
+    keys = ["bus", "dev", "ep", "xfer", "urb_id", "setup", "pos"]
+    sub = urbs[s_idx].select(*keys, pl.col("t_ns").alias("submit_ns"), pl.col("length").alias("req_len"),
+                             pl.col("data").alias("s_data"))
+    comp = urbs[np.where(done, c_idx, 0)].select(
+        pl.col("t_ns").alias("c_t"), pl.col("status").alias("c_status"), pl.col("length").alias("c_length"),
+        pl.col("data").alias("c_data"), pl.col("event").alias("c_event"))
+    d = pl.Series("done", done)
+    paired = pl.concat([sub, comp], how="horizontal").with_columns(d, pl.Series("i", s_idx)).select(
+        *keys, "i", "submit_ns",
+        pl.when("done").then(pl.col("c_t")).alias("complete_ns"),
+        pl.when("done").then(pl.col("c_status")).alias("status"),
+        "req_len",
+        pl.when("done").then(pl.col("c_length")).alias("actual"),
+        (pl.col("done") & (pl.col("c_event") == "E")).alias("submit_error"),
+        pl.when((pl.col("ep") & 0x80) > 0).then(pl.when("done").then(pl.col("c_data")))
+        .otherwise(pl.col("s_data")).alias("data"))
+    out = paired
+    if len(orphan_idx):
+        orphans = urbs[orphan_idx].select(
+            *keys, pl.Series("i", orphan_idx), pl.lit(None, dtype=pl.Int64).alias("submit_ns"),
+            pl.col("t_ns").alias("complete_ns"), pl.col("status"), pl.lit(None, dtype=pl.Int64).alias("req_len"),
+            pl.col("length").alias("actual"), (pl.col("event") == "E").alias("submit_error"), pl.col("data"))
+        out = pl.concat([paired, orphans])
+    out = out.with_columns(((pl.col("ep") & 0x80) > 0).alias("dir_in"),
+                           pl.coalesce("submit_ns", "complete_ns").alias("t0"))
+    t0, i = out["t0"].to_numpy(), out["i"].to_numpy()
+    order = np.lexsort((i, t0))
+    if (np.diff(order) == 1).all():
+        return out
+    return out[order]
 
 
 # ---------------------------------------------------------------- BOT
