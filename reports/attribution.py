@@ -81,7 +81,13 @@ class _Segments:
         self.n = seg.height
 
     def index(self, t: np.ndarray) -> np.ndarray:
-        return np.searchsorted(self.start, t, side="right") - 1
+        """Segment number of each (sorted) time: -1 before the first segment. Cuts the
+        chunk at the few segment starts inside it instead of a binary search per edge."""
+        lo = np.searchsorted(self.start, t[0], side="right") - 1
+        hi = np.searchsorted(self.start, t[-1], side="right")
+        cuts = np.searchsorted(t, self.start[lo + 1:hi], side="left")
+        counts = np.diff(np.concatenate(([0], cuts, [len(t)])))
+        return np.repeat(np.arange(lo, hi, dtype=np.int64), counts)
 
 
 # ---------------------------------------------------------------- per-chunk pass
