@@ -260,24 +260,27 @@ def uas_commands(bulk: pl.DataFrame) -> tuple[pl.DataFrame, list[dict]]:
 
 
 def _uas_attach_data(cmds: pl.DataFrame, data: pl.DataFrame) -> pl.DataFrame:
-    """Give each data transfer to the latest command of its device and direction issued
-    before the transfer completed (usbmon does not show stream ids)."""
-    c = cmds.filter(pl.col("cmd_s").is_not_null()).with_row_index("cid").with_columns(
-        pl.col("flag_in").fill_null(True).alias("dir_in")).sort("cmd_s")
+    """Give each data transfer to the command of its device and direction whose status IU
+    arrives first after the transfer completed (a UAS device sends a command's data, then
+    its status; usbmon does not show stream ids), provided the command was issued before."""
+    c = cmds.filter(pl.col("cmd_s").is_not_null() & pl.col("sts_c").is_not_null()).with_row_index("cid") \
+        .with_columns(pl.col("flag_in").fill_null(True).alias("dir_in")).sort("sts_c")
     d = data.sort("complete_ns")
+    empty = [pl.lit(None, dtype=pl.Int64).alias("data_s"), pl.lit(None, dtype=pl.Int64).alias("data_c"),
+             pl.lit(0, dtype=pl.Int64).alias("data_bytes"), pl.lit(0, dtype=pl.Int64).alias("stalls"),
+             pl.lit(None, dtype=pl.Boolean).alias("data_in")]
     if not d.height or not c.height:
-        return cmds.with_columns(pl.lit(None, dtype=pl.Int64).alias(x) for x in ("data_s", "data_c")).with_columns(
-            pl.lit(0, dtype=pl.Int64).alias("data_bytes"), pl.lit(0, dtype=pl.Int64).alias("stalls"),
-            pl.lit(None, dtype=pl.Boolean).alias("data_in"))
-    j = d.join_asof(c.select("bus", "dev", "dir_in", "cmd_s", "cid"), left_on="complete_ns", right_on="cmd_s",
-                    by=["bus", "dev", "dir_in"], strategy="backward", check_sortedness=False)
+        return cmds.with_columns(empty)
+    j = d.join_asof(c.select("bus", "dev", "dir_in", "sts_c", "cmd_s", "cid"), left_on="complete_ns",
+                    right_on="sts_c", by=["bus", "dev", "dir_in"], strategy="forward", check_sortedness=False)
+    j = j.filter(pl.col("cid").is_not_null() & (pl.col("cmd_s") <= pl.col("complete_ns")))
     ok = pl.col("status").is_in([0, EREMOTEIO])
-    per = j.filter(pl.col("cid").is_not_null()).group_by("cid").agg(
+    per = j.group_by("cid").agg(
         pl.col("submit_ns").min().alias("data_s"), pl.col("complete_ns").max().alias("data_c"),
         pl.col("actual").filter(ok).sum().alias("data_bytes"),
         (pl.col("status") == EPIPE).sum().alias("stalls"), pl.col("dir_in").first().alias("data_in"))
     c = c.join(per, on="cid", how="left").drop("cid", "dir_in")
-    rest = cmds.filter(pl.col("cmd_s").is_null())
+    rest = cmds.filter(pl.col("cmd_s").is_null() | pl.col("sts_c").is_null()).with_columns(empty)
     return pl.concat([c, rest], how="diagonal_relaxed")
 
 

@@ -282,3 +282,64 @@ def test_fast_record_location_used_on_usbmon_pcap(tmp_path):
     fast = _pcap.locate_records(buf, 24, 16, 8, True, 1 << 18, plausible=usbmon._plausible_header,
                                 chunk=4096)
     assert fast is not None and np.array_equal(fast, walk)
+
+
+def _uas_line(urb, t_us, ev, pipe, status, length, data=None):
+    d = "i" if pipe in (2, 3) else "o"
+    head = f"{urb:016x} {t_us} {ev} B{d}:3:002:{pipe} {status} {length}"
+    if data:
+        return head + " = " + " ".join(data[i:i + 4].hex() for i in range(0, len(data), 4))
+    return head + (" <" if ev == "S" else " >")
+
+
+def _command_iu(tag, cdb):
+    return bytes([1, 0]) + tag.to_bytes(2, "big") + bytes(4) + bytes(8) + cdb.ljust(16, b"\0")
+
+
+def _sense_iu(tag, status):
+    return bytes([3, 0]) + tag.to_bytes(2, "big") + bytes([0, 0, status, 0]) + bytes(8)
+
+
+def test_uas_two_commands_in_flight(tmp_path):
+    """Two queued READ(10)s (tags 1 and 2); tag 2 finishes first. Status and data URBs are
+    submitted ahead of the commands, as the kernel's uas driver does."""
+    r1 = bytes([0x28, 0, 0, 0, 0, 8, 0, 0, 8, 0])
+    r2 = bytes([0x28, 0, 0, 0, 1, 0, 0, 0, 8, 0])
+    lines = [
+        _uas_line(0xA1, 1000, "S", 2, -115, 112), _uas_line(0xA2, 1001, "S", 3, -115, 4096),
+        _uas_line(0xA3, 1002, "S", 1, -115, 32, _command_iu(1, r1)),
+        _uas_line(0xB1, 1003, "S", 2, -115, 112), _uas_line(0xB2, 1004, "S", 3, -115, 4096),
+        _uas_line(0xB3, 1005, "S", 1, -115, 32, _command_iu(2, r2)),
+        _uas_line(0xA3, 1010, "C", 1, 0, 32), _uas_line(0xB3, 1011, "C", 1, 0, 32),
+        _uas_line(0xB2, 1500, "C", 3, 0, 4096, bytes(32)),
+        _uas_line(0xA1, 1600, "C", 2, 0, 16, _sense_iu(2, 0)),
+        _uas_line(0xA2, 2000, "C", 3, 0, 4096, bytes(32)),
+        _uas_line(0xB1, 2100, "C", 2, 0, 16, _sense_iu(1, 2)),
+    ]
+    p = tmp_path / "uas.usbmon.txt"
+    p.write_text("\n".join(lines) + "\n")
+    a = analyze(p)
+    ios = a.ios.sort("usb_tag")
+    assert ios["usb_tag"].to_list() == [1, 2]
+    assert ios["transport"].to_list() == ["UAS", "UAS"]
+    assert ios["lba"].to_list() == [8, 256]
+    # response = command IU submit -> status IU completion, matched by tag, not by order
+    assert ios["response_ns"].to_list() == [(2100 - 1002) * 1000, (1600 - 1005) * 1000]
+    assert ios["status"].to_list() == ["CHECK CONDITION", "GOOD"]
+    assert ios["data_bytes"].to_list() == [4096, 4096]
+    assert summ.summary(a)["commands"]["paired"] == 2
+
+
+def test_interrupt_and_control_lines(tmp_path):
+    """Hub interrupt polling ("status:interval") and control setup lines parse; no commands."""
+    p = tmp_path / "hub.usbmon.txt"
+    p.write_text("ffff88003a1c2c00 3575914555 S Ii:1:001:1 -115:2048 4 <\n"
+                 "ffff88003a1c2c00 3575914560 C Ii:1:001:1 0:2048 1 = 02\n"
+                 "ffff88003a1c2d00 3575914600 S Ci:1:001:0 s a3 00 0000 0001 0004 4 <\n"
+                 "ffff88003a1c2d00 3575914700 C Ci:1:001:0 0 4 = 01050000\n")
+    cap = parsers.parse(str(p), "usbmon")
+    u = cap.frames["urbs"]
+    assert u["xfer"].to_list() == [1, 1, 2, 2]
+    assert u["status"].to_list() == [-115, 0, -115, 0]
+    assert u["setup"][2] == bytes([0xA3, 0x00, 0x00, 0x00, 0x01, 0x00, 0x04, 0x00])
+    assert core.analyze(cap).ios.height == 0
