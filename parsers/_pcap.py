@@ -5,9 +5,9 @@ goes through numpy: record headers are located in bulk (a vectorized candidate s
 checked against the length chain, with a plain walk as the fallback for odd files) and
 decoded through dtypes derived from the same declarations.
 
-`read(path, strict=...)` -> `Packets`: per packet its time, the byte offset of its record
-and of its data, captured and original length, and the link type, over one numpy view of
-the file. Bad or truncated records raise BadInput/TruncatedInput naming the byte offset,
+`read(path, strict=...)` -> `Packets`: per packet the byte offset of its record and of its
+data, its captured length and link type (times on demand), over the file read into one
+numpy array. Bad or truncated records raise BadInput/TruncatedInput naming the byte offset,
 or (lenient) are skipped and listed in `Packets.bad`.
 """
 from __future__ import annotations
@@ -121,18 +121,11 @@ def gather_bytes(buf: np.ndarray, offsets: np.ndarray, width: int) -> np.ndarray
     return out[:, :width]
 
 
-def prefix_bytes(buf: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, width: int):
-    """(N, width) matrix of the first `width` bytes at each offset (zero past `lengths`)."""
-    out = gather_bytes(buf, offsets, width)
-    out[np.arange(width) >= np.minimum(lengths, width)[:, None]] = 0
-    return out
-
-
 # ---------------------------------------------------------------- reading
 
 @dataclass
 class Packets:
-    """Packets of a capture, as numpy columns over `buf` (a read-only view of the file)."""
+    """Packets of a capture, as numpy columns over `buf` (the file's bytes)."""
 
     path: str
     format: str                   # "pcap" | "pcapng"
@@ -236,12 +229,13 @@ def locate_records(buf: np.ndarray, start: int, hdr_size: int, len_pos: int, le:
     or None when the fast path cannot prove its answer (the caller then walks).
 
     The file is cut into chunks; in each chunk the first position that looks like a record
-    header is
-    a guessed record start: `plausible(block, window)` gets rows of bytes from search
-    starts and says which of each row's first `window` positions could start a record.
-    One walker per chunk then steps through its chunk, all in lockstep with numpy. The answer is accepted only if every walker lands exactly on the
-    next chunk's guessed start and the last one exactly on the end of the file, which
-    makes it the same chain a sequential walk from `start` would have found."""
+    header is a guessed record start (`plausible(block, window)` gets rows of bytes from the
+    search starts and says which of each row's first `window` positions could start a
+    record). One walker per chunk then steps through its chunk, all walkers in lockstep
+    with numpy. The answer is accepted only if every walker lands exactly on the next
+    chunk's guessed start and the last one exactly on the end of the file: walker 0 starts
+    at a true record, so by induction every guess is a true record start and the result
+    is the chain a sequential walk from `start` finds."""
     end = len(buf)
     if end - start < chunk * 4:
         return None
