@@ -101,6 +101,11 @@ EVENT_FIELDS = {
     "lsi_execute_script_tc_compp": r"^Compare phase (?<compare>[A-Z]+)",
     "lsi_queue_command": _TAG_HEX,
     "lsi_transfer_data": _TAG_HEX + r" len=(?<len>\d+)",
+    # the USB mass-storage device models: a command received, its status sent
+    "usb_msd_cmd_submit": r"tag 0x(?<tag_hex>[0-9a-fA-F]+)",
+    "usb_msd_send_status": r"tag 0x(?<tag_hex>[0-9a-fA-F]+)",
+    "usb_uas_command": r"tag 0x(?<tag_hex>[0-9a-fA-F]+)",
+    "usb_uas_sense": r"tag 0x(?<tag_hex>[0-9a-fA-F]+)",
     "scsi_req_parsed": r"target (?<target>\d+) lun (?<lun>\d+) tag (?<tag_dec>\d+) command (?<opcode>\d+) "
                        r"dir (?<dir>\d+) length (?<length>\d+)",
     "scsi_req_parsed_lba": r"target (?<target>\d+) lun (?<lun>\d+) tag (?<tag_dec>\d+) command (?<opcode>\d+) "
@@ -329,6 +334,41 @@ def _msgin_bytes(steps: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
     return grouped.select(pl.col("run").cast(pl.Int64), "info_bytes")
 
 
+USB_COMMAND_EVENTS = ("usb_msd_cmd_submit", "usb_uas_command")
+USB_STATUS_EVENTS = ("usb_msd_send_status", "usb_uas_sense")
+DEVICE_COMMANDS = {"tag": pl.Int64, "opcode": pl.Int64, "lba": pl.Int64, "blocks": pl.Int64, "bytes": pl.Int64,
+                   "start_ns": pl.Int64, "end_ns": pl.Int64}
+
+
+def device_commands(steps: pl.DataFrame, block_bytes: int = 512) -> pl.DataFrame:
+    """Commands as QEMU's USB mass-storage device models handled them: from the command
+    (Bulk-Only CBW, UAS command IU) to the status sent back (CSW, UAS sense IU).
+
+    Anchored on `scsi_req_parsed` (opcode, transfer length); the LBA is the next
+    `scsi_req_parsed_lba` of the same tag, the start the USB command event just before it,
+    the end the first status event of the same tag after it. Empty for LSI traces (their
+    commands are the bus I/Os).
+    """
+    rows = steps.with_row_index("row").select("row", "t_ns", "event", "tag", "opcode", "lba", "length")
+    usb = rows.filter(pl.col("event").is_in(USB_COMMAND_EVENTS))
+    if not usb.height:
+        return pl.DataFrame(schema=DEVICE_COMMANDS)
+    parsed = rows.filter(pl.col("event") == "scsi_req_parsed").select("row", "tag", "opcode", "length")
+    lba = rows.filter(pl.col("event") == "scsi_req_parsed_lba").select(pl.col("row").alias("lba_row"), "tag", "lba")
+    status = rows.filter(pl.col("event").is_in(USB_STATUS_EVENTS)).select(
+        pl.col("row").alias("status_row"), "tag", pl.col("t_ns").alias("end_ns"))
+    cmds = parsed.sort("row").join_asof(
+        usb.select(pl.col("row").alias("usb_row"), pl.col("t_ns").alias("start_ns")).sort("usb_row"),
+        left_on="row", right_on="usb_row", strategy="backward")
+    cmds = cmds.join_asof(lba.sort("lba_row"), left_on="row", right_on="lba_row", by="tag", strategy="forward",
+                          check_sortedness=False)
+    cmds = cmds.join_asof(status.sort("status_row"), left_on="row", right_on="status_row", by="tag",
+                          strategy="forward", check_sortedness=False)
+    return cmds.filter(pl.col("start_ns").is_not_null()).select(
+        "tag", "opcode", "lba", (pl.col("length") // block_bytes).alias("blocks"), pl.col("length").alias("bytes"),
+        "start_ns", "end_ns")
+
+
 # ---------------------------------------------------------------- phase runs -> transitions
 
 def transitions(runs: pl.DataFrame, initiator: int = INITIATOR_ID) -> Iterator[pl.DataFrame]:
@@ -418,6 +458,7 @@ def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
     cap.frames["steps"] = steps.select("line_no", "t_ns", "event", "detail", "phase", "run", "target", "lun",
                                        "tag", "opcode", "lba", "sectors", "length", "len", "status")
     cap.frames["phase_runs"] = runs.drop("dma_bytes")
+    cap.frames["device_commands"] = device_commands(steps)
     cap.notes.append("Timing is QEMU's emulation of an LSI 53C895A (TCG, host-clock microsecond stamps), "
                      "not a real SCSI bus: phase durations measure the emulator, not a disk or a cable.")
     cap.notes.append("REQ/ACK edges are synthesized, one per byte the trace shows, spread evenly over each "

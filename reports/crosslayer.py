@@ -1,5 +1,6 @@
 """Cross-layer view: the same I/O seen by blktrace (D..C), the kernel's SCSI trace
-(dispatch..done), usbmon (CBW..CSW) and the emulated bus (selection..final BUS FREE).
+(dispatch..done), usbmon (CBW..CSW), the emulated bus (selection..final BUS FREE) or, for
+USB disks, QEMU's USB mass-storage device model (command received..status sent).
 
 Pure functions on analysed traces (`Analysis` per layer). I/Os are matched by what every
 layer records about a command, never by time (each layer has its own clock): direction,
@@ -19,19 +20,23 @@ LAYER_SPANS = {
     "scsilog": ("ftrace", "disp", "done"),
     "usb": ("usbmon", "CBW", "CSW"),
     "bus": ("QEMU bus", "sel", "free"),
+    "device": ("QEMU device", "cmd", "status"),
 }
 LAYER_ORDER = tuple(LAYER_SPANS)
 KEY = ["op", "sector", "sectors", "nth"]
 
 
-def layer_ios(analysis, block_bytes: int = 512) -> pl.DataFrame:
+def layer_ios(source, block_bytes: int = 512) -> pl.DataFrame:
     """A layer's read/write I/Os as op, sector, sectors, start_ns, end_ns, abs_start_ns, nth.
 
-    SCSI-level LBAs count logical blocks of `block_bytes`; the block layer counts 512-byte
-    sectors. The block layer's span is D..C (start = C - D2C).
+    `source` is an Analysis, or a frame of SCSI commands (opcode, lba, blocks, start_ns,
+    end_ns) such as qemu_lsi's `device_commands`. SCSI-level LBAs count logical blocks of
+    `block_bytes`; the block layer counts 512-byte sectors. The block layer's span is D..C
+    (start = C - D2C).
     """
-    ios = analysis.ios
-    if analysis.layer == "block":
+    is_frame = isinstance(source, pl.DataFrame)
+    ios = source if is_frame else source.ios
+    if not is_frame and source.layer == "block":
         df = ios.filter(pl.col("d2c_ns").is_not_null() & pl.col("end_ns").is_not_null()).select(
             pl.when(pl.col("op").str.contains("R")).then(pl.lit("read"))
             .when(pl.col("op").str.contains("W")).then(pl.lit("write")).alias("op"),
@@ -44,7 +49,7 @@ def layer_ios(analysis, block_bytes: int = 512) -> pl.DataFrame:
             pl.col("opcode").cast(pl.Int64).replace_strict(kinds, return_dtype=pl.Utf8).alias("op"),
             (pl.col("lba") * per_block).alias("sector"), (pl.col("blocks") * per_block).alias("sectors"),
             "start_ns", "end_ns")
-    origin = (analysis.capture.meta.get("origin_ns") or 0) if analysis.capture else 0
+    origin = 0 if is_frame or not source.capture else (source.capture.meta.get("origin_ns") or 0)
     return df.filter(pl.col("op").is_not_null() & pl.col("start_ns").is_not_null()).sort("start_ns").with_columns(
         (pl.col("start_ns") + origin).alias("abs_start_ns"),
         pl.int_range(pl.len()).over(["op", "sector", "sectors"]).alias("nth"),
@@ -66,7 +71,7 @@ def match(analyses: dict[str, object], block_bytes: int = 512) -> tuple[pl.DataF
                                  pl.col("abs_start_ns").alias(f"{layer}_abs"))
         out = f if out is None else out.join(f, on=KEY, how="inner")
     counts = {layer: {"ios": frames[layer].height, "matched": 0, "unmatched": frames[layer].height,
-                      "other_commands": analyses[layer].ios.height - frames[layer].height} for layer in frames}
+                      "other_commands": _height(analyses[layer]) - frames[layer].height} for layer in frames}
     if out is None:
         return pl.DataFrame(), counts
     first = layers[0]
@@ -82,6 +87,10 @@ def match(analyses: dict[str, object], block_bytes: int = 512) -> tuple[pl.DataF
         counts[layer]["matched"] = table.height
         counts[layer]["unmatched"] = counts[layer]["ios"] - table.height
     return table, counts
+
+
+def _height(source) -> int:
+    return source.height if isinstance(source, pl.DataFrame) else source.ios.height
 
 
 def summary(table: pl.DataFrame, counts: dict) -> dict:

@@ -93,6 +93,29 @@ def test_segments_tile_and_timing_note(case):
     assert any("not a real SCSI bus" in n for n in a.notes)
 
 
+USB_CASES = sorted(p.name for p in CAPTURED.glob("u*_*") if (p / "qemu-trace.txt").exists())
+
+
+@pytest.mark.parametrize("case", USB_CASES)
+def test_usb_device_commands_are_the_kernels(case):
+    """QEMU's usb-storage/UAS model received the commands the kernel dispatched, in order
+    (USB host numbers: the LSI is host 0, the USB disks come after)."""
+    cap = parsers.parse(str(CAPTURED / case / "qemu-trace.txt"))
+    dev = cap.frames["device_commands"]
+    kernel = []
+    for line in (CAPTURED / case / "ftrace.txt").read_text().splitlines():
+        m = DISPATCH_RE.search(line)
+        if m and int(m.group(1)) != 0:
+            kernel.append(scsi.decode_cdb(bytes.fromhex(m.group(2))))
+    assert dev.height == len(kernel) > 0
+    assert dev["opcode"].to_list() == [k["opcode"] for k in kernel]
+    rw = dev.filter(pl.col("lba").is_not_null())
+    assert rw["lba"].to_list() == [k["lba"] for k in kernel if k["lba"] is not None]
+    assert rw["blocks"].to_list() == [k["blocks"] for k in kernel if k["lba"] is not None]
+    assert (dev["end_ns"] >= dev["start_ns"]).all()
+    assert cap.frames["phase_runs"].height == 0
+
+
 def test_disconnects_follow_the_workload():
     """Reads disconnect after the command (the disk model queues them) and reselect for
     data; the emulated writes take their data at once and never disconnect."""

@@ -1,5 +1,6 @@
 """Cross-layer view of one captured case: each I/O matched across blktrace (D..C), ftrace
-(dispatch..done), usbmon (CBW..CSW) and QEMU's emulated bus, side by side.
+(dispatch..done), usbmon (CBW..CSW) and QEMU (the emulated LSI bus, or the USB device
+model), side by side.
 
 CASE_DIR is a folder written by the capture rig (fixtures/capture/run.sh): it holds
 <case>.blktrace.N, ftrace.txt, usbmon.txt (USB disks), qemu-trace.txt and dmesg.txt.
@@ -64,7 +65,11 @@ def load_case(case_dir: Path) -> tuple[dict, list[str]]:
             continue
         cap = parsers.parse(str(path), fmt)
         if layer == "bus" and not cap.meta.get("lsi_events"):
-            continue  # a USB case: QEMU's trace holds the USB device models' steps only
+            # a USB case: QEMU's trace holds the USB device model's command steps
+            if cap.frames["device_commands"].height:
+                analyses["device"] = cap.frames["device_commands"]
+                notes.append("device: QEMU's usb-storage/UAS model, host clock; timing is the emulator's")
+            continue
         settle = cap.meta.get("settle_ns", core.Options.settle_ns)
         analyses[layer] = core.analyze(cap, core.Options(settle_ns=settle))
         notes.extend(f"{layer}: {n}" for n in cap.notes if "not a real SCSI bus" in n)
