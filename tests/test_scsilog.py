@@ -141,18 +141,22 @@ def test_bad_event_line(tmp_path):
     assert c == {"total": 1, "paired": 0, "unpaired": 1, "by_reason": {"no done (trace ended)": 1}}
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.binary(min_size=0, max_size=16), st.sampled_from([None, 0x08, 0x0A, 0x28, 0x2A, 0x88, 0x8A, 0xA8,
-                                                            0x9E, 0x12, 0x00]))
-def test_bulk_cdb_decode_matches_decode_cdb(raw, op):
-    cdb = bytes([op]) + raw[1:] if op is not None and raw else raw
-    want = scsi.decode_cdb(cdb)
-    if want["lba"] is not None and want["lba"] >= 1 << 63:
-        want["lba"] = None   # the bulk decoder's Int64 column holds no LBA >= 2^63
-    row = pl.DataFrame({"cdb": [cdb]}, schema={"cdb": pl.Binary}).select(
-        **scsi.cdb_exprs(pl.col("cdb"))).row(0, named=True)
-    assert (row["opcode"], row["command"], row["lba"], row["blocks"], row["cdb_lun"]) == \
-        (want["opcode"], want["name"], want["lba"], want["blocks"], want["lun"])
+CDB = st.tuples(st.binary(min_size=0, max_size=16),
+                st.sampled_from([None, 0x08, 0x0A, 0x28, 0x2A, 0x88, 0x8A, 0xA8, 0x9E, 0x12, 0x00])) \
+    .map(lambda t: bytes([t[1]]) + t[0][1:] if t[1] is not None and t[0] else t[0])
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(CDB, min_size=1, max_size=60))
+def test_bulk_cdb_decode_matches_decode_cdb(cdbs):
+    rows = pl.DataFrame({"cdb": cdbs}, schema={"cdb": pl.Binary}).select(
+        **scsi.cdb_exprs(pl.col("cdb"))).iter_rows(named=True)
+    for cdb, row in zip(cdbs, rows):
+        want = scsi.decode_cdb(cdb)
+        if want["lba"] is not None and want["lba"] >= 1 << 63:
+            want["lba"] = None   # the bulk decoder's Int64 column holds no LBA >= 2^63
+        assert (row["opcode"], row["command"], row["lba"], row["blocks"], row["cdb_lun"]) == \
+            (want["opcode"], want["name"], want["lba"], want["blocks"], want["lun"]), cdb.hex()
 
 
 def test_trace_cmd_report_lines(tmp_path):

@@ -275,7 +275,7 @@ def test_real_capture(path):
 
 def test_fast_record_location_used_on_usbmon_pcap(tmp_path):
     p = tmp_path / "many.pcap"
-    gen.write_pcap(p, gen.bulk_traffic(3000, data_cap=40))
+    gen.write_pcap_bulk(p, gen.bulk_traffic(3000, data_cap=40))
     buf = np.fromfile(p, dtype=np.uint8)
     rdt = _pcap.dtype_of(_pcap.pcap_record_header())
     walk, _, _ = _pcap._chain(buf, 24, rdt, "incl_len", 16, "x", True, 1 << 18)
