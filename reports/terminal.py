@@ -78,10 +78,11 @@ def source_lines(src: dict) -> list[str]:
 def render(summary: dict, console: Console | None = None) -> None:
     console = console or Console()
     src = summary["source"]
-    console.print(f"[bold]{src.get('path', '')}[/bold]  format {src.get('format', '?')}"
-                  + (f", level {src['level']}" if src.get("level") else ""), markup=True, highlight=False)
+    console.print(f"{src.get('path', '')}  format {src.get('format', '?')}"
+                  + (f", level {src['level']}" if src.get("level") else ""), markup=False, highlight=False,
+                  soft_wrap=True, style="bold")
     for line in source_lines(src):
-        console.print(line, markup=False, highlight=False)
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(phase_table(summary))
     tt = targets_table(summary)
     if tt is not None:
@@ -92,11 +93,11 @@ def render(summary: dict, console: Console | None = None) -> None:
     an = summary["anomalies"]
     if an["count"]:
         kinds = ", ".join(f"{k} x{v}" for k, v in an["by_kind"].items())
-        console.print(f"Anomalies: {an['count']} ({kinds})", markup=False)
+        console.print(f"Anomalies: {an['count']} ({kinds})", markup=False, soft_wrap=True)
     rec = summary["records"]
     line = f"Records: {rec['read']} read, {rec['skipped']} skipped"
-    console.print(line, markup=False)
+    console.print(line, markup=False, soft_wrap=True)
     for ex in rec.get("skipped_examples", []):
-        console.print(f"  skipped {ex}", markup=False)
+        console.print(f"  skipped {ex}", markup=False, soft_wrap=True)
     for note in summary.get("notes", []):
-        console.print(f"Note: {note}", markup=False, highlight=False)
+        console.print(f"Note: {note}", markup=False, highlight=False, soft_wrap=True)
