@@ -57,7 +57,6 @@ class Io:
     disconnects: int = 0
     status: str | None = None
     complete: bool = False
-    data_bytes: int = 0
     slot: int = 0                  # host process that issued it
 
 
@@ -249,7 +248,7 @@ class Sim:
             if conn is None:
                 self.request(io.target, io, t)               # reconnect to take the data
                 return None
-            return self.data_out(t, conn, io, disk, first=True)
+            return self.data_out(t, conn, io, disk)
         disk.begin_read(io.lba, io.nsec, t)
         ready = self.read_ready(io, disk)
         if conn is None:
@@ -293,7 +292,7 @@ class Sim:
         if io.op == "read":
             return self.data_in(t, conn, io, disk)
         if io.next < io.nsec:
-            return self.data_out(t, conn, io, disk, first=False)
+            return self.data_out(t, conn, io, disk)
         return self.complete(t + self.p.disk.reconnect_status_pause_ns, conn, io)
 
     # -- data ------------------------------------------------------------------------------
@@ -311,7 +310,6 @@ class Sim:
             disk.mark_sent(io.lba + io.next, t)
             io.next += 1
             sent += d.sector_bytes
-        io.data_bytes += sent
         t = self.rec.last_t
         if io.next == io.nsec:
             t = self.q(t + self.sample(d.status_pause_ns))
@@ -339,7 +337,7 @@ class Sim:
             t = self.rec.handshakes(t, b - a, ack_delay=pauses[a], pattern=pattern + offset + a)
         return t
 
-    def data_out(self, t: int, conn: Conn, io: Io, disk: Disk, first: bool) -> int:
+    def data_out(self, t: int, conn: Conn, io: Io, disk: Disk) -> int:
         d, h = self.p.disk, self.p.hba
         t = self.phase(t, conn, "DATA OUT")
         sent = 0
@@ -356,7 +354,6 @@ class Sim:
             disk.mark_received(t)
             io.next += 1
             sent += d.sector_bytes
-        io.data_bytes += sent
         t = self.q(self.rec.last_t + self.sample(d.save_pointer_pause_ns))
         if io.next == io.nsec:
             ready = self.q(disk.written_time(io.nsec - 1))
