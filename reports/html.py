@@ -430,6 +430,11 @@ def section_attribution(page: Page, attr: dict | None):
                        [("Component", "component", str), ("Every (bytes)", "period_bytes", str),
                         ("Count", "count", str), ("Min", "min_ns", fmt_ns), ("Max", "max_ns", fmt_ns)],
                        attr["periodic"]))
+    if attr.get("phases"):
+        page.add(table("attribution-phases", "attribution.phases",
+                       [("Phase", "phase", str), ("Target", "target_ns", fmt_ns),
+                        ("Initiator", "initiator_ns", fmt_ns), ("Transfer", "transfer_ns", fmt_ns)],
+                       attr["phases"]))
     totals = [{"component": k[:-3], "total_ns": v} for k, v in attr.get("totals", {}).items()]
     page.add(table("attribution-totals", "attribution.totals",
                    [("Component", "component", str), ("Time", "total_ns", lambda v: "n/a" if v is None else fmt_ns(v))],

@@ -74,6 +74,13 @@ def tables(result: dict) -> list[Table]:
             p.add_row(r["phase"], str(r["count"]), fmt_ns(r["min_ns"]), fmt_ns(r["median_ns"]),
                       fmt_ns(r["max_ns"]), fmt_ns(r["total_ns"]))
         out.append(p)
+    if result.get("phases"):
+        ph = Table(title="Per phase (the phase of the edge that ends each wait)", title_justify="left")
+        for col in ("Phase", "Target", "Initiator", "Transfer"):
+            ph.add_column(col, justify="right" if col != "Phase" else "left")
+        for r in result["phases"]:
+            ph.add_row(r["phase"], fmt_ns(r["target_ns"]), fmt_ns(r["initiator_ns"]), fmt_ns(r["transfer_ns"]))
+        out.append(ph)
     tot = Table(title="Totals per component", title_justify="left")
     tot.add_column("Component")
     tot.add_column("Time", justify="right")
