@@ -34,7 +34,7 @@ import polars as pl
 import pyarrow as pa
 
 from scsitrace import schema
-from scsitrace.errors import BadInput
+from scsitrace.errors import BadInput, TruncatedInput
 from scsitrace.model import Capture
 from scsitrace.schema import SIGNAL_BIT
 from . import _lines
@@ -141,11 +141,32 @@ def _split_lines(block: pl.DataFrame) -> pl.DataFrame:
                      pl.when(ok).then(pl.col("event")).alias("event"), pl.col("detail").fill_null(""))
 
 
+def _ends_inside_a_line(path: str) -> bool:
+    with open(path, "rb") as fh:
+        fh.seek(0, 2)
+        if fh.tell() == 0:
+            return False
+        fh.seek(-1, 2)
+        return fh.read(1) != b"\n"
+
+
 def _events(path: str, strict: bool, cap: Capture, progress) -> pl.DataFrame:
+    """Decoded lines. A bad last line the file ends inside is "short", not "wrong": strict
+    mode raises TruncatedInput, lenient mode flags it as an anomaly (not a skip)."""
     parts = []
-    for block in _lines.iter_line_blocks(path, strict=strict, progress=progress):
+    cut_short = _ends_inside_a_line(path)
+    blocks = list(_lines.iter_line_blocks(path, strict=strict, progress=progress))
+    for i, block in enumerate(blocks):
         m = _split_lines(block)
         bad = m.filter(pl.col("event").is_null())
+        if cut_short and i == len(blocks) - 1 and bad.height and bad["line_no"][-1] == m["line_no"][-1]:
+            last = bad.row(bad.height - 1, named=True)
+            if strict and bad.height == 1:
+                raise TruncatedInput(path, "the file ends inside a trace line", line=last["line_no"], text=last["text"])
+            cap.anomalies = pl.concat([cap.anomalies, schema.frame(
+                {"t_ns": [None], "kind": ["TRUNCATED RECORD"], "detail": ["the file ends inside a trace line"],
+                 "position": [f"line {last['line_no']}"]}, schema.ANOMALIES)])
+            bad = bad.head(bad.height - 1)
         if bad.height:
             first = bad.row(0, named=True)
             if strict:
@@ -235,7 +256,8 @@ def runs_frame(steps: pl.DataFrame) -> pl.DataFrame:
                       _msgin_bytes(steps, runs)])
     data_phase = pl.col("phase").is_in(["DATA IN", "DATA OUT"])
     return runs.join(info, on="run", how="left", maintain_order="left").with_columns(
-        pl.when(pl.col("phase") == "STATUS").then(pl.concat_list(pl.col("status").cast(pl.UInt8)))
+        pl.when((pl.col("phase") == "STATUS") & pl.col("status").is_not_null())
+        .then(pl.concat_list(pl.col("status").cast(pl.UInt8)))
         .otherwise(pl.col("info_bytes")).alias("info_bytes"),
         pl.when(data_phase).then(pl.col("dma_bytes")).otherwise(0).alias("data_bytes"),
         pl.when(~data_phase).then(pl.col("dma_bytes")).otherwise(0).alias("stray_dma_bytes"),

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from scsitrace import core, parsers, scsi
-from scsitrace.errors import BadInput
+from scsitrace.errors import BadInput, TruncatedInput
 from scsitrace.parsers import qemu_lsi
 
 REPO = Path(__file__).resolve().parents[1]
@@ -252,6 +252,41 @@ def test_lenient_skips_and_counts_bad_lines(tmp_path):
     assert any(":4:" in e for e in cap.records.examples)
     a = core.analyze(cap, core.Options(settle_ns=0))
     assert a.ios_completed == 2
+
+
+def test_file_ending_inside_a_line_is_truncated(tmp_path):
+    """The last line cut short (no newline, not a whole trace line) is "short", not "wrong"."""
+    good = qemu_trace_lines([(0x28, 0, 8, 1, True), (0x2A, 64, 8, 2, False)])
+    p = tmp_path / "qemu-trace.txt"
+    p.write_text("\n".join(good) + "\n" + good[0][:9])
+    with pytest.raises(TruncatedInput) as exc:
+        parsers.parse(str(p), "qemu_lsi")
+    assert exc.value.line == len(good) + 1
+    cap = parsers.parse(str(p), "qemu_lsi", strict=False)
+    assert cap.records.skipped == 0
+    assert cap.anomalies["kind"].to_list() == ["TRUNCATED RECORD"]
+    assert core.analyze(cap, core.Options(settle_ns=0)).ios_completed == 2
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(qemu_trace_lines([(0x28, 5, 8, 3, True), (0x2A, 9, 1, 4, False)])),
+                          st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)),
+                max_size=30))
+def test_any_text_gives_bad_input_or_a_capture(tmp_path_factory, lines):
+    """Strict: a Capture or a BadInput naming a line, nothing else. Lenient: always a
+    Capture, and every line is read or skipped."""
+    p = tmp_path_factory.mktemp("g") / "qemu-trace.txt"
+    p.write_text("\n".join(x.replace("\r", " ") for x in lines) + "\n", encoding="utf-8")
+    try:
+        parsers.parse(str(p), "qemu_lsi")
+    except BadInput as exc:
+        assert exc.line is not None
+    cap = parsers.parse(str(p), "qemu_lsi", strict=False)
+    assert cap.records.skipped <= cap.records.read
+    tr = cap.transitions()
+    assert (tr["t_ns"].diff().drop_nulls() >= 0).all()
+    if tr.height:
+        core.analyze(cap, core.Options(settle_ns=0))
 
 
 def test_not_utf8_is_bad_input(tmp_path):
