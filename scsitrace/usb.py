@@ -81,8 +81,8 @@ def transfers(urbs: pl.DataFrame) -> pl.DataFrame:
     """One row per URB: submit and completion paired by URB id (ids are reused after
     completion, so a submit pairs with the next event of its id when that is a completion).
     Completions whose submit is not in the capture keep submit_ns null."""
-    ev = urbs["event"].to_numpy()
-    is_s, is_end = ev == "S", (ev == "C") | (ev == "E")
+    is_s = (urbs["event"] == "S").to_numpy()
+    is_end = urbs["event"].is_in(["C", "E"]).to_numpy()
     nxt, prv = _neighbours(urbs["urb_id"].to_numpy())
     s_idx = np.flatnonzero(is_s)
     c_idx = nxt[s_idx]
