@@ -343,3 +343,30 @@ def test_interrupt_and_control_lines(tmp_path):
     assert u["status"].to_list() == [-115, 0, -115, 0]
     assert u["setup"][2] == bytes([0xA3, 0x00, 0x00, 0x00, 0x01, 0x00, 0x04, 0x00])
     assert core.analyze(cap).ios.height == 0
+
+
+def test_pcapng_hostile(tmp_path):
+    """pcapng: a cut block is TruncatedInput at its offset (lenient: a TRUNCATED anomaly);
+    a block length that is not a multiple of 4 is BadInput at its offset."""
+    good = tmp_path / "g.pcapng"
+    gen.write_pcapng(good, gen.traffic(1))
+    raw = good.read_bytes()
+    pos, blocks = 0, []
+    while pos < len(raw):
+        blocks.append(pos)
+        pos += struct.unpack_from("<I", raw, pos + 4)[0]
+    cut = tmp_path / "cut.pcapng"
+    cut.write_bytes(raw[:blocks[-1] + 20])
+    with pytest.raises(TruncatedInput) as exc:
+        parsers.parse(str(cut), "usbmon")
+    assert exc.value.offset == blocks[-1]
+    lenient = parsers.parse(str(cut), "usbmon", strict=False)
+    assert lenient.anomalies["kind"].to_list() == ["TRUNCATED"]
+    assert lenient.records.read == len(blocks) - 3   # SHB, IDB and the cut block carry no packet
+    b = bytearray(raw)
+    struct.pack_into("<I", b, blocks[5] + 4, 30)
+    bad = tmp_path / "bad.pcapng"
+    bad.write_bytes(bytes(b))
+    with pytest.raises(BadInput) as exc:
+        parsers.parse(str(bad), "usbmon")
+    assert exc.value.offset == blocks[5] and "block length 30" in exc.value.reason
