@@ -4,6 +4,7 @@ the result does not depend on how the transitions are chunked; totals tile the b
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -177,3 +178,30 @@ def test_segment_index_is_a_binary_search(starts, times):
     segs = _Segments(seg)
     t = np.sort(np.array(times, dtype=np.int64))
     assert (segs.index(t) == np.searchsorted(segs.start, t, side="right") - 1).all()
+
+
+def test_spool_reads_the_trace_once_and_changes_nothing(tmp_path):
+    from scsitrace.commands.analyze import load
+    from scsitrace.commands.attribute import TransitionSpool
+    from scsitrace.commands.baseline import args_from
+    synth, _ = table11_analysis(1, seed=9)
+    trace = tmp_path / "t.ancot"
+    ancot.write(str(trace), synth.capture.transitions(), signals=SIGNALS, tick_ns=1)
+    plain = attribute(load(args_from(str(trace), {})))
+    passes = []
+
+    def counting(capture):
+        source = capture.chunks
+
+        def chunks():
+            passes.append(1)
+            yield from source()
+        capture.chunks = chunks
+
+    with TransitionSpool() as spool:
+        analysis = load(args_from(str(trace), {}), tap=lambda c: (counting(c), spool(c)))
+        spooled = attribute(analysis)
+        assert spool.dir and Path(spool.dir).exists()
+    assert not Path(spool.dir).exists()
+    assert passes == [1]                   # the text was parsed once
+    assert spooled == plain

@@ -56,11 +56,14 @@ def parser_options(args) -> dict:
     return opts
 
 
-def load(args):
-    """Parse and analyse the trace named on the command line -> Analysis."""
+def load(args, tap=None):
+    """Parse and analyse the trace named on the command line -> Analysis. `tap(capture)`, if
+    given, runs before the analysis (attribution uses it to keep the transitions it re-reads)."""
     opts = parser_options(args)
     with progress_for(args.trace) as progress:
         capture = parsers.parse(args.trace, args.format, strict=not args.lenient, progress=progress, **opts)
+        if tap is not None:
+            tap(capture)
         settle = args.settle_ns if args.settle_ns is not None else capture.meta.get("settle_ns", 400)
         options = core.Options(settle_ns=settle, data_polarity=args.data_polarity,
                                io_size=args.io_size, layer_options=opts)

@@ -37,10 +37,12 @@ def add_arguments(p) -> None:
 
 def _one(args, trace):
     from scsitrace.reports import html, summary as summ
+    from scsitrace.commands.attribute import TransitionSpool
     ns = argparse.Namespace(**{**vars(args), "trace": trace})
-    analysis = load(ns)
-    s = summ.summary(analysis, args.profile, None, args.io_size)
-    return analysis, html.report_data(analysis, s)
+    with TransitionSpool() as spool:
+        analysis = load(ns, tap=spool)
+        s = summ.summary(analysis, args.profile, None, args.io_size)
+        return analysis, html.report_data(analysis, s)
 
 
 def run(args) -> int:
