@@ -568,6 +568,18 @@ def stage_stats(run: dict, keep_q: np.ndarray | None = None) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=STATS, orient="row")
 
 
+def _group_stats(keys: np.ndarray, vals: np.ndarray):
+    """Per distinct key (sorted): count, min, max and exact int64 sum of vals."""
+    if len(keys) == 0:
+        return (np.zeros(0, np.int64),) * 5
+    order = np.argsort(keys, kind="stable")
+    k, v = keys[order], vals[order]
+    start = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
+    n = np.diff(np.concatenate((start, [len(k)])))
+    return (k[start], n, np.minimum.reduceat(v, start), np.maximum.reduceat(v, start),
+            np.add.reduceat(v, start))
+
+
 def process_stats(run: dict, names: dict, keep_q: np.ndarray | None = None) -> pl.DataFrame:
     """btt's per-process avg_info (btt -A "Per Process"): samples grouped by the pid that queued
     the bio, named by its command."""
@@ -579,12 +591,9 @@ def process_stats(run: dict, names: dict, keep_q: np.ndarray | None = None) -> p
             continue
         if keep_q is not None:
             q, ns = q[keep_q[q]], ns[keep_q[q]]
-        p = pid[q]
-        for one in np.unique(p):
-            vals = ns[p == one]
-            total = int(vals.sum())
-            rows.append((names.get(int(one), str(int(one))), int(one), name, len(vals), int(vals.min()),
-                         total / len(vals), int(vals.max()), total))
+        for one, n, lo, hi, total in zip(*_group_stats(pid[q], ns)):
+            rows.append((names.get(int(one), str(int(one))), int(one), name, int(n), int(lo), int(total) / int(n),
+                         int(hi), int(total)))
     order = {name: k for k, name in enumerate(STAGE_ORDER)}
     rows.sort(key=lambda r: (order[r[2]], r[0], r[1]))
     return pl.DataFrame(rows, schema={"process": pl.Utf8, "pid": pl.Int64, **{k: v for k, v in STATS.items()
@@ -643,7 +652,7 @@ def busy_segments(queues: pl.DataFrame, start_ns: int, end_ns: int) -> pl.DataFr
     iv = queues.filter(pl.col("d_t").is_not_null() & pl.col("c_t").is_not_null())
     dev, d_t, c_t = (iv[c].to_numpy() for c in ("device", "d_t", "c_t"))
     parts = []
-    for device in np.unique(dev):
+    for device in _unique(dev):
         sel = dev == device
         order = np.argsort(d_t[sel], kind="stable")
         s, e = d_t[sel][order], np.maximum(c_t[sel][order], d_t[sel][order])
@@ -747,9 +756,10 @@ def size_histogram(run: dict) -> pl.DataFrame:
     nbytes = ev.bytes[d]
     bucket = np.left_shift(1, np.ceil(np.log2(np.maximum(nbytes, 1))).astype(np.int64))
     write = (ev.action[d] & (TC["WRITE"] << TC_SHIFT)) != 0
-    sizes, inverse = np.unique(bucket, return_inverse=True) if len(d) else (np.zeros(0, np.int64), None)
-    requests = np.bincount(inverse, minlength=len(sizes)) if len(d) else np.zeros(0, np.int64)
-    writes = np.bincount(inverse, weights=write, minlength=len(sizes)).astype(np.int64) if len(d) else requests
+    sizes = _unique(bucket)
+    inverse = np.searchsorted(sizes, bucket)
+    requests = np.bincount(inverse, minlength=len(sizes))
+    writes = np.bincount(inverse, weights=write, minlength=len(sizes)).astype(np.int64)
     return pl.DataFrame({"bytes_max": sizes.astype(np.int64), "requests": requests.astype(np.int64),
                          "writes": writes, "reads_other": (requests - writes).astype(np.int64)})
 
