@@ -39,6 +39,7 @@ NOT_BUSY = ("BUS FREE",)
 MIN_LONG_NS = 2000        # a DATA wait is long when above both this and LONG_FACTOR x median
 LONG_FACTOR = 10
 HIST_NS = 100_000         # histogram of ordinary DATA waits (for their median), 1 ns bins
+BATCH_ROWS = 1 << 20      # transitions per numpy pass (Parquet row groups are smaller)
 FIRST_BYTES = 64          # long initiator/target waits this early in a DATA phase: FIFO/set-up
 PERIODS = tuple(1 << k for k in range(6, 21))   # 64 bytes .. 1 MiB
 MIN_PERIODIC_HITS = 2
@@ -76,21 +77,26 @@ class _Segments:
         in_body = (with_body["body_start"].is_not_null()
                    & ~with_body["phase"].is_in(NEITHER_PHASES + NOT_BUSY)).to_numpy()
         # edges outside a connection body (stray REQ/ACK) get body_start = +inf: dropped
+        self.in_body = in_body
         self.body_start = np.where(in_body, with_body["body_start"].fill_null(0).to_numpy(),
                                    np.iinfo(np.int64).max)
         self.n = seg.height
 
-    def index(self, t: np.ndarray) -> np.ndarray:
-        """Segment number of each (sorted) time: -1 before the first segment. Cuts the
-        chunk at the few segment starts inside it instead of a binary search per edge."""
+    def runs(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The segments a sorted chunk of times falls in: (segment numbers, edges in each),
+        -1 for times before the first segment. Cuts the chunk at the few segment starts
+        inside it instead of a binary search per edge."""
         lo = np.searchsorted(self.start, t[0], side="right") - 1
         hi = np.searchsorted(self.start, t[-1], side="right")
         cuts = np.searchsorted(t, self.start[lo + 1:hi], side="left")
         counts = np.diff(np.concatenate(([0], cuts, [len(t)])))
-        return np.repeat(np.arange(lo, hi, dtype=np.int64), counts)
+        return np.arange(lo, hi, dtype=np.int64), counts
 
+    def index(self, t: np.ndarray) -> np.ndarray:
+        """Segment number of each (sorted) time, -1 before the first segment."""
+        run_seg, counts = self.runs(t)
+        return np.repeat(run_seg, counts)
 
-# ---------------------------------------------------------------- per-chunk pass
 
 def _edges(t: np.ndarray, lines: np.ndarray, lines0: int):
     """REQ/ACK edges of one chunk in time order -> (t, code); `lines0` = the lines before it."""
@@ -102,11 +108,11 @@ def _edges(t: np.ndarray, lines: np.ndarray, lines0: int):
     ack_ch = (changed & ACK) != 0
     both = req_ch & ack_ch
     if not both.any():                       # the usual case: one line per transition
-        idx = np.flatnonzero(req_ch | ack_ch)
-        now = lines[idx]
-        code = np.where(req_ch[idx], np.where(now & REQ, REQ_UP, REQ_DOWN),
-                        np.where(now & ACK, ACK_UP, ACK_DOWN)).astype(np.int8)
-        return t[idx], code
+        idx = np.flatnonzero(changed & (REQ | ACK))
+        which = changed[idx]
+        is_ack = (which & ACK) != 0          # the code's low bit: ACK edges are odd
+        down = (lines[idx] & which) == 0     # the changed line's new level
+        return t[idx], (is_ack.astype(np.int8) + 2 * down.astype(np.int8))
     req = (lines & REQ) != 0
     ack = (lines & ACK) != 0
     # both lines changing at one tick: the handshake order decides which came first
@@ -126,14 +132,14 @@ class _Pass:
 
     def __init__(self, segs: _Segments):
         self.segs = segs
-        self.prev_t = np.iinfo(np.int64).min
+        self.prev_t = -(1 << 62)                            # "long before": clipped at the body start
         self.lines = 0                                      # bus lines before the next chunk
         self.req_seen = 0                                   # REQ-up edges so far (bytes)
         self.seg_base = np.full(segs.n, -1, dtype=np.int64)  # REQ-ups before each segment
         self.seg_bytes = np.zeros(segs.n, dtype=np.int64)
         self.seg_last_t = np.full(segs.n, -1, dtype=np.int64)
         self.totals = np.zeros((segs.n, 2), dtype=np.int64)  # per segment x component
-        self.hist = np.zeros((2, HIST_NS + 1), dtype=np.int64)  # DATA waits in ns, capped
+        self.hist = np.zeros((HIST_NS, 2), dtype=np.int64)  # DATA waits (ns x component) below HIST_NS
         self.kept: list[pl.DataFrame] = []
         self.stray = 0
 
@@ -146,55 +152,65 @@ class _Pass:
         self.lines = int(lines[-1])
         if not len(t):
             return
-        prev = np.empty_like(t)
-        prev[0] = self.prev_t
-        prev[1:] = t[:-1]
+        dur = np.empty_like(t)
+        dur[0] = t[0] - self.prev_t
+        np.subtract(t[1:], t[:-1], out=dur[1:])
         self.prev_t = int(t[-1])
-        seg = self.segs.index(t)
-        body_start = self.segs.body_start[np.maximum(seg, 0)]
-        ok = (seg >= 0) & (t >= body_start)
-        if not ok.all():
-            self.stray += int((~ok).sum())
-            t, code, prev, seg, body_start = t[ok], code[ok], prev[ok], seg[ok], body_start[ok]
+        run_seg, counts = self.segs.runs(t)
+        # edges in segments outside a connection body (stray REQ/ACK) are not attributed
+        ok_run = (run_seg >= 0) & self.segs.in_body[np.maximum(run_seg, 0)] & (counts > 0)
+        if not ok_run[counts > 0].all():
+            ok = np.repeat(ok_run, counts)
+            self.stray += int(len(ok) - ok.sum())
+            t, code, dur = t[ok], code[ok], dur[ok]
             if not len(t):
                 return
-        dur = t - np.maximum(prev, body_start)
-        comp = code & 1                          # REQ edges: target; ACK edges: initiator
+        run_seg, counts = run_seg[ok_run], counts[ok_run]
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        # only a run's first edge can wait across the body start (its previous edge is in an
+        # earlier segment, maybe an earlier connection): clip it there
+        first_prev = t[starts] - dur[starts]
+        dur[starts] = t[starts] - np.maximum(first_prev, self.segs.body_start[run_seg])
         is_up = code == REQ_UP
-        g = self.req_seen + np.cumsum(is_up)      # REQ-ups so far, including this edge
+        g = np.cumsum(is_up)
+        g += self.req_seen                        # REQ-ups so far, including this edge
         self.req_seen = int(g[-1])
-        # seg is non-decreasing: reduce over its runs (one per segment in this chunk)
-        starts = np.flatnonzero(np.r_[True, seg[1:] != seg[:-1]])
-        run_seg = seg[starts]
         fresh = self.seg_base[run_seg] < 0
         self.seg_base[run_seg[fresh]] = (g[starts] - is_up[starts])[fresh]
-        byte = np.maximum(g - 1 - self.seg_base[seg], 0)
-        self.seg_bytes[run_seg] += np.add.reduceat(is_up.astype(np.int64), starts)
-        self.seg_last_t[run_seg] = t[np.r_[starts[1:] - 1, len(t) - 1]]
-        target_dur = np.where(comp == TARGET, dur, 0)
-        self.totals[run_seg, TARGET] += np.add.reduceat(target_dur, starts)
-        self.totals[run_seg, INITIATOR] += np.add.reduceat(dur - target_dur, starts)
-        self._keep(t, code, comp, dur, seg, byte)
+        self.seg_bytes[run_seg] += np.add.reduceat(is_up, starts, dtype=np.int64)
+        self.seg_last_t[run_seg] = t[starts + counts - 1]
+        initiator_dur = dur * (code & 1)          # REQ edges: target; ACK edges: initiator
+        run_total = np.add.reduceat(dur, starts)
+        run_initiator = np.add.reduceat(initiator_dur, starts)
+        self.totals[run_seg, TARGET] += run_total - run_initiator
+        self.totals[run_seg, INITIATOR] += run_initiator
+        self._keep(t, code, dur, g, run_seg, counts)
 
-    def _keep(self, t, code, comp, dur, seg, byte):
-        data = self.segs.is_data[seg]
-        sel = data & (byte > 0)
-        self.hist += np.bincount(comp[sel].astype(np.int64) * (HIST_NS + 1) + np.minimum(dur[sel], HIST_NS),
-                                 minlength=2 * (HIST_NS + 1)).reshape(2, -1)
+    def _keep(self, t, code, dur, g, run_seg, counts):
+        data = np.repeat(self.segs.is_data[run_seg], counts)
+        # byte 0 of its segment: no REQ-up of the segment before this edge's byte
+        first_byte = g <= np.repeat(self.seg_base[run_seg], counts) + 1
+        sample = data & ~first_byte & (dur < HIST_NS)
+        hist_key = dur[sample] * 2 + (code[sample] & 1)
+        counts_ns = np.bincount(hist_key)         # short array: ordinary waits are short
+        self.hist.ravel()[:len(counts_ns)] += counts_ns
         # every long wait is above MIN_LONG_NS whatever the median turns out to be
-        keep = ~data | (byte == 0) | (dur > MIN_LONG_NS)
-        if keep.any():
+        keep = np.flatnonzero(~data | first_byte | (dur > MIN_LONG_NS))
+        if len(keep):
+            seg = np.repeat(run_seg, counts)[keep]
             self.kept.append(pl.DataFrame({
-                "t_ns": t[keep], "code": code[keep], "comp": comp[keep], "dur_ns": dur[keep],
-                "seg": seg[keep].astype(np.int64), "byte": byte[keep]}))
+                "t_ns": t[keep], "code": code[keep], "comp": (code[keep] & 1).astype(np.int8),
+                "dur_ns": dur[keep], "seg": seg,
+                "byte": np.maximum(g[keep] - 1 - self.seg_base[seg], 0)}))
 
     def long_thresholds(self) -> dict[int, float]:
-        """max(MIN_LONG_NS, LONG_FACTOR x the median DATA wait) per component (exact median
-        from the histogram, so it does not depend on how the transitions were chunked)."""
+        """max(MIN_LONG_NS, LONG_FACTOR x the median DATA wait) per component: the exact median
+        of the DATA waits shorter than HIST_NS (the rare longer ones are the pauses themselves),
+        so it does not depend on how the transitions were chunked."""
         out = {}
         for c in (TARGET, INITIATOR):
-            n = int(self.hist[c].sum())
-            med = int(np.searchsorted(np.cumsum(self.hist[c]), (n + 1) // 2)) if n else 0
+            n = int(self.hist[:, c].sum())
+            med = int(np.searchsorted(np.cumsum(self.hist[:, c]), (n + 1) // 2)) if n else 0
             out[c] = max(MIN_LONG_NS, LONG_FACTOR * med)
         return out
 
@@ -355,9 +371,22 @@ def attribute(analysis: Analysis) -> dict:
         return _phases_only(analysis, why_not)
     segs = _Segments(analysis.segments)
     p = _Pass(segs)
-    for chunk in analysis.capture.chunks():
+    for chunk in _batched(analysis.capture.chunks(), BATCH_ROWS):
         p.feed(chunk)
     return _report(analysis, segs, p)
+
+
+def _batched(chunks, rows: int):
+    """Regroup chunks into frames of about `rows` rows (fewer, larger numpy passes)."""
+    buf, n = [], 0
+    for chunk in chunks:
+        buf.append(chunk.select("t_ns", "lines"))
+        n += chunk.height
+        if n >= rows:
+            yield pl.concat(buf) if len(buf) > 1 else buf[0]
+            buf, n = [], 0
+    if buf:
+        yield pl.concat(buf) if len(buf) > 1 else buf[0]
 
 
 def _context(segs: _Segments, p: _Pass) -> pl.DataFrame:
