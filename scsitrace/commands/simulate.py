@@ -27,7 +27,8 @@ def add_arguments(p) -> None:
     span.add_argument("--duration", type=float, metavar="SECONDS", help="bus time to simulate")
     span.add_argument("--count", type=int, metavar="N", help="I/Os to issue and complete")
     p.add_argument("--bfr", default="1/2", metavar="RATIO",
-                   help="Buffer Full Ratio: 1/2, 0.5, or bytes of the 32K buffer (512B, 16K); default 1/2")
+                   help="Buffer Full Ratio: 1/2, 0.5, a mode page value 0-255 (n/255), or bytes of the "
+                   "32K buffer (512B, 16K); default 1/2")
     p.add_argument("--ber", default="1/2", metavar="RATIO", help="Buffer Empty Ratio, same forms (default 1/2)")
     p.add_argument("--readahead", choices=("on", "off"), default="on")
     p.add_argument("--host", choices=("no-copy", "user-level"), default="no-copy")
