@@ -189,11 +189,11 @@ def test_undecimated_timeline_is_the_segments(bus_report):
 
 
 def _layer_inputs():
-    cases = [REPO / "fixtures" / "captured" / "lsi_seqread32k" / "ftrace.txt",
-             REPO / "fixtures" / "captured" / "lsi_seqread32k" / "qemu-trace.txt",
-             REALDATA / "blktrace" / "trace_x_0_y_0.bin"]
-    usb = sorted((REPO / "fixtures" / "captured").glob("usb_seqread32k/*usbmon*"))
-    return cases + usb[:1]
+    captured = REPO / "fixtures" / "captured"
+    return [captured / "lsi_seqread32k" / "ftrace.txt",           # scsilog
+            captured / "usb_seqread32k" / "usbmon.txt",           # usb
+            captured / "lsi_seqread32k" / "lsi_seqread32k.blktrace.0",   # block
+            REALDATA / "blktrace" / "trace_x_0_y_0.bin"]           # block, real data
 
 
 @pytest.mark.parametrize("path", _layer_inputs(), ids=lambda p: p.name)
