@@ -257,16 +257,29 @@ class _Keys:
         comp = kid * self.span + idx
         self.order = np.argsort(comp, kind="stable")
         self.comp = comp[self.order]
+        self.q_idx = self.comp % self.span
+        ks = self.comp // self.span
+        self.first = np.flatnonzero(np.concatenate(([True], ks[1:] != ks[:-1])))   # per key id
+        self.count = np.diff(np.concatenate((self.first, [len(ks)])))
 
     def latest(self, dev, sector, idx) -> np.ndarray:
         """Index (into the Q arrays) of the latest Q before each idx with that key, or -1."""
+        out = np.full(len(idx), NONE, np.int64)
+        if len(self.uniq) == 0:
+            return out
         key = dev * self.shift + sector
-        k = np.searchsorted(self.uniq, key)
-        found = (k < len(self.uniq)) & (self.uniq[np.minimum(k, len(self.uniq) - 1)] == key)
-        pos = np.searchsorted(self.comp, k * self.span + idx) - 1
-        ok = found & (pos >= 0)
-        ok &= (self.comp[np.maximum(pos, 0)] // self.span) == k
-        return np.where(ok, self.order[np.maximum(pos, 0)], NONE)
+        k = np.minimum(np.searchsorted(self.uniq, key), len(self.uniq) - 1)
+        found = self.uniq[k] == key
+        single = found & (self.count[k] == 1)      # the usual case: one Q ever had this key
+        p = self.first[k[single]]
+        out[single] = np.where(self.q_idx[p] < idx[single], self.order[p], NONE)
+        multi = np.flatnonzero(found & ~single)
+        if len(multi):
+            km = k[multi]
+            pos = np.searchsorted(self.comp, km * self.span + idx[multi]) - 1
+            ok = pos >= self.first[km]
+            out[multi] = np.where(ok, self.order[np.maximum(pos, 0)], NONE)
+        return out
 
     def next_same(self) -> np.ndarray:
         """For each Q, the idx of the next Q with the same key (-1 when none)."""
