@@ -654,11 +654,7 @@ class _Reader:
         items, carry.context = _scan(tb, carry.context)
         items = self._check(tb, items, carry)
         self._count(items)
-        keep = (items.ctx != KW_DUMPOFF) & ((items.kind == TIME) | (items.kind == SCALAR)
-                                             | (items.kind == VECTOR))
-        if not keep.all():
-            items = items.take(keep)
-        times = items.time[items.kind == TIME]
+        times = items.time[(items.kind == TIME) & (items.ctx != KW_DUMPOFF)]
         if len(times):
             if carry.origin is None:
                 carry.origin = int(times[0])
@@ -669,7 +665,9 @@ class _Reader:
     def _check(self, tb: TokenBlock, items: _Items, carry: _Carry) -> _Items:
         """Mark undeclared codes, timestamps that go backwards or overflow; raise or skip."""
         change = (items.kind >= SCALAR) & (items.reason == 0)
-        known = np.isin(items.code, self.declared) & (items.code != 0)
+        at = np.minimum(np.searchsorted(self.declared, items.code), max(len(self.declared) - 1, 0))
+        known = (self.declared[at] == items.code) & (items.code != 0) if len(self.declared) else \
+            np.zeros(len(items.code), dtype=bool)
         for i in np.flatnonzero(change & (items.code == 0)):     # codes too long to pack
             known[i] = tb.buf[items.code_start[i]:items.code_end[i]] in self.declared_long
         items.reason[change & ~known] = R_UNDECLARED
@@ -712,7 +710,9 @@ class _Reader:
 
     # -- state per timestamp
     def _slot_changes(self, tb: TokenBlock, items: _Items) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-        """slot -> (item positions, values) of the mapped value changes, in file order."""
+        """slot -> (item positions, values) of the mapped value changes, in file order.
+        Real and string changes, and values inside $dumpoff, are not applied."""
+        live = ((items.kind == SCALAR) | (items.kind == VECTOR)) & (items.ctx != KW_DUMPOFF)
         changes = {}
         for f in self.feeds:
             code = f.var.code.encode("utf-8", "surrogateescape")
@@ -722,7 +722,7 @@ class _Reader:
             else:
                 hit = np.array([tb.buf[s:e] == code for s, e in zip(items.code_start, items.code_end)],
                                dtype=bool) if len(items.code) else np.zeros(0, dtype=bool)
-            pos = np.flatnonzero(hit & (items.kind != TIME))
+            pos = np.flatnonzero(hit & live)
             vs, ve = items.val_start[pos], items.val_end[pos]
             if f.bus == "DB":
                 v = _byte_values(tb.a, vs, ve)
@@ -743,7 +743,7 @@ class _Reader:
     def _rows(self, tb: TokenBlock, items: _Items, carry: _Carry) -> pl.DataFrame | None:
         """State at the end of each timestamp; emit the final rows that change something."""
         changes = self._slot_changes(tb, items)
-        is_time = items.kind == TIME
+        is_time = (items.kind == TIME) & (items.ctx != KW_DUMPOFF)
         origin = carry.origin if carry.origin is not None else 0
         t_ns = (np.where(is_time, items.time, origin) - origin) * self.tick.numerator // self.tick.denominator
         if carry.pending is not None:      # the pending timestamp heads the block
