@@ -137,9 +137,8 @@ def bot_commands(bulk: pl.DataFrame) -> tuple[pl.DataFrame, list[dict]]:
     anomalies = []
     t = bulk.with_columns(pl.col("is_cbw").cast(pl.Int64).cum_sum().over(["bus", "dev"]).alias("cmd"))
     before = t.filter(pl.col("cmd") == 0)
-    for r in before.filter(~pl.col("is_csw")).head(20).iter_rows(named=True):
-        anomalies.append(_anomaly(r["t0"], "DATA WITHOUT CBW", f"bulk transfer on {r['bus']}:{r['dev']} "
-                                  f"ep 0x{r['ep']:02x} before any CBW", r["pos"]))
+    anomalies.append(_anomalies(before.filter(~pl.col("is_csw")), "t0", "DATA WITHOUT CBW",
+                                pl.format("bulk transfer on {}:{} ep {} before any CBW", "bus", "dev", "ep")))
     # a CSW read that failed (stall, error) before the CSW was read again
     status_try = pl.col("dir_in") & (pl.col("req_len") == 13) & ~pl.col("is_csw") & (pl.col("status") != 0)
     is_data = ~pl.col("is_cbw") & ~pl.col("is_csw") & ~status_try
@@ -194,11 +193,10 @@ def bot_commands(bulk: pl.DataFrame) -> tuple[pl.DataFrame, list[dict]]:
             pl.lit("BOT").alias("transport"),
             _u8("data", 12).replace_strict(CSW_STATUS, default=None, return_dtype=pl.Utf8).alias("status"))
         cmds = pl.concat([cmds, orphans], how="diagonal_relaxed")
-    for r in cmds.filter(pl.col("stalls") > 0).head(50).iter_rows(named=True):
-        anomalies.append(_anomaly(r["cmd_s"], "STALL", f"{r['stalls']} endpoint stall(s) during the command "
-                                  f"with tag {r['usb_tag']} on {r['bus']}:{r['dev']}", r["pos"]))
-    for r in cmds.filter(pl.col("status") == "PHASE ERROR").head(50).iter_rows(named=True):
-        anomalies.append(_anomaly(r["sts_c"], "PHASE ERROR", f"CSW phase error, tag {r['usb_tag']}", r["pos"]))
+    anomalies.append(_anomalies(cmds.filter(pl.col("stalls") > 0), "cmd_s", "STALL", pl.format(
+        "{} endpoint stall(s) during the command with tag {} on {}:{}", "stalls", "usb_tag", "bus", "dev")))
+    anomalies.append(_anomalies(cmds.filter(pl.col("status") == "PHASE ERROR"), "sts_c", "PHASE ERROR",
+                                pl.format("CSW phase error, tag {}", "usb_tag")))
     return cmds, anomalies
 
 
@@ -256,6 +254,8 @@ def uas_commands(bulk: pl.DataFrame) -> tuple[pl.DataFrame, list[dict]]:
     data = t.filter(~pl.col("is_cmd") & ~pl.col("is_sts") & ~pl.col("is_ready")
                     & pl.col("complete_ns").is_not_null())
     cmds = _uas_attach_data(cmds, data)
+    anomalies.append(_anomalies(cmds.filter(pl.col("stalls") > 0), "cmd_s", "STALL", pl.format(
+        "{} endpoint stall(s) during the command with tag {} on {}:{}", "stalls", "usb_tag", "bus", "dev")))
     return cmds, anomalies
 
 
@@ -322,27 +322,29 @@ def tile(cmds: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
 
 # ---------------------------------------------------------------- analysis
 
-def _anomaly(t, kind, detail, pos) -> dict:
-    return {"t_ns": t, "kind": kind, "detail": detail, "position": None if pos is None else str(pos)}
+def _anomalies(rows: pl.DataFrame, t_col: str, kind: str, detail: pl.Expr) -> pl.DataFrame:
+    """One anomaly row per row of `rows` (every one: nothing is dropped)."""
+    return rows.select(pl.col(t_col).cast(pl.Int64).alias("t_ns"), pl.lit(kind).alias("kind"),
+                       detail.alias("detail"), pl.col("pos").cast(pl.Utf8).alias("position"))
 
 
-def _control_anomalies(xf: pl.DataFrame) -> list[dict]:
+def _control_anomalies(xf: pl.DataFrame) -> list[pl.DataFrame]:
     """Mass-storage resets and endpoint-halt clears (control transfers), URB errors."""
-    out = []
     ctl = xf.filter((pl.col("xfer") == 2) & pl.col("setup").is_not_null()).with_columns(
         _u8("setup", 0).alias("bm"), _u8("setup", 1).alias("req"))
-    for r in ctl.filter((pl.col("bm") == 0x21) & (pl.col("req") == 0xFF)).iter_rows(named=True):
-        out.append(_anomaly(r["t0"], "RESET", f"Bulk-Only Mass Storage Reset to {r['bus']}:{r['dev']}", r["pos"]))
-    for r in ctl.filter((pl.col("bm") == 0x02) & (pl.col("req") == 0x01)).iter_rows(named=True):
-        out.append(_anomaly(r["t0"], "CLEAR HALT", f"CLEAR_FEATURE(ENDPOINT_HALT) on {r['bus']}:{r['dev']}",
-                            r["pos"]))
     err = xf.filter((pl.col("xfer") == 3) & pl.col("status").is_not_null()
                     & ~pl.col("status").is_in([0, EREMOTEIO, EPIPE]))
-    for r in err.head(50).iter_rows(named=True):
-        kind = "SUBMIT ERROR" if r["submit_error"] else "URB ERROR"
-        out.append(_anomaly(r["t0"], kind, f"URB status {r['status']} on {r['bus']}:{r['dev']} ep 0x{r['ep']:02x}",
-                            r["pos"]))
-    return out
+    where = pl.format("{}:{} ep {}", "bus", "dev", "ep")
+    return [
+        _anomalies(ctl.filter((pl.col("bm") == 0x21) & (pl.col("req") == 0xFF)), "t0", "RESET",
+                   pl.format("Bulk-Only Mass Storage Reset to {}:{}", "bus", "dev")),
+        _anomalies(ctl.filter((pl.col("bm") == 0x02) & (pl.col("req") == 0x01)), "t0", "CLEAR HALT",
+                   pl.format("CLEAR_FEATURE(ENDPOINT_HALT) on {}:{}", "bus", "dev")),
+        _anomalies(err.filter(pl.col("submit_error")), "t0", "SUBMIT ERROR",
+                   pl.format("URB submission failed with {} on {}", "status", where)),
+        _anomalies(err.filter(~pl.col("submit_error")), "t0", "URB ERROR",
+                   pl.format("URB status {} on {}", "status", where)),
+    ]
 
 
 IOS_EXTRA = {
@@ -363,7 +365,7 @@ def commands(urbs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, list[dict]
     uas, an2 = uas_commands(rest) if rest.height else (pl.DataFrame(), [])
     cmds = pl.concat([x for x in (bot, uas) if x.height], how="diagonal_relaxed") if (bot.height or uas.height) \
         else pl.DataFrame()
-    return xf, cmds, an1 + an2 + _control_anomalies(xf)
+    return xf, cmds, [*an1, *an2, *_control_anomalies(xf)]
 
 
 def ios_frame(cmds: pl.DataFrame) -> pl.DataFrame:
@@ -416,10 +418,9 @@ def analyze(capture: Capture, options=None) -> Analysis:
     ios = full.select(list({**schema.IOS, **IOS_EXTRA}))
     paired = int(ios["paired"].sum()) if ios.height else 0
     table = srt.table(ios)
-    an = capture.anomalies
-    if anomalies:
-        an = pl.concat([an, schema.frame({k: [a[k] for a in anomalies] for k in schema.ANOMALIES},
-                                         schema.ANOMALIES)])
+    unit = capture.meta.get("position_unit", "record")
+    found = [a.with_columns(pl.format("{} {}", pl.lit(unit), "position").alias("position")) for a in anomalies]
+    an = pl.concat([capture.anomalies, *found]).cast(schema.ANOMALIES)
     data_bytes = int(ios["data_bytes"].sum()) if ios.height else 0
     notes = []
     n_dev = segments["device"].n_unique() if segments.height else 0
