@@ -212,3 +212,16 @@ def test_every_layer_gets_a_report_equal_to_its_json(path, tmp_path):
     assert_tables_equal_json(page, data)
     assert page.urls == []
     assert "phase-table" in page.tables
+
+
+def test_level1_report_says_attribution_needs_req_ack(tmp_path):
+    synth, _ = table11_analysis(1, signals=[s for s in SIGNALS if s not in ("REQ", "ACK")])
+    trace = tmp_path / "l1.ancot"
+    ancot.write(str(trace), synth.capture.transitions(), signals=synth.capture.meta["signals"], tick_ns=1)
+    out, js = tmp_path / "r.html", tmp_path / "r.json"
+    assert cli.main(["analyze", str(trace), "--html", str(out), "--json", str(js)]) == 0
+    text = out.read_text()
+    assert "overhead attribution needs REQ and ACK" in text
+    page = parse_page(text)
+    assert "attribution-phases-only" in page.tables and "phase-table" in page.tables
+    assert len(page.plots) >= 2
