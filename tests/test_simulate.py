@@ -53,6 +53,10 @@ workloads = st.fixed_dictionaries({
     "fmt": st.sampled_from(["ancot", "ancot", "vcd"]),
     "seed": st.integers(0, 2**16),
     "cut": st.booleans(),
+    "bfr": st.sampled_from([512 / 32768, 0.5, 1.0]),
+    "readahead": st.booleans(),
+    "host": st.sampled_from(["no-copy", "user-level"]),
+    "reset": st.sampled_from([False, False, True]),
 })
 
 
@@ -65,12 +69,19 @@ def test_analyzer_finds_the_ground_truth(w, tmp_path):
     count = max(1, min(3 * w["disks"], budget // size))
     wl = Workload(disks=w["disks"], op=w["op"], pattern=w["pattern"], size=size, inflight=w["inflight"],
                   count=count, seed=w["seed"])
-    if w["cut"]:   # end the trace at an arbitrary time, mostly inside a connection
-        probe = simulate(wl, tmp_path / "probe.ancot", level=1)
-        wl.count = None
-        wl.duration_ns = max(50, int(probe.end_ns * 0.37) // 50 * 50)
+    p = Params()
+    p.disk.bfr = p.disk.ber = w["bfr"]
+    p.disk.readahead = w["readahead"]
+    p.host.mode = w["host"]
+    if w["cut"] or w["reset"]:
+        probe = simulate(wl, tmp_path / "probe.ancot", level=1, params=p)
+        if w["reset"]:   # RST in the first data transfer after a third of the run
+            wl.reset_at_ns = int(probe.end_ns * 0.33) // 50 * 50
+        if w["cut"]:     # end the trace at an arbitrary time, mostly inside a connection
+            wl.count = None
+            wl.duration_ns = max(50, int(probe.end_ns * 0.37) // 50 * 50)
     path = tmp_path / f"t.{w['fmt']}"
-    res = simulate(wl, path, level=w["level"], fmt=w["fmt"])
+    res = simulate(wl, path, level=w["level"], fmt=w["fmt"], params=p)
     assert_matches_truth(res, analyse(path))
 
 
