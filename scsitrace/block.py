@@ -714,12 +714,11 @@ def device_table(run: dict, queues: pl.DataFrame, segments: pl.DataFrame, elapse
     done = queues.filter(pl.col("c_t").is_not_null())
     per = done.group_by("device").agg(
         pl.len().alias("ios_completed"), pl.col("bytes").sum().alias("bytes"),
-        ((pl.col("action") & (TC["WRITE"] << TC_SHIFT)) != 0).sum().alias("writes"),
-        ((pl.col("c_t") - pl.col("d_t")).clip(lower_bound=0).sum() / max(elapsed_ns, 1)).alias("avg_depth"))
+        ((pl.col("action") & (TC["WRITE"] << TC_SHIFT)) != 0).sum().alias("writes"))
     busy = segments.filter(pl.col("category") == "Busy").group_by("device").agg(
         (pl.col("end_ns") - pl.col("start_ns")).sum().alias("busy_ns"))
     secs = elapsed_ns / 1e9
-    out = base.join(per, on="device", how="left").join(depth_max(queues), on="device", how="left").sort("device")
+    out = base.join(per, on="device", how="left").join(run["depth"][1], on="device", how="left").sort("device")
     out = out.with_columns(_dev_names(pl.col("device")).alias("device")).join(busy, on="device", how="left")
     out = out.with_columns(pl.col("ios_completed", "bytes", "busy_ns", "writes").fill_null(0))
     return out.with_columns(
@@ -728,18 +727,28 @@ def device_table(run: dict, queues: pl.DataFrame, segments: pl.DataFrame, elapse
         (pl.col("bytes") / float(1 << 20) / secs if secs else pl.lit(None, pl.Float64)).alias("mib_s"))
 
 
-def depth_max(queues: pl.DataFrame) -> pl.DataFrame:
-    """Per device, the most requests between D and C at once."""
-    iv = queues.filter(pl.col("d_t").is_not_null() & pl.col("c_t").is_not_null())
-    dev, d_t, c_t = (iv[c].to_numpy() for c in ("device", "d_t", "c_t"))
-    rows = []
-    for device in np.sort(np.asarray(queues["device"].unique().to_numpy())):
-        sel = dev == device
-        t = np.concatenate([c_t[sel], d_t[sel]])                 # completions first at equal times
-        step = np.concatenate([np.full(sel.sum(), -1), np.full(sel.sum(), 1)])
-        depth = np.cumsum(step[np.argsort(t, kind="stable")])
-        rows.append((int(device), int(depth.max()) if len(depth) else 0))
-    return pl.DataFrame(rows, schema={"device": pl.UInt32, "max_depth": pl.Int64}, orient="row")
+def queue_depth(run: dict, end_ns: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Requests in the driver over time per device: +1 at each D, -1 at each C or R (as
+    blkparse's depth counts), in processing order. Returns the step series (device, t_ns,
+    depth) and per device the maximum and the time-weighted average up to `end_ns`."""
+    ev = run["ev"]
+    sel = np.concatenate([ev.of("D"), ev.of("C"), ev.of("R")])
+    sel.sort()
+    step = np.where(ev.code[sel] == TA["D"], 1, -1)
+    series, stats = [], []
+    for k, device in enumerate(ev.devices):
+        mine = ev.dev[sel] == k
+        t = ev.t[sel[mine]]
+        depth = np.cumsum(step[mine])
+        series.append(pl.DataFrame({"device": np.full(len(t), device, np.uint32), "t_ns": t, "depth": depth}))
+        if len(t):
+            held = np.diff(np.concatenate((t, [max(end_ns, int(t[-1]))])))
+            span = max(end_ns - int(run["start_ns"]), 1)
+            stats.append((int(device), int(depth.max()), float(np.sum(depth * held)) / span))
+    frame = pl.concat(series) if series else pl.DataFrame(
+        schema={"device": pl.UInt32, "t_ns": pl.Int64, "depth": pl.Int64})
+    return frame, pl.DataFrame(stats, schema={"device": pl.UInt32, "max_depth": pl.Int64,
+                                              "avg_depth": pl.Float64}, orient="row")
 
 
 def process_table(queues: pl.DataFrame, names: dict) -> pl.DataFrame:
@@ -824,6 +833,8 @@ def analyze(capture: Capture, options) -> Analysis:
     elapsed = end_ns - start_ns
     done = queues.filter(pl.col("c_t").is_not_null())
     segments = busy_segments(queues, start_ns, end_ns)
+    run["start_ns"] = start_ns
+    run["depth"] = queue_depth(run, end_ns)
     n_q2c = int(stats.filter((pl.col("device") == "all") & (pl.col("stage") == "Q2C"))["n"].sum())
     json_extra = {
         "stages": _stages_json(stats),
@@ -847,7 +858,7 @@ def analyze(capture: Capture, options) -> Analysis:
         category_order={"btt": list(OVERHEAD)}, default_profile="btt",
         categories={"btt": _btt_categories(stats, n_q2c)}, notes=notes,
         source={"path": capture.path, "format": capture.format, "files": capture.meta.get("files")},
-        extra={"json": json_extra, "stats": stats},
+        extra={"json": json_extra, "stats": stats, "queue_depth": run["depth"][0]},
     )
 
 

@@ -124,6 +124,27 @@ def test_real_per_cpu_captures_match_stored_btt_and_blkparse(case):
     assert sum(js["events"].values()) == total
 
 
+def btt_live_percent(text: str) -> dict:
+    """btt's "I/O Active Period Information": {device: "% Live"}."""
+    body = text.split("==================== I/O Active Period Information ====================")[1]
+    return {",".join(re.findall(r"\d+", m.group(1))): m.group(2)
+            for m in re.finditer(r"^\s*(\(\s*\d+,\s*\d+\))\s+\|.*\s([\d.]+)\s*$", body.split("Total Sys")[0], re.M)}
+
+
+@pytest.mark.skipif(not (DUMPS or CASES), reason="../shared/realdata absent")
+@pytest.mark.parametrize("trace", [str(p) for p in DUMPS] + [str(REAL / "captured" / "blktrace" / c) for c in CASES],
+                         ids=os.path.basename)
+def test_real_busy_percent_and_depth_match_btt_live_and_blkparse_depth(trace):
+    """Device busy % (a request between D and C) is btt's "% Live" on these traces (their I/Os do
+    not overlap); the most requests in flight is blkparse's "Read depth" (they only read)."""
+    _, js = ours(trace)
+    live = btt_live_percent(Path(trace + ".ref.btt.txt").read_text())
+    assert {d["device"]: f"{d['busy_percent']:.2f}" for d in js["devices"]} == live
+    text = Path(trace + ".ref.blkparse.txt").read_text()
+    depths = {int(m) for m in re.findall(r"Read depth:\s+(\d+)", text)}
+    assert [d["max_depth"] for d in js["devices"]] == [max(depths)]
+
+
 # ---------------------------------------------------------------- generated traces, live tools
 
 @pytest.fixture(scope="module")
