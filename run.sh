@@ -39,6 +39,7 @@ case "$what" in
     apt_install tshark tshark
     apt_install blkparse blktrace
     apt_install chromium chromium
+    apt_install iverilog iverilog
     shift || true
     "$VENV/bin/python" -m pytest -q "$@"
     ;;
