@@ -197,11 +197,6 @@ def test_crosslayer_cli_bad_folder_exits_2(tmp_path, capsys):
 # ---------------------------------------------------------------- regression gate
 
 BASELINES = sorted(str(p.relative_to(CAPTURED)) for p in CAPTURED.glob("*/baseline*.json"))
-# the block layer's figures for split requests are still moving (see SPLIT_CASES); once it
-# follows btt there, rewrite with `bash fixtures/capture/run.sh --baselines-only usb_bufread32k`
-REGRESS_PARAMS = [pytest.param(b, marks=pytest.mark.xfail(strict=False, reason="block layer: split requests"))
-                  if b.split("/")[0] in SPLIT_CASES and b.endswith("baseline.block.json") else b
-                  for b in BASELINES]
 
 
 def test_every_case_has_its_baselines():
@@ -210,7 +205,7 @@ def test_every_case_has_its_baselines():
             assert f"{case}/{name}" in BASELINES
 
 
-@pytest.mark.parametrize("baseline", REGRESS_PARAMS)
+@pytest.mark.parametrize("baseline", BASELINES)
 def test_regress_passes_on_its_own_capture(baseline, capsys):
     assert cli_main(["regress", str(CAPTURED / baseline), "--json", "-"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
