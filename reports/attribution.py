@@ -30,7 +30,6 @@ REQ = 1 << schema.SIGNAL_BIT["REQ"]
 ACK = 1 << schema.SIGNAL_BIT["ACK"]
 REQ_UP, ACK_UP, REQ_DOWN, ACK_DOWN = 0, 1, 2, 3   # edge codes, in handshake order
 TARGET, INITIATOR = 0, 1
-COMPONENTS = ("target", "initiator")
 
 NEITHER_PHASES = ("ARBITRATION", "SELECTION", "RESELECTION")
 DATA_PHASES = ("DATA IN", "DATA OUT")
@@ -373,7 +372,7 @@ def attribute(analysis: Analysis) -> dict:
     p = _Pass(segs)
     for chunk in _batched(analysis.capture.chunks(), BATCH_ROWS):
         p.feed(chunk)
-    return _report(analysis, segs, p)
+    return _report(segs, p)
 
 
 def _batched(chunks, rows: int):
@@ -399,7 +398,7 @@ def _context(segs: _Segments, p: _Pass) -> pl.DataFrame:
                             .otherwise(pl.lit(0, dtype=pl.Int64)).alias("io_offset"))
 
 
-def _report(analysis: Analysis, segs: _Segments, p: _Pass) -> dict:
+def _report(segs: _Segments, p: _Pass) -> dict:
     ctx = _context(segs, p)
     kept = (pl.concat(p.kept) if p.kept else pl.DataFrame(schema={
         "t_ns": pl.Int64, "code": pl.Int8, "comp": pl.Int8, "dur_ns": pl.Int64, "seg": pl.Int64, "byte": pl.Int64}))
@@ -407,14 +406,15 @@ def _report(analysis: Analysis, segs: _Segments, p: _Pass) -> dict:
                              else pl.lit(False).alias("is_data"))
     thresholds = p.long_thresholds()
     data_obs, periodic, attributed = _data_steps(kept, ctx, thresholds)
+    release = _release_steps(segs, p)
     obs = pl.concat([
         _neither_steps(ctx),
         _non_data_steps(kept, ctx).select("seg", "step", "comp", "dur_ns", "t_ns"),
         data_obs,
-        _release_steps(segs, p),
+        release,
     ], how="vertical_relaxed")
     steps = _step_rows(obs)
-    totals, phases = _totals(analysis, segs, p, ctx, attributed)
+    totals, phases = _totals(p, ctx, attributed, int(release["dur_ns"].sum() or 0))
     notes = [f"in DATA phases the first byte's waits and waits longer than {thresholds[TARGET]:.0f} ns "
              f"(target) / {thresholds[INITIATOR]:.0f} ns (initiator) count for their component; "
              "the other handshakes are the transfer itself (transfer_ns)"]
@@ -456,7 +456,7 @@ def _periodic_rows(periodic: pl.DataFrame) -> list[dict]:
             for r in agg.iter_rows(named=True)]
 
 
-def _totals(analysis, segs: _Segments, p: _Pass, ctx: pl.DataFrame, attributed: pl.DataFrame):
+def _totals(p: _Pass, ctx: pl.DataFrame, attributed: pl.DataFrame, release: int):
     """Per-component totals and the per-phase breakdown (phase of the edge ending each wait)."""
     tot = ctx.select("seg", "phase", "is_data_seg").with_columns(
         pl.Series("target", p.totals[:, TARGET]), pl.Series("initiator", p.totals[:, INITIATOR]))
@@ -470,7 +470,6 @@ def _totals(analysis, segs: _Segments, p: _Pass, ctx: pl.DataFrame, attributed: 
         pl.when(data).then(pl.col("long_i")).otherwise(pl.col("initiator")).alias("initiator_ns"),
         pl.when(data).then(pl.col("target") + pl.col("initiator") - pl.col("long_t") - pl.col("long_i"))
         .otherwise(0).alias("transfer_ns"))
-    release = _release_steps(segs, p)["dur_ns"].sum()
     neither = int(ctx.filter(pl.col("phase").is_in(NEITHER_PHASES))
                   .select((pl.col("end_ns") - pl.col("start_ns")).sum()).item() or 0)
     by_phase = (tot.group_by("phase").agg(pl.col("target_ns").sum(), pl.col("initiator_ns").sum(),
@@ -478,13 +477,13 @@ def _totals(analysis, segs: _Segments, p: _Pass, ctx: pl.DataFrame, attributed: 
                 .filter((pl.col("target_ns") + pl.col("initiator_ns") + pl.col("transfer_ns")) > 0)
                 .sort("phase"))
     totals = {
-        "target_ns": int(tot["target_ns"].sum()) + int(release or 0),
+        "target_ns": int(tot["target_ns"].sum()) + release,
         "initiator_ns": int(tot["initiator_ns"].sum()),
         "neither_ns": neither,
         "transfer_ns": int(tot["transfer_ns"].sum()),
     }
     phases = [{k: (int(v) if k != "phase" else v) for k, v in r.items()} for r in by_phase.iter_rows(named=True)]
-    phases.append({"phase": "(bus release)", "target_ns": int(release or 0), "initiator_ns": 0, "transfer_ns": 0})
+    phases.append({"phase": "(bus release)", "target_ns": release, "initiator_ns": 0, "transfer_ns": 0})
     return totals, phases
 
 

@@ -58,14 +58,8 @@ def busy_ns(start: np.ndarray, end: np.ndarray) -> int:
     """Length of the union of the intervals [start, end)."""
     if not len(start):
         return 0
-    order = np.argsort(start, kind="stable")
-    s, e = start[order], end[order]
-    reach = np.maximum.accumulate(e)
-    new = np.r_[True, s[1:] > reach[:-1]]   # an interval starting after everything before it ended
-    group = np.cumsum(new) - 1
-    g_start = s[new]
-    g_end = np.maximum.reduceat(e, np.flatnonzero(new))
-    return int((g_end - g_start).sum()) if len(group) else 0
+    g_start, g_end = _union(start, end)
+    return int((g_end - g_start).sum())
 
 
 def _rate_rows(ios: pl.DataFrame, by: list[str]) -> list[dict]:
@@ -139,12 +133,12 @@ def by_device_count(ios: pl.DataFrame) -> list[dict]:
 
 
 def _union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of the intervals [start, end) as disjoint (starts, ends)."""
     order = np.argsort(start, kind="stable")
     s, e = start[order], end[order]
     reach = np.maximum.accumulate(e)
-    new = np.r_[True, s[1:] > reach[:-1]]
-    idx = np.flatnonzero(new)
-    return s[new], np.maximum.reduceat(e, idx)
+    new = np.r_[True, s[1:] > reach[:-1]]   # an interval starting after everything before it ended
+    return s[new], np.maximum.reduceat(e, np.flatnonzero(new))
 
 
 def stalls(ios: pl.DataFrame, factor: float = STALL_FACTOR, limit: int = MAX_STALLS) -> dict:

@@ -8,7 +8,6 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 import pytest
 
