@@ -14,7 +14,7 @@ import polars as pl
 from scsitrace.parsers import ancot
 
 from .encode import Recorder
-from .model import Io, Sim, Workload
+from .model import Sim, Workload
 from .params import Params
 from .truth import ios_frame, segments_frame
 from .vcd_writer import VcdWriter

@@ -30,7 +30,6 @@ class Recorder:
     def __init__(self, level: int, byte_ns: int, offsets: tuple[int, int, int], sink, end_ns=None):
         self.level, self.byte_ns, self.sink, self.end_ns = level, byte_ns, sink, end_ns
         self.offsets = np.array((0,) + tuple(offsets), dtype=np.int64)
-        self.ack_up = offsets[0]
         self._cols = {k: [] for k in ("t", "kind", "lines", "db", "n", "d0", "dbk", "dbv")}
         self._pool = bytearray()
         self._rows = 0
