@@ -377,8 +377,8 @@ def _columns(parts: list[tuple[int, dict]]) -> pl.DataFrame:
             "error": rec["error"], "pdu_dev": extra["pdu_dev"][take], "pdu_sector": extra["pdu_sector"][take],
             "pdu_int": extra["pdu_int"][take], "has_remap": extra["has_remap"][take],
             "has_int": extra["has_int"][take], "file": extra["file"][take], "position": extra["offs"][take]}
-    return pl.DataFrame({name: v.astype(block.NUMPY_RAW[name]) for name, v in cols.items()},
-                        schema=block.RAW_EVENTS)
+    return pl.DataFrame({name: np.ascontiguousarray(v).astype(block.NUMPY_RAW[name], copy=False)
+                         for name, v in cols.items()}, schema=block.RAW_EVENTS)
 
 
 def _notify_texts(d, names: dict, messages: list) -> None:

@@ -110,9 +110,8 @@ def merge_order(times: list[np.ndarray]) -> np.ndarray | None:
 
 
 def finish_events(raw: pl.DataFrame) -> pl.DataFrame:
-    """RAW_EVENTS in processing order (see merge_order) -> EVENTS plus `time_abs`: notify
-    records out, times from the first record, action letters decoded."""
-    raw = raw.filter((pl.col("action") & TC_NOTIFY) == 0)
+    """RAW_EVENTS in processing order (see merge_order), notify records already out -> EVENTS
+    plus `time_abs`: times from the first record, action letters decoded."""
     origin = raw["time_abs"].min() if raw.height else 0
     code = (raw["action"].to_numpy() & 0xFF).astype(np.int64)
     act = pl.Series("act", ACT_LETTERS, dtype=ACT_ENUM).gather(np.minimum(code, len(ACT_LETTERS) - 1))
