@@ -174,6 +174,15 @@ def test_crosslayer_matches_every_io(case):
     # done before C (ftrace stamps have microsecond resolution)
     assert (table["d_to_dispatch_us"] >= -1).all()
     assert (table["block_dur_us"] >= table["scsilog_dur_us"] - 1).all()
+    # each layer's span lies inside the one above it (durations on different clocks, all
+    # running at real-time rate; 1 us for the microsecond stamps): dispatch..done holds
+    # CBW..CSW, which holds the device model's command..status; dispatch..done holds the
+    # emulated bus's selection..bus free
+    inner = {"lsi": ["bus"], "usb": ["usb", "device"], "uas": ["usb", "device"]}[kind]
+    outer = "scsilog"
+    for layer in inner:
+        assert (table[f"{layer}_dur_us"] <= table[f"{outer}_dur_us"] + 1).all(), (layer, outer)
+        outer = layer
     if kind == "lsi":
         assert any("not a real SCSI bus" in n for n in notes)
 
