@@ -57,6 +57,7 @@ workloads = st.fixed_dictionaries({
     "readahead": st.booleans(),
     "host": st.sampled_from(["no-copy", "user-level"]),
     "reset": st.sampled_from([False, False, True]),
+    "byte_ns": st.sampled_from([250, 250, 100]),       # 4 MB/s (Sec 4.1.1) or the 10 MB/s what-if
 })
 
 
@@ -73,6 +74,7 @@ def test_analyzer_finds_the_ground_truth(w, tmp_path):
     p.disk.bfr = p.disk.ber = w["bfr"]
     p.disk.readahead = w["readahead"]
     p.host.mode = w["host"]
+    p.bus.byte_ns = w["byte_ns"]
     if w["cut"] or w["reset"]:
         probe = simulate(wl, tmp_path / "probe.ancot", level=1, params=p)
         if w["reset"]:   # RST in the first data transfer after a third of the run
