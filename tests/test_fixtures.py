@@ -70,3 +70,9 @@ def test_fault_cases_show_their_fault():
     assert glitch["anomalies"]["count"] == 0
     cut = json.loads((case_dir({"name": "cut-l1"}) / "summary.json").read_text())
     assert any("still in progress" in n for n in cut["notes"])
+
+
+def test_readme_example_is_the_table3_default_run(tmp_path):
+    """fixtures/examples/table3-slice.ancot = `scsitrace simulate -o F --duration 6.64`."""
+    assert main(["simulate", "-o", str(tmp_path / "t3.ancot"), "--duration", "6.64"]) == 0
+    assert (tmp_path / "t3.ancot").read_bytes() == (ROOT / "fixtures/examples/table3-slice.ancot").read_bytes()
