@@ -17,6 +17,13 @@ from scsitrace.commands.analyze import add_input_arguments, load
 from scsitrace.reports.terminal import fmt_ns
 
 
+def wide_console() -> Console:
+    """A console for tables: on a terminal its width; in pipes and CI logs wide enough that
+    figure names and verdicts are never cut (rich assumes 80 columns there)."""
+    console = Console()
+    return console if console.is_terminal else Console(width=160)
+
+
 class TransitionSpool:
     """A `load(args, tap=...)` tap: keeps a bus capture's transitions (t_ns, lines) in a
     temporary Parquet file while the bus analysis reads them, so that attribution's second
@@ -83,7 +90,7 @@ def run(args) -> int:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(result, fh, indent=1)
             fh.write("\n")
-    console = Console()
+    console = wide_console()
     for table in tables(result):
         console.print(table)
     for note in result["notes"]:

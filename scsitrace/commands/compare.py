@@ -7,10 +7,10 @@ import argparse
 import json
 import sys
 
-from rich.console import Console
 from rich.table import Table
 
 from scsitrace.commands.analyze import add_input_arguments, load
+from scsitrace.commands.attribute import wide_console
 from scsitrace.commands.regress import fmt_value
 
 
@@ -75,4 +75,4 @@ def render(comp: dict) -> None:
             f"{d:.2f}" if r["kind"] == "percent" else fmt_value(r["kind"], d))
         t.add_row(r["figure"], fmt_value(r["kind"], r["a"]), fmt_value(r["kind"], r["b"]), delta,
                   "" if r["ratio"] is None else f"{r['ratio']:.3f}")
-    Console().print(t)
+    wide_console().print(t)

@@ -9,9 +9,9 @@ import json
 import os
 import sys
 
-from rich.console import Console
 from rich.table import Table
 
+from scsitrace.commands.attribute import wide_console
 from scsitrace.commands.baseline import args_from, current_figures
 from scsitrace.reports.terminal import fmt_ns
 
@@ -63,7 +63,7 @@ def fmt_value(kind: str, v) -> str:
 
 
 def render(rows: list[dict], trace: str) -> None:
-    console = Console()
+    console = wide_console()
     t = Table(title=f"Regression check of {trace}", title_justify="left")
     t.add_column("Figure", no_wrap=True)
     for col in ("Baseline", "Current", "Delta", "Tolerance"):
