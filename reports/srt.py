@@ -36,7 +36,8 @@ def devices_table(summary: dict) -> Table:
     for col in ("Device", "Commands", "Paired", "Bytes", "MBytes/sec", "IOPS", "Avg response"):
         t.add_column(col, justify="right")
     for d in summary.get("devices", []):
-        t.add_row(d["device"], str(d["commands"]), str(d["paired"]), str(d["data_bytes"]),
+        t.add_row(d["device"], str(d["commands"]), str(d["paired"]),
+                  "" if d["data_bytes"] is None else str(d["data_bytes"]),
                   "" if d["bandwidth_mib_s"] is None else f"{d['bandwidth_mib_s']:.2f}",
                   "" if d["iops"] is None else f"{d['iops']:.1f}", fmt_ns(d["avg_response_ns"]))
     return t

@@ -58,7 +58,10 @@ def commands(events: pl.DataFrame) -> pl.DataFrame:
     starts = e.filter(pl.col("kind") == "start").select(
         "device", "tag", "cdb", "pos", pl.col("t_ns").alias("start_ns"),
         pl.when(n_kind == "done").then(pl.col("n_t")).alias("end_ns"),
-        pl.when(n_kind == "done").then(pl.col("n_status")).alias("status"),
+        # a command the host adapter could not deliver (DID_NO_CONNECT...) shows its host byte
+        pl.when(n_kind == "done").then(
+            pl.when(pl.col("n_host").is_null() | (pl.col("n_host") == "DID_OK")).then(pl.col("n_status"))
+            .otherwise(pl.col("n_host"))).alias("status"),
         pl.when(n_kind == "done").then(pl.col("n_host")).alias("host_byte"),
         reason.alias("reason"))
     orphans = e.filter((pl.col("kind") == "done") & (pl.col("p_kind").is_null() | (pl.col("p_kind") != "start"))) \
@@ -119,6 +122,5 @@ def analyze(capture: Capture, options=None) -> Analysis:
         categories={"scsilog": srt.categories(segments, STAGES, elapsed, paired)},
         notes=notes, source={"path": capture.path, "format": capture.format, "log": capture.meta.get("log")},
         extra={"json": {"srt": srt.as_json(table), "commands": srt.commands_json(ios),
-                        "srt_histogram": srt.histogram(ios), "devices": srt.devices_json(
-                            ios.with_columns(pl.col("data_bytes").fill_null(0)), elapsed)},
+                        "srt_histogram": srt.histogram(ios), "devices": srt.devices_json(ios, elapsed)},
                "no_normalized": ["IDLE"]})

@@ -84,21 +84,29 @@ def commands_json(ios: pl.DataFrame) -> dict:
 
 
 def devices_json(ios: pl.DataFrame, elapsed_ns: int) -> list[dict]:
-    """Per device (bus:addr:lun or host:channel:id:lun): commands, bytes, MiB/s, IOPS."""
+    """Per device (bus:addr:lun or host:channel:id:lun, in numeric order): commands, bytes,
+    MiB/s, IOPS, average response. Bytes and MiB/s are null when the layer has no sizes."""
     if not ios.height:
         return []
     secs = elapsed_ns / 1e9 if elapsed_ns else 0.0
-    agg = (ios.group_by("device")
-           .agg(pl.len().alias("commands"), pl.col("paired").sum().alias("paired"),
-                pl.col("data_bytes").sum().alias("data_bytes"),
-                pl.col("response_ns").filter(pl.col("paired")).mean().alias("avg_response_ns"))
-           .sort("device"))
-    return [{"device": r["device"], "commands": int(r["commands"]), "paired": int(r["paired"]),
-             "data_bytes": int(r["data_bytes"] or 0),
-             "bandwidth_mib_s": (r["data_bytes"] or 0) / float(1 << 20) / secs if secs else None,
-             "iops": r["paired"] / secs if secs else None,
-             "avg_response_ns": r["avg_response_ns"]}
-            for r in agg.iter_rows(named=True)]
+    agg = ios.group_by("device").agg(
+        pl.len().alias("commands"), pl.col("paired").sum().alias("paired"),
+        pl.col("data_bytes").sum().alias("data_bytes"), pl.col("data_bytes").is_not_null().any().alias("sized"),
+        pl.col("response_ns").filter(pl.col("paired")).mean().alias("avg_response_ns"))
+    rows = sorted(agg.iter_rows(named=True), key=lambda r: _device_key(r["device"]))
+    out = []
+    for r in rows:
+        data = int(r["data_bytes"]) if r["sized"] else None
+        out.append({"device": r["device"], "commands": int(r["commands"]), "paired": int(r["paired"]),
+                    "data_bytes": data,
+                    "bandwidth_mib_s": data / float(1 << 20) / secs if secs and data is not None else None,
+                    "iops": r["paired"] / secs if secs else None,
+                    "avg_response_ns": r["avg_response_ns"]})
+    return out
+
+
+def _device_key(device: str) -> list:
+    return [int(p) if p.isdigit() else p for p in str(device).split(":")]
 
 
 def tile_pieces(pieces: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:

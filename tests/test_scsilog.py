@@ -63,8 +63,15 @@ def test_real_ftrace(path):
 
 @pytest.mark.skipif(not FTRACE_REAL, reason="../shared/realdata absent")
 def test_probe_outcomes():
-    s = summ.summary(analyze(REAL / "ftrace" / "probe.ftrace.txt"))
+    path = REAL / "ftrace" / "probe.ftrace.txt"
+    a = analyze(path)
+    s = summ.summary(a)
     assert list(s["commands"]["by_reason"]) == ["dispatch error (rtn=4181 SCSI_MLQUEUE_HOST_BUSY)"]
+    absent = sum("scsi_dispatch_cmd_done" in ln and "host=DID_NO_CONNECT" in ln
+                 for ln in path.read_text().splitlines())
+    assert absent > 0 and a.ios.filter(pl.col("status") == "DID_NO_CONNECT").height == absent
+    assert [d["device"] for d in s["devices"]][:3] == ["0:0:0:0", "0:0:1:0", "0:0:2:0"]
+    assert all(d["data_bytes"] is None for d in s["devices"])
     names = {r["name"] for r in s["srt"]}
     assert {"Inquiry", "Test Unit Ready", "Read Capacity(16)", "Mode Sense(6)"} <= names
 
