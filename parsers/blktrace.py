@@ -323,13 +323,15 @@ def _capture(path, files, decoded, strict) -> Capture:
             _notify_texts(d, names, messages)
     parts = [(fi, d) for fi, d in enumerate(decoded) if d["rec"] is not None]
     cap.records.read = sum(len(d["rec"]) for _, d in parts)
+    big = any(d["order"] == ">" for d in decoded)
+    decoded.clear()                            # let the per-file arrays go once merged
     events = block.finish_events(_columns(parts))
     cap.frames["events"] = events.drop("time_abs")
     cap.frames["processes"] = pl.DataFrame({"pid": list(names), "name": list(names.values())},
                                            schema=block.PROCESSES)
     cap.meta.update({
         "files": [f for f, _ in files],
-        "byte_order": "big-endian" if any(d["order"] == ">" for d in decoded) else "little-endian",
+        "byte_order": "big-endian" if big else "little-endian",
         "origin_ns": int(events["time_abs"].min()) if events.height else 0,
         "messages": messages,
     })
@@ -359,19 +361,22 @@ def _columns(parts: list[tuple[int, dict]]) -> pl.DataFrame:
     concatenation and one row gather of the header records, then a copy per field."""
     if not parts:
         return schema.empty(block.RAW_EVENTS)
-    recs = [d["rec"] if d["order"] == "<" else d["rec"].astype(DTYPE_LE) for _, d in parts]
-    rows = np.concatenate([r.view(np.uint8).reshape(-1, HEADER) for r in recs])
-    rec = rows.view(DTYPE_LE).reshape(-1)
+    lengths = [len(d["rec"]) for _, d in parts]
+    rows = np.concatenate([(d["rec"] if d["order"] == "<" else d["rec"].astype(DTYPE_LE))
+                           .view(np.uint8).reshape(-1, HEADER) for _, d in parts])
     extra = {name: np.concatenate([d[name] for _, d in parts])
              for name in ("pdu_dev", "pdu_sector", "pdu_int", "has_remap", "has_int", "offs")}
-    extra["file"] = np.concatenate([np.full(len(d["rec"]), fi, np.int16) for fi, d in parts])
+    extra["file"] = np.concatenate([np.full(n, fi, np.int16) for (fi, _), n in zip(parts, lengths)])
+    for _, d in parts:                        # the per-file copies are no longer needed
+        d["rec"] = None
+    rec = rows.view(DTYPE_LE).reshape(-1)
     keep = np.flatnonzero((rec["action"] & block.TC_NOTIFY) == 0)
-    bounds = np.searchsorted(keep, np.cumsum([0] + [len(r) for r in recs]))
+    bounds = np.searchsorted(keep, np.cumsum([0] + lengths))
     order = block.merge_order([rec["time"][keep[lo:hi]].astype(np.int64)
                                for lo, hi in zip(bounds[:-1], bounds[1:])])
     take = keep if order is None else keep[order]
-    whole = rows.view(f"V{HEADER}").reshape(-1)        # whole records: one copy per record
-    rec = whole[take].view(DTYPE_LE)
+    rec = rows.view(f"V{HEADER}").reshape(-1)[take].view(DTYPE_LE)   # whole records, one copy each
+    del rows
     cols = {"time_abs": rec["time"], "seq": rec["sequence"], "cpu": rec["cpu"], "action": rec["action"],
             "device": rec["device"], "sector": rec["sector"], "bytes": rec["bytes"], "pid": rec["pid"],
             "error": rec["error"], "pdu_dev": extra["pdu_dev"][take], "pdu_sector": extra["pdu_sector"][take],
