@@ -247,9 +247,10 @@ class _Events:
 class _Keys:
     """Lookup "the latest Q with this (device, start sector) before event i" with sorted keys."""
 
+    SHIFT = np.int64(1) << 47          # sectors from 2**47 on (64 PiB) never match: see _key
+
     def __init__(self, dev: np.ndarray, sector: np.ndarray, idx: np.ndarray, n_events: int):
-        self.shift = np.int64(1) << 47
-        key = dev * self.shift + sector
+        key = np.where(self._fits(sector), dev * self.SHIFT + sector, -1 - np.arange(len(sector)))
         self.uniq = _unique(key)
         kid = np.searchsorted(self.uniq, key)
         self.span = np.int64(n_events + 1)
@@ -266,7 +267,7 @@ class _Keys:
         out = np.full(len(idx), NONE, np.int64)
         if len(self.uniq) == 0:
             return out
-        key = dev * self.shift + sector
+        key = np.where(self._fits(sector), dev * self.SHIFT + sector, np.iinfo(np.int64).min)
         k = np.minimum(np.searchsorted(self.uniq, key), len(self.uniq) - 1)
         found = self.uniq[k] == key
         single = found & (self.count[k] == 1)      # the usual case: one Q ever had this key
@@ -279,6 +280,12 @@ class _Keys:
             ok = pos >= self.first[km]
             out[multi] = np.where(ok, self.order[np.maximum(pos, 0)], NONE)
         return out
+
+    @classmethod
+    def _fits(cls, sector: np.ndarray) -> np.ndarray:
+        """Sectors that fit the packed (device, sector) key; others (corrupt records) get keys
+        that match nothing."""
+        return (sector >= 0) & (sector < cls.SHIFT)
 
     def next_same(self) -> np.ndarray:
         """For each Q, the idx of the next Q with the same key (-1 when none)."""
