@@ -14,6 +14,7 @@ all the mass-storage stage machine reads (CBW, CSW, UAS IUs). Text captures show
 """
 from __future__ import annotations
 
+import re
 import shutil
 
 import construct as cs
@@ -63,18 +64,24 @@ HEADER = {LINKTYPE_USB_LINUX: USBMON_PACKET, LINKTYPE_USB_LINUX_MMAPPED: USBMON_
 ISO_DESCRIPTOR_BYTES = 16
 EVENTS = {ord("S"): "S", ord("C"): "C", ord("E"): "E"}
 
-# Wireshark field -> our column (pyshark route, JSON output of tshark)
+# Wireshark field -> (our column, how to read tshark's JSON value): the pyshark route
+def _int(v: str) -> int:
+    return int(v, 0)
+
+
 PYSHARK_FIELDS = {
-    "usb.urb_id": "urb_id",
-    "usb.urb_type": "event",
-    "usb.transfer_type": "xfer",
-    "usb.endpoint_address": "ep",
-    "usb.device_address": "dev",
-    "usb.bus_id": "bus",
-    "usb.urb_status": "status",
-    "usb.urb_len": "length",
-    "usb.data_len": "data_len",
+    "usb.urb_id": ("urb_id", _int),
+    "usb.urb_type": ("event", lambda v: v.strip("'")[:1]),   # 'S' / 'C' / 'E'
+    "usb.transfer_type": ("xfer", _int),
+    "usb.endpoint_address": ("ep", _int),
+    "usb.device_address": ("dev", _int),
+    "usb.bus_id": ("bus", _int),
+    "usb.urb_status": ("status", _int),
+    "usb.urb_len": ("length", _int),
+    "usb.data_len": ("data_len", _int),
 }
+SETUP_PRESENT = "'\\0'"        # tshark shows the usbmon flag byte 0 (present) as '\0'
+SETUP_OFFSET = 40               # the setup bytes inside the usbmon header (48 and 64 bytes)
 
 # `1u` text line (1t: no bus number in the address); see usbmon.rst "Text data format".
 TEXT_RECORD = (
@@ -93,7 +100,6 @@ def sniff(head: bytes) -> bool:
     if kind is not None:
         return kind[2] in LINKTYPES
     first = head.split(b"\n", 1)[0].decode("ascii", "replace")
-    import re
     return re.match(TEXT_RECORD, first.rstrip("\r")) is not None
 
 
@@ -128,7 +134,7 @@ def _binary_column(matrix: np.ndarray, lengths: np.ndarray, present: np.ndarray)
     return pl.from_arrow(arr).cast(pl.Binary)
 
 
-def _capture(path: str, fmt: str, urbs: pl.DataFrame, records: RecordCount, anomalies: list[dict],
+def _capture(path: str, urbs: pl.DataFrame, records: RecordCount, anomalies: list[dict],
              meta: dict) -> Capture:
     origin = int(urbs["t_ns"].min()) if urbs.height else 0
     urbs = urbs.with_columns((pl.col("t_ns") - origin).alias("t_ns"))
@@ -182,7 +188,7 @@ def _parse_pcap(path: str, strict: bool) -> Capture:
         sel = np.flatnonzero(pk.linktype == lt)
         parts.append(_decode_usbmon(pk, sel, lt, strict, records))
     urbs = pl.concat(parts).sort("_order").drop("_order") if parts else schema.empty({**URBS})
-    return _capture(path, ID, urbs, records, anomalies,
+    return _capture(path, urbs, records, anomalies,
                     {"container": pk.format, "linktypes": sorted(linktypes), "route": "native",
                      "position_unit": "byte offset"})
 
@@ -263,7 +269,7 @@ def _parse_text(path: str, strict: bool, progress) -> Capture:
     urbs = urbs.with_columns(pl.col("t_ns") + wraps * TEXT_TS_WRAP_US * 1000)
     fmt_1t = bool(urbs.height) and bool(urbs["bus"].is_null().all())
     urbs = urbs.with_columns(pl.col("bus").fill_null(0))
-    return _capture(path, ID, urbs, records, [],
+    return _capture(path, urbs, records, [],
                     {"container": "text", "text_format": "1t" if fmt_1t else "1u", "route": "native",
                      "position_unit": "line"})
 
@@ -326,56 +332,39 @@ def _parse_pyshark(path: str, strict: bool) -> Capture:
     if shutil.which("tshark") is None:
         raise UsageError("--route pyshark needs tshark (Wireshark) installed; it was not found on PATH")
     import pyshark
-    rows = {col: [] for col in ("t_ns", *PYSHARK_FIELDS.values(), "setup", "data", "pos")}
+    rows = {col: [] for col in ("t_ns", *(c for c, _ in PYSHARK_FIELDS.values()), "setup", "data", "pos")}
     cap = pyshark.FileCapture(path, use_json=True, include_raw=True, keep_packets=False)
     try:
         for i, pkt in enumerate(cap):
-            _pyshark_row(pkt, i, rows)
+            _pyshark_row(pkt, i + 1, rows)
     except Exception as exc:  # tshark reports damaged captures through pyshark as exceptions
         if strict:
             raise BadInput(path, f"tshark could not read the capture: {exc}") from None
     finally:
         cap.close()
-    n = len(rows["t_ns"])
-    setup_present = np.array([s is not None for s in rows["setup"]], dtype=bool)
-    data_present = np.array([d is not None for d in rows["data"]], dtype=bool)
-    df = pl.DataFrame({
-        "t_ns": rows["t_ns"], "urb_id": rows["urb_id"], "event": rows["event"], "xfer": rows["xfer"],
-        "ep": rows["ep"], "bus": rows["bus"], "dev": rows["dev"], "status": rows["status"],
-        "length": rows["length"],
-        "setup": pl.Series(rows["setup"], dtype=pl.Binary),
-        "data": pl.Series([d[:DATA_PREFIX] if d is not None else None for d in rows["data"]], dtype=pl.Binary),
-        "data_len": [len(d) if d is not None else 0 for d in rows["data"]],
-        "pos": rows["pos"],
-    }, strict=False).with_columns(pl.col(c).cast(t) for c, t in URBS.items())
-    del setup_present, data_present
-    records = RecordCount(read=n)
-    return _capture(path, ID, df, records, [], {"container": "pcap", "route": "pyshark",
-                                                "position_unit": "frame"})
+    rows["data"] = [d[:DATA_PREFIX] if d is not None else None for d in rows["data"]]
+    df = pl.DataFrame(rows, schema_overrides={"setup": pl.Binary, "data": pl.Binary}, strict=False) \
+        .with_columns(pl.col(c).cast(t) for c, t in URBS.items()).select(list(URBS))
+    return _capture(path, df, RecordCount(read=df.height), [],
+                    {"container": "pcap", "route": "pyshark", "position_unit": "frame"})
 
 
-def _field(layer, name: str):
-    return layer.get_field(name.split(".", 1)[1])
-
-
-def _pyshark_row(pkt, index: int, rows: dict) -> None:
+def _pyshark_row(pkt, frame: int, rows: dict) -> None:
+    """One packet's columns from Wireshark's usb layer; the data is the packet's last
+    `usb.data_len` bytes (tshark's JSON shows dissected mass-storage data, not raw bytes)."""
     usb = pkt.usb
     raw = pkt.get_raw_packet()
-    urb_type = str(_field(usb, "usb.urb_type"))
-    event = urb_type.strip("'")[-2:-1] if "(" in urb_type else urb_type.strip("'")
+    values = {}
+    for name, (col, read) in PYSHARK_FIELDS.items():
+        v = usb.get_field(name.split(".", 1)[1])
+        values[col] = read(str(v)) if v is not None else None
+        rows[col].append(values[col])
+    if values["status"] is None:
+        rows["status"][-1] = EINPROGRESS
     sec, _, frac = str(pkt.frame_info.time_epoch).partition(".")
     rows["t_ns"].append(int(sec) * 1_000_000_000 + int((frac + "000000000")[:9]))
-    rows["urb_id"].append(int(str(_field(usb, "usb.urb_id")), 16))
-    rows["event"].append(event)
-    rows["xfer"].append(int(str(_field(usb, "usb.transfer_type")), 16))
-    rows["ep"].append(int(str(_field(usb, "usb.endpoint_address")), 16))
-    rows["dev"].append(int(str(_field(usb, "usb.device_address"))))
-    rows["bus"].append(int(str(_field(usb, "usb.bus_id"))))
-    status = _field(usb, "usb.urb_status")
-    rows["status"].append(int(str(status)) if status is not None else EINPROGRESS)
-    rows["length"].append(int(str(_field(usb, "usb.urb_len"))))
-    data_len = int(str(_field(usb, "usb.data_len") or 0))
-    has_setup = str(_field(usb, "usb.setup_flag")) == "'\\0'"   # Wireshark shows the zero flag as '\0'
-    rows["setup"].append(raw[40:48] if has_setup and event == "S" else None)
-    rows["data"].append(raw[len(raw) - data_len:] if data_len > 0 else None)
-    rows["pos"].append(index + 1)
+    has_setup = str(usb.get_field("setup_flag")) == SETUP_PRESENT and values["event"] == "S"
+    rows["setup"].append(raw[SETUP_OFFSET:SETUP_OFFSET + 8] if has_setup else None)
+    n = values["data_len"] or 0
+    rows["data"].append(raw[len(raw) - n:] if n > 0 else None)
+    rows["pos"].append(frame)
