@@ -12,9 +12,10 @@ target releasing the bus); arbitration and (re)selection belong to neither. So
 where `transfer_ns` is the ordinary handshake time of DATA phases (bytes moving at the
 bus rate) and every long DATA wait counts for the component that made it.
 
-The transitions are read chunk by chunk (second pass over the capture, numpy over whole
-chunks); only the handshakes of non-DATA phases, the first byte of each DATA phase and
-the long DATA waits are kept individually. Steps are then named by their place in the
+The transitions are read once, chunk by chunk (numpy over whole chunks), by a Collector
+that can tap the bus analysis' own read: it sums the waits per run of equal phase key (bus
+segments are unions of those runs) and keeps individually only the handshakes of non-DATA
+phases, the first byte of each DATA phase and the long DATA waits. Steps are then named by their place in the
 I/O sequence (the rows of Table 11), and long DATA waits that recur at multiples of a
 byte count are reported as periodic pauses with that period.
 """
@@ -24,12 +25,15 @@ import numpy as np
 import polars as pl
 
 from scsitrace import schema
+from scsitrace.busruns import phase_key
 from scsitrace.model import Analysis
 
 REQ = 1 << schema.SIGNAL_BIT["REQ"]
 ACK = 1 << schema.SIGNAL_BIT["ACK"]
 REQ_UP, ACK_UP, REQ_DOWN, ACK_DOWN = 0, 1, 2, 3   # edge codes, in handshake order
 TARGET, INITIATOR = 0, 1
+DATA_OUT_KEY = 1 << schema.SIGNAL_BIT["BSY"]                        # phase keys (busruns.phase_key)
+DATA_IN_KEY = DATA_OUT_KEY | 1 << schema.SIGNAL_BIT["I/O"]
 
 NEITHER_PHASES = ("ARBITRATION", "SELECTION", "RESELECTION")
 DATA_PHASES = ("DATA IN", "DATA OUT")
@@ -97,8 +101,9 @@ class _Segments:
         return np.repeat(run_seg, counts)
 
 
-def _edges(t: np.ndarray, lines: np.ndarray, lines0: int):
-    """REQ/ACK edges of one chunk in time order -> (t, code); `lines0` = the lines before it."""
+def _edges(lines: np.ndarray, lines0: int):
+    """REQ/ACK edges of one chunk in time order -> (transition index, code); `lines0` = the
+    lines before the chunk. Both lines changing in one record: the handshake order decides."""
     prev = np.empty_like(lines)
     prev[0] = lines0
     prev[1:] = lines[:-1]
@@ -111,96 +116,142 @@ def _edges(t: np.ndarray, lines: np.ndarray, lines0: int):
         which = changed[idx]
         is_ack = (which & ACK) != 0          # the code's low bit: ACK edges are odd
         down = (lines[idx] & which) == 0     # the changed line's new level
-        return t[idx], (is_ack.astype(np.int8) + 2 * down.astype(np.int8))
+        return idx, (is_ack.astype(np.int8) + 2 * down.astype(np.int8))
     req = (lines & REQ) != 0
     ack = (lines & ACK) != 0
-    # both lines changing at one tick: the handshake order decides which came first
-    ack_first = both & req & ~ack
-    n = len(t)
+    ack_first = both & req & ~ack            # REQ rises as ACK falls: ACK fell first
+    n = len(lines)
     slot_req = 2 * np.arange(n) + ack_first
     slot_ack = 2 * np.arange(n) + 1 - ack_first
     code = np.full(2 * n, -1, dtype=np.int8)
     code[slot_req[req_ch]] = np.where(req[req_ch], REQ_UP, REQ_DOWN)
     code[slot_ack[ack_ch]] = np.where(ack[ack_ch], ACK_UP, ACK_DOWN)
     keep = code >= 0
-    return np.repeat(t, 2)[keep], code[keep]
+    return np.repeat(np.arange(n), 2)[keep], code[keep]
 
 
-class _Pass:
-    """Accumulates one pass over the transitions; see the module docstring."""
+class _Grow:
+    """A growable int64 column (per phase-key run), appended chunk by chunk."""
 
-    def __init__(self, segs: _Segments):
-        self.segs = segs
-        self.prev_t = -(1 << 62)                            # "long before": clipped at the body start
-        self.lines = 0                                      # bus lines before the next chunk
-        self.req_seen = 0                                   # REQ-up edges so far (bytes)
-        self.seg_base = np.full(segs.n, -1, dtype=np.int64)  # REQ-ups before each segment
-        self.seg_bytes = np.zeros(segs.n, dtype=np.int64)
-        self.seg_last_t = np.full(segs.n, -1, dtype=np.int64)
-        self.totals = np.zeros((segs.n, 2), dtype=np.int64)  # per segment x component
+    def __init__(self, fill: int = 0):
+        self.data = np.full(1024, fill, dtype=np.int64)
+        self.fill = fill
+
+    def ensure(self, n: int) -> None:
+        if n > len(self.data):
+            grown = np.full(max(n, 2 * len(self.data)), self.fill, dtype=np.int64)
+            grown[:len(self.data)] = self.data
+            self.data = grown
+
+
+class Collector:
+    """The one pass over the transitions that attribution needs, keyed by time only, so it can
+    run while the bus analysis reads the trace (`tap`) or afterwards (`feed` from chunks).
+
+    It cuts the transitions where the phase key (busruns.phase_key: the lines that decide the
+    phase) changes; bus segments are unions of such runs (HACKING: runs of equal phase key,
+    skew runs merged into the next), so per-run sums add up to per-segment sums exactly.
+    Per run: REQ-ups before it, REQ-ups in it, the target's and the initiator's waits, the
+    last edge. Kept individually: every edge of non-DATA runs, each run's edges up to its
+    second REQ-up (first bytes), and DATA waits longer than MIN_LONG_NS.
+    """
+
+    def __init__(self):
+        self.complete = False                 # set once a tapped pass has read every chunk
+        self.prev_t = -(1 << 62)              # "long before": clipped at the body start later
+        self.lines = 0                        # bus lines before the next chunk
+        self.key = -1                         # phase key before the next chunk
+        self.req_seen = 0                     # REQ-up edges so far (bytes)
+        self.n_runs = 0
+        self.run_start = _Grow()
+        self.run_key = _Grow()
+        self.run_g = _Grow()                  # REQ-ups before the run
+        self.run_up = _Grow()
+        self.run_target = _Grow()
+        self.run_initiator = _Grow()
+        self.run_edges = _Grow()
+        self.run_last = _Grow(-1)
         self.hist = np.zeros((HIST_NS, 2), dtype=np.int64)  # DATA waits (ns x component) below HIST_NS
         self.kept: list[pl.DataFrame] = []
-        self.stray = 0
+
+    def tap(self, capture) -> None:
+        """For `load(args, tap=...)`: collect while the bus analysis reads the chunks."""
+        source = capture.chunks
+        signals = capture.meta.get("signals") or []
+        if source is None or capture.layer != "bus" or "REQ" not in signals or "ACK" not in signals:
+            return
+
+        def chunks():
+            for chunk in source():
+                self.feed(chunk)
+                yield chunk
+            capture.chunks = source       # a later pass reads the trace itself again
+            self.complete = True
+        capture.chunks = chunks
 
     def feed(self, chunk: pl.DataFrame) -> None:
         if not chunk.height:
             return
-        t0 = chunk["t_ns"].to_numpy()
+        tr_t = chunk["t_ns"].to_numpy()
         lines = chunk["lines"].to_numpy().astype(np.uint16)
-        t, code = _edges(t0, lines, self.lines)
+        runs_before = self.n_runs
+        key = phase_key(lines).astype(np.int64)
+        new_run = np.empty(len(key), dtype=bool)
+        new_run[0] = key[0] != self.key
+        np.not_equal(key[1:], key[:-1], out=new_run[1:])
+        self.key = int(key[-1])
+        new_at = np.flatnonzero(new_run)
+        idx, code = _edges(lines, self.lines)
         self.lines = int(lines[-1])
-        if not len(t):
+        self._open_runs(tr_t[new_at], key[new_at])
+        is_up = code == REQ_UP
+        up_at = idx[is_up]
+        # REQ-ups before each new run's first transition
+        self.run_g.data[runs_before:self.n_runs] = self.req_seen + np.searchsorted(up_at, new_at, side="left")
+        if not len(idx):
             return
+        t = tr_t[idx]
         dur = np.empty_like(t)
         dur[0] = t[0] - self.prev_t
         np.subtract(t[1:], t[:-1], out=dur[1:])
         self.prev_t = int(t[-1])
-        run_seg, counts = self.segs.runs(t)
-        # edges in segments outside a connection body (stray REQ/ACK) are not attributed
-        ok_run = (run_seg >= 0) & self.segs.in_body[np.maximum(run_seg, 0)] & (counts > 0)
-        if not ok_run[counts > 0].all():
-            ok = np.repeat(ok_run, counts)
-            self.stray += int(len(ok) - ok.sum())
-            t, code, dur = t[ok], code[ok], dur[ok]
-            if not len(t):
-                return
-        run_seg, counts = run_seg[ok_run], counts[ok_run]
-        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        # only a run's first edge can wait across the body start (its previous edge is in an
-        # earlier segment, maybe an earlier connection): clip it there
-        first_prev = t[starts] - dur[starts]
-        dur[starts] = t[starts] - np.maximum(first_prev, self.segs.body_start[run_seg])
-        is_up = code == REQ_UP
+        run = runs_before - 1 + np.searchsorted(new_at, idx, side="right")   # global run of each edge
         g = np.cumsum(is_up)
-        g += self.req_seen                        # REQ-ups so far, including this edge
+        g += self.req_seen                   # REQ-ups so far, including this edge
         self.req_seen = int(g[-1])
-        fresh = self.seg_base[run_seg] < 0
-        self.seg_base[run_seg[fresh]] = (g[starts] - is_up[starts])[fresh]
-        self.seg_bytes[run_seg] += np.add.reduceat(is_up, starts, dtype=np.int64)
-        self.seg_last_t[run_seg] = t[starts + counts - 1]
-        initiator_dur = dur * (code & 1)          # REQ edges: target; ACK edges: initiator
-        run_total = np.add.reduceat(dur, starts)
-        run_initiator = np.add.reduceat(initiator_dur, starts)
-        self.totals[run_seg, TARGET] += run_total - run_initiator
-        self.totals[run_seg, INITIATOR] += run_initiator
-        self._keep(t, code, dur, g, run_seg, counts)
+        starts = np.flatnonzero(np.r_[True, run[1:] != run[:-1]])
+        ends = np.r_[starts[1:], len(run)]
+        r = run[starts]
+        initiator = dur * (code & 1)         # REQ edges: target; ACK edges: initiator
+        total = np.add.reduceat(dur, starts)
+        self.run_initiator.data[r] += np.add.reduceat(initiator, starts)
+        self.run_target.data[r] += total - np.add.reduceat(initiator, starts)
+        self.run_up.data[r] += np.add.reduceat(is_up, starts, dtype=np.int64)
+        self.run_edges.data[r] += ends - starts
+        self.run_last.data[r] = t[ends - 1]
+        self._keep(t, code, dur, g, run)
 
-    def _keep(self, t, code, dur, g, run_seg, counts):
-        data = np.repeat(self.segs.is_data[run_seg], counts)
-        # byte 0 of its segment: no REQ-up of the segment before this edge's byte
-        first_byte = g <= np.repeat(self.seg_base[run_seg], counts) + 1
-        sample = data & ~first_byte & (dur < HIST_NS)
-        hist_key = dur[sample] * 2 + (code[sample] & 1)
-        counts_ns = np.bincount(hist_key)         # short array: ordinary waits are short
-        self.hist.ravel()[:len(counts_ns)] += counts_ns
+    def _open_runs(self, start_t: np.ndarray, keys: np.ndarray) -> None:
+        n = self.n_runs + len(keys)
+        for col in (self.run_start, self.run_key, self.run_g, self.run_up, self.run_target,
+                    self.run_initiator, self.run_edges, self.run_last):
+            col.ensure(n)
+        self.run_start.data[self.n_runs:n] = start_t
+        self.run_key.data[self.n_runs:n] = keys
+        self.n_runs = n
+
+    def _keep(self, t, code, dur, g, run):
+        key = self.run_key.data[run]
+        data = (key == DATA_OUT_KEY) | (key == DATA_IN_KEY)   # (ARBITRATION shares DATA OUT's key: no edges)
+        first_bytes = g <= self.run_g.data[run] + 1   # up to the run's first REQ-up's handshake
+        sample = data & ~first_bytes & (dur < HIST_NS)
+        counts = np.bincount(dur[sample] * 2 + (code[sample] & 1))   # short: ordinary waits are short
+        self.hist.ravel()[:len(counts)] += counts
         # every long wait is above MIN_LONG_NS whatever the median turns out to be
-        keep = np.flatnonzero(~data | first_byte | (dur > MIN_LONG_NS))
+        keep = np.flatnonzero(~data | first_bytes | (dur > MIN_LONG_NS))
         if len(keep):
-            seg = np.repeat(run_seg, counts)[keep]
-            self.kept.append(pl.DataFrame({
-                "t_ns": t[keep], "code": code[keep], "comp": (code[keep] & 1).astype(np.int8),
-                "dur_ns": dur[keep], "seg": seg,
-                "byte": np.maximum(g[keep] - 1 - self.seg_base[seg], 0)}))
+            self.kept.append(pl.DataFrame({"t_ns": t[keep], "code": code[keep], "dur_ns": dur[keep],
+                                           "g": g[keep], "run": run[keep]}))
 
     def long_thresholds(self) -> dict[int, float]:
         """max(MIN_LONG_NS, LONG_FACTOR x the median DATA wait) per component: the exact median
@@ -212,6 +263,57 @@ class _Pass:
             med = int(np.searchsorted(np.cumsum(self.hist[:, c]), (n + 1) // 2)) if n else 0
             out[c] = max(MIN_LONG_NS, LONG_FACTOR * med)
         return out
+
+
+class _PerSegment:
+    """The collector's runs folded into the analysis' segments (what the report needs)."""
+
+    def __init__(self, segs: _Segments, col: Collector):
+        n = col.n_runs
+        run_start = col.run_start.data[:n]
+        inner = segs.start[(segs.start > (run_start[0] if n else 0))]
+        if not np.isin(inner, run_start).all():
+            bad = inner[~np.isin(inner, run_start)][0]
+            raise RuntimeError(f"attribution: a bus segment starts at {bad} ns inside a run of equal "
+                               "phase key; the bus segments no longer follow HACKING's bus-layer rules")
+        seg = np.searchsorted(segs.start, run_start, side="right") - 1
+        ok = (seg >= 0) & segs.in_body[np.maximum(seg, 0)]
+        edges = col.run_edges.data[:n]
+        self.stray = int(edges[~ok].sum())
+        self.totals = np.zeros((segs.n, 2), dtype=np.int64)
+        np.add.at(self.totals[:, TARGET], seg[ok], col.run_target.data[:n][ok])
+        np.add.at(self.totals[:, INITIATOR], seg[ok], col.run_initiator.data[:n][ok])
+        self.seg_bytes = np.zeros(segs.n, dtype=np.int64)
+        np.add.at(self.seg_bytes, seg[ok], col.run_up.data[:n][ok])
+        self.seg_last_t = np.full(segs.n, -1, dtype=np.int64)
+        np.maximum.at(self.seg_last_t, seg[ok], col.run_last.data[:n][ok])
+        self.seg_base = np.full(segs.n, -1, dtype=np.int64)
+        first = np.r_[True, seg[1:] != seg[:-1]] & (seg >= 0)
+        self.seg_base[seg[first]] = col.run_g.data[:n][first]
+        self.hist = col.hist
+        self.long_thresholds = col.long_thresholds
+        self.kept = self._kept(segs, col, seg, ok)
+
+    def _kept(self, segs: _Segments, col: Collector, run_seg: np.ndarray, run_ok: np.ndarray) -> list[pl.DataFrame]:
+        if not col.kept:
+            return []
+        k = pl.concat(col.kept)
+        run = k["run"].to_numpy()
+        keep = run_ok[run]
+        k = k.filter(pl.Series(keep))
+        run = run[keep]
+        seg = run_seg[run]
+        t, dur, code = k["t_ns"].to_numpy(), k["dur_ns"].to_numpy().copy(), k["code"].to_numpy()
+        # a connection's first edge waited since the end of (re)selection, not since the last
+        # edge of an earlier connection: clip it at the body start, in the totals too
+        body_start = segs.body_start[seg]
+        over = body_start - (t - dur)
+        clip = over > 0
+        dur[clip] -= over[clip]
+        np.add.at(self.totals, (seg[clip], code[clip] & 1), -over[clip])
+        byte = np.maximum(k["g"].to_numpy() - 1 - self.seg_base[seg], 0)
+        return [pl.DataFrame({"t_ns": t, "code": code, "comp": (code & 1).astype(np.int8), "dur_ns": dur,
+                              "seg": seg.astype(np.int64), "byte": byte})]
 
 
 # ---------------------------------------------------------------- naming the steps
@@ -343,7 +445,7 @@ def _neither_steps(ctx: pl.DataFrame) -> pl.DataFrame:
                       (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"), pl.col("start_ns").alias("t_ns"))
 
 
-def _release_steps(segs: _Segments, p: _Pass) -> pl.DataFrame:
+def _release_steps(segs: _Segments, p: "_PerSegment") -> pl.DataFrame:
     """After the last ACK release of a connection the target drops BSY: its time."""
     seg = segs.frame.with_columns(pl.Series("last_t", p.seg_last_t))
     last = (seg.filter(pl.col("last_t") >= 0).group_by("connection")
@@ -363,16 +465,19 @@ def _release_steps(segs: _Segments, p: _Pass) -> pl.DataFrame:
 COMPONENT_NAMES = {TARGET: "target", INITIATOR: "initiator", 2: "neither"}
 
 
-def attribute(analysis: Analysis) -> dict:
-    """The `attribute --json` dict: steps, periodic, totals (+ phases, notes)."""
+def attribute(analysis: Analysis, collected: Collector | None = None) -> dict:
+    """The `attribute --json` dict: steps, periodic, totals (+ phases, notes). `collected`:
+    a Collector that saw every transition while the analysis read them (`Collector.tap`);
+    without it the transitions are read again."""
     why_not = needs_req_ack(analysis)
     if why_not:
         return _phases_only(analysis, why_not)
+    if collected is None or not getattr(collected, "complete", False):
+        collected = Collector()
+        for chunk in _batched(analysis.capture.chunks(), BATCH_ROWS):
+            collected.feed(chunk)
     segs = _Segments(analysis.segments)
-    p = _Pass(segs)
-    for chunk in _batched(analysis.capture.chunks(), BATCH_ROWS):
-        p.feed(chunk)
-    return _report(segs, p)
+    return _report(segs, _PerSegment(segs, collected))
 
 
 def _batched(chunks, rows: int):
@@ -388,7 +493,7 @@ def _batched(chunks, rows: int):
         yield pl.concat(buf) if len(buf) > 1 else buf[0]
 
 
-def _context(segs: _Segments, p: _Pass) -> pl.DataFrame:
+def _context(segs: _Segments, p: "_PerSegment") -> pl.DataFrame:
     ctx = _segment_context(segs.frame).with_columns(
         pl.Series("nbytes", p.seg_bytes), pl.col("phase").is_in(DATA_PHASES).alias("is_data_seg"))
     data_bytes = pl.when(pl.col("is_data_seg")).then(pl.col("nbytes")).otherwise(0)
@@ -398,7 +503,7 @@ def _context(segs: _Segments, p: _Pass) -> pl.DataFrame:
                             .otherwise(pl.lit(0, dtype=pl.Int64)).alias("io_offset"))
 
 
-def _report(segs: _Segments, p: _Pass) -> dict:
+def _report(segs: _Segments, p: "_PerSegment") -> dict:
     ctx = _context(segs, p)
     kept = (pl.concat(p.kept) if p.kept else pl.DataFrame(schema={
         "t_ns": pl.Int64, "code": pl.Int8, "comp": pl.Int8, "dur_ns": pl.Int64, "seg": pl.Int64, "byte": pl.Int64}))
@@ -456,7 +561,7 @@ def _periodic_rows(periodic: pl.DataFrame) -> list[dict]:
             for r in agg.iter_rows(named=True)]
 
 
-def _totals(p: _Pass, ctx: pl.DataFrame, attributed: pl.DataFrame, release: int):
+def _totals(p: "_PerSegment", ctx: pl.DataFrame, attributed: pl.DataFrame, release: int):
     """Per-component totals and the per-phase breakdown (phase of the edge ending each wait)."""
     tot = ctx.select("seg", "phase", "is_data_seg").with_columns(
         pl.Series("target", p.totals[:, TARGET]), pl.Series("initiator", p.totals[:, INITIATOR]))

@@ -523,11 +523,13 @@ def _as_rows(value) -> list[dict]:
 
 # ---------------------------------------------------------------- entry points
 
-def attribution_for(analysis: Analysis) -> dict | None:
+def attribution_for(analysis: Analysis, collected=None) -> dict | None:
+    """Attribution for bus traces (None for other layers); `collected`: an attribution.Collector
+    that tapped the analysis' read, else the transitions are read again."""
     if analysis.layer != "bus":
         return None
     from .attribution import attribute
-    return attribute(analysis)
+    return attribute(analysis, collected)
 
 
 def report_data(analysis: Analysis, summary: dict, attribution: dict | None = "auto",

@@ -4,7 +4,6 @@ the result does not depend on how the transitions are chunked; totals tile the b
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -180,10 +179,10 @@ def test_segment_index_is_a_binary_search(starts, times):
     assert (segs.index(t) == np.searchsorted(segs.start, t, side="right") - 1).all()
 
 
-def test_spool_reads_the_trace_once_and_changes_nothing(tmp_path):
+def test_tap_reads_the_trace_once_and_changes_nothing(tmp_path):
     from scsitrace.commands.analyze import load
-    from scsitrace.commands.attribute import TransitionSpool
     from scsitrace.commands.baseline import args_from
+    from scsitrace.reports.attribution import Collector
     synth, _ = table11_analysis(1, seed=9)
     trace = tmp_path / "t.ancot"
     ancot.write(str(trace), synth.capture.transitions(), signals=SIGNALS, tick_ns=1)
@@ -198,10 +197,9 @@ def test_spool_reads_the_trace_once_and_changes_nothing(tmp_path):
             yield from source()
         capture.chunks = chunks
 
-    with TransitionSpool() as spool:
-        analysis = load(args_from(str(trace), {}), tap=lambda c: (counting(c), spool(c)))
-        spooled = attribute(analysis)
-        assert spool.dir and Path(spool.dir).exists()
-    assert not Path(spool.dir).exists()
+    collector = Collector()
+    analysis = load(args_from(str(trace), {}), tap=lambda c: (counting(c), collector.tap(c)))
+    assert collector.complete
+    tapped = attribute(analysis, collector)
     assert passes == [1]                   # the text was parsed once
-    assert spooled == plain
+    assert tapped == plain

@@ -4,12 +4,8 @@ Needs REQ/ACK (level 2 or 3 traces); without them it says so and shows the phase
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import sys
-import tempfile
 
-import polars as pl
 from rich.console import Console
 from rich.table import Table
 
@@ -24,55 +20,6 @@ def wide_console() -> Console:
     return console if console.is_terminal else Console(width=160)
 
 
-class TransitionSpool:
-    """A `load(args, tap=...)` tap: keeps a bus capture's transitions (t_ns, lines) in a
-    temporary Parquet file while the bus analysis reads them, so that attribution's second
-    pass reads the spool instead of parsing the trace again (text parses at a few us a
-    record, the spool reads back many times faster). Removed on exit of the `with` block."""
-
-    def __init__(self):
-        self.dir: str | None = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        if self.dir:
-            shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __call__(self, capture) -> None:
-        signals = capture.meta.get("signals") or []
-        if (capture.layer != "bus" or capture.chunks is None or capture.format == "transitions-parquet"
-                or "REQ" not in signals or "ACK" not in signals):
-            return
-        import pyarrow.parquet as pq
-        self.dir = tempfile.mkdtemp(prefix="scsitrace-spool-")
-        path = os.path.join(self.dir, "transitions.parquet")
-        source = capture.chunks
-
-        def read_back():
-            for batch in pq.ParquetFile(path).iter_batches():
-                yield pl.from_arrow(batch).with_columns(pl.lit(None, dtype=pl.UInt8).alias("db"),
-                                                        pl.lit(None, dtype=pl.Boolean).alias("dbp"))
-
-        def first_pass():
-            writer = None
-            try:
-                for chunk in source():
-                    table = chunk.select("t_ns", "lines").to_arrow()
-                    if writer is None:
-                        writer = pq.ParquetWriter(path, table.schema, compression="lz4")
-                    writer.write_table(table)
-                    yield chunk
-            finally:
-                if writer is not None:
-                    writer.close()
-            if writer is not None:        # read to the end: later passes read the spool
-                capture.chunks = read_back
-
-        capture.chunks = first_pass
-
-
 def add_arguments(p) -> None:
     add_input_arguments(p)
     p.add_argument("--json", metavar="FILE|-", help="write the attribution as JSON ('-' for stdout)")
@@ -80,8 +27,8 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     from scsitrace.reports import attribution
-    with TransitionSpool() as spool:
-        result = attribution.attribute(load(args, tap=spool))
+    collector = attribution.Collector()       # collects while the bus analysis reads the trace
+    result = attribution.attribute(load(args, tap=collector.tap), collector)
     if args.json == "-":
         json.dump(result, sys.stdout, indent=1)
         sys.stdout.write("\n")

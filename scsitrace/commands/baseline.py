@@ -22,11 +22,11 @@ def current_figures(args) -> dict:
     """Analyse the trace named by args and return its figures."""
     from scsitrace.reports import regress, summary as summ, views
     from scsitrace.reports.html import attribution_for
-    from scsitrace.commands.attribute import TransitionSpool
-    with TransitionSpool() as spool:
-        analysis = load(args, tap=spool)
-        s = summ.summary(analysis, args.profile, args.target, args.io_size)
-        attr = attribution_for(analysis) if args.target is None else None
+    from scsitrace.reports.attribution import Collector
+    collector = Collector()
+    analysis = load(args, tap=collector.tap)
+    s = summ.summary(analysis, args.profile, args.target, args.io_size)
+    attr = attribution_for(analysis, collector) if args.target is None else None
     return regress.figures(s, attr, views.completed_ios(analysis)["response_ns"].to_numpy())
 
 

@@ -37,12 +37,12 @@ def add_arguments(p) -> None:
 
 def _one(args, trace):
     from scsitrace.reports import html, summary as summ
-    from scsitrace.commands.attribute import TransitionSpool
+    from scsitrace.reports.attribution import Collector
     ns = argparse.Namespace(**{**vars(args), "trace": trace})
-    with TransitionSpool() as spool:
-        analysis = load(ns, tap=spool)
-        s = summ.summary(analysis, args.profile, None, args.io_size)
-        return analysis, html.report_data(analysis, s)
+    collector = Collector()
+    analysis = load(ns, tap=collector.tap)
+    s = summ.summary(analysis, args.profile, None, args.io_size)
+    return analysis, html.report_data(analysis, s, attribution=html.attribution_for(analysis, collector))
 
 
 def run(args) -> int:

@@ -7,7 +7,7 @@ import json
 import sys
 
 from scsitrace.commands.analyze import add_input_arguments, load
-from scsitrace.commands.attribute import TransitionSpool
+from scsitrace.reports.attribution import Collector
 
 
 def add_arguments(p) -> None:
@@ -22,10 +22,11 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     from scsitrace.reports import html, summary as summ, views
-    with TransitionSpool() as spool:
-        analysis = load(args, tap=spool)
-        s = summ.summary(analysis, args.profile, args.target, args.io_size)
-        data = html.write_report(args.output, analysis, s, views=views.views(analysis, args.stall_factor))
+    collector = Collector()                  # attribution's pass, made while the trace is read
+    analysis = load(args, tap=collector.tap)
+    s = summ.summary(analysis, args.profile, args.target, args.io_size)
+    data = html.write_report(args.output, analysis, s, attribution=html.attribution_for(analysis, collector),
+                             views=views.views(analysis, args.stall_factor))
     if args.json == "-":
         json.dump(data, sys.stdout, indent=1)
         sys.stdout.write("\n")
