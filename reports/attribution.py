@@ -42,7 +42,6 @@ NOT_BUSY = ("BUS FREE",)
 MIN_LONG_NS = 2000        # a DATA wait is long when above both this and LONG_FACTOR x median
 LONG_FACTOR = 10
 HIST_NS = 100_000         # histogram of ordinary DATA waits (for their median), 1 ns bins
-BATCH_ROWS = 1 << 20      # transitions per numpy pass (Parquet row groups are smaller)
 FIRST_BYTES = 64          # long initiator/target waits this early in a DATA phase: FIFO/set-up
 PERIODS = tuple(1 << k for k in range(6, 21))   # 64 bytes .. 1 MiB
 MIN_PERIODIC_HITS = 2
@@ -474,23 +473,10 @@ def attribute(analysis: Analysis, collected: Collector | None = None) -> dict:
         return _phases_only(analysis, why_not)
     if collected is None or not getattr(collected, "complete", False):
         collected = Collector()
-        for chunk in _batched(analysis.capture.chunks(), BATCH_ROWS):
+        for chunk in analysis.capture.chunks():
             collected.feed(chunk)
     segs = _Segments(analysis.segments)
     return _report(segs, _PerSegment(segs, collected))
-
-
-def _batched(chunks, rows: int):
-    """Regroup chunks into frames of about `rows` rows (fewer, larger numpy passes)."""
-    buf, n = [], 0
-    for chunk in chunks:
-        buf.append(chunk.select("t_ns", "lines"))
-        n += chunk.height
-        if n >= rows:
-            yield pl.concat(buf) if len(buf) > 1 else buf[0]
-            buf, n = [], 0
-    if buf:
-        yield pl.concat(buf) if len(buf) > 1 else buf[0]
 
 
 def _context(segs: _Segments, p: "_PerSegment") -> pl.DataFrame:
