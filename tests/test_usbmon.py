@@ -370,3 +370,21 @@ def test_pcapng_hostile(tmp_path):
     with pytest.raises(BadInput) as exc:
         parsers.parse(str(bad), "usbmon")
     assert exc.value.offset == blocks[5] and "block length 30" in exc.value.reason
+
+
+def test_text_1t_form(generated, tmp_path):
+    """The older 1t text has no bus number in the address ("Bo:002:2"): same commands,
+    devices on bus 0, and a note saying so."""
+    lines = Path(generated[1]["text"]).read_text().splitlines()
+    old = [re.sub(r" ([CZIB][io]):\d+:", r" \1:", ln) for ln in lines]
+    assert old[0] != lines[0]
+    p = tmp_path / "old.usbmon.txt"
+    p.write_text("\n".join(old) + "\n")
+    cap = parsers.parse(str(p))
+    assert cap.format == "usbmon" and cap.meta["text_format"] == "1t"
+    a = core.analyze(cap)
+    base = analyze(generated[1]["text"]).ios
+    cols = [c for c in COMPARED if c != "device"]
+    assert a.ios.select(cols).equals(base.select(cols))
+    assert set(a.ios["device"]) == {"0:2:0"}
+    assert any("1t" in n for n in a.notes)
