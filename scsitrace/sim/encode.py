@@ -39,7 +39,7 @@ class Recorder:
         self.db = 0
         self.last_t = 0
         self.seg = {k: [] for k in ("start_ns", "phase", "connection", "io", "io_blind", "target",
-                                    "initiator", "bytes", "msg", "ack_times")}
+                                    "initiator", "bytes", "msg", "runs", "resel_need", "resel_unique")}
 
     # -- line states ----------------------------------------------------------------------
     def set(self, t: int, lines: int, db: int | None = None, **segment) -> None:
@@ -54,7 +54,7 @@ class Recorder:
             self.segment(t, **segment)
 
     def segment(self, t, phase, connection=None, io=None, io_blind=None, target=None, initiator=None,
-                msg=None):
+                msg=None, resel_need=None, resel_unique=None):
         s = self.seg
         s["start_ns"].append(t)
         s["phase"].append(phase)
@@ -65,7 +65,9 @@ class Recorder:
         s["initiator"].append(initiator)
         s["bytes"].append(0)
         s["msg"].append(msg)
-        s["ack_times"].append(None)
+        s["runs"].append([])                 # (REQ rise of the first byte, bytes, first ACK delay)
+        s["resel_need"].append(resel_need)   # message bytes that tie a reselection to its I/O
+        s["resel_unique"].append(resel_unique)
 
     # -- handshakes -----------------------------------------------------------------------
     def handshakes(self, t0: int, n: int, *, ack_delay: int = 0, data: bytes | None = None,
@@ -82,10 +84,8 @@ class Recorder:
         else:
             dbk, dbv = DB_PATTERN, pattern
         self._add(t0, HANDSHAKES, self.lines, self.db, n, ack_delay, dbk, dbv)
-        s = self.seg
-        s["bytes"][-1] += n
-        if self.end_ns is not None and end > self.end_ns:
-            s["ack_times"][-1] = (s["ack_times"][-1] or []) + [(t0, n, ack_delay)]
+        self.seg["bytes"][-1] += n
+        self.seg["runs"][-1].append((t0, n, ack_delay))
         return t0 + ack_delay + n * self.byte_ns
 
     def _add(self, t, kind, lines, db, n, d0, dbk, dbv):

@@ -65,6 +65,8 @@ class Conn:
     id: int
     io: Io
     blind_io: int | None           # what an analyzer without the data bus can know
+    resel_need: int | None = None  # reselection: IDENTIFY (+ queue tag) bytes that name the I/O
+    resel_unique: bool = False     # reselection: the target has one outstanding I/O only
 
 
 @dataclass
@@ -92,6 +94,7 @@ class Sim:
         # what an analyzer without IDs can know: I/Os seen disconnecting and not seen completing
         # (a reselection it cannot tie to an I/O leaves its completion anonymous)
         self.blind_outstanding: set[int] = set()
+        self.outstanding_on = [set() for _ in range(wl.disks)]   # disconnected, not complete
         self.busy_until = [0] * wl.disks          # mechanism busy with an earlier queued I/O
         self.waiting = [deque() for _ in range(wl.disks)]
         self.next_lba = [int(self.rng.integers(0, params.disk.capacity_sectors // 2)) for _ in range(wl.disks)]
@@ -187,7 +190,8 @@ class Sim:
     # -- connection steps ------------------------------------------------------------------
     def seg(self, conn: Conn, phase: str, msg=None) -> dict:
         return dict(phase=phase, connection=conn.id, io=conn.io.io, io_blind=conn.blind_io,
-                    target=conn.io.target, initiator=self.hba, msg=msg)
+                    target=conn.io.target, initiator=self.hba, msg=msg, resel_need=conn.resel_need,
+                    resel_unique=conn.resel_unique)
 
     def phase(self, t: int, conn: Conn, phase: str, msg=None) -> int:
         """The target switches the phase lines at t; returns when it may first raise REQ."""
@@ -273,6 +277,7 @@ class Sim:
         t = self.phase(t, conn, "MESSAGE IN", msgs[0])
         t = self.send(t, bytes(msgs), acks)
         conn.io.disconnects += 1
+        self.outstanding_on[conn.io.target].add(conn.io.io)
         if conn.blind_io is not None:
             self.blind_outstanding.add(conn.blind_io)
         self.rec.set(t, 0, db=0, phase="BUS FREE")
@@ -281,7 +286,8 @@ class Sim:
     def reselect(self, io: Io, a: int, bits: int) -> int:
         h = self.p.hba
         blind = next(iter(self.blind_outstanding)) if len(self.blind_outstanding) == 1 else None
-        conn = Conn(self.n_conn, io, blind)
+        conn = Conn(self.n_conn, io, blind, resel_need=3 if io.tag is not None else 1,
+                    resel_unique=len(self.outstanding_on[io.target]) == 1)
         self.n_conn += 1
         io.connections += 1
         disk = self.disks[io.target]
@@ -373,6 +379,7 @@ class Sim:
         self.rec.set(t, 0, db=0, phase="BUS FREE")
         io.complete, io.status, io.end_ns = True, "GOOD", t
         self.blind_outstanding.discard(conn.blind_io)
+        self.outstanding_on[io.target].discard(io.io)
         self.busy_until[io.target] = t
         if self.waiting[io.target]:
             nxt = self.waiting[io.target].popleft()
@@ -401,6 +408,7 @@ class Sim:
             io.status, io.end_ns = "ABORTED (reset)", t - b.reset_hold_ns
         self.requests.clear()
         self.blind_outstanding.clear()
+        self.outstanding_on = [set() for _ in self.disks]
         self.waiting = [deque() for _ in self.disks]
         self.busy_until = [0] * len(self.disks)
         for disk in self.disks:

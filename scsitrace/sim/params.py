@@ -29,14 +29,17 @@ class BusTiming:
     reset_to_selection_ns: int = 250 * MS  # SCSI-2 reset to selection time
 
     def handshake_offsets(self) -> tuple[int, int, int]:
-        """ACK rise, REQ fall, ACK fall after REQ rise, on the tick grid, inside one byte period."""
+        """ACK rise, REQ fall, ACK fall after REQ rise, on the tick grid (0, 100, 150, 200 ns
+        of a 250 ns byte). Each line's rise and fall stay at distinct ticks, so a VCD (one
+        value per signal and time stamp) keeps every edge; at 100 ns per byte ACK falls at the
+        tick where the next REQ rises."""
         tick, p = self.tick_ns, self.byte_ns
         ack_up = max(tick, (p * 2 // 5) // tick * tick)
         req_dn = max(ack_up, (p * 3 // 5) // tick * tick)
         ack_dn = max(req_dn, (p * 4 // 5) // tick * tick)
-        if ack_dn >= p and p > tick:
-            ack_dn = p - tick
-        return ack_up, min(req_dn, ack_dn), ack_dn
+        if ack_dn == ack_up:
+            ack_dn = p
+        return ack_up, req_dn, ack_dn
 
 
 @dataclass

@@ -21,57 +21,85 @@ CATEGORY = {
 
 
 def segments_frame(rec, end_ns: int, level: int, bus) -> pl.DataFrame:
+    """The segments an analyzer must find in the trace `rec` wrote, which ends at `end_ns`.
+
+    Records at `end_ns` itself are in the trace: a phase that begins there is seen (its
+    zero-length segment is not listed), a byte counts when its ACK rose by then.
+    """
     s = rec.seg
     n = len(s["start_ns"])
     starts = s["start_ns"]
     ends = starts[1:] + [end_ns]
-    rows = {c: [] for c in schema.SEGMENTS}
+    ack_up = bus.handshake_offsets()[0]
+    seen_next = [i + 1 < n and starts[i + 1] <= end_ns for i in range(n)]
     # an I/O exists for an analyzer from its COMMAND phase on
-    commanded = {s["connection"][i] for i in range(n) if s["phase"][i] == "COMMAND" and starts[i] < end_ns}
+    commanded = {s["connection"][i] for i in range(n) if s["phase"][i] == "COMMAND" and starts[i] <= end_ns}
     sel_conns = {s["connection"][i] for i in range(n) if s["phase"][i] == "SELECTION"}
-    saw_status: dict[int, bool] = {}
+    named = _reselections_named(s, end_ns, bus.byte_ns)
+    rows = {c: [] for c in schema.SEGMENTS}
+    saw_status: set[int] = set()
     for i in range(n):
         start, end = starts[i], min(ends[i], end_ns)
         phase, conn = s["phase"][i], s["connection"][i]
         if phase == "STATUS":
-            saw_status[conn] = True
+            saw_status.add(conn)
         if end <= start:
             continue
         category = CATEGORY[phase]
         if phase == "MESSAGE IN":
             after_resel = i > 0 and s["phase"][i - 1] == "RESELECTION"
-            last = i + 1 >= n or starts[i + 1] >= end_ns
-            ends_conn = (not last and s["phase"][i + 1] == "BUS FREE") or last
-            if after_resel or (ends_conn and not saw_status.get(conn)):
+            ends_conn = not seen_next[i] or s["phase"][i + 1] == "BUS FREE"
+            if after_resel or (ends_conn and conn not in saw_status):
                 category = "Disconnect/Reconnect"
-        nbytes = None
-        if level >= 2 and phase in INFO:
-            nbytes = _bytes_until(s["bytes"][i], s["ack_times"][i], end_ns, bus)
-        blind = level < 3
-        rows["start_ns"].append(start)
-        rows["end_ns"].append(end)
-        rows["phase"].append(phase)
-        rows["category"].append(category)
-        rows["target"].append(None if blind else s["target"][i])
-        rows["initiator"].append(s["initiator"][i])
-        rows["connection"].append(conn)
-        known = conn not in sel_conns or conn in commanded
-        rows["io"].append((s["io_blind"][i] if blind else s["io"][i]) if known else None)
-        rows["bytes"].append(nbytes)
-        rows["msg"].append(None if blind else s["msg"][i])
+        row = {"start_ns": start, "end_ns": end, "phase": phase, "category": category}
+        # an arbitration the trace ends in is tied to no connection (nobody selected yet)
+        if not (phase == "ARBITRATION" and not seen_next[i]):
+            blind = level < 3
+            if conn in sel_conns:
+                known = conn in commanded
+            else:
+                known = blind or named.get(conn, False)
+            row.update(target=None if blind else s["target"][i], initiator=s["initiator"][i],
+                       connection=conn,
+                       io=(s["io_blind"][i] if blind else s["io"][i]) if known else None)
+            runs = s["runs"][i]
+            if level >= 2 and phase in INFO:
+                row["bytes"] = sum(_acks_by(r, end_ns, ack_up, bus.byte_ns) for r in runs)
+            # the analyzer reads a message byte at REQ (MESSAGE IN) or ACK (MESSAGE OUT) rising
+            if not blind and runs:
+                t0, _, d0 = runs[0]
+                if (t0 if phase == "MESSAGE IN" else t0 + d0 + ack_up) <= end_ns:
+                    row["msg"] = s["msg"][i]
+        for col in rows:
+            rows[col].append(row.get(col))
     return pl.DataFrame(rows, schema=schema.SEGMENTS)
 
 
-def _bytes_until(total: int, straddling, end_ns: int, bus) -> int:
-    """Handshakes whose ACK rose by the end of the trace (runs cut by the end count in part)."""
-    if not straddling:
-        return total
-    ack_up = bus.handshake_offsets()[0]
-    for t0, n, d0 in straddling:
-        first_ack = t0 + d0 + ack_up
-        done = 0 if end_ns < first_ack else min(n, (end_ns - first_ack) // bus.byte_ns + 1)
-        total -= n - done
-    return total
+def _acks_by(run, end_ns: int, ack_up: int, byte_ns: int) -> int:
+    """Handshakes of a run whose ACK rose by `end_ns`."""
+    t0, n, d0 = run
+    first = t0 + d0 + ack_up
+    return 0 if end_ns < first else min(n, (end_ns - first) // byte_ns + 1)
+
+
+def _reqs_by(run, end_ns: int, byte_ns: int) -> int:
+    """Handshakes of a run whose REQ rose by `end_ns` (the first ACK delay shifts the rest)."""
+    t0, n, d0 = run
+    if end_ns < t0:
+        return 0
+    return 1 + (0 if end_ns < t0 + d0 + byte_ns else min(n - 1, (end_ns - t0 - d0) // byte_ns))
+
+
+def _reselections_named(s, end_ns: int, byte_ns: int) -> dict[int, bool]:
+    """Level 3: does the trace show enough of a reselection's IDENTIFY (and queue tag) for the
+    analyzer to know its I/O? With the tag cut off, only if the target has one I/O pending."""
+    named = {}
+    for i in range(1, len(s["start_ns"])):
+        if s["phase"][i] == "MESSAGE IN" and s["phase"][i - 1] == "RESELECTION":
+            got = sum(_reqs_by(r, end_ns, byte_ns) for r in s["runs"][i])
+            need = s["resel_need"][i]
+            named[s["connection"][i]] = got >= need or (got >= 1 and bool(s["resel_unique"][i]))
+    return named
 
 
 def ios_frame(ios, end_ns: int, sector_bytes: int, full_segments: pl.DataFrame) -> pl.DataFrame:
@@ -80,7 +108,7 @@ def ios_frame(ios, end_ns: int, sector_bytes: int, full_segments: pl.DataFrame) 
                  .group_by("io").agg(pl.col("bytes").sum()).iter_rows())
     rows = {c: [] for c in schema.IOS}
     for io in sorted((x for x in ios if x.io is not None and x.command_ns is not None
-                                        and x.command_ns < end_ns), key=lambda x: x.io):
+                                        and x.command_ns <= end_ns), key=lambda x: x.io):
         opcode = 0x08 if io.op == "read" else 0x0A
         complete = io.complete and io.end_ns <= end_ns
         vals = {
