@@ -10,6 +10,11 @@ import polars as pl
 from scsitrace.model import Analysis
 
 MIB = float(1 << 20)
+BYTES_SOURCE = {  # where each layer's byte counts come from, said next to every bandwidth
+    "bus": "bytes counted from REQ/ACK handshakes in DATA phases",
+    "usb": "bytes from the URB lengths of the data stages",
+    "block": "bytes of the completed requests (C events)",
+}
 OTHER_TARGETS = "Other targets"
 
 
@@ -69,7 +74,7 @@ def bandwidth(analysis: Analysis, io_size: int | None, target: int | None = None
         data = analysis.data_bytes if target is None else int(
             analysis.segments.filter((pl.col("target") == target) & pl.col("phase").str.starts_with("DATA"))
             ["bytes"].sum() or 0)
-        note = "bytes counted from REQ/ACK handshakes in DATA phases"
+        note = BYTES_SOURCE.get(analysis.layer, "bytes counted by the trace")
     elif io_size:
         data = io_size * ios
         note = f"bytes = --io-size {io_size} x {ios} I/Os completed (the trace has no byte counts)"
