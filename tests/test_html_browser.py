@@ -113,3 +113,18 @@ def test_negative_control_harness_sees_errors_and_requests(report, tmp_path):
     assert c["urls"] == ["http://192.0.2.1/x.png"]
     assert c["errors"] >= 2, c["error_text"]        # the CSP-blocked request and the ReferenceError
     assert "CSP" in c["error_text"] and "undefinedFunction" in c["error_text"]
+
+
+def test_compare_page_in_chromium(report, tmp_path):
+    path, _, _, _ = report
+    trace = path.parent / "t11.ancot"
+    worse = tmp_path / "worse.ancot"
+    synth, _ = table11_analysis(2, buffer_scale=3.0)
+    ancot.write(str(worse), synth.capture.transitions(), signals=SIGNALS, tick_ns=1)
+    out = tmp_path / "compare.html"
+    assert cli.main(["compare", str(trace), str(worse), "--html", str(out)]) == 0
+    dom, log = load_in_chromium(out)
+    c = page_checks(dom)
+    assert c["errors"] == 0, c["error_text"]
+    assert console_messages(log) == [] and c["urls"] == []
+    assert c["drawn"] == len(c["plots"]) == len(re.findall(r'id="fig-([^"]+)"', out.read_text())) >= 5
