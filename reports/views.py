@@ -118,7 +118,8 @@ def by_device_count(ios: pl.DataFrame) -> list[dict]:
     level = np.cumsum(d)
     span = np.diff(t)
     time_at = np.bincount(level[:-1], weights=span, minlength=len(devices) + 1)
-    at_end = level[np.searchsorted(t, ios["end_ns"].to_numpy(), side="left") - 1]
+    # devices busy just before each I/O completes (the level after the last edge before its end)
+    at_end = level[np.maximum(np.searchsorted(t, ios["end_ns"].to_numpy(), side="left") - 1, 0)]
     per = ios.with_columns(pl.Series("devices_busy", np.maximum(at_end, 1), dtype=pl.Int64))
     rows = []
     for k, grp in sorted(per.group_by("devices_busy"), key=lambda kv: kv[0][0]):
