@@ -83,3 +83,29 @@ def test_stalls_listed_with_timestamps():
     assert (slow["io"], slow["start_ns"], slow["end_ns"], slow["response_ns"]) == (10, 30_000_000, 42_000_000,
                                                                                    12_000_000)
     assert slow["times_median"] == 12.0
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 60), st.integers(1, 20)), min_size=2, max_size=15))
+def test_device_count_against_a_time_walk(rows):
+    df = ios_frame([(d, "R", 100, s, s + n) for d, s, n in rows])
+    ios = views.completed_ios(SimpleNamespace(ios=df))
+    got = {r["devices_busy"]: r for r in views.by_device_count(ios)}
+    if len({d for d, _, _ in rows}) < 2:
+        assert got == {}
+        return
+
+    def busy_at(x):
+        return len({d for d, s, n in rows if s <= x < s + n})
+    time_at = {}
+    for x in range(0, 100):
+        k = busy_at(x)
+        if k:
+            time_at[k] = time_at.get(k, 0) + 1
+    ios_at = {}
+    for d, s, n in rows:
+        k = max(busy_at(s + n - 1), 1)
+        ios_at[k] = ios_at.get(k, 0) + 1
+    assert {k: r["ios"] for k, r in got.items()} == ios_at
+    for k, r in got.items():
+        assert r["busy_ns"] == time_at.get(k, 0)
