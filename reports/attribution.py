@@ -63,7 +63,7 @@ def needs_req_ack(analysis: Analysis) -> str | None:
 # ---------------------------------------------------------------- segment tables
 
 class _Segments:
-    """Numpy views of the segments that the per-chunk pass indexes by segment number."""
+    """Numpy views of the segments, indexed by segment number (rows sorted by start)."""
 
     def __init__(self, segments: pl.DataFrame):
         seg = segments.sort("start_ns").with_row_index("seg")
@@ -75,29 +75,13 @@ class _Segments:
                 .group_by("connection").agg(pl.col("start_ns").min().alias("body_start"),
                                             pl.col("end_ns").max().alias("body_end")))
         self.bodies = body
-        with_body = seg.join(body, on="connection", how="left")
+        with_body = seg.join(body, on="connection", how="left").sort("seg")   # row = segment number
         in_body = (with_body["body_start"].is_not_null()
                    & ~with_body["phase"].is_in(NEITHER_PHASES + NOT_BUSY)).to_numpy()
-        # edges outside a connection body (stray REQ/ACK) get body_start = +inf: dropped
-        self.in_body = in_body
+        self.in_body = in_body                 # edges elsewhere (stray REQ/ACK) are not attributed
         self.body_start = np.where(in_body, with_body["body_start"].fill_null(0).to_numpy(),
                                    np.iinfo(np.int64).max)
         self.n = seg.height
-
-    def runs(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The segments a sorted chunk of times falls in: (segment numbers, edges in each),
-        -1 for times before the first segment. Cuts the chunk at the few segment starts
-        inside it instead of a binary search per edge."""
-        lo = np.searchsorted(self.start, t[0], side="right") - 1
-        hi = np.searchsorted(self.start, t[-1], side="right")
-        cuts = np.searchsorted(t, self.start[lo + 1:hi], side="left")
-        counts = np.diff(np.concatenate(([0], cuts, [len(t)])))
-        return np.arange(lo, hi, dtype=np.int64), counts
-
-    def index(self, t: np.ndarray) -> np.ndarray:
-        """Segment number of each (sorted) time, -1 before the first segment."""
-        run_seg, counts = self.runs(t)
-        return np.repeat(run_seg, counts)
 
 
 def _edges(lines: np.ndarray, lines0: int):

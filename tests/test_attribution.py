@@ -164,21 +164,6 @@ def test_cli_attribute_json_and_bad_input(tmp_path, capsys):
     assert "bad.ancot:" in capsys.readouterr().err
 
 
-@settings(max_examples=200, deadline=None)
-@given(starts=st.lists(st.integers(0, 100), min_size=1, max_size=12),
-       times=st.lists(st.integers(-5, 120), min_size=1, max_size=40))
-def test_segment_index_is_a_binary_search(starts, times):
-    from scsitrace.reports.attribution import _Segments
-    starts = sorted(starts)
-    ends = starts[1:] + [starts[-1] + 10]
-    seg = pl.DataFrame({"start_ns": starts, "end_ns": ends, "phase": ["BUS FREE"] * len(starts),
-                        "connection": [None] * len(starts)},
-                       schema={"start_ns": pl.Int64, "end_ns": pl.Int64, "phase": pl.Utf8, "connection": pl.Int64})
-    segs = _Segments(seg)
-    t = np.sort(np.array(times, dtype=np.int64))
-    assert (segs.index(t) == np.searchsorted(segs.start, t, side="right") - 1).all()
-
-
 def test_tap_reads_the_trace_once_and_changes_nothing(tmp_path):
     from scsitrace.commands.analyze import load
     from scsitrace.commands.baseline import args_from
