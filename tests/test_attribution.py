@@ -188,3 +188,25 @@ def test_tap_reads_the_trace_once_and_changes_nothing(tmp_path):
     tapped = attribute(analysis, collector)
     assert passes == [1]                   # the text was parsed once
     assert tapped == plain
+
+
+def test_stray_req_ack_outside_connections_are_counted_not_attributed():
+    from test_attribution_synth import B
+    bus = SynthBus()
+    bus.start()
+    bus._set(1_000, B["REQ"])            # a glitch on REQ while the bus is free
+    bus._set(1_500, 0)
+    bus.connect(0, 0, reselect=False, arb_ns=4_000, sel_ns=3_000, idle_ns=10_000)
+    bus.phase("MESSAGE OUT", one_byte(20_000, 1_000))
+    bus.phase("COMMAND", regular(6))
+    bus.phase("STATUS", one_byte(300_000, 40_000), change_ns=500)
+    bus.phase("MESSAGE IN", one_byte(1_000, 20_000), change_ns=500)
+    bus.release(2_000)
+    synth = bus.analysis()
+    analysis = core.analyze(synth.capture)
+    result = attribute(analysis)
+    assert any(n.startswith("2 REQ/ACK edges outside any connection") for n in result["notes"])
+    busy = analysis.segments.filter(pl.col("phase") != "BUS FREE").select(
+        (pl.col("end_ns") - pl.col("start_ns")).sum()).item()
+    assert sum(result["totals"].values()) == busy
+    assert by_step(result)[("pause before ID message", "target")]["max_ns"] == 20_000
