@@ -116,7 +116,8 @@ def build_page(analysis_a: Analysis, data_a: dict, analysis_b: Analysis, data_b:
                         [("Phase", "name", str), ("Percentage", "percent", lambda v: f"{v:.2f} %"),
                          ("Normalized", "normalized_ns", H.fmt_ns), ("Total", "total_ns", H.fmt_ns)],
                         s.get("categories") or []))
-        sub.figure(f"timeline-{tag}", H.fig_timeline(analysis, s.get("profile") or analysis.default_profile),
+        sub.figure(f"timeline-{tag}", H.fig_timeline(analysis, s.get("profile") or analysis.default_profile,
+                                                     [c["name"] for c in s.get("categories") or []]),
                    "No timeline.")
         sub.figure(f"rates-{tag}", H.fig_rates(analysis), "No completed I/Os.")
     page.add("<div class=\"cols\"><div>" + "".join(left.parts) + "</div><div>" + "".join(right.parts) + "</div></div>")

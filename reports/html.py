@@ -191,7 +191,14 @@ def _layout(title: str, **kw) -> dict:
 
 # ---------------------------------------------------------------- figures
 
-def fig_timeline(analysis: Analysis, profile: str) -> dict | None:
+def colors(order: list[str], names: list[str]) -> dict[str, str]:
+    """One color per name, by its place in `order` (the summary's categories), so the pie and
+    the timeline agree; names not in `order` follow."""
+    ranked = list(order) + [n for n in names if n not in order]
+    return {n: PALETTE[ranked.index(n) % len(PALETTE)] for n in names}
+
+
+def fig_timeline(analysis: Analysis, profile: str, order: list[str] = ()) -> dict | None:
     """Phase (or I/O) timeline, one row per target/device; totals per category exact."""
     seg = analysis.segments
     if seg is not None and seg.height and "start_ns" in seg.columns:
@@ -202,7 +209,7 @@ def fig_timeline(analysis: Analysis, profile: str) -> dict | None:
             pl.when(pl.col("target").is_not_null()).then(pl.format("target {}", pl.col("target")))
             .otherwise(pl.lit("bus")).alias("row") if "target" in seg.columns else pl.lit("bus").alias("row"),
             pl.col(col).cast(pl.Utf8).fill_null("?").alias("what"), "start_ns", "end_ns")
-        return _timeline_figure(rows, "Phase timeline per target", analysis.elapsed_ns)
+        return _timeline_figure(rows, "Phase timeline per target", analysis.elapsed_ns, order)
     ios = views_mod.completed_ios(analysis)
     if not ios.height:
         return None
@@ -243,28 +250,32 @@ def _binned(rows: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
     return agg.select("row", "what", (pl.col("bin") * width + offset).alias("start_ns"), "dur_ns")
 
 
-def _timeline_figure(rows: pl.DataFrame, title: str, elapsed_ns: int) -> dict:
+def _timeline_figure(rows: pl.DataFrame, title: str, elapsed_ns: int, order: list[str] = ()) -> dict:
     bars = timeline_bars(rows, elapsed_ns)
-    kinds = bars["what"].unique(maintain_order=True).to_list()
+    found = bars["what"].unique(maintain_order=True).to_list()
+    color = colors(list(order), found)
+    kinds = sorted(found, key=lambda k: list(order).index(k) if k in order else len(order))
     data = []
-    for i, kind in enumerate(kinds):
+    for kind in kinds:
         b = bars.filter(pl.col("what") == kind)
         data.append({"type": "bar", "orientation": "h", "name": label(kind),
                      "y": [label(r) for r in b["row"].to_list()],
                      "x": (b["dur_ns"] / 1e6).to_list(), "base": (b["start_ns"] / 1e6).to_list(),
-                     "marker": {"color": PALETTE[i % len(PALETTE)]},
+                     "marker": {"color": color[kind]},
                      "hovertemplate": "%{base:.3f} ms + %{x:.4f} ms<extra>" + label(kind) + "</extra>"})
     return {"data": data, "layout": _layout(title, barmode="overlay", xaxis={"title": {"text": "time (ms)"}},
                                             bargap=0.3)}
 
 
 def fig_shares(summary: dict) -> dict | None:
+    order = [c["name"] for c in summary.get("categories", [])]
     cats = [c for c in summary.get("categories", []) if c.get("total_ns")]
     if not cats:
         return None
+    color = colors(order, [c["name"] for c in cats])
     return {"data": [{"type": "pie", "labels": [label(c["name"]) for c in cats],
                       "values": [c["total_ns"] for c in cats], "sort": False, "hole": 0.35,
-                      "marker": {"colors": PALETTE[:len(cats)]}}],
+                      "textposition": "inside", "marker": {"colors": [color[c["name"]] for c in cats]}}],
             "layout": _layout(f"Share of elapsed time ({summary.get('profile')})")}
 
 
@@ -404,7 +415,8 @@ def section_phases(page: Page, summary: dict, analysis: Analysis):
                         ("Busy %", "busy_percent", lambda v: f"{v:.2f}"), ("Bytes", "data_bytes", _plain),
                         ("MBytes/sec", "bandwidth_mib_s", lambda v: "" if v is None else f"{v:.2f}")],
                        summary["targets"]))
-    page.figure("timeline", fig_timeline(analysis, summary.get("profile") or analysis.default_profile),
+    page.figure("timeline", fig_timeline(analysis, summary.get("profile") or analysis.default_profile,
+                                         [c["name"] for c in summary.get("categories") or []]),
                 "No segments or I/Os to draw a timeline from.")
 
 

@@ -224,3 +224,13 @@ def test_level1_report_says_attribution_needs_req_ack(tmp_path):
     page = parse_page(text)
     assert "attribution-phases-only" in page.tables and "phase-table" in page.tables
     assert len(page.plots) >= 2
+
+
+def test_pie_and_timeline_use_the_same_color_per_category(bus_report):
+    text, _, _ = bus_report
+    figs = {fid: json.loads(body) for fid, body in
+            re.findall(r'<script type="application/json" id="(fig-[^"]+)">(.*?)</script>', text, re.S)}
+    pie = figs["fig-shares"]["data"][0]
+    pie_colors = dict(zip(pie["labels"], pie["marker"]["colors"]))
+    timeline_colors = {t["name"]: t["marker"]["color"] for t in figs["fig-timeline"]["data"]}
+    assert timeline_colors and all(pie_colors[k] == v for k, v in timeline_colors.items() if k in pie_colors)
