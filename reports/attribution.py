@@ -57,6 +57,9 @@ def needs_req_ack(analysis: Analysis) -> str | None:
                 "without them only phase durations are known, not who made each pause")
     if analysis.capture.chunks is None:
         return "overhead attribution needs the bus transitions (this trace has none)"
+    if analysis.capture.meta.get("handshakes") == "synthesized":
+        return ("overhead attribution needs recorded REQ/ACK timing; this trace's handshakes were "
+                "synthesized by the parser (an emulator's log), so only phase durations are shown")
     return None
 
 

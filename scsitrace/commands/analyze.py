@@ -79,7 +79,11 @@ def _split_map(item: str):
 
 def run(args) -> int:
     from scsitrace.reports import summary as summ, terminal, export
-    analysis = load(args)
+    collector = None
+    if args.html:  # attribution's pass over the transitions rides along with the analysis' read
+        from scsitrace.reports.attribution import Collector
+        collector = Collector()
+    analysis = load(args, tap=collector.tap if collector else None)
     s = summ.summary(analysis, args.profile, args.target, args.io_size)
     if args.json == "-":
         json.dump(s, sys.stdout, indent=1)
@@ -94,5 +98,5 @@ def run(args) -> int:
         export.write_ios_csv(args.ios, analysis, args.target)
     if args.html:
         from scsitrace.reports import html
-        html.write_report(args.html, analysis, s)
+        html.write_report(args.html, analysis, s, attribution=html.attribution_for(analysis, collector))
     return 0
