@@ -254,7 +254,8 @@ class _Walker:
         c = _Conn(id=self.n_conn, kind="sel" if phase == "SELECTION" else "resel", start_ns=run["start_ns"],
                   atn=bool(run["atn"]))
         self.n_conn += 1
-        c.initiator, c.target = self.ids_of(self.db(run["db_last"]), reselect=(phase == "RESELECTION"))
+        c.initiator, c.target = self.ids_of(self.db(run["db_last"]), phase == "RESELECTION",
+                                             run["start_ns"])
         self.conn = c
         if self.arb_seg is not None:
             c.start_ns = self.seg["start_ns"][self.arb_seg]
@@ -266,7 +267,7 @@ class _Walker:
         if c.kind == "resel":
             self.match_reselection(c)
 
-    def ids_of(self, bits: int | None, reselect: bool):
+    def ids_of(self, bits: int | None, reselect: bool, t_ns: int):
         """(initiator, target) from the ID bits of a (re)selection, or the header's initiator."""
         if bits is None:
             return (self.initiator_id if not self.has_db else None), None
@@ -282,7 +283,7 @@ class _Walker:
         if self.initiator_id in ids and len(ids) == 2:
             other = ids[0] if ids[1] == self.initiator_id else ids[1]
             return self.initiator_id, other
-        self.anomaly(self.seg["start_ns"][-1] if self.seg["start_ns"] else 0, "BAD SELECTION IDS",
+        self.anomaly(t_ns, "BAD SELECTION IDS",
                      f"ID bits 0x{bits:02x} on the data bus")
         return None, None
 
@@ -334,11 +335,11 @@ class _Walker:
             self.add_segment(run, phase, category, msg=msg, nbytes=nbytes)
             return
         if phase == "MESSAGE OUT":
-            self.read_messages(c, data, outbound=True)
+            self.read_messages(c, data, True, run["start_ns"])
         elif phase == "COMMAND":
             self.on_command(c, run, data)
         elif phase == "MESSAGE IN":
-            self.read_messages(c, data, outbound=False)
+            self.read_messages(c, data, False, run["start_ns"])
             ends = next_key is not None and not next_key & (BIT["BSY"] | BIT["SEL"]) and not c.saw_status
             if self.prev == "RESELECTION" or ends or next_key is None and not c.saw_status:
                 category = "Disconnect/Reconnect"
@@ -379,7 +380,7 @@ class _Walker:
             io.partial, io.start_ns = True, None
         self.bind(c, io)
 
-    def read_messages(self, c: _Conn, data: bytes, outbound: bool):
+    def read_messages(self, c: _Conn, data: bytes, outbound: bool, t_ns: int):
         i = 0
         while i < len(data):
             m = data[i]
@@ -393,7 +394,7 @@ class _Walker:
             elif m in scsi.TWO_BYTE_MESSAGES:
                 i += 1
             elif m == 0x07:
-                self.anomaly(self.seg["start_ns"][-1] if self.seg["start_ns"] else 0, "MESSAGE REJECT",
+                self.anomaly(t_ns, "MESSAGE REJECT",
                              "MESSAGE REJECT " + ("sent by the initiator" if outbound else "from the target"))
             i += 1
         if c.io is None and c.kind == "resel" and data and not outbound:

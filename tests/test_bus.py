@@ -299,3 +299,32 @@ def test_random_legal_sequences_match_model(level, specs, order, invert):
     if level == 3:
         assert a.ios.height == b.n_io and a.ios["complete"].all()
     assert_tiles(a)
+
+
+def test_selection_timeout_unexpected_bus_free_and_message_reject():
+    b = BusBuilder(level=3)
+    b.bus_free()
+    b.arbitrate(7, 0, 5)
+    b.select(5, 0)              # nobody answers: the initiator gives up
+    b.bus_free()
+    b.n_conn += 1
+    io, conn = b.n_io, b.n_conn
+    b.n_io += 1
+    b.n_conn += 1
+    b.arbitrate(7, conn, 2, io)
+    b.select(2, conn, io)
+    b.info("MESSAGE OUT", b"\xc0", 2, conn, io, atn_off=True)
+    b.info("COMMAND", READ10, 2, conn, io)
+    b.info("MESSAGE IN", b"\x07", 2, conn, io)   # the target rejects something
+    b.info("DATA IN", bytes(8), 2, conn, io)
+    b.bus_free()                                # ... and drops off the bus mid-transfer
+    b.finish()
+    a = analyze(b)
+    kinds = a.anomalies.sort("t_ns")["kind"].to_list()
+    assert kinds == ["SELECTION TIMEOUT", "MESSAGE REJECT", "UNEXPECTED BUS FREE"]
+    t_reject = a.anomalies.filter(pl.col("kind") == "MESSAGE REJECT")["t_ns"][0]
+    assert t_reject == a.segments.filter(pl.col("phase") == "MESSAGE IN")["start_ns"][0]
+    io_row = a.ios.row(0, named=True)
+    assert io_row["status"] == "ABORTED (unexpected bus free)" and not io_row["complete"]
+    assert a.ios_completed == 0
+    assert_tiles(a)
