@@ -236,6 +236,7 @@ def test_truth_parquet_has_the_canonical_schemas(tmp_path):
     (["--count", "2", "--size", "1000"], "--size"),
     (["--count", "2", "--size", "256K"], "--size"),
     (["--count", "2", "--bfr", "1/100"], "less than a sector"),
+    (["--count", "2", "--bfr", "2"], "less than a sector"),
     (["--count", "2", "--ber", "x"], "--ber"),
     (["--count", "2", "--inflight", "9"], "--inflight"),
     (["--duration", "0"], "--duration"),

@@ -64,7 +64,7 @@ def parse_ratio(text: str, option: str, buffer_bytes: int, sector_bytes: int = 5
         if "/" in t:
             a, b = t.split("/", 1)
             value = int(a) / int(b)
-        elif re.fullmatch(r"\d*\.\d+", t):
+        elif re.fullmatch(r"\d*\.\d+|1", t):      # "1": the whole buffer (1/255 is refused anyway)
             value = float(t)
         elif t.isdigit():
             if int(t) > 255:
