@@ -4,7 +4,7 @@ Events (Q G S I M F D C R A ...) become per-I/O stage times the way btt 1.2 comp
 (see docs/blktrace.md for the rules and where this differs from btt):
 
 - A queued bio (Q) is tracked by (device, start sector); a later Q at the same start sector
-  replaces it. G, S, I, M/F, D and C find their Q by that key.
+  replaces it. G, S, I, M/F find their Q by that key, else the live Q containing their sector.
 - Every D applies to the live Qs its range contains (a request carries its merged bios):
   I2D from the Q's last I, or M2D from its last merge.
 - Every C completes the live Qs its range contains: Q2C, and D2C from the Q's last D.
@@ -12,10 +12,10 @@ Events (Q G S I M F D C R A ...) become per-I/O stage times the way btt 1.2 comp
 - Events of a device before its first Q or A are ignored (btt's pre-culling); Q G S I M D C
   records with zero bytes and BLK_TC_PC records are ignored; a requeue (R) is counted.
 
-The join is done with sorted keys and as-of joins, not with a Python loop per event. Bios
-that may sit inside another request's range (merged, front-merged into, or never completed
-by a C at their own sector) are matched by a bounded forward scan over that device's D and
-C events (`SCAN_STEPS` events at a time, vectorized over all such bios).
+No Python loop per event: key lookups are binary searches over sorted (device, sector, order)
+keys, and the D and C events containing each bio are found by a forward scan over its
+device's D and C events during its lifetime, vectorized over all bios (`SCAN_STEPS` events per
+round). tests/test_blktrace_model.py checks it against a one-event-at-a-time reference.
 """
 from __future__ import annotations
 
@@ -385,15 +385,6 @@ def machine(events: pl.DataFrame) -> dict:
     def lookup(sel):
         return keys.latest(ev.dev[sel], ev.sector[sel], sel)
 
-    # bios that may sit inside a request starting elsewhere: merged, or glued to by a front merge
-    mf = ev.of("M", "F")
-    mf_q = lookup(mf)
-    fr = ev.of("F")
-    fronted = keys.latest(ev.dev[fr], ev.end[fr], fr)
-    maybe = np.zeros(nq, bool)
-    maybe[mf_q[mf_q >= 0]] = True
-    maybe[fronted[fronted >= 0]] = True
-
     # completion: the first C containing the Q before another Q replaces it
     c_ev = ev.of("C")
     c_q = lookup(c_ev)
@@ -403,8 +394,8 @@ def machine(events: pl.DataFrame) -> dict:
     np.minimum.at(c_idx, c_q[ok], c_ev[ok])
     rep = np.where(replaced >= 0, replaced, BIG_T)
     c_idx[c_idx >= rep] = BIG_T
-    need = np.flatnonzero(maybe | (c_idx == BIG_T))
-    sq, se = _scan(need, q_dev, q_start, q_end, qi, np.minimum(rep, c_idx), ev, c_ev, first_only=True)
+    # a C starting elsewhere may complete a bio earlier (a merged request): scan up to that bound
+    sq, se = _scan(np.arange(nq), q_dev, q_start, q_end, qi, np.minimum(rep, c_idx), ev, c_ev, first_only=True)
     np.minimum.at(c_idx, sq, se)
     close = np.minimum(rep, c_idx)
     done = c_idx < rep
@@ -424,15 +415,8 @@ def machine(events: pl.DataFrame) -> dict:
     s_q, s_e = matched("S")
     i_q, i_e = matched("I")
     m_q, m_e = matched("M", "F")
-    d_q, d_e = matched("D")
-    fits = q_end[d_q] <= ev.end[d_e]
-    d_q, d_e = d_q[fits], d_e[fits]
-    has_d = np.zeros(nq, bool)
-    has_d[d_q] = True
-    need = np.flatnonzero(maybe | ~has_d)
-    sq, se = _scan(need, q_dev, q_start, q_end, qi, close, ev, ev.of("D"), first_only=False)
-    pairs = _unique(np.concatenate([d_q, sq]) * np.int64(ev.n + 1) + np.concatenate([d_e, se]))
-    d_q, d_e = pairs // (ev.n + 1), pairs % (ev.n + 1)
+    # every D applies to every live bio its range contains (a request and its merged bios)
+    d_q, d_e = _scan(np.arange(nq), q_dev, q_start, q_end, qi, close, ev, ev.of("D"), first_only=False)
     return _stage_samples(ev, qi, q_t, done, c_idx, (g_q, g_e), (s_q, s_e), (i_q, i_e), (m_q, m_e),
                           (d_q, d_e))
 
