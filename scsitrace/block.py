@@ -14,7 +14,7 @@ Events (Q G S I M F D C R A ...) become per-I/O stage times the way btt 1.2 comp
 
 No Python loop per event: key lookups are binary searches over sorted (device, sector, order)
 keys, and the D and C events containing each bio are found by a forward scan over its
-device's D and C events during its lifetime, vectorized over all bios (`SCAN_STEPS` events per
+device's D and C events during its lifetime, vectorized over all bios (`SCAN_WINDOW` events per
 round). tests/test_blktrace_model.py checks it against a one-event-at-a-time reference.
 """
 from __future__ import annotations
@@ -40,7 +40,8 @@ TC_PC = TC["PC"] << TC_SHIFT
 TN_PROCESS, TN_TIMESTAMP, TN_MESSAGE = 0, 1, 2
 REMAPPER_MAJORS = (9, 253, 254)     # md, device-mapper: btt keeps their Q2Q/Q2A/Q2C apart ("dm")
 SECTOR = 512
-SCAN_STEPS = 64
+SCAN_STEPS = 64       # Qs looked back at by _containing, per round
+SCAN_WINDOW = 8       # events looked at per bio and round by _scan
 
 # What a block parser hands over before `finish_events` (binary layout, absolute times).
 RAW_EVENTS = {
@@ -296,40 +297,61 @@ class _Keys:
 
 
 def _scan(q_sel, q_dev, q_start, q_end, q_idx, limit, ev: _Events, kinds: np.ndarray, first_only: bool):
-    """Events `kinds` (indexes into ev, in idx order) after each selected Q on its device whose
-    range contains the Q and whose idx is below the Q's limit. Vectorized over the Qs,
-    SCAN_STEPS events per round; with `first_only` a Q stops at its first hit.
+    """Events `kinds` (indexes into ev) after each selected Q on its device, before the Q's
+    limit idx, whose range contains the Q. Vectorized over the Qs, looking at a window of
+    SCAN_WINDOW events per Q and round; with `first_only` a Q stops at its first hit.
     Returns (q, event index) pairs."""
+    none = np.zeros(0, np.int64), np.zeros(0, np.int64)
     if len(q_sel) == 0 or len(kinds) == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return none
     order = kinds[np.lexsort((kinds, ev.dev[kinds]))]       # by device, then idx
     e_dev, e_idx = ev.dev[order], order
     e_start, e_end = ev.sector[order], ev.end[order]
+    last = len(order) - 1
     span = np.int64(ev.n + 1)
-    comp = e_dev * span + e_idx
-    pos = np.searchsorted(comp, q_dev[q_sel] * span + q_idx[q_sel], side="right")
+    pos = np.searchsorted(e_dev * span + e_idx, q_dev[q_sel] * span + q_idx[q_sel], side="right")
     stop = np.searchsorted(e_dev, q_dev[q_sel], side="right")
     lim = limit[q_sel]
-    active = np.arange(len(q_sel))
+    window = np.arange(SCAN_WINDOW)
+    active = np.flatnonzero(pos < stop)
     out_q, out_e = [], []
     while len(active):
-        for _ in range(SCAN_STEPS):
-            active = active[pos[active] < stop[active]]
-            if len(active) == 0:
-                break
-            p = pos[active]
-            active = active[e_idx[p] < lim[active]]
-            p = pos[active]
-            qs = q_sel[active]
-            hit = (e_start[p] <= q_start[qs]) & (q_end[qs] <= e_end[p])
-            out_q.append(qs[hit])
-            out_e.append(e_idx[p[hit]])
-            pos[active] += 1
-            if first_only:
-                active = active[~hit]
-    if not out_q:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.concatenate(out_q), np.concatenate(out_e)
+        p = pos[active][:, None] + window
+        pc = np.minimum(p, last)
+        # both bounds are monotone along the window: e_idx grows within a device
+        inside = (p < stop[active][:, None]) & (e_idx[pc] < lim[active][:, None])
+        qs = q_sel[active]
+        hit = inside & (e_start[pc] <= q_start[qs][:, None]) & (q_end[qs][:, None] <= e_end[pc])
+        if first_only:
+            rows = np.flatnonzero(hit.any(axis=1))
+            out_q.append(qs[rows])
+            out_e.append(e_idx[pc[rows, hit[rows].argmax(axis=1)]])
+            finished = hit.any(axis=1) | ~inside[:, -1]
+        else:
+            r, c = np.nonzero(hit)
+            out_q.append(qs[r])
+            out_e.append(e_idx[pc[r, c]])
+            finished = ~inside[:, -1]
+        pos[active] += SCAN_WINDOW
+        active = active[~finished]
+    return (np.concatenate(out_q), np.concatenate(out_e)) if out_q else none
+
+
+def _strictly_inside(q_dev, q_start, ev: _Events, kinds: np.ndarray) -> np.ndarray:
+    """Bios whose start sector lies strictly inside the range of some event of `kinds` on their
+    device, at any time: only these can be contained by such an event starting elsewhere."""
+    mask = np.zeros(len(q_start), bool)
+    for k in range(len(ev.devices)):
+        e = kinds[ev.dev[kinds] == k]
+        sel = np.flatnonzero(q_dev == k)
+        if len(e) == 0 or len(sel) == 0:
+            continue
+        o = np.argsort(ev.sector[e], kind="stable")
+        starts, reach = ev.sector[e][o], np.maximum.accumulate(ev.end[e][o])
+        j = np.searchsorted(starts, q_start[sel], side="left") - 1      # last start below the bio's
+        ok = j >= 0
+        mask[sel[ok]] = reach[j[ok]] > q_start[sel[ok]]
+    return mask
 
 
 def _containing(sel: np.ndarray, ev: _Events, qi: np.ndarray, q_end: np.ndarray, close: np.ndarray,
@@ -395,7 +417,8 @@ def machine(events: pl.DataFrame) -> dict:
     rep = np.where(replaced >= 0, replaced, BIG_T)
     c_idx[c_idx >= rep] = BIG_T
     # a C starting elsewhere may complete a bio earlier (a merged request): scan up to that bound
-    sq, se = _scan(np.arange(nq), q_dev, q_start, q_end, qi, np.minimum(rep, c_idx), ev, c_ev, first_only=True)
+    inside_c = np.flatnonzero(_strictly_inside(q_dev, q_start, ev, c_ev))
+    sq, se = _scan(inside_c, q_dev, q_start, q_end, qi, np.minimum(rep, c_idx), ev, c_ev, first_only=True)
     np.minimum.at(c_idx, sq, se)
     close = np.minimum(rep, c_idx)
     done = c_idx < rep
@@ -415,8 +438,16 @@ def machine(events: pl.DataFrame) -> dict:
     s_q, s_e = matched("S")
     i_q, i_e = matched("I")
     m_q, m_e = matched("M", "F")
-    # every D applies to every live bio its range contains (a request and its merged bios)
-    d_q, d_e = _scan(np.arange(nq), q_dev, q_start, q_end, qi, close, ev, ev.of("D"), first_only=False)
+    # every D applies to every live bio its range contains (a request and its merged bios): the
+    # bio at its start sector, and bios strictly inside some D's range, found by scanning
+    d_ev = ev.of("D")
+    d_q = lookup(d_ev)
+    fits = d_q >= 0
+    fits[fits] &= (d_ev[fits] < close[d_q[fits]]) & (q_end[d_q[fits]] <= ev.end[d_ev[fits]])
+    inside_d = np.flatnonzero(_strictly_inside(q_dev, q_start, ev, d_ev))
+    sq, se = _scan(inside_d, q_dev, q_start, q_end, qi, close, ev, d_ev, first_only=False)
+    pairs = _unique(np.concatenate([d_q[fits], sq]) * np.int64(ev.n + 1) + np.concatenate([d_ev[fits], se]))
+    d_q, d_e = pairs // (ev.n + 1), pairs % (ev.n + 1)
     return _stage_samples(ev, qi, q_t, done, c_idx, (g_q, g_e), (s_q, s_e), (i_q, i_e), (m_q, m_e),
                           (d_q, d_e))
 
