@@ -51,7 +51,8 @@ def workload(n_ios: int, *, seed: int = 1, merges: float = 0.1, requeues: float 
     """Column arrays of a trace with about n_ios I/Os, sorted by time."""
     rng = np.random.default_rng(seed)
     kind = rng.choice(5, size=n_ios, p=[1 - merges - requeues - splits - remaps, merges, requeues, splits, remaps])
-    start = np.arange(n_ios, dtype=np.int64) * period_ns + rng.integers(0, period_ns // 2, n_ios)
+    # from 1 ms on: a split's X comes 100 ns before its I/O's start, times stay positive
+    start = 1_000_000 + np.arange(n_ios, dtype=np.int64) * period_ns + rng.integers(0, period_ns // 2, n_ios)
     sector = np.arange(n_ios, dtype=np.int64) * 256 + 2048          # never reused: no stale Qs
     nsect = rng.choice([8, 16, 64], size=n_ios)
     write = rng.random(n_ios) < 0.3
