@@ -316,11 +316,11 @@ def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
 
 def _capture(path, files, decoded, strict) -> Capture:
     cap = Capture(layer="block", path=path, format=ID)
-    names, messages, anomalies = {}, [], []
+    names, messages, clocks, anomalies = {}, [], [], []
     for d in decoded:
         anomalies += _file_anomalies(cap, d)
         if d["rec"] is not None:
-            _notify_texts(d, names, messages)
+            _notify_texts(d, names, messages, clocks)
     parts = [(fi, d) for fi, d in enumerate(decoded) if d["rec"] is not None]
     cap.records.read = sum(len(d["rec"]) for _, d in parts)
     big = any(d["order"] == ">" for d in decoded)
@@ -334,6 +334,7 @@ def _capture(path, files, decoded, strict) -> Capture:
         "byte_order": "big-endian" if big else "little-endian",
         "origin_ns": int(events["time_abs"].min()) if events.height else 0,
         "messages": messages,
+        "wall_clock": clocks,              # BLK_TN_TIMESTAMP: trace time -> wall clock (ns)
     })
     if anomalies:
         cap.anomalies = pl.DataFrame([{"t_ns": None, "kind": k, "detail": det, "position": pos}
@@ -386,14 +387,18 @@ def _columns(parts: list[tuple[int, dict]]) -> pl.DataFrame:
                          for name, v in cols.items()}, schema=block.RAW_EVENTS)
 
 
-def _notify_texts(d, names: dict, messages: list) -> None:
-    """Process names (pid -> comm) and message notes from the notify records."""
+def _notify_texts(d, names: dict, messages: list, clocks: list) -> None:
+    """Process names (pid -> comm), message notes and wall-clock stamps from the notify records."""
     rec = d["rec"]
     for k, raw in d["texts"].items():
         kind = int(rec["action"][k] & 0xFF)
         text = raw.split(b"\0", 1)[0].decode("utf-8", "replace")
         pid = int(rec["pid"][k])
-        if kind == block.TN_PROCESS:
+        if kind == block.TN_TIMESTAMP and len(raw) >= 8:
+            # two u32 in the tracing host's order: the wall clock when tracing started
+            sec, nsec = np.frombuffer(raw[:8], "<u4" if d["order"] == "<" else ">u4")
+            clocks.append({"time_abs": int(rec["time"][k]), "wall_clock_ns": int(sec) * 10**9 + int(nsec)})
+        elif kind == block.TN_PROCESS:
             names[pid] = "kernel" if pid == 0 else text.split("/", 1)[0]
         elif kind == block.TN_MESSAGE:
             messages.append({"time_abs": int(rec["time"][k]), "device": block.dev_name(int(rec["device"][k])),

@@ -90,6 +90,17 @@ def test_pdus_remap_split_unplug_and_process_names(tmp_path):
     assert dict(cap.frames["processes"].iter_rows()) == {p: n.split("/")[0] for p, n in gen.PIDS.items()}
 
 
+def test_timestamp_and_message_notifies(tmp_path):
+    import struct
+    stamp = gen.record(5000, 0, 0, block.TC_NOTIFY | block.TN_TIMESTAMP, 0, gen.DISK,
+                       pdu=struct.pack("<II", 1_700_000_000, 250))
+    note = gen.record(6000, 0, 0, block.TC_NOTIFY | block.TN_MESSAGE, 0, gen.DISK, pdu=b"bfq start\0")
+    cap = bt.parse(_write(tmp_path, "n.bin", stamp + note + gen.encode(gen.workload(5, seed=2))))
+    assert cap.meta["wall_clock"] == [{"time_abs": 5000, "wall_clock_ns": 1_700_000_000 * 10**9 + 250}]
+    assert [m["text"] for m in cap.meta["messages"]] == ["bfq start"]
+    assert cap.records.read == cap.frames["events"].height + 2 + len(gen.PIDS)
+
+
 def test_big_endian_reads_like_little_endian(tmp_path):
     ev = gen.workload(200, seed=4)
     le = bt.parse(_write(tmp_path, "le.bin", gen.encode(ev, order="<"))).frames["events"]
