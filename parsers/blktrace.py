@@ -358,31 +358,34 @@ def _file_anomalies(cap: Capture, d: dict) -> list[tuple[str, str, str]]:
 
 
 def _columns(parts: list[tuple[int, dict]]) -> pl.DataFrame:
-    """RAW_EVENTS of every file without its notify records, merged in time order: one
-    concatenation and one row gather of the header records, then a copy per field."""
+    """RAW_EVENTS of every file without its notify records, merged in time order: the header
+    records are copied whole, straight from each file's rows into merged order, then one copy
+    per field."""
     if not parts:
         return schema.empty(block.RAW_EVENTS)
-    lengths = [len(d["rec"]) for _, d in parts]
-    rows = np.concatenate([(d["rec"] if d["order"] == "<" else d["rec"].astype(DTYPE_LE))
-                           .view(np.uint8).reshape(-1, HEADER) for _, d in parts])
-    extra = {name: np.concatenate([d[name] for _, d in parts])
+    recs = [d["rec"] if d["order"] == "<" else d["rec"].astype(DTYPE_LE) for _, d in parts]
+    keeps = [np.flatnonzero((r["action"] & block.TC_NOTIFY) == 0) for r in recs]
+    order = block.merge_order([r["time"][k].astype(np.int64) for r, k in zip(recs, keeps)])
+    base = np.cumsum([0] + [len(r) for r in recs])[:-1]
+    src = np.concatenate([b + k for b, k in zip(base, keeps)])      # row in the files, concatenated
+    src_file = np.concatenate([np.full(len(k), f, np.int16) for f, k in enumerate(keeps)])
+    if order is not None:
+        src, src_file = src[order], src_file[order]
+    whole = np.empty(len(src), f"V{HEADER}")
+    for f, r in enumerate(recs):
+        at = np.flatnonzero(src_file == f)
+        whole[at] = r.view(f"V{HEADER}").reshape(-1)[src[at] - base[f]]
+    extra = {name: np.concatenate([d[name] for _, d in parts])[src]
              for name in ("pdu_dev", "pdu_sector", "pdu_int", "has_remap", "has_int", "offs")}
-    extra["file"] = np.concatenate([np.full(n, fi, np.int16) for (fi, _), n in zip(parts, lengths)])
     for _, d in parts:                        # the per-file copies are no longer needed
         d["rec"] = None
-    rec = rows.view(DTYPE_LE).reshape(-1)
-    keep = np.flatnonzero((rec["action"] & block.TC_NOTIFY) == 0)
-    bounds = np.searchsorted(keep, np.cumsum([0] + lengths))
-    order = block.merge_order([rec["time"][keep[lo:hi]].astype(np.int64)
-                               for lo, hi in zip(bounds[:-1], bounds[1:])])
-    take = keep if order is None else keep[order]
-    rec = rows.view(f"V{HEADER}").reshape(-1)[take].view(DTYPE_LE)   # whole records, one copy each
-    del rows
+    del recs
+    rec = whole.view(DTYPE_LE)
     cols = {"time_abs": rec["time"], "seq": rec["sequence"], "cpu": rec["cpu"], "action": rec["action"],
             "device": rec["device"], "sector": rec["sector"], "bytes": rec["bytes"], "pid": rec["pid"],
-            "error": rec["error"], "pdu_dev": extra["pdu_dev"][take], "pdu_sector": extra["pdu_sector"][take],
-            "pdu_int": extra["pdu_int"][take], "has_remap": extra["has_remap"][take],
-            "has_int": extra["has_int"][take], "file": extra["file"][take], "position": extra["offs"][take]}
+            "error": rec["error"], "pdu_dev": extra["pdu_dev"], "pdu_sector": extra["pdu_sector"],
+            "pdu_int": extra["pdu_int"], "has_remap": extra["has_remap"], "has_int": extra["has_int"],
+            "file": np.asarray([fi for fi, _ in parts], np.int16)[src_file], "position": extra["offs"]}
     return pl.DataFrame({name: np.ascontiguousarray(v).astype(block.NUMPY_RAW[name], copy=False)
                          for name, v in cols.items()}, schema=block.RAW_EVENTS)
 
