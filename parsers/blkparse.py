@@ -52,26 +52,23 @@ def _category_bits(rwbs: pl.Expr) -> pl.Expr:
     return (bits.cast(pl.UInt32) * (1 << block.TC_SHIFT)).cast(pl.UInt32)
 
 
+# The action-specific tail, one pattern for all: "S + N", "S / NEW" (split), "<- (maj,min) S"
+# (remap), "[comm]" or "[error]", and the unplug count after the brackets.
+REST = (r"^(?:(?P<sector>\d+)(?: \+ (?P<nsect>\d+)| / (?P<split_sector>\d+))?)?\s*"
+        r"(?:<- \((?P<from_major>\d+),(?P<from_minor>\d+)\) (?P<from_sector>\d+))?\s*"
+        r"(?:\[(?P<bracket>.*)\])?\s*(?P<unplugs>\d+)?\s*$")
+
+
 def _decode(lines: pl.DataFrame) -> pl.DataFrame:
     """Every line -> its fields, or `reason` why it is not an event (null for blank/summary)."""
     text = pl.col("text").str.strip_chars_end("\r\n")
     df = lines.with_columns(text.alias("t"))
     df = df.with_columns(pl.col("t").str.extract_groups(EVENT).alias("g")).unnest("g")
-    rest = pl.col("rest").fill_null("")
-    act = pl.col("act")
-    brackets = rest.str.extract(r"\[(.*)\]", 1)
-    df = df.with_columns(
-        rest.str.extract(r"^(\d+)(?: \+ | / |\s|$)", 1).cast(pl.Int64, strict=False).alias("sector"),
-        rest.str.extract(r"^\d+ \+ (\d+)", 1).cast(pl.Int64, strict=False).alias("nsect"),
-        brackets.alias("bracket"),
-        rest.str.extract(r"<- \((\d+),(\d+)\) (\d+)", 1).alias("from_major"),
-        rest.str.extract(r"<- \((\d+),(\d+)\) (\d+)", 2).alias("from_minor"),
-        rest.str.extract(r"<- \((\d+),(\d+)\) (\d+)", 3).cast(pl.Int64, strict=False).alias("from_sector"),
-        rest.str.extract(r"^\d+ / (\d+)", 1).cast(pl.Int64, strict=False).alias("split_sector"),
-        rest.str.extract(r"\] (\d+)$", 1).cast(pl.Int64, strict=False).alias("unplugs"),
-    )
+    df = df.with_columns(pl.col("rest").fill_null("").str.extract_groups(REST).alias("r")).unnest("r")
+    df = df.with_columns(pl.col("sector", "nsect", "split_sector", "from_sector", "unplugs")
+                         .cast(pl.Int64, strict=False))
     blank = pl.col("t").str.strip_chars() == ""
-    known = act.is_in(list(LETTER_CODE))
+    known = pl.col("act").is_in(list(LETTER_CODE))
     reason = (pl.when(blank).then(None)
               .when(pl.col("major").is_null()).then(pl.lit("not a blkparse event line"))
               .when(~known).then(pl.lit("unknown action"))
