@@ -52,8 +52,10 @@ def _replace_invalid_utf8(buf: bytes) -> tuple[bytes, set[int]]:
 
 
 def iter_byte_blocks(path: str, *, start_offset: int = 0, first_line: int = 1,
-                     block_bytes: int = BLOCK_BYTES, progress=None) -> Iterator[tuple[bytes, int]]:
-    """Yield (block, line number of its first line): whole lines only, in file order."""
+                     block_bytes: int = BLOCK_BYTES, progress=None,
+                     count_lines: bool = True) -> Iterator[tuple[bytes, int]]:
+    """Yield (block, line number of its first line): whole lines only, in file order.
+    Without `count_lines` the line number is None (the caller counts, saving a pass)."""
     line_no = first_line
     with open(path, "rb") as fh:
         fh.seek(start_offset)
@@ -73,7 +75,8 @@ def iter_byte_blocks(path: str, *, start_offset: int = 0, first_line: int = 1,
                 continue
             buf, rest = buf[:cut + 1], buf[cut + 1:]
             yield buf, line_no
-            line_no += buf.count(b"\n")
+            if count_lines:
+                line_no += buf.count(b"\n")
 
 
 def iter_line_blocks(path: str, *, strict: bool, start_offset: int = 0, first_line: int = 1,

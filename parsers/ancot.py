@@ -7,6 +7,8 @@ format, in blocks, for the simulator and the round-trip tests.
 from __future__ import annotations
 
 import io
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
 
 import numpy as np
@@ -15,8 +17,8 @@ import polars as pl
 from scsitrace import schema
 from scsitrace.errors import BadInput
 from scsitrace.model import Capture, RecordCount
+from . import _ancot_scan as _scan
 from . import _lines
-from ._tokens import TokenBlock
 
 ID = "ancot"
 SUFFIXES = (".ancot", ".ancot.txt", ".act")
@@ -103,76 +105,49 @@ def _header_field(header: dict, key: str, value: str, path: str, line_no: int, t
 class _Decoded:
     """One block's good records (numpy columns) and bad records (line index, reason)."""
 
-    def __init__(self, tick, lines, db, db_null, dbp, bad_rows, bad_reasons):
+    def __init__(self, tick, lines, db, db_null, dbp, bad_lines, bad_reasons):
         self.tick, self.lines, self.db, self.db_null, self.dbp = tick, lines, db, db_null, dbp
-        self.bad_rows, self.bad_reasons = bad_rows, bad_reasons
+        self.bad_lines, self.bad_reasons = bad_lines, bad_reasons
 
 
-def _decode_block(block: TokenBlock, header: dict, last_tick: int | None) -> _Decoded:
-    """Decode every record line of a block in bulk; each bad line gets the first rule it breaks."""
-    signals, data = header["signals"], header["data"]
-    n_fields = 1 + len(signals) + len(data)
-    rows = np.flatnonzero(block.is_record)
-    reason = np.zeros(len(rows), dtype=np.int16)  # 0 = good; else index into `reasons`
-    reasons = ["", "wrong column count: expected %d fields" % n_fields,
-               "tick is not a non-negative integer"]
-    reasons += [f"non-binary value for signal {name}" for name in signals]
-    reasons += ["bad hex in DB column (expected two hex digits or --)", "bad DBP value (expected 0, 1 or -)",
-                "tick goes backwards"]
-    r_db, r_dbp, r_back = len(reasons) - 3, len(reasons) - 2, len(reasons) - 1
+def _reason_text(code: int, found: int, header: dict) -> str:
+    n_fields = 1 + len(header["signals"]) + len(header["data"])
+    if code == _scan.BAD_COUNT:
+        return f"wrong column count: expected {n_fields} fields, found {found}"
+    if code == _scan.BAD_TICK:
+        return "tick is not a non-negative integer"
+    if code == _scan.BAD_DB:
+        return "bad hex in DB column (expected two hex digits or --)"
+    if code == _scan.BAD_DBP:
+        return "bad DBP value (expected 0, 1 or -)"
+    if code == BAD_BACKWARDS:
+        return "tick goes backwards"
+    return f"non-binary value for signal {header['signals'][code - _scan.BAD_SIGNAL]}"
 
-    def fail(mask, code):
-        reason[(reason == 0) & mask] = code
 
-    full = block.ntok[rows] == n_fields
-    fail(~full, 1)
-    fields = rows[full]
-    tick = np.zeros(len(rows), dtype=np.int64)
-    lines = np.zeros(len(rows), dtype=np.uint16)
-    db = np.zeros(len(rows), dtype=np.uint8)
-    db_null = np.ones(len(rows), dtype=bool)
-    dbp = np.zeros(len(rows), dtype=np.int8)  # -1 null, 0, 1
-    if len(fields):
-        sub = np.flatnonzero(full)
-        full_lines = np.zeros(len(block.line_start), dtype=bool)
-        full_lines[fields] = True
-        cols = block.columns(full_lines, n_fields)
-        value, ok = cols.integer(0)
-        tick[sub] = value
-        fail(_scatter(~ok, sub, len(rows)), 2)
-        for i, name in enumerate(signals):
-            ch = cols.char(1 + i)
-            ok = (cols.length(1 + i) == 1) & ((ch == 48) | (ch == 49))
-            fail(_scatter(~ok, sub, len(rows)), 3 + i)
-            lines[sub] |= np.where(ch == 49, 1 << schema.SIGNAL_BIT[name], 0).astype(np.uint16)
-        if data:
-            value, is_null, ok = cols.hex_byte(1 + len(signals))
-            fail(_scatter(~ok, sub, len(rows)), r_db)
-            db[sub], db_null[sub] = value, is_null
-        if len(data) == 2:
-            ch = cols.char(2 + len(signals))
-            ok = (cols.length(2 + len(signals)) == 1) & ((ch == 48) | (ch == 49) | (ch == 45))
-            fail(_scatter(~ok, sub, len(rows)), r_dbp)
-            dbp[sub] = np.where(ch == 45, -1, ch.astype(np.int8) - 48)
+def _decode(scanned, header: dict, last_tick: int | None) -> _Decoded:
+    """Checks the scanner leaves to bulk code (tick order), then splits good from bad."""
+    line_idx, reason, found, tick, lines, db, db_null, dbp = scanned
     good = reason == 0
     # ticks never decrease: compare with the running maximum of the good ticks before
     prev_max = np.maximum.accumulate(np.where(good, tick, -1))
     prev_max = np.concatenate(([-1 if last_tick is None else last_tick], prev_max[:-1]))
     if last_tick is not None:
         prev_max = np.maximum(prev_max, last_tick)
-    fail(good & (tick < prev_max), r_back)
+    reason = np.where(good & (tick < prev_max), BAD_BACKWARDS, reason)
     good = reason == 0
-    return _Decoded(tick[good], lines[good], db[good], db_null[good] | (not data), dbp[good],
-                    rows[~good], [reasons[c] for c in reason[~good][:MAX_REPORTED]] , )
+    if good.all():
+        return _Decoded(tick, lines, db, db_null, dbp, line_idx[:0], [])
+    bad = np.flatnonzero(~good)[:MAX_REPORTED]
+    texts = [_reason_text(int(reason[i]), int(found[i]), header) for i in bad]
+    return _Decoded(tick[good], lines[good], db[good], db_null[good], dbp[good],
+                    line_idx[~good], texts)
 
 
 MAX_REPORTED = 5
-
-
-def _scatter(mask_sub: np.ndarray, sub: np.ndarray, n: int) -> np.ndarray:
-    out = np.zeros(n, dtype=bool)
-    out[sub] = mask_sub
-    return out
+BAD_BACKWARDS = 5
+PARSE_BLOCK_BYTES = 4 << 20   # scanned two at a time (the scanner releases the GIL)
+CHUNK_RECORDS = 1 << 20       # transitions per frame handed to the analysis
 
 
 class _Reader:
@@ -182,43 +157,78 @@ class _Reader:
                  records: RecordCount, progress=None):
         self.path, self.header, self.offset, self.first_line = path, header, offset, first_line
         self.strict, self.records, self.progress = strict, records, progress
+        self.sig_bits = np.array([1 << schema.SIGNAL_BIT[s] for s in header["signals"]], dtype=np.uint16)
+
+    def _scanned_blocks(self):
+        """(buf, first line, scan result) in file order, scanning up to two blocks at once."""
+        n_data = len(self.header["data"])
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            pending = deque()
+            line_no = self.first_line
+            blocks = _lines.iter_byte_blocks(self.path, start_offset=self.offset, block_bytes=PARSE_BLOCK_BYTES,
+                                             progress=self.progress, count_lines=False)
+            for buf, _ in blocks:
+                pending.append((buf, pool.submit(_scan.scan_block, buf, self.sig_bits, n_data)))
+                while len(pending) > 2:
+                    buf0, fut = pending.popleft()
+                    scanned, n_lines = fut.result()
+                    yield buf0, line_no, scanned
+                    line_no += n_lines
+            while pending:
+                buf0, fut = pending.popleft()
+                scanned, n_lines = fut.result()
+                yield buf0, line_no, scanned
+                line_no += n_lines
 
     def __call__(self) -> Iterator[pl.DataFrame]:
         self.records.read = self.records.skipped = 0
         self.records.examples.clear()
-        tick_ns = self.header["tick_ns"]
-        data = self.header["data"]
-        origin = None
         last_tick = None
-        for buf, line_no in _lines.iter_byte_blocks(self.path, start_offset=self.offset,
-                                                    first_line=self.first_line, progress=self.progress):
-            block = TokenBlock(buf, line_no)
-            dec = _decode_block(block, self.header, last_tick)
-            if len(dec.bad_rows):
-                self._report_bad(block, dec)
+        ready: list[_Decoded] = []
+        for buf, line_no, scanned in self._scanned_blocks():
+            dec = _decode(scanned, self.header, last_tick)
+            if len(dec.bad_lines):
+                self._report_bad(buf, line_no, dec)
             if not len(dec.tick):
                 continue
-            if origin is None:
-                origin = int(dec.tick[0])
-                self.header["origin_tick"] = origin
             last_tick = int(dec.tick[-1])
             self.records.read += len(dec.tick)
-            yield pl.DataFrame({
-                "t_ns": (dec.tick - origin) * tick_ns,
-                "lines": dec.lines,
-                "db": pl.Series(dec.db, dtype=pl.UInt8).set(pl.Series(dec.db_null), None)
-                if data else pl.Series([None] * len(dec.tick), dtype=pl.UInt8),
-                "dbp": pl.Series(dec.dbp == 1).set(pl.Series(dec.dbp == -1), None)
-                if len(data) == 2 else pl.Series([None] * len(dec.tick), dtype=pl.Boolean),
-            }, schema=schema.TRANSITIONS)
+            ready.append(dec)
+            if sum(len(d.tick) for d in ready) >= CHUNK_RECORDS:
+                yield self._frame(ready)
+                ready = []
+        if ready:
+            yield self._frame(ready)
 
-    def _report_bad(self, block: TokenBlock, dec: _Decoded) -> None:
-        where = [(int(block.line_no[r]), why, block.line_text(int(r)))
-                 for r, why in zip(dec.bad_rows[:MAX_REPORTED], dec.bad_reasons)]
+    def _frame(self, decoded: list[_Decoded]) -> pl.DataFrame:
+        """One `transitions` frame from several parsed blocks (t_ns from the first record)."""
+        data = self.header["data"]
+        tick = np.concatenate([d.tick for d in decoded])
+        if "origin_tick" not in self.header:
+            self.header["origin_tick"] = int(tick[0])
+        n = len(tick)
+        out = {"t_ns": (tick - self.header["origin_tick"]) * self.header["tick_ns"],
+               "lines": np.concatenate([d.lines for d in decoded])}
+        if data:
+            null = np.concatenate([d.db_null for d in decoded])
+            out["db"] = pl.Series(np.concatenate([d.db for d in decoded]), dtype=pl.UInt8).set(pl.Series(null), None)
+        else:
+            out["db"] = pl.repeat(None, n, dtype=pl.UInt8, eager=True)
+        if len(data) == 2:
+            dbp = np.concatenate([d.dbp for d in decoded])
+            out["dbp"] = pl.Series(dbp == 1).set(pl.Series(dbp == -1), None)
+        else:
+            out["dbp"] = pl.repeat(None, n, dtype=pl.Boolean, eager=True)
+        return pl.DataFrame(out, schema=schema.TRANSITIONS)
+
+    def _report_bad(self, buf: bytes, line_no: int, dec: _Decoded) -> None:
+        lines = buf.split(b"\n") if len(dec.bad_lines) else []
+        where = [(line_no + int(i), why, lines[int(i)].decode("utf-8", errors="replace").strip())
+                 for i, why in zip(dec.bad_lines[:MAX_REPORTED], dec.bad_reasons)]
         if self.strict:
             line, why, text = where[0]
             raise BadInput(self.path, why, line=line, text=text)
-        self.records.skip(len(dec.bad_rows), [f"{self.path}:{line}: {why}" for line, why, _ in where])
+        self.records.skip(len(dec.bad_lines), [f"{self.path}:{line}: {why}" for line, why, _ in where])
 
 
 def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:

@@ -418,10 +418,6 @@ PAD_OF[[ord("z"), ord("Z")]] = ord("z")
 class _Tokens(TokenBlock):
     """Every block through the general tokenizer (token spans for each line)."""
 
-    @staticmethod
-    def _fixed_layout(a, line_start):
-        return None
-
 
 def pack_code(code: bytes) -> int:
     """An identifier code as the integer `_pack` gives it (0 for codes too long to pack)."""

@@ -268,3 +268,16 @@ def test_io_size_from_header_gives_bandwidth(tmp_path, capsys):
     assert s["data_bytes"] == 2 * 4096
     assert s["bandwidth_mib_s"] == pytest.approx(2 * 4096 / 2**20 / (s["elapsed_ns"] / 1e9))
     assert any("--io-size 4096" in n for n in s["notes"])
+
+
+def test_line_numbers_across_many_blocks(tmp_path, monkeypatch):
+    monkeypatch.setattr(ancot, "PARSE_BLOCK_BYTES", 64)
+    body = "".join(f"{i} 0 0 0 0 0 0 0 0 0 --\n" + ("# note\n\n" if i % 7 == 0 else "") for i in range(200))
+    body += "999 0 0 0 0 0 0 0 0 0 x\n"
+    p = write(tmp_path, body)
+    lines_before = HEADER.count("\n") + body.count("\n")
+    with pytest.raises(BadInput) as err:
+        ancot.parse(p).transitions()
+    assert err.value.line == lines_before
+    cap = ancot.parse(p, strict=False)
+    assert cap.transitions().height == 200 and cap.records.skipped == 1
