@@ -354,27 +354,28 @@ def _strictly_inside(q_dev, q_start, ev: _Events, kinds: np.ndarray) -> np.ndarr
     return mask
 
 
-def _containing(sel: np.ndarray, ev: _Events, qi: np.ndarray, q_end: np.ndarray, close: np.ndarray,
-                steps: int = 4 * SCAN_STEPS) -> np.ndarray:
-    """For events without a live Q at their own start sector: the latest earlier live Q on the
-    device whose range contains the event's sector (searched `steps` Qs back), or -1."""
-    out = np.full(len(sel), NONE, np.int64)
-    if len(sel) == 0 or len(qi) == 0:
+def _containing(dev: np.ndarray, sector: np.ndarray, idx: np.ndarray, ev: _Events, qi: np.ndarray,
+                q_end: np.ndarray, close: np.ndarray, steps: int = 4 * SCAN_STEPS) -> np.ndarray:
+    """For lookups (device, sector, at event idx) without a live Q at that start sector: the
+    latest earlier live Q on the device whose range contains the sector (searched `steps` Qs
+    back), or -1."""
+    out = np.full(len(idx), NONE, np.int64)
+    if len(idx) == 0 or len(qi) == 0:
         return out
     q_dev = ev.dev[qi]
     order = np.lexsort((qi, q_dev))                 # Qs by device, then idx
     span = np.int64(ev.n + 1)
     comp = q_dev[order] * span + qi[order]
-    pos = np.searchsorted(comp, ev.dev[sel] * span + sel) - 1
-    lo = np.searchsorted(q_dev[order], ev.dev[sel])
-    active = np.arange(len(sel))
+    pos = np.searchsorted(comp, dev * span + idx) - 1
+    lo = np.searchsorted(q_dev[order], dev)
+    active = np.arange(len(idx))
     for _ in range(steps):
         active = active[pos[active] >= lo[active]]
         if len(active) == 0:
             break
         q = order[pos[active]]
-        e = sel[active]
-        hit = (ev.sector[qi[q]] <= ev.sector[e]) & (ev.sector[e] < q_end[q]) & (e < close[q])
+        at, sec = idx[active], sector[active]
+        hit = (ev.sector[qi[q]] <= sec) & (sec < q_end[q]) & (at < close[q])
         out[active[hit]] = q[hit]
         active = active[~hit]
         pos[active] -= 1
@@ -423,16 +424,20 @@ def machine(events: pl.DataFrame) -> dict:
     close = np.minimum(rep, c_idx)
     done = c_idx < rep
 
+    def find(dev, sector, at):
+        """btt's dip_find_sec: the live Q starting at the sector, else one containing it."""
+        q = keys.latest(dev, sector, at)
+        live = q >= 0
+        live[live] &= at[live] < close[q[live]]
+        miss = np.flatnonzero(~live)
+        if len(miss):
+            q[miss] = _containing(dev[miss], sector[miss], at[miss], ev, qi, q_end, close)
+        return q
+
     def matched(*letters):
         sel = ev.of(*letters)
-        q = lookup(sel)
-        live = q >= 0
-        live[live] &= sel[live] < close[q[live]]
-        miss = np.flatnonzero(~live)
-        if len(miss):      # btt finds a Q by containment: a sector inside a live Q's range
-            q[miss] = _containing(sel[miss], ev, qi, q_end, close)
-            live[miss] = q[miss] >= 0
-        return q[live], sel[live]
+        q = find(ev.dev[sel], ev.sector[sel], sel)
+        return q[q >= 0], sel[q >= 0]
 
     g_q, g_e = matched("G")
     s_q, s_e = matched("S")
@@ -448,11 +453,14 @@ def machine(events: pl.DataFrame) -> dict:
     sq, se = _scan(inside_d, q_dev, q_start, q_end, qi, close, ev, d_ev, first_only=False)
     pairs = _unique(np.concatenate([d_q[fits], sq]) * np.int64(ev.n + 1) + np.concatenate([d_ev[fits], se]))
     d_q, d_e = pairs // (ev.n + 1), pairs % (ev.n + 1)
+    a = ev.of("A")
+    a = a[ev.pdu_dev[a] >= 0]                          # remapped from a device of this trace
+    a_q = find(ev.pdu_dev[a], ev.pdu_sector[a], a)
     return _stage_samples(ev, qi, q_t, done, c_idx, (g_q, g_e), (s_q, s_e), (i_q, i_e), (m_q, m_e),
-                          (d_q, d_e))
+                          (d_q, d_e), (a_q[a_q >= 0], a[a_q >= 0]))
 
 
-def _stage_samples(ev, qi, q_t, done, c_idx, g, s, i, m, d) -> dict:
+def _stage_samples(ev, qi, q_t, done, c_idx, g, s, i, m, d, a) -> dict:
     t = ev.t
     q_dev = ev.dev[qi]
     samples = {}                                       # stage -> (q, ns)
@@ -460,12 +468,14 @@ def _stage_samples(ev, qi, q_t, done, c_idx, g, s, i, m, d) -> dict:
     k = _last_before(g[0], g[1], s[0], s[1])
     samples["S2G"] = (g[0][k >= 0], _tdelta(t[s[1][k[k >= 0]]], t[g[1][k >= 0]]))
     k = _last_before(i[0], i[1], g[0], g[1])
-    samples["G2I"] = (i[0][k >= 0], _tdelta(t[g[1][k[k >= 0]]], t[i[1][k >= 0]]))
+    g2i_at = i[1][k >= 0]                              # the I of each G2I sample
+    samples["G2I"] = (i[0][k >= 0], _tdelta(t[g[1][k[k >= 0]]], t[g2i_at]))
     samples["Q2M"] = (m[0], _tdelta(q_t[m[0]], t[m[1]]))
     ki = _last_before(d[0], d[1], i[0], i[1])
     km = _last_before(d[0], d[1], m[0], m[1])
     use_i, use_m = ki >= 0, (ki < 0) & (km >= 0)
     samples["I2D"] = (d[0][use_i], _tdelta(t[i[1][ki[use_i]]], t[d[1][use_i]]))
+    i2d_at = d[1][use_i]                               # the D of each I2D sample
     samples["M2D"] = (d[0][use_m], _tdelta(t[m[1][km[use_m]]], t[d[1][use_m]]))
     qd = np.flatnonzero(done)
     c_t = t[c_idx[qd]]
@@ -476,8 +486,11 @@ def _stage_samples(ev, qi, q_t, done, c_idx, g, s, i, m, d) -> dict:
     kd = _last_before(qd, c_idx[qd], d[0], d[1])
     samples["D2C"] = (qd[kd >= 0], _tdelta(t[d[1][kd[kd >= 0]]], c_t[kd >= 0]))
     samples.update(_q2q(q_t, q_dev, ev.pid[qi], dm))
-    samples.update(_q2a(ev, qi, q_t))
-    per_q = _per_q(ev, qi, q_t, done, c_idx, samples, g, i, m, d)
+    val = _tdelta(q_t[a[0]], t[a[1]])
+    a_dm = dm[q_dev[a[0]]]
+    samples["Q2A"], samples["Q2Adm"] = (a[0][~a_dm], val[~a_dm]), (a[0][a_dm], val[a_dm])
+    last_at = {"Q2G": g[1], "G2I": g2i_at, "Q2M": m[1], "I2D": i2d_at}
+    per_q = _per_q(ev, qi, q_t, done, c_idx, samples, last_at, d)
     return {"ev": ev, "qi": qi, "samples": samples, "per_q": per_q}
 
 
@@ -510,20 +523,6 @@ def _q2q(q_t, q_dev, q_pid, dm) -> dict:
     return out
 
 
-def _q2a(ev, qi, q_t) -> dict:
-    """A remap: Q2A for the Q on the device the bio came from (btt's update_q2a)."""
-    a = ev.of("A")
-    a = a[ev.pdu_dev[a] >= 0]
-    keys = _Keys(ev.dev[qi], ev.sector[qi], qi, ev.n) if len(a) else None
-    if keys is None:
-        return {"Q2A": (np.zeros(0, np.int64), np.zeros(0, np.int64))}
-    q = keys.latest(ev.pdu_dev[a], ev.pdu_sector[a], a)
-    ok = q >= 0
-    val = _tdelta(q_t[q[ok]], ev.t[a[ok]])
-    dm = np.isin(ev.devices >> 20, REMAPPER_MAJORS)[ev.dev[qi][q[ok]]]
-    return {"Q2A": (q[ok][~dm], val[~dm]), "Q2Adm": (q[ok][dm], val[dm])}
-
-
 def _last_value(nq, sample, order_idx):
     """Per Q, the value of its last sample (by event order), NaN-free: -1 when none."""
     q, val = sample
@@ -533,25 +532,16 @@ def _last_value(nq, sample, order_idx):
     return out
 
 
-def _per_q(ev, qi, q_t, done, c_idx, samples, g, i, m, d) -> pl.DataFrame:
+def _per_q(ev, qi, q_t, done, c_idx, samples, last_at, d) -> pl.DataFrame:
     """One row per Q: its last sample of each stage (btt keeps the last time it saw)."""
     nq = len(qi)
     t = ev.t
-    k = _last_before(i[0], i[1], g[0], g[1])
-    g2i = (i[0][k >= 0], _tdelta(t[g[1][k[k >= 0]]], t[i[1][k >= 0]]))
-    ki = _last_before(d[0], d[1], i[0], i[1])
-    use_i = ki >= 0
-    i2d = (d[0][use_i], _tdelta(t[i[1][ki[use_i]]], t[d[1][use_i]]))
-    d_t = _last_value(nq, (d[0], t[d[1]]), d[1])
     cols = {
         "q": np.arange(nq), "q_idx": qi, "row": ev.row[qi], "device": ev.devices[ev.dev[qi]],
         "sector": ev.sector[qi], "bytes": ev.bytes[qi], "pid": ev.pid[qi], "action": ev.action[qi],
         "q_t": q_t,
-        "q2g_ns": _last_value(nq, samples["Q2G"], g[1]),
-        "g2i_ns": _last_value(nq, g2i, i[1][k >= 0]),
-        "q2m_ns": _last_value(nq, samples["Q2M"], m[1]),
-        "i2d_ns": _last_value(nq, i2d, d[1][use_i]),
-        "d_t": d_t,
+        **{f"{stage.lower()}_ns": _last_value(nq, samples[stage], at) for stage, at in last_at.items()},
+        "d_t": _last_value(nq, (d[0], t[d[1]]), d[1]),
         "c_t": np.where(done, t[np.minimum(c_idx, ev.n - 1)], NONE),
     }
     df = pl.DataFrame(cols)
