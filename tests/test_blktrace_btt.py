@@ -29,6 +29,8 @@ REAL = Path(__file__).resolve().parents[2] / "shared" / "realdata"
 DUMPS = sorted((REAL / "blktrace").glob("*.bin")) if (REAL / "blktrace").is_dir() else []
 CASES = sorted(p.name[:-len(".ref.btt.txt")] for p in (REAL / "captured" / "blktrace").glob("*.ref.btt.txt")) \
     if (REAL / "captured" / "blktrace").is_dir() else []
+OWN = Path(__file__).resolve().parents[1] / "fixtures" / "captured"    # the project's own rig captures
+OWN_CASES = sorted(p.name for p in OWN.iterdir() if (p / "ref.btt.txt").exists()) if OWN.is_dir() else []
 HAVE_TOOLS = bool(shutil.which("btt") and shutil.which("blkparse"))
 needs_tools = pytest.mark.skipif(not HAVE_TOOLS, reason="blkparse/btt not installed (bash run.sh test installs them)")
 STAGE_LINE = re.compile(r"^(\S+(?: \S+)?|\(\s*\d+,\s*\d+\))\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s*$")
@@ -143,6 +145,21 @@ def test_real_busy_percent_and_depth_match_btt_live_and_blkparse_depth(trace):
     text = Path(trace + ".ref.blkparse.txt").read_text()
     depths = {int(m) for m in re.findall(r"Read depth:\s+(\d+)", text)}
     assert [d["max_depth"] for d in js["devices"]] == [max(depths)]
+
+
+@pytest.mark.skipif(not OWN_CASES, reason="fixtures/captured absent")
+@pytest.mark.parametrize("case", OWN_CASES)
+def test_own_captures_match_their_btt_and_blkparse(case):
+    """The rig's captures (fixtures/captured), with btt's and blkparse's outputs stored next to
+    them; usb_bufread32k has split requests (X): usb-storage caps requests at 240 sectors."""
+    stats, js = ours(str(OWN / case / case))
+    ref = (OWN / case / "ref.btt.txt").read_text()
+    assert printed(stats, "all") == btt_section(ref, "All Devices")
+    ours_od = {r["device"]: tuple(f"{r[k]:.4f}" for k in ("Q2G", "G2I", "Q2M", "I2D", "D2C"))
+               for r in js["overhead"]}
+    assert ours_od == btt_overhead(ref)
+    counts, total = blkparse_counts((OWN / case / "ref.blkparse.txt").read_text())
+    assert js["events"] == dict(counts) and sum(js["events"].values()) == total
 
 
 # ---------------------------------------------------------------- generated traces, live tools
