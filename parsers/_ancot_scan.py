@@ -31,7 +31,7 @@ def _hex(c):
     return -1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _fast_record(a, i, sig_bits, n_data, tick, lines, db, db_null, dbp, rec):
     """A record laid out the usual way (digits, then each field after one blank, then the
     end of the line) stored at `rec`; returns the index of its newline (or of the end of

@@ -55,28 +55,29 @@ def iter_byte_blocks(path: str, *, start_offset: int = 0, first_line: int = 1,
                      block_bytes: int = BLOCK_BYTES, progress=None,
                      count_lines: bool = True) -> Iterator[tuple[bytes, int]]:
     """Yield (block, line number of its first line): whole lines only, in file order.
-    Without `count_lines` the line number is None (the caller counts, saving a pass)."""
+    Without `count_lines` the numbers are not kept up (a caller that counts lines itself
+    saves a pass over the bytes)."""
     line_no = first_line
     with open(path, "rb") as fh:
         fh.seek(start_offset)
-        rest = b""
         while True:
             block = fh.read(block_bytes)
+            if len(block) == block_bytes:
+                cut = block.rfind(b"\n")
+                while cut < 0:  # a line longer than the block: read on
+                    more = fh.read(block_bytes)
+                    block += more
+                    cut = block.rfind(b"\n") if more else len(block) - 1
+                if cut + 1 < len(block):  # give back the partial last line (one copy, no joins)
+                    fh.seek(cut + 1 - len(block), 1)
+                    block = block[:cut + 1]
             if progress is not None:
                 progress(len(block))
             if not block:
-                if rest:
-                    yield rest, line_no
                 return
-            buf = rest + block
-            cut = buf.rfind(b"\n")
-            if cut < 0:
-                rest = buf
-                continue
-            buf, rest = buf[:cut + 1], buf[cut + 1:]
-            yield buf, line_no
+            yield block, line_no
             if count_lines:
-                line_no += buf.count(b"\n")
+                line_no += block.count(b"\n")
 
 
 def iter_line_blocks(path: str, *, strict: bool, start_offset: int = 0, first_line: int = 1,
