@@ -61,7 +61,7 @@ class RunReducer:
     _prev_lines: int = 0
 
     def runs(self, chunks: Iterable[pl.DataFrame]) -> Iterator[pl.DataFrame]:
-        for chunk in chunks:
+        for chunk in _pieces(chunks):
             if not len(chunk):
                 continue
             self.stats.transitions += len(chunk)
@@ -185,6 +185,15 @@ class RunReducer:
         values = db[pos]
         return [values[cuts[r]:cuts[r + 1]].tolist() if cuts[r + 1] > cuts[r] else None
                 for r in range(len(first))]
+
+
+PIECE_ROWS = 1 << 18  # transitions reduced at a time: the working arrays stay in cache
+
+
+def _pieces(chunks: Iterable[pl.DataFrame]) -> Iterator[pl.DataFrame]:
+    for chunk in chunks:
+        for start in range(0, chunk.height, PIECE_ROWS):
+            yield chunk.slice(start, PIECE_ROWS)
 
 
 def _phase_key_table() -> np.ndarray:
