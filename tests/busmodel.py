@@ -136,6 +136,17 @@ class BusBuilder:
             self.data_bytes += len(data)
 
     # -- whole sequences -----------------------------------------------------------------
+    def open_io(self, target: int, lun: int = 0):
+        """Arbitration, selection with ATN and IDENTIFY: the start of a new I/O, left open
+        for the test to drive. Returns (io, connection)."""
+        io, conn = self.n_io, self.n_conn
+        self.n_io += 1
+        self.n_conn += 1
+        self.arbitrate(self.initiator, conn, target, io)
+        self.select(target, conn, io)
+        self.info("MESSAGE OUT", bytes([0xC0 | lun]), target, conn, io, atn_off=True)
+        return io, conn
+
     def command(self, target: int, cdb: bytes, *, lun=0, tag=None, atn=True, data_in: bytes = b"",
                 data_out: bytes = b"", disconnect_after_command=False, status=0x00, arbitrate=True):
         """One I/O from arbitration to completion or to its first disconnect. Returns (io, conn)."""

@@ -151,12 +151,7 @@ def test_reset_aborts_outstanding():
 def test_reserved_phase_is_an_anomaly_and_walk_resumes_at_bus_free():
     b = BusBuilder(level=2)
     b.bus_free()
-    io, conn = b.n_io, b.n_conn
-    b.n_io += 1
-    b.n_conn += 1
-    b.arbitrate(7, conn, 1, io)
-    b.select(1, conn, io)
-    b.info("MESSAGE OUT", b"\xc0", 1, conn, io, atn_off=True)
+    io, conn = b.open_io(1)
     b.info("RESERVED", b"", 1, conn, io)
     b.info("DATA IN", bytes(4), 1, conn, io)
     b.bus_free()
@@ -172,12 +167,7 @@ def test_reserved_phase_is_an_anomaly_and_walk_resumes_at_bus_free():
 def test_line_skew_merged_into_following_phase():
     b = BusBuilder(level=2)
     b.bus_free()
-    io, conn = b.n_io, b.n_conn
-    b.n_io += 1
-    b.n_conn += 1
-    b.arbitrate(7, conn, 1, io)
-    b.select(1, conn, io)
-    b.info("MESSAGE OUT", b"\xc0", 1, conn, io, atn_off=True)
+    io, conn = b.open_io(1)
     b.info("COMMAND", READ10, 1, conn, io)
     b.info("DATA IN", bytes(16), 1, conn, io, skew_ns=100)     # 010 -> 001 passes 011 for 100 ns
     b.info("STATUS", b"\x00", 1, conn, io, skew_ns=150)       # 001 -> 011: I/O first is no new state
@@ -308,12 +298,7 @@ def test_selection_timeout_unexpected_bus_free_and_message_reject():
     b.select(5, 0)              # nobody answers: the initiator gives up
     b.bus_free()
     b.n_conn += 1
-    io, conn = b.n_io, b.n_conn
-    b.n_io += 1
-    b.n_conn += 1
-    b.arbitrate(7, conn, 2, io)
-    b.select(2, conn, io)
-    b.info("MESSAGE OUT", b"\xc0", 2, conn, io, atn_off=True)
+    io, conn = b.open_io(2)
     b.info("COMMAND", READ10, 2, conn, io)
     b.info("MESSAGE IN", b"\x07", 2, conn, io)   # the target rejects something
     b.info("DATA IN", bytes(8), 2, conn, io)
