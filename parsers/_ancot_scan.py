@@ -46,11 +46,10 @@ def _fast_record(a, i, sig_bits, n_data, tick, lines, db, db_null, dbp, rec):
         return -1
     ln = np.int64(0)
     for f in range(sig_bits.shape[0]):
-        c = a[j + 1]
-        if a[j] != 32 or (c != 48 and c != 49):
+        bit = np.int64(a[j + 1]) - 48
+        if a[j] != 32 or bit < 0 or bit > 1:
             return -1
-        if c == 49:
-            ln |= np.int64(sig_bits[f])
+        ln |= np.int64(sig_bits[f]) * bit
         j += 2
     d = np.int64(0)
     dnull = True
@@ -80,22 +79,25 @@ def _fast_record(a, i, sig_bits, n_data, tick, lines, db, db_null, dbp, rec):
         return -1
     tick[rec] = t
     lines[rec] = ln
-    db[rec] = d
-    db_null[rec] = dnull
-    dbp[rec] = p
+    if n_data >= 1:
+        db[rec] = d
+        db_null[rec] = dnull
+    if n_data == 2:
+        dbp[rec] = p
     return j
 
 
 @njit(cache=True, nogil=True)
-def scan(a, sig_bits, n_data, line_idx, reason, found, tick, lines, db, db_null, dbp):
-    """Fill the output arrays, one entry per record line (not blank, not a comment); returns
-    (records, lines) seen. `reason` 0 = good; `found` = number of fields on the line."""
+def scan(a, sig_bits, n_data, line_idx, tick, lines, db, db_null, dbp, bad_line, bad_reason, bad_found):
+    """Fill the good-record arrays (line index, tick, lines, DB, DBP) and the bad-record
+    arrays (line index, reason, number of fields); returns (good, bad, lines seen)."""
     n = a.shape[0]
     n_sig = sig_bits.shape[0]
     n_fields = 1 + n_sig + n_data
     i = 0
     line = 0
     rec = 0
+    nbad = 0
     while i < n:
         while i < n and _blank(np.int64(a[i])):
             i += 1
@@ -111,8 +113,6 @@ def scan(a, sig_bits, n_data, line_idx, reason, found, tick, lines, db, db_null,
         j = _fast_record(a, i, sig_bits, n_data, tick, lines, db, db_null, dbp, rec)
         if j >= 0:  # the usual shape, read straight through
             line_idx[rec] = line
-            reason[rec] = 0
-            found[rec] = n_fields
             rec += 1
             line += 1
             i = j + 1
@@ -176,27 +176,32 @@ def scan(a, sig_bits, n_data, line_idx, reason, found, tick, lines, db, db_null,
                     why = BAD_DBP
         if nf != n_fields:
             why = BAD_COUNT
-        line_idx[rec] = line
-        reason[rec] = why
-        found[rec] = nf
-        tick[rec] = t
-        lines[rec] = ln
-        db[rec] = d
-        db_null[rec] = dnull
-        dbp[rec] = p
-        rec += 1
+        if why == 0:
+            line_idx[rec] = line
+            tick[rec] = t
+            lines[rec] = ln
+            db[rec] = d
+            db_null[rec] = dnull
+            dbp[rec] = p
+            rec += 1
+        else:
+            bad_line[nbad] = line
+            bad_reason[nbad] = why
+            bad_found[nbad] = nf
+            nbad += 1
         line += 1
         i += 1
-    return rec, line
+    return rec, nbad, line
 
 
 def scan_block(buf: bytes, sig_bits: np.ndarray, n_data: int):
-    """Scan one block of whole lines -> ((line_idx, reason, found, tick, lines, db, db_null,
-    dbp), number of lines in the block)."""
+    """Scan one block of whole lines -> (good, bad, number of lines in the block), where
+    good = (line_idx, tick, lines, db, db_null, dbp) and bad = (line_idx, reason, found)."""
     a = np.frombuffer(buf, dtype=np.uint8)
     cap = len(buf) // 2 + 1  # a record line takes at least two bytes
-    out = (np.empty(cap, np.int64), np.empty(cap, np.int16), np.empty(cap, np.int32),
-           np.empty(cap, np.int64), np.empty(cap, np.uint16), np.empty(cap, np.uint8),
-           np.empty(cap, np.bool_), np.empty(cap, np.int8))
-    n, n_lines = scan(a, sig_bits, n_data, *out)
-    return tuple(x[:n] for x in out), n_lines
+    good = (np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.uint16),
+            np.zeros(cap if n_data else 0, np.uint8), np.ones(cap if n_data else 0, np.bool_),
+            np.full(cap if n_data == 2 else 0, -1, np.int8))
+    bad = (np.empty(cap, np.int64), np.empty(cap, np.int16), np.empty(cap, np.int32))
+    n_good, n_bad, n_lines = scan(a, sig_bits, n_data, *good, *bad)
+    return tuple(x[:n_good] for x in good), tuple(x[:n_bad] for x in bad), n_lines

@@ -126,22 +126,28 @@ def _reason_text(code: int, found: int, header: dict) -> str:
 
 
 def _decode(scanned, header: dict, last_tick: int | None) -> _Decoded:
-    """Checks the scanner leaves to bulk code (tick order), then splits good from bad."""
-    line_idx, reason, found, tick, lines, db, db_null, dbp = scanned
-    good = reason == 0
-    # ticks never decrease: compare with the running maximum of the good ticks before
-    prev_max = np.maximum.accumulate(np.where(good, tick, -1))
+    """Checks the scanner leaves to bulk code (tick order), then the block's bad lines in
+    line order with the reason each one breaks first."""
+    (line_idx, tick, lines, db, db_null, dbp), (bad_line, bad_reason, bad_found) = scanned
+    # ticks never decrease: compare with the running maximum of the ticks before
+    prev_max = np.maximum.accumulate(tick)
     prev_max = np.concatenate(([-1 if last_tick is None else last_tick], prev_max[:-1]))
     if last_tick is not None:
         prev_max = np.maximum(prev_max, last_tick)
-    reason = np.where(good & (tick < prev_max), BAD_BACKWARDS, reason)
-    good = reason == 0
-    if good.all():
-        return _Decoded(tick, lines, db, db_null, dbp, line_idx[:0], [])
-    bad = np.flatnonzero(~good)[:MAX_REPORTED]
-    texts = [_reason_text(int(reason[i]), int(found[i]), header) for i in bad]
-    return _Decoded(tick[good], lines[good], db[good], db_null[good], dbp[good],
-                    line_idx[~good], texts)
+    backwards = tick < prev_max  # (a backwards tick never raises the maximum, so no loop)
+    if backwards.any():
+        keep = ~backwards
+        bad_line = np.concatenate((bad_line, line_idx[~keep]))
+        bad_reason = np.concatenate((bad_reason, np.full(int((~keep).sum()), BAD_BACKWARDS, np.int16)))
+        bad_found = np.concatenate((bad_found, np.zeros(int((~keep).sum()), np.int32)))
+        line_idx, tick, lines = line_idx[keep], tick[keep], lines[keep]
+        db, db_null, dbp = (x[keep] if len(x) else x for x in (db, db_null, dbp))
+    if not len(bad_line):
+        return _Decoded(tick, lines, db, db_null, dbp, bad_line, [])
+    order = np.argsort(bad_line, kind="stable")
+    bad_line = bad_line[order]
+    texts = [_reason_text(int(bad_reason[i]), int(bad_found[i]), header) for i in order[:MAX_REPORTED]]
+    return _Decoded(tick, lines, db, db_null, dbp, bad_line, texts)
 
 
 MAX_REPORTED = 5
@@ -171,13 +177,13 @@ class _Reader:
                 pending.append((buf, pool.submit(_scan.scan_block, buf, self.sig_bits, n_data)))
                 while len(pending) > 2:
                     buf0, fut = pending.popleft()
-                    scanned, n_lines = fut.result()
-                    yield buf0, line_no, scanned
+                    good, bad, n_lines = fut.result()
+                    yield buf0, line_no, (good, bad)
                     line_no += n_lines
             while pending:
                 buf0, fut = pending.popleft()
-                scanned, n_lines = fut.result()
-                yield buf0, line_no, scanned
+                good, bad, n_lines = fut.result()
+                yield buf0, line_no, (good, bad)
                 line_no += n_lines
 
     def __call__(self) -> Iterator[pl.DataFrame]:
