@@ -504,22 +504,15 @@ def _q2q(q_t, q_dev, q_pid, dm) -> dict:
     is_dm = dm[q_dev[after]]
     out["Q2Q@all"] = (after[~is_dm], overall[~is_dm])
     out["Q2Qdm@all"] = (after[is_dm], overall[is_dm])
-    order = np.lexsort((np.arange(len(q_t)), q_dev))
-    same = q_dev[order][1:] == q_dev[order][:-1]
-    gap = np.diff(q_t[order])[same]
-    qs = order[1:][same]
-    val = np.where(gap > 0, gap, 1)
-    is_dm = dm[q_dev[qs]]
-    out["Q2Q"] = (qs[~is_dm], val[~is_dm])
-    out["Q2Qdm"] = (qs[is_dm], val[is_dm])
-    order = np.lexsort((np.arange(len(q_t)), q_pid))
-    same = q_pid[order][1:] == q_pid[order][:-1]
-    gap = np.diff(q_t[order])[same]
-    qs = order[1:][same]
-    val = np.where(gap > 0, gap, 1)
-    is_dm = dm[q_dev[qs]]
-    out["Q2Q@proc"] = (qs[~is_dm], val[~is_dm])
-    out["Q2Qdm@proc"] = (qs[is_dm], val[is_dm])
+    for key, suffix in ((q_dev, ""), (q_pid, "@proc")):  # Q2Q within each device, each process
+        order = np.lexsort((np.arange(len(q_t)), key))
+        same = key[order][1:] == key[order][:-1]
+        gap = np.diff(q_t[order])[same]
+        qs = order[1:][same]
+        val = np.where(gap > 0, gap, 1)
+        is_dm = dm[q_dev[qs]]
+        out["Q2Q" + suffix] = (qs[~is_dm], val[~is_dm])
+        out["Q2Qdm" + suffix] = (qs[is_dm], val[is_dm])
     return out
 
 
