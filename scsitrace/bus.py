@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import polars as pl
 
 from . import schema, scsi
@@ -434,10 +435,9 @@ def detect_polarity(runs: pl.DataFrame) -> tuple[bool, str]:
     sel = runs.filter(((pl.col("key").cast(pl.Int32) & BIT["SEL"]) != 0) & pl.col("db_last").is_not_null())
     if not sel.height:
         return False, "no (re)selection with data bus samples; DB taken as captured"
-    pop = sel["db_last"].cast(pl.Int32).to_numpy()
-    ones = [bin(int(v)).count("1") for v in pop]
-    plain = sum(1 for n in ones if n in (1, 2))
-    inverted = sum(1 for n in ones if 8 - n in (1, 2))
+    ones = np.unpackbits(sel["db_last"].to_numpy()[:, None], axis=1).sum(axis=1)
+    plain = int(((ones == 1) | (ones == 2)).sum())
+    inverted = int(((ones == 7) | (ones == 6)).sum())
     if inverted > plain:
         return True, f"low (inverted): {inverted} of {len(ones)} selections read as 1-2 ID bits only when inverted"
     return False, f"high (as captured): {plain} of {len(ones)} selections put 1-2 ID bits on the bus"
