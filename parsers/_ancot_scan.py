@@ -90,7 +90,8 @@ def _fast_record(a, i, sig_bits, n_data, tick, lines, db, db_null, dbp, rec):
 @njit(cache=True, nogil=True)
 def scan(a, sig_bits, n_data, line_idx, tick, lines, db, db_null, dbp, bad_line, bad_reason, bad_found):
     """Fill the good-record arrays (line index, tick, lines, DB, DBP) and the bad-record
-    arrays (line index, reason, number of fields); returns (good, bad, lines seen)."""
+    arrays (line index, reason, number of fields); returns (good, bad, lines seen, tick
+    decreases among the good records)."""
     n = a.shape[0]
     n_sig = sig_bits.shape[0]
     n_fields = 1 + n_sig + n_data
@@ -191,17 +192,22 @@ def scan(a, sig_bits, n_data, line_idx, tick, lines, db, db_null, dbp, bad_line,
             nbad += 1
         line += 1
         i += 1
-    return rec, nbad, line
+    decreases = 0  # good ticks below the good tick before them, inside this block
+    for r in range(1, rec):
+        if tick[r] < tick[r - 1]:
+            decreases += 1
+    return rec, nbad, line, decreases
 
 
 def scan_block(buf: bytes, sig_bits: np.ndarray, n_data: int):
-    """Scan one block of whole lines -> (good, bad, number of lines in the block), where
-    good = (line_idx, tick, lines, db, db_null, dbp) and bad = (line_idx, reason, found)."""
+    """Scan one block of whole lines -> (good, bad, number of lines in the block, tick
+    decreases), where good = (line_idx, tick, lines, db, db_null, dbp) and bad = (line_idx,
+    reason, found)."""
     a = np.frombuffer(buf, dtype=np.uint8)
     cap = len(buf) // 2 + 1  # a record line takes at least two bytes
     good = (np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.uint16),
             np.zeros(cap if n_data else 0, np.uint8), np.ones(cap if n_data else 0, np.bool_),
             np.full(cap if n_data == 2 else 0, -1, np.int8))
     bad = (np.empty(cap, np.int64), np.empty(cap, np.int16), np.empty(cap, np.int32))
-    n_good, n_bad, n_lines = scan(a, sig_bits, n_data, *good, *bad)
-    return tuple(x[:n_good] for x in good), tuple(x[:n_bad] for x in bad), n_lines
+    n_good, n_bad, n_lines, decreases = scan(a, sig_bits, n_data, *good, *bad)
+    return tuple(x[:n_good] for x in good), tuple(x[:n_bad] for x in bad), n_lines, decreases

@@ -53,10 +53,10 @@ def _replace_invalid_utf8(buf: bytes) -> tuple[bytes, set[int]]:
 
 def iter_byte_blocks(path: str, *, start_offset: int = 0, first_line: int = 1,
                      block_bytes: int = BLOCK_BYTES, progress=None,
-                     count_lines: bool = True) -> Iterator[tuple[bytes, int]]:
+                     count_lines: bool = True, views: bool = False) -> Iterator[tuple[bytes, int]]:
     """Yield (block, line number of its first line): whole lines only, in file order.
     Without `count_lines` the numbers are not kept up (a caller that counts lines itself
-    saves a pass over the bytes)."""
+    saves a pass over the bytes); with `views` blocks are memoryviews (no copy)."""
     line_no = first_line
     with open(path, "rb") as fh:
         fh.seek(start_offset)
@@ -70,7 +70,7 @@ def iter_byte_blocks(path: str, *, start_offset: int = 0, first_line: int = 1,
                     cut = block.rfind(b"\n") if more else len(block) - 1
                 if cut + 1 < len(block):  # give back the partial last line (one copy, no joins)
                     fh.seek(cut + 1 - len(block), 1)
-                    block = block[:cut + 1]
+                    block = memoryview(block)[:cut + 1] if views else block[:cut + 1]
             if progress is not None:
                 progress(len(block))
             if not block:

@@ -128,18 +128,19 @@ def _reason_text(code: int, found: int, header: dict) -> str:
 def _decode(scanned, header: dict, last_tick: int | None) -> _Decoded:
     """Checks the scanner leaves to bulk code (tick order), then the block's bad lines in
     line order with the reason each one breaks first."""
-    (line_idx, tick, lines, db, db_null, dbp), (bad_line, bad_reason, bad_found) = scanned
-    # ticks never decrease: compare with the running maximum of the ticks before
-    prev_max = np.maximum.accumulate(tick)
-    prev_max = np.concatenate(([-1 if last_tick is None else last_tick], prev_max[:-1]))
-    if last_tick is not None:
-        prev_max = np.maximum(prev_max, last_tick)
-    backwards = tick < prev_max  # (a backwards tick never raises the maximum, so no loop)
-    if backwards.any():
+    (line_idx, tick, lines, db, db_null, dbp), (bad_line, bad_reason, bad_found), decreases = scanned
+    in_order = decreases == 0 and (last_tick is None or not len(tick) or tick[0] >= last_tick)
+    if not in_order:
+        # ticks never decrease: compare with the running maximum of the ticks before
+        prev_max = np.maximum.accumulate(tick)
+        prev_max = np.concatenate(([-1 if last_tick is None else last_tick], prev_max[:-1]))
+        if last_tick is not None:
+            prev_max = np.maximum(prev_max, last_tick)
+        backwards = tick < prev_max  # (a backwards tick never raises the maximum, so no loop)
         keep = ~backwards
-        bad_line = np.concatenate((bad_line, line_idx[~keep]))
-        bad_reason = np.concatenate((bad_reason, np.full(int((~keep).sum()), BAD_BACKWARDS, np.int16)))
-        bad_found = np.concatenate((bad_found, np.zeros(int((~keep).sum()), np.int32)))
+        bad_line = np.concatenate((bad_line, line_idx[backwards]))
+        bad_reason = np.concatenate((bad_reason, np.full(int(backwards.sum()), BAD_BACKWARDS, np.int16)))
+        bad_found = np.concatenate((bad_found, np.zeros(int(backwards.sum()), np.int32)))
         line_idx, tick, lines = line_idx[keep], tick[keep], lines[keep]
         db, db_null, dbp = (x[keep] if len(x) else x for x in (db, db_null, dbp))
     if not len(bad_line):
@@ -172,18 +173,18 @@ class _Reader:
             pending = deque()
             line_no = self.first_line
             blocks = _lines.iter_byte_blocks(self.path, start_offset=self.offset, block_bytes=PARSE_BLOCK_BYTES,
-                                             progress=self.progress, count_lines=False)
+                                             progress=self.progress, count_lines=False, views=True)
             for buf, _ in blocks:
                 pending.append((buf, pool.submit(_scan.scan_block, buf, self.sig_bits, n_data)))
                 while len(pending) > 2:
                     buf0, fut = pending.popleft()
-                    good, bad, n_lines = fut.result()
-                    yield buf0, line_no, (good, bad)
+                    good, bad, n_lines, decreases = fut.result()
+                    yield buf0, line_no, (good, bad, decreases)
                     line_no += n_lines
             while pending:
                 buf0, fut = pending.popleft()
-                good, bad, n_lines = fut.result()
-                yield buf0, line_no, (good, bad)
+                good, bad, n_lines, decreases = fut.result()
+                yield buf0, line_no, (good, bad, decreases)
                 line_no += n_lines
 
     def __call__(self) -> Iterator[pl.DataFrame]:
@@ -228,7 +229,7 @@ class _Reader:
         return pl.DataFrame(out, schema=schema.TRANSITIONS)
 
     def _report_bad(self, buf: bytes, line_no: int, dec: _Decoded) -> None:
-        lines = buf.split(b"\n") if len(dec.bad_lines) else []
+        lines = bytes(buf).split(b"\n") if len(dec.bad_lines) else []
         where = [(line_no + int(i), why, lines[int(i)].decode("utf-8", errors="replace").strip())
                  for i, why in zip(dec.bad_lines[:MAX_REPORTED], dec.bad_reasons)]
         if self.strict:

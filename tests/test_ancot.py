@@ -281,3 +281,16 @@ def test_line_numbers_across_many_blocks(tmp_path, monkeypatch):
     assert err.value.line == lines_before
     cap = ancot.parse(p, strict=False)
     assert cap.transitions().height == 200 and cap.records.skipped == 1
+
+
+@pytest.mark.parametrize("where", [1, 5, 17, 40])
+def test_backwards_tick_found_whatever_the_block_boundaries(tmp_path, monkeypatch, where):
+    monkeypatch.setattr(ancot, "PARSE_BLOCK_BYTES", 48)
+    ticks = list(range(100, 160))
+    ticks[where] = 3  # below everything before it
+    p = write(tmp_path, "".join(f"{t} 0 0 0 0 0 0 0 0 0 --\n" for t in ticks))
+    with pytest.raises(BadInput, match="backwards") as err:
+        ancot.parse(p).transitions()
+    assert err.value.line == HEADER.count("\n") + where + 1
+    cap = ancot.parse(p, strict=False)
+    assert cap.transitions().height == len(ticks) - 1 and cap.records.skipped == 1
