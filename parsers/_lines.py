@@ -57,6 +57,9 @@ def iter_byte_blocks(path: str, *, start_offset: int = 0, first_line: int = 1,
     """Yield (block, line number of its first line): whole lines only, in file order.
     Without `count_lines` the numbers are not kept up (a caller that counts lines itself
     saves a pass over the bytes); with `views` blocks are memoryviews (no copy)."""
+    if views:
+        yield from _ring_blocks(path, start_offset, first_line, block_bytes, progress)
+        return
     line_no = first_line
     with open(path, "rb") as fh:
         fh.seek(start_offset)
@@ -78,6 +81,41 @@ def iter_byte_blocks(path: str, *, start_offset: int = 0, first_line: int = 1,
             yield block, line_no
             if count_lines:
                 line_no += block.count(b"\n")
+
+
+RING = 6  # buffers in rotation: enough for the blocks a reader keeps in flight (at most 4)
+
+
+def _ring_blocks(path: str, start_offset: int, first_line: int, block_bytes: int, progress):
+    """Whole-line blocks as views into a few reused buffers (no allocation or copy per block).
+    A view stays valid until RING more blocks have been read."""
+    ring = [bytearray(block_bytes) for _ in range(RING)]
+    k = 0
+    with open(path, "rb") as fh:
+        fh.seek(start_offset)
+        while True:
+            buf = ring[k % RING]
+            k += 1
+            n = fh.readinto(buf)
+            if not n:
+                return
+            cut = buf.rfind(b"\n", 0, n) if n == block_bytes else n - 1
+            if cut < 0:  # a line longer than the block: read it whole, the slow way
+                rest = fh.read(block_bytes)
+                block = bytes(buf[:n]) + rest
+                while rest and b"\n" not in rest:
+                    rest = fh.read(block_bytes)
+                    block += rest
+                cut = block.rfind(b"\n") if rest else len(block) - 1
+                fh.seek(cut + 1 - len(block), 1)
+                view = memoryview(block)[:cut + 1]
+            else:
+                if cut + 1 < n:
+                    fh.seek(cut + 1 - n, 1)
+                view = memoryview(buf)[:cut + 1]
+            if progress is not None:
+                progress(len(view))
+            yield view, first_line
 
 
 def iter_line_blocks(path: str, *, strict: bool, start_offset: int = 0, first_line: int = 1,
