@@ -47,19 +47,26 @@ def btt_section(text: str, title: str) -> dict:
     return rows
 
 
-def btt_per_device(text: str) -> dict:
-    """btt -A "Per Device": {(device, stage): (min, avg, max, N)}."""
-    body = text.split("==================== Per Device ====================")[1].split("\n==========")[0]
+def btt_section_stages(text: str, title: str, row: re.Pattern, key) -> dict:
+    """A btt -A section ("Per Device", "Per Process"): {(key(row match), stage): (min, avg, max, N)}."""
+    body = text.split(f"==================== {title} ====================")[1].split("\n==========")[0]
     out, stage = {}, None
     for line in body.splitlines():
         head = re.match(r"^\s+(\S+)\s+MIN\s+AVG\s+MAX\s+N\s*$", line)
         if head:
             stage = head.group(1)
             continue
-        m = re.match(r"^\(\s*(\d+),\s*(\d+)\)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s*$", line)
+        m = row.match(line)
         if m and stage:
-            out[(f"{m.group(1)},{m.group(2)}", stage)] = (m.group(3), m.group(4), m.group(5), int(m.group(6)))
+            out[(key(m), stage)] = tuple(m.groups()[-4:-1]) + (int(m.groups()[-1]),)
     return out
+
+
+DEVICE_LINE = re.compile(r"^\(\s*(\d+),\s*(\d+)\)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s*$")
+
+
+def btt_per_device(text: str) -> dict:
+    return btt_section_stages(text, "Per Device", DEVICE_LINE, lambda m: f"{m.group(1)},{m.group(2)}")
 
 
 def btt_overhead(text: str) -> dict:
@@ -204,18 +211,7 @@ def test_generated_per_device_equal_live_btt(generated):
 
 
 def btt_per_process(text: str) -> dict:
-    """btt -A "Per Process": {(process, stage): (min, avg, max, N)}."""
-    body = text.split("==================== Per Process ====================")[1].split("\n==========")[0]
-    out, stage = {}, None
-    for line in body.splitlines():
-        head = re.match(r"^\s+(\S+)\s+MIN\s+AVG\s+MAX\s+N\s*$", line)
-        if head:
-            stage = head.group(1)
-            continue
-        m = STAGE_LINE.match(line)
-        if m and stage:
-            out[(m.group(1), stage)] = (m.group(2), m.group(3), m.group(4), int(m.group(5)))
-    return out
+    return btt_section_stages(text, "Per Process", STAGE_LINE, lambda m: m.group(1))
 
 
 @needs_tools
