@@ -235,23 +235,28 @@ def test_cli_bad_input_exit_2_one_line(tmp_path):
     assert r.returncode == 2
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(st.tuples(st.integers(0, 99999), st.lists(st.sampled_from("01"), min_size=9, max_size=9),
-                               st.sampled_from(["--", "a7", "FF", "0g", "2"])), min_size=2, max_size=40),
+                               st.sampled_from(["--", "a7", "FF", "0g", "2"]), st.sampled_from("01-x")),
+                     min_size=2, max_size=40),
+       data=st.sampled_from([(), ("DB",), ("DB", "DBP")]),
        bad_signal_at=st.one_of(st.none(), st.integers(0, 39)))
-def test_fixed_layout_fast_path_equals_general_path(tmp_path, rows, bad_signal_at):
+def test_fixed_layout_fast_path_equals_general_path(tmp_path, rows, data, bad_signal_at):
     """Aligned files take a fast path; the same records with ragged spacing take the general
-    tokenizer: both must give the same transitions, or the same first bad line."""
+    tokenizer: both must give the same transitions, or the same first bad line, at every
+    level (no data columns, DB, DB and DBP)."""
+    header = HEADER.replace("# data: DB\n", f"# data: {' '.join(data)}\n" if data else "")
     aligned, ragged = [], []
-    for i, (tick, sig, db) in enumerate(sorted(rows)):
+    for i, (tick, sig, db, dbp) in enumerate(sorted(rows)):
         sig = list(sig)
         if bad_signal_at == i:
             sig[3] = "x"
-        aligned.append(f"{tick:>7} {' '.join(sig)} {db:>2}")
-        ragged.append(f"{tick}{' ' * (1 + i % 3)}{' '.join(sig)}\t{db}")
+        extra = [db, dbp][:len(data)]
+        aligned.append(" ".join([f"{tick:>7}"] + sig + [f"{db:>2}", dbp][:len(data)]))
+        ragged.append(f"{tick}{' ' * (1 + i % 3)}{' '.join(sig)}" + "".join(f"\t{e}" for e in extra) + " \r" * (i % 2))
     results = []
     for name, lines in (("a", aligned), ("r", ragged)):
-        p = write(tmp_path, "\n".join(lines) + "\n", name=name + ".ancot")
+        p = write(tmp_path, "\n".join(lines) + "\n", header=header, name=name + ".ancot")
         try:
             results.append(ancot.parse(p).transitions().to_dicts())
         except BadInput as err:
