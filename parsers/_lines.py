@@ -6,6 +6,7 @@ name the file and line of a bad record. Invalid UTF-8 is reported at its line.
 """
 from __future__ import annotations
 
+import mmap
 import os
 from typing import BinaryIO, Iterator
 
@@ -58,7 +59,9 @@ def iter_byte_blocks(path: str, *, start_offset: int = 0, first_line: int = 1,
     Without `count_lines` the numbers are not kept up (a caller that counts lines itself
     saves a pass over the bytes); with `views` blocks are memoryviews (no copy)."""
     if views:
-        yield from _ring_blocks(path, start_offset, first_line, block_bytes, progress)
+        mapped = _mapped(path)
+        blocks = _ring_blocks if mapped is None else _mapped_blocks
+        yield from blocks(mapped or path, start_offset, first_line, block_bytes, progress)
         return
     line_no = first_line
     with open(path, "rb") as fh:
@@ -81,6 +84,37 @@ def iter_byte_blocks(path: str, *, start_offset: int = 0, first_line: int = 1,
             yield block, line_no
             if count_lines:
                 line_no += block.count(b"\n")
+
+
+def _mapped(path: str) -> mmap.mmap | None:
+    """The file mapped read-only, or None where it cannot be (empty, a pipe)."""
+    try:
+        with open(path, "rb") as fh:
+            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except (ValueError, OSError):
+        return None
+    if hasattr(mm, "madvise"):
+        mm.madvise(mmap.MADV_SEQUENTIAL)
+    return mm
+
+
+def _mapped_blocks(mm: mmap.mmap, start_offset: int, first_line: int, block_bytes: int, progress):
+    """Whole-line blocks as views of the mapped file: nothing is copied here; pages are read
+    where the blocks are scanned (the scanner's threads). The mapping lives while any view
+    does."""
+    pos, size = start_offset, len(mm)
+    whole = memoryview(mm)
+    while pos < size:
+        end = min(pos + block_bytes, size)
+        cut = mm.rfind(b"\n", pos, end) if end < size else size - 1
+        if cut < 0:  # a line longer than the block
+            cut = mm.find(b"\n", end)
+            cut = size - 1 if cut < 0 else cut
+        view = whole[pos:cut + 1]
+        if progress is not None:
+            progress(len(view))
+        yield view, first_line
+        pos = cut + 1
 
 
 RING = 6  # buffers in rotation: enough for the blocks a reader keeps in flight (at most 4)

@@ -50,6 +50,43 @@ class RunStats:
 
 
 @dataclass
+class _Piece:
+    """Transitions as numpy columns: time, lines, and the data bus (None when not sampled)."""
+    t: np.ndarray
+    lines: np.ndarray
+    db: np.ndarray | None = None       # byte values, 0 where not sampled
+    has_db: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.t)
+
+    def slice(self, start: int, stop: int | None = None) -> "_Piece":
+        cut = slice(start, stop)
+        return _Piece(self.t[cut], self.lines[cut], None if self.db is None else self.db[cut],
+                      None if self.has_db is None else self.has_db[cut])
+
+    def then(self, other: "_Piece") -> "_Piece":
+        if self.db is None and other.db is None:
+            return _Piece(np.concatenate((self.t, other.t)), np.concatenate((self.lines, other.lines)))
+        a, b = self.with_db(), other.with_db()
+        return _Piece(np.concatenate((a.t, b.t)), np.concatenate((a.lines, b.lines)),
+                      np.concatenate((a.db, b.db)), np.concatenate((a.has_db, b.has_db)))
+
+    def with_db(self) -> "_Piece":
+        if self.db is not None:
+            return self
+        return _Piece(self.t, self.lines, np.zeros(len(self.t), np.uint8), np.zeros(len(self.t), bool))
+
+
+def _piece_of(chunk: pl.DataFrame) -> _Piece:
+    db = chunk["db"]
+    if db.null_count() == len(db):
+        return _Piece(chunk["t_ns"].to_numpy(), chunk["lines"].to_numpy())
+    return _Piece(chunk["t_ns"].to_numpy(), chunk["lines"].to_numpy(), db.fill_null(0).to_numpy(),
+                  db.is_not_null().to_numpy())
+
+
+@dataclass
 class RunReducer:
     """Feed transitions chunks in time order; get finished runs back chunk by chunk."""
 
@@ -57,18 +94,18 @@ class RunReducer:
     has_req: bool = True
     has_ack: bool = True
     stats: RunStats = field(default_factory=RunStats)
-    _carry: pl.DataFrame | None = None
+    _carry: _Piece | None = None
     _prev_lines: int = 0
 
     def runs(self, chunks: Iterable[pl.DataFrame]) -> Iterator[pl.DataFrame]:
-        for chunk in _pieces(chunks):
-            if not len(chunk):
+        for piece in _pieces(chunks):
+            if not len(piece):
                 continue
-            self.stats.transitions += len(chunk)
+            self.stats.transitions += len(piece)
             if self.stats.first_ns is None:
-                self.stats.first_ns = int(chunk["t_ns"][0])
-            self.stats.last_ns = int(chunk["t_ns"][-1])
-            data = chunk if self._carry is None else pl.concat([self._carry, chunk], how="vertical_relaxed")
+                self.stats.first_ns = int(piece.t[0])
+            self.stats.last_ns = int(piece.t[-1])
+            data = piece if self._carry is None else self._carry.then(piece)
             out = self._reduce(data, final=False)
             if out is not None and len(out):
                 yield out
@@ -77,28 +114,26 @@ class RunReducer:
             if out is not None and len(out):
                 yield out
 
-    # -- one chunk ---------------------------------------------------------------------
-    def _reduce(self, tr: pl.DataFrame, final: bool) -> pl.DataFrame | None:
-        t = tr["t_ns"].to_numpy()
-        lines = tr["lines"].to_numpy()
-        key = phase_key(lines)
-        first, starts, keys = self._merged_runs(t, key, final)
+    # -- one piece ---------------------------------------------------------------------
+    def _reduce(self, tr: _Piece, final: bool) -> pl.DataFrame | None:
+        key = phase_key(tr.lines)
+        first, starts, keys = self._merged_runs(tr.t, key, final)
         if not final:
-            # the last run may go on in the next chunk: keep its transitions for later
+            # the last run may go on in the next piece: keep its transitions for later
             first_open = int(first[-1])
             self._carry = tr.slice(first_open)
             prev_lines = self._prev_lines
-            self._prev_lines = int(lines[first_open - 1]) if first_open > 0 else self._prev_lines
+            self._prev_lines = int(tr.lines[first_open - 1]) if first_open > 0 else self._prev_lines
             if first_open == 0:
                 return None
-            tr, t, lines = tr.slice(0, first_open), t[:first_open], lines[:first_open]
+            tr = tr.slice(0, first_open)
             ends = starts[1:]
             first, starts, keys = first[:-1], starts[:-1], keys[:-1]
         else:
             self._carry = None
             prev_lines = self._prev_lines
-            ends = np.append(starts[1:], t[-1])
-        return self._aggregate(tr, t, lines, first, starts, ends, keys, prev_lines)
+            ends = np.append(starts[1:], tr.t[-1])
+        return self._aggregate(tr, first, starts, ends, keys, prev_lines)
 
     def _merged_runs(self, t: np.ndarray, key: np.ndarray, final: bool):
         """Index of the first transition, start and key of each run, after folding skew into
@@ -127,9 +162,10 @@ class RunReducer:
         self.stats.skew_merged += int(np.count_nonzero(short & (dur > 0) & done))
         return raw_idx[group_first_raw], raw_start[group_first_raw], merged_key[group_first_raw]
 
-    def _aggregate(self, tr, t, lines, first, starts, ends, keys, prev_lines) -> pl.DataFrame:
+    def _aggregate(self, tr: _Piece, first, starts, ends, keys, prev_lines) -> pl.DataFrame:
         """Per-run handshake counts, first REQ, last data-bus value and the bytes of
         COMMAND/STATUS/MESSAGE runs: numpy reductions over contiguous runs."""
+        t, lines = tr.t, tr.lines
         n_runs = len(starts)
         size = np.diff(np.append(first, len(t)))
         prev = np.empty_like(lines)
@@ -144,13 +180,11 @@ class RunReducer:
         index = np.arange(len(t))
         at = np.minimum.reduceat(np.where(req_rise, index, len(t)), first)
         first_req = np.where(at < len(t), t[np.minimum(at, len(t) - 1)], -1)
-        db_col = tr["db"]
-        if db_col.null_count() == len(db_col):
+        if tr.db is None:
             db_last = np.full(n_runs, -1)
             info_bytes = [None] * n_runs
         else:
-            db = db_col.fill_null(0).to_numpy()
-            has_db = ~db_col.is_null().to_numpy()
+            db, has_db = tr.db, tr.has_db
             at = np.maximum.reduceat(np.where(has_db, index, -1), first)
             db_last = np.where(at >= 0, db[at], -1)
             info_bytes = self._info_bytes(lines, prev, size, keys, db, has_db, rising, first)
@@ -190,10 +224,11 @@ class RunReducer:
 PIECE_ROWS = 1 << 18  # transitions reduced at a time: the working arrays stay in cache
 
 
-def _pieces(chunks: Iterable[pl.DataFrame]) -> Iterator[pl.DataFrame]:
+def _pieces(chunks: Iterable[pl.DataFrame]) -> Iterator[_Piece]:
     for chunk in chunks:
+        whole = _piece_of(chunk)
         for start in range(0, chunk.height, PIECE_ROWS):
-            yield chunk.slice(start, PIECE_ROWS)
+            yield whole.slice(start, start + PIECE_ROWS)
 
 
 def _phase_key_table() -> np.ndarray:
