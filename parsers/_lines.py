@@ -101,9 +101,13 @@ def _mapped(path: str) -> mmap.mmap | None:
 def _mapped_blocks(mm: mmap.mmap, start_offset: int, first_line: int, block_bytes: int, progress):
     """Whole-line blocks as views of the mapped file: nothing is copied here; pages are read
     where the blocks are scanned (the scanner's threads). The mapping lives while any view
-    does."""
+    does. Pages of blocks RING blocks back leave this process's resident set (they stay in
+    the page cache; a view still reading them only faults them in again), so the peak RSS
+    does not grow with the file."""
     pos, size = start_offset, len(mm)
     whole = memoryview(mm)
+    starts: list[int] = []
+    released = 0
     while pos < size:
         end = min(pos + block_bytes, size)
         cut = mm.rfind(b"\n", pos, end) if end < size else size - 1
@@ -114,7 +118,20 @@ def _mapped_blocks(mm: mmap.mmap, start_offset: int, first_line: int, block_byte
         if progress is not None:
             progress(len(view))
         yield view, first_line
+        starts.append(pos)
+        if len(starts) > RING:
+            released = _release(mm, released, starts.pop(0))
         pos = cut + 1
+
+
+def _release(mm: mmap.mmap, start: int, end: int) -> int:
+    """Drop [start, end) of the mapping from the resident set (whole pages); returns where the
+    next release starts."""
+    end -= end % mmap.PAGESIZE
+    if end > start and hasattr(mmap, "MADV_DONTNEED"):
+        mm.madvise(mmap.MADV_DONTNEED, start, end - start)
+        return end
+    return start
 
 
 RING = 6  # buffers in rotation: enough for the blocks a reader keeps in flight (at most 4)
