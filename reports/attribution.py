@@ -25,7 +25,8 @@ import numpy as np
 import polars as pl
 
 from scsitrace import schema
-from scsitrace.busruns import phase_key
+from scsitrace.busruns import PHASE_KEY
+from . import _handshakes as _hs
 from scsitrace.model import Analysis
 
 REQ = 1 << schema.SIGNAL_BIT["REQ"]
@@ -87,49 +88,6 @@ class _Segments:
         self.n = seg.height
 
 
-def _edges(lines: np.ndarray, lines0: int):
-    """REQ/ACK edges of one chunk in time order -> (transition index, code); `lines0` = the
-    lines before the chunk. Both lines changing in one record: the handshake order decides."""
-    prev = np.empty_like(lines)
-    prev[0] = lines0
-    prev[1:] = lines[:-1]
-    changed = lines ^ prev
-    req_ch = (changed & REQ) != 0
-    ack_ch = (changed & ACK) != 0
-    both = req_ch & ack_ch
-    if not both.any():                       # the usual case: one line per transition
-        idx = np.flatnonzero(changed & (REQ | ACK))
-        which = changed[idx]
-        is_ack = (which & ACK) != 0          # the code's low bit: ACK edges are odd
-        down = (lines[idx] & which) == 0     # the changed line's new level
-        return idx, (is_ack.astype(np.int8) + 2 * down.astype(np.int8))
-    req = (lines & REQ) != 0
-    ack = (lines & ACK) != 0
-    ack_first = both & req & ~ack            # REQ rises as ACK falls: ACK fell first
-    n = len(lines)
-    slot_req = 2 * np.arange(n) + ack_first
-    slot_ack = 2 * np.arange(n) + 1 - ack_first
-    code = np.full(2 * n, -1, dtype=np.int8)
-    code[slot_req[req_ch]] = np.where(req[req_ch], REQ_UP, REQ_DOWN)
-    code[slot_ack[ack_ch]] = np.where(ack[ack_ch], ACK_UP, ACK_DOWN)
-    keep = code >= 0
-    return np.repeat(np.arange(n), 2)[keep], code[keep]
-
-
-class _Grow:
-    """A growable int64 column (per phase-key run), appended chunk by chunk."""
-
-    def __init__(self, fill: int = 0):
-        self.data = np.full(1024, fill, dtype=np.int64)
-        self.fill = fill
-
-    def ensure(self, n: int) -> None:
-        if n > len(self.data):
-            grown = np.full(max(n, 2 * len(self.data)), self.fill, dtype=np.int64)
-            grown[:len(self.data)] = self.data
-            self.data = grown
-
-
 class Collector:
     """The one pass over the transitions that attribution needs, keyed by time only, so it can
     run while the bus analysis reads the trace (`tap`) or afterwards (`feed` from chunks).
@@ -139,26 +97,26 @@ class Collector:
     skew runs merged into the next), so per-run sums add up to per-segment sums exactly.
     Per run: REQ-ups before it, REQ-ups in it, the target's and the initiator's waits, the
     last edge. Kept individually: every edge of non-DATA runs, each run's edges up to its
-    second REQ-up (first bytes), and DATA waits longer than MIN_LONG_NS.
+    second REQ-up (first bytes), and DATA waits longer than MIN_LONG_NS. The pass itself is
+    compiled (`_handshakes.collect`).
     """
 
     def __init__(self):
         self.complete = False                 # set once a tapped pass has read every chunk
-        self.prev_t = -(1 << 62)              # "long before": clipped at the body start later
-        self.lines = 0                        # bus lines before the next chunk
-        self.key = -1                         # phase key before the next chunk
-        self.req_seen = 0                     # REQ-up edges so far (bytes)
-        self.n_runs = 0
-        self.run_start = _Grow()
-        self.run_key = _Grow()
-        self.run_g = _Grow()                  # REQ-ups before the run
-        self.run_up = _Grow()
-        self.run_target = _Grow()
-        self.run_initiator = _Grow()
-        self.run_edges = _Grow()
-        self.run_last = _Grow(-1)
+        self.state = np.zeros(5, dtype=np.int64)
+        # "long before" the first edge (clipped at the body start later); no key yet
+        self.state[_hs.PREV_T], self.state[_hs.KEY] = -(1 << 62), -1
+        self._runs = np.zeros((1024, _hs.RUN_COLUMNS), dtype=np.int64)
         self.hist = np.zeros((HIST_NS, 2), dtype=np.int64)  # DATA waits (ns x component) below HIST_NS
         self.kept: list[pl.DataFrame] = []
+
+    @property
+    def n_runs(self) -> int:
+        return int(self.state[_hs.N_RUNS])
+
+    def column(self, which: int) -> np.ndarray:
+        """One column of the per-run table (`_handshakes.START`, `G`, `UP`, ...), run order."""
+        return self._runs[:self.n_runs, which]
 
     def tap(self, capture) -> None:
         """For `load(args, tap=...)`: collect while the bus analysis reads the chunks."""
@@ -178,66 +136,19 @@ class Collector:
     def feed(self, chunk: pl.DataFrame) -> None:
         if not chunk.height:
             return
-        tr_t = chunk["t_ns"].to_numpy()
-        lines = chunk["lines"].to_numpy().astype(np.uint16)
-        runs_before = self.n_runs
-        key = phase_key(lines).astype(np.int64)
-        new_run = np.empty(len(key), dtype=bool)
-        new_run[0] = key[0] != self.key
-        np.not_equal(key[1:], key[:-1], out=new_run[1:])
-        self.key = int(key[-1])
-        new_at = np.flatnonzero(new_run)
-        idx, code = _edges(lines, self.lines)
-        self.lines = int(lines[-1])
-        self._open_runs(tr_t[new_at], key[new_at])
-        is_up = code == REQ_UP
-        up_at = idx[is_up]
-        # REQ-ups before each new run's first transition
-        self.run_g.data[runs_before:self.n_runs] = self.req_seen + np.searchsorted(up_at, new_at, side="left")
-        if not len(idx):
-            return
-        t = tr_t[idx]
-        dur = np.empty_like(t)
-        dur[0] = t[0] - self.prev_t
-        np.subtract(t[1:], t[:-1], out=dur[1:])
-        self.prev_t = int(t[-1])
-        run = runs_before - 1 + np.searchsorted(new_at, idx, side="right")   # global run of each edge
-        g = np.cumsum(is_up)
-        g += self.req_seen                   # REQ-ups so far, including this edge
-        self.req_seen = int(g[-1])
-        starts = np.flatnonzero(np.r_[True, run[1:] != run[:-1]])
-        ends = np.r_[starts[1:], len(run)]
-        r = run[starts]
-        initiator = dur * (code & 1)         # REQ edges: target; ACK edges: initiator
-        total = np.add.reduceat(dur, starts)
-        self.run_initiator.data[r] += np.add.reduceat(initiator, starts)
-        self.run_target.data[r] += total - np.add.reduceat(initiator, starts)
-        self.run_up.data[r] += np.add.reduceat(is_up, starts, dtype=np.int64)
-        self.run_edges.data[r] += ends - starts
-        self.run_last.data[r] = t[ends - 1]
-        self._keep(t, code, dur, g, run)
-
-    def _open_runs(self, start_t: np.ndarray, keys: np.ndarray) -> None:
-        n = self.n_runs + len(keys)
-        for col in (self.run_start, self.run_key, self.run_g, self.run_up, self.run_target,
-                    self.run_initiator, self.run_edges, self.run_last):
-            col.ensure(n)
-        self.run_start.data[self.n_runs:n] = start_t
-        self.run_key.data[self.n_runs:n] = keys
-        self.n_runs = n
-
-    def _keep(self, t, code, dur, g, run):
-        key = self.run_key.data[run]
-        data = (key == DATA_OUT_KEY) | (key == DATA_IN_KEY)   # (ARBITRATION shares DATA OUT's key: no edges)
-        first_bytes = g <= self.run_g.data[run] + 1   # up to the run's first REQ-up's handshake
-        sample = data & ~first_bytes & (dur < HIST_NS)
-        counts = np.bincount(dur[sample] * 2 + (code[sample] & 1))   # short: ordinary waits are short
-        self.hist.ravel()[:len(counts)] += counts
-        # every long wait is above MIN_LONG_NS whatever the median turns out to be
-        keep = np.flatnonzero(~data | first_bytes | (dur > MIN_LONG_NS))
-        if len(keep):
-            self.kept.append(pl.DataFrame({"t_ns": t[keep], "code": code[keep], "dur_ns": dur[keep],
-                                           "g": g[keep], "run": run[keep]}))
+        t = chunk["t_ns"].to_numpy()
+        lines = chunk["lines"].to_numpy()
+        need = self.n_runs + _hs.new_runs(lines, PHASE_KEY, self.state[_hs.KEY])
+        if need > len(self._runs):
+            grown = np.zeros((max(need, 2 * len(self._runs)), _hs.RUN_COLUMNS), dtype=np.int64)
+            grown[:len(self._runs)] = self._runs
+            self._runs = grown
+        kept = np.empty((5, 2 * len(t)), dtype=np.int64)
+        n = _hs.collect(t, lines, PHASE_KEY, REQ, ACK, self.state, self._runs, self.hist, kept,
+                        np.array([DATA_OUT_KEY, DATA_IN_KEY]), HIST_NS, MIN_LONG_NS)
+        if n:
+            self.kept.append(pl.DataFrame({"t_ns": kept[0, :n], "code": kept[1, :n].astype(np.int8),
+                                           "dur_ns": kept[2, :n], "g": kept[3, :n], "run": kept[4, :n]}))
 
     def long_thresholds(self) -> dict[int, float]:
         """max(MIN_LONG_NS, LONG_FACTOR x the median DATA wait) per component: the exact median
@@ -255,27 +166,26 @@ class _PerSegment:
     """The collector's runs folded into the analysis' segments (what the report needs)."""
 
     def __init__(self, segs: _Segments, col: Collector):
-        n = col.n_runs
-        run_start = col.run_start.data[:n]
-        inner = segs.start[(segs.start > (run_start[0] if n else 0))]
+        run_start = col.column(_hs.START)
+        inner = segs.start[(segs.start > (run_start[0] if len(run_start) else 0))]
         if not np.isin(inner, run_start).all():
             bad = inner[~np.isin(inner, run_start)][0]
             raise RuntimeError(f"attribution: a bus segment starts at {bad} ns inside a run of equal "
                                "phase key; the bus segments no longer follow HACKING's bus-layer rules")
         seg = np.searchsorted(segs.start, run_start, side="right") - 1
         ok = (seg >= 0) & segs.in_body[np.maximum(seg, 0)]
-        edges = col.run_edges.data[:n]
+        edges = col.column(_hs.EDGES)
         self.stray = int(edges[~ok].sum())
         self.totals = np.zeros((segs.n, 2), dtype=np.int64)
-        np.add.at(self.totals[:, TARGET], seg[ok], col.run_target.data[:n][ok])
-        np.add.at(self.totals[:, INITIATOR], seg[ok], col.run_initiator.data[:n][ok])
+        np.add.at(self.totals[:, TARGET], seg[ok], col.column(_hs.TARGET_NS)[ok])
+        np.add.at(self.totals[:, INITIATOR], seg[ok], col.column(_hs.INITIATOR_NS)[ok])
         self.seg_bytes = np.zeros(segs.n, dtype=np.int64)
-        np.add.at(self.seg_bytes, seg[ok], col.run_up.data[:n][ok])
+        np.add.at(self.seg_bytes, seg[ok], col.column(_hs.UP)[ok])
         self.seg_last_t = np.full(segs.n, -1, dtype=np.int64)
-        np.maximum.at(self.seg_last_t, seg[ok], col.run_last.data[:n][ok])
+        np.maximum.at(self.seg_last_t, seg[ok], col.column(_hs.LAST)[ok])
         self.seg_base = np.full(segs.n, -1, dtype=np.int64)
         first = np.r_[True, seg[1:] != seg[:-1]] & (seg >= 0)
-        self.seg_base[seg[first]] = col.run_g.data[:n][first]
+        self.seg_base[seg[first]] = col.column(_hs.G)[first]
         self.hist = col.hist
         self.long_thresholds = col.long_thresholds
         self.kept = self._kept(segs, col, seg, ok)
