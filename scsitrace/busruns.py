@@ -5,9 +5,10 @@ ACK and the data bus never split a run: they are aggregated per run (handshake c
 the bytes of message/command/status phases, the ID bits of (re)selection).
 
 Line skew: a run shorter than the settle delay is a transitional state and belongs to the
-run that follows it; afterwards equal neighbours are coalesced. Everything here is numpy or
-polars over whole chunks; the Python walk in `bus.py` then sees thousands of runs, not
-millions of transitions.
+run that follows it; afterwards equal neighbours are coalesced. The two passes over every
+transition (cutting runs, summing handshakes per run) are compiled (numba); the rest is
+numpy over the runs. The Python walk in `bus.py` then sees thousands of runs, not millions
+of transitions.
 """
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ from typing import Iterable, Iterator
 
 import numpy as np
 import polars as pl
+from numba import njit
 
 from .schema import SIGNAL_BIT
 
 BIT = {name: 1 << b for name, b in SIGNAL_BIT.items()}
+REQ_BIT, ACK_BIT, ATN_BIT = BIT["REQ"], BIT["ACK"], BIT["ATN"]
 
 # information phase code MSG C/D I/O -> name (SCSI-2 table 5-6); 100 and 101 are reserved
 INFO_PHASES = {
@@ -116,8 +119,7 @@ class RunReducer:
 
     # -- one piece ---------------------------------------------------------------------
     def _reduce(self, tr: _Piece, final: bool) -> pl.DataFrame | None:
-        key = phase_key(tr.lines)
-        first, starts, keys = self._merged_runs(tr.t, key, final)
+        first, starts, keys = self._merged_runs(tr.t, tr.lines, final)
         if not final:
             # the last run may go on in the next piece: keep its transitions for later
             first_open = int(first[-1])
@@ -135,16 +137,11 @@ class RunReducer:
             ends = np.append(starts[1:], tr.t[-1])
         return self._aggregate(tr, first, starts, ends, keys, prev_lines)
 
-    def _merged_runs(self, t: np.ndarray, key: np.ndarray, final: bool):
+    def _merged_runs(self, t: np.ndarray, lines: np.ndarray, final: bool):
         """Index of the first transition, start and key of each run, after folding skew into
         the next run."""
-        n = len(t)
-        change = np.empty(n, dtype=bool)
-        change[0] = True
-        np.not_equal(key[1:], key[:-1], out=change[1:])
-        raw_idx = np.flatnonzero(change)
+        raw_idx, raw_key = _raw_runs(lines, PHASE_KEY)
         raw_start = t[raw_idx]
-        raw_key = key[raw_idx]
         raw_end = np.append(raw_start[1:], t[-1])
         dur = raw_end - raw_start
         short = dur < self.settle_ns
@@ -164,30 +161,22 @@ class RunReducer:
 
     def _aggregate(self, tr: _Piece, first, starts, ends, keys, prev_lines) -> pl.DataFrame:
         """Per-run handshake counts, first REQ, last data-bus value and the bytes of
-        COMMAND/STATUS/MESSAGE runs: numpy reductions over contiguous runs."""
+        COMMAND/STATUS/MESSAGE runs."""
         t, lines = tr.t, tr.lines
         n_runs = len(starts)
-        size = np.diff(np.append(first, len(t)))
-        prev = np.empty_like(lines)
-        prev[0] = prev_lines
-        prev[1:] = lines[:-1]
-        rising = lines & ~prev
-        req_rise = (rising & BIT["REQ"]) != 0
-        ack_rise = (rising & BIT["ACK"]) != 0
-        n_req = np.add.reduceat(req_rise, first, dtype=np.int64)
-        n_ack = np.add.reduceat(ack_rise, first, dtype=np.int64)
-        atn = np.maximum.reduceat((lines & BIT["ATN"]) != 0, first)
-        index = np.arange(len(t))
-        at = np.minimum.reduceat(np.where(req_rise, index, len(t)), first)
-        first_req = np.where(at < len(t), t[np.minimum(at, len(t) - 1)], -1)
+        n_req, n_ack, atn, first_req = _run_sums(t, lines, prev_lines, first)
         if tr.db is None:
             db_last = np.full(n_runs, -1)
             info_bytes = [None] * n_runs
         else:
             db, has_db = tr.db, tr.has_db
-            at = np.maximum.reduceat(np.where(has_db, index, -1), first)
+            at = np.maximum.reduceat(np.where(has_db, np.arange(len(t)), -1), first)
             db_last = np.where(at >= 0, db[at], -1)
-            info_bytes = self._info_bytes(lines, prev, size, keys, db, has_db, rising, first)
+            prev = np.empty_like(lines)
+            prev[0] = prev_lines
+            prev[1:] = lines[:-1]
+            size = np.diff(np.append(first, len(t)))
+            info_bytes = self._info_bytes(lines, prev, size, keys, db, has_db, lines & ~prev, first)
         return pl.DataFrame({
             "start_ns": starts, "end_ns": ends, "key": keys.astype(np.uint16), "atn": atn,
             "n_req": n_req, "n_ack": n_ack,
@@ -255,3 +244,48 @@ def _info_codes(keys: np.ndarray) -> np.ndarray:
     cd = (keys >> SIGNAL_BIT["C/D"]) & 1
     io = (keys >> SIGNAL_BIT["I/O"]) & 1
     return (msg << 2) | (cd << 1) | io
+
+
+@njit(cache=True, nogil=True)
+def _raw_runs(lines, key_table):
+    """First transition and phase key of each run of equal key (before skew folding)."""
+    n = lines.shape[0]
+    idx = np.empty(n, np.int64)
+    keys = np.empty(n, np.uint16)
+    m = 0
+    prev = -1
+    for i in range(n):
+        k = np.int64(key_table[lines[i]])
+        if k != prev:
+            idx[m] = i
+            keys[m] = k
+            m += 1
+            prev = k
+    return idx[:m], keys[:m]
+
+
+@njit(cache=True, nogil=True)
+def _run_sums(t, lines, prev_lines, first):
+    """Per run (transitions first[r] up to first[r+1]): REQ and ACK assertions, whether ATN
+    was asserted, time of the first REQ assertion (-1: none)."""
+    n_runs = first.shape[0]
+    n_req = np.zeros(n_runs, np.int64)
+    n_ack = np.zeros(n_runs, np.int64)
+    has_atn = np.zeros(n_runs, np.bool_)
+    first_req = np.full(n_runs, -1, np.int64)
+    prev = np.int64(prev_lines)
+    for r in range(n_runs):
+        stop = first[r + 1] if r + 1 < n_runs else t.shape[0]
+        for i in range(first[r], stop):
+            ln = np.int64(lines[i])
+            rising = ln & ~prev
+            if rising & REQ_BIT:
+                n_req[r] += 1
+                if first_req[r] < 0:
+                    first_req[r] = t[i]
+            if rising & ACK_BIT:
+                n_ack[r] += 1
+            if ln & ATN_BIT:
+                has_atn[r] = True
+            prev = ln
+    return n_req, n_ack, has_atn, first_req
