@@ -84,6 +84,25 @@ def test_real_dmesg_has_no_scsi_logging():
     assert s["records"]["read"] == len(DMESG_REAL.read_text().splitlines())
 
 
+CAPTURED = Path(__file__).resolve().parents[1] / "fixtures" / "captured"
+LOGGED = sorted(CAPTURED.glob("*/dmesg-scsi.txt"))
+
+
+@pytest.mark.parametrize("path", LOGGED, ids=lambda p: p.parent.name)
+def test_captured_dmesg_logging_equals_ftrace(path):
+    """A real kernel's SCSI logging lines (the rig's scsi_logging cases) give the commands
+    ftrace saw in the same run: same devices, tags, CDB fields and outcomes, in order, all
+    paired; one command per "Send:" line."""
+    assert parsers.detect(str(path)) == "scsilog"
+    dmesg, ftrace = analyze(path), analyze(path.parent / "ftrace.txt")
+    cols = ["device", "kernel_tag", "opcode", "command", "lba", "blocks", "status", "paired"]
+    ours = dmesg.ios.sort("start_ns").select(cols)
+    assert ours.equals(ftrace.ios.sort("start_ns").select(cols))
+    sends = sum(" Send: " in ln for ln in path.read_text().splitlines())
+    assert ours.height == sends > 0 and ours["paired"].all()
+    assert (dmesg.ios["response_ns"] > 0).all()
+
+
 DMESG_LOGGING = """\
 [   10.000000] sd 2:0:0:0: [sdb] tag#3 Send: scmd 0x00000000a1b2c3d4
 [   10.000000] sd 2:0:0:0: [sdb] tag#3 CDB: Read(10) 28 00 00 00 08 00 00 00 08 00
