@@ -6,13 +6,12 @@ software (one wire per probe, often active-low names such as `/SCSI_BSY`, `BSY_N
 `ATN#`, data as `D0`..`D7`/`DB0`..`DB7` bits or a `DB`/`DAT`/`DATA` vector, parity `DBP`).
 
 The header (declarations, small) is read token by token in Python. The value changes are
-streamed in blocks of whole lines (`parsers/_lines.py`) and decoded with numpy on the shared
-tokenizer (`parsers/_tokens.py`): tokens are classified by their first byte, identifier
-codes are packed into integers and compared with the codes of the mapped bus "slots", each
-slot's last value before the end of every timestamp is found by index arithmetic, and the
-bits are combined into `lines`/`db`/`dbp`. Python loops run per block, per slot and per
-character position of a value, never per value change. See docs/vcd.md for the mapping,
-polarity and value rules.
+streamed in blocks of whole lines (`parsers/_lines.py`) through two compiled passes
+(`parsers/_vcd_scan.py`, numba): one turns the bytes into items (timestamps and value
+changes, identifier codes packed into integers), the other applies the changes of the mapped
+bus "slots" in file order and closes a row of lines/db/dbp at each new timestamp; between
+them the items are checked in bulk with numpy (undeclared codes, time going backwards).
+See docs/vcd.md for the mapping, polarity and value rules.
 """
 from __future__ import annotations
 
@@ -29,7 +28,10 @@ from scsitrace import schema
 from scsitrace.errors import BadInput, MissingSignal, TruncatedInput, UsageError
 from scsitrace.model import Capture
 from . import _lines
-from ._tokens import TokenBlock
+from . import _vcd_scan as _scan
+from ._vcd_scan import (BAD, KW_COMMENT, KW_DUMPALL, KW_DUMPOFF, KW_DUMPON, KW_DUMPVARS, KW_END,
+                        PACKED_BYTES, R_NO_CODE, R_TIME, R_TOKEN, R_VECTOR, REAL, SCALAR, STRING,
+                        TIME, VECTOR)
 from .ancot import level_of
 
 ID = "vcd"
@@ -42,6 +44,7 @@ SNIFF_KEYWORDS = (b"$date", b"$version", b"$timescale", b"$scope", b"$var", b"$c
 DB_SLOT = len(schema.SIGNALS)                 # 9: the 8-bit data vector
 DB_BIT_SLOT0 = DB_SLOT + 1                    # 10..17: DB0..DB7 as separate wires
 DBP_SLOT = DB_BIT_SLOT0 + 8                   # 18
+assert (DB_SLOT, DB_BIT_SLOT0, DBP_SLOT) == (_scan.DB_SLOT, _scan.DB_BIT_SLOT0, _scan.DBP_SLOT)
 DB_BITS = tuple(f"DB{i}" for i in range(8))
 BUS_NAMES = schema.SIGNALS + ("DB", "DBP") + DB_BITS
 
@@ -375,15 +378,13 @@ def _inversions(h: Header, chosen: dict, active_low: list[str]) -> set[str]:
 
 # ---------------------------------------------------------------- value changes
 #
-# Each block of whole lines is split into tokens with numpy (parsers/_tokens.py). A token's
-# kind follows from its first byte; identifier codes are packed into integers and compared
-# with the mapped codes; each slot's value is forward-filled by index arithmetic; the state
-# at the end of each timestamp is combined into lines/db/dbp.
+# Each block of whole lines goes through two compiled passes (parsers/_vcd_scan.py): the
+# scanner turns bytes into items (timestamps, value changes: kind, packed identifier code,
+# value span), checked here in bulk (undeclared codes, time order); then the items are
+# applied in file order to the mapped slots, closing a row at each new timestamp.
 
-KEYWORDS = ("$end", "$comment", "$dumpvars", "$dumpall", "$dumpon", "$dumpoff")
-KW_NONE, KW_END, KW_COMMENT, KW_DUMPVARS, KW_DUMPALL, KW_DUMPON, KW_DUMPOFF = range(7)
-BAD, TIME, SCALAR, VECTOR, REAL, STRING = range(6)          # item kinds
-R_TOKEN, R_TIME, R_VECTOR, R_NO_CODE, R_UNDECLARED, R_BACKWARDS, R_TOO_BIG = range(1, 8)
+KEYWORDS = tuple(k.decode() for k in _scan.KEYWORD_BYTES)
+R_UNDECLARED, R_BACKWARDS, R_TOO_BIG = range(_scan.R_NO_CODE + 1, _scan.R_NO_CODE + 4)
 REASONS = {
     R_TOKEN: "not a timestamp or a value change",
     R_TIME: "bad timestamp (expected '#' and a non-negative integer of at most 18 digits)",
@@ -394,55 +395,15 @@ REASONS = {
     R_TOO_BIG: "timestamp too large for int64 nanoseconds",
 }
 _I64_MAX = (1 << 63) - 1
-PACKED_BYTES = 7          # identifier codes up to this long are compared as integers
-VECTOR_CHECK_BYTES = 64   # longer vector values are checked one by one (rare)
 READ_BLOCK_BYTES = 8 << 20
 
 
-def _table(chars: str) -> np.ndarray:
-    t = np.zeros(256, dtype=bool)
-    t[list(chars.encode())] = True
-    return t
-
-
-STARTS_VALUE = _table("bBrRsS")       # a value whose identifier code is the next token
-STARTS_SCALAR = _table("01xXzZ")
-VECTOR_CHAR = _table("01xXzZ")
-BIT_OF = np.full(256, -1, dtype=np.int16)   # '0' -> 0, '1' -> 1, x z (anything else) -> -1
-BIT_OF[ord("0")], BIT_OF[ord("1")] = 0, 1
-PAD_OF = np.full(256, ord("0"), dtype=np.uint8)    # left-extension of a short vector value
-PAD_OF[[ord("x"), ord("X")]] = ord("x")
-PAD_OF[[ord("z"), ord("Z")]] = ord("z")
-
-
-class _Tokens(TokenBlock):
-    """Every block through the general tokenizer (token spans for each line)."""
-
-
 def pack_code(code: bytes) -> int:
-    """An identifier code as the integer `_pack` gives it (0 for codes too long to pack)."""
+    """An identifier code as the integer the scanner packs it into (0 for codes too long to
+    pack)."""
     if not 1 <= len(code) <= PACKED_BYTES:
         return 0
     return sum(b << (8 * j) for j, b in enumerate(code)) | (len(code) << 56)
-
-
-def _pack(a: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
-    short = (length >= 1) & (length <= PACKED_BYTES)
-    key = np.where(short, length.astype(np.uint64) << np.uint64(56), np.uint64(0))
-    last = len(a) - 1
-    for j in range(PACKED_BYTES):
-        take = short & (j < length)
-        if not take.any():
-            break
-        byte = a[np.minimum(start + j, last)].astype(np.uint64) << np.uint64(8 * j)
-        key |= np.where(take, byte, np.uint64(0))
-    return key
-
-
-def _last_index(hit: np.ndarray) -> np.ndarray:
-    """For every position, the index of the last True at or before it (-1 if none)."""
-    return np.maximum.accumulate(np.where(hit, np.arange(len(hit)), -1)) if len(hit) else \
-        np.zeros(0, dtype=np.int64)
 
 
 @dataclass
@@ -466,131 +427,9 @@ class _Items:
         return _Items(**{k: v[keep] for k, v in self.__dict__.items()})
 
 
-def _keywords(tb: TokenBlock, start: np.ndarray, length: np.ndarray) -> np.ndarray:
-    kw = np.zeros(len(start), dtype=np.int8)
-    dollar = np.flatnonzero((tb.a[start] == ord("$")) & (length > 1)) if len(start) else start
-    for number, word in enumerate(KEYWORDS, 1):
-        cand = dollar[length[dollar] == len(word)]
-        ok = np.ones(len(cand), dtype=bool)
-        for j, ch in enumerate(word.encode()):
-            ok &= tb.a[start[cand] + j] == ch
-        kw[cand[ok]] = number
-    return kw
-
-
-def _scan(tb: TokenBlock, context: int) -> tuple[_Items, int]:
-    """Tokens -> items, and the keyword context at the end of the block."""
-    start, end = tb.tok_start, tb.tok_end
-    kw = _keywords(tb, start, end - start)
-    last_kw = _last_index(kw > 0)
-    ctx = np.where(last_kw >= 0, kw[np.maximum(last_kw, 0)], context).astype(np.int8)
-    end_context = int(ctx[-1]) if len(ctx) else context
-    line = tb.tok_line
-    keep = (kw == 0) & (ctx != KW_COMMENT)
-    if not keep.all():
-        start, end, ctx, line = start[keep], end[keep], ctx[keep], line[keep]
-    is_value, has_code, sel = _pair(tb.a[start], line)
-    nxt = np.minimum(sel + 1, max(len(start) - 1, 0))
-    following = (start[nxt], end[nxt])      # where a b/r/s value's identifier code is
-    if len(sel) < len(start):
-        start, end, ctx, line = start[sel], end[sel], ctx[sel], line[sel]
-    items = _decode(tb, start, end, ctx, tb.line_no[line], is_value, has_code, following)
-    return items, end_context
-
-
-def _pair(c0: np.ndarray, line: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A `b`/`r`/`s` value is followed by its identifier code on the same line. In a run of
-    tokens starting with those letters values and codes alternate, so the position in the
-    run tells which is which (a code may itself start with `b`, or be `#` or `$`).
-    Returns is_value and has_code of the items, and the items' token indexes (codes left out)."""
-    n = len(c0)
-    same_line = np.zeros(n, dtype=bool)
-    same_line[1:] = line[1:] == line[:-1]
-    cand = STARTS_VALUE[c0]
-    prev_cand = np.zeros(n, dtype=bool)
-    prev_cand[1:] = cand[:-1]
-    run_start = _last_index(cand & ~(prev_cand & same_line))
-    is_value = cand & ((np.arange(n) - run_start) % 2 == 0)
-    is_code = np.zeros(n, dtype=bool)
-    is_code[1:] = is_value[:-1] & same_line[1:]
-    has_code = np.zeros(n, dtype=bool)
-    has_code[:-1] = is_value[:-1] & same_line[1:]
-    if not is_code.any():
-        return is_value, has_code, np.arange(n)
-    sel = np.flatnonzero(~is_code)
-    return is_value[sel], has_code[sel], sel
-
-
-def _decode(tb: TokenBlock, start, end, ctx, line, is_value, has_code, following) -> _Items:
-    """Kind, value span, identifier code and timestamp of every item; reason if bad."""
-    a = tb.a
-    length = end - start
-    c0 = a[start]
-    n = len(start)
-    code_start = np.where(is_value, following[0], start + 1)
-    code_end = np.where(is_value & has_code, following[1], np.where(is_value, code_start, end))
-    kind = np.full(n, BAD, dtype=np.int8)
-    kind[c0 == ord("#")] = TIME
-    kind[STARTS_SCALAR[c0] & (length >= 2)] = SCALAR
-    kind[is_value & ((c0 == ord("b")) | (c0 == ord("B")))] = VECTOR
-    kind[is_value & ((c0 == ord("r")) | (c0 == ord("R")))] = REAL
-    kind[is_value & ((c0 == ord("s")) | (c0 == ord("S")))] = STRING
-    scalar = kind == SCALAR
-    val_start = np.where(scalar, start, start + 1)
-    val_end = np.where(scalar, start + 1, end)
-    reason = np.zeros(n, dtype=np.int8)
-    reason[kind == BAD] = R_TOKEN
-    time = np.zeros(n, dtype=np.int64)
-    sub = np.flatnonzero(kind == TIME)
-    time[sub], ok = tb.integers(start[sub] + 1, length[sub] - 1)
-    reason[sub[~ok]] = R_TIME
-    sub = np.flatnonzero(kind == VECTOR)
-    reason[sub[~_vector_ok(a, val_start[sub], val_end[sub])]] = R_VECTOR
-    reason[(kind >= VECTOR) & ~has_code & (reason == 0)] = R_NO_CODE
-    code = np.zeros(n, dtype=np.uint64)
-    sub = np.flatnonzero(kind >= SCALAR)
-    code[sub] = _pack(a, code_start[sub], code_end[sub] - code_start[sub])
-    return _Items(line, start, end, kind, ctx, time, code_start, code_end, code,
-                  val_start, val_end, reason)
-
-
-def _vector_ok(a: np.ndarray, vs: np.ndarray, ve: np.ndarray) -> np.ndarray:
-    length = ve - vs
-    ok = length >= 1
-    short = length <= VECTOR_CHECK_BYTES
-    width = int(length[short].max()) if short.any() else 0
-    last = len(a) - 1
-    for j in range(width):
-        ok &= ~(short & (j < length)) | VECTOR_CHAR[a[np.minimum(vs + j, last)]]
-    for i in np.flatnonzero(~short):      # very wide vectors: rare, checked one by one
-        ok[i] = bool(VECTOR_CHAR[a[vs[i]:ve[i]]].all())
-    return ok
-
-
-def _bit_values(a: np.ndarray, vs: np.ndarray, ve: np.ndarray) -> np.ndarray:
-    """0/1 of a 1-bit value (the last character of a vector value), -1 for x or z."""
-    return BIT_OF[a[ve - 1]]
-
-
-def _byte_values(a: np.ndarray, vs: np.ndarray, ve: np.ndarray) -> np.ndarray:
-    """Low 8 bits of a vector value left-extended as IEEE 1364 says, -1 if any is x or z."""
-    length = ve - vs
-    pad = PAD_OF[a[vs]]
-    value = np.zeros(len(vs), dtype=np.int16)
-    unknown = np.zeros(len(vs), dtype=bool)
-    for j in range(8):
-        ch = np.where(j < length, a[np.maximum(ve - 1 - j, vs)], pad)
-        bit = BIT_OF[ch]
-        unknown |= bit < 0
-        value |= np.where(bit > 0, 1 << j, 0).astype(np.int16)
-    return np.where(unknown, -1, value).astype(np.int16)
-
-
-def _reverse_bits(v: np.ndarray) -> np.ndarray:
-    out = np.zeros_like(v)
-    for j in range(8):
-        out |= ((v >> j) & 1) << (7 - j)
-    return np.where(v < 0, v, out)
+def _initial_slots() -> np.ndarray:
+    """Slot values before any change: control lines 0, data lines not sampled (-1)."""
+    return np.array([0 if s < DB_SLOT else -1 for s in range(_scan.N_SLOTS)], dtype=np.int64)
 
 
 @dataclass
@@ -598,11 +437,20 @@ class _Carry:
     """What one block hands to the next."""
 
     context: int = KW_END
-    state: dict = field(default_factory=dict)     # slot -> value after the last change
     origin: int | None = None                     # first timestamp (time units)
     last_time: int | None = None                  # last accepted timestamp
-    pending: tuple | None = None                  # (t_ns, lines, db, dbp) of the last row, may still change
-    final_state: tuple | None = None              # (lines, db, dbp) of the last final row
+    # slot values after the last change, the pending row (the last timestamp, which may still
+    # change) and the last final row: _vcd_scan's carry vector
+    vec: np.ndarray = field(default_factory=lambda: np.concatenate(
+        (_initial_slots(), np.zeros(_scan.CARRY_SIZE - _scan.N_SLOTS, dtype=np.int64))))
+
+    @property
+    def pending(self) -> tuple | None:
+        v = self.vec
+        if not v[_scan.PENDING]:
+            return None
+        return int(v[_scan.PENDING_T]), int(v[_scan.PENDING_LINES]), int(v[_scan.PENDING_DB]), \
+            int(v[_scan.PENDING_DBP])
 
 
 COUNT_KEYS = ("xz_control_changes", "xz_data_changes", "real_changes_ignored",
@@ -621,6 +469,12 @@ class _Reader:
         codes = {v.code.encode("utf-8", "surrogateescape") for v in header.vars}
         self.declared = np.array(sorted(pack_code(c) for c in codes if pack_code(c)), dtype=np.uint64)
         self.declared_long = {c for c in codes if not pack_code(c)}
+        self.feed_codes = [f.var.code.encode("utf-8", "surrogateescape") for f in feeds]
+        self.feed_keys = np.array([pack_code(c) for c in self.feed_codes], dtype=np.uint64)
+        self.feed_slot = np.array([_slot_of(f.bus) for f in feeds], dtype=np.int64)
+        self.feed_flags = np.array([_feed_flags(f) for f in feeds], dtype=np.int64)
+        self.present = np.zeros(_scan.N_SLOTS, dtype=np.uint8)
+        self.present[self.slots] = 1
 
     def __call__(self) -> Iterator[pl.DataFrame]:
         records, meta = self.cap.records, self.cap.meta
@@ -628,7 +482,7 @@ class _Reader:
         records.examples.clear()
         for key in COUNT_KEYS:
             meta[key] = 0
-        carry = _Carry(state={s: (0 if s < DB_SLOT else -1) for s in self.slots})
+        carry = _Carry()
         for buf, first_line in self._blocks():
             out = self._block(buf, first_line, carry)
             if out is not None:
@@ -646,9 +500,8 @@ class _Reader:
 
     # -- one block
     def _block(self, buf: bytes, first_line: int, carry: _Carry) -> pl.DataFrame | None:
-        tb = _Tokens(buf, first_line)
-        items, carry.context = _scan(tb, carry.context)
-        items = self._check(tb, items, carry)
+        cols, carry.context = _scan.scan_block(buf, first_line, carry.context)
+        items = self._check(buf, _Items(**cols), carry)
         self._count(items)
         times = items.time[(items.kind == TIME) & (items.ctx != KW_DUMPOFF)]
         if len(times):
@@ -656,16 +509,16 @@ class _Reader:
                 carry.origin = int(times[0])
                 self.cap.meta["origin"] = carry.origin
             carry.last_time = int(times[-1])
-        return self._rows(tb, items, carry)
+        return self._rows(buf, items, carry)
 
-    def _check(self, tb: TokenBlock, items: _Items, carry: _Carry) -> _Items:
+    def _check(self, buf: bytes, items: _Items, carry: _Carry) -> _Items:
         """Mark undeclared codes, timestamps that go backwards or overflow; raise or skip."""
         change = (items.kind >= SCALAR) & (items.reason == 0)
         at = np.minimum(np.searchsorted(self.declared, items.code), max(len(self.declared) - 1, 0))
         known = (self.declared[at] == items.code) & (items.code != 0) if len(self.declared) else \
             np.zeros(len(items.code), dtype=bool)
         for i in np.flatnonzero(change & (items.code == 0)):     # codes too long to pack
-            known[i] = tb.buf[items.code_start[i]:items.code_end[i]] in self.declared_long
+            known[i] = bytes(buf[items.code_start[i]:items.code_end[i]]) in self.declared_long
         items.reason[change & ~known] = R_UNDECLARED
         is_time = (items.kind == TIME) & (items.reason == 0)
         t = np.where(is_time, items.time, -1)
@@ -680,21 +533,21 @@ class _Reader:
         if len(bad):
             if self.strict:
                 i = bad[0]
-                raise BadInput(self.path, self._reason(tb, items, i), line=int(items.line[i]),
-                               text=self._text(tb, items, i))
-            self.cap.records.skip(len(bad), [f"{self.path}:{items.line[i]}: {self._reason(tb, items, i)}"
+                raise BadInput(self.path, self._reason(buf, items, i), line=int(items.line[i]),
+                               text=self._text(buf, items, i))
+            self.cap.records.skip(len(bad), [f"{self.path}:{items.line[i]}: {self._reason(buf, items, i)}"
                                              for i in bad[:5]])
             items = items.take(items.reason == 0)
         self.cap.records.read += len(items.kind)
         return items
 
     @staticmethod
-    def _text(tb: TokenBlock, items: _Items, i: int) -> str:
-        return tb.buf[items.start[i]:items.end[i]].decode("utf-8", "replace")
+    def _text(buf: bytes, items: _Items, i: int) -> str:
+        return bytes(buf[items.start[i]:items.end[i]]).decode("utf-8", "replace")
 
     @staticmethod
-    def _reason(tb: TokenBlock, items: _Items, i: int) -> str:
-        code = tb.buf[items.code_start[i]:items.code_end[i]].decode("utf-8", "replace")
+    def _reason(buf: bytes, items: _Items, i: int) -> str:
+        code = bytes(buf[items.code_start[i]:items.code_end[i]]).decode("utf-8", "replace")
         return REASONS[int(items.reason[i])].format(code=code)
 
     def _count(self, items: _Items) -> None:
@@ -705,75 +558,37 @@ class _Reader:
         meta["dumpoff_changes_ignored"] += int(((items.kind != TIME) & ~live).sum())
 
     # -- state per timestamp
-    def _slot_changes(self, tb: TokenBlock, items: _Items) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-        """slot -> (item positions, values) of the mapped value changes, in file order.
-        Real and string changes, and values inside $dumpoff, are not applied."""
-        live = ((items.kind == SCALAR) | (items.kind == VECTOR)) & (items.ctx != KW_DUMPOFF)
-        changes = {}
-        for f in self.feeds:
-            code = f.var.code.encode("utf-8", "surrogateescape")
-            key = pack_code(code)
-            if key:
-                hit = items.code == key
-            else:
-                hit = np.array([tb.buf[s:e] == code for s, e in zip(items.code_start, items.code_end)],
-                               dtype=bool) if len(items.code) else np.zeros(0, dtype=bool)
-            pos = np.flatnonzero(hit & live)
-            vs, ve = items.val_start[pos], items.val_end[pos]
-            if f.bus == "DB":
-                v = _byte_values(tb.a, vs, ve)
-                if f.var.msb is not None and f.var.lsb is not None and f.var.msb < f.var.lsb:
-                    v = _reverse_bits(v)
-                if f.inverted:
-                    v = np.where(v >= 0, v ^ 0xFF, v)
-            else:
-                v = _bit_values(tb.a, vs, ve)
-                if f.inverted:
-                    v = np.where(v >= 0, 1 - v, v)
-            slot = _slot_of(f.bus)
-            meta_key = "xz_control_changes" if slot < DB_SLOT else "xz_data_changes"
-            self.cap.meta[meta_key] += int((v < 0).sum())
-            changes[slot] = (pos, v)
-        return changes
-
-    def _rows(self, tb: TokenBlock, items: _Items, carry: _Carry) -> pl.DataFrame | None:
-        """State at the end of each timestamp; emit the final rows that change something."""
-        changes = self._slot_changes(tb, items)
-        is_time = (items.kind == TIME) & (items.ctx != KW_DUMPOFF)
-        origin = carry.origin if carry.origin is not None else 0
-        t_ns = (np.where(is_time, items.time, origin) - origin) * self.tick.numerator // self.tick.denominator
-        if carry.pending is not None:      # the pending timestamp heads the block
-            is_time = np.concatenate(([True], is_time))
-            t_ns = np.concatenate(([carry.pending[0]], t_ns))
-            changes = {s: (pos + 1, v) for s, (pos, v) in changes.items()}
-        last_time = _last_index(is_time)
-        if not len(last_time) or last_time[-1] < 0:
-            self._update_state(changes, carry)
-            return None               # changes before any timestamp belong to the first one
-        first = int(np.argmax(is_time))
-        tt = t_ns[np.where(last_time >= 0, last_time, first)]
-        ends = np.flatnonzero(np.concatenate((tt[1:] != tt[:-1], [True])))
-        state = {s: _state_at(ends, *changes[s], carry.state[s]) for s in self.slots}
-        self._update_state(changes, carry)
-        lines, db, dbp = _combine(state, self.slots)
-        rows_t = tt[ends]
-        changed = np.ones(len(ends), dtype=bool)
-        changed[1:] = (lines[1:] != lines[:-1]) | (db[1:] != db[:-1]) | (dbp[1:] != dbp[:-1])
-        if carry.final_state is not None:
-            changed[0] = (lines[0], db[0], dbp[0]) != carry.final_state
-        if len(ends) > 1:
-            carry.final_state = (lines[-2], db[-2], dbp[-2])
-        carry.pending = (int(rows_t[-1]), int(lines[-1]), int(db[-1]), int(dbp[-1]))
-        emit = np.flatnonzero(changed[:-1])
-        if not len(emit):
+    def _rows(self, buf: bytes, items: _Items, carry: _Carry) -> pl.DataFrame | None:
+        """Apply the value changes (compiled: `_vcd_scan.rows`); the rows of the timestamps
+        this block closes that change something."""
+        n = len(items.kind)
+        out_t = np.empty(n, dtype=np.int64)
+        out_row = np.empty((n, 3), dtype=np.int64)
+        xz = np.zeros(2, dtype=np.int64)
+        k = _scan.rows(np.frombuffer(buf, dtype=np.uint8), items.kind, items.ctx, items.time, items.val_start,
+                       items.val_end, items.code, self.feed_keys, self._long_hits(buf, items),
+                       self.feed_slot, self.feed_flags, self.present,
+                       carry.origin if carry.origin is not None else 0,
+                       self.tick.numerator, self.tick.denominator, carry.vec, xz, out_t, out_row)
+        self.cap.meta["xz_control_changes"] += int(xz[0])
+        self.cap.meta["xz_data_changes"] += int(xz[1])
+        if not k:
             return None
-        return _frame_from(rows_t[emit], lines[emit], db[emit], dbp[emit])
+        return _frame_from(out_t[:k], out_row[:k, 0], out_row[:k, 1], out_row[:k, 2])
 
-    @staticmethod
-    def _update_state(changes: dict, carry: _Carry) -> None:
-        for s, (pos, value) in changes.items():
-            if len(pos):
-                carry.state[s] = int(value[-1])
+    def _long_hits(self, buf: bytes, items: _Items) -> np.ndarray:
+        """Per item, a bit per feed whose code is too long to pack and is the item's code
+        (such codes are rare: compared as bytes); empty when no feed has one."""
+        long_feeds = [f for f, key in enumerate(self.feed_keys) if key == 0]
+        if not long_feeds:
+            return np.zeros(0, dtype=np.int64)
+        hits = np.zeros(len(items.kind), dtype=np.int64)
+        for i in np.flatnonzero((items.code == 0) & (items.kind >= SCALAR)):
+            code = bytes(buf[items.code_start[i]:items.code_end[i]])
+            for f in long_feeds:
+                if code == self.feed_codes[f]:
+                    hits[i] |= 1 << f
+        return hits
 
     def _end_of_file(self, carry: _Carry) -> None:
         if carry.context in (KW_COMMENT, KW_DUMPVARS, KW_DUMPALL, KW_DUMPON, KW_DUMPOFF):
@@ -783,44 +598,19 @@ class _Reader:
             self.cap.anomalies = pl.concat([self.cap.anomalies, schema.frame(
                 {"t_ns": [carry.pending[0] if carry.pending else 0], "kind": ["TRUNCATED INPUT"],
                  "detail": [reason], "position": ["end of file"]}, schema.ANOMALIES)])
-        initial = {s: (0 if s < DB_SLOT else -1) for s in self.slots}
-        if carry.pending is None and carry.state != initial:
+        slots = carry.vec[:_scan.N_SLOTS]
+        if carry.pending is None and (slots[self.slots] != _initial_slots()[self.slots]).any():
             # value changes but no timestamp at all: one state at time 0
-            lines, db, dbp = _combine({s: np.array([v]) for s, v in carry.state.items()}, self.slots)
-            carry.pending = (0, int(lines[0]), int(db[0]), int(dbp[0]))
+            row = np.empty((1, 3), dtype=np.int64)
+            _scan.combine(slots, self.present, row, 0)
+            carry.vec[[_scan.PENDING, _scan.PENDING_T, _scan.PENDING_LINES, _scan.PENDING_DB,
+                       _scan.PENDING_DBP]] = (1, 0, *row[0])
 
 
-def _state_at(ends: np.ndarray, pos: np.ndarray, value: np.ndarray, before: int) -> np.ndarray:
-    """A slot's value at each group end: its last change at or before it (`before` if none).
-
-    Each change falls in the group of the first end at or after it; the last change of each
-    group is written there and carried forward over the groups without a change.
-    """
-    if not len(pos):
-        return np.full(len(ends), before, dtype=np.int16)
-    group = np.searchsorted(ends, pos)
-    last_of_group = np.concatenate((group[1:] != group[:-1], [True]))
-    at = np.full(len(ends), -1, dtype=np.int64)
-    at[group[last_of_group]] = np.flatnonzero(last_of_group)
-    at = np.maximum.accumulate(at)
-    return np.where(at >= 0, value[np.maximum(at, 0)], before).astype(np.int16)
-
-
-def _combine(state: dict, slots: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Slot states -> lines, db (-1 = not sampled), dbp (-1 = not sampled, else 0/1)."""
-    n = len(next(iter(state.values())))
-    lines = np.zeros(n, dtype=np.int32)
-    for s in slots:
-        if s < DB_SLOT:
-            lines |= (state[s] > 0).astype(np.int32) << s
-    db = np.full(n, -1, dtype=np.int32)
-    if DB_SLOT in state:
-        db = state[DB_SLOT].astype(np.int32)
-    elif DB_BIT_SLOT0 in state:
-        bits = [state[DB_BIT_SLOT0 + i].astype(np.int32) for i in range(8)]
-        db = np.where(np.min(bits, axis=0) >= 0, sum(b << i for i, b in enumerate(bits)), -1)
-    dbp = state[DBP_SLOT].astype(np.int32) if DBP_SLOT in state else np.full(n, -1, dtype=np.int32)
-    return lines, db, dbp
+def _feed_flags(f: Feed) -> int:
+    """`_vcd_scan.rows`' flags of a feed: the DB vector, bits reversed ([0:7]), inverted."""
+    reversed_bits = f.var.msb is not None and f.var.lsb is not None and f.var.msb < f.var.lsb
+    return (f.bus == "DB") | (reversed_bits and f.bus == "DB") << 1 | bool(f.inverted) << 2
 
 
 def _frame_from(t_ns, lines, db, dbp) -> pl.DataFrame:
