@@ -210,3 +210,22 @@ def test_stray_req_ack_outside_connections_are_counted_not_attributed():
         (pl.col("end_ns") - pl.col("start_ns")).sum()).item()
     assert sum(result["totals"].values()) == busy
     assert by_step(result)[("pause before ID message", "target")]["max_ns"] == 20_000
+
+
+def test_edge_direction_from_its_own_line_when_another_line_changes_with_it():
+    """REQ falling in the record where I/O rises (the target changing phase at once) is a
+    REQ-down edge made by the target, not a REQ-up; the waits go to the right device."""
+    from scsitrace import schema
+    from scsitrace.reports import attribution
+    bit = {name: 1 << b for name, b in schema.SIGNAL_BIT.items()}
+    command = bit["BSY"] | bit["C/D"]
+    lines = [command, command | bit["REQ"], command | bit["REQ"] | bit["ACK"],
+             command | bit["ACK"] | bit["I/O"], command | bit["I/O"]]
+    t = [0, 1000, 1100, 1250, 1300]
+    col = attribution.Collector()
+    col.feed(pl.DataFrame({"t_ns": t, "lines": lines}, schema={"t_ns": pl.Int64, "lines": pl.UInt16}))
+    kept = pl.concat(col.kept)
+    assert kept["code"].to_list() == [attribution.REQ_UP, attribution.ACK_UP, attribution.REQ_DOWN,
+                                      attribution.ACK_DOWN]
+    assert kept["dur_ns"].to_list()[1:] == [100, 150, 50]
+    assert kept["g"].to_list() == [1, 1, 1, 1]          # one REQ-up: one byte
