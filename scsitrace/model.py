@@ -43,6 +43,7 @@ class Capture:
     meta: dict = field(default_factory=dict)
     records: RecordCount = field(default_factory=RecordCount)
     frames: dict[str, pl.DataFrame] = field(default_factory=dict)
+    columns: dict[str, object] = field(default_factory=dict)  # numpy columns a layer reads instead
     anomalies: pl.DataFrame = field(default_factory=lambda: schema.empty(schema.ANOMALIES))
     chunks: Callable[[], Iterator[pl.DataFrame]] | None = None
     notes: list[str] = field(default_factory=list)

@@ -16,10 +16,13 @@ instant goes to the earliest command still in progress).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
-from . import schema, scsi, srt
+from . import schema, scsi, srt, usbscan
 from .model import Analysis, Capture
 
 # The urbs frame every usbmon route hands over: one row per URB event.
@@ -39,6 +42,7 @@ URBS = {
     "pos": pl.Int64,       # source line (text) or record byte offset (pcap)
 }
 
+EVENT_LETTERS = {ord("S"): "S", ord("C"): "C", ord("E"): "E"}
 STAGES = ("COMMAND", "DATA IN", "DATA OUT", "STATUS", "GAP", "IDLE")
 EPIPE, EREMOTEIO, EINPROGRESS = -32, -121, -115
 CBW_SIGNATURE, CSW_SIGNATURE = b"USBC", b"USBS"
@@ -46,6 +50,111 @@ UAS_COMMAND_IU, UAS_SENSE_IU, UAS_RESPONSE_IU = 0x01, 0x03, 0x04
 UAS_READ_READY_IU, UAS_WRITE_READY_IU = 0x06, 0x07
 CSW_STATUS = {0: "GOOD", 1: "CHECK CONDITION", 2: "PHASE ERROR"}
 DATA_OUT_OPS = sorted(scsi.WRITE_OPS | {0x15, 0x55, 0x3B, 0x42, 0x04, 0x1D})
+
+
+DATA_PREFIX = 32       # data bytes kept per URB: CBW (31), CSW (13), UAS IUs (32)
+
+
+@dataclass
+class UrbColumns:
+    """The urbs table as numpy columns, what the analysis reads. The native pcap reader
+    fills them directly; text and pyshark frames convert with `urb_columns`."""
+
+    t_ns: np.ndarray         # int64
+    urb_id: np.ndarray       # uint64
+    event: np.ndarray        # uint8: ord("S"), ord("C"), ord("E"), 0 for anything else
+    xfer: np.ndarray         # uint8
+    ep: np.ndarray           # uint8
+    bus: np.ndarray          # uint16
+    dev: np.ndarray          # uint8
+    status: np.ndarray       # int32
+    status_null: np.ndarray  # bool
+    length: np.ndarray       # int64, usbscan.NULL where unknown
+    setup: np.ndarray        # (n, 8) uint8
+    has_setup: np.ndarray    # bool
+    data: np.ndarray         # (n, DATA_PREFIX) uint8, zero-padded
+    data_size: np.ndarray    # int64: bytes of `data` present, -1 for no data
+    data_len: np.ndarray     # int64: captured data bytes
+    pos: np.ndarray          # int64
+
+    def __len__(self) -> int:
+        return len(self.t_ns)
+
+
+def binary_column(matrix: np.ndarray, lengths: np.ndarray, present: np.ndarray) -> pl.Series:
+    """Binary series of each row's first `lengths` bytes of `matrix` (null where not present)."""
+    lengths = np.where(present, np.clip(lengths, 0, matrix.shape[1]), 0).astype(np.int64)
+    keep = np.arange(matrix.shape[1]) < lengths[:, None]
+    values = matrix[keep]
+    offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    validity = pa.array(present).buffers()[1] if not present.all() else None
+    arr = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(lengths),
+                                           [validity, pa.py_buffer(offsets), pa.py_buffer(values.tobytes())],
+                                           null_count=int((~present).sum()))
+    return pl.from_arrow(arr).cast(pl.Binary)
+
+
+def binary_matrix(col: pl.Series, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rows of the first `width` bytes, zero-padded; byte count kept per row or -1 for null)."""
+    n = len(col)
+    sizes = col.bin.size().cast(pl.Int64).fill_null(-1).to_numpy()
+    out = np.zeros((n, width), np.uint8)
+    arr = col.rechunk().to_arrow(compat_level=pl.CompatLevel.oldest())
+    if n and (sizes > 0).any():
+        arr = arr.cast(pa.large_binary())
+        offsets = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset:arr.offset + n]
+        values = np.frombuffer(arr.buffers()[2], np.uint8)
+        take = np.minimum(np.maximum(sizes, 0), width)
+        keep = np.arange(width) < take[:, None]
+        out[keep] = values[(offsets[:, None] + np.arange(width))[keep]]
+    return out, np.minimum(sizes, width)
+
+
+def urb_columns(urbs: pl.DataFrame) -> UrbColumns:
+    """Numpy columns of an urbs frame (schema URBS)."""
+    event = np.zeros(urbs.height, np.uint8)
+    for letter in "SCE":
+        event[(urbs["event"] == letter).fill_null(False).to_numpy()] = ord(letter)
+    setup, setup_size = binary_matrix(urbs["setup"], 8)
+    data, data_size = binary_matrix(urbs["data"], DATA_PREFIX)
+
+    def ints(name, dtype, null=0):
+        return urbs[name].fill_null(null).to_numpy().astype(dtype)
+
+    return UrbColumns(
+        t_ns=ints("t_ns", np.int64), urb_id=ints("urb_id", np.uint64), event=event,
+        xfer=ints("xfer", np.uint8), ep=ints("ep", np.uint8), bus=ints("bus", np.uint16),
+        dev=ints("dev", np.uint8), status=ints("status", np.int32),
+        status_null=urbs["status"].is_null().to_numpy(), length=ints("length", np.int64, usbscan.NULL),
+        setup=setup, has_setup=setup_size >= 0, data=data, data_size=data_size,
+        data_len=ints("data_len", np.int64), pos=ints("pos", np.int64))
+
+
+def urbs_frame(u: UrbColumns) -> pl.DataFrame:
+    """The urbs frame (schema URBS) of numpy columns."""
+    frame = pl.DataFrame({
+        "t_ns": u.t_ns,
+        "urb_id": u.urb_id,
+        "event": pl.Series(u.event).replace_strict(EVENT_LETTERS, default=None, return_dtype=pl.Utf8),
+        "xfer": u.xfer,
+        "ep": u.ep,
+        "bus": u.bus,
+        "dev": u.dev,
+        "status": _known(u.status, u.status_null),
+        "length": _known(u.length),
+        "setup": binary_column(u.setup, np.full(len(u), 8), u.has_setup),
+        "data": binary_column(u.data, u.data_size, u.data_size >= 0),
+        "data_len": u.data_len,
+        "pos": u.pos,
+    })
+    return frame.with_columns(pl.col(c).cast(t) for c, t in URBS.items())
+
+
+def _known(values: np.ndarray, null: np.ndarray | None = None) -> pl.Series:
+    """Series of `values`, null where `null` (default: where the value is usbscan.NULL)."""
+    s = pl.Series(values)
+    null = values == usbscan.NULL if null is None else null
+    return s.scatter(np.flatnonzero(null), None) if null.any() else s
 
 
 def _u8(col: str, i: int) -> pl.Expr:
@@ -63,116 +172,119 @@ def _be16(col: str, i: int) -> pl.Expr:
     return _u8(col, i) * 256 + _u8(col, i + 1)
 
 
+def _le32_at(rows: np.ndarray, i: int, present: np.ndarray | None = None) -> pl.Series:
+    """Little-endian uint32 at byte `i` of each row of a byte matrix (null where absent)."""
+    values = np.ascontiguousarray(rows[:, i:i + 4]).view("<u4").reshape(-1).astype(np.int64)
+    return _known(values, np.zeros(len(values), bool) if present is None else ~present)
+
+
 # ---------------------------------------------------------------- URBs -> transfers
 
-def _neighbours(urb_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Row index of the next and previous event of the same URB id (-1: none)."""
-    n = len(urb_id)
-    order = np.lexsort((np.arange(n), urb_id))
-    same = urb_id[order][1:] == urb_id[order][:-1]
-    nxt = np.full(n, -1, dtype=np.int64)
-    prv = np.full(n, -1, dtype=np.int64)
-    nxt[order[:-1][same]] = order[1:][same]
-    prv[order[1:][same]] = order[:-1][same]
-    return nxt, prv
+@dataclass
+class Transfers:
+    """One row per URB, in time order (submit time, else completion time; then row):
+    submit and completion paired by URB id (ids are reused after completion, so a submit
+    pairs with the next event of its id when that is a completion). Completions whose
+    submit is not in the capture are transfers of their own, without submit time.
+    Times, lengths: usbscan.NULL where unknown."""
+
+    urbs: UrbColumns
+    s_row: np.ndarray        # submit event row, -1 if none
+    c_row: np.ndarray        # completion event row, -1 if none
+    row: np.ndarray          # the row naming the transfer: submit, else completion
+    data_row: np.ndarray     # the row whose data the transfer moved (IN: completion), -1 if none
+    submit_ns: np.ndarray
+    complete_ns: np.ndarray
+    status: np.ndarray
+    status_null: np.ndarray
+    req_len: np.ndarray
+    actual: np.ndarray
+    dir_in: np.ndarray
+    xfer: np.ndarray
+
+    def frame(self, idx: np.ndarray) -> pl.DataFrame:
+        """The transfers at positions `idx` as a frame (for the rare rows that need one)."""
+        u, row = self.urbs, self.row[idx]
+        c_row, data_row = self.c_row[idx], self.data_row[idx]
+        submit, complete = self.submit_ns[idx], self.complete_ns[idx]
+        present = (data_row >= 0) & (u.data_size[data_row] >= 0)
+        f = pl.DataFrame({
+            "bus": u.bus[row], "dev": u.dev[row], "ep": u.ep[row], "xfer": u.xfer[row],
+            "urb_id": u.urb_id[row],
+            "setup": binary_column(u.setup[row], np.full(len(row), 8), u.has_setup[row]),
+            "pos": u.pos[row], "i": row, "submit_ns": _known(submit), "complete_ns": _known(complete),
+            "status": _known(self.status[idx], self.status_null[idx]), "req_len": _known(self.req_len[idx]),
+            "actual": _known(self.actual[idx]),
+            "submit_error": (c_row >= 0) & (u.event[c_row] == usbscan.EV_E),
+            "data": binary_column(u.data[data_row], u.data_size[data_row], present),
+            "dir_in": self.dir_in[idx],
+            "t0": np.where(submit != usbscan.NULL, submit, complete),
+        })
+        return f
 
 
-def transfers(urbs: pl.DataFrame) -> pl.DataFrame:
-    """One row per URB: submit and completion paired by URB id (ids are reused after
-    completion, so a submit pairs with the next event of its id when that is a completion).
-    Completions whose submit is not in the capture keep submit_ns null."""
-    is_s = (urbs["event"] == "S").to_numpy()
-    is_end = urbs["event"].is_in(["C", "E"]).to_numpy()
-    nxt, prv = _neighbours(urbs["urb_id"].to_numpy())
-    s_idx = np.flatnonzero(is_s)
-    c_idx = nxt[s_idx]
-    done = c_idx >= 0
-    done[done] = is_end[c_idx[done]]
-    orphan_idx = np.flatnonzero(is_end & ((prv < 0) | ~is_s[np.maximum(prv, 0)]))
-    keys = ["bus", "dev", "ep", "xfer", "urb_id", "setup", "pos"]
-    sub = urbs[s_idx].select(*keys, pl.col("t_ns").alias("submit_ns"), pl.col("length").alias("req_len"),
-                             pl.col("data").alias("s_data"))
-    comp = urbs[np.where(done, c_idx, 0)].select(
-        pl.col("t_ns").alias("c_t"), pl.col("status").alias("c_status"), pl.col("length").alias("c_length"),
-        pl.col("data").alias("c_data"), pl.col("event").alias("c_event"))
-    d = pl.Series("done", done)
-    paired = pl.concat([sub, comp], how="horizontal").with_columns(d, pl.Series("i", s_idx)).select(
-        *keys, "i", "submit_ns",
-        pl.when("done").then(pl.col("c_t")).alias("complete_ns"),
-        pl.when("done").then(pl.col("c_status")).alias("status"),
-        "req_len",
-        pl.when("done").then(pl.col("c_length")).alias("actual"),
-        (pl.col("done") & (pl.col("c_event") == "E")).alias("submit_error"),
-        pl.when((pl.col("ep") & 0x80) > 0).then(pl.when("done").then(pl.col("c_data")))
-        .otherwise(pl.col("s_data")).alias("data"))
-    out = paired
-    if len(orphan_idx):
-        orphans = urbs[orphan_idx].select(
-            *keys, pl.Series("i", orphan_idx), pl.lit(None, dtype=pl.Int64).alias("submit_ns"),
-            pl.col("t_ns").alias("complete_ns"), pl.col("status"), pl.lit(None, dtype=pl.Int64).alias("req_len"),
-            pl.col("length").alias("actual"), (pl.col("event") == "E").alias("submit_error"), pl.col("data"))
-        out = pl.concat([paired, orphans])
-    out = out.with_columns(((pl.col("ep") & 0x80) > 0).alias("dir_in"),
-                           pl.coalesce("submit_ns", "complete_ns").alias("t0"))
-    t0, i = out["t0"].to_numpy(), out["i"].to_numpy()
-    order = np.lexsort((i, t0))
-    if (np.diff(order) == 1).all():
-        return out
-    return out[order]
+def transfers(u: UrbColumns) -> Transfers:
+    s_row, c_row = usbscan.pair_urbs(u.urb_id, u.event)
+    t0 = np.where(s_row >= 0, u.t_ns[s_row], u.t_ns[c_row]) if len(s_row) else s_row
+    row = np.where(s_row >= 0, s_row, c_row)
+    if len(t0) and (np.diff(t0) < 0).any():     # rows are in row order already
+        order = np.lexsort((row, t0))
+        s_row, c_row, row = s_row[order], c_row[order], row[order]
+    has_s, has_c = s_row >= 0, c_row >= 0
+    dir_in = (u.ep[row] & 0x80) > 0
+    return Transfers(
+        urbs=u, s_row=s_row, c_row=c_row, row=row,
+        data_row=np.where(dir_in | ~has_s, c_row, s_row),
+        submit_ns=np.where(has_s, u.t_ns[s_row], usbscan.NULL),
+        complete_ns=np.where(has_c, u.t_ns[c_row], usbscan.NULL),
+        status=u.status[c_row], status_null=~has_c | u.status_null[c_row],
+        req_len=np.where(has_s, u.length[s_row], usbscan.NULL),
+        actual=np.where(has_c, u.length[c_row], usbscan.NULL),
+        dir_in=dir_in, xfer=u.xfer[row])
 
 
 # ---------------------------------------------------------------- BOT
 
-def _bot_classify(bulk: pl.DataFrame) -> pl.DataFrame:
-    sig = pl.col("data").bin.slice(0, 4)
-    return bulk.with_columns(
-        (~pl.col("dir_in") & (sig == CBW_SIGNATURE).fill_null(False)
-         & (pl.col("data").bin.size() >= 31).fill_null(False)).alias("is_cbw"),
-        (pl.col("dir_in") & (sig == CSW_SIGNATURE).fill_null(False)
-         & (pl.col("actual") == 13).fill_null(False)).alias("is_csw"))
+BOT_AGGREGATES = ("first", "last", "csw", "n_csw", "sts_s", "sts_c", "data_s", "data_c", "data_bytes",
+                  "stalls", "data_in")
 
 
-def bot_commands(bulk: pl.DataFrame) -> tuple[pl.DataFrame, list[dict]]:
-    """Commands of Bulk-Only devices from their classified bulk transfers (time order)."""
-    anomalies = []
-    t = bulk.with_columns(pl.col("is_cbw").cast(pl.Int64).cum_sum().over(["bus", "dev"]).alias("cmd"))
-    before = t.filter(pl.col("cmd") == 0)
-    anomalies.append(_anomalies(before.filter(~pl.col("is_csw")), "t0", "DATA WITHOUT CBW",
-                                pl.format("bulk transfer on {}:{} ep {} before any CBW", "bus", "dev", "ep")))
-    # a CSW read that failed (stall, error) before the CSW was read again
-    status_try = pl.col("dir_in") & (pl.col("req_len") == 13) & ~pl.col("is_csw") & (pl.col("status") != 0)
-    is_data = ~pl.col("is_cbw") & ~pl.col("is_csw") & ~status_try
-    ok = pl.col("status").is_in([0, EREMOTEIO])
-    cmds = t.filter(pl.col("cmd") > 0).group_by(["bus", "dev", "cmd"], maintain_order=True).agg(
-        pl.col("data").filter(pl.col("is_cbw")).first().alias("cbw"),
-        pl.col("pos").first().alias("pos"),
-        pl.col("submit_ns").first().alias("cmd_s"),
-        pl.col("complete_ns").first().alias("cmd_c"),
-        pl.col("data").filter(pl.col("is_csw")).first().alias("csw"),
-        pl.col("is_csw").sum().alias("n_csw"),
-        pl.col("submit_ns").filter(pl.col("is_csw") | status_try).min().alias("sts_s"),
-        pl.col("complete_ns").filter(pl.col("is_csw")).first().alias("sts_c"),
-        pl.col("submit_ns").filter(is_data).min().alias("data_s"),
-        pl.col("complete_ns").filter(is_data).max().alias("data_c"),
-        pl.col("actual").filter(is_data & ok).sum().alias("data_bytes"),
-        (pl.col("status") == EPIPE).sum().alias("stalls"),
-        (~ok & pl.col("status").is_not_null() & (pl.col("status") != EPIPE)).sum().alias("errors"),
-        pl.col("dir_in").filter(is_data).first().alias("data_in"),
-        pl.len().alias("n_xfers"),
-    )
-    cmds = cmds.with_columns(
-        _le32("cbw", 4).alias("usb_tag"),
-        _le32("cbw", 8).alias("bytes"),
-        ((_u8("cbw", 12) & 0x80) > 0).alias("flag_in"),
-        (_u8("cbw", 13) & 0x0F).alias("lun"),
-        (_u8("cbw", 14) & 0x1F).alias("cb_len"),
-        _le32("csw", 4).alias("csw_tag"),
-        _le32("csw", 8).alias("residue"),
-        _u8("csw", 12).alias("csw_status"),
-        pl.col("cmd").shift(-1).over(["bus", "dev"]).is_null().alias("last"),
-    ).with_columns(
-        pl.col("cbw").bin.slice(15, 16).bin.head(pl.col("cb_len").fill_null(0).clip(0, 16).cast(pl.UInt32))
-        .alias("cdb"))
+def bot_commands(xf: Transfers) -> tuple[pl.DataFrame, list[pl.DataFrame], np.ndarray]:
+    """Commands of Bulk-Only devices (devices that sent a CBW: the bulk transfers of other
+    devices are returned, as positions, for UAS), and their anomalies."""
+    u = xf.urbs
+    device, n_devices = usbscan.dense_ids((u.bus[xf.row].astype(np.int64) << 8) | u.dev[xf.row])
+    agg, kind = usbscan.bot_pass(xf.xfer, xf.dir_in, device, xf.data_row, xf.submit_ns, xf.complete_ns,
+                                 xf.status, xf.status_null, xf.req_len, xf.actual, u.data, u.data_size,
+                                 n_devices)
+    a = dict(zip(BOT_AGGREGATES, agg))
+    not_bot = np.flatnonzero(kind == usbscan.NOT_BOT)
+    if not len(a["first"]):
+        return pl.DataFrame(), [], not_bot
+    first = a["first"]
+    row = xf.row[first]
+    cbw = u.data[xf.data_row[first]]
+    has_csw = a["csw"] >= 0
+    csw_size = np.where(has_csw, u.data_size[xf.data_row[a["csw"]]], -1)
+    csw = u.data[xf.data_row[a["csw"]]]
+    cb_len = (cbw[:, 14] & 0x1F).astype(np.int64)
+
+    cmds = pl.DataFrame({
+        "bus": u.bus[row], "dev": u.dev[row], "pos": u.pos[row],
+        "cmd_s": _known(xf.submit_ns[first]), "cmd_c": _known(xf.complete_ns[first]),
+        "sts_s": _known(a["sts_s"]), "sts_c": _known(a["sts_c"]),
+        "data_s": _known(a["data_s"]), "data_c": _known(a["data_c"]),
+        "stalls": a["stalls"], "data_bytes": a["data_bytes"],
+        "data_in": _known(a["data_in"] == 1, a["data_in"] < 0),
+        "usb_tag": _le32_at(cbw, 4), "bytes": _le32_at(cbw, 8),
+        "flag_in": (cbw[:, 12] & 0x80) > 0,
+        "lun": (cbw[:, 13] & 0x0F).astype(np.int64),
+        "csw_tag": _le32_at(csw, 4, csw_size >= 8),
+        "residue": _le32_at(csw, 8, csw_size >= 12),
+        "csw_status": _known(csw[:, 12].astype(np.int64), csw_size <= 12),
+        "n_csw": a["n_csw"], "last": a["last"],
+        "cdb": binary_column(cbw[:, 15:31], np.clip(cb_len, 0, 16), np.ones(len(first), bool)),
+    })
     reason = (pl.when(pl.col("n_csw") == 0).then(
         pl.when(pl.col("last")).then(pl.lit("no CSW (capture ended)"))
         .otherwise(pl.lit("no CSW before the next CBW")))
@@ -183,7 +295,7 @@ def bot_commands(bulk: pl.DataFrame) -> tuple[pl.DataFrame, list[dict]]:
                              .fill_null(pl.when(pl.col("csw_status").is_not_null())
                                         .then(pl.format("CSW status {}", pl.col("csw_status"))))
                              .alias("status"))
-    orphan_csw = before.filter(pl.col("is_csw"))
+    orphan_csw = xf.frame(np.flatnonzero(kind == usbscan.BEFORE_CBW_CSW))
     if orphan_csw.height:
         orphans = orphan_csw.select(
             "bus", "dev", "pos", pl.lit(None, dtype=pl.Int64).alias("cmd_s"),
@@ -193,11 +305,16 @@ def bot_commands(bulk: pl.DataFrame) -> tuple[pl.DataFrame, list[dict]]:
             pl.lit("BOT").alias("transport"),
             _u8("data", 12).replace_strict(CSW_STATUS, default=None, return_dtype=pl.Utf8).alias("status"))
         cmds = pl.concat([cmds, orphans], how="diagonal_relaxed")
-    anomalies.append(_anomalies(cmds.filter(pl.col("stalls") > 0), "cmd_s", "STALL", pl.format(
-        "{} endpoint stall(s) during the command with tag {} on {}:{}", "stalls", "usb_tag", "bus", "dev")))
-    anomalies.append(_anomalies(cmds.filter(pl.col("status") == "PHASE ERROR"), "sts_c", "PHASE ERROR",
-                                pl.format("CSW phase error, tag {}", "usb_tag")))
-    return cmds, anomalies
+    before = xf.frame(np.flatnonzero(kind == usbscan.BEFORE_CBW_DATA))
+    anomalies = [
+        _anomalies(before, "t0", "DATA WITHOUT CBW",
+                   pl.format("bulk transfer on {}:{} ep {} before any CBW", "bus", "dev", "ep")),
+        _anomalies(cmds.filter(pl.col("stalls") > 0), "cmd_s", "STALL", pl.format(
+            "{} endpoint stall(s) during the command with tag {} on {}:{}", "stalls", "usb_tag", "bus", "dev")),
+        _anomalies(cmds.filter(pl.col("status") == "PHASE ERROR"), "sts_c", "PHASE ERROR",
+                   pl.format("CSW phase error, tag {}", "usb_tag")),
+    ]
+    return cmds, anomalies, not_bot
 
 
 # ---------------------------------------------------------------- UAS
@@ -328,8 +445,11 @@ def _anomalies(rows: pl.DataFrame, t_col: str, kind: str, detail: pl.Expr) -> pl
                        detail.alias("detail"), pl.col("pos").cast(pl.Utf8).alias("position"))
 
 
-def _control_anomalies(xf: pl.DataFrame) -> list[pl.DataFrame]:
+def _control_anomalies(transfers: Transfers) -> list[pl.DataFrame]:
     """Mass-storage resets and endpoint-halt clears (control transfers), URB errors."""
+    u, xfer = transfers.urbs, transfers.xfer
+    errors = ~transfers.status_null & ~np.isin(transfers.status, [0, EREMOTEIO, EPIPE])
+    xf = transfers.frame(np.flatnonzero(((xfer == 2) & u.has_setup[transfers.row]) | ((xfer == 3) & errors)))
     ctl = xf.filter((pl.col("xfer") == 2) & pl.col("setup").is_not_null()).with_columns(
         _u8("setup", 0).alias("bm"), _u8("setup", 1).alias("req"))
     err = xf.filter((pl.col("xfer") == 3) & pl.col("status").is_not_null()
@@ -354,14 +474,11 @@ IOS_EXTRA = {
 }
 
 
-def commands(urbs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, list[dict]]:
-    """(transfers, commands with stage times, anomalies) from an urbs frame."""
+def commands(urbs: UrbColumns) -> tuple[Transfers, pl.DataFrame, list[pl.DataFrame]]:
+    """(transfers, commands with stage times, anomalies) from URB columns."""
     xf = transfers(urbs)
-    bulk = _bot_classify(xf.filter(pl.col("xfer") == 3))
-    bot_devs = bulk.filter(pl.col("is_cbw")).select("bus", "dev").unique()
-    is_bot = pl.struct("bus", "dev").is_in(bot_devs.select(pl.struct("bus", "dev")).to_series().implode())
-    bot, an1 = bot_commands(bulk.filter(is_bot)) if bot_devs.height else (pl.DataFrame(), [])
-    rest = bulk.filter(~is_bot)
+    bot, an1, not_bot = bot_commands(xf)
+    rest = xf.frame(not_bot)
     uas, an2 = uas_commands(rest) if rest.height else (pl.DataFrame(), [])
     cmds = pl.concat([x for x in (bot, uas) if x.height], how="diagonal_relaxed") if (bot.height or uas.height) \
         else pl.DataFrame()
@@ -410,8 +527,8 @@ def ios_frame(cmds: pl.DataFrame) -> pl.DataFrame:
 
 
 def analyze(capture: Capture, options=None) -> Analysis:
-    urbs = capture.frames["urbs"]
-    elapsed = int(urbs["t_ns"].max()) if urbs.height else 0
+    urbs = capture.columns["urbs"] if "urbs" in capture.columns else urb_columns(capture.frames["urbs"])
+    elapsed = int(urbs.t_ns.max()) if len(urbs) else 0
     _, cmds, anomalies = commands(urbs)
     full = ios_frame(cmds)
     segments = tile(full, elapsed) if full.height else pl.DataFrame(schema={**schema.SEGMENTS, "device": pl.Utf8})

@@ -1,0 +1,216 @@
+"""Compiled (numba) passes of the usb layer over URB columns, one loop each, no row objects.
+
+`pair_urbs` pairs each submit with its completion by URB id (an open-addressing table of
+ids, sized to the URBs in flight, not to the capture); `bot_pass` groups the bulk
+transfers of Bulk-Only devices into commands (CBW -> data -> CSW) and aggregates each
+command's times and counts. Both follow, field for field, the rules documented in
+scsitrace/usb.py; null times are `NULL` (int64 min).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+NULL = np.iinfo(np.int64).min
+EV_S, EV_C, EV_E = ord("S"), ord("C"), ord("E")
+EPIPE, EREMOTEIO = -32, -121
+CSW_LENGTH = 13
+CBW_MIN_BYTES = 31
+# transfer classes (bot_pass): why a bulk transfer is not inside a BOT command
+BEFORE_CBW_DATA, BEFORE_CBW_CSW, NOT_BOT = 1, 2, 3
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _home(key, mask):
+    return np.int64((np.uint64(key) * _GOLDEN) >> np.uint64(32)) & mask
+
+
+@njit(cache=True, nogil=True)
+def _grow(keys, vals):
+    """The table at twice the capacity (vals < 0: empty slot)."""
+    cap = keys.shape[0] * 2
+    mask = cap - 1
+    nk = np.zeros(cap, np.uint64)
+    nv = np.full(cap, -1, np.int64)
+    for j in range(keys.shape[0]):
+        if vals[j] >= 0:
+            h = _home(keys[j], mask)
+            while nv[h] >= 0:
+                h = (h + 1) & mask
+            nk[h] = keys[j]
+            nv[h] = vals[j]
+    return nk, nv
+
+
+@njit(cache=True, nogil=True)
+def pair_urbs(urb_id, event):
+    """Transfers as (submit row, completion row), -1 where absent, in row order.
+
+    A submit pairs with the next event of its URB id when that is a completion (C or E);
+    a completion not preceded (within its id) by a submit is a transfer on its own."""
+    n = urb_id.shape[0]
+    keys = np.zeros(1 << 12, np.uint64)
+    vals = np.full(1 << 12, -1, np.int64)     # last row of each id
+    used = 0
+    completion = np.full(n, -1, np.int64)      # per submit row
+    paired_end = np.zeros(n, np.bool_)
+    for r in range(n):
+        if 2 * (used + 1) > keys.shape[0]:
+            keys, vals = _grow(keys, vals)
+        mask = keys.shape[0] - 1
+        h = _home(urb_id[r], mask)
+        while vals[h] >= 0 and keys[h] != urb_id[r]:
+            h = (h + 1) & mask
+        prev = vals[h]
+        if prev < 0:
+            used += 1
+            keys[h] = urb_id[r]
+        vals[h] = r
+        is_end = event[r] == EV_C or event[r] == EV_E
+        if is_end and prev >= 0 and event[prev] == EV_S:
+            completion[prev] = r
+            paired_end[r] = True
+    count = 0
+    for r in range(n):
+        if event[r] == EV_S or ((event[r] == EV_C or event[r] == EV_E) and not paired_end[r]):
+            count += 1
+    s_row = np.empty(count, np.int64)
+    c_row = np.empty(count, np.int64)
+    k = 0
+    for r in range(n):
+        if event[r] == EV_S:
+            s_row[k] = r
+            c_row[k] = completion[r]
+            k += 1
+        elif (event[r] == EV_C or event[r] == EV_E) and not paired_end[r]:
+            s_row[k] = -1
+            c_row[k] = r
+            k += 1
+    return s_row, c_row
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _min(cur, v):
+    return v if v != NULL and (cur == NULL or v < cur) else cur
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _max(cur, v):
+    return v if v != NULL and (cur == NULL or v > cur) else cur
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _signature(data, size, row, sig0, sig1, sig2, sig3):
+    return (row >= 0 and size[row] >= 4 and data[row, 0] == sig0 and data[row, 1] == sig1
+            and data[row, 2] == sig2 and data[row, 3] == sig3)
+
+
+@njit(cache=True, nogil=True)
+def bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, status_null,
+             req_len, actual, data, data_size, n_devices):
+    """Bulk-Only commands from transfers in time order (every array is per transfer).
+
+    Returns (per command: first transfer (the CBW), last-of-device flag, CSW transfer or -1,
+    CSW count, status-stage start, CSW completion, data start, data end, data bytes,
+    stalls, data direction (-1 unknown, 0 out, 1 in)), then per transfer its class
+    (0 in a command or not bulk, BEFORE_CBW_DATA, BEFORE_CBW_CSW, NOT_BOT).
+
+    A command is the CBW and every bulk transfer of its device up to the next CBW. Status
+    stage: the CSW, and failed reads of CSW size before it. Data: the other transfers;
+    bytes only from those that completed (status 0 or -EREMOTEIO)."""
+    n = xfer.shape[0]
+    is_cbw = np.zeros(n, np.bool_)
+    is_csw = np.zeros(n, np.bool_)
+    bot = np.zeros(n_devices, np.bool_)
+    n_cmd = 0
+    for k in range(n):
+        if xfer[k] != 3:
+            continue
+        r = data_row[k]
+        if not dir_in[k]:
+            if _signature(data, data_size, r, 0x55, 0x53, 0x42, 0x43) and data_size[r] >= CBW_MIN_BYTES:
+                is_cbw[k] = True
+                bot[device[k]] = True
+                n_cmd += 1
+        elif _signature(data, data_size, r, 0x55, 0x53, 0x42, 0x53) and actual[k] == CSW_LENGTH:
+            is_csw[k] = True
+    first = np.empty(n_cmd, np.int64)
+    last = np.zeros(n_cmd, np.bool_)
+    csw = np.full(n_cmd, -1, np.int64)
+    n_csw = np.zeros(n_cmd, np.int64)
+    sts_s = np.full(n_cmd, NULL, np.int64)
+    sts_c = np.full(n_cmd, NULL, np.int64)
+    data_s = np.full(n_cmd, NULL, np.int64)
+    data_c = np.full(n_cmd, NULL, np.int64)
+    data_bytes = np.zeros(n_cmd, np.int64)
+    stalls = np.zeros(n_cmd, np.int64)
+    data_in = np.full(n_cmd, -1, np.int8)
+    kind = np.zeros(n, np.int8)
+    current = np.full(n_devices, -1, np.int64)
+    c = -1
+    m = 0
+    for k in range(n):
+        if xfer[k] != 3:
+            continue
+        if not bot[device[k]]:
+            kind[k] = NOT_BOT
+            continue
+        if is_cbw[k]:
+            first[m] = k
+            current[device[k]] = m
+            m += 1
+        c = current[device[k]]
+        if c < 0:
+            kind[k] = BEFORE_CBW_CSW if is_csw[k] else BEFORE_CBW_DATA
+            continue
+        has_status = not status_null[k]
+        st = status[k]
+        if is_csw[k]:
+            if n_csw[c] == 0:
+                csw[c] = k
+                sts_c[c] = complete_ns[k]
+            n_csw[c] += 1
+        # a failed read of CSW size is a status-stage retry (unknown when a value is null)
+        retry_known = (not dir_in[k]) or is_csw[k] or (req_len[k] != NULL and req_len[k] != CSW_LENGTH) \
+            or (has_status and st == 0)
+        retry = dir_in[k] and not is_csw[k] and req_len[k] == CSW_LENGTH and has_status and st != 0
+        if is_csw[k] or retry:
+            sts_s[c] = _min(sts_s[c], submit_ns[k])
+        if not is_cbw[k] and not is_csw[k] and retry_known:
+            data_s[c] = _min(data_s[c], submit_ns[k])
+            data_c[c] = _max(data_c[c], complete_ns[k])
+            if has_status and (st == 0 or st == EREMOTEIO) and actual[k] != NULL:
+                data_bytes[c] += actual[k]
+            if data_in[c] < 0:
+                data_in[c] = 1 if dir_in[k] else 0
+        if has_status and st == EPIPE:
+            stalls[c] += 1
+    for d in range(n_devices):
+        if current[d] >= 0:
+            last[current[d]] = True
+    return (first, last, csw, n_csw, sts_s, sts_c, data_s, data_c, data_bytes, stalls, data_in), kind
+
+
+@njit(cache=True, nogil=True)
+def dense_ids(key):
+    """Dense ids (0, 1, ... in order of first appearance) of integer keys."""
+    n = key.shape[0]
+    keys = np.zeros(1 << 6, np.uint64)
+    vals = np.full(1 << 6, -1, np.int64)
+    used = 0
+    out = np.empty(n, np.int64)
+    for r in range(n):
+        if 2 * (used + 1) > keys.shape[0]:
+            keys, vals = _grow(keys, vals)
+        mask = keys.shape[0] - 1
+        k = np.uint64(key[r])
+        h = _home(k, mask)
+        while vals[h] >= 0 and keys[h] != k:
+            h = (h + 1) & mask
+        if vals[h] < 0:
+            keys[h] = k
+            vals[h] = used
+            used += 1
+        out[r] = vals[h]
+    return out, used
