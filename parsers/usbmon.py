@@ -20,20 +20,18 @@ import shutil
 import construct as cs
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from scsitrace import schema
 from scsitrace.errors import BadInput, TruncatedInput, UsageError
-from scsitrace.model import Capture, RecordCount
-from scsitrace.usb import URBS
-from . import _lines, _pcap
+from scsitrace.model import Capture, LazyFrames, RecordCount
+from scsitrace.usb import DATA_PREFIX, EVENT_LETTERS, URBS, UrbColumns, urbs_frame
+from . import _lines, _pcap, _pcap_scan
 
 ID = "usbmon"
 SUFFIXES = (".usbmon", ".usbmon.txt", ".usbmon.pcap", ".usbmon.pcapng", ".pcap", ".pcapng", ".mon")
 LINKTYPE_USB_LINUX = 189
 LINKTYPE_USB_LINUX_MMAPPED = 220
 LINKTYPES = (LINKTYPE_USB_LINUX, LINKTYPE_USB_LINUX_MMAPPED)
-DATA_PREFIX = 32
 EINPROGRESS = -115
 
 # Linux include/uapi/linux/usb/... (Documentation/usb/usbmon.rst, "Raw binary format")
@@ -62,7 +60,6 @@ USBMON_PACKET_MMAPPED = cs.Struct(
 )
 HEADER = {LINKTYPE_USB_LINUX: USBMON_PACKET, LINKTYPE_USB_LINUX_MMAPPED: USBMON_PACKET_MMAPPED}
 ISO_DESCRIPTOR_BYTES = 16
-EVENTS = {ord("S"): "S", ord("C"): "C", ord("E"): "E"}
 
 # Wireshark field -> (our column, how to read tshark's JSON value): the pyshark route
 def _int(v: str) -> int:
@@ -121,56 +118,35 @@ def parse(path, *, strict: bool = True, progress=None, route: str = "native", **
 
 # ---------------------------------------------------------------- common
 
-def _binary_column(matrix: np.ndarray, lengths: np.ndarray, present: np.ndarray) -> pl.Series:
-    """Binary series of each row's first `lengths` bytes of `matrix` (null where not present)."""
-    lengths = np.where(present, np.minimum(lengths, matrix.shape[1]), 0).astype(np.int64)
-    keep = np.arange(matrix.shape[1]) < lengths[:, None]
-    values = matrix[keep]
-    offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
-    validity = pa.array(present).buffers()[1] if not present.all() else None
-    arr = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(lengths),
-                                           [validity, pa.py_buffer(offsets), pa.py_buffer(values.tobytes())],
-                                           null_count=int((~present).sum()))
-    return pl.from_arrow(arr).cast(pl.Binary)
-
-
 def _capture(path: str, urbs: pl.DataFrame, records: RecordCount, anomalies: list[dict],
              meta: dict) -> Capture:
     origin = int(urbs["t_ns"].min()) if urbs.height else 0
     urbs = urbs.with_columns((pl.col("t_ns") - origin).alias("t_ns"))
     schema.validate(urbs, URBS, "urbs")
-    an = schema.frame({k: [a[k] for a in anomalies] for k in schema.ANOMALIES}, schema.ANOMALIES) \
-        if anomalies else schema.empty(schema.ANOMALIES)
     return Capture(layer="usb", path=path, format=ID, meta={**meta, "origin_ns": origin},
-                   records=records, frames={"urbs": urbs}, anomalies=an)
+                   records=records, frames={"urbs": urbs}, anomalies=_anomaly_frame(anomalies))
+
+
+def _anomaly_frame(anomalies: list[dict]) -> pl.DataFrame:
+    return schema.frame({k: [a[k] for a in anomalies] for k in schema.ANOMALIES}, schema.ANOMALIES) \
+        if anomalies else schema.empty(schema.ANOMALIES)
+
+
+def _validated_frame(cols: UrbColumns) -> pl.DataFrame:
+    urbs = urbs_frame(cols)
+    schema.validate(urbs, URBS, "urbs")
+    return urbs
 
 
 # ---------------------------------------------------------------- pcap / pcapng (native)
 
-def _plausible_header(block: np.ndarray, window: int) -> np.ndarray:
-    """Which positions of each row could start a pcap record holding a usbmon packet: the
-    record header (16 bytes; microseconds < 10^6, captured <= original length) is followed
-    by event type S/C/E, transfer type 0-3, setup flag 0 or '-', and the record length is
-    the usbmon header (48 or 64 bytes) plus len_cap (ISO packets: plus descriptors)."""
-    t = block[:, 24:24 + window]
-    ok = ((t == 0x53) | (t == 0x43) | (t == 0x45)) & (block[:, 25:25 + window] <= 3)
-    f = block[:, 30:30 + window]
-    ok &= (f == 0) | (f == 0x2D)
-    rows, cols = np.nonzero(ok)
-    if len(rows):
-        def u32(at):
-            b = block[rows[:, None], (cols + at)[:, None] + np.arange(4)]
-            return b.astype(np.int64) @ np.array([1, 1 << 8, 1 << 16, 1 << 24], dtype=np.int64)
-        incl, orig, usec, len_cap = u32(8), u32(12), u32(4), u32(16 + 36)
-        iso = block[rows, cols + 25] == 0
-        fits = (usec < 1_000_000) & (incl <= orig) & (
-            ((incl - len_cap) == 48) | ((incl - len_cap) == 64) | (iso & (incl >= 64 + len_cap)))
-        ok[rows[~fits], cols[~fits]] = False
-    return ok
+# header fields read per packet, in the layout USBMON_PACKET_MMAPPED declares
+HEADER_FIELDS = ("id", "type", "xfer_type", "epnum", "devnum", "busnum", "flag_setup", "flag_data",
+                 "ts_sec", "ts_usec", "status", "length", "len_cap", "setup", "ndesc")
 
 
 def _parse_pcap(path: str, strict: bool) -> Capture:
-    pk = _pcap.read(path, strict=strict, plausible=_plausible_header)
+    pk = _pcap.read(path, strict=strict)
     records = RecordCount(read=0)
     anomalies: list[dict] = []
     for off, why in pk.bad:
@@ -183,76 +159,74 @@ def _parse_pcap(path: str, strict: bool) -> Capture:
     if other:
         raise BadInput(path, f"link type {sorted(other)[0]} is not usbmon (expected 189 or 220)",
                        offset=int(pk.record_offset[np.flatnonzero(~np.isin(pk.linktype, LINKTYPES))[0]]))
-    parts = []
-    for lt in sorted(linktypes):
-        sel = np.flatnonzero(pk.linktype == lt)
-        parts.append(_decode_usbmon(pk, sel, lt, strict, records))
-    urbs = pl.concat(parts).sort("_order").drop("_order") if parts else schema.empty({**URBS})
-    return _capture(path, urbs, records, anomalies,
-                    {"container": pk.format, "linktypes": sorted(linktypes), "route": "native",
-                     "position_unit": "byte offset"})
+    cols = _decode_usbmon(pk, sorted(linktypes), strict, records)
+    origin = int(cols.t_ns.min()) if len(cols) else 0
+    cols.t_ns -= origin
+    return Capture(layer="usb", path=path, format=ID,
+                   meta={"container": pk.format, "linktypes": sorted(linktypes), "route": "native",
+                         "position_unit": "byte offset", "origin_ns": origin},
+                   records=records, frames=LazyFrames({"urbs": lambda: _validated_frame(cols)}),
+                   columns={"urbs": cols}, anomalies=_anomaly_frame(anomalies))
 
 
-def _decode_usbmon(pk: _pcap.Packets, sel: np.ndarray, linktype: int, strict: bool,
-                   records: RecordCount) -> pl.DataFrame:
-    decl = HEADER[linktype]
-    dt = _pcap.dtype_of(decl)
-    size = dt.itemsize
-    caplen = pk.caplen[sel]
-    short = caplen < size
-    # one gather per packet: the usbmon header and the first data bytes that follow it
-    raw = _pcap.gather_bytes(pk.buf, pk.data_offset[sel], size + DATA_PREFIX)
-    # header fields and the data prefix as one record type: a view, no copy
-    both = np.dtype({"names": list(dt.names) + ["prefix"],
-                     "formats": [dt.fields[n][0] for n in dt.names] + [(np.uint8, DATA_PREFIX)],
-                     "offsets": [dt.fields[n][1] for n in dt.names] + [size], "itemsize": size + DATA_PREFIX})
-    h = raw.view(both).reshape(-1)
-    iso_desc = (h["ndesc"].astype(np.int64) * ISO_DESCRIPTOR_BYTES
-                if linktype == LINKTYPE_USB_LINUX_MMAPPED else np.zeros(len(sel), np.int64))
-    iso_desc = np.where(h["xfer_type"] == 0, iso_desc, 0)
+def _header_fields(pk: _pcap.Packets) -> dict[str, np.ndarray]:
+    """Every packet's usbmon header fields (one compiled pass), typed as declared. The
+    two link types share the first 48 bytes; only type 220 has `ndesc` (0 for 189)."""
+    dt = _pcap.dtype_of(USBMON_PACKET_MMAPPED)
+    pos = np.array([dt.fields[f][1] for f in HEADER_FIELDS], np.int64)
+    width = np.array([dt.fields[f][0].itemsize for f in HEADER_FIELDS], np.int64)
+    raw = _pcap_scan.read_fields(pk.buf, pk.data_offset, pos, width)
+    out = {}
+    for j, name in enumerate(HEADER_FIELDS):
+        declared = dt.fields[name][0]
+        if declared.kind == "V":      # bytes: keep them as a byte matrix
+            out[name] = raw[j].astype("<u8").view(np.uint8).reshape(-1, declared.itemsize)
+        else:
+            out[name] = raw[j].astype(f"u{declared.itemsize}").view(declared.newbyteorder("="))
+    out["ndesc"] = np.where(pk.linktype == LINKTYPE_USB_LINUX_MMAPPED, out["ndesc"], 0)
+    return out
+
+
+def _decode_usbmon(pk: _pcap.Packets, linktypes: list[int], strict: bool, records: RecordCount) -> UrbColumns:
+    h = _header_fields(pk)
+    size = np.where(pk.linktype == LINKTYPE_USB_LINUX_MMAPPED, _pcap.dtype_of(USBMON_PACKET_MMAPPED).itemsize,
+                    _pcap.dtype_of(USBMON_PACKET).itemsize)
+    iso_desc = np.where(h["xfer_type"] == 0, h["ndesc"].astype(np.int64) * ISO_DESCRIPTOR_BYTES, 0)
     len_cap = h["len_cap"].astype(np.int64)
     reasons = [
-        (short, f"record shorter than the {size}-byte usbmon header"),
-        (~np.isin(h["type"], list(EVENTS)), "usbmon event type is not S, C or E"),
+        (pk.caplen < size, "record shorter than the {size}-byte usbmon header"),
+        (~np.isin(h["type"], list(EVENT_LETTERS)), "usbmon event type is not S, C or E"),
         (h["xfer_type"] > 3, "usbmon transfer type is not 0-3"),
-        (size + iso_desc + len_cap > caplen, "usbmon len_cap runs past the captured record"),
+        (size + iso_desc + len_cap > pk.caplen, "usbmon len_cap runs past the captured record"),
     ]
     bad = reasons[0][0] | reasons[1][0] | reasons[2][0] | reasons[3][0]
     if bad.any():
-        first = np.flatnonzero(bad)
-        offs = pk.record_offset[sel][first]
-        why = [next(text for mask, text in reasons if mask[i]) for i in first[:5]]
-        if strict:
-            raise BadInput(pk.path, why[0], offset=int(offs[0]))
-        records.skip(len(first), [f"{pk.path}: byte offset {int(o)}: {w}" for o, w in zip(offs[:5], why)])
+        for lt in linktypes:     # link type by link type, as the records are reported
+            first = np.flatnonzero(bad & (pk.linktype == lt))
+            if not len(first):
+                continue
+            offs = pk.record_offset[first]
+            why = [next(text for mask, text in reasons if mask[i]).format(size=size[i]) for i in first[:5]]
+            if strict:
+                raise BadInput(pk.path, why[0], offset=int(offs[0]))
+            records.skip(len(first), [f"{pk.path}: byte offset {int(o)}: {w}" for o, w in zip(offs[:5], why)])
         good = ~bad
-        sel, h, len_cap, iso_desc = sel[good], h[good], len_cap[good], iso_desc[good]
-    records.read += len(sel)
+        h = {name: col[good] for name, col in h.items()}
+        pk_data, pk_pos, size, iso_desc, len_cap = (pk.data_offset[good], pk.record_offset[good], size[good],
+                                                   iso_desc[good], len_cap[good])
+    else:
+        pk_data, pk_pos = pk.data_offset, pk.record_offset
+    records.read += len(pk_data)
     has_data = (h["flag_data"] == 0) & (len_cap > 0)
-    prefix = h["prefix"]
-    iso = np.flatnonzero(iso_desc > 0)
-    if len(iso):   # ISO data starts after its descriptors
-        prefix = prefix.copy()
-        prefix[iso] = _pcap.gather_bytes(pk.buf, pk.data_offset[sel[iso]] + size + iso_desc[iso], DATA_PREFIX)
-    setup_present = (h["flag_setup"] == 0) & (h["type"] == ord("S"))
-    setup = np.ascontiguousarray(h["setup"]).view(np.uint8).reshape(-1, 8)
-    ts = h["ts_sec"].astype(np.int64) * 1_000_000_000 + h["ts_usec"].astype(np.int64) * 1000
-    return pl.DataFrame({
-        "t_ns": ts,
-        "urb_id": h["id"],
-        "event": pl.Series(h["type"]).replace_strict(EVENTS, return_dtype=pl.Utf8),
-        "xfer": h["xfer_type"],
-        "ep": h["epnum"],
-        "bus": h["busnum"],
-        "dev": h["devnum"],
-        "status": h["status"],
-        "length": h["length"].astype(np.int64),
-        "setup": _binary_column(setup, np.full(len(h), 8), setup_present),
-        "data": _binary_column(prefix, len_cap, has_data),
-        "data_len": np.where(has_data, len_cap, 0),
-        "pos": pk.record_offset[sel],
-        "_order": sel,
-    }).with_columns(pl.col(c).cast(t) for c, t in URBS.items())
+    shown = np.where(has_data, np.minimum(len_cap, DATA_PREFIX), 0)
+    return UrbColumns(
+        t_ns=h["ts_sec"].astype(np.int64) * 1_000_000_000 + h["ts_usec"].astype(np.int64) * 1000,
+        urb_id=h["id"], event=h["type"], xfer=h["xfer_type"], ep=h["epnum"], bus=h["busnum"],
+        dev=h["devnum"], status=h["status"], status_null=np.zeros(len(pk_data), bool),
+        length=h["length"].astype(np.int64), setup=h["setup"],
+        has_setup=(h["flag_setup"] == 0) & (h["type"] == ord("S")),
+        data=_pcap_scan.gather_bytes(pk.buf, pk_data + size + iso_desc, shown, DATA_PREFIX),
+        data_size=np.where(has_data, shown, -1), data_len=np.where(has_data, len_cap, 0), pos=pk_pos)
 
 
 # ---------------------------------------------------------------- text (1u / 1t)
