@@ -100,9 +100,27 @@ def gather(buf: np.ndarray, offsets: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 def gather_bytes(buf: np.ndarray, offsets: np.ndarray, width: int) -> np.ndarray:
-    """(N, width) bytes at each offset; reads past the end of the buffer come back as zeros."""
-    offsets = np.asarray(offsets, dtype=np.int64)
-    return _pcap_scan.gather_bytes(buf, offsets, np.full(len(offsets), width, np.int64), width)
+    """(N, width) bytes at each offset. Gathers 8-byte words through an unaligned uint64
+    view with a one-byte stride (a word starts at every byte), eight times fewer element
+    copies than a byte gather; reads past the end of the buffer come back as zeros."""
+    n = len(offsets)
+    words = (width + 7) // 8
+    if n == 0:
+        return np.zeros((0, width), dtype=np.uint8)
+    span = words * 8
+    inside = offsets + span <= len(buf)
+    out = np.zeros((n, span), dtype=np.uint8)
+    if len(buf) >= 8:
+        view = np.ndarray(buffer=buf, dtype="<u8", shape=(len(buf) - 7,), strides=(1,))
+        if inside.all():
+            out = view[offsets[:, None] + np.arange(0, span, 8, dtype=np.int64)].view(np.uint8).reshape(n, span)
+        else:
+            ok = np.flatnonzero(inside)
+            out[ok] = view[offsets[ok, None] + np.arange(0, span, 8, dtype=np.int64)].view(np.uint8).reshape(-1, span)
+    for i in np.flatnonzero(~inside).tolist():   # the last bytes of the file
+        chunk = buf[offsets[i]:offsets[i] + span]
+        out[i, :len(chunk)] = chunk
+    return out[:, :width]
 
 
 # ---------------------------------------------------------------- reading

@@ -173,16 +173,8 @@ def _header_fields(pk: _pcap.Packets) -> dict[str, np.ndarray]:
     """Every packet's usbmon header fields (one compiled pass), typed as declared. The
     two link types share the first 48 bytes; only type 220 has `ndesc` (0 for 189)."""
     dt = _pcap.dtype_of(USBMON_PACKET_MMAPPED)
-    pos = np.array([dt.fields[f][1] for f in HEADER_FIELDS], np.int64)
-    width = np.array([dt.fields[f][0].itemsize for f in HEADER_FIELDS], np.int64)
-    raw = _pcap_scan.read_fields(pk.buf, pk.data_offset, pos, width)
-    out = {}
-    for j, name in enumerate(HEADER_FIELDS):
-        declared = dt.fields[name][0]
-        if declared.kind == "V":      # bytes: keep them as a byte matrix
-            out[name] = raw[j].astype("<u8").view(np.uint8).reshape(-1, declared.itemsize)
-        else:
-            out[name] = raw[j].astype(f"u{declared.itemsize}").view(declared.newbyteorder("="))
+    layout = {name: (dt.fields[name][1], dt.fields[name][0]) for name in HEADER_FIELDS}
+    out = _pcap_scan.read_fields(pk.buf, pk.data_offset, layout)
     out["ndesc"] = np.where(pk.linktype == LINKTYPE_USB_LINUX_MMAPPED, out["ndesc"], 0)
     return out
 
@@ -225,8 +217,7 @@ def _decode_usbmon(pk: _pcap.Packets, linktypes: list[int], strict: bool, record
         dev=h["devnum"], status=h["status"], status_null=np.zeros(len(pk_data), bool),
         length=h["length"].astype(np.int64), setup=h["setup"],
         has_setup=(h["flag_setup"] == 0) & (h["type"] == ord("S")),
-        data=_pcap_scan.gather_bytes(pk.buf, pk_data + size + iso_desc, shown, DATA_PREFIX),
-        data_size=np.where(has_data, shown, -1), data_len=np.where(has_data, len_cap, 0), pos=pk_pos)
+        data_buf=pk.buf, data_at=pk_data + size + iso_desc, data_size=np.where(has_data, shown, -1), data_len=np.where(has_data, len_cap, 0), pos=pk_pos)
 
 
 # ---------------------------------------------------------------- text (1u / 1t)

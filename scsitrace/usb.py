@@ -72,13 +72,19 @@ class UrbColumns:
     length: np.ndarray       # int64, usbscan.NULL where unknown
     setup: np.ndarray        # (n, 8) uint8
     has_setup: np.ndarray    # bool
-    data: np.ndarray         # (n, DATA_PREFIX) uint8, zero-padded
-    data_size: np.ndarray    # int64: bytes of `data` present, -1 for no data
+    data_buf: np.ndarray     # uint8 bytes holding every URB's data (the capture file itself)
+    data_at: np.ndarray      # int64: where each URB's data starts in data_buf
+    data_size: np.ndarray    # int64: data bytes kept (at most DATA_PREFIX), -1 for no data
     data_len: np.ndarray     # int64: captured data bytes
     pos: np.ndarray          # int64
 
     def __len__(self) -> int:
         return len(self.t_ns)
+
+    def data_rows(self, rows: np.ndarray, width: int = DATA_PREFIX) -> np.ndarray:
+        """(len(rows), width) first data bytes of those URBs, zero-padded (row -1: none)."""
+        counts = np.where(rows >= 0, np.clip(self.data_size[rows], 0, width), 0)
+        return usbscan.take_bytes(self.data_buf, self.data_at[rows], counts, width)
 
 
 def binary_column(matrix: np.ndarray, lengths: np.ndarray, present: np.ndarray) -> pl.Series:
@@ -126,7 +132,8 @@ def urb_columns(urbs: pl.DataFrame) -> UrbColumns:
         xfer=ints("xfer", np.uint8), ep=ints("ep", np.uint8), bus=ints("bus", np.uint16),
         dev=ints("dev", np.uint8), status=ints("status", np.int32),
         status_null=urbs["status"].is_null().to_numpy(), length=ints("length", np.int64, usbscan.NULL),
-        setup=setup, has_setup=setup_size >= 0, data=data, data_size=data_size,
+        setup=setup, has_setup=setup_size >= 0, data_buf=data.reshape(-1),
+        data_at=np.arange(urbs.height, dtype=np.int64) * DATA_PREFIX, data_size=data_size,
         data_len=ints("data_len", np.int64), pos=ints("pos", np.int64))
 
 
@@ -143,7 +150,7 @@ def urbs_frame(u: UrbColumns) -> pl.DataFrame:
         "status": _known(u.status, u.status_null),
         "length": _known(u.length),
         "setup": binary_column(u.setup, np.full(len(u), 8), u.has_setup),
-        "data": binary_column(u.data, u.data_size, u.data_size >= 0),
+        "data": binary_column(u.data_rows(np.arange(len(u))), u.data_size, u.data_size >= 0),
         "data_len": u.data_len,
         "pos": u.pos,
     })
@@ -216,7 +223,7 @@ class Transfers:
             "status": _known(self.status[idx], self.status_null[idx]), "req_len": _known(self.req_len[idx]),
             "actual": _known(self.actual[idx]),
             "submit_error": (c_row >= 0) & (u.event[c_row] == usbscan.EV_E),
-            "data": binary_column(u.data[data_row], u.data_size[data_row], present),
+            "data": binary_column(u.data_rows(data_row), u.data_size[data_row], present),
             "dir_in": self.dir_in[idx],
             "t0": np.where(submit != usbscan.NULL, submit, complete),
         })
@@ -255,7 +262,7 @@ def bot_commands(xf: Transfers) -> tuple[pl.DataFrame, list[pl.DataFrame], np.nd
     u = xf.urbs
     device, n_devices = usbscan.dense_ids((u.bus[xf.row].astype(np.int64) << 8) | u.dev[xf.row])
     agg, kind = usbscan.bot_pass(xf.xfer, xf.dir_in, device, xf.data_row, xf.submit_ns, xf.complete_ns,
-                                 xf.status, xf.status_null, xf.req_len, xf.actual, u.data, u.data_size,
+                                 xf.status, xf.status_null, xf.req_len, xf.actual, u.data_buf, u.data_at, u.data_size,
                                  n_devices)
     a = dict(zip(BOT_AGGREGATES, agg))
     not_bot = np.flatnonzero(kind == usbscan.NOT_BOT)
@@ -263,10 +270,10 @@ def bot_commands(xf: Transfers) -> tuple[pl.DataFrame, list[pl.DataFrame], np.nd
         return pl.DataFrame(), [], not_bot
     first = a["first"]
     row = xf.row[first]
-    cbw = u.data[xf.data_row[first]]
-    has_csw = a["csw"] >= 0
-    csw_size = np.where(has_csw, u.data_size[xf.data_row[a["csw"]]], -1)
-    csw = u.data[xf.data_row[a["csw"]]]
+    cbw = u.data_rows(xf.data_row[first])
+    csw_row = np.where(a["csw"] >= 0, xf.data_row[a["csw"]], -1)
+    csw_size = np.where(csw_row >= 0, u.data_size[csw_row], -1)
+    csw = u.data_rows(csw_row)
     cb_len = (cbw[:, 14] & 0x1F).astype(np.int64)
 
     cmds = pl.DataFrame({

@@ -43,38 +43,76 @@ def _grow(keys, vals):
     return nk, nv
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _find(keys, vals, key):
+    """Slot of `key` in the table, or the empty slot where it would go."""
+    mask = keys.shape[0] - 1
+    h = _home(key, mask)
+    while vals[h] >= 0 and keys[h] != key:
+        h = (h + 1) & mask
+    return h
+
+
+@njit(cache=True, nogil=True)
+def _remove(keys, vals, h):
+    """Empty slot `h`, shifting later entries of its probe run back (linear probing)."""
+    mask = keys.shape[0] - 1
+    while True:
+        vals[h] = -1
+        k = h
+        while True:
+            k = (k + 1) & mask
+            if vals[k] < 0:
+                return
+            home = _home(keys[k], mask)
+            # the entry at k may move to h unless its home lies cyclically in (h, k]
+            if (h < k and h < home <= k) or (h > k and (home > h or home <= k)):
+                continue
+            break
+        keys[h] = keys[k]
+        vals[h] = vals[k]
+        h = k
+
+
 @njit(cache=True, nogil=True)
 def pair_urbs(urb_id, event):
     """Transfers as (submit row, completion row), -1 where absent, in row order.
 
     A submit pairs with the next event of its URB id when that is a completion (C or E);
-    a completion not preceded (within its id) by a submit is a transfer on its own."""
+    a completion not preceded (within its id) by a submit is a transfer on its own. So
+    only submits still waiting for their completion need remembering: the table holds
+    those (the URBs in flight), not every id of the capture."""
     n = urb_id.shape[0]
-    keys = np.zeros(1 << 12, np.uint64)
-    vals = np.full(1 << 12, -1, np.int64)     # last row of each id
-    used = 0
+    keys = np.zeros(1 << 10, np.uint64)
+    vals = np.full(1 << 10, -1, np.int64)     # the waiting submit's row
+    waiting = 0
     completion = np.full(n, -1, np.int64)      # per submit row
-    paired_end = np.zeros(n, np.bool_)
-    for r in range(n):
-        if 2 * (used + 1) > keys.shape[0]:
-            keys, vals = _grow(keys, vals)
-        mask = keys.shape[0] - 1
-        h = _home(urb_id[r], mask)
-        while vals[h] >= 0 and keys[h] != urb_id[r]:
-            h = (h + 1) & mask
-        prev = vals[h]
-        if prev < 0:
-            used += 1
-            keys[h] = urb_id[r]
-        vals[h] = r
-        is_end = event[r] == EV_C or event[r] == EV_E
-        if is_end and prev >= 0 and event[prev] == EV_S:
-            completion[prev] = r
-            paired_end[r] = True
     count = 0
+    orphan = np.zeros(n, np.bool_)
     for r in range(n):
-        if event[r] == EV_S or ((event[r] == EV_C or event[r] == EV_E) and not paired_end[r]):
+        if event[r] == EV_S:
+            if 2 * (waiting + 1) > keys.shape[0]:
+                keys, vals = _grow(keys, vals)
+            h = _find(keys, vals, urb_id[r])
+            if vals[h] < 0:
+                waiting += 1
+                keys[h] = urb_id[r]
+            vals[h] = r
             count += 1
+        elif event[r] == EV_C or event[r] == EV_E:
+            h = _find(keys, vals, urb_id[r])
+            if vals[h] >= 0:
+                completion[vals[h]] = r
+                _remove(keys, vals, h)
+                waiting -= 1
+            else:
+                orphan[r] = True
+                count += 1
+        else:   # another event still ends the wait of a submit (it is not its completion)
+            h = _find(keys, vals, urb_id[r])
+            if vals[h] >= 0:
+                _remove(keys, vals, h)
+                waiting -= 1
     s_row = np.empty(count, np.int64)
     c_row = np.empty(count, np.int64)
     k = 0
@@ -83,7 +121,7 @@ def pair_urbs(urb_id, event):
             s_row[k] = r
             c_row[k] = completion[r]
             k += 1
-        elif (event[r] == EV_C or event[r] == EV_E) and not paired_end[r]:
+        elif orphan[r]:
             s_row[k] = -1
             c_row[k] = r
             k += 1
@@ -101,14 +139,16 @@ def _max(cur, v):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _signature(data, size, row, sig0, sig1, sig2, sig3):
-    return (row >= 0 and size[row] >= 4 and data[row, 0] == sig0 and data[row, 1] == sig1
-            and data[row, 2] == sig2 and data[row, 3] == sig3)
+def _signature(buf, at, size, row, sig0, sig1, sig2, sig3):
+    if row < 0 or size[row] < 4:
+        return False
+    p = at[row]
+    return buf[p] == sig0 and buf[p + 1] == sig1 and buf[p + 2] == sig2 and buf[p + 3] == sig3
 
 
 @njit(cache=True, nogil=True)
 def bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, status_null,
-             req_len, actual, data, data_size, n_devices):
+             req_len, actual, data_buf, data_at, data_size, n_devices):
     """Bulk-Only commands from transfers in time order (every array is per transfer).
 
     Returns (per command: first transfer (the CBW), last-of-device flag, CSW transfer or -1,
@@ -129,11 +169,11 @@ def bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, sta
             continue
         r = data_row[k]
         if not dir_in[k]:
-            if _signature(data, data_size, r, 0x55, 0x53, 0x42, 0x43) and data_size[r] >= CBW_MIN_BYTES:
+            if _signature(data_buf, data_at, data_size, r, 0x55, 0x53, 0x42, 0x43) and data_size[r] >= CBW_MIN_BYTES:
                 is_cbw[k] = True
                 bot[device[k]] = True
                 n_cmd += 1
-        elif _signature(data, data_size, r, 0x55, 0x53, 0x42, 0x53) and actual[k] == CSW_LENGTH:
+        elif _signature(data_buf, data_at, data_size, r, 0x55, 0x53, 0x42, 0x53) and actual[k] == CSW_LENGTH:
             is_csw[k] = True
     first = np.empty(n_cmd, np.int64)
     last = np.zeros(n_cmd, np.bool_)
@@ -214,3 +254,15 @@ def dense_ids(key):
             used += 1
         out[r] = vals[h]
     return out, used
+
+
+@njit(cache=True, nogil=True)
+def take_bytes(buf, at, counts, width):
+    """(len(at), width) bytes: the first `counts[i]` (at most `width`) bytes from each
+    position, zero after them."""
+    out = np.zeros((at.shape[0], width), np.uint8)
+    for i in range(at.shape[0]):
+        p = at[i]
+        for b in range(min(counts[i], width)):
+            out[i, b] = buf[p + b]
+    return out
