@@ -131,12 +131,15 @@ def _byte(cdb, i: int):
 
 
 def _be(cdb, start: int, n: int):
-    """Big-endian unsigned field; values beyond int64 (LBAs >= 2^63) become null."""
+    """Big-endian unsigned field of 2, 4 or 8 bytes (null when the CDB is shorter); values
+    beyond int64 (LBAs >= 2^63) become null. One reinterpret, not one slice per byte."""
     import polars as pl
-    out = pl.lit(0, dtype=pl.UInt64)
-    for k in range(n):
-        out = out * 256 + _byte(cdb, start + k).cast(pl.UInt64)
-    return out.cast(pl.Int64, strict=False) if n == 8 else out.cast(pl.Int64)
+    field = cdb.bin.slice(start, n).bin.reinterpret(dtype={2: pl.UInt16, 4: pl.UInt32, 8: pl.UInt64}[n],
+                                                    endianness="big")
+    return field.cast(pl.Int64, strict=False) if n == 8 else field.cast(pl.Int64)
+
+
+_ALL_OPCODE_NAMES = {op: opcode_name(op) for op in range(256)}   # "Unknown 0x.." included
 
 
 def cdb_exprs(cdb) -> dict:
@@ -147,9 +150,8 @@ def cdb_exprs(cdb) -> dict:
     sa = _byte(cdb, 1) & 0x1F
     name = (pl.when((op == 0x9E) & sa.is_in(list(SERVICE_ACTION_IN_16)))
             .then(sa.replace_strict(SERVICE_ACTION_IN_16, default=None, return_dtype=pl.Utf8))
-            .otherwise(op.replace_strict(OPCODE_NAMES, default=None, return_dtype=pl.Utf8)))
-    name = pl.when(op.is_null()).then(pl.lit("")).otherwise(
-        name.fill_null(pl.format("Unknown 0x{}", _hex2(op))))
+            .otherwise(op.replace_strict(_ALL_OPCODE_NAMES, default=None, return_dtype=pl.Utf8)))
+    name = pl.when(op.is_null()).then(pl.lit("")).otherwise(name)
     is6, is10 = op.is_in(_RW6) & (n >= 6), op.is_in(_RW10) & (n >= 10)
     is12, is16 = op.is_in(_RW12) & (n >= 12), op.is_in(_RW16) & (n >= 16)
     lba = (pl.when(is6).then(((_byte(cdb, 1) & 0x1F) * 65536) + _be(cdb, 2, 2))
@@ -165,14 +167,6 @@ def cdb_exprs(cdb) -> dict:
     lun = pl.when(is6 | is10 | ((n >= 2) & group.is_in([0, 1, 2]) & ~op.is_in(_RW12 + _RW16))) \
         .then(_byte(cdb, 1) // 32)
     return {"opcode": op, "command": name, "lba": lba, "blocks": blocks, "cdb_lun": lun}
-
-
-def _hex2(expr):
-    import polars as pl
-    digits = "0123456789abcdef"
-    hi = (expr // 16).replace_strict({i: d for i, d in enumerate(digits)}, return_dtype=pl.Utf8)
-    lo = (expr % 16).replace_strict({i: d for i, d in enumerate(digits)}, return_dtype=pl.Utf8)
-    return pl.concat_str(hi, lo)
 
 
 def op_kind_expr(opcode):

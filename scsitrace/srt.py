@@ -13,6 +13,7 @@ from . import schema
 
 import numpy as np
 import polars as pl
+from numba import njit
 
 # histogram bucket upper bounds: powers of two of microseconds, from 1 us
 HIST_EDGES_NS = [1000 << k for k in range(0, 24)]
@@ -109,60 +110,116 @@ def _device_key(device: str) -> list:
     return [int(p) if p.isdigit() else p for p in str(device).split(":")]
 
 
+NULL = np.iinfo(np.int64).min     # a missing time in numpy columns
+IDLE = "IDLE"
+
+
 def tile_pieces(pieces: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
-    """Segments from stage pieces (device, io, start_ns, end_ns, phase, bytes): per device,
-    each instant goes to the earliest-starting piece covering it (later overlapping pieces
-    are clipped), and IDLE fills the rest of [0, elapsed_ns]. The result tiles exactly.
-    Done in numpy: one lexsort, then per-device running maxima (offset by device)."""
+    """Segments from stage pieces (device, io, start_ns, end_ns, phase, bytes): see `tile`."""
     p = pieces.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null())
     if not p.height:
         return pl.DataFrame(schema={**schema.SEGMENTS, "device": pl.Utf8})
-    names = p["device"].unique().sort()
-    dev = (p["device"].rank("dense").to_numpy() - 1).astype(np.int64)
-    start, end = p["start_ns"].to_numpy(), p["end_ns"].to_numpy()
-    order = np.lexsort((np.arange(len(start)), start, dev))
-    dev, start, end = dev[order], start[order], end[order]
+    phases = p["phase"].unique().sort()
+    tiles = tile(dev=(p["device"].rank("dense").to_numpy() - 1).astype(np.int64),
+                 io=p["io"].cast(pl.Int64).fill_null(NULL).to_numpy(),
+                 start=p["start_ns"].to_numpy(), end=p["end_ns"].to_numpy(),
+                 phase=(p["phase"].rank("dense").to_numpy() - 1).astype(np.int64),
+                 nbytes=p["bytes"].cast(pl.Int64).fill_null(NULL).to_numpy(),
+                 elapsed_ns=elapsed_ns, phases=phases.to_list())
+    return segments_frame(tiles, p["device"].unique().sort())
+
+
+def tile(dev, io, start, end, phase, nbytes, elapsed_ns: int, phases: list[str]) -> dict:
+    """Per device, each instant goes to the earliest-starting piece covering it (later
+    overlapping pieces are clipped), and IDLE fills the rest of [0, elapsed_ns]: the result
+    tiles exactly. Pieces are numpy columns (`dev`: device codes in the devices' report
+    order; `phase`: index into `phases`; io and nbytes NULL where none; start and end
+    known). Returns segment columns in (device, time) order, plus "totals" (time per
+    phase name, IDLE included) and "devices" (how many devices have segments)."""
+    if not len(start):
+        return {"dev": dev, "start": start, "end": end, "phase": phase, "phases": [*phases, IDLE], "io": io,
+                "bytes": nbytes, "totals": {}, "devices": 0}
     span = max(int(end.max()), elapsed_ns, int(start.max())) + 1
-    shifted = end + dev.astype(np.int64) * span          # running max restarts per device
-    covered = np.maximum.accumulate(shifted) - dev.astype(np.int64) * span
-    prev = np.concatenate(([-1], covered[:-1]))
-    new_dev = np.concatenate(([True], dev[1:] != dev[:-1]))
-    prev[new_dev] = -1
-    start = np.maximum(start, prev)
-    keep = end > start
-    kept = order[keep]
-    dev_k, start_k, end_k, cov_k = dev[keep], start[keep], end[keep], covered[keep]
-    # IDLE: before each device's first piece, between pieces, after its last piece
-    last = np.concatenate((dev_k[1:] != dev_k[:-1], [True]))
-    nxt = np.concatenate((start_k[1:], [elapsed_ns]))
-    nxt[last] = elapsed_ns
-    gap = nxt > cov_k
-    first = np.concatenate(([True], dev_k[1:] != dev_k[:-1])) & (start_k > 0)
-    seg = p[kept].select("io", "phase", "bytes").with_columns(
-        pl.Series("_dev", dev_k), pl.Series("start_ns", start_k), pl.Series("end_ns", end_k))
-    idle = pl.DataFrame({
-        "_dev": np.concatenate((dev_k[gap], dev_k[first])),
-        "start_ns": np.concatenate((cov_k[gap], np.zeros(int(first.sum()), dtype=np.int64))),
-        "end_ns": np.concatenate((nxt[gap], start_k[first])),
-    }).with_columns(pl.lit(None, dtype=pl.Int64).alias("io"), pl.lit("IDLE").alias("phase"),
-                    pl.lit(None, dtype=pl.Int64).alias("bytes"))
-    out = pl.concat([seg.with_columns(pl.col("io").cast(pl.Int64), pl.col("bytes").cast(pl.Int64)),
-                     idle.select(seg.columns)], rechunk=True)
-    out = out[np.lexsort((out["start_ns"].to_numpy(), out["_dev"].to_numpy()))]
-    out = out.with_columns(names.gather(out["_dev"]).alias("device")).drop("_dev")
-    return out.with_columns(
-        pl.col("phase").alias("category"),
-        pl.lit(None, dtype=pl.Int8).alias("target"), pl.lit(None, dtype=pl.Int8).alias("initiator"),
-        pl.lit(None, dtype=pl.Int64).alias("connection"), pl.lit(None, dtype=pl.UInt8).alias("msg"),
-        pl.col("start_ns").cast(pl.Int64), pl.col("end_ns").cast(pl.Int64)).select(*schema.SEGMENTS, "device")
+    order = np.argsort(dev * span + start, kind="stable")   # by device, start, then piece order
+    src, seg_dev, seg_start, seg_end = _tile(dev[order], start[order], end[order], elapsed_ns)
+    piece = order[np.maximum(src, 0)]
+    is_piece = src >= 0
+    names = [*phases, IDLE] if IDLE not in phases else list(phases)
+    seg_phase = np.where(is_piece, phase[piece], names.index(IDLE))
+    dur = seg_end - seg_start
+    totals = {name: int(dur[seg_phase == k].sum()) for k, name in enumerate(names) if (seg_phase == k).any()}
+    return {"dev": seg_dev, "start": seg_start, "end": seg_end, "phase": seg_phase, "phases": names,
+            "io": np.where(is_piece, io[piece], NULL), "bytes": np.where(is_piece, nbytes[piece], NULL),
+            "totals": totals, "devices": int(len(np.unique(seg_dev))) if len(seg_dev) else 0}
+
+
+@njit(cache=True, nogil=True)
+def _tile(dev, start, end, elapsed):
+    """Pieces sorted by (device, start) -> segments (piece index or -1 for IDLE, device,
+    start, end). A piece starts no earlier than the end of everything before it on its
+    device; pieces left empty by that are dropped."""
+    n = dev.shape[0]
+    src = np.empty(3 * n + 1, np.int64)
+    out_dev = np.empty(3 * n + 1, np.int64)
+    out_start = np.empty(3 * n + 1, np.int64)
+    out_end = np.empty(3 * n + 1, np.int64)
+    m = 0
+    k = 0
+    while k < n:
+        d = dev[k]
+        covered = np.int64(-1)
+        last_end = np.int64(-1)
+        kept = False
+        while k < n and dev[k] == d:
+            s = max(start[k], covered)
+            e = end[k]
+            if e > s:
+                idle_from = 0 if not kept else last_end
+                if s > idle_from and (kept or s > 0):
+                    src[m], out_dev[m], out_start[m], out_end[m] = -1, d, idle_from, s
+                    m += 1
+                src[m], out_dev[m], out_start[m], out_end[m] = k, d, s, e
+                m += 1
+                kept = True
+                last_end = max(covered, e)
+            covered = max(covered, e)
+            k += 1
+        if kept and elapsed > last_end:
+            src[m], out_dev[m], out_start[m], out_end[m] = -1, d, last_end, elapsed
+            m += 1
+    return src[:m], out_dev[:m], out_start[:m], out_end[:m]
+
+
+def segments_frame(tiles: dict, devices: pl.Series) -> pl.DataFrame:
+    """The segments frame (schema SEGMENTS + device) of `tile`'s columns; `devices` names
+    the device codes."""
+    if not len(tiles["start"]):
+        return pl.DataFrame(schema={**schema.SEGMENTS, "device": pl.Utf8})
+    phase = pl.Series("phase", tiles["phases"], dtype=pl.Utf8).gather(tiles["phase"])
+    null = pl.lit(None)
+    return pl.DataFrame({"start_ns": tiles["start"], "end_ns": tiles["end"], "phase": phase}).with_columns(
+        pl.col("phase").alias("category"), null.cast(pl.Int8).alias("target"), null.cast(pl.Int8).alias("initiator"),
+        null.cast(pl.Int64).alias("connection"), _nullable("io", tiles["io"]), _nullable("bytes", tiles["bytes"]),
+        null.cast(pl.UInt8).alias("msg"), devices.cast(pl.Utf8).gather(tiles["dev"]).alias("device"))
+
+
+def _nullable(name: str, values: np.ndarray) -> pl.Series:
+    s = pl.Series(name, values)
+    null = values == NULL
+    return s.scatter(np.flatnonzero(null), None) if null.any() else s
 
 
 def categories(segments: pl.DataFrame, stages, elapsed_ns: int, completed: int) -> pl.DataFrame:
     """Stage totals summed over devices; percent of (devices x elapsed), so they sum to 100."""
     n_dev = segments["device"].n_unique() if segments.height else 0
-    whole = elapsed_ns * n_dev
     totals = dict(segments.with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("d"))
                   .group_by("phase").agg(pl.col("d").sum()).iter_rows()) if segments.height else {}
+    return category_table(totals, n_dev, stages, elapsed_ns, completed)
+
+
+def category_table(totals: dict, n_dev: int, stages, elapsed_ns: int, completed: int) -> pl.DataFrame:
+    """Stage rows from time per phase name over `n_dev` devices."""
+    whole = elapsed_ns * n_dev
     rows = [{"name": s, "total_ns": int(totals.get(s, 0)),
              "percent": 100.0 * totals.get(s, 0) / whole if whole else 0.0,
              "normalized_ns": (totals.get(s, 0) / completed if completed and s != "IDLE" else None)}

@@ -422,26 +422,43 @@ def _with_stages(cmds: pl.DataFrame) -> pl.DataFrame:
         data_start.alias("_d0"), sts_start.alias("_s0"))
 
 
-def tile(cmds: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
-    """Per device, stage pieces plus IDLE tiling [0, elapsed_ns]."""
-    data_phase = pl.when(pl.col("data_in").fill_null(pl.col("flag_in")).fill_null(True)) \
-        .then(pl.lit("DATA IN")).otherwise(pl.lit("DATA OUT"))
-    c = cmds.filter(pl.col("cmd_s").is_not_null())
-    pieces = [
-        c.select("device", "io", pl.col("cmd_s").alias("start_ns"), pl.col("cmd_c").alias("end_ns"),
-                 pl.lit("COMMAND").alias("phase"), pl.lit(None, dtype=pl.Int64).alias("bytes")),
-        c.select("device", "io", pl.col("cmd_c").alias("start_ns"), pl.coalesce("_d0", "_s0").alias("end_ns"),
-                 pl.lit("GAP").alias("phase"), pl.lit(None, dtype=pl.Int64).alias("bytes")),
-        c.filter(pl.col("data_c").is_not_null()).select(
-            "device", "io", pl.col("_d0").alias("start_ns"), pl.col("data_c").alias("end_ns"),
-            data_phase.alias("phase"), pl.col("data_bytes").alias("bytes")),
-        c.filter(pl.col("data_c").is_not_null()).select(
-            "device", "io", pl.col("data_c").alias("start_ns"), pl.col("_s0").alias("end_ns"),
-            pl.lit("GAP").alias("phase"), pl.lit(None, dtype=pl.Int64).alias("bytes")),
-        c.select("device", "io", pl.col("_s0").alias("start_ns"), pl.col("sts_c").alias("end_ns"),
-                 pl.lit("STATUS").alias("phase"), pl.lit(None, dtype=pl.Int64).alias("bytes")),
+PIECE_PHASES = ["COMMAND", "DATA IN", "DATA OUT", "GAP", "STATUS"]
+
+
+def tile(ios: pl.DataFrame, elapsed_ns: int) -> dict:
+    """Per device, stage pieces plus IDLE tiling [0, elapsed_ns] (srt.tile's columns).
+    Pieces, in this order: every command's COMMAND, GAP to its data (or status), DATA, GAP
+    after the data, STATUS; commands without a CBW/IU submit have none."""
+    c = ios.filter(pl.col("cmd_s").is_not_null()) if ios.height else ios
+    if not c.height:
+        return srt.tile(*(np.zeros(0, np.int64),) * 6, elapsed_ns=elapsed_ns, phases=PIECE_PHASES)
+
+    def col(name, frame=c):
+        return frame[name].cast(pl.Int64).fill_null(srt.NULL).to_numpy()
+
+    with_data = c.filter(pl.col("data_c").is_not_null())
+    data_in = with_data.select(pl.col("data_in").fill_null(pl.col("flag_in")).fill_null(True)).to_series().to_numpy()
+    code = {name: i for i, name in enumerate(PIECE_PHASES)}
+    d0_or_s0 = c.select(pl.coalesce("_d0", "_s0").cast(pl.Int64).fill_null(srt.NULL)).to_series().to_numpy()
+    parts = [  # (frame, start, end, phase code(s), bytes)
+        (c, col("cmd_s"), col("cmd_c"), code["COMMAND"], None),
+        (c, col("cmd_c"), d0_or_s0, code["GAP"], None),
+        (with_data, col("_d0", with_data), col("data_c", with_data),
+         np.where(data_in, code["DATA IN"], code["DATA OUT"]), col("data_bytes", with_data)),
+        (with_data, col("data_c", with_data), col("_s0", with_data), code["GAP"], None),
+        (c, col("_s0"), col("sts_c"), code["STATUS"], None),
     ]
-    return srt.tile_pieces(pl.concat(pieces), elapsed_ns)
+    dev = np.concatenate([col("_dev", f) for f, *_ in parts])
+    io = np.concatenate([col("io", f) for f, *_ in parts])
+    start = np.concatenate([p[1] for p in parts])
+    end = np.concatenate([p[2] for p in parts])
+    phase = np.concatenate([np.broadcast_to(p[3], len(p[1])) for p in parts]).astype(np.int64)
+    nbytes = np.concatenate([p[4] if p[4] is not None else np.full(len(p[1]), srt.NULL) for p in parts])
+    known = (start != srt.NULL) & (end != srt.NULL)
+    if not known.any():
+        return srt.tile(*(np.zeros(0, np.int64),) * 6, elapsed_ns=elapsed_ns, phases=PIECE_PHASES)
+    return srt.tile(dev[known], io[known], start[known], end[known], phase[known], nbytes[known],
+                    elapsed_ns=elapsed_ns, phases=PIECE_PHASES)
 
 
 # ---------------------------------------------------------------- analysis
@@ -502,9 +519,11 @@ def ios_frame(cmds: pl.DataFrame) -> pl.DataFrame:
         if col not in cmds.columns:
             cmds = cmds.with_columns(pl.lit(None, dtype=dt).alias(col))
     dec = scsi.cdb_exprs(pl.col("cdb"))
-    c = cmds.sort(pl.coalesce("cmd_s", "sts_s", "sts_c")).with_columns(
+    c = cmds.sort(pl.coalesce("cmd_s", "sts_s", "sts_c"))
+    names, code = _devices(c)
+    c = c.with_columns(
         pl.int_range(pl.len(), dtype=pl.Int64).alias("io"),
-        pl.format("{}:{}:{}", "bus", "dev", pl.col("lun").fill_null(0)).alias("device"),
+        names.gather(code).alias("device"), pl.Series("_dev", code),
         dec["opcode"].alias("opcode"), dec["command"].alias("command"), dec["lba"].alias("lba"),
         dec["blocks"].alias("blocks"))
     c = _with_stages(c).with_columns(
@@ -530,7 +549,21 @@ def ios_frame(cmds: pl.DataFrame) -> pl.DataFrame:
     cols = {**schema.IOS, **IOS_EXTRA}
     return out.select([pl.col(k).cast(v) for k, v in cols.items()] + ["data_s", "data_c", "cmd_s", "cmd_c",
                                                                       "sts_s", "sts_c", "_d0", "_s0",
-                                                                      "flag_in", "data_in"])
+                                                                      "flag_in", "data_in", "_dev"])
+
+
+def _devices(cmds: pl.DataFrame) -> tuple[pl.Series, np.ndarray]:
+    """(device names "bus:address:lun" in text order, each command's index into them):
+    names are formatted once per device, not per command."""
+    bus, dev = cmds["bus"].cast(pl.Int64).to_numpy(), cmds["dev"].cast(pl.Int64).to_numpy()
+    lun = cmds["lun"].cast(pl.Int64).fill_null(0).to_numpy()
+    first_seen, n = usbscan.dense_ids((bus << 32) | (dev << 16) | lun)
+    where = np.zeros(n, np.int64)
+    where[first_seen] = np.arange(len(first_seen))
+    names = [f"{bus[i]}:{dev[i]}:{lun[i]}" for i in where]
+    rank = np.empty(n, np.int64)
+    rank[sorted(range(n), key=names.__getitem__)] = np.arange(n)
+    return pl.Series("device", sorted(names), dtype=pl.Utf8), rank[first_seen]
 
 
 def analyze(capture: Capture, options=None) -> Analysis:
@@ -538,7 +571,9 @@ def analyze(capture: Capture, options=None) -> Analysis:
     elapsed = int(urbs.t_ns.max()) if len(urbs) else 0
     _, cmds, anomalies = commands(urbs)
     full = ios_frame(cmds)
-    segments = tile(full, elapsed) if full.height else pl.DataFrame(schema={**schema.SEGMENTS, "device": pl.Utf8})
+    tiles = tile(full, elapsed)
+    names = full.select("_dev", "device").unique("_dev").sort("_dev")["device"] if full.height else None
+    segments = srt.segments_frame(tiles, names)
     ios = full.select(list({**schema.IOS, **IOS_EXTRA}))
     paired = int(ios["paired"].sum()) if ios.height else 0
     table = srt.table(ios)
@@ -547,12 +582,12 @@ def analyze(capture: Capture, options=None) -> Analysis:
     an = pl.concat([capture.anomalies, *found]).cast(schema.ANOMALIES)
     data_bytes = int(ios["data_bytes"].sum()) if ios.height else 0
     notes = []
-    n_dev = segments["device"].n_unique() if segments.height else 0
+    n_dev = tiles["devices"]
     if n_dev > 1:
         notes.append(f"{n_dev} devices: stage percentages are of {n_dev} x the elapsed time")
     if capture.meta.get("text_format") == "1t":
         notes.append("1t text has no bus numbers: devices are shown on bus 0")
-    cats = srt.categories(segments, STAGES, elapsed, paired)
+    cats = srt.category_table(tiles["totals"], n_dev, STAGES, elapsed, paired)
     return Analysis(
         layer="usb", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=segments, ios=ios,
         anomalies=an, ios_completed=paired, data_bytes=data_bytes,
