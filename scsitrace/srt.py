@@ -13,6 +13,7 @@ from . import schema
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 from numba import njit
 
 # histogram bucket upper bounds: powers of two of microseconds, from 1 us
@@ -141,32 +142,37 @@ def tile(dev, io, start, end, phase, nbytes, elapsed_ns: int, phases: list[str])
                 "bytes": nbytes, "totals": {}, "devices": 0}
     span = max(int(end.max()), elapsed_ns, int(start.max())) + 1
     order = np.argsort(dev * span + start, kind="stable")   # by device, start, then piece order
-    src, seg_dev, seg_start, seg_end = _tile(dev[order], start[order], end[order], elapsed_ns)
+    names = [*phases, IDLE] if IDLE not in phases else list(phases)
+    phase = np.asarray(phase, np.int64)[order]
+    src, seg_dev, seg_start, seg_end, seg_phase, totals, devices = _tile(
+        dev[order], start[order], end[order], phase, names.index(IDLE), len(names), elapsed_ns)
     piece = order[np.maximum(src, 0)]
     is_piece = src >= 0
-    names = [*phases, IDLE] if IDLE not in phases else list(phases)
-    seg_phase = np.where(is_piece, phase[piece], names.index(IDLE))
-    dur = seg_end - seg_start
-    totals = {name: int(dur[seg_phase == k].sum()) for k, name in enumerate(names) if (seg_phase == k).any()}
     return {"dev": seg_dev, "start": seg_start, "end": seg_end, "phase": seg_phase, "phases": names,
             "io": np.where(is_piece, io[piece], NULL), "bytes": np.where(is_piece, nbytes[piece], NULL),
-            "totals": totals, "devices": int(len(np.unique(seg_dev))) if len(seg_dev) else 0}
+            "totals": {name: int(totals[k]) for k, name in enumerate(names) if (seg_phase == k).any()},
+            "devices": int(devices)}
 
 
 @njit(cache=True, nogil=True)
-def _tile(dev, start, end, elapsed):
+def _tile(dev, start, end, phase, idle, n_phases, elapsed):
     """Pieces sorted by (device, start) -> segments (piece index or -1 for IDLE, device,
-    start, end). A piece starts no earlier than the end of everything before it on its
-    device; pieces left empty by that are dropped."""
+    start, end, phase), time per phase and the number of devices with segments. A piece
+    starts no earlier than the end of everything before it on its device; pieces left
+    empty by that are dropped."""
     n = dev.shape[0]
     src = np.empty(3 * n + 1, np.int64)
     out_dev = np.empty(3 * n + 1, np.int64)
     out_start = np.empty(3 * n + 1, np.int64)
     out_end = np.empty(3 * n + 1, np.int64)
+    out_phase = np.empty(3 * n + 1, np.int64)
+    totals = np.zeros(n_phases, np.int64)
+    devices = 0
     m = 0
     k = 0
     while k < n:
         d = dev[k]
+        first_segment = m
         covered = np.int64(-1)
         last_end = np.int64(-1)
         kept = False
@@ -176,18 +182,22 @@ def _tile(dev, start, end, elapsed):
             if e > s:
                 idle_from = 0 if not kept else last_end
                 if s > idle_from and (kept or s > 0):
-                    src[m], out_dev[m], out_start[m], out_end[m] = -1, d, idle_from, s
+                    src[m], out_dev[m], out_start[m], out_end[m], out_phase[m] = -1, d, idle_from, s, idle
                     m += 1
-                src[m], out_dev[m], out_start[m], out_end[m] = k, d, s, e
+                src[m], out_dev[m], out_start[m], out_end[m], out_phase[m] = k, d, s, e, phase[k]
                 m += 1
                 kept = True
                 last_end = max(covered, e)
             covered = max(covered, e)
             k += 1
         if kept and elapsed > last_end:
-            src[m], out_dev[m], out_start[m], out_end[m] = -1, d, last_end, elapsed
+            src[m], out_dev[m], out_start[m], out_end[m], out_phase[m] = -1, d, last_end, elapsed, idle
             m += 1
-    return src[:m], out_dev[:m], out_start[:m], out_end[:m]
+        if m > first_segment:
+            devices += 1
+    for j in range(m):
+        totals[out_phase[j]] += out_end[j] - out_start[j]
+    return src[:m], out_dev[:m], out_start[:m], out_end[:m], out_phase[:m], totals, devices
 
 
 def segments_frame(tiles: dict, devices: pl.Series) -> pl.DataFrame:
@@ -199,14 +209,16 @@ def segments_frame(tiles: dict, devices: pl.Series) -> pl.DataFrame:
     null = pl.lit(None)
     return pl.DataFrame({"start_ns": tiles["start"], "end_ns": tiles["end"], "phase": phase}).with_columns(
         pl.col("phase").alias("category"), null.cast(pl.Int8).alias("target"), null.cast(pl.Int8).alias("initiator"),
-        null.cast(pl.Int64).alias("connection"), _nullable("io", tiles["io"]), _nullable("bytes", tiles["bytes"]),
+        null.cast(pl.Int64).alias("connection"), nullable(tiles["io"], name="io"), nullable(tiles["bytes"], name="bytes"),
         null.cast(pl.UInt8).alias("msg"), devices.cast(pl.Utf8).gather(tiles["dev"]).alias("device"))
 
 
-def _nullable(name: str, values: np.ndarray) -> pl.Series:
-    s = pl.Series(name, values)
-    null = values == NULL
-    return s.scatter(np.flatnonzero(null), None) if null.any() else s
+def nullable(values: np.ndarray, null: np.ndarray | None = None, name: str = "") -> pl.Series:
+    """Series of `values`, null where `null` (default: where the value is NULL)."""
+    null = values == NULL if null is None else null
+    if not null.any():
+        return pl.Series(name, values)
+    return pl.Series(name, pa.array(values, mask=null))
 
 
 def categories(segments: pl.DataFrame, stages, elapsed_ns: int, completed: int) -> pl.DataFrame:

@@ -69,7 +69,7 @@ class UrbColumns:
     dev: np.ndarray          # uint8
     status: np.ndarray       # int32
     status_null: np.ndarray  # bool
-    length: np.ndarray       # int64, usbscan.NULL where unknown
+    length: np.ndarray       # int64, srt.NULL where unknown
     setup: np.ndarray        # (n, 8) uint8
     has_setup: np.ndarray    # bool
     data_buf: np.ndarray     # uint8 bytes holding every URB's data (the capture file itself)
@@ -131,7 +131,7 @@ def urb_columns(urbs: pl.DataFrame) -> UrbColumns:
         t_ns=ints("t_ns", np.int64), urb_id=ints("urb_id", np.uint64), event=event,
         xfer=ints("xfer", np.uint8), ep=ints("ep", np.uint8), bus=ints("bus", np.uint16),
         dev=ints("dev", np.uint8), status=ints("status", np.int32),
-        status_null=urbs["status"].is_null().to_numpy(), length=ints("length", np.int64, usbscan.NULL),
+        status_null=urbs["status"].is_null().to_numpy(), length=ints("length", np.int64, srt.NULL),
         setup=setup, has_setup=setup_size >= 0, data_buf=data.reshape(-1),
         data_at=np.arange(urbs.height, dtype=np.int64) * DATA_PREFIX, data_size=data_size,
         data_len=ints("data_len", np.int64), pos=ints("pos", np.int64))
@@ -147,21 +147,14 @@ def urbs_frame(u: UrbColumns) -> pl.DataFrame:
         "ep": u.ep,
         "bus": u.bus,
         "dev": u.dev,
-        "status": _known(u.status, u.status_null),
-        "length": _known(u.length),
+        "status": srt.nullable(u.status, u.status_null),
+        "length": srt.nullable(u.length),
         "setup": binary_column(u.setup, np.full(len(u), 8), u.has_setup),
         "data": binary_column(u.data_rows(np.arange(len(u))), u.data_size, u.data_size >= 0),
         "data_len": u.data_len,
         "pos": u.pos,
     })
     return frame.with_columns(pl.col(c).cast(t) for c, t in URBS.items())
-
-
-def _known(values: np.ndarray, null: np.ndarray | None = None) -> pl.Series:
-    """Series of `values`, null where `null` (default: where the value is usbscan.NULL)."""
-    s = pl.Series(values)
-    null = values == usbscan.NULL if null is None else null
-    return s.scatter(np.flatnonzero(null), None) if null.any() else s
 
 
 def _u8(col: str, i: int) -> pl.Expr:
@@ -182,7 +175,7 @@ def _be16(col: str, i: int) -> pl.Expr:
 def _le32_at(rows: np.ndarray, i: int, present: np.ndarray | None = None) -> pl.Series:
     """Little-endian uint32 at byte `i` of each row of a byte matrix (null where absent)."""
     values = np.ascontiguousarray(rows[:, i:i + 4]).view("<u4").reshape(-1).astype(np.int64)
-    return _known(values, np.zeros(len(values), bool) if present is None else ~present)
+    return srt.nullable(values, np.zeros(len(values), bool) if present is None else ~present)
 
 
 # ---------------------------------------------------------------- URBs -> transfers
@@ -193,7 +186,7 @@ class Transfers:
     submit and completion paired by URB id (ids are reused after completion, so a submit
     pairs with the next event of its id when that is a completion). Completions whose
     submit is not in the capture are transfers of their own, without submit time.
-    Times, lengths: usbscan.NULL where unknown."""
+    Times, lengths: srt.NULL where unknown."""
 
     urbs: UrbColumns
     s_row: np.ndarray        # submit event row, -1 if none
@@ -219,35 +212,29 @@ class Transfers:
             "bus": u.bus[row], "dev": u.dev[row], "ep": u.ep[row], "xfer": u.xfer[row],
             "urb_id": u.urb_id[row],
             "setup": binary_column(u.setup[row], np.full(len(row), 8), u.has_setup[row]),
-            "pos": u.pos[row], "i": row, "submit_ns": _known(submit), "complete_ns": _known(complete),
-            "status": _known(self.status[idx], self.status_null[idx]), "req_len": _known(self.req_len[idx]),
-            "actual": _known(self.actual[idx]),
+            "pos": u.pos[row], "i": row, "submit_ns": srt.nullable(submit), "complete_ns": srt.nullable(complete),
+            "status": srt.nullable(self.status[idx], self.status_null[idx]), "req_len": srt.nullable(self.req_len[idx]),
+            "actual": srt.nullable(self.actual[idx]),
             "submit_error": (c_row >= 0) & (u.event[c_row] == usbscan.EV_E),
             "data": binary_column(u.data_rows(data_row), u.data_size[data_row], present),
             "dir_in": self.dir_in[idx],
-            "t0": np.where(submit != usbscan.NULL, submit, complete),
+            "t0": np.where(submit != srt.NULL, submit, complete),
         })
         return f
 
 
 def transfers(u: UrbColumns) -> Transfers:
     s_row, c_row = usbscan.pair_urbs(u.urb_id, u.event)
-    t0 = np.where(s_row >= 0, u.t_ns[s_row], u.t_ns[c_row]) if len(s_row) else s_row
-    row = np.where(s_row >= 0, s_row, c_row)
-    if len(t0) and (np.diff(t0) < 0).any():     # rows are in row order already
-        order = np.lexsort((row, t0))
-        s_row, c_row, row = s_row[order], c_row[order], row[order]
-    has_s, has_c = s_row >= 0, c_row >= 0
-    dir_in = (u.ep[row] & 0x80) > 0
-    return Transfers(
-        urbs=u, s_row=s_row, c_row=c_row, row=row,
-        data_row=np.where(dir_in | ~has_s, c_row, s_row),
-        submit_ns=np.where(has_s, u.t_ns[s_row], usbscan.NULL),
-        complete_ns=np.where(has_c, u.t_ns[c_row], usbscan.NULL),
-        status=u.status[c_row], status_null=~has_c | u.status_null[c_row],
-        req_len=np.where(has_s, u.length[s_row], usbscan.NULL),
-        actual=np.where(has_c, u.length[c_row], usbscan.NULL),
-        dir_in=dir_in, xfer=u.xfer[row])
+    if len(s_row):
+        t0 = np.where(s_row >= 0, u.t_ns[s_row], u.t_ns[c_row])
+        if (np.diff(t0) < 0).any():     # transfers come in row order: sort by time, then row
+            order = np.lexsort((np.where(s_row >= 0, s_row, c_row), t0))
+            s_row, c_row = s_row[order], c_row[order]
+    row, data_row, submit, complete, status, status_null, req_len, actual, dir_in, xfer = \
+        usbscan.transfer_columns(s_row, c_row, u.t_ns, u.status, u.status_null, u.length, u.ep, u.xfer)
+    return Transfers(urbs=u, s_row=s_row, c_row=c_row, row=row, data_row=data_row, submit_ns=submit,
+                     complete_ns=complete, status=status, status_null=status_null, req_len=req_len,
+                     actual=actual, dir_in=dir_in, xfer=xfer)
 
 
 # ---------------------------------------------------------------- BOT
@@ -270,25 +257,25 @@ def bot_commands(xf: Transfers) -> tuple[pl.DataFrame, list[pl.DataFrame], np.nd
         return pl.DataFrame(), [], not_bot
     first = a["first"]
     row = xf.row[first]
-    cbw = u.data_rows(xf.data_row[first])
+    cbw = u.data_rows(xf.data_row[first], usbscan.CBW_BYTES)
     csw_row = np.where(a["csw"] >= 0, xf.data_row[a["csw"]], -1)
     csw_size = np.where(csw_row >= 0, u.data_size[csw_row], -1)
-    csw = u.data_rows(csw_row)
+    csw = u.data_rows(csw_row, usbscan.CSW_BYTES)
     cb_len = (cbw[:, 14] & 0x1F).astype(np.int64)
 
     cmds = pl.DataFrame({
         "bus": u.bus[row], "dev": u.dev[row], "pos": u.pos[row],
-        "cmd_s": _known(xf.submit_ns[first]), "cmd_c": _known(xf.complete_ns[first]),
-        "sts_s": _known(a["sts_s"]), "sts_c": _known(a["sts_c"]),
-        "data_s": _known(a["data_s"]), "data_c": _known(a["data_c"]),
+        "cmd_s": srt.nullable(xf.submit_ns[first]), "cmd_c": srt.nullable(xf.complete_ns[first]),
+        "sts_s": srt.nullable(a["sts_s"]), "sts_c": srt.nullable(a["sts_c"]),
+        "data_s": srt.nullable(a["data_s"]), "data_c": srt.nullable(a["data_c"]),
         "stalls": a["stalls"], "data_bytes": a["data_bytes"],
-        "data_in": _known(a["data_in"] == 1, a["data_in"] < 0),
+        "data_in": srt.nullable(a["data_in"] == 1, a["data_in"] < 0),
         "usb_tag": _le32_at(cbw, 4), "bytes": _le32_at(cbw, 8),
         "flag_in": (cbw[:, 12] & 0x80) > 0,
         "lun": (cbw[:, 13] & 0x0F).astype(np.int64),
         "csw_tag": _le32_at(csw, 4, csw_size >= 8),
         "residue": _le32_at(csw, 8, csw_size >= 12),
-        "csw_status": _known(csw[:, 12].astype(np.int64), csw_size <= 12),
+        "csw_status": srt.nullable(csw[:, 12].astype(np.int64), csw_size <= 12),
         "n_csw": a["n_csw"], "last": a["last"],
         "cdb": binary_column(cbw[:, 15:31], np.clip(cb_len, 0, 16), np.ones(len(first), bool)),
     })

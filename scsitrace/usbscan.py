@@ -11,11 +11,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-NULL = np.iinfo(np.int64).min
+from .srt import NULL
+
 EV_S, EV_C, EV_E = ord("S"), ord("C"), ord("E")
 EPIPE, EREMOTEIO = -32, -121
-CSW_LENGTH = 13
-CBW_MIN_BYTES = 31
+CSW_BYTES = 13
+CBW_BYTES = 31
 # transfer classes (bot_pass): why a bulk transfer is not inside a BOT command
 BEFORE_CBW_DATA, BEFORE_CBW_CSW, NOT_BOT = 1, 2, 3
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -128,6 +129,39 @@ def pair_urbs(urb_id, event):
     return s_row, c_row
 
 
+@njit(cache=True, nogil=True)
+def transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer):
+    """Per transfer: (naming row, data row, submit time, completion time, status, status
+    unknown, requested length, actual length, direction IN, transfer type). IN transfers
+    move the completion's data, OUT transfers the submit's (a lone completion: its own)."""
+    n = s_row.shape[0]
+    row = np.empty(n, np.int64)
+    data_row = np.empty(n, np.int64)
+    submit = np.empty(n, np.int64)
+    complete = np.empty(n, np.int64)
+    st = np.zeros(n, np.int32)
+    st_null = np.ones(n, np.bool_)
+    req = np.empty(n, np.int64)
+    act = np.empty(n, np.int64)
+    dir_in = np.empty(n, np.bool_)
+    kind = np.empty(n, np.uint8)
+    for k in range(n):
+        s, c = s_row[k], c_row[k]
+        r = s if s >= 0 else c
+        row[k] = r
+        dir_in[k] = (ep[r] & 0x80) != 0
+        data_row[k] = c if (dir_in[k] or s < 0) else s
+        submit[k] = t_ns[s] if s >= 0 else NULL
+        req[k] = length[s] if s >= 0 else NULL
+        complete[k] = t_ns[c] if c >= 0 else NULL
+        act[k] = length[c] if c >= 0 else NULL
+        if c >= 0:
+            st[k] = status[c]
+            st_null[k] = status_null[c]
+        kind[k] = xfer[r]
+    return row, data_row, submit, complete, st, st_null, req, act, dir_in, kind
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _min(cur, v):
     return v if v != NULL and (cur == NULL or v < cur) else cur
@@ -169,11 +203,11 @@ def bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, sta
             continue
         r = data_row[k]
         if not dir_in[k]:
-            if _signature(data_buf, data_at, data_size, r, 0x55, 0x53, 0x42, 0x43) and data_size[r] >= CBW_MIN_BYTES:
+            if _signature(data_buf, data_at, data_size, r, 0x55, 0x53, 0x42, 0x43) and data_size[r] >= CBW_BYTES:
                 is_cbw[k] = True
                 bot[device[k]] = True
                 n_cmd += 1
-        elif _signature(data_buf, data_at, data_size, r, 0x55, 0x53, 0x42, 0x53) and actual[k] == CSW_LENGTH:
+        elif _signature(data_buf, data_at, data_size, r, 0x55, 0x53, 0x42, 0x53) and actual[k] == CSW_BYTES:
             is_csw[k] = True
     first = np.empty(n_cmd, np.int64)
     last = np.zeros(n_cmd, np.bool_)
@@ -212,9 +246,9 @@ def bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, sta
                 sts_c[c] = complete_ns[k]
             n_csw[c] += 1
         # a failed read of CSW size is a status-stage retry (unknown when a value is null)
-        retry_known = (not dir_in[k]) or is_csw[k] or (req_len[k] != NULL and req_len[k] != CSW_LENGTH) \
+        retry_known = (not dir_in[k]) or is_csw[k] or (req_len[k] != NULL and req_len[k] != CSW_BYTES) \
             or (has_status and st == 0)
-        retry = dir_in[k] and not is_csw[k] and req_len[k] == CSW_LENGTH and has_status and st != 0
+        retry = dir_in[k] and not is_csw[k] and req_len[k] == CSW_BYTES and has_status and st != 0
         if is_csw[k] or retry:
             sts_s[c] = _min(sts_s[c], submit_ns[k])
         if not is_cbw[k] and not is_csw[k] and retry_known:
@@ -240,7 +274,11 @@ def dense_ids(key):
     vals = np.full(1 << 6, -1, np.int64)
     used = 0
     out = np.empty(n, np.int64)
+    last_key, last_id = np.uint64(0), np.int64(-1)
     for r in range(n):
+        if last_id >= 0 and np.uint64(key[r]) == last_key:   # runs of one device are the rule
+            out[r] = last_id
+            continue
         if 2 * (used + 1) > keys.shape[0]:
             keys, vals = _grow(keys, vals)
         mask = keys.shape[0] - 1
@@ -253,6 +291,7 @@ def dense_ids(key):
             vals[h] = used
             used += 1
         out[r] = vals[h]
+        last_key, last_id = k, vals[h]
     return out, used
 
 
