@@ -505,14 +505,13 @@ def ios_frame(cmds: pl.DataFrame) -> pl.DataFrame:
                     "status": pl.Utf8, "cmd_s": pl.Int64, "sts_s": pl.Int64}.items():
         if col not in cmds.columns:
             cmds = cmds.with_columns(pl.lit(None, dtype=dt).alias(col))
-    dec = scsi.cdb_exprs(pl.col("cdb"))
     c = cmds.sort(pl.coalesce("cmd_s", "sts_s", "sts_c"))
     names, code = _devices(c)
+    dec = scsi.decode_cdbs(c["cdb"])
     c = c.with_columns(
         pl.int_range(pl.len(), dtype=pl.Int64).alias("io"),
         names.gather(code).alias("device"), pl.Series("_dev", code),
-        dec["opcode"].alias("opcode"), dec["command"].alias("command"), dec["lba"].alias("lba"),
-        dec["blocks"].alias("blocks"))
+        dec["opcode"], dec["command"], dec["lba"], dec["blocks"])
     c = _with_stages(c).with_columns(
         pl.col("reason").is_null().alias("paired"),
         (pl.col("response_ns") - pl.col("command_ns").fill_null(0) - pl.col("data_ns").fill_null(0)
