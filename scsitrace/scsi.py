@@ -139,8 +139,9 @@ def binary_matrix(col, width: int):
         arr = col.rechunk().to_arrow(compat_level=pl.CompatLevel.oldest()).cast(pa.large_binary())
         offsets = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset:arr.offset + n]
         values = np.frombuffer(arr.buffers()[2], np.uint8)
-        keep = np.arange(width) < np.clip(sizes, 0, width)[:, None]
-        out[keep] = values[(offsets[:, None] + np.arange(width))[keep]]
+        for k in range(width):       # column by column: no (rows, width) index matrix
+            rows = np.flatnonzero(sizes > k)
+            out[rows, k] = values[offsets[rows] + k]
     return out, sizes
 
 
@@ -150,16 +151,15 @@ def decode_cdbs(cdb) -> dict:
     import numpy as np
     import polars as pl
     m, n = binary_matrix(cdb, 16)
-    b = m.astype(np.int64)
-    op, has_op = b[:, 0], n >= 1
+    op, has_op = m[:, 0].astype(np.int64), n >= 1
+
+    def byte(i):
+        return m[:, i].astype(np.int64)
 
     def be(start, width):
-        out = np.zeros(len(b), np.uint64)
-        for k in range(width):
-            out = (out << np.uint64(8)) | b[:, start + k].astype(np.uint64)
-        return out
+        return np.ascontiguousarray(m[:, start:start + width]).view(f">u{width}").reshape(-1)
 
-    sa = b[:, 1] & 0x1F
+    sa = byte(1) & 0x1F
     service_action = has_op & (op == 0x9E) & (n >= 2) & np.isin(sa, list(SERVICE_ACTION_IN_16))
     names = pl.Series([*_ALL_OPCODE_NAMES, *SERVICE_ACTION_IN_16.values(), ""], dtype=pl.Utf8)
     sa_name = np.zeros(32, np.int64)
@@ -169,10 +169,10 @@ def decode_cdbs(cdb) -> dict:
     is12, is16 = has_op & np.isin(op, _RW12) & (n >= 12), has_op & np.isin(op, _RW16) & (n >= 16)
     lba16 = be(2, 8)
     lba = np.select([is6, is10 | is12, is16],
-                    [(b[:, 1] & 0x1F) * 65536 + be(2, 2).astype(np.int64), be(2, 4).astype(np.int64),
+                    [(byte(1) & 0x1F) * 65536 + be(2, 2).astype(np.int64), be(2, 4).astype(np.int64),
                      lba16.astype(np.int64)], 0)
     lba_known = is6 | is10 | is12 | (is16 & (lba16 < np.uint64(1 << 63)))
-    len6 = b[:, 4]
+    len6 = byte(4)
     blocks6 = np.where(len6 == 0, np.where(op == 0x0B, 0, 256), len6)
     blocks = np.select([is6, is10, is12, is16],
                        [blocks6, be(7, 2).astype(np.int64), be(6, 4).astype(np.int64), be(10, 4).astype(np.int64)], 0)
@@ -181,7 +181,7 @@ def decode_cdbs(cdb) -> dict:
     from .srt import nullable
     return {"opcode": nullable(op, ~has_op, "opcode"), "command": names.gather(name_at).alias("command"),
             "lba": nullable(lba, ~lba_known, "lba"), "blocks": nullable(blocks, ~(is6 | is10 | is12 | is16), "blocks"),
-            "cdb_lun": nullable(b[:, 1] // 32, ~has_lun, "cdb_lun")}
+            "cdb_lun": nullable(byte(1) // 32, ~has_lun, "cdb_lun")}
 
 
 def cdb_exprs(cdb) -> dict:
