@@ -10,21 +10,22 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True, nogil=True)
-def walk_chain(buf, start, hdr_size, len_pos, big_endian):
+def walk_chain(buf: np.ndarray, start: int, hdr_size: int, len_pos: int, big_endian: bool):
     """Offsets of consecutive records (a `hdr_size` header holding, at `len_pos`, the u32
     length of the data that follows) from `start` while a whole header fits, and the
     position after the last one (past the end of `buf` when its data is cut)."""
+    out = np.empty(max(0, len(buf) - start) // hdr_size + 1, np.int64)   # untouched pages cost nothing
+    n, pos = _walk_chain(buf, start, hdr_size, len_pos, big_endian, out)
+    return out[:n], pos
+
+
+@njit(cache=True, nogil=True)
+def _walk_chain(buf, start, hdr_size, len_pos, big_endian, out):
     end = buf.shape[0]
     last = end - hdr_size
-    out = np.empty(max(16, (end - start) // 64), np.int64)
     n = 0
     pos = np.int64(start)
     while pos <= last:
-        if n == out.shape[0]:
-            grown = np.empty(out.shape[0] * 2, np.int64)
-            grown[:n] = out
-            out = grown
         out[n] = pos
         n += 1
         p = pos + len_pos
@@ -35,7 +36,7 @@ def walk_chain(buf, start, hdr_size, len_pos, big_endian):
             length = (np.int64(buf[p + 3]) << 24) | (np.int64(buf[p + 2]) << 16) | (np.int64(buf[p + 1]) << 8) \
                 | np.int64(buf[p])
         pos += hdr_size + length
-    return out[:n], pos
+    return n, pos
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -60,12 +61,8 @@ def _slow_u64_at(buf, p, width):
 
 
 @njit(cache=True, nogil=True)
-def _read_fields(buf, words, offsets, pos1, pos2, pos4, pos8):
+def _read_fields(buf, words, offsets, pos1, pos2, pos4, pos8, out1, out2, out4, out8):
     n = offsets.shape[0]
-    out1 = np.empty((pos1.shape[0], n), np.uint8)
-    out2 = np.empty((pos2.shape[0], n), np.uint16)
-    out4 = np.empty((pos4.shape[0], n), np.uint32)
-    out8 = np.empty((pos8.shape[0], n), np.uint64)
     span = 8
     for j in range(pos1.shape[0]):
         span = max(span, pos1[j] + 8)
@@ -96,7 +93,6 @@ def _read_fields(buf, words, offsets, pos1, pos2, pos4, pos8):
                 out4[j, i] = np.uint32(_slow_u64_at(buf, base + pos4[j], 4))
             for j in range(pos8.shape[0]):
                 out8[j, i] = _slow_u64_at(buf, base + pos8[j], 8)
-    return out1, out2, out4, out8
 
 
 WIDTHS = (1, 2, 4, 8)
@@ -113,7 +109,8 @@ def read_fields(buf: np.ndarray, offsets: np.ndarray, fields: dict[str, tuple[in
         raise TypeError("fields must be 1, 2, 4 or 8 bytes wide")
     pos = [np.array([fields[name][0] for name in names[w]], np.int64) for w in WIDTHS]
     words = buf[:len(buf) // 8 * 8].view("<u8")
-    groups = _read_fields(buf, words, np.asarray(offsets, np.int64), *pos)
+    groups = [np.empty((len(p), len(offsets)), f"u{w}") for p, w in zip(pos, WIDTHS)]
+    _read_fields(buf, words, np.asarray(offsets, np.int64), *pos, *groups)
     out = {}
     for w, group in zip(WIDTHS, groups):
         for j, name in enumerate(names[w]):

@@ -144,8 +144,10 @@ def tile(dev, io, start, end, phase, nbytes, elapsed_ns: int, phases: list[str])
     order = np.argsort(dev * span + start, kind="stable")   # by device, start, then piece order
     names = [*phases, IDLE] if IDLE not in phases else list(phases)
     phase = np.asarray(phase, np.int64)[order]
-    src, seg_dev, seg_start, seg_end, seg_phase, totals, devices = _tile(
-        dev[order], start[order], end[order], phase, names.index(IDLE), len(names), elapsed_ns)
+    out = np.empty((5, 3 * len(order) + 1), np.int64)   # upper bound; untouched pages cost nothing
+    totals = np.zeros(len(names), np.int64)
+    m, devices = _tile(dev[order], start[order], end[order], phase, names.index(IDLE), elapsed_ns, out, totals)
+    src, seg_dev, seg_start, seg_end, seg_phase = out[:, :m]
     piece = order[np.maximum(src, 0)]
     is_piece = src >= 0
     return {"dev": seg_dev, "start": seg_start, "end": seg_end, "phase": seg_phase, "phases": names,
@@ -155,18 +157,13 @@ def tile(dev, io, start, end, phase, nbytes, elapsed_ns: int, phases: list[str])
 
 
 @njit(cache=True, nogil=True)
-def _tile(dev, start, end, phase, idle, n_phases, elapsed):
-    """Pieces sorted by (device, start) -> segments (piece index or -1 for IDLE, device,
-    start, end, phase), time per phase and the number of devices with segments. A piece
-    starts no earlier than the end of everything before it on its device; pieces left
-    empty by that are dropped."""
+def _tile(dev, start, end, phase, idle, elapsed, out, totals):
+    """Pieces sorted by (device, start) -> segments in `out` rows (piece index or -1 for
+    IDLE, device, start, end, phase); adds time per phase to `totals`. Returns the number
+    of segments and of devices with segments. A piece starts no earlier than the end of
+    everything before it on its device; pieces left empty by that are dropped."""
     n = dev.shape[0]
-    src = np.empty(3 * n + 1, np.int64)
-    out_dev = np.empty(3 * n + 1, np.int64)
-    out_start = np.empty(3 * n + 1, np.int64)
-    out_end = np.empty(3 * n + 1, np.int64)
-    out_phase = np.empty(3 * n + 1, np.int64)
-    totals = np.zeros(n_phases, np.int64)
+    src, out_dev, out_start, out_end, out_phase = out[0], out[1], out[2], out[3], out[4]
     devices = 0
     m = 0
     k = 0
@@ -197,7 +194,7 @@ def _tile(dev, start, end, phase, idle, n_phases, elapsed):
             devices += 1
     for j in range(m):
         totals[out_phase[j]] += out_end[j] - out_start[j]
-    return src[:m], out_dev[:m], out_start[:m], out_end[:m], out_phase[:m], totals, devices
+    return m, devices
 
 
 def segments_frame(tiles: dict, devices: pl.Series) -> pl.DataFrame:

@@ -75,21 +75,26 @@ def _remove(keys, vals, h):
         h = k
 
 
-@njit(cache=True, nogil=True)
-def pair_urbs(urb_id, event):
+def pair_urbs(urb_id: np.ndarray, event: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Transfers as (submit row, completion row), -1 where absent, in row order.
 
     A submit pairs with the next event of its URB id when that is a completion (C or E);
     a completion not preceded (within its id) by a submit is a transfer on its own. So
     only submits still waiting for their completion need remembering: the table holds
     those (the URBs in flight), not every id of the capture."""
+    n = len(urb_id)
+    rows = np.empty((2, n), np.int64)     # big arrays come from numpy (lazy, huge pages)
+    count = _pair_urbs(urb_id, event, np.full(n, -1, np.int64), np.zeros(n, np.bool_), rows)
+    return rows[0, :count], rows[1, :count]
+
+
+@njit(cache=True, nogil=True)
+def _pair_urbs(urb_id, event, completion, orphan, rows):
     n = urb_id.shape[0]
     keys = np.zeros(1 << 10, np.uint64)
     vals = np.full(1 << 10, -1, np.int64)     # the waiting submit's row
     waiting = 0
-    completion = np.full(n, -1, np.int64)      # per submit row
     count = 0
-    orphan = np.zeros(n, np.bool_)
     for r in range(n):
         if event[r] == EV_S:
             if 2 * (waiting + 1) > keys.shape[0]:
@@ -114,38 +119,35 @@ def pair_urbs(urb_id, event):
             if vals[h] >= 0:
                 _remove(keys, vals, h)
                 waiting -= 1
-    s_row = np.empty(count, np.int64)
-    c_row = np.empty(count, np.int64)
     k = 0
     for r in range(n):
         if event[r] == EV_S:
-            s_row[k] = r
-            c_row[k] = completion[r]
+            rows[0, k] = r
+            rows[1, k] = completion[r]
             k += 1
         elif orphan[r]:
-            s_row[k] = -1
-            c_row[k] = r
+            rows[0, k] = -1
+            rows[1, k] = r
             k += 1
-    return s_row, c_row
+    return count
 
 
-@njit(cache=True, nogil=True)
 def transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer):
     """Per transfer: (naming row, data row, submit time, completion time, status, status
     unknown, requested length, actual length, direction IN, transfer type). IN transfers
     move the completion's data, OUT transfers the submit's (a lone completion: its own)."""
-    n = s_row.shape[0]
-    row = np.empty(n, np.int64)
-    data_row = np.empty(n, np.int64)
-    submit = np.empty(n, np.int64)
-    complete = np.empty(n, np.int64)
-    st = np.zeros(n, np.int32)
-    st_null = np.ones(n, np.bool_)
-    req = np.empty(n, np.int64)
-    act = np.empty(n, np.int64)
-    dir_in = np.empty(n, np.bool_)
-    kind = np.empty(n, np.uint8)
-    for k in range(n):
+    n = len(s_row)
+    ints = np.empty((6, n), np.int64)
+    out = (ints[0], ints[1], ints[2], ints[3], np.zeros(n, np.int32), np.ones(n, np.bool_), ints[4], ints[5],
+           np.empty(n, np.bool_), np.empty(n, np.uint8))
+    _transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer, *out)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer,
+                      row, data_row, submit, complete, st, st_null, req, act, dir_in, kind):
+    for k in range(s_row.shape[0]):
         s, c = s_row[k], c_row[k]
         r = s if s >= 0 else c
         row[k] = r
@@ -159,7 +161,6 @@ def transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer):
             st[k] = status[c]
             st_null[k] = status_null[c]
         kind[k] = xfer[r]
-    return row, data_row, submit, complete, st, st_null, req, act, dir_in, kind
 
 
 @njit(cache=True, nogil=True, inline="always")
