@@ -148,9 +148,14 @@ def binary_matrix(col, width: int):
 def decode_cdbs(cdb) -> dict:
     """opcode, command (name), lba, blocks and cdb_lun of a Binary series of CDBs, as
     series (null where decode_cdb gives None; command "" for an empty or null CDB)."""
+    return decode_cdb_matrix(*binary_matrix(cdb, 16))
+
+
+def decode_cdb_matrix(m, n) -> dict:
+    """decode_cdbs of CDBs given as rows of at least 16 bytes (`m`, uint8) and their
+    lengths (`n`, -1 for none); bytes past a CDB's length are never read."""
     import numpy as np
     import polars as pl
-    m, n = binary_matrix(cdb, 16)
     op, has_op = m[:, 0].astype(np.int64), n >= 1
 
     def byte(i):

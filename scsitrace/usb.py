@@ -237,6 +237,11 @@ def transfers(u: UrbColumns) -> Transfers:
                      actual=actual, dir_in=dir_in, xfer=xfer)
 
 
+def _cdb_fields(decoded: dict) -> list[pl.Series]:
+    """The decoded CDB columns a command row carries (scsi.decode_cdbs)."""
+    return [decoded[k] for k in ("opcode", "command", "lba", "blocks")]
+
+
 # ---------------------------------------------------------------- BOT
 
 BOT_AGGREGATES = ("first", "last", "csw", "n_csw", "sts_s", "sts_c", "data_s", "data_c", "data_bytes",
@@ -277,8 +282,7 @@ def bot_commands(xf: Transfers) -> tuple[pl.DataFrame, list[pl.DataFrame], np.nd
         "residue": _le32_at(csw, 8, csw_size >= 12),
         "csw_status": srt.nullable(csw[:, 12].astype(np.int64), csw_size <= 12),
         "n_csw": a["n_csw"], "last": a["last"],
-        "cdb": binary_column(cbw[:, 15:31], np.clip(cb_len, 0, 16), np.ones(len(first), bool)),
-    })
+    }).with_columns(_cdb_fields(scsi.decode_cdb_matrix(cbw[:, 15:31], np.clip(cb_len, 0, 16))))
     reason = (pl.when(pl.col("n_csw") == 0).then(
         pl.when(pl.col("last")).then(pl.lit("no CSW (capture ended)"))
         .otherwise(pl.lit("no CSW before the next CBW")))
@@ -354,7 +358,8 @@ def uas_commands(bulk: pl.DataFrame) -> tuple[pl.DataFrame, list[dict]]:
         .alias("status"),
         pl.lit(None, dtype=pl.Int64).alias("residue"),
         pl.lit("UAS").alias("transport"),
-        scsi.cdb_exprs(pl.col("cdb"))["opcode"].is_in(DATA_OUT_OPS).not_().alias("flag_in"))
+        *_cdb_fields(scsi.decode_cdbs(cmds["cdb"])))
+    cmds = cmds.with_columns(pl.col("opcode").is_in(DATA_OUT_OPS).not_().alias("flag_in"))
     orphan_sts = ends.filter(pl.col("is_sts") & ~pl.col("prev_cmd"))
     if orphan_sts.height:
         cmds = pl.concat([cmds, orphan_sts.select(
@@ -499,7 +504,8 @@ def commands(urbs: UrbColumns) -> tuple[Transfers, pl.DataFrame, list[pl.DataFra
 def ios_frame(cmds: pl.DataFrame) -> pl.DataFrame:
     if not cmds.height:
         return pl.DataFrame(schema={**schema.IOS, **IOS_EXTRA})
-    for col, dt in {"cdb": pl.Binary, "data_s": pl.Int64, "data_c": pl.Int64, "cmd_c": pl.Int64,
+    for col, dt in {"opcode": pl.Int64, "command": pl.Utf8, "lba": pl.Int64, "blocks": pl.Int64,
+                    "data_s": pl.Int64, "data_c": pl.Int64, "cmd_c": pl.Int64,
                     "data_bytes": pl.Int64, "stalls": pl.Int64, "flag_in": pl.Boolean, "data_in": pl.Boolean,
                     "lun": pl.Int64, "bytes": pl.Int64, "residue": pl.Int64, "usb_tag": pl.Int64,
                     "status": pl.Utf8, "cmd_s": pl.Int64, "sts_s": pl.Int64}.items():
@@ -507,11 +513,10 @@ def ios_frame(cmds: pl.DataFrame) -> pl.DataFrame:
             cmds = cmds.with_columns(pl.lit(None, dtype=dt).alias(col))
     c = cmds.sort(pl.coalesce("cmd_s", "sts_s", "sts_c"))
     names, code = _devices(c)
-    dec = scsi.decode_cdbs(c["cdb"])
     c = c.with_columns(
         pl.int_range(pl.len(), dtype=pl.Int64).alias("io"),
         names.gather(code).alias("device"), pl.Series("_dev", code),
-        dec["opcode"], dec["command"], dec["lba"], dec["blocks"])
+        pl.col("command").fill_null(""))   # commands without a CDB (status without command)
     c = _with_stages(c).with_columns(
         pl.col("reason").is_null().alias("paired"),
         (pl.col("response_ns") - pl.col("command_ns").fill_null(0) - pl.col("data_ns").fill_null(0)
