@@ -25,7 +25,7 @@ from scsitrace import schema
 from scsitrace.errors import BadInput, TruncatedInput, UsageError
 from scsitrace.model import Capture, LazyFrames, RecordCount
 from scsitrace.usb import DATA_PREFIX, EVENT_LETTERS, URBS, UrbColumns, urbs_frame
-from . import _lines, _pcap, _pcap_scan
+from . import _lines, _pcap, _pcap_scan, _usbmon_scan
 
 ID = "usbmon"
 SUFFIXES = (".usbmon", ".usbmon.txt", ".usbmon.pcap", ".usbmon.pcapng", ".pcap", ".pcapng", ".mon")
@@ -171,53 +171,50 @@ def _parse_pcap(path: str, strict: bool) -> Capture:
 
 def _header_fields(pk: _pcap.Packets) -> dict[str, np.ndarray]:
     """Every packet's usbmon header fields (one compiled pass), typed as declared. The
-    two link types share the first 48 bytes; only type 220 has `ndesc` (0 for 189)."""
+    two link types share the first 48 bytes; only type 220 has `ndesc`."""
     dt = _pcap.dtype_of(USBMON_PACKET_MMAPPED)
     layout = {name: (dt.fields[name][1], dt.fields[name][0]) for name in HEADER_FIELDS}
-    out = _pcap_scan.read_fields(pk.buf, pk.data_offset, layout)
-    out["ndesc"] = np.where(pk.linktype == LINKTYPE_USB_LINUX_MMAPPED, out["ndesc"], 0)
-    return out
+    return _pcap_scan.read_fields(pk.buf, pk.data_offset, layout)
+
+
+BAD_REASONS = {
+    _usbmon_scan.SHORT: "record shorter than the {size}-byte usbmon header",
+    _usbmon_scan.BAD_TYPE: "usbmon event type is not S, C or E",
+    _usbmon_scan.BAD_XFER: "usbmon transfer type is not 0-3",
+    _usbmon_scan.BAD_LEN_CAP: "usbmon len_cap runs past the captured record",
+}
 
 
 def _decode_usbmon(pk: _pcap.Packets, linktypes: list[int], strict: bool, records: RecordCount) -> UrbColumns:
     h = _header_fields(pk)
-    size = np.where(pk.linktype == LINKTYPE_USB_LINUX_MMAPPED, _pcap.dtype_of(USBMON_PACKET_MMAPPED).itemsize,
-                    _pcap.dtype_of(USBMON_PACKET).itemsize)
-    iso_desc = np.where(h["xfer_type"] == 0, h["ndesc"].astype(np.int64) * ISO_DESCRIPTOR_BYTES, 0)
-    len_cap = h["len_cap"].astype(np.int64)
-    reasons = [
-        (pk.caplen < size, "record shorter than the {size}-byte usbmon header"),
-        (~np.isin(h["type"], list(EVENT_LETTERS)), "usbmon event type is not S, C or E"),
-        (h["xfer_type"] > 3, "usbmon transfer type is not 0-3"),
-        (size + iso_desc + len_cap > pk.caplen, "usbmon len_cap runs past the captured record"),
-    ]
-    bad = reasons[0][0] | reasons[1][0] | reasons[2][0] | reasons[3][0]
-    if bad.any():
+    n = len(pk.data_offset)
+    mmapped = pk.linktype == LINKTYPE_USB_LINUX_MMAPPED
+    size = np.where(mmapped, _pcap.dtype_of(USBMON_PACKET_MMAPPED).itemsize, _pcap.dtype_of(USBMON_PACKET).itemsize)
+    ints = np.empty((5, n), np.int64)
+    bad, has_setup = np.empty(n, np.uint8), np.empty(n, np.bool_)
+    t_ns, length, data_at, data_size, data_len = ints
+    n_bad = _usbmon_scan.derive(
+        pk.caplen, size, mmapped, h["type"], h["xfer_type"], h["ndesc"], h["len_cap"], h["flag_data"],
+        h["flag_setup"], h["ts_sec"], h["ts_usec"], h["length"], pk.data_offset, ISO_DESCRIPTOR_BYTES,
+        DATA_PREFIX, bad, t_ns, length, data_at, data_size, data_len, has_setup)
+    cols = UrbColumns(
+        t_ns=t_ns, urb_id=h["id"], event=h["type"], xfer=h["xfer_type"], ep=h["epnum"], bus=h["busnum"],
+        dev=h["devnum"], status=h["status"], status_null=np.zeros(n, bool), length=length, setup=h["setup"],
+        has_setup=has_setup, data_buf=pk.buf, data_at=data_at, data_size=data_size, data_len=data_len,
+        pos=pk.record_offset)
+    if n_bad:
         for lt in linktypes:     # link type by link type, as the records are reported
-            first = np.flatnonzero(bad & (pk.linktype == lt))
+            first = np.flatnonzero((bad != 0) & (pk.linktype == lt))
             if not len(first):
                 continue
             offs = pk.record_offset[first]
-            why = [next(text for mask, text in reasons if mask[i]).format(size=size[i]) for i in first[:5]]
+            why = [BAD_REASONS[bad[i]].format(size=size[i]) for i in first[:5]]
             if strict:
                 raise BadInput(pk.path, why[0], offset=int(offs[0]))
             records.skip(len(first), [f"{pk.path}: byte offset {int(o)}: {w}" for o, w in zip(offs[:5], why)])
-        good = ~bad
-        h = {name: col[good] for name, col in h.items()}
-        pk_data, pk_pos, size, iso_desc, len_cap = (pk.data_offset[good], pk.record_offset[good], size[good],
-                                                   iso_desc[good], len_cap[good])
-    else:
-        pk_data, pk_pos = pk.data_offset, pk.record_offset
-    records.read += len(pk_data)
-    has_data = (h["flag_data"] == 0) & (len_cap > 0)
-    shown = np.where(has_data, np.minimum(len_cap, DATA_PREFIX), 0)
-    return UrbColumns(
-        t_ns=h["ts_sec"].astype(np.int64) * 1_000_000_000 + h["ts_usec"].astype(np.int64) * 1000,
-        urb_id=h["id"], event=h["type"], xfer=h["xfer_type"], ep=h["epnum"], bus=h["busnum"],
-        dev=h["devnum"], status=h["status"], status_null=np.zeros(len(pk_data), bool),
-        length=h["length"].astype(np.int64), setup=h["setup"],
-        has_setup=(h["flag_setup"] == 0) & (h["type"] == ord("S")),
-        data_buf=pk.buf, data_at=pk_data + size + iso_desc, data_size=np.where(has_data, shown, -1), data_len=np.where(has_data, len_cap, 0), pos=pk_pos)
+        cols = cols.take(bad == 0)
+    records.read += len(cols)
+    return cols
 
 
 # ---------------------------------------------------------------- text (1u / 1t)

@@ -16,7 +16,7 @@ instant goes to the earliest command still in progress).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import polars as pl
@@ -80,6 +80,11 @@ class UrbColumns:
 
     def __len__(self) -> int:
         return len(self.t_ns)
+
+    def take(self, keep: np.ndarray) -> "UrbColumns":
+        """The URBs where `keep` (a boolean mask) is true."""
+        return UrbColumns(**{f.name: (getattr(self, f.name) if f.name == "data_buf" else getattr(self, f.name)[keep])
+                             for f in fields(self)})
 
     def data_rows(self, rows: np.ndarray, width: int = DATA_PREFIX) -> np.ndarray:
         """(len(rows), width) first data bytes of those URBs, zero-padded (row -1: none)."""
