@@ -7,8 +7,6 @@ at or below it), so they are always times that occurred.
 """
 from __future__ import annotations
 
-import math
-
 from . import schema
 
 import numpy as np
@@ -20,17 +18,23 @@ from numba import njit
 HIST_EDGES_NS = [1000 << k for k in range(0, 24)]
 
 
-def nearest_rank(sorted_ns: np.ndarray, p: float) -> int:
-    """Nearest-rank percentile of an ascending array: value at rank ceil(p/100 * n)."""
-    n = len(sorted_ns)
-    rank = max(1, math.ceil(p / 100.0 * n))
-    return int(sorted_ns[rank - 1])
+def _measured(ios: pl.DataFrame, time_col: str, ok_col: str) -> pl.DataFrame:
+    """opcode, command and time of the commands with a measured response time."""
+    return ios.select("opcode", "command", time_col, ok_col).filter(
+        pl.col(ok_col) & pl.col(time_col).is_not_null() & pl.col("opcode").is_not_null())
+
+
+def nearest_rank(time_col: str, p: float) -> pl.Expr:
+    """Nearest-rank percentile as a per-group expression: of the ascending times, the one
+    at rank ceil(p/100 * n) (at least 1)."""
+    rank = (pl.len().cast(pl.Float64) * (p / 100.0)).ceil().cast(pl.Int64).clip(lower_bound=1)
+    return pl.col(time_col).sort().get(rank - 1)
 
 
 def table(ios: pl.DataFrame, time_col: str = "response_ns", ok_col: str = "paired") -> pl.DataFrame:
     """One row per opcode over commands with a measured response time:
     opcode, name, calls, min_ns, max_ns, avg_ns, sum_ns, p50_ns, p99_ns (by opcode)."""
-    done = ios.filter(pl.col(ok_col) & pl.col(time_col).is_not_null() & pl.col("opcode").is_not_null())
+    done = _measured(ios, time_col, ok_col)
     schema = {"opcode": pl.Int64, "name": pl.Utf8, "calls": pl.Int64, "min_ns": pl.Int64,
               "max_ns": pl.Int64, "avg_ns": pl.Float64, "sum_ns": pl.Int64, "p50_ns": pl.Int64,
               "p99_ns": pl.Int64}
@@ -43,18 +47,15 @@ def table(ios: pl.DataFrame, time_col: str = "response_ns", ok_col: str = "paire
                 pl.col(time_col).max().alias("max_ns"),
                 pl.col(time_col).mean().alias("avg_ns"),
                 pl.col(time_col).sum().alias("sum_ns"),
-                pl.col(time_col).sort().alias("_sorted"))
+                nearest_rank(time_col, 50).alias("p50_ns"),
+                nearest_rank(time_col, 99).alias("p99_ns"))
            .sort("opcode"))
-    p50 = [nearest_rank(np.asarray(v), 50) for v in agg["_sorted"].to_list()]
-    p99 = [nearest_rank(np.asarray(v), 99) for v in agg["_sorted"].to_list()]
-    return agg.drop("_sorted").with_columns(
-        pl.Series("p50_ns", p50, dtype=pl.Int64), pl.Series("p99_ns", p99, dtype=pl.Int64),
-        pl.col("opcode").cast(pl.Int64)).select(list(schema)).cast(schema)
+    return agg.with_columns(pl.col("opcode").cast(pl.Int64)).select(list(schema)).cast(schema)
 
 
 def histogram(ios: pl.DataFrame, time_col: str = "response_ns", ok_col: str = "paired") -> list[dict]:
     """Per opcode, counts of response times in buckets (le_ns = bucket's upper bound)."""
-    done = ios.filter(pl.col(ok_col) & pl.col(time_col).is_not_null() & pl.col("opcode").is_not_null())
+    done = _measured(ios, time_col, ok_col)
     out = []
     edges = np.asarray(HIST_EDGES_NS, dtype=np.int64)
     for (opcode,), grp in done.group_by(["opcode"], maintain_order=False):
