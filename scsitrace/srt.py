@@ -138,64 +138,69 @@ def tile(dev, io, start, end, phase, nbytes, elapsed_ns: int, phases: list[str])
     order; `phase`: index into `phases`; io and nbytes NULL where none; start and end
     known). Returns segment columns in (device, time) order, plus "totals" (time per
     phase name, IDLE included) and "devices" (how many devices have segments)."""
+    names = [*phases, IDLE] if IDLE not in phases else list(phases)
     if not len(start):
-        return {"dev": dev, "start": start, "end": end, "phase": phase, "phases": [*phases, IDLE], "io": io,
-                "bytes": nbytes, "totals": {}, "devices": 0}
+        empty = np.zeros(0, np.int64)
+        return {"dev": empty, "start": empty, "end": empty, "phase": empty, "phases": names, "io": empty,
+                "bytes": empty, "totals": {}, "devices": 0}
     span = max(int(end.max()), elapsed_ns, int(start.max())) + 1
     order = np.argsort(dev * span + start, kind="stable")   # by device, start, then piece order
-    names = [*phases, IDLE] if IDLE not in phases else list(phases)
-    phase = np.asarray(phase, np.int64)[order]
-    out = np.empty((5, 3 * len(order) + 1), np.int64)   # upper bound; untouched pages cost nothing
-    totals = np.zeros(len(names), np.int64)
-    m, devices = _tile(dev[order], start[order], end[order], phase, names.index(IDLE), elapsed_ns, out, totals)
-    src, seg_dev, seg_start, seg_end, seg_phase = out[:, :m]
-    piece = order[np.maximum(src, 0)]
-    is_piece = src >= 0
-    return {"dev": seg_dev, "start": seg_start, "end": seg_end, "phase": seg_phase, "phases": names,
-            "io": np.where(is_piece, io[piece], NULL), "bytes": np.where(is_piece, nbytes[piece], NULL),
-            "totals": {name: int(totals[k]) for k, name in enumerate(names) if (seg_phase == k).any()},
+    out = np.empty((6, 3 * len(order) + 1), np.int64)   # upper bound; untouched pages cost nothing
+    totals, counts = np.zeros(len(names), np.int64), np.zeros(len(names), np.int64)
+    m, devices = _tile(order, dev, start, end, np.asarray(phase, np.int64), io, nbytes, names.index(IDLE),
+                       elapsed_ns, out, totals, counts)
+    seg = out[:, :m]
+    return {"dev": seg[0], "start": seg[1], "end": seg[2], "phase": seg[3], "io": seg[4], "bytes": seg[5],
+            "phases": names, "totals": {name: int(totals[k]) for k, name in enumerate(names) if counts[k]},
             "devices": int(devices)}
 
 
 @njit(cache=True, nogil=True)
-def _tile(dev, start, end, phase, idle, elapsed, out, totals):
-    """Pieces sorted by (device, start) -> segments in `out` rows (piece index or -1 for
-    IDLE, device, start, end, phase); adds time per phase to `totals`. Returns the number
-    of segments and of devices with segments. A piece starts no earlier than the end of
-    everything before it on its device; pieces left empty by that are dropped."""
-    n = dev.shape[0]
-    src, out_dev, out_start, out_end, out_phase = out[0], out[1], out[2], out[3], out[4]
+def _tile(order, dev, start, end, phase, io, nbytes, idle, elapsed, out, totals, counts):
+    """Pieces taken in `order` (by device, then start) -> segments in `out` rows (device,
+    start, end, phase, io, bytes); adds time and segments per phase to `totals` and
+    `counts`. Returns the number of segments and of devices with segments. A piece starts
+    no earlier than the end of everything before it on its device; pieces left empty by
+    that are dropped."""
+    n = order.shape[0]
     devices = 0
     m = 0
     k = 0
     while k < n:
-        d = dev[k]
+        d = dev[order[k]]
         first_segment = m
         covered = np.int64(-1)
         last_end = np.int64(-1)
         kept = False
-        while k < n and dev[k] == d:
-            s = max(start[k], covered)
-            e = end[k]
+        while k < n and dev[order[k]] == d:
+            p = order[k]
+            s = max(start[p], covered)
+            e = end[p]
             if e > s:
                 idle_from = 0 if not kept else last_end
                 if s > idle_from and (kept or s > 0):
-                    src[m], out_dev[m], out_start[m], out_end[m], out_phase[m] = -1, d, idle_from, s, idle
+                    _segment(out, m, d, idle_from, s, idle, NULL, NULL)
                     m += 1
-                src[m], out_dev[m], out_start[m], out_end[m], out_phase[m] = k, d, s, e, phase[k]
+                _segment(out, m, d, s, e, phase[p], io[p], nbytes[p])
                 m += 1
                 kept = True
                 last_end = max(covered, e)
             covered = max(covered, e)
             k += 1
         if kept and elapsed > last_end:
-            src[m], out_dev[m], out_start[m], out_end[m], out_phase[m] = -1, d, last_end, elapsed, idle
+            _segment(out, m, d, last_end, elapsed, idle, NULL, NULL)
             m += 1
         if m > first_segment:
             devices += 1
     for j in range(m):
-        totals[out_phase[j]] += out_end[j] - out_start[j]
+        totals[out[3, j]] += out[2, j] - out[1, j]
+        counts[out[3, j]] += 1
     return m, devices
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _segment(out, m, dev, start, end, phase, io, nbytes):
+    out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = dev, start, end, phase, io, nbytes
 
 
 def segments_frame(tiles: dict, devices: pl.Series) -> pl.DataFrame:

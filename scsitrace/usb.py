@@ -420,42 +420,23 @@ def _with_stages(cmds: pl.DataFrame) -> pl.DataFrame:
 
 
 PIECE_PHASES = ["COMMAND", "DATA IN", "DATA OUT", "GAP", "STATUS"]
+STAGE_ORDER = usbscan.STAGE_ORDER
 
 
 def tile(ios: pl.DataFrame, elapsed_ns: int) -> dict:
     """Per device, stage pieces plus IDLE tiling [0, elapsed_ns] (srt.tile's columns).
     Pieces, in this order: every command's COMMAND, GAP to its data (or status), DATA, GAP
     after the data, STATUS; commands without a CBW/IU submit have none."""
-    c = ios.filter(pl.col("cmd_s").is_not_null()) if ios.height else ios
-    if not c.height:
+    if not ios.height:
         return srt.tile(*(np.zeros(0, np.int64),) * 6, elapsed_ns=elapsed_ns, phases=PIECE_PHASES)
-
-    def col(name, frame=c):
-        return frame[name].cast(pl.Int64).fill_null(srt.NULL).to_numpy()
-
-    with_data = c.filter(pl.col("data_c").is_not_null())
-    data_in = with_data.select(pl.col("data_in").fill_null(pl.col("flag_in")).fill_null(True)).to_series().to_numpy()
-    code = {name: i for i, name in enumerate(PIECE_PHASES)}
-    d0_or_s0 = c.select(pl.coalesce("_d0", "_s0").cast(pl.Int64).fill_null(srt.NULL)).to_series().to_numpy()
-    parts = [  # (frame, start, end, phase code(s), bytes)
-        (c, col("cmd_s"), col("cmd_c"), code["COMMAND"], None),
-        (c, col("cmd_c"), d0_or_s0, code["GAP"], None),
-        (with_data, col("_d0", with_data), col("data_c", with_data),
-         np.where(data_in, code["DATA IN"], code["DATA OUT"]), col("data_bytes", with_data)),
-        (with_data, col("data_c", with_data), col("_s0", with_data), code["GAP"], None),
-        (c, col("_s0"), col("sts_c"), code["STATUS"], None),
-    ]
-    dev = np.concatenate([col("_dev", f) for f, *_ in parts])
-    io = np.concatenate([col("io", f) for f, *_ in parts])
-    start = np.concatenate([p[1] for p in parts])
-    end = np.concatenate([p[2] for p in parts])
-    phase = np.concatenate([np.broadcast_to(p[3], len(p[1])) for p in parts]).astype(np.int64)
-    nbytes = np.concatenate([p[4] if p[4] is not None else np.full(len(p[1]), srt.NULL) for p in parts])
-    known = (start != srt.NULL) & (end != srt.NULL)
-    if not known.any():
-        return srt.tile(*(np.zeros(0, np.int64),) * 6, elapsed_ns=elapsed_ns, phases=PIECE_PHASES)
-    return srt.tile(dev[known], io[known], start[known], end[known], phase[known], nbytes[known],
-                    elapsed_ns=elapsed_ns, phases=PIECE_PHASES)
+    times = ios.select(pl.col(c).cast(pl.Int64).fill_null(srt.NULL)
+                       for c in ("_dev", "io", "cmd_s", "cmd_c", "_d0", "_s0", "data_c", "sts_c", "data_bytes"))
+    data_in = ios.select(pl.col("data_in").fill_null(pl.col("flag_in")).fill_null(True)).to_series().to_numpy()
+    pieces = np.empty((6, 5 * ios.height), np.int64)
+    n = usbscan.stage_pieces(*(times[c].to_numpy() for c in times.columns), data_in,
+                             np.array([PIECE_PHASES.index(p) for p in STAGE_ORDER], np.int64), pieces)
+    dev, io, start, end, phase, nbytes = pieces[:, :n]
+    return srt.tile(dev, io, start, end, phase, nbytes, elapsed_ns=elapsed_ns, phases=PIECE_PHASES)
 
 
 # ---------------------------------------------------------------- analysis

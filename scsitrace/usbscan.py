@@ -306,3 +306,41 @@ def take_bytes(buf, at, counts, width):
         for b in range(min(counts[i], width)):
             out[i, b] = buf[p + b]
     return out
+
+
+STAGE_ORDER = ("COMMAND", "GAP", "DATA IN", "DATA OUT", "STATUS")   # stage_pieces' `phase_code` order
+
+
+@njit(cache=True, nogil=True)
+def stage_pieces(dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_in, phase_code, out):
+    """Stage pieces of commands (per command columns; NULL times unknown) into `out` rows
+    (device, io, start, end, phase, bytes), block by block: every COMMAND, every GAP before
+    the data (or status), every DATA, every GAP after the data, every STATUS. Commands
+    without a submit time and pieces with an unknown end are left out. Returns the count."""
+    m = 0
+    for block in range(5):
+        for i in range(dev.shape[0]):
+            if cmd_s[i] == NULL:
+                continue
+            has_data = data_c[i] != NULL
+            nbytes = NULL
+            if block == 0:
+                start, end, phase = cmd_s[i], cmd_c[i], phase_code[0]
+            elif block == 1:
+                start, end, phase = cmd_c[i], d0[i] if d0[i] != NULL else s0[i], phase_code[1]
+            elif block == 2:
+                if not has_data:
+                    continue
+                start, end, nbytes = d0[i], data_c[i], data_bytes[i]
+                phase = phase_code[2] if data_in[i] else phase_code[3]
+            elif block == 3:
+                if not has_data:
+                    continue
+                start, end, phase = data_c[i], s0[i], phase_code[1]
+            else:
+                start, end, phase = s0[i], sts_c[i], phase_code[4]
+            if start == NULL or end == NULL:
+                continue
+            out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = dev[i], io[i], start, end, phase, nbytes
+            m += 1
+    return m
