@@ -249,28 +249,19 @@ def _cdb_fields(decoded: dict) -> list[pl.Series]:
 
 # ---------------------------------------------------------------- BOT
 
-BOT_AGGREGATES = ("first", "last", "csw", "n_csw", "sts_s", "sts_c", "data_s", "data_c", "data_bytes",
-                  "stalls", "data_in")
-
-
 def bot_commands(xf: Transfers) -> tuple[pl.DataFrame, list[pl.DataFrame], np.ndarray]:
     """Commands of Bulk-Only devices (devices that sent a CBW: the bulk transfers of other
     devices are returned, as positions, for UAS), and their anomalies."""
     u = xf.urbs
     device, n_devices = usbscan.dense_ids((u.bus[xf.row].astype(np.int64) << 8) | u.dev[xf.row])
-    agg, kind = usbscan.bot_pass(xf.xfer, xf.dir_in, device, xf.data_row, xf.submit_ns, xf.complete_ns,
-                                 xf.status, xf.status_null, xf.req_len, xf.actual, u.data_buf, u.data_at, u.data_size,
-                                 n_devices)
-    a = dict(zip(BOT_AGGREGATES, agg))
+    a, cbw, csw, csw_size, kind = usbscan.bot_pass(
+        xf.xfer, xf.dir_in, device, xf.data_row, xf.submit_ns, xf.complete_ns, xf.status, xf.status_null,
+        xf.req_len, xf.actual, u.data_buf, u.data_at, u.data_size, n_devices)
     not_bot = np.flatnonzero(kind == usbscan.NOT_BOT)
     if not len(a["first"]):
         return pl.DataFrame(), [], not_bot
     first = a["first"]
     row = xf.row[first]
-    cbw = u.data_rows(xf.data_row[first], usbscan.CBW_BYTES)
-    csw_row = np.where(a["csw"] >= 0, xf.data_row[a["csw"]], -1)
-    csw_size = np.where(csw_row >= 0, u.data_size[csw_row], -1)
-    csw = u.data_rows(csw_row, usbscan.CSW_BYTES)
     cb_len = (cbw[:, 14] & 0x1F).astype(np.int64)
 
     cmds = pl.DataFrame({

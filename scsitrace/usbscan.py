@@ -181,19 +181,39 @@ def _signature(buf, at, size, row, sig0, sig1, sig2, sig3):
     return buf[p] == sig0 and buf[p + 1] == sig1 and buf[p + 2] == sig2 and buf[p + 3] == sig3
 
 
-@njit(cache=True, nogil=True)
+BOT_AGGREGATES = ("first", "last", "csw", "n_csw", "sts_s", "sts_c", "data_s", "data_c", "data_bytes",
+                  "stalls", "data_in")
+
+
 def bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, status_null,
              req_len, actual, data_buf, data_at, data_size, n_devices):
     """Bulk-Only commands from transfers in time order (every array is per transfer).
 
-    Returns (per command: first transfer (the CBW), last-of-device flag, CSW transfer or -1,
-    CSW count, status-stage start, CSW completion, data start, data end, data bytes,
-    stalls, data direction (-1 unknown, 0 out, 1 in)), then per transfer its class
-    (0 in a command or not bulk, BEFORE_CBW_DATA, BEFORE_CBW_CSW, NOT_BOT).
+    Returns (per command: a dict of BOT_AGGREGATES: first transfer (the CBW), last-of-
+    device flag, CSW transfer or -1, CSW count, status-stage start, CSW completion, data
+    start, data end, data bytes, stalls, data direction (-1 unknown, 0 out, 1 in); the
+    CBW bytes; the CSW bytes (the first CSW's) and their count, -1 for none), then per
+    transfer its class (0 in a command or not bulk, BEFORE_CBW_DATA, BEFORE_CBW_CSW,
+    NOT_BOT). The CBW and CSW bytes are copied while the pass reads their signatures.
 
     A command is the CBW and every bulk transfer of its device up to the next CBW. Status
     stage: the CSW, and failed reads of CSW size before it. Data: the other transfers;
     bytes only from those that completed (status 0 or -EREMOTEIO)."""
+    n = len(xfer)
+    # outputs sized for the worst case (a CBW per transfer): untouched pages cost nothing
+    ints = np.empty((len(BOT_AGGREGATES), n), np.int64)
+    cbw, csw = np.empty((n, CBW_BYTES), np.uint8), np.empty((n, CSW_BYTES), np.uint8)
+    csw_size, kind = np.empty(n, np.int64), np.zeros(n, np.int8)
+    n_cmd = _bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, status_null, req_len,
+                      actual, data_buf, data_at, data_size, n_devices, ints, cbw, csw, csw_size, kind)
+    agg = dict(zip(BOT_AGGREGATES, ints[:, :n_cmd]))
+    agg["last"] = agg["last"] == 1
+    return agg, cbw[:n_cmd], csw[:n_cmd], csw_size[:n_cmd], kind
+
+
+@njit(cache=True, nogil=True)
+def _bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, status_null, req_len, actual,
+              data_buf, data_at, data_size, n_devices, ints, cbw, csw, csw_size, kind):
     n = xfer.shape[0]
     is_cbw = np.zeros(n, np.bool_)
     is_csw = np.zeros(n, np.bool_)
@@ -207,23 +227,14 @@ def bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, sta
             if _signature(data_buf, data_at, data_size, r, 0x55, 0x53, 0x42, 0x43) and data_size[r] >= CBW_BYTES:
                 is_cbw[k] = True
                 bot[device[k]] = True
+                cbw[n_cmd, :] = data_buf[data_at[r]:data_at[r] + CBW_BYTES]
                 n_cmd += 1
         elif _signature(data_buf, data_at, data_size, r, 0x55, 0x53, 0x42, 0x53) and actual[k] == CSW_BYTES:
             is_csw[k] = True
-    first = np.empty(n_cmd, np.int64)
-    last = np.zeros(n_cmd, np.bool_)
-    csw = np.full(n_cmd, -1, np.int64)
-    n_csw = np.zeros(n_cmd, np.int64)
-    sts_s = np.full(n_cmd, NULL, np.int64)
-    sts_c = np.full(n_cmd, NULL, np.int64)
-    data_s = np.full(n_cmd, NULL, np.int64)
-    data_c = np.full(n_cmd, NULL, np.int64)
-    data_bytes = np.zeros(n_cmd, np.int64)
-    stalls = np.zeros(n_cmd, np.int64)
-    data_in = np.full(n_cmd, -1, np.int8)
-    kind = np.zeros(n, np.int8)
+    first, last, csw_k, n_csw = ints[0], ints[1], ints[2], ints[3]
+    sts_s, sts_c, data_s, data_c = ints[4], ints[5], ints[6], ints[7]
+    data_bytes, stalls, data_in = ints[8], ints[9], ints[10]
     current = np.full(n_devices, -1, np.int64)
-    c = -1
     m = 0
     for k in range(n):
         if xfer[k] != 3:
@@ -232,7 +243,10 @@ def bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, sta
             kind[k] = NOT_BOT
             continue
         if is_cbw[k]:
-            first[m] = k
+            first[m], last[m], csw_k[m], n_csw[m] = k, 0, -1, 0
+            sts_s[m], sts_c[m], data_s[m], data_c[m] = NULL, NULL, NULL, NULL
+            data_bytes[m], stalls[m], data_in[m] = 0, 0, -1
+            csw_size[m] = -1
             current[device[k]] = m
             m += 1
         c = current[device[k]]
@@ -243,8 +257,12 @@ def bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, sta
         st = status[k]
         if is_csw[k]:
             if n_csw[c] == 0:
-                csw[c] = k
+                csw_k[c] = k
                 sts_c[c] = complete_ns[k]
+                r = data_row[k]
+                csw_size[c] = data_size[r]
+                for b in range(min(data_size[r], CSW_BYTES)):
+                    csw[c, b] = data_buf[data_at[r] + b]
             n_csw[c] += 1
         # a failed read of CSW size is a status-stage retry (unknown when a value is null)
         retry_known = (not dir_in[k]) or is_csw[k] or (req_len[k] != NULL and req_len[k] != CSW_BYTES) \
@@ -263,8 +281,8 @@ def bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, sta
             stalls[c] += 1
     for d in range(n_devices):
         if current[d] >= 0:
-            last[current[d]] = True
-    return (first, last, csw, n_csw, sts_s, sts_c, data_s, data_c, data_bytes, stalls, data_in), kind
+            last[current[d]] = 1
+    return n_cmd
 
 
 @njit(cache=True, nogil=True)
