@@ -142,6 +142,7 @@ class Packets:
     truncated_at: int | None = None
     little_endian: bool = True
     nano: bool = False
+    fields: dict[str, np.ndarray] = field(default_factory=dict)   # requested fields of each packet's data
 
     def times(self) -> np.ndarray:
         """Packet times; pcap record headers are only gathered when someone asks (usbmon
@@ -181,9 +182,11 @@ def _first_idb_linktype(head: bytes, le: bool) -> int | None:
     return None
 
 
-def read(path: str, *, strict: bool = True) -> Packets:
+def read(path: str, *, strict: bool = True, fields: dict[str, tuple[int, np.dtype]] | None = None) -> Packets:
     """Packets of a pcap or pcapng file, over the file mapped into memory (records are
-    walked in file order, so pages are read sequentially, once)."""
+    walked in file order, so pages are read sequentially, once). `fields` (name ->
+    (position in the packet data, numpy dtype)) are read for every packet, for pcap in
+    the same pass that finds the records."""
     if os.path.getsize(path) == 0:
         raise BadInput(path, "empty file: not a pcap or pcapng capture", offset=0)
     buf = np.memmap(path, dtype=np.uint8, mode="r").view(np.ndarray)
@@ -191,11 +194,14 @@ def read(path: str, *, strict: bool = True) -> Packets:
     if kind is None:
         raise BadInput(path, "not a pcap or pcapng capture (unknown magic number)", offset=0)
     if kind[0] == "pcap":
-        return _read_pcap(path, buf, kind[1], strict)
-    return _read_pcapng(path, buf, kind[1], strict)
+        return _read_pcap(path, buf, kind[1], strict, fields or {})
+    pk = _read_pcapng(path, buf, kind[1], strict)
+    if fields:
+        pk.fields = _pcap_scan.read_fields(buf, pk.data_offset, fields)
+    return pk
 
 
-def _read_pcap(path: str, buf: np.ndarray, le: bool, strict: bool) -> Packets:
+def _read_pcap(path: str, buf: np.ndarray, le: bool, strict: bool, fields: dict) -> Packets:
     gh = pcap_global_header(le)
     if len(buf) < gh.sizeof():
         raise TruncatedInput(path, "file ends inside the pcap global header", offset=0)
@@ -204,13 +210,14 @@ def _read_pcap(path: str, buf: np.ndarray, le: bool, strict: bool) -> Packets:
     rec = pcap_record_header(le)
     rdt = dtype_of(rec)
     max_len = max(hdr.snaplen, 1 << 18)
-    offsets, bad, truncated = _chain(buf, gh.sizeof(), rdt, "incl_len", rdt.itemsize, path, strict, max_len)
+    offsets, bad, truncated, values = _chain(buf, gh.sizeof(), rdt, "incl_len", rdt.itemsize, path, strict, max_len,
+                                             fields)
     n = len(offsets)
     # records are contiguous: each one's length is the distance to the next
     after_last = int(offsets[-1]) + rdt.itemsize + int(u32_at(buf, offsets[-1:] + 8, le)[0]) if n else 0
     caplen = np.diff(offsets, append=after_last) - rdt.itemsize
     return Packets(path, "pcap", buf, np.full(n, hdr.network, dtype=np.int64), None, offsets,
-                   offsets + rdt.itemsize, caplen, None, bad, truncated, le, nano)
+                   offsets + rdt.itemsize, caplen, None, bad, truncated, le, nano, values)
 
 
 def u32_at(buf: np.ndarray, idx: np.ndarray, le: bool = True) -> np.ndarray:
@@ -219,13 +226,20 @@ def u32_at(buf: np.ndarray, idx: np.ndarray, le: bool = True) -> np.ndarray:
     return raw.view("<u4" if le else ">u4").reshape(idx.shape).astype(np.int64)
 
 
-def _chain(buf, start, rdt, len_field, hdr_size, path, strict, max_len):
-    """Offsets of consecutive records (`hdr_size` + the length read at `len_field`) from
-    `start` to the end of `buf`. Record lengths vary, so locating them is a walk: one
-    compiled loop over one integer per record; lengths are validated afterwards in bulk."""
+def _chain(buf, start, rdt, len_field, hdr_size, path, strict, max_len, fields=None):
+    """(offsets, bad, truncated offset, fields) of consecutive records (`hdr_size` + the
+    length read at `len_field`) from `start` to the end of `buf`, with the requested
+    `fields` of each record's data. Record lengths vary, so locating them is a walk: one
+    compiled loop; lengths are validated afterwards in bulk."""
+    offs, bad, truncated, values = _checked_chain(buf, start, rdt, len_field, hdr_size, path, strict, max_len,
+                                                  fields)
+    return offs, bad, truncated, {name: v[:len(offs)] for name, v in values.items()}
+
+
+def _checked_chain(buf, start, rdt, len_field, hdr_size, path, strict, max_len, fields):
     end = len(buf)
     big_endian = rdt.fields[len_field][0].byteorder == ">"
-    offs, pos = _pcap_scan.walk_chain(buf, start, hdr_size, rdt.fields[len_field][1], big_endian)
+    offs, pos, values = _pcap_scan.walk_chain(buf, start, hdr_size, rdt.fields[len_field][1], big_endian, fields)
     pos = int(pos)
     if len(offs):
         lens = (np.diff(np.append(offs, pos)) - hdr_size)
@@ -236,16 +250,16 @@ def _chain(buf, start, rdt, len_field, hdr_size, path, strict, max_len):
             if strict:
                 raise BadInput(path, why, offset=int(offs[i]))
             # cannot resynchronise after a bad length: the rest of the file is one bad record
-            return offs[:i], [(int(offs[i]), why)], None
+            return offs[:i], [(int(offs[i]), why)], None, values
     if pos == end:
-        return offs, [], None
+        return offs, [], None, values
     # the last record runs past the end of the file, or a partial header remains
     tail = int(offs[-1]) if pos > end and len(offs) else pos
     if pos > end and len(offs):
         offs = offs[:-1]
     if strict:
         raise TruncatedInput(path, "file ends inside a record", offset=tail)
-    return offs, [], tail
+    return offs, [], tail, values
 
 
 def _read_pcapng(path: str, buf: np.ndarray, le: bool, strict: bool) -> Packets:

@@ -1,32 +1,81 @@
 """Compiled (numba) passes over a capture file's bytes: walking the record chain and
-reading fixed-layout fields at record offsets, one loop each, no per-record Python.
+reading fixed-layout fields of each record, one loop, no per-record Python.
 
-Layouts are not written here: callers pass field offsets and widths derived from the
-construct declarations (parsers/_pcap.py `dtype_of`).
+Layouts are not written here: callers pass field positions and numpy dtypes derived from
+the construct declarations (parsers/_pcap.py `dtype_of`). Fields are little-endian
+integers (or raw bytes) of 1, 2, 4 or 8 bytes; each width is read into one array (a row
+per field), typed views of those rows are handed back. Big outputs are allocated by
+numpy, sized for the worst case: pages never written cost nothing.
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
+WIDTHS = (1, 2, 4, 8)
 
-def walk_chain(buf: np.ndarray, start: int, hdr_size: int, len_pos: int, big_endian: bool):
+
+class Fields:
+    """Where the requested fields sit (`fields`: name -> (position, dtype)) and the arrays
+    that receive them for up to `capacity` records."""
+
+    def __init__(self, fields: dict[str, tuple[int, np.dtype]], capacity: int):
+        self.fields = fields
+        self.names = {w: [name for name, (_, dt) in fields.items() if dt.itemsize == w] for w in WIDTHS}
+        if sum(map(len, self.names.values())) != len(fields):
+            raise TypeError("fields must be 1, 2, 4 or 8 bytes wide")
+        self.pos = [np.array([fields[name][0] for name in self.names[w]], np.int64) for w in WIDTHS]
+        self.out = [np.empty((len(p), capacity), f"u{w}") for p, w in zip(self.pos, WIDTHS)]
+
+    def values(self, n: int) -> dict[str, np.ndarray]:
+        """The fields of the first `n` records, typed as declared (raw bytes: (n, width))."""
+        out = {}
+        for w, group in zip(WIDTHS, self.out):
+            for j, name in enumerate(self.names[w]):
+                declared = self.fields[name][1]
+                row = group[j, :n]
+                out[name] = row.view(np.uint8).reshape(-1, w) if declared.kind == "V" else \
+                    row.view(declared.newbyteorder("="))
+        return out
+
+
+def _words(buf: np.ndarray) -> np.ndarray:
+    return buf[:len(buf) // 8 * 8].view("<u8")
+
+
+def walk_chain(buf: np.ndarray, start: int, hdr_size: int, len_pos: int, big_endian: bool,
+               fields: dict[str, tuple[int, np.dtype]] | None = None):
     """Offsets of consecutive records (a `hdr_size` header holding, at `len_pos`, the u32
-    length of the data that follows) from `start` while a whole header fits, and the
-    position after the last one (past the end of `buf` when its data is cut)."""
-    out = np.empty(max(0, len(buf) - start) // hdr_size + 1, np.int64)   # untouched pages cost nothing
-    n, pos = _walk_chain(buf, start, hdr_size, len_pos, big_endian, out)
-    return out[:n], pos
+    length of the data that follows) from `start` while a whole header fits, the position
+    after the last one (past the end of `buf` when its data is cut), and the requested
+    `fields` of every record (positions counted from the record's data), read in the same
+    pass."""
+    capacity = max(0, len(buf) - start) // hdr_size + 1
+    out = np.empty(capacity, np.int64)
+    f = Fields(fields or {}, capacity)
+    n, pos = _walk_chain(buf, _words(buf), start, hdr_size, len_pos, big_endian, out, *f.pos, *f.out)
+    return out[:n], pos, f.values(n)
+
+
+def read_fields(buf: np.ndarray, offsets: np.ndarray, fields: dict[str, tuple[int, np.dtype]]) -> dict[str, np.ndarray]:
+    """The `fields` at `offsets[i] + position` for every record, typed as declared; bytes
+    past the end of `buf` read as zero."""
+    f = Fields(fields, len(offsets))
+    _read_fields(buf, _words(buf), np.asarray(offsets, np.int64), *f.pos, *f.out)
+    return f.values(len(offsets))
 
 
 @njit(cache=True, nogil=True)
-def _walk_chain(buf, start, hdr_size, len_pos, big_endian, out):
+def _walk_chain(buf, words, start, hdr_size, len_pos, big_endian, out, pos1, pos2, pos4, pos8,
+                out1, out2, out4, out8):
     end = buf.shape[0]
     last = end - hdr_size
+    span = _span(pos1, pos2, pos4, pos8)
     n = 0
     pos = np.int64(start)
     while pos <= last:
         out[n] = pos
+        _record_fields(buf, words, pos + hdr_size, span, n, pos1, pos2, pos4, pos8, out1, out2, out4, out8)
         n += 1
         p = pos + len_pos
         if big_endian:
@@ -37,6 +86,45 @@ def _walk_chain(buf, start, hdr_size, len_pos, big_endian, out):
                 | np.int64(buf[p])
         pos += hdr_size + length
     return n, pos
+
+
+@njit(cache=True, nogil=True)
+def _read_fields(buf, words, offsets, pos1, pos2, pos4, pos8, out1, out2, out4, out8):
+    span = _span(pos1, pos2, pos4, pos8)
+    for i in range(offsets.shape[0]):
+        _record_fields(buf, words, offsets[i], span, i, pos1, pos2, pos4, pos8, out1, out2, out4, out8)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _span(pos1, pos2, pos4, pos8):
+    """Bytes from a record's base that its field reads may touch (8-byte loads)."""
+    span = 8
+    for pos in (pos1, pos2, pos4, pos8):
+        for j in range(pos.shape[0]):
+            span = max(span, pos[j] + 8)
+    return span
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _record_fields(buf, words, base, span, i, pos1, pos2, pos4, pos8, out1, out2, out4, out8):
+    if base + span <= (words.shape[0] - 1) * 8:
+        for j in range(pos1.shape[0]):
+            out1[j, i] = np.uint8(_u64_at(words, base + pos1[j]) & np.uint64(0xFF))
+        for j in range(pos2.shape[0]):
+            out2[j, i] = np.uint16(_u64_at(words, base + pos2[j]) & np.uint64(0xFFFF))
+        for j in range(pos4.shape[0]):
+            out4[j, i] = np.uint32(_u64_at(words, base + pos4[j]) & np.uint64(0xFFFFFFFF))
+        for j in range(pos8.shape[0]):
+            out8[j, i] = _u64_at(words, base + pos8[j])
+    else:      # the end of the file
+        for j in range(pos1.shape[0]):
+            out1[j, i] = np.uint8(_slow_u64_at(buf, base + pos1[j], 1))
+        for j in range(pos2.shape[0]):
+            out2[j, i] = np.uint16(_slow_u64_at(buf, base + pos2[j], 2))
+        for j in range(pos4.shape[0]):
+            out4[j, i] = np.uint32(_slow_u64_at(buf, base + pos4[j], 4))
+        for j in range(pos8.shape[0]):
+            out8[j, i] = _slow_u64_at(buf, base + pos8[j], 8)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -51,71 +139,10 @@ def _u64_at(words, p):
 
 @njit(cache=True, nogil=True, inline="always")
 def _slow_u64_at(buf, p, width):
-    """Like _u64_at, byte by byte: bytes past the end of `buf` read as zero."""
+    """Like _u64_at, byte by byte: bytes past the end of `buf` (or before it) read as zero."""
     v = np.uint64(0)
     for b in range(width - 1, -1, -1):
         v = v << np.uint64(8)
-        if p + b < buf.shape[0]:
+        if 0 <= p + b < buf.shape[0]:
             v |= np.uint64(buf[p + b])
     return v
-
-
-@njit(cache=True, nogil=True)
-def _read_fields(buf, words, offsets, pos1, pos2, pos4, pos8, out1, out2, out4, out8):
-    n = offsets.shape[0]
-    span = 8
-    for j in range(pos1.shape[0]):
-        span = max(span, pos1[j] + 8)
-    for j in range(pos2.shape[0]):
-        span = max(span, pos2[j] + 8)
-    for j in range(pos4.shape[0]):
-        span = max(span, pos4[j] + 8)
-    for j in range(pos8.shape[0]):
-        span = max(span, pos8[j] + 8)
-    fast_end = (words.shape[0] - 1) * 8
-    for i in range(n):
-        base = offsets[i]
-        if base + span <= fast_end:
-            for j in range(pos1.shape[0]):
-                out1[j, i] = np.uint8(_u64_at(words, base + pos1[j]) & np.uint64(0xFF))
-            for j in range(pos2.shape[0]):
-                out2[j, i] = np.uint16(_u64_at(words, base + pos2[j]) & np.uint64(0xFFFF))
-            for j in range(pos4.shape[0]):
-                out4[j, i] = np.uint32(_u64_at(words, base + pos4[j]) & np.uint64(0xFFFFFFFF))
-            for j in range(pos8.shape[0]):
-                out8[j, i] = _u64_at(words, base + pos8[j])
-        else:      # the end of the file
-            for j in range(pos1.shape[0]):
-                out1[j, i] = np.uint8(_slow_u64_at(buf, base + pos1[j], 1))
-            for j in range(pos2.shape[0]):
-                out2[j, i] = np.uint16(_slow_u64_at(buf, base + pos2[j], 2))
-            for j in range(pos4.shape[0]):
-                out4[j, i] = np.uint32(_slow_u64_at(buf, base + pos4[j], 4))
-            for j in range(pos8.shape[0]):
-                out8[j, i] = _slow_u64_at(buf, base + pos8[j], 8)
-
-
-WIDTHS = (1, 2, 4, 8)
-
-
-def read_fields(buf: np.ndarray, offsets: np.ndarray, fields: dict[str, tuple[int, np.dtype]]) -> dict[str, np.ndarray]:
-    """Per field name, its value at `offsets[i] + position` for every record, typed as
-    declared (`fields`: name -> (position, numpy dtype of 1, 2, 4 or 8 bytes: integer,
-    little-endian, or raw bytes)); bytes past the end of `buf` read as zero. Raw fields
-    come back as (records, width) byte matrices. Each width is one array (rows = fields):
-    no single allocation grows with the number of fields."""
-    names = {w: [name for name, (_, dt) in fields.items() if dt.itemsize == w] for w in WIDTHS}
-    if sum(map(len, names.values())) != len(fields):
-        raise TypeError("fields must be 1, 2, 4 or 8 bytes wide")
-    pos = [np.array([fields[name][0] for name in names[w]], np.int64) for w in WIDTHS]
-    words = buf[:len(buf) // 8 * 8].view("<u8")
-    groups = [np.empty((len(p), len(offsets)), f"u{w}") for p, w in zip(pos, WIDTHS)]
-    _read_fields(buf, words, np.asarray(offsets, np.int64), *pos, *groups)
-    out = {}
-    for w, group in zip(WIDTHS, groups):
-        for j, name in enumerate(names[w]):
-            declared = fields[name][1]
-            row = group[j]
-            out[name] = row.view(np.uint8).reshape(-1, w) if declared.kind == "V" else \
-                row.view(declared.newbyteorder("="))
-    return out

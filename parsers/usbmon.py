@@ -25,7 +25,7 @@ from scsitrace import schema
 from scsitrace.errors import BadInput, TruncatedInput, UsageError
 from scsitrace.model import Capture, LazyFrames, RecordCount
 from scsitrace.usb import DATA_PREFIX, EVENT_LETTERS, URBS, UrbColumns, urbs_frame
-from . import _lines, _pcap, _pcap_scan, _usbmon_scan
+from . import _lines, _pcap, _usbmon_scan
 
 ID = "usbmon"
 SUFFIXES = (".usbmon", ".usbmon.txt", ".usbmon.pcap", ".usbmon.pcapng", ".pcap", ".pcapng", ".mon")
@@ -146,7 +146,7 @@ HEADER_FIELDS = ("id", "type", "xfer_type", "epnum", "devnum", "busnum", "flag_s
 
 
 def _parse_pcap(path: str, strict: bool) -> Capture:
-    pk = _pcap.read(path, strict=strict)
+    pk = _pcap.read(path, strict=strict, fields=_header_layout())
     records = RecordCount(read=0)
     anomalies: list[dict] = []
     for off, why in pk.bad:
@@ -169,12 +169,11 @@ def _parse_pcap(path: str, strict: bool) -> Capture:
                    columns={"urbs": cols}, anomalies=_anomaly_frame(anomalies))
 
 
-def _header_fields(pk: _pcap.Packets) -> dict[str, np.ndarray]:
-    """Every packet's usbmon header fields (one compiled pass), typed as declared. The
+def _header_layout() -> dict[str, tuple[int, np.dtype]]:
+    """Position and type of each header field read per packet, from the declaration. The
     two link types share the first 48 bytes; only type 220 has `ndesc`."""
     dt = _pcap.dtype_of(USBMON_PACKET_MMAPPED)
-    layout = {name: (dt.fields[name][1], dt.fields[name][0]) for name in HEADER_FIELDS}
-    return _pcap_scan.read_fields(pk.buf, pk.data_offset, layout)
+    return {name: (dt.fields[name][1], dt.fields[name][0]) for name in HEADER_FIELDS}
 
 
 BAD_REASONS = {
@@ -186,7 +185,7 @@ BAD_REASONS = {
 
 
 def _decode_usbmon(pk: _pcap.Packets, linktypes: list[int], strict: bool, records: RecordCount) -> UrbColumns:
-    h = _header_fields(pk)
+    h = pk.fields
     n = len(pk.data_offset)
     mmapped = pk.linktype == LINKTYPE_USB_LINUX_MMAPPED
     size = np.where(mmapped, _pcap.dtype_of(USBMON_PACKET_MMAPPED).itemsize, _pcap.dtype_of(USBMON_PACKET).itemsize)
