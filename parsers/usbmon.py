@@ -188,7 +188,7 @@ def _decode_usbmon(pk: _pcap.Packets, linktypes: list[int], strict: bool, record
     h = pk.fields
     n = len(pk.data_offset)
     mmapped = pk.linktype == LINKTYPE_USB_LINUX_MMAPPED
-    size = np.where(mmapped, _pcap.dtype_of(USBMON_PACKET_MMAPPED).itemsize, _pcap.dtype_of(USBMON_PACKET).itemsize)
+    size = np.where(mmapped, HEADER[LINKTYPE_USB_LINUX_MMAPPED].sizeof(), HEADER[LINKTYPE_USB_LINUX].sizeof())
     ints = np.empty((5, n), np.int64)
     bad, has_setup = np.empty(n, np.uint8), np.empty(n, np.bool_)
     t_ns, length, data_at, data_size, data_len = ints

@@ -105,29 +105,13 @@ def binary_column(matrix: np.ndarray, lengths: np.ndarray, present: np.ndarray) 
     return pl.from_arrow(arr).cast(pl.Binary)
 
 
-def binary_matrix(col: pl.Series, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """(rows of the first `width` bytes, zero-padded; byte count kept per row or -1 for null)."""
-    n = len(col)
-    sizes = col.bin.size().cast(pl.Int64).fill_null(-1).to_numpy()
-    out = np.zeros((n, width), np.uint8)
-    arr = col.rechunk().to_arrow(compat_level=pl.CompatLevel.oldest())
-    if n and (sizes > 0).any():
-        arr = arr.cast(pa.large_binary())
-        offsets = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset:arr.offset + n]
-        values = np.frombuffer(arr.buffers()[2], np.uint8)
-        take = np.minimum(np.maximum(sizes, 0), width)
-        keep = np.arange(width) < take[:, None]
-        out[keep] = values[(offsets[:, None] + np.arange(width))[keep]]
-    return out, np.minimum(sizes, width)
-
-
 def urb_columns(urbs: pl.DataFrame) -> UrbColumns:
     """Numpy columns of an urbs frame (schema URBS)."""
     event = np.zeros(urbs.height, np.uint8)
     for letter in "SCE":
         event[(urbs["event"] == letter).fill_null(False).to_numpy()] = ord(letter)
-    setup, setup_size = binary_matrix(urbs["setup"], 8)
-    data, data_size = binary_matrix(urbs["data"], DATA_PREFIX)
+    setup, setup_size = scsi.binary_matrix(urbs["setup"], 8)
+    data, data_size = scsi.binary_matrix(urbs["data"], DATA_PREFIX)
 
     def ints(name, dtype, null=0):
         return urbs[name].fill_null(null).to_numpy().astype(dtype)
@@ -138,7 +122,7 @@ def urb_columns(urbs: pl.DataFrame) -> UrbColumns:
         dev=ints("dev", np.uint8), status=ints("status", np.int32),
         status_null=urbs["status"].is_null().to_numpy(), length=ints("length", np.int64, srt.NULL),
         setup=setup, has_setup=setup_size >= 0, data_buf=data.reshape(-1),
-        data_at=np.arange(urbs.height, dtype=np.int64) * DATA_PREFIX, data_size=data_size,
+        data_at=np.arange(urbs.height, dtype=np.int64) * DATA_PREFIX, data_size=np.minimum(data_size, DATA_PREFIX),
         data_len=ints("data_len", np.int64), pos=ints("pos", np.int64))
 
 
@@ -411,7 +395,6 @@ def _with_stages(cmds: pl.DataFrame) -> pl.DataFrame:
 
 
 PIECE_PHASES = ["COMMAND", "DATA IN", "DATA OUT", "GAP", "STATUS"]
-STAGE_ORDER = usbscan.STAGE_ORDER
 
 
 def tile(ios: pl.DataFrame, elapsed_ns: int) -> dict:
@@ -425,7 +408,7 @@ def tile(ios: pl.DataFrame, elapsed_ns: int) -> dict:
     data_in = ios.select(pl.col("data_in").fill_null(pl.col("flag_in")).fill_null(True)).to_series().to_numpy()
     pieces = np.empty((6, 5 * ios.height), np.int64)
     n = usbscan.stage_pieces(*(times[c].to_numpy() for c in times.columns), data_in,
-                             np.array([PIECE_PHASES.index(p) for p in STAGE_ORDER], np.int64), pieces)
+                             np.array([PIECE_PHASES.index(p) for p in usbscan.STAGE_ORDER], np.int64), pieces)
     dev, io, start, end, phase, nbytes = pieces[:, :n]
     return srt.tile(dev, io, start, end, phase, nbytes, elapsed_ns=elapsed_ns, phases=PIECE_PHASES)
 
