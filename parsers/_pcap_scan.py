@@ -51,80 +51,74 @@ def walk_chain(buf: np.ndarray, start: int, hdr_size: int, len_pos: int, big_end
     `fields` of every record (positions counted from the record's data), read in the same
     pass."""
     capacity = max(0, len(buf) - start) // hdr_size + 1
-    out = np.empty(capacity, np.int64)
+    offsets = np.empty(capacity, np.int64)
     f = Fields(fields or {}, capacity)
-    n, pos = _walk_chain(buf, _words(buf), start, hdr_size, len_pos, big_endian, out, *f.pos, *f.out)
-    return out[:n], pos, f.values(n)
+    n, pos = _scan(buf, _words(buf), True, offsets, start, hdr_size, len_pos, big_endian, *f.pos, *f.out)
+    return offsets[:n], pos, f.values(n)
 
 
 def read_fields(buf: np.ndarray, offsets: np.ndarray, fields: dict[str, tuple[int, np.dtype]]) -> dict[str, np.ndarray]:
     """The `fields` at `offsets[i] + position` for every record, typed as declared; bytes
     past the end of `buf` read as zero."""
     f = Fields(fields, len(offsets))
-    _read_fields(buf, _words(buf), np.asarray(offsets, np.int64), *f.pos, *f.out)
+    _scan(buf, _words(buf), False, np.asarray(offsets, np.int64), 0, 0, 0, False, *f.pos, *f.out)
     return f.values(len(offsets))
 
 
 @njit(cache=True, nogil=True)
-def _walk_chain(buf, words, start, hdr_size, len_pos, big_endian, out, pos1, pos2, pos4, pos8,
-                out1, out2, out4, out8):
+def _scan(buf, words, walk, offsets, start, hdr_size, len_pos, big_endian, pos1, pos2, pos4, pos8,
+          out1, out2, out4, out8):
+    """Reads the fields of each record: walking the chain from `start` (and filling
+    `offsets` with the records' starts) when `walk`, else at the given `offsets` (of the
+    data). Returns (records, position after the last one when walking)."""
     end = buf.shape[0]
-    last = end - hdr_size
-    span = _span(pos1, pos2, pos4, pos8)
+    span = 8
+    for j in range(pos1.shape[0]):
+        span = max(span, pos1[j] + 8)
+    for j in range(pos2.shape[0]):
+        span = max(span, pos2[j] + 8)
+    for j in range(pos4.shape[0]):
+        span = max(span, pos4[j] + 8)
+    for j in range(pos8.shape[0]):
+        span = max(span, pos8[j] + 8)
+    fast_end = (words.shape[0] - 1) * 8 - span
     n = 0
     pos = np.int64(start)
-    while pos <= last:
-        out[n] = pos
-        _record_fields(buf, words, pos + hdr_size, span, n, pos1, pos2, pos4, pos8, out1, out2, out4, out8)
-        n += 1
-        p = pos + len_pos
-        if big_endian:
-            length = (np.int64(buf[p]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) \
-                | np.int64(buf[p + 3])
+    while (pos <= end - hdr_size) if walk else (n < offsets.shape[0]):
+        if walk:
+            offsets[n] = pos
+            base = pos + hdr_size
         else:
-            length = (np.int64(buf[p + 3]) << 24) | (np.int64(buf[p + 2]) << 16) | (np.int64(buf[p + 1]) << 8) \
-                | np.int64(buf[p])
-        pos += hdr_size + length
+            base = offsets[n]
+        if base <= fast_end:
+            for j in range(pos1.shape[0]):
+                out1[j, n] = np.uint8(_u64_at(words, base + pos1[j]) & np.uint64(0xFF))
+            for j in range(pos2.shape[0]):
+                out2[j, n] = np.uint16(_u64_at(words, base + pos2[j]) & np.uint64(0xFFFF))
+            for j in range(pos4.shape[0]):
+                out4[j, n] = np.uint32(_u64_at(words, base + pos4[j]) & np.uint64(0xFFFFFFFF))
+            for j in range(pos8.shape[0]):
+                out8[j, n] = _u64_at(words, base + pos8[j])
+        else:      # the end of the file: byte by byte
+            for j in range(pos1.shape[0]):
+                out1[j, n] = np.uint8(_slow_u64_at(buf, base + pos1[j], 1))
+            for j in range(pos2.shape[0]):
+                out2[j, n] = np.uint16(_slow_u64_at(buf, base + pos2[j], 2))
+            for j in range(pos4.shape[0]):
+                out4[j, n] = np.uint32(_slow_u64_at(buf, base + pos4[j], 4))
+            for j in range(pos8.shape[0]):
+                out8[j, n] = _slow_u64_at(buf, base + pos8[j], 8)
+        n += 1
+        if walk:
+            p = pos + len_pos
+            if big_endian:
+                length = (np.int64(buf[p]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) \
+                    | np.int64(buf[p + 3])
+            else:
+                length = (np.int64(buf[p + 3]) << 24) | (np.int64(buf[p + 2]) << 16) | (np.int64(buf[p + 1]) << 8) \
+                    | np.int64(buf[p])
+            pos += hdr_size + length
     return n, pos
-
-
-@njit(cache=True, nogil=True)
-def _read_fields(buf, words, offsets, pos1, pos2, pos4, pos8, out1, out2, out4, out8):
-    span = _span(pos1, pos2, pos4, pos8)
-    for i in range(offsets.shape[0]):
-        _record_fields(buf, words, offsets[i], span, i, pos1, pos2, pos4, pos8, out1, out2, out4, out8)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _span(pos1, pos2, pos4, pos8):
-    """Bytes from a record's base that its field reads may touch (8-byte loads)."""
-    span = 8
-    for pos in (pos1, pos2, pos4, pos8):
-        for j in range(pos.shape[0]):
-            span = max(span, pos[j] + 8)
-    return span
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _record_fields(buf, words, base, span, i, pos1, pos2, pos4, pos8, out1, out2, out4, out8):
-    if base + span <= (words.shape[0] - 1) * 8:
-        for j in range(pos1.shape[0]):
-            out1[j, i] = np.uint8(_u64_at(words, base + pos1[j]) & np.uint64(0xFF))
-        for j in range(pos2.shape[0]):
-            out2[j, i] = np.uint16(_u64_at(words, base + pos2[j]) & np.uint64(0xFFFF))
-        for j in range(pos4.shape[0]):
-            out4[j, i] = np.uint32(_u64_at(words, base + pos4[j]) & np.uint64(0xFFFFFFFF))
-        for j in range(pos8.shape[0]):
-            out8[j, i] = _u64_at(words, base + pos8[j])
-    else:      # the end of the file
-        for j in range(pos1.shape[0]):
-            out1[j, i] = np.uint8(_slow_u64_at(buf, base + pos1[j], 1))
-        for j in range(pos2.shape[0]):
-            out2[j, i] = np.uint16(_slow_u64_at(buf, base + pos2[j], 2))
-        for j in range(pos4.shape[0]):
-            out4[j, i] = np.uint32(_slow_u64_at(buf, base + pos4[j], 4))
-        for j in range(pos8.shape[0]):
-            out8[j, i] = _slow_u64_at(buf, base + pos8[j], 8)
 
 
 @njit(cache=True, nogil=True, inline="always")
