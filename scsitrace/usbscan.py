@@ -17,6 +17,8 @@ EV_S, EV_C, EV_E = ord("S"), ord("C"), ord("E")
 EPIPE, EREMOTEIO = -32, -121
 CSW_BYTES = 13
 CBW_BYTES = 31
+CBW_SIGNATURE = np.uint32(0x43425355)   # "USBC", little-endian
+CSW_SIGNATURE = np.uint32(0x53425355)   # "USBS"
 # transfer classes (bot_pass): why a bulk transfer is not inside a BOT command
 BEFORE_CBW_DATA, BEFORE_CBW_CSW, NOT_BOT = 1, 2, 3
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -173,14 +175,6 @@ def _max(cur, v):
     return v if v != NULL and (cur == NULL or v > cur) else cur
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _signature(buf, at, size, row, sig0, sig1, sig2, sig3):
-    if row < 0 or size[row] < 4:
-        return False
-    p = at[row]
-    return buf[p] == sig0 and buf[p + 1] == sig1 and buf[p + 2] == sig2 and buf[p + 3] == sig3
-
-
 BOT_AGGREGATES = ("first", "last", "csw", "n_csw", "sts_s", "sts_c", "data_s", "data_c", "data_bytes",
                   "stalls", "data_in")
 
@@ -220,16 +214,20 @@ def _bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, st
     bot = np.zeros(n_devices, np.bool_)
     n_cmd = 0
     for k in range(n):
-        if xfer[k] != 3:
-            continue
         r = data_row[k]
+        if xfer[k] != 3 or r < 0 or data_size[r] < 4:
+            continue
+        p = data_at[r]
+        signature = (np.uint32(data_buf[p]) | (np.uint32(data_buf[p + 1]) << 8) | (np.uint32(data_buf[p + 2]) << 16)
+                     | (np.uint32(data_buf[p + 3]) << 24))
         if not dir_in[k]:
-            if _signature(data_buf, data_at, data_size, r, 0x55, 0x53, 0x42, 0x43) and data_size[r] >= CBW_BYTES:
+            if signature == CBW_SIGNATURE and data_size[r] >= CBW_BYTES:
                 is_cbw[k] = True
                 bot[device[k]] = True
-                cbw[n_cmd, :] = data_buf[data_at[r]:data_at[r] + CBW_BYTES]
+                for b in range(CBW_BYTES):
+                    cbw[n_cmd, b] = data_buf[p + b]
                 n_cmd += 1
-        elif _signature(data_buf, data_at, data_size, r, 0x55, 0x53, 0x42, 0x53) and actual[k] == CSW_BYTES:
+        elif signature == CSW_SIGNATURE and actual[k] == CSW_BYTES:
             is_csw[k] = True
     first, last, csw_k, n_csw = ints[0], ints[1], ints[2], ints[3]
     sts_s, sts_c, data_s, data_c = ints[4], ints[5], ints[6], ints[7]
