@@ -116,91 +116,89 @@ NULL = np.iinfo(np.int64).min     # a missing time in numpy columns
 IDLE = "IDLE"
 
 
+PIECE_COLUMNS = ("dev", "io", "start", "end", "phase", "bytes")   # a stage piece, as a row of int64
+
+
 def tile_pieces(pieces: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
     """Segments from stage pieces (device, io, start_ns, end_ns, phase, bytes): see `tile`."""
     p = pieces.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null())
     if not p.height:
         return pl.DataFrame(schema={**schema.SEGMENTS, "device": pl.Utf8})
     phases = p["phase"].unique().sort()
-    tiles = tile(dev=(p["device"].rank("dense").to_numpy() - 1).astype(np.int64),
-                 io=p["io"].cast(pl.Int64).fill_null(NULL).to_numpy(),
-                 start=p["start_ns"].to_numpy(), end=p["end_ns"].to_numpy(),
-                 phase=(p["phase"].rank("dense").to_numpy() - 1).astype(np.int64),
-                 nbytes=p["bytes"].cast(pl.Int64).fill_null(NULL).to_numpy(),
-                 elapsed_ns=elapsed_ns, phases=phases.to_list())
-    return segments_frame(tiles, p["device"].unique().sort())
+    rows = np.column_stack([
+        (p["device"].rank("dense").to_numpy() - 1).astype(np.int64),
+        p["io"].cast(pl.Int64).fill_null(NULL).to_numpy(),
+        p["start_ns"].to_numpy(), p["end_ns"].to_numpy(),
+        (p["phase"].rank("dense").to_numpy() - 1).astype(np.int64),
+        p["bytes"].cast(pl.Int64).fill_null(NULL).to_numpy()]).astype(np.int64)
+    return segments_frame(tile(rows, elapsed_ns, phases.to_list()), p["device"].unique().sort())
 
 
-def tile(dev, io, start, end, phase, nbytes, elapsed_ns: int, phases: list[str]) -> dict:
+def tile(pieces: np.ndarray, elapsed_ns: int, phases: list[str]) -> dict:
     """Per device, each instant goes to the earliest-starting piece covering it (later
     overlapping pieces are clipped), and IDLE fills the rest of [0, elapsed_ns]: the result
-    tiles exactly. Pieces are numpy columns (`dev`: device codes in the devices' report
-    order; `phase`: index into `phases`; io and nbytes NULL where none; start and end
-    known). Returns segment columns in (device, time) order, plus "totals" (time per
-    phase name, IDLE included) and "devices" (how many devices have segments)."""
+    tiles exactly. `pieces`: one row per piece, PIECE_COLUMNS (`dev`: device codes in the
+    devices' report order; `phase`: index into `phases`; io and bytes NULL where none;
+    start and end known); a row per piece keeps each piece in one cache line while the
+    pass visits them in time order. Returns segment columns in (device, time) order, plus
+    "totals" (time per phase name, IDLE included) and "devices" (how many devices have
+    segments)."""
     names = [*phases, IDLE] if IDLE not in phases else list(phases)
-    if not len(start):
+    if not len(pieces):
         empty = np.zeros(0, np.int64)
-        return {"dev": empty, "start": empty, "end": empty, "phase": empty, "phases": names, "io": empty,
-                "bytes": empty, "totals": {}, "devices": 0}
+        return {**{c: empty for c in PIECE_COLUMNS}, "phases": names, "totals": {}, "devices": 0}
+    dev, start, end = pieces[:, 0], pieces[:, 2], pieces[:, 3]
     span = max(int(end.max()), elapsed_ns, int(start.max())) + 1
     order = np.argsort(dev * span + start, kind="stable")   # by device, start, then piece order
     out = np.empty((6, 3 * len(order) + 1), np.int64)   # upper bound; untouched pages cost nothing
     totals, counts = np.zeros(len(names), np.int64), np.zeros(len(names), np.int64)
-    m, devices = _tile(order, dev, start, end, np.asarray(phase, np.int64), io, nbytes, names.index(IDLE),
-                       elapsed_ns, out, totals, counts)
+    m, devices = _tile(order, pieces, names.index(IDLE), elapsed_ns, out, totals, counts)
     seg = out[:, :m]
-    return {"dev": seg[0], "start": seg[1], "end": seg[2], "phase": seg[3], "io": seg[4], "bytes": seg[5],
-            "phases": names, "totals": {name: int(totals[k]) for k, name in enumerate(names) if counts[k]},
-            "devices": int(devices)}
+    return {**dict(zip(PIECE_COLUMNS, seg)), "phases": names, "devices": int(devices),
+            "totals": {name: int(totals[k]) for k, name in enumerate(names) if counts[k]}}
 
 
 @njit(cache=True, nogil=True)
-def _tile(order, dev, start, end, phase, io, nbytes, idle, elapsed, out, totals, counts):
-    """Pieces taken in `order` (by device, then start) -> segments in `out` rows (device,
-    start, end, phase, io, bytes); adds time and segments per phase to `totals` and
-    `counts`. Returns the number of segments and of devices with segments. A piece starts
-    no earlier than the end of everything before it on its device; pieces left empty by
-    that are dropped."""
+def _tile(order, pieces, idle, elapsed, out, totals, counts):
+    """Pieces taken in `order` (by device, then start) -> segments in `out` rows
+    (PIECE_COLUMNS); adds time and segments per phase to `totals` and `counts`. Returns
+    the number of segments and of devices with segments. A piece starts no earlier than
+    the end of everything before it on its device; pieces left empty by that are dropped."""
     n = order.shape[0]
     devices = 0
     m = 0
     k = 0
     while k < n:
-        d = dev[order[k]]
+        d = pieces[order[k], 0]
         first_segment = m
         covered = np.int64(-1)
         last_end = np.int64(-1)
         kept = False
-        while k < n and dev[order[k]] == d:
+        while k < n and pieces[order[k], 0] == d:
             p = order[k]
-            s = max(start[p], covered)
-            e = end[p]
+            s = max(pieces[p, 2], covered)
+            e = pieces[p, 3]
             if e > s:
                 idle_from = 0 if not kept else last_end
                 if s > idle_from and (kept or s > 0):
-                    _segment(out, m, d, idle_from, s, idle, NULL, NULL)
+                    out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = d, NULL, idle_from, s, idle, NULL
                     m += 1
-                _segment(out, m, d, s, e, phase[p], io[p], nbytes[p])
+                out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = \
+                    d, pieces[p, 1], s, e, pieces[p, 4], pieces[p, 5]
                 m += 1
                 kept = True
                 last_end = max(covered, e)
             covered = max(covered, e)
             k += 1
         if kept and elapsed > last_end:
-            _segment(out, m, d, last_end, elapsed, idle, NULL, NULL)
+            out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = d, NULL, last_end, elapsed, idle, NULL
             m += 1
         if m > first_segment:
             devices += 1
     for j in range(m):
-        totals[out[3, j]] += out[2, j] - out[1, j]
-        counts[out[3, j]] += 1
+        totals[out[4, j]] += out[3, j] - out[2, j]
+        counts[out[4, j]] += 1
     return m, devices
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _segment(out, m, dev, start, end, phase, io, nbytes):
-    out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = dev, start, end, phase, io, nbytes
 
 
 def segments_frame(tiles: dict, devices: pl.Series) -> pl.DataFrame:

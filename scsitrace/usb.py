@@ -401,16 +401,15 @@ def tile(ios: pl.DataFrame, elapsed_ns: int) -> dict:
     """Per device, stage pieces plus IDLE tiling [0, elapsed_ns] (srt.tile's columns).
     Pieces, in this order: every command's COMMAND, GAP to its data (or status), DATA, GAP
     after the data, STATUS; commands without a CBW/IU submit have none."""
+    pieces = np.empty((5 * ios.height, len(srt.PIECE_COLUMNS)), np.int64)
     if not ios.height:
-        return srt.tile(*(np.zeros(0, np.int64),) * 6, elapsed_ns=elapsed_ns, phases=PIECE_PHASES)
+        return srt.tile(pieces, elapsed_ns, PIECE_PHASES)
     times = ios.select(pl.col(c).cast(pl.Int64).fill_null(srt.NULL)
                        for c in ("_dev", "io", "cmd_s", "cmd_c", "_d0", "_s0", "data_c", "sts_c", "data_bytes"))
     data_in = ios.select(pl.col("data_in").fill_null(pl.col("flag_in")).fill_null(True)).to_series().to_numpy()
-    pieces = np.empty((6, 5 * ios.height), np.int64)
     n = usbscan.stage_pieces(*(times[c].to_numpy() for c in times.columns), data_in,
                              np.array([PIECE_PHASES.index(p) for p in usbscan.STAGE_ORDER], np.int64), pieces)
-    dev, io, start, end, phase, nbytes = pieces[:, :n]
-    return srt.tile(dev, io, start, end, phase, nbytes, elapsed_ns=elapsed_ns, phases=PIECE_PHASES)
+    return srt.tile(pieces[:n], elapsed_ns, PIECE_PHASES)
 
 
 # ---------------------------------------------------------------- analysis

@@ -329,8 +329,8 @@ STAGE_ORDER = ("COMMAND", "GAP", "DATA IN", "DATA OUT", "STATUS")   # stage_piec
 
 @njit(cache=True, nogil=True)
 def stage_pieces(dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_in, phase_code, out):
-    """Stage pieces of commands (per command columns; NULL times unknown) into `out` rows
-    (device, io, start, end, phase, bytes), block by block: every COMMAND, every GAP before
+    """Stage pieces of commands (per command columns; NULL times unknown) as rows of `out`
+    (srt.PIECE_COLUMNS: device, io, start, end, phase, bytes), block by block: every COMMAND, every GAP before
     the data (or status), every DATA, every GAP after the data, every STATUS. Commands
     without a submit time and pieces with an unknown end are left out. Returns the count."""
     m = 0
@@ -357,6 +357,6 @@ def stage_pieces(dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_
                 start, end, phase = s0[i], sts_c[i], phase_code[4]
             if start == NULL or end == NULL:
                 continue
-            out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = dev[i], io[i], start, end, phase, nbytes
+            out[m, 0], out[m, 1], out[m, 2], out[m, 3], out[m, 4], out[m, 5] = dev[i], io[i], start, end, phase, nbytes
             m += 1
     return m
