@@ -151,42 +151,46 @@ def decode_cdbs(cdb) -> dict:
     return decode_cdb_matrix(*binary_matrix(cdb, 16))
 
 
+def _opcode_table(*groups) -> "np.ndarray":
+    """256 booleans: which opcodes are in `groups` (a lookup instead of isin)."""
+    import numpy as np
+    table = np.zeros(256, bool)
+    table[[op for g in groups for op in g]] = True
+    return table
+
+
 def decode_cdb_matrix(m, n) -> dict:
     """decode_cdbs of CDBs given as rows of at least 16 bytes (`m`, uint8) and their
     lengths (`n`, -1 for none); bytes past a CDB's length are never read."""
     import numpy as np
     import polars as pl
-    op, has_op = m[:, 0].astype(np.int64), n >= 1
-
-    def byte(i):
-        return m[:, i].astype(np.int64)
+    op, has_op = m[:, 0], n >= 1
 
     def be(start, width):
         return np.ascontiguousarray(m[:, start:start + width]).view(f">u{width}").reshape(-1)
 
-    sa = byte(1) & 0x1F
-    service_action = has_op & (op == 0x9E) & (n >= 2) & np.isin(sa, list(SERVICE_ACTION_IN_16))
+    sa = m[:, 1] & 0x1F
+    service_action = has_op & (op == 0x9E) & (n >= 2) & _opcode_table(SERVICE_ACTION_IN_16)[sa]
     names = pl.Series([*_ALL_OPCODE_NAMES, *SERVICE_ACTION_IN_16.values(), ""], dtype=pl.Utf8)
     sa_name = np.zeros(32, np.int64)
     sa_name[list(SERVICE_ACTION_IN_16)] = 256 + np.arange(len(SERVICE_ACTION_IN_16))
-    name_at = np.where(service_action, sa_name[sa], np.where(has_op, op, len(names) - 1))
-    is6, is10 = has_op & np.isin(op, _RW6) & (n >= 6), has_op & np.isin(op, _RW10) & (n >= 10)
-    is12, is16 = has_op & np.isin(op, _RW12) & (n >= 12), has_op & np.isin(op, _RW16) & (n >= 16)
+    name_at = np.where(service_action, sa_name[sa], np.where(has_op, op.astype(np.int64), len(names) - 1))
+    is6, is10 = has_op & _opcode_table(_RW6)[op] & (n >= 6), has_op & _opcode_table(_RW10)[op] & (n >= 10)
+    is12, is16 = has_op & _opcode_table(_RW12)[op] & (n >= 12), has_op & _opcode_table(_RW16)[op] & (n >= 16)
     lba16 = be(2, 8)
-    lba = np.select([is6, is10 | is12, is16],
-                    [(byte(1) & 0x1F) * 65536 + be(2, 2).astype(np.int64), be(2, 4).astype(np.int64),
-                     lba16.astype(np.int64)], 0)
+    lba = np.where(is6, (sa.astype(np.int64) << 16) | be(2, 2),
+                   np.where(is10 | is12, be(2, 4).astype(np.int64), lba16.astype(np.int64)))
     lba_known = is6 | is10 | is12 | (is16 & (lba16 < np.uint64(1 << 63)))
-    len6 = byte(4)
+    len6 = m[:, 4].astype(np.int64)
     blocks6 = np.where(len6 == 0, np.where(op == 0x0B, 0, 256), len6)
-    blocks = np.select([is6, is10, is12, is16],
-                       [blocks6, be(7, 2).astype(np.int64), be(6, 4).astype(np.int64), be(10, 4).astype(np.int64)], 0)
-    group = op // 32
-    has_lun = has_op & (is6 | is10 | ((n >= 2) & np.isin(group, [0, 1, 2]) & ~np.isin(op, _RW12 + _RW16)))
+    blocks = np.where(is6, blocks6, np.where(is10, be(7, 2), np.where(is12, be(6, 4), be(10, 4)))).astype(np.int64)
+    scsi1 = _opcode_table(range(0x60))[op] & ~_opcode_table(_RW12, _RW16)[op]   # groups 0-2 carry a LUN
+    has_lun = has_op & (is6 | is10 | ((n >= 2) & scsi1))
     from .srt import nullable
-    return {"opcode": nullable(op, ~has_op, "opcode"), "command": names.gather(name_at).alias("command"),
+    return {"opcode": nullable(op.astype(np.int64), ~has_op, "opcode"),
+            "command": names.gather(name_at).alias("command"),
             "lba": nullable(lba, ~lba_known, "lba"), "blocks": nullable(blocks, ~(is6 | is10 | is12 | is16), "blocks"),
-            "cdb_lun": nullable(byte(1) // 32, ~has_lun, "cdb_lun")}
+            "cdb_lun": nullable((m[:, 1] >> 5).astype(np.int64), ~has_lun, "cdb_lun")}
 
 
 def cdb_exprs(cdb) -> dict:
