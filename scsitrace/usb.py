@@ -164,7 +164,7 @@ def _be16(col: str, i: int) -> pl.Expr:
 def _le32_at(rows: np.ndarray, i: int, present: np.ndarray | None = None) -> pl.Series:
     """Little-endian uint32 at byte `i` of each row of a byte matrix (null where absent)."""
     values = np.ascontiguousarray(rows[:, i:i + 4]).view("<u4").reshape(-1).astype(np.int64)
-    return srt.nullable(values, np.zeros(len(values), bool) if present is None else ~present)
+    return srt.nullable(values, None if present is None else ~present)
 
 
 # ---------------------------------------------------------------- URBs -> transfers
@@ -197,7 +197,7 @@ class Transfers:
         c_row, data_row = self.c_row[idx], self.data_row[idx]
         submit, complete = self.submit_ns[idx], self.complete_ns[idx]
         present = (data_row >= 0) & (u.data_size[data_row] >= 0)
-        f = pl.DataFrame({
+        return pl.DataFrame({
             "bus": u.bus[row], "dev": u.dev[row], "ep": u.ep[row], "xfer": u.xfer[row],
             "urb_id": u.urb_id[row],
             "setup": binary_column(u.setup[row], np.full(len(row), 8), u.has_setup[row]),
@@ -209,7 +209,6 @@ class Transfers:
             "dir_in": self.dir_in[idx],
             "t0": np.where(submit != srt.NULL, submit, complete),
         })
-        return f
 
 
 def transfers(u: UrbColumns) -> Transfers:
