@@ -10,12 +10,13 @@ ISO = 0
 
 
 @njit(cache=True, nogil=True)
-def derive(caplen, header_size, mmapped, ev, xfer, ndesc, len_cap, flag_data, flag_setup, ts_sec, ts_usec,
-           length, data_offset, iso_descriptor_bytes, data_prefix,
-           bad, t_ns, length64, data_at, data_size, data_len, has_setup):
+def derive(buf, caplen, header_size, mmapped, ev, xfer, ndesc, len_cap, flag_data, flag_setup, ts_sec, ts_usec,
+           length, head_after_48, head_after_64, data_offset, iso_descriptor_bytes, data_prefix,
+           bad, t_ns, length64, data_at, data_size, data_len, has_setup, data_head):
     """Per packet: `bad` (0 or the first failed check), time, URB length, where its data
-    starts (after ISO descriptors), data bytes kept (-1: none) and captured, setup flag.
-    Returns the number of bad packets."""
+    starts (after ISO descriptors), data bytes kept (-1: none) and captured, setup flag,
+    first 4 data bytes (from the words read after each header size, or for ISO packets
+    from the file). Returns the number of bad packets."""
     n_bad = 0
     for i in range(caplen.shape[0]):
         size = header_size[i]
@@ -38,4 +39,12 @@ def derive(caplen, header_size, mmapped, ev, xfer, ndesc, len_cap, flag_data, fl
         data_size[i] = min(np.int64(len_cap[i]), data_prefix) if has_data else -1
         data_len[i] = len_cap[i] if has_data else 0
         has_setup[i] = flag_setup[i] == 0 and ev[i] == 83
+        if iso == 0:
+            data_head[i] = head_after_64[i] if mmapped[i] else head_after_48[i]
+        elif bad[i] == 0 and data_size[i] >= 4:
+            p = data_at[i]
+            data_head[i] = (np.uint32(buf[p]) | (np.uint32(buf[p + 1]) << 8) | (np.uint32(buf[p + 2]) << 16)
+                            | (np.uint32(buf[p + 3]) << 24))
+        else:
+            data_head[i] = 0
     return n_bad

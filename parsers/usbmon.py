@@ -141,6 +141,7 @@ def _validated_frame(cols: UrbColumns) -> pl.DataFrame:
 # ---------------------------------------------------------------- pcap / pcapng (native)
 
 # header fields read per packet, in the layout USBMON_PACKET_MMAPPED declares
+DATA_HEAD = {LINKTYPE_USB_LINUX: "head_after_48", LINKTYPE_USB_LINUX_MMAPPED: "head_after_64"}
 HEADER_FIELDS = ("id", "type", "xfer_type", "epnum", "devnum", "busnum", "flag_setup", "flag_data",
                  "ts_sec", "ts_usec", "status", "length", "len_cap", "setup", "ndesc")
 
@@ -173,7 +174,9 @@ def _header_layout() -> dict[str, tuple[int, np.dtype]]:
     """Position and type of each header field read per packet, from the declaration. The
     two link types share the first 48 bytes; only type 220 has `ndesc`."""
     dt = _pcap.dtype_of(USBMON_PACKET_MMAPPED)
-    return {name: (dt.fields[name][1], dt.fields[name][0]) for name in HEADER_FIELDS}
+    layout = {name: (dt.fields[name][1], dt.fields[name][0]) for name in HEADER_FIELDS}
+    # the first 4 data bytes, where the data follows either header size directly
+    return {**layout, **{DATA_HEAD[lt]: (decl.sizeof(), np.dtype("<u4")) for lt, decl in HEADER.items()}}
 
 
 BAD_REASONS = {
@@ -190,16 +193,18 @@ def _decode_usbmon(pk: _pcap.Packets, linktypes: list[int], strict: bool, record
     mmapped = pk.linktype == LINKTYPE_USB_LINUX_MMAPPED
     size = np.where(mmapped, HEADER[LINKTYPE_USB_LINUX_MMAPPED].sizeof(), HEADER[LINKTYPE_USB_LINUX].sizeof())
     ints = np.empty((5, n), np.int64)
-    bad, has_setup = np.empty(n, np.uint8), np.empty(n, np.bool_)
+    bad, has_setup, data_head = np.empty(n, np.uint8), np.empty(n, np.bool_), np.empty(n, np.uint32)
     t_ns, length, data_at, data_size, data_len = ints
     n_bad = _usbmon_scan.derive(
-        pk.caplen, size, mmapped, h["type"], h["xfer_type"], h["ndesc"], h["len_cap"], h["flag_data"],
-        h["flag_setup"], h["ts_sec"], h["ts_usec"], h["length"], pk.data_offset, ISO_DESCRIPTOR_BYTES,
-        DATA_PREFIX, bad, t_ns, length, data_at, data_size, data_len, has_setup)
+        pk.buf, pk.caplen, size, mmapped, h["type"], h["xfer_type"], h["ndesc"], h["len_cap"], h["flag_data"],
+        h["flag_setup"], h["ts_sec"], h["ts_usec"], h["length"], h[DATA_HEAD[LINKTYPE_USB_LINUX]],
+        h[DATA_HEAD[LINKTYPE_USB_LINUX_MMAPPED]], pk.data_offset, ISO_DESCRIPTOR_BYTES, DATA_PREFIX,
+        bad, t_ns, length, data_at, data_size, data_len, has_setup, data_head)
     cols = UrbColumns(
         t_ns=t_ns, urb_id=h["id"], event=h["type"], xfer=h["xfer_type"], ep=h["epnum"], bus=h["busnum"],
         dev=h["devnum"], status=h["status"], status_null=np.zeros(n, bool), length=length, setup=h["setup"],
-        has_setup=has_setup, data_buf=pk.buf, data_at=data_at, data_size=data_size, data_len=data_len,
+        has_setup=has_setup, data_buf=pk.buf, data_at=data_at, data_size=data_size, data_head=data_head,
+        data_len=data_len,
         pos=pk.record_offset)
     if n_bad:
         for lt in linktypes:     # link type by link type, as the records are reported

@@ -75,6 +75,7 @@ class UrbColumns:
     data_buf: np.ndarray     # uint8 bytes holding every URB's data (the capture file itself)
     data_at: np.ndarray      # int64: where each URB's data starts in data_buf
     data_size: np.ndarray    # int64: data bytes kept (at most DATA_PREFIX), -1 for no data
+    data_head: np.ndarray    # uint32: the first 4 data bytes, little-endian (valid where data_size >= 4)
     data_len: np.ndarray     # int64: captured data bytes
     pos: np.ndarray          # int64
 
@@ -123,6 +124,7 @@ def urb_columns(urbs: pl.DataFrame) -> UrbColumns:
         status_null=urbs["status"].is_null().to_numpy(), length=ints("length", np.int64, srt.NULL),
         setup=setup, has_setup=setup_size >= 0, data_buf=data.reshape(-1),
         data_at=np.arange(urbs.height, dtype=np.int64) * DATA_PREFIX, data_size=np.minimum(data_size, DATA_PREFIX),
+        data_head=np.ascontiguousarray(data[:, :4]).view("<u4").reshape(-1),
         data_len=ints("data_len", np.int64), pos=ints("pos", np.int64))
 
 
@@ -239,7 +241,7 @@ def bot_commands(xf: Transfers) -> tuple[pl.DataFrame, list[pl.DataFrame], np.nd
     device, n_devices = usbscan.dense_ids((u.bus[xf.row].astype(np.int64) << 8) | u.dev[xf.row])
     a, cbw, csw, csw_size, kind = usbscan.bot_pass(
         xf.xfer, xf.dir_in, device, xf.data_row, xf.submit_ns, xf.complete_ns, xf.status, xf.status_null,
-        xf.req_len, xf.actual, u.data_buf, u.data_at, u.data_size, n_devices)
+        xf.req_len, xf.actual, u.data_buf, u.data_at, u.data_size, u.data_head, n_devices)
     not_bot = np.flatnonzero(kind == usbscan.NOT_BOT)
     if not len(a["first"]):
         return pl.DataFrame(), [], not_bot

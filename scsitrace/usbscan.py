@@ -180,7 +180,7 @@ BOT_AGGREGATES = ("first", "last", "csw", "n_csw", "sts_s", "sts_c", "data_s", "
 
 
 def bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, status_null,
-             req_len, actual, data_buf, data_at, data_size, n_devices):
+             req_len, actual, data_buf, data_at, data_size, data_head, n_devices):
     """Bulk-Only commands from transfers in time order (every array is per transfer).
 
     Returns (per command: a dict of BOT_AGGREGATES: first transfer (the CBW), last-of-
@@ -188,7 +188,7 @@ def bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, sta
     start, data end, data bytes, stalls, data direction (-1 unknown, 0 out, 1 in); the
     CBW bytes; the CSW bytes (the first CSW's) and their count, -1 for none), then per
     transfer its class (0 in a command or not bulk, BEFORE_CBW_DATA, BEFORE_CBW_CSW,
-    NOT_BOT). The CBW and CSW bytes are copied while the pass reads their signatures.
+    NOT_BOT). Signatures come from `data_head`; only CBWs and CSWs are read in `data_buf`.
 
     A command is the CBW and every bulk transfer of its device up to the next CBW. Status
     stage: the CSW, and failed reads of CSW size before it. Data: the other transfers;
@@ -199,7 +199,7 @@ def bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, sta
     cbw, csw = np.empty((n, CBW_BYTES), np.uint8), np.empty((n, CSW_BYTES), np.uint8)
     csw_size, kind = np.empty(n, np.int64), np.zeros(n, np.int8)
     n_cmd = _bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, status_null, req_len,
-                      actual, data_buf, data_at, data_size, n_devices, ints, cbw, csw, csw_size, kind)
+                      actual, data_buf, data_at, data_size, data_head, n_devices, ints, cbw, csw, csw_size, kind)
     agg = dict(zip(BOT_AGGREGATES, ints[:, :n_cmd]))
     agg["last"] = agg["last"] == 1
     return agg, cbw[:n_cmd], csw[:n_cmd], csw_size[:n_cmd], kind
@@ -207,7 +207,7 @@ def bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, sta
 
 @njit(cache=True, nogil=True)
 def _bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, status_null, req_len, actual,
-              data_buf, data_at, data_size, n_devices, ints, cbw, csw, csw_size, kind):
+              data_buf, data_at, data_size, data_head, n_devices, ints, cbw, csw, csw_size, kind):
     n = xfer.shape[0]
     is_cbw = np.zeros(n, np.bool_)
     is_csw = np.zeros(n, np.bool_)
@@ -217,11 +217,10 @@ def _bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, st
         r = data_row[k]
         if xfer[k] != 3 or r < 0 or data_size[r] < 4:
             continue
-        p = data_at[r]
-        signature = (np.uint32(data_buf[p]) | (np.uint32(data_buf[p + 1]) << 8) | (np.uint32(data_buf[p + 2]) << 16)
-                     | (np.uint32(data_buf[p + 3]) << 24))
+        signature = data_head[r]
         if not dir_in[k]:
             if signature == CBW_SIGNATURE and data_size[r] >= CBW_BYTES:
+                p = data_at[r]
                 is_cbw[k] = True
                 bot[device[k]] = True
                 for b in range(CBW_BYTES):
