@@ -2,15 +2,18 @@
 pcap/pcapng files of link type 189 (DLT_USB_LINUX, 48-byte header) or 220
 (DLT_USB_LINUX_MMAPPED, 64-byte header), by two routes:
 
-- native (default): the usbmon packet header is declared with construct below and
-  bulk-decoded through a numpy dtype derived from that declaration;
+- native (default): the usbmon packet header is declared with construct below; its
+  fields are read at positions derived from that declaration by compiled passes
+  (parsers/_pcap_scan.py, parsers/_usbmon_scan.py) straight into numpy URB columns
+  (`scsitrace.usb.UrbColumns`, handed over in `Capture.columns`);
 - pyshark (`route="pyshark"`): Wireshark's dissection, mapped to the same columns by
   `PYSHARK_FIELDS` (needs tshark).
 
-Both hand over one `urbs` frame (schema `scsitrace.usb.URBS`): one row per URB event
-(S submit, C complete, E error) with the first `DATA_PREFIX` bytes of its data, which is
-all the mass-storage stage machine reads (CBW, CSW, UAS IUs). Text captures show at most
-32 data bytes, so text and pcap of the same traffic give identical frames.
+Every route hands over one `urbs` frame (schema `scsitrace.usb.URBS`; the native route
+builds it on first access): one row per URB event (S submit, C complete, E error) with
+the first `DATA_PREFIX` bytes of its data, which is all the mass-storage stage machine
+reads (CBW, CSW, UAS IUs). Text captures show at most 32 data bytes, so text and pcap of
+the same traffic give identical frames.
 """
 from __future__ import annotations
 
