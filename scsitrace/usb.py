@@ -13,6 +13,9 @@ Times per command (all from URB submit S and complete C events, as usbmon stamps
   response CBW submit -> CSW completion: what `tshark -z scsi,srt` measures
 Per device these pieces, plus IDLE, tile the trace (overlapping UAS commands: each
 instant goes to the earliest command still in progress).
+
+Everything per URB works on numpy columns (`UrbColumns`) with compiled passes
+(scsitrace/usbscan.py); polars frames start at one row per command.
 """
 from __future__ import annotations
 
