@@ -1,17 +1,18 @@
 """Shared stage for packet captures: pcap and pcapng containers, declared with construct.
 
 The declarations below document the formats and build them (tests, generators); reading
-goes through numpy: record headers are located in bulk (a vectorized candidate search
-checked against the length chain, with a plain walk as the fallback for odd files) and
-decoded through dtypes derived from the same declarations.
+goes through numpy and compiled loops (parsers/_pcap_scan.py): pcap records are located
+by one walk of the length chain and decoded through dtypes derived from the same
+declarations.
 
 `read(path, strict=...)` -> `Packets`: per packet the byte offset of its record and of its
-data, its captured length and link type (times on demand), over the file read into one
-numpy array. Bad or truncated records raise BadInput/TruncatedInput naming the byte offset,
+data, its captured length and link type (times on demand), over the file mapped into
+memory. Bad or truncated records raise BadInput/TruncatedInput naming the byte offset,
 or (lenient) are skipped and listed in `Packets.bad`.
 """
 from __future__ import annotations
 
+import os
 import struct
 from dataclasses import dataclass, field
 
@@ -19,6 +20,7 @@ import construct as cs
 import numpy as np
 
 from scsitrace.errors import BadInput, TruncatedInput
+from . import _pcap_scan
 
 # ---------------------------------------------------------------- declarations
 
@@ -140,6 +142,7 @@ class Packets:
     truncated_at: int | None = None
     little_endian: bool = True
     nano: bool = False
+    fields: dict[str, np.ndarray] = field(default_factory=dict)   # requested fields of each packet's data
 
     def times(self) -> np.ndarray:
         """Packet times; pcap record headers are only gathered when someone asks (usbmon
@@ -179,22 +182,26 @@ def _first_idb_linktype(head: bytes, le: bool) -> int | None:
     return None
 
 
-def read(path: str, *, strict: bool = True, plausible=None) -> Packets:
-    """Packets of a pcap or pcapng file. `plausible(buf, idx)` may tell, for candidate
-    record offsets, which could start a record (link-layer knowledge; speeds up pcap)."""
-    # one sequential read: random-access gathers over an mmap would fault page by page
-    buf = np.fromfile(path, dtype=np.uint8)
-    if not len(buf):
+def read(path: str, *, strict: bool = True, fields: dict[str, tuple[int, np.dtype]] | None = None) -> Packets:
+    """Packets of a pcap or pcapng file, over the file mapped into memory (records are
+    walked in file order, so pages are read sequentially, once). `fields` (name ->
+    (position in the packet data, numpy dtype)) are read for every packet, for pcap in
+    the same pass that finds the records."""
+    if os.path.getsize(path) == 0:
         raise BadInput(path, "empty file: not a pcap or pcapng capture", offset=0)
+    buf = np.memmap(path, dtype=np.uint8, mode="r").view(np.ndarray)
     kind = sniff_container(bytes(buf[:4096]))
     if kind is None:
         raise BadInput(path, "not a pcap or pcapng capture (unknown magic number)", offset=0)
     if kind[0] == "pcap":
-        return _read_pcap(path, buf, kind[1], strict, plausible)
-    return _read_pcapng(path, buf, kind[1], strict)
+        return _read_pcap(path, buf, kind[1], strict, fields or {})
+    pk = _read_pcapng(path, buf, kind[1], strict)
+    if fields:
+        pk.fields = _pcap_scan.read_fields(buf, pk.data_offset, fields)
+    return pk
 
 
-def _read_pcap(path: str, buf: np.ndarray, le: bool, strict: bool, plausible=None) -> Packets:
+def _read_pcap(path: str, buf: np.ndarray, le: bool, strict: bool, fields: dict) -> Packets:
     gh = pcap_global_header(le)
     if len(buf) < gh.sizeof():
         raise TruncatedInput(path, "file ends inside the pcap global header", offset=0)
@@ -203,18 +210,14 @@ def _read_pcap(path: str, buf: np.ndarray, le: bool, strict: bool, plausible=Non
     rec = pcap_record_header(le)
     rdt = dtype_of(rec)
     max_len = max(hdr.snaplen, 1 << 18)
-    offsets = locate_records(buf, gh.sizeof(), rdt.itemsize, rdt.fields["incl_len"][1], le, max_len,
-                             plausible=plausible)
-    bad, truncated = [], None
-    if offsets is None:
-        offsets, bad, truncated = _chain(buf, gh.sizeof(), rdt, "incl_len", rdt.itemsize, path,
-                                         strict, max_len)
+    offsets, bad, truncated, values = _chain(buf, gh.sizeof(), rdt, "incl_len", rdt.itemsize, path, strict, max_len,
+                                             fields)
     n = len(offsets)
     # records are contiguous: each one's length is the distance to the next
     after_last = int(offsets[-1]) + rdt.itemsize + int(u32_at(buf, offsets[-1:] + 8, le)[0]) if n else 0
     caplen = np.diff(offsets, append=after_last) - rdt.itemsize
     return Packets(path, "pcap", buf, np.full(n, hdr.network, dtype=np.int64), None, offsets,
-                   offsets + rdt.itemsize, caplen, None, bad, truncated, le, nano)
+                   offsets + rdt.itemsize, caplen, None, bad, truncated, le, nano, values)
 
 
 def u32_at(buf: np.ndarray, idx: np.ndarray, le: bool = True) -> np.ndarray:
@@ -223,80 +226,21 @@ def u32_at(buf: np.ndarray, idx: np.ndarray, le: bool = True) -> np.ndarray:
     return raw.view("<u4" if le else ">u4").reshape(idx.shape).astype(np.int64)
 
 
-def locate_records(buf: np.ndarray, start: int, hdr_size: int, len_pos: int, le: bool,
-                   max_len: int, plausible=None, chunk: int = 1 << 15, window: int = 256):
-    """Record offsets of a length-chained file, found without a Python loop per record,
-    or None when the fast path cannot prove its answer (the caller then walks).
+def _chain(buf, start, rdt, len_field, hdr_size, path, strict, max_len, fields=None):
+    """(offsets, bad, truncated offset, fields) of consecutive records (`hdr_size` + the
+    length read at `len_field`) from `start` to the end of `buf`, with the requested
+    `fields` of each record's data. Record lengths vary, so locating them is a walk: one
+    compiled loop; lengths are validated afterwards in bulk."""
+    offs, bad, truncated, values = _checked_chain(buf, start, rdt, len_field, hdr_size, path, strict, max_len,
+                                                  fields)
+    return offs, bad, truncated, {name: v[:len(offs)] for name, v in values.items()}
 
-    The file is cut into chunks; in each chunk the first position that looks like a record
-    header is a guessed record start (`plausible(block, window)` gets rows of bytes from the
-    search starts and says which of each row's first `window` positions could start a
-    record). One walker per chunk then steps through its chunk, all walkers in lockstep
-    with numpy. The answer is accepted only if every walker lands exactly on the next
-    chunk's guessed start and the last one exactly on the end of the file: walker 0 starts
-    at a true record, so by induction every guess is a true record start and the result
-    is the chain a sequential walk from `start` finds."""
+
+def _checked_chain(buf, start, rdt, len_field, hdr_size, path, strict, max_len, fields):
     end = len(buf)
-    if end - start < chunk * 4:
-        return None
-    guesses = _guess_starts(buf, np.arange(start + chunk, end - window - 64, chunk, dtype=np.int64),
-                            window, plausible)
-    guesses = np.concatenate(([start], guesses))
-    limits = np.append(guesses[1:], end)
-    last = end - len_pos - 4
-    pos = guesses.copy()
-    steps = []
-    while True:
-        live = pos < limits
-        if not live.any():
-            break
-        steps.append(np.where(live, pos, -1))
-        step = hdr_size + u32_at(buf, np.minimum(pos, last) + len_pos, le)
-        pos = np.where(live, pos + step, pos)
-    if not np.array_equal(pos, limits):
-        return None
-    found = np.stack(steps, axis=1).reshape(-1)   # walker-major: already in file order
-    found = found[found >= 0]
-    if (found > end - hdr_size).any():
-        return None
-    return found
-
-
-def _guess_starts(buf, starts, window, plausible, rounds: int = 16):
-    """Per search start, the first position (within `rounds` windows) that `plausible`
-    accepts; searches that find nothing are dropped (their chunk joins the previous one)."""
-    guesses = []
-    span = np.arange(window + 64, dtype=np.int64)
-    for _ in range(rounds):
-        if not len(starts):
-            break
-        starts = starts[starts + window + 64 <= len(buf)]
-        block = buf[starts[:, None] + span]
-        ok = plausible(block, window) if plausible is not None else np.ones((len(starts), window), bool)
-        hit = ok.any(axis=1)
-        guesses.append(starts[hit] + ok[hit].argmax(axis=1))
-        starts = starts[~hit] + window
-    return np.sort(np.concatenate(guesses)) if guesses else np.zeros(0, dtype=np.int64)
-
-
-def _chain(buf, start, rdt, len_field, hdr_size, path, strict, max_len):
-    """Offsets of consecutive records (`hdr_size` + the length read at `len_field`) from
-    `start` to the end of `buf`. Record lengths vary, so locating them is a walk; it is a
-    tight loop over one integer per record (the headers themselves decode in bulk later)."""
-    end = len(buf)
-    off_field = rdt.fields[len_field][1]
-    fmt = (">" if rdt.fields[len_field][0].byteorder == ">" else "<") + "I"
-    unpack = struct.Struct(fmt).unpack_from
-    data = memoryview(buf)
-    offsets: list[int] = []
-    append = offsets.append
-    pos = start
-    last = end - hdr_size
-    # hot loop: no checks besides the bounds; lengths are validated afterwards in bulk
-    while pos <= last:
-        append(pos)
-        pos += hdr_size + unpack(data, pos + off_field)[0]
-    offs = np.asarray(offsets, dtype=np.int64)
+    big_endian = rdt.fields[len_field][0].byteorder == ">"
+    offs, pos, values = _pcap_scan.walk_chain(buf, start, hdr_size, rdt.fields[len_field][1], big_endian, fields)
+    pos = int(pos)
     if len(offs):
         lens = (np.diff(np.append(offs, pos)) - hdr_size)
         too_long = np.flatnonzero(lens > max_len)
@@ -306,16 +250,16 @@ def _chain(buf, start, rdt, len_field, hdr_size, path, strict, max_len):
             if strict:
                 raise BadInput(path, why, offset=int(offs[i]))
             # cannot resynchronise after a bad length: the rest of the file is one bad record
-            return offs[:i], [(int(offs[i]), why)], None
+            return offs[:i], [(int(offs[i]), why)], None, values
     if pos == end:
-        return offs, [], None
+        return offs, [], None, values
     # the last record runs past the end of the file, or a partial header remains
     tail = int(offs[-1]) if pos > end and len(offs) else pos
     if pos > end and len(offs):
         offs = offs[:-1]
     if strict:
         raise TruncatedInput(path, "file ends inside a record", offset=tail)
-    return offs, [], tail
+    return offs, [], tail, values
 
 
 def _read_pcapng(path: str, buf: np.ndarray, le: bool, strict: bool) -> Packets:

@@ -2,15 +2,18 @@
 pcap/pcapng files of link type 189 (DLT_USB_LINUX, 48-byte header) or 220
 (DLT_USB_LINUX_MMAPPED, 64-byte header), by two routes:
 
-- native (default): the usbmon packet header is declared with construct below and
-  bulk-decoded through a numpy dtype derived from that declaration;
+- native (default): the usbmon packet header is declared with construct below; its
+  fields are read at positions derived from that declaration by compiled passes
+  (parsers/_pcap_scan.py, parsers/_usbmon_scan.py) straight into numpy URB columns
+  (`scsitrace.usb.UrbColumns`, handed over in `Capture.columns`);
 - pyshark (`route="pyshark"`): Wireshark's dissection, mapped to the same columns by
   `PYSHARK_FIELDS` (needs tshark).
 
-Both hand over one `urbs` frame (schema `scsitrace.usb.URBS`): one row per URB event
-(S submit, C complete, E error) with the first `DATA_PREFIX` bytes of its data, which is
-all the mass-storage stage machine reads (CBW, CSW, UAS IUs). Text captures show at most
-32 data bytes, so text and pcap of the same traffic give identical frames.
+Every route hands over one `urbs` frame (schema `scsitrace.usb.URBS`; the native route
+builds it on first access): one row per URB event (S submit, C complete, E error) with
+the first `DATA_PREFIX` bytes of its data, which is all the mass-storage stage machine
+reads (CBW, CSW, UAS IUs). Text captures show at most 32 data bytes, so text and pcap of
+the same traffic give identical frames.
 """
 from __future__ import annotations
 
@@ -20,20 +23,18 @@ import shutil
 import construct as cs
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from scsitrace import schema
 from scsitrace.errors import BadInput, TruncatedInput, UsageError
-from scsitrace.model import Capture, RecordCount
-from scsitrace.usb import URBS
-from . import _lines, _pcap
+from scsitrace.model import Capture, LazyFrames, RecordCount
+from scsitrace.usb import DATA_PREFIX, EVENT_LETTERS, URBS, UrbColumns, urbs_frame
+from . import _lines, _pcap, _usbmon_scan
 
 ID = "usbmon"
 SUFFIXES = (".usbmon", ".usbmon.txt", ".usbmon.pcap", ".usbmon.pcapng", ".pcap", ".pcapng", ".mon")
 LINKTYPE_USB_LINUX = 189
 LINKTYPE_USB_LINUX_MMAPPED = 220
 LINKTYPES = (LINKTYPE_USB_LINUX, LINKTYPE_USB_LINUX_MMAPPED)
-DATA_PREFIX = 32
 EINPROGRESS = -115
 
 # Linux include/uapi/linux/usb/... (Documentation/usb/usbmon.rst, "Raw binary format")
@@ -62,7 +63,6 @@ USBMON_PACKET_MMAPPED = cs.Struct(
 )
 HEADER = {LINKTYPE_USB_LINUX: USBMON_PACKET, LINKTYPE_USB_LINUX_MMAPPED: USBMON_PACKET_MMAPPED}
 ISO_DESCRIPTOR_BYTES = 16
-EVENTS = {ord("S"): "S", ord("C"): "C", ord("E"): "E"}
 
 # Wireshark field -> (our column, how to read tshark's JSON value): the pyshark route
 def _int(v: str) -> int:
@@ -121,56 +121,36 @@ def parse(path, *, strict: bool = True, progress=None, route: str = "native", **
 
 # ---------------------------------------------------------------- common
 
-def _binary_column(matrix: np.ndarray, lengths: np.ndarray, present: np.ndarray) -> pl.Series:
-    """Binary series of each row's first `lengths` bytes of `matrix` (null where not present)."""
-    lengths = np.where(present, np.minimum(lengths, matrix.shape[1]), 0).astype(np.int64)
-    keep = np.arange(matrix.shape[1]) < lengths[:, None]
-    values = matrix[keep]
-    offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
-    validity = pa.array(present).buffers()[1] if not present.all() else None
-    arr = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(lengths),
-                                           [validity, pa.py_buffer(offsets), pa.py_buffer(values.tobytes())],
-                                           null_count=int((~present).sum()))
-    return pl.from_arrow(arr).cast(pl.Binary)
-
-
 def _capture(path: str, urbs: pl.DataFrame, records: RecordCount, anomalies: list[dict],
              meta: dict) -> Capture:
     origin = int(urbs["t_ns"].min()) if urbs.height else 0
     urbs = urbs.with_columns((pl.col("t_ns") - origin).alias("t_ns"))
     schema.validate(urbs, URBS, "urbs")
-    an = schema.frame({k: [a[k] for a in anomalies] for k in schema.ANOMALIES}, schema.ANOMALIES) \
-        if anomalies else schema.empty(schema.ANOMALIES)
     return Capture(layer="usb", path=path, format=ID, meta={**meta, "origin_ns": origin},
-                   records=records, frames={"urbs": urbs}, anomalies=an)
+                   records=records, frames={"urbs": urbs}, anomalies=_anomaly_frame(anomalies))
+
+
+def _anomaly_frame(anomalies: list[dict]) -> pl.DataFrame:
+    return schema.frame({k: [a[k] for a in anomalies] for k in schema.ANOMALIES}, schema.ANOMALIES) \
+        if anomalies else schema.empty(schema.ANOMALIES)
+
+
+def _validated_frame(cols: UrbColumns) -> pl.DataFrame:
+    urbs = urbs_frame(cols)
+    schema.validate(urbs, URBS, "urbs")
+    return urbs
 
 
 # ---------------------------------------------------------------- pcap / pcapng (native)
 
-def _plausible_header(block: np.ndarray, window: int) -> np.ndarray:
-    """Which positions of each row could start a pcap record holding a usbmon packet: the
-    record header (16 bytes; microseconds < 10^6, captured <= original length) is followed
-    by event type S/C/E, transfer type 0-3, setup flag 0 or '-', and the record length is
-    the usbmon header (48 or 64 bytes) plus len_cap (ISO packets: plus descriptors)."""
-    t = block[:, 24:24 + window]
-    ok = ((t == 0x53) | (t == 0x43) | (t == 0x45)) & (block[:, 25:25 + window] <= 3)
-    f = block[:, 30:30 + window]
-    ok &= (f == 0) | (f == 0x2D)
-    rows, cols = np.nonzero(ok)
-    if len(rows):
-        def u32(at):
-            b = block[rows[:, None], (cols + at)[:, None] + np.arange(4)]
-            return b.astype(np.int64) @ np.array([1, 1 << 8, 1 << 16, 1 << 24], dtype=np.int64)
-        incl, orig, usec, len_cap = u32(8), u32(12), u32(4), u32(16 + 36)
-        iso = block[rows, cols + 25] == 0
-        fits = (usec < 1_000_000) & (incl <= orig) & (
-            ((incl - len_cap) == 48) | ((incl - len_cap) == 64) | (iso & (incl >= 64 + len_cap)))
-        ok[rows[~fits], cols[~fits]] = False
-    return ok
+# header fields read per packet, in the layout USBMON_PACKET_MMAPPED declares
+DATA_HEAD = {LINKTYPE_USB_LINUX: "head_after_48", LINKTYPE_USB_LINUX_MMAPPED: "head_after_64"}
+HEADER_FIELDS = ("id", "type", "xfer_type", "epnum", "devnum", "busnum", "flag_setup", "flag_data",
+                 "ts_sec", "ts_usec", "status", "length", "len_cap", "setup", "ndesc")
 
 
 def _parse_pcap(path: str, strict: bool) -> Capture:
-    pk = _pcap.read(path, strict=strict, plausible=_plausible_header)
+    pk = _pcap.read(path, strict=strict, fields=_header_layout())
     records = RecordCount(read=0)
     anomalies: list[dict] = []
     for off, why in pk.bad:
@@ -183,76 +163,65 @@ def _parse_pcap(path: str, strict: bool) -> Capture:
     if other:
         raise BadInput(path, f"link type {sorted(other)[0]} is not usbmon (expected 189 or 220)",
                        offset=int(pk.record_offset[np.flatnonzero(~np.isin(pk.linktype, LINKTYPES))[0]]))
-    parts = []
-    for lt in sorted(linktypes):
-        sel = np.flatnonzero(pk.linktype == lt)
-        parts.append(_decode_usbmon(pk, sel, lt, strict, records))
-    urbs = pl.concat(parts).sort("_order").drop("_order") if parts else schema.empty({**URBS})
-    return _capture(path, urbs, records, anomalies,
-                    {"container": pk.format, "linktypes": sorted(linktypes), "route": "native",
-                     "position_unit": "byte offset"})
+    cols = _decode_usbmon(pk, sorted(linktypes), strict, records)
+    origin = int(cols.t_ns.min()) if len(cols) else 0
+    cols.t_ns -= origin
+    return Capture(layer="usb", path=path, format=ID,
+                   meta={"container": pk.format, "linktypes": sorted(linktypes), "route": "native",
+                         "position_unit": "byte offset", "origin_ns": origin},
+                   records=records, frames=LazyFrames({"urbs": lambda: _validated_frame(cols)}),
+                   columns={"urbs": cols}, anomalies=_anomaly_frame(anomalies))
 
 
-def _decode_usbmon(pk: _pcap.Packets, sel: np.ndarray, linktype: int, strict: bool,
-                   records: RecordCount) -> pl.DataFrame:
-    decl = HEADER[linktype]
-    dt = _pcap.dtype_of(decl)
-    size = dt.itemsize
-    caplen = pk.caplen[sel]
-    short = caplen < size
-    # one gather per packet: the usbmon header and the first data bytes that follow it
-    raw = _pcap.gather_bytes(pk.buf, pk.data_offset[sel], size + DATA_PREFIX)
-    # header fields and the data prefix as one record type: a view, no copy
-    both = np.dtype({"names": list(dt.names) + ["prefix"],
-                     "formats": [dt.fields[n][0] for n in dt.names] + [(np.uint8, DATA_PREFIX)],
-                     "offsets": [dt.fields[n][1] for n in dt.names] + [size], "itemsize": size + DATA_PREFIX})
-    h = raw.view(both).reshape(-1)
-    iso_desc = (h["ndesc"].astype(np.int64) * ISO_DESCRIPTOR_BYTES
-                if linktype == LINKTYPE_USB_LINUX_MMAPPED else np.zeros(len(sel), np.int64))
-    iso_desc = np.where(h["xfer_type"] == 0, iso_desc, 0)
-    len_cap = h["len_cap"].astype(np.int64)
-    reasons = [
-        (short, f"record shorter than the {size}-byte usbmon header"),
-        (~np.isin(h["type"], list(EVENTS)), "usbmon event type is not S, C or E"),
-        (h["xfer_type"] > 3, "usbmon transfer type is not 0-3"),
-        (size + iso_desc + len_cap > caplen, "usbmon len_cap runs past the captured record"),
-    ]
-    bad = reasons[0][0] | reasons[1][0] | reasons[2][0] | reasons[3][0]
-    if bad.any():
-        first = np.flatnonzero(bad)
-        offs = pk.record_offset[sel][first]
-        why = [next(text for mask, text in reasons if mask[i]) for i in first[:5]]
-        if strict:
-            raise BadInput(pk.path, why[0], offset=int(offs[0]))
-        records.skip(len(first), [f"{pk.path}: byte offset {int(o)}: {w}" for o, w in zip(offs[:5], why)])
-        good = ~bad
-        sel, h, len_cap, iso_desc = sel[good], h[good], len_cap[good], iso_desc[good]
-    records.read += len(sel)
-    has_data = (h["flag_data"] == 0) & (len_cap > 0)
-    prefix = h["prefix"]
-    iso = np.flatnonzero(iso_desc > 0)
-    if len(iso):   # ISO data starts after its descriptors
-        prefix = prefix.copy()
-        prefix[iso] = _pcap.gather_bytes(pk.buf, pk.data_offset[sel[iso]] + size + iso_desc[iso], DATA_PREFIX)
-    setup_present = (h["flag_setup"] == 0) & (h["type"] == ord("S"))
-    setup = np.ascontiguousarray(h["setup"]).view(np.uint8).reshape(-1, 8)
-    ts = h["ts_sec"].astype(np.int64) * 1_000_000_000 + h["ts_usec"].astype(np.int64) * 1000
-    return pl.DataFrame({
-        "t_ns": ts,
-        "urb_id": h["id"],
-        "event": pl.Series(h["type"]).replace_strict(EVENTS, return_dtype=pl.Utf8),
-        "xfer": h["xfer_type"],
-        "ep": h["epnum"],
-        "bus": h["busnum"],
-        "dev": h["devnum"],
-        "status": h["status"],
-        "length": h["length"].astype(np.int64),
-        "setup": _binary_column(setup, np.full(len(h), 8), setup_present),
-        "data": _binary_column(prefix, len_cap, has_data),
-        "data_len": np.where(has_data, len_cap, 0),
-        "pos": pk.record_offset[sel],
-        "_order": sel,
-    }).with_columns(pl.col(c).cast(t) for c, t in URBS.items())
+def _header_layout() -> dict[str, tuple[int, np.dtype]]:
+    """Position and type of each header field read per packet, from the declaration. The
+    two link types share the first 48 bytes; only type 220 has `ndesc`."""
+    dt = _pcap.dtype_of(USBMON_PACKET_MMAPPED)
+    layout = {name: (dt.fields[name][1], dt.fields[name][0]) for name in HEADER_FIELDS}
+    # the first 4 data bytes, where the data follows either header size directly
+    return {**layout, **{DATA_HEAD[lt]: (decl.sizeof(), np.dtype("<u4")) for lt, decl in HEADER.items()}}
+
+
+BAD_REASONS = {
+    _usbmon_scan.SHORT: "record shorter than the {size}-byte usbmon header",
+    _usbmon_scan.BAD_TYPE: "usbmon event type is not S, C or E",
+    _usbmon_scan.BAD_XFER: "usbmon transfer type is not 0-3",
+    _usbmon_scan.BAD_LEN_CAP: "usbmon len_cap runs past the captured record",
+}
+
+
+def _decode_usbmon(pk: _pcap.Packets, linktypes: list[int], strict: bool, records: RecordCount) -> UrbColumns:
+    h = pk.fields
+    n = len(pk.data_offset)
+    mmapped = pk.linktype == LINKTYPE_USB_LINUX_MMAPPED
+    size = np.where(mmapped, HEADER[LINKTYPE_USB_LINUX_MMAPPED].sizeof(), HEADER[LINKTYPE_USB_LINUX].sizeof())
+    ints = np.empty((5, n), np.int64)
+    bad, has_setup, data_head = np.empty(n, np.uint8), np.empty(n, np.bool_), np.empty(n, np.uint32)
+    t_ns, length, data_at, data_size, data_len = ints
+    n_bad = _usbmon_scan.derive(
+        pk.buf, pk.caplen, size, mmapped, h["type"], h["xfer_type"], h["ndesc"], h["len_cap"], h["flag_data"],
+        h["flag_setup"], h["ts_sec"], h["ts_usec"], h["length"], h[DATA_HEAD[LINKTYPE_USB_LINUX]],
+        h[DATA_HEAD[LINKTYPE_USB_LINUX_MMAPPED]], pk.data_offset, ISO_DESCRIPTOR_BYTES, DATA_PREFIX,
+        bad, t_ns, length, data_at, data_size, data_len, has_setup, data_head)
+    cols = UrbColumns(
+        t_ns=t_ns, urb_id=h["id"], event=h["type"], xfer=h["xfer_type"], ep=h["epnum"], bus=h["busnum"],
+        dev=h["devnum"], status=h["status"], status_null=np.zeros(n, bool), length=length, setup=h["setup"],
+        has_setup=has_setup, data_buf=pk.buf, data_at=data_at, data_size=data_size, data_head=data_head,
+        data_len=data_len,
+        pos=pk.record_offset)
+    if n_bad:
+        for lt in linktypes:     # link type by link type, as the records are reported
+            first = np.flatnonzero((bad != 0) & (pk.linktype == lt))
+            if not len(first):
+                continue
+            offs = pk.record_offset[first]
+            why = [BAD_REASONS[bad[i]].format(size=size[i]) for i in first[:5]]
+            if strict:
+                raise BadInput(pk.path, why[0], offset=int(offs[0]))
+            records.skip(len(first), [f"{pk.path}: byte offset {int(o)}: {w}" for o, w in zip(offs[:5], why)])
+        cols = cols.take(bad == 0)
+    records.read += len(cols)
+    return cols
 
 
 # ---------------------------------------------------------------- text (1u / 1t)

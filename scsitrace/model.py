@@ -29,12 +29,58 @@ class RecordCount:
         return {"read": self.read, "skipped": self.skipped, "skipped_examples": list(self.examples)}
 
 
+class LazyFrames(dict):
+    """A `Capture.frames` dict whose frames are built on first access (from numpy columns
+    that the analysis reads directly, so the frame costs nothing unless someone asks)."""
+
+    def __init__(self, builders: dict[str, Callable[[], pl.DataFrame]]):
+        super().__init__()
+        self._builders = dict(builders)
+
+    def __missing__(self, key: str) -> pl.DataFrame:
+        if key not in self._builders:
+            raise KeyError(key)
+        frame = self[key] = self._builders.pop(key)()
+        return frame
+
+    def _build_all(self) -> None:
+        for key in list(self._builders):
+            self[key]
+
+    def __contains__(self, key) -> bool:
+        return super().__contains__(key) or key in self._builders
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def __iter__(self):
+        self._build_all()
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        return super().__len__() + len(self._builders)
+
+    def keys(self):
+        self._build_all()
+        return super().keys()
+
+    def values(self):
+        self._build_all()
+        return super().values()
+
+    def items(self):
+        self._build_all()
+        return super().items()
+
+
 @dataclass
 class Capture:
     """A parsed input. `layer` picks the core analysis: bus, block, usb or scsilog.
 
     Bus captures stream: `chunks()` yields `transitions` frames in time order, and
-    `records` fills in as they are consumed. Other layers put their frames in `frames`.
+    `records` fills in as they are consumed. Other layers put their frames in `frames`;
+    a layer may also hand over numpy `columns` that its analysis reads instead (usb: the
+    native reader's URB columns; `frames` then builds the same table on first access).
     """
 
     layer: str
@@ -43,6 +89,7 @@ class Capture:
     meta: dict = field(default_factory=dict)
     records: RecordCount = field(default_factory=RecordCount)
     frames: dict[str, pl.DataFrame] = field(default_factory=dict)
+    columns: dict[str, object] = field(default_factory=dict)  # numpy columns a layer reads instead
     anomalies: pl.DataFrame = field(default_factory=lambda: schema.empty(schema.ANOMALIES))
     chunks: Callable[[], Iterator[pl.DataFrame]] | None = None
     notes: list[str] = field(default_factory=list)

@@ -114,65 +114,91 @@ def op_kind(opcode: int | None) -> str:
     return "other"
 
 
-# ---------------------------------------------------------------- bulk decode (polars)
-# The same rules as decode_cdb, as expressions over a Binary column of CDBs, for layers
-# that decode thousands of commands at once (usb, scsilog). tests check they agree.
+# ---------------------------------------------------------------- bulk decode
+# The same rules as decode_cdb over a whole Binary column of CDBs at once (numpy), for
+# layers that decode thousands of commands (usb, scsilog); tests check they agree.
 
 _RW6 = [0x08, 0x0A, 0x0B]
 _RW10 = [0x28, 0x2A, 0x2E, 0x2F, 0x2B, 0x35]
 _RW12 = [0xA8, 0xAA]
 _RW16 = [0x88, 0x8A, 0x8F, 0x91, 0x93]
+_ALL_OPCODE_NAMES = [opcode_name(op) for op in range(256)]   # "Unknown 0x.." included
+CDB_FIELDS = ("opcode", "command", "lba", "blocks", "cdb_lun")
 
 
-def _byte(cdb, i: int):
+def binary_matrix(col, width: int):
+    """(rows of the first `width` bytes of a Binary series, zero-padded; each row's byte
+    count, -1 for null)."""
+    import numpy as np
     import polars as pl
-    return pl.when(cdb.bin.size() > i).then(cdb.bin.slice(i, 1).bin.reinterpret(dtype=pl.UInt8)) \
-        .cast(pl.Int64)
+    import pyarrow as pa
+    n = len(col)
+    sizes = col.bin.size().cast(pl.Int64).fill_null(-1).to_numpy()
+    out = np.zeros((n, width), np.uint8)
+    if n and (sizes > 0).any():
+        arr = col.rechunk().to_arrow(compat_level=pl.CompatLevel.oldest()).cast(pa.large_binary())
+        offsets = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset:arr.offset + n]
+        values = np.frombuffer(arr.buffers()[2], np.uint8)
+        for k in range(width):       # column by column: no (rows, width) index matrix
+            rows = np.flatnonzero(sizes > k)
+            out[rows, k] = values[offsets[rows] + k]
+    return out, sizes
 
 
-def _be(cdb, start: int, n: int):
-    """Big-endian unsigned field; values beyond int64 (LBAs >= 2^63) become null."""
+def decode_cdbs(cdb) -> dict:
+    """opcode, command (name), lba, blocks and cdb_lun of a Binary series of CDBs, as
+    series (null where decode_cdb gives None; command "" for an empty or null CDB)."""
+    return decode_cdb_matrix(*binary_matrix(cdb, 16))
+
+
+def _opcode_table(*groups) -> "np.ndarray":
+    """256 booleans: which opcodes are in `groups` (a lookup instead of isin)."""
+    import numpy as np
+    table = np.zeros(256, bool)
+    table[[op for g in groups for op in g]] = True
+    return table
+
+
+def decode_cdb_matrix(m, n) -> dict:
+    """decode_cdbs of CDBs given as rows of at least 16 bytes (`m`, uint8) and their
+    lengths (`n`, -1 for none); bytes past a CDB's length are never read."""
+    import numpy as np
     import polars as pl
-    out = pl.lit(0, dtype=pl.UInt64)
-    for k in range(n):
-        out = out * 256 + _byte(cdb, start + k).cast(pl.UInt64)
-    return out.cast(pl.Int64, strict=False) if n == 8 else out.cast(pl.Int64)
+    op, has_op = m[:, 0], n >= 1
+
+    def be(start, width):
+        return np.ascontiguousarray(m[:, start:start + width]).view(f">u{width}").reshape(-1)
+
+    sa = m[:, 1] & 0x1F
+    service_action = has_op & (op == 0x9E) & (n >= 2) & _opcode_table(SERVICE_ACTION_IN_16)[sa]
+    names = pl.Series([*_ALL_OPCODE_NAMES, *SERVICE_ACTION_IN_16.values(), ""], dtype=pl.Utf8)
+    sa_name = np.zeros(32, np.int64)
+    sa_name[list(SERVICE_ACTION_IN_16)] = 256 + np.arange(len(SERVICE_ACTION_IN_16))
+    name_at = np.where(service_action, sa_name[sa], np.where(has_op, op.astype(np.int64), len(names) - 1))
+    is6, is10 = has_op & _opcode_table(_RW6)[op] & (n >= 6), has_op & _opcode_table(_RW10)[op] & (n >= 10)
+    is12, is16 = has_op & _opcode_table(_RW12)[op] & (n >= 12), has_op & _opcode_table(_RW16)[op] & (n >= 16)
+    lba16 = be(2, 8)
+    lba = np.where(is6, (sa.astype(np.int64) << 16) | be(2, 2),
+                   np.where(is10 | is12, be(2, 4).astype(np.int64), lba16.astype(np.int64)))
+    lba_known = is6 | is10 | is12 | (is16 & (lba16 < np.uint64(1 << 63)))
+    len6 = m[:, 4].astype(np.int64)
+    blocks6 = np.where(len6 == 0, np.where(op == 0x0B, 0, 256), len6)
+    blocks = np.where(is6, blocks6, np.where(is10, be(7, 2), np.where(is12, be(6, 4), be(10, 4)))).astype(np.int64)
+    scsi1 = _opcode_table(range(0x60))[op] & ~_opcode_table(_RW12, _RW16)[op]   # groups 0-2 carry a LUN
+    has_lun = has_op & (is6 | is10 | ((n >= 2) & scsi1))
+    from .srt import nullable
+    return {"opcode": nullable(op.astype(np.int64), ~has_op, "opcode"),
+            "command": names.gather(name_at).alias("command"),
+            "lba": nullable(lba, ~lba_known, "lba"), "blocks": nullable(blocks, ~(is6 | is10 | is12 | is16), "blocks"),
+            "cdb_lun": nullable((m[:, 1] >> 5).astype(np.int64), ~has_lun, "cdb_lun")}
 
 
 def cdb_exprs(cdb) -> dict:
-    """Polars expressions decoding a Binary CDB column: opcode, name, lba, blocks, lun."""
+    """Polars expressions decoding a Binary CDB column (decode_cdbs): opcode, command, lba,
+    blocks, cdb_lun."""
     import polars as pl
-    op = _byte(cdb, 0)
-    n = cdb.bin.size()
-    sa = _byte(cdb, 1) & 0x1F
-    name = (pl.when((op == 0x9E) & sa.is_in(list(SERVICE_ACTION_IN_16)))
-            .then(sa.replace_strict(SERVICE_ACTION_IN_16, default=None, return_dtype=pl.Utf8))
-            .otherwise(op.replace_strict(OPCODE_NAMES, default=None, return_dtype=pl.Utf8)))
-    name = pl.when(op.is_null()).then(pl.lit("")).otherwise(
-        name.fill_null(pl.format("Unknown 0x{}", _hex2(op))))
-    is6, is10 = op.is_in(_RW6) & (n >= 6), op.is_in(_RW10) & (n >= 10)
-    is12, is16 = op.is_in(_RW12) & (n >= 12), op.is_in(_RW16) & (n >= 16)
-    lba = (pl.when(is6).then(((_byte(cdb, 1) & 0x1F) * 65536) + _be(cdb, 2, 2))
-           .when(is10 | is12).then(_be(cdb, 2, 4))
-           .when(is16).then(_be(cdb, 2, 8)))
-    len6 = _byte(cdb, 4)
-    blocks = (pl.when(is6).then(pl.when(len6 == 0).then(pl.when(op == 0x0B).then(0).otherwise(256))
-                                .otherwise(len6))
-              .when(is10).then(_be(cdb, 7, 2))
-              .when(is12).then(_be(cdb, 6, 4))
-              .when(is16).then(_be(cdb, 10, 4)))
-    group = op // 32
-    lun = pl.when(is6 | is10 | ((n >= 2) & group.is_in([0, 1, 2]) & ~op.is_in(_RW12 + _RW16))) \
-        .then(_byte(cdb, 1) // 32)
-    return {"opcode": op, "command": name, "lba": lba, "blocks": blocks, "cdb_lun": lun}
-
-
-def _hex2(expr):
-    import polars as pl
-    digits = "0123456789abcdef"
-    hi = (expr // 16).replace_strict({i: d for i, d in enumerate(digits)}, return_dtype=pl.Utf8)
-    lo = (expr % 16).replace_strict({i: d for i, d in enumerate(digits)}, return_dtype=pl.Utf8)
-    return pl.concat_str(hi, lo)
+    types = {"opcode": pl.Int64, "command": pl.Utf8, "lba": pl.Int64, "blocks": pl.Int64, "cdb_lun": pl.Int64}
+    return {k: cdb.map_batches(lambda s, k=k: decode_cdbs(s)[k], return_dtype=types[k]) for k in CDB_FIELDS}
 
 
 def op_kind_expr(opcode):

@@ -72,11 +72,11 @@ def commands(events: pl.DataFrame) -> pl.DataFrame:
 
 
 def ios_frame(cmds: pl.DataFrame) -> pl.DataFrame:
-    dec = scsi.cdb_exprs(pl.col("cdb"))
-    c = cmds.sort(pl.coalesce("start_ns", "end_ns"), "pos").with_columns(
+    c = cmds.sort(pl.coalesce("start_ns", "end_ns"), "pos")
+    dec = scsi.decode_cdbs(c["cdb"])
+    c = c.with_columns(
         pl.int_range(pl.len(), dtype=pl.Int64).alias("io"),
-        dec["opcode"].alias("opcode"), dec["command"].alias("command"), dec["lba"].alias("lba"),
-        dec["blocks"].alias("blocks"), pl.col("reason").is_null().alias("paired"),
+        dec["opcode"], dec["command"], dec["lba"], dec["blocks"], pl.col("reason").is_null().alias("paired"),
         pl.col("device").str.split(":").list.get(2).cast(pl.Int8, strict=False).alias("target"),
         pl.col("device").str.split(":").list.get(3).cast(pl.Int16, strict=False).alias("lun"))
     c = c.with_columns(

@@ -7,28 +7,34 @@ at or below it), so they are always times that occurred.
 """
 from __future__ import annotations
 
-import math
-
 from . import schema
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
+from numba import njit
 
 # histogram bucket upper bounds: powers of two of microseconds, from 1 us
 HIST_EDGES_NS = [1000 << k for k in range(0, 24)]
 
 
-def nearest_rank(sorted_ns: np.ndarray, p: float) -> int:
-    """Nearest-rank percentile of an ascending array: value at rank ceil(p/100 * n)."""
-    n = len(sorted_ns)
-    rank = max(1, math.ceil(p / 100.0 * n))
-    return int(sorted_ns[rank - 1])
+def _measured(ios: pl.DataFrame, time_col: str, ok_col: str) -> pl.DataFrame:
+    """opcode, command and time of the commands with a measured response time."""
+    return ios.select("opcode", "command", time_col, ok_col).filter(
+        pl.col(ok_col) & pl.col(time_col).is_not_null() & pl.col("opcode").is_not_null())
+
+
+def nearest_rank(time_col: str, p: float) -> pl.Expr:
+    """Nearest-rank percentile as a per-group expression: of the ascending times, the one
+    at rank ceil(p/100 * n) (at least 1)."""
+    rank = (pl.len().cast(pl.Float64) * (p / 100.0)).ceil().cast(pl.Int64).clip(lower_bound=1)
+    return pl.col(time_col).sort().get(rank - 1)
 
 
 def table(ios: pl.DataFrame, time_col: str = "response_ns", ok_col: str = "paired") -> pl.DataFrame:
     """One row per opcode over commands with a measured response time:
     opcode, name, calls, min_ns, max_ns, avg_ns, sum_ns, p50_ns, p99_ns (by opcode)."""
-    done = ios.filter(pl.col(ok_col) & pl.col(time_col).is_not_null() & pl.col("opcode").is_not_null())
+    done = _measured(ios, time_col, ok_col)
     schema = {"opcode": pl.Int64, "name": pl.Utf8, "calls": pl.Int64, "min_ns": pl.Int64,
               "max_ns": pl.Int64, "avg_ns": pl.Float64, "sum_ns": pl.Int64, "p50_ns": pl.Int64,
               "p99_ns": pl.Int64}
@@ -41,18 +47,15 @@ def table(ios: pl.DataFrame, time_col: str = "response_ns", ok_col: str = "paire
                 pl.col(time_col).max().alias("max_ns"),
                 pl.col(time_col).mean().alias("avg_ns"),
                 pl.col(time_col).sum().alias("sum_ns"),
-                pl.col(time_col).sort().alias("_sorted"))
+                nearest_rank(time_col, 50).alias("p50_ns"),
+                nearest_rank(time_col, 99).alias("p99_ns"))
            .sort("opcode"))
-    p50 = [nearest_rank(np.asarray(v), 50) for v in agg["_sorted"].to_list()]
-    p99 = [nearest_rank(np.asarray(v), 99) for v in agg["_sorted"].to_list()]
-    return agg.drop("_sorted").with_columns(
-        pl.Series("p50_ns", p50, dtype=pl.Int64), pl.Series("p99_ns", p99, dtype=pl.Int64),
-        pl.col("opcode").cast(pl.Int64)).select(list(schema)).cast(schema)
+    return agg.with_columns(pl.col("opcode").cast(pl.Int64)).select(list(schema)).cast(schema)
 
 
 def histogram(ios: pl.DataFrame, time_col: str = "response_ns", ok_col: str = "paired") -> list[dict]:
     """Per opcode, counts of response times in buckets (le_ns = bucket's upper bound)."""
-    done = ios.filter(pl.col(ok_col) & pl.col(time_col).is_not_null() & pl.col("opcode").is_not_null())
+    done = _measured(ios, time_col, ok_col)
     out = []
     edges = np.asarray(HIST_EDGES_NS, dtype=np.int64)
     for (opcode,), grp in done.group_by(["opcode"], maintain_order=False):
@@ -109,60 +112,127 @@ def _device_key(device: str) -> list:
     return [int(p) if p.isdigit() else p for p in str(device).split(":")]
 
 
+NULL = np.iinfo(np.int64).min     # a missing time in numpy columns
+IDLE = "IDLE"
+
+
+PIECE_COLUMNS = ("dev", "io", "start", "end", "phase", "bytes")   # a stage piece, as a row of int64
+
+
 def tile_pieces(pieces: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
-    """Segments from stage pieces (device, io, start_ns, end_ns, phase, bytes): per device,
-    each instant goes to the earliest-starting piece covering it (later overlapping pieces
-    are clipped), and IDLE fills the rest of [0, elapsed_ns]. The result tiles exactly.
-    Done in numpy: one lexsort, then per-device running maxima (offset by device)."""
+    """Segments from stage pieces (device, io, start_ns, end_ns, phase, bytes): see `tile`."""
     p = pieces.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null())
     if not p.height:
         return pl.DataFrame(schema={**schema.SEGMENTS, "device": pl.Utf8})
-    names = p["device"].unique().sort()
-    dev = (p["device"].rank("dense").to_numpy() - 1).astype(np.int64)
-    start, end = p["start_ns"].to_numpy(), p["end_ns"].to_numpy()
-    order = np.lexsort((np.arange(len(start)), start, dev))
-    dev, start, end = dev[order], start[order], end[order]
+    phases = p["phase"].unique().sort()
+    rows = np.column_stack([
+        (p["device"].rank("dense").to_numpy() - 1).astype(np.int64),
+        p["io"].cast(pl.Int64).fill_null(NULL).to_numpy(),
+        p["start_ns"].to_numpy(), p["end_ns"].to_numpy(),
+        (p["phase"].rank("dense").to_numpy() - 1).astype(np.int64),
+        p["bytes"].cast(pl.Int64).fill_null(NULL).to_numpy()]).astype(np.int64)
+    return segments_frame(tile(rows, elapsed_ns, phases.to_list()), p["device"].unique().sort())
+
+
+def tile(pieces: np.ndarray, elapsed_ns: int, phases: list[str]) -> dict:
+    """Per device, each instant goes to the earliest-starting piece covering it (later
+    overlapping pieces are clipped), and IDLE fills the rest of [0, elapsed_ns]: the result
+    tiles exactly. `pieces`: one row per piece, PIECE_COLUMNS (`dev`: device codes in the
+    devices' report order; `phase`: index into `phases`; io and bytes NULL where none;
+    start and end known); a row per piece keeps each piece in one cache line while the
+    pass visits them in time order. Returns segment columns in (device, time) order, plus
+    "totals" (time per phase name, IDLE included) and "devices" (how many devices have
+    segments)."""
+    names = [*phases, IDLE] if IDLE not in phases else list(phases)
+    if not len(pieces):
+        empty = np.zeros(0, np.int64)
+        return {**{c: empty for c in PIECE_COLUMNS}, "phases": names, "totals": {}, "devices": 0}
+    dev, start, end = pieces[:, 0], pieces[:, 2], pieces[:, 3]
     span = max(int(end.max()), elapsed_ns, int(start.max())) + 1
-    shifted = end + dev.astype(np.int64) * span          # running max restarts per device
-    covered = np.maximum.accumulate(shifted) - dev.astype(np.int64) * span
-    prev = np.concatenate(([-1], covered[:-1]))
-    new_dev = np.concatenate(([True], dev[1:] != dev[:-1]))
-    prev[new_dev] = -1
-    start = np.maximum(start, prev)
-    keep = end > start
-    kept = order[keep]
-    dev_k, start_k, end_k, cov_k = dev[keep], start[keep], end[keep], covered[keep]
-    # IDLE: before each device's first piece, between pieces, after its last piece
-    last = np.concatenate((dev_k[1:] != dev_k[:-1], [True]))
-    nxt = np.concatenate((start_k[1:], [elapsed_ns]))
-    nxt[last] = elapsed_ns
-    gap = nxt > cov_k
-    first = np.concatenate(([True], dev_k[1:] != dev_k[:-1])) & (start_k > 0)
-    seg = p[kept].select("io", "phase", "bytes").with_columns(
-        pl.Series("_dev", dev_k), pl.Series("start_ns", start_k), pl.Series("end_ns", end_k))
-    idle = pl.DataFrame({
-        "_dev": np.concatenate((dev_k[gap], dev_k[first])),
-        "start_ns": np.concatenate((cov_k[gap], np.zeros(int(first.sum()), dtype=np.int64))),
-        "end_ns": np.concatenate((nxt[gap], start_k[first])),
-    }).with_columns(pl.lit(None, dtype=pl.Int64).alias("io"), pl.lit("IDLE").alias("phase"),
-                    pl.lit(None, dtype=pl.Int64).alias("bytes"))
-    out = pl.concat([seg.with_columns(pl.col("io").cast(pl.Int64), pl.col("bytes").cast(pl.Int64)),
-                     idle.select(seg.columns)], rechunk=True)
-    out = out[np.lexsort((out["start_ns"].to_numpy(), out["_dev"].to_numpy()))]
-    out = out.with_columns(names.gather(out["_dev"]).alias("device")).drop("_dev")
-    return out.with_columns(
-        pl.col("phase").alias("category"),
-        pl.lit(None, dtype=pl.Int8).alias("target"), pl.lit(None, dtype=pl.Int8).alias("initiator"),
-        pl.lit(None, dtype=pl.Int64).alias("connection"), pl.lit(None, dtype=pl.UInt8).alias("msg"),
-        pl.col("start_ns").cast(pl.Int64), pl.col("end_ns").cast(pl.Int64)).select(*schema.SEGMENTS, "device")
+    order = np.argsort(dev * span + start, kind="stable")   # by device, start, then piece order
+    out = np.empty((6, 3 * len(order) + 1), np.int64)   # upper bound; untouched pages cost nothing
+    totals, counts = np.zeros(len(names), np.int64), np.zeros(len(names), np.int64)
+    m, devices = _tile(order, pieces, names.index(IDLE), elapsed_ns, out, totals, counts)
+    seg = out[:, :m]
+    return {**dict(zip(PIECE_COLUMNS, seg)), "phases": names, "devices": int(devices),
+            "totals": {name: int(totals[k]) for k, name in enumerate(names) if counts[k]}}
+
+
+@njit(cache=True, nogil=True)
+def _tile(order, pieces, idle, elapsed, out, totals, counts):
+    """Pieces taken in `order` (by device, then start) -> segments in `out` rows
+    (PIECE_COLUMNS); adds time and segments per phase to `totals` and `counts`. Returns
+    the number of segments and of devices with segments. A piece starts no earlier than
+    the end of everything before it on its device; pieces left empty by that are dropped."""
+    n = order.shape[0]
+    devices = 0
+    m = 0
+    k = 0
+    while k < n:
+        d = pieces[order[k], 0]
+        first_segment = m
+        covered = np.int64(-1)
+        last_end = np.int64(-1)
+        kept = False
+        while k < n and pieces[order[k], 0] == d:
+            p = order[k]
+            s = max(pieces[p, 2], covered)
+            e = pieces[p, 3]
+            if e > s:
+                idle_from = 0 if not kept else last_end
+                if s > idle_from and (kept or s > 0):
+                    out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = d, NULL, idle_from, s, idle, NULL
+                    m += 1
+                out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = \
+                    d, pieces[p, 1], s, e, pieces[p, 4], pieces[p, 5]
+                m += 1
+                kept = True
+                last_end = max(covered, e)
+            covered = max(covered, e)
+            k += 1
+        if kept and elapsed > last_end:
+            out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = d, NULL, last_end, elapsed, idle, NULL
+            m += 1
+        if m > first_segment:
+            devices += 1
+    for j in range(m):
+        totals[out[4, j]] += out[3, j] - out[2, j]
+        counts[out[4, j]] += 1
+    return m, devices
+
+
+def segments_frame(tiles: dict, devices: pl.Series) -> pl.DataFrame:
+    """The segments frame (schema SEGMENTS + device) of `tile`'s columns; `devices` names
+    the device codes."""
+    if not len(tiles["start"]):
+        return pl.DataFrame(schema={**schema.SEGMENTS, "device": pl.Utf8})
+    phase = pl.Series("phase", tiles["phases"], dtype=pl.Utf8).gather(tiles["phase"])
+    null = pl.lit(None)
+    return pl.DataFrame({"start_ns": tiles["start"], "end_ns": tiles["end"], "phase": phase}).with_columns(
+        pl.col("phase").alias("category"), null.cast(pl.Int8).alias("target"), null.cast(pl.Int8).alias("initiator"),
+        null.cast(pl.Int64).alias("connection"), nullable(tiles["io"], name="io"), nullable(tiles["bytes"], name="bytes"),
+        null.cast(pl.UInt8).alias("msg"), devices.cast(pl.Utf8).gather(tiles["dev"]).alias("device"))
+
+
+def nullable(values: np.ndarray, null: np.ndarray | None = None, name: str = "") -> pl.Series:
+    """Series of `values`, null where `null` (default: where the value is NULL)."""
+    null = values == NULL if null is None else null
+    if not null.any():
+        return pl.Series(name, values)
+    return pl.Series(name, pa.array(values, mask=null))
 
 
 def categories(segments: pl.DataFrame, stages, elapsed_ns: int, completed: int) -> pl.DataFrame:
     """Stage totals summed over devices; percent of (devices x elapsed), so they sum to 100."""
     n_dev = segments["device"].n_unique() if segments.height else 0
-    whole = elapsed_ns * n_dev
     totals = dict(segments.with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("d"))
                   .group_by("phase").agg(pl.col("d").sum()).iter_rows()) if segments.height else {}
+    return category_table(totals, n_dev, stages, elapsed_ns, completed)
+
+
+def category_table(totals: dict, n_dev: int, stages, elapsed_ns: int, completed: int) -> pl.DataFrame:
+    """Stage rows from time per phase name over `n_dev` devices."""
+    whole = elapsed_ns * n_dev
     rows = [{"name": s, "total_ns": int(totals.get(s, 0)),
              "percent": 100.0 * totals.get(s, 0) / whole if whole else 0.0,
              "normalized_ns": (totals.get(s, 0) / completed if completed and s != "IDLE" else None)}

@@ -13,13 +13,19 @@ Times per command (all from URB submit S and complete C events, as usbmon stamps
   response CBW submit -> CSW completion: what `tshark -z scsi,srt` measures
 Per device these pieces, plus IDLE, tile the trace (overlapping UAS commands: each
 instant goes to the earliest command still in progress).
+
+Everything per URB works on numpy columns (`UrbColumns`) with compiled passes
+(scsitrace/usbscan.py); polars frames start at one row per command.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
+
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
-from . import schema, scsi, srt
+from . import schema, scsi, srt, usbscan
 from .model import Analysis, Capture
 
 # The urbs frame every usbmon route hands over: one row per URB event.
@@ -39,6 +45,7 @@ URBS = {
     "pos": pl.Int64,       # source line (text) or record byte offset (pcap)
 }
 
+EVENT_LETTERS = {ord("S"): "S", ord("C"): "C", ord("E"): "E"}
 STAGES = ("COMMAND", "DATA IN", "DATA OUT", "STATUS", "GAP", "IDLE")
 EPIPE, EREMOTEIO, EINPROGRESS = -32, -121, -115
 CBW_SIGNATURE, CSW_SIGNATURE = b"USBC", b"USBS"
@@ -46,6 +53,102 @@ UAS_COMMAND_IU, UAS_SENSE_IU, UAS_RESPONSE_IU = 0x01, 0x03, 0x04
 UAS_READ_READY_IU, UAS_WRITE_READY_IU = 0x06, 0x07
 CSW_STATUS = {0: "GOOD", 1: "CHECK CONDITION", 2: "PHASE ERROR"}
 DATA_OUT_OPS = sorted(scsi.WRITE_OPS | {0x15, 0x55, 0x3B, 0x42, 0x04, 0x1D})
+
+
+DATA_PREFIX = 32       # data bytes kept per URB: CBW (31), CSW (13), UAS IUs (32)
+
+
+@dataclass
+class UrbColumns:
+    """The urbs table as numpy columns, what the analysis reads. The native pcap reader
+    fills them directly; text and pyshark frames convert with `urb_columns`."""
+
+    t_ns: np.ndarray         # int64
+    urb_id: np.ndarray       # uint64
+    event: np.ndarray        # uint8: ord("S"), ord("C"), ord("E"), 0 for anything else
+    xfer: np.ndarray         # uint8
+    ep: np.ndarray           # uint8
+    bus: np.ndarray          # uint16
+    dev: np.ndarray          # uint8
+    status: np.ndarray       # int32
+    status_null: np.ndarray  # bool
+    length: np.ndarray       # int64, srt.NULL where unknown
+    setup: np.ndarray        # (n, 8) uint8
+    has_setup: np.ndarray    # bool
+    data_buf: np.ndarray     # uint8 bytes holding every URB's data (the capture file itself)
+    data_at: np.ndarray      # int64: where each URB's data starts in data_buf
+    data_size: np.ndarray    # int64: data bytes kept (at most DATA_PREFIX), -1 for no data
+    data_head: np.ndarray    # uint32: the first 4 data bytes, little-endian (valid where data_size >= 4)
+    data_len: np.ndarray     # int64: captured data bytes
+    pos: np.ndarray          # int64
+
+    def __len__(self) -> int:
+        return len(self.t_ns)
+
+    def take(self, keep: np.ndarray) -> "UrbColumns":
+        """The URBs where `keep` (a boolean mask) is true."""
+        return UrbColumns(**{f.name: (getattr(self, f.name) if f.name == "data_buf" else getattr(self, f.name)[keep])
+                             for f in fields(self)})
+
+    def data_rows(self, rows: np.ndarray, width: int = DATA_PREFIX) -> np.ndarray:
+        """(len(rows), width) first data bytes of those URBs, zero-padded (row -1: none)."""
+        counts = np.where(rows >= 0, np.clip(self.data_size[rows], 0, width), 0)
+        return usbscan.take_bytes(self.data_buf, self.data_at[rows], counts, width)
+
+
+def binary_column(matrix: np.ndarray, lengths: np.ndarray, present: np.ndarray) -> pl.Series:
+    """Binary series of each row's first `lengths` bytes of `matrix` (null where not present)."""
+    lengths = np.where(present, np.clip(lengths, 0, matrix.shape[1]), 0).astype(np.int64)
+    keep = np.arange(matrix.shape[1]) < lengths[:, None]
+    values = matrix[keep]
+    offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    validity = pa.array(present).buffers()[1] if not present.all() else None
+    arr = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(lengths),
+                                           [validity, pa.py_buffer(offsets), pa.py_buffer(values.tobytes())],
+                                           null_count=int((~present).sum()))
+    return pl.from_arrow(arr).cast(pl.Binary)
+
+
+def urb_columns(urbs: pl.DataFrame) -> UrbColumns:
+    """Numpy columns of an urbs frame (schema URBS)."""
+    event = np.zeros(urbs.height, np.uint8)
+    for letter in "SCE":
+        event[(urbs["event"] == letter).fill_null(False).to_numpy()] = ord(letter)
+    setup, setup_size = scsi.binary_matrix(urbs["setup"], 8)
+    data, data_size = scsi.binary_matrix(urbs["data"], DATA_PREFIX)
+
+    def ints(name, dtype, null=0):
+        return urbs[name].fill_null(null).to_numpy().astype(dtype)
+
+    return UrbColumns(
+        t_ns=ints("t_ns", np.int64), urb_id=ints("urb_id", np.uint64), event=event,
+        xfer=ints("xfer", np.uint8), ep=ints("ep", np.uint8), bus=ints("bus", np.uint16),
+        dev=ints("dev", np.uint8), status=ints("status", np.int32),
+        status_null=urbs["status"].is_null().to_numpy(), length=ints("length", np.int64, srt.NULL),
+        setup=setup, has_setup=setup_size >= 0, data_buf=data.reshape(-1),
+        data_at=np.arange(urbs.height, dtype=np.int64) * DATA_PREFIX, data_size=np.minimum(data_size, DATA_PREFIX),
+        data_head=np.ascontiguousarray(data[:, :4]).view("<u4").reshape(-1),
+        data_len=ints("data_len", np.int64), pos=ints("pos", np.int64))
+
+
+def urbs_frame(u: UrbColumns) -> pl.DataFrame:
+    """The urbs frame (schema URBS) of numpy columns."""
+    frame = pl.DataFrame({
+        "t_ns": u.t_ns,
+        "urb_id": u.urb_id,
+        "event": pl.Series(u.event).replace_strict(EVENT_LETTERS, default=None, return_dtype=pl.Utf8),
+        "xfer": u.xfer,
+        "ep": u.ep,
+        "bus": u.bus,
+        "dev": u.dev,
+        "status": srt.nullable(u.status, u.status_null),
+        "length": srt.nullable(u.length),
+        "setup": binary_column(u.setup, np.full(len(u), 8), u.has_setup),
+        "data": binary_column(u.data_rows(np.arange(len(u))), u.data_size, u.data_size >= 0),
+        "data_len": u.data_len,
+        "pos": u.pos,
+    })
+    return frame.with_columns(pl.col(c).cast(t) for c, t in URBS.items())
 
 
 def _u8(col: str, i: int) -> pl.Expr:
@@ -63,116 +166,107 @@ def _be16(col: str, i: int) -> pl.Expr:
     return _u8(col, i) * 256 + _u8(col, i + 1)
 
 
+def _le32_at(rows: np.ndarray, i: int, present: np.ndarray | None = None) -> pl.Series:
+    """Little-endian uint32 at byte `i` of each row of a byte matrix (null where absent)."""
+    values = np.ascontiguousarray(rows[:, i:i + 4]).view("<u4").reshape(-1).astype(np.int64)
+    return srt.nullable(values, None if present is None else ~present)
+
+
 # ---------------------------------------------------------------- URBs -> transfers
 
-def _neighbours(urb_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Row index of the next and previous event of the same URB id (-1: none)."""
-    n = len(urb_id)
-    order = np.lexsort((np.arange(n), urb_id))
-    same = urb_id[order][1:] == urb_id[order][:-1]
-    nxt = np.full(n, -1, dtype=np.int64)
-    prv = np.full(n, -1, dtype=np.int64)
-    nxt[order[:-1][same]] = order[1:][same]
-    prv[order[1:][same]] = order[:-1][same]
-    return nxt, prv
+@dataclass
+class Transfers:
+    """One row per URB, in time order (submit time, else completion time; then row):
+    submit and completion paired by URB id (ids are reused after completion, so a submit
+    pairs with the next event of its id when that is a completion). Completions whose
+    submit is not in the capture are transfers of their own, without submit time.
+    Times, lengths: srt.NULL where unknown."""
+
+    urbs: UrbColumns
+    s_row: np.ndarray        # submit event row, -1 if none
+    c_row: np.ndarray        # completion event row, -1 if none
+    row: np.ndarray          # the row naming the transfer: submit, else completion
+    data_row: np.ndarray     # the row whose data the transfer moved (IN: completion), -1 if none
+    submit_ns: np.ndarray
+    complete_ns: np.ndarray
+    status: np.ndarray
+    status_null: np.ndarray
+    req_len: np.ndarray
+    actual: np.ndarray
+    dir_in: np.ndarray
+    xfer: np.ndarray
+
+    def frame(self, idx: np.ndarray) -> pl.DataFrame:
+        """The transfers at positions `idx` as a frame (for the rare rows that need one)."""
+        u, row = self.urbs, self.row[idx]
+        c_row, data_row = self.c_row[idx], self.data_row[idx]
+        submit, complete = self.submit_ns[idx], self.complete_ns[idx]
+        present = (data_row >= 0) & (u.data_size[data_row] >= 0)
+        return pl.DataFrame({
+            "bus": u.bus[row], "dev": u.dev[row], "ep": u.ep[row], "xfer": u.xfer[row],
+            "urb_id": u.urb_id[row],
+            "setup": binary_column(u.setup[row], np.full(len(row), 8), u.has_setup[row]),
+            "pos": u.pos[row], "i": row, "submit_ns": srt.nullable(submit), "complete_ns": srt.nullable(complete),
+            "status": srt.nullable(self.status[idx], self.status_null[idx]), "req_len": srt.nullable(self.req_len[idx]),
+            "actual": srt.nullable(self.actual[idx]),
+            "submit_error": (c_row >= 0) & (u.event[c_row] == usbscan.EV_E),
+            "data": binary_column(u.data_rows(data_row), u.data_size[data_row], present),
+            "dir_in": self.dir_in[idx],
+            "t0": np.where(submit != srt.NULL, submit, complete),
+        })
 
 
-def transfers(urbs: pl.DataFrame) -> pl.DataFrame:
-    """One row per URB: submit and completion paired by URB id (ids are reused after
-    completion, so a submit pairs with the next event of its id when that is a completion).
-    Completions whose submit is not in the capture keep submit_ns null."""
-    is_s = (urbs["event"] == "S").to_numpy()
-    is_end = urbs["event"].is_in(["C", "E"]).to_numpy()
-    nxt, prv = _neighbours(urbs["urb_id"].to_numpy())
-    s_idx = np.flatnonzero(is_s)
-    c_idx = nxt[s_idx]
-    done = c_idx >= 0
-    done[done] = is_end[c_idx[done]]
-    orphan_idx = np.flatnonzero(is_end & ((prv < 0) | ~is_s[np.maximum(prv, 0)]))
-    keys = ["bus", "dev", "ep", "xfer", "urb_id", "setup", "pos"]
-    sub = urbs[s_idx].select(*keys, pl.col("t_ns").alias("submit_ns"), pl.col("length").alias("req_len"),
-                             pl.col("data").alias("s_data"))
-    comp = urbs[np.where(done, c_idx, 0)].select(
-        pl.col("t_ns").alias("c_t"), pl.col("status").alias("c_status"), pl.col("length").alias("c_length"),
-        pl.col("data").alias("c_data"), pl.col("event").alias("c_event"))
-    d = pl.Series("done", done)
-    paired = pl.concat([sub, comp], how="horizontal").with_columns(d, pl.Series("i", s_idx)).select(
-        *keys, "i", "submit_ns",
-        pl.when("done").then(pl.col("c_t")).alias("complete_ns"),
-        pl.when("done").then(pl.col("c_status")).alias("status"),
-        "req_len",
-        pl.when("done").then(pl.col("c_length")).alias("actual"),
-        (pl.col("done") & (pl.col("c_event") == "E")).alias("submit_error"),
-        pl.when((pl.col("ep") & 0x80) > 0).then(pl.when("done").then(pl.col("c_data")))
-        .otherwise(pl.col("s_data")).alias("data"))
-    out = paired
-    if len(orphan_idx):
-        orphans = urbs[orphan_idx].select(
-            *keys, pl.Series("i", orphan_idx), pl.lit(None, dtype=pl.Int64).alias("submit_ns"),
-            pl.col("t_ns").alias("complete_ns"), pl.col("status"), pl.lit(None, dtype=pl.Int64).alias("req_len"),
-            pl.col("length").alias("actual"), (pl.col("event") == "E").alias("submit_error"), pl.col("data"))
-        out = pl.concat([paired, orphans])
-    out = out.with_columns(((pl.col("ep") & 0x80) > 0).alias("dir_in"),
-                           pl.coalesce("submit_ns", "complete_ns").alias("t0"))
-    t0, i = out["t0"].to_numpy(), out["i"].to_numpy()
-    order = np.lexsort((i, t0))
-    if (np.diff(order) == 1).all():
-        return out
-    return out[order]
+def transfers(u: UrbColumns) -> Transfers:
+    s_row, c_row = usbscan.pair_urbs(u.urb_id, u.event)
+    if len(s_row):
+        t0 = np.where(s_row >= 0, u.t_ns[s_row], u.t_ns[c_row])
+        if (np.diff(t0) < 0).any():     # transfers come in row order: sort by time, then row
+            order = np.lexsort((np.where(s_row >= 0, s_row, c_row), t0))
+            s_row, c_row = s_row[order], c_row[order]
+    row, data_row, submit, complete, status, status_null, req_len, actual, dir_in, xfer = \
+        usbscan.transfer_columns(s_row, c_row, u.t_ns, u.status, u.status_null, u.length, u.ep, u.xfer)
+    return Transfers(urbs=u, s_row=s_row, c_row=c_row, row=row, data_row=data_row, submit_ns=submit,
+                     complete_ns=complete, status=status, status_null=status_null, req_len=req_len,
+                     actual=actual, dir_in=dir_in, xfer=xfer)
+
+
+def _cdb_fields(decoded: dict) -> list[pl.Series]:
+    """The decoded CDB columns a command row carries (scsi.decode_cdbs)."""
+    return [decoded[k] for k in ("opcode", "command", "lba", "blocks")]
 
 
 # ---------------------------------------------------------------- BOT
 
-def _bot_classify(bulk: pl.DataFrame) -> pl.DataFrame:
-    sig = pl.col("data").bin.slice(0, 4)
-    return bulk.with_columns(
-        (~pl.col("dir_in") & (sig == CBW_SIGNATURE).fill_null(False)
-         & (pl.col("data").bin.size() >= 31).fill_null(False)).alias("is_cbw"),
-        (pl.col("dir_in") & (sig == CSW_SIGNATURE).fill_null(False)
-         & (pl.col("actual") == 13).fill_null(False)).alias("is_csw"))
+def bot_commands(xf: Transfers) -> tuple[pl.DataFrame, list[pl.DataFrame], np.ndarray]:
+    """Commands of Bulk-Only devices (devices that sent a CBW: the bulk transfers of other
+    devices are returned, as positions, for UAS), and their anomalies."""
+    u = xf.urbs
+    device, n_devices = usbscan.dense_ids((u.bus[xf.row].astype(np.int64) << 8) | u.dev[xf.row])
+    a, cbw, csw, csw_size, kind = usbscan.bot_pass(
+        xf.xfer, xf.dir_in, device, xf.data_row, xf.submit_ns, xf.complete_ns, xf.status, xf.status_null,
+        xf.req_len, xf.actual, u.data_buf, u.data_at, u.data_size, u.data_head, n_devices)
+    not_bot = np.flatnonzero(kind == usbscan.NOT_BOT)
+    if not len(a["first"]):
+        return pl.DataFrame(), [], not_bot
+    first = a["first"]
+    row = xf.row[first]
+    cb_len = (cbw[:, 14] & 0x1F).astype(np.int64)
 
-
-def bot_commands(bulk: pl.DataFrame) -> tuple[pl.DataFrame, list[dict]]:
-    """Commands of Bulk-Only devices from their classified bulk transfers (time order)."""
-    anomalies = []
-    t = bulk.with_columns(pl.col("is_cbw").cast(pl.Int64).cum_sum().over(["bus", "dev"]).alias("cmd"))
-    before = t.filter(pl.col("cmd") == 0)
-    anomalies.append(_anomalies(before.filter(~pl.col("is_csw")), "t0", "DATA WITHOUT CBW",
-                                pl.format("bulk transfer on {}:{} ep {} before any CBW", "bus", "dev", "ep")))
-    # a CSW read that failed (stall, error) before the CSW was read again
-    status_try = pl.col("dir_in") & (pl.col("req_len") == 13) & ~pl.col("is_csw") & (pl.col("status") != 0)
-    is_data = ~pl.col("is_cbw") & ~pl.col("is_csw") & ~status_try
-    ok = pl.col("status").is_in([0, EREMOTEIO])
-    cmds = t.filter(pl.col("cmd") > 0).group_by(["bus", "dev", "cmd"], maintain_order=True).agg(
-        pl.col("data").filter(pl.col("is_cbw")).first().alias("cbw"),
-        pl.col("pos").first().alias("pos"),
-        pl.col("submit_ns").first().alias("cmd_s"),
-        pl.col("complete_ns").first().alias("cmd_c"),
-        pl.col("data").filter(pl.col("is_csw")).first().alias("csw"),
-        pl.col("is_csw").sum().alias("n_csw"),
-        pl.col("submit_ns").filter(pl.col("is_csw") | status_try).min().alias("sts_s"),
-        pl.col("complete_ns").filter(pl.col("is_csw")).first().alias("sts_c"),
-        pl.col("submit_ns").filter(is_data).min().alias("data_s"),
-        pl.col("complete_ns").filter(is_data).max().alias("data_c"),
-        pl.col("actual").filter(is_data & ok).sum().alias("data_bytes"),
-        (pl.col("status") == EPIPE).sum().alias("stalls"),
-        (~ok & pl.col("status").is_not_null() & (pl.col("status") != EPIPE)).sum().alias("errors"),
-        pl.col("dir_in").filter(is_data).first().alias("data_in"),
-        pl.len().alias("n_xfers"),
-    )
-    cmds = cmds.with_columns(
-        _le32("cbw", 4).alias("usb_tag"),
-        _le32("cbw", 8).alias("bytes"),
-        ((_u8("cbw", 12) & 0x80) > 0).alias("flag_in"),
-        (_u8("cbw", 13) & 0x0F).alias("lun"),
-        (_u8("cbw", 14) & 0x1F).alias("cb_len"),
-        _le32("csw", 4).alias("csw_tag"),
-        _le32("csw", 8).alias("residue"),
-        _u8("csw", 12).alias("csw_status"),
-        pl.col("cmd").shift(-1).over(["bus", "dev"]).is_null().alias("last"),
-    ).with_columns(
-        pl.col("cbw").bin.slice(15, 16).bin.head(pl.col("cb_len").fill_null(0).clip(0, 16).cast(pl.UInt32))
-        .alias("cdb"))
+    cmds = pl.DataFrame({
+        "bus": u.bus[row], "dev": u.dev[row], "pos": u.pos[row],
+        "cmd_s": srt.nullable(xf.submit_ns[first]), "cmd_c": srt.nullable(xf.complete_ns[first]),
+        "sts_s": srt.nullable(a["sts_s"]), "sts_c": srt.nullable(a["sts_c"]),
+        "data_s": srt.nullable(a["data_s"]), "data_c": srt.nullable(a["data_c"]),
+        "stalls": a["stalls"], "data_bytes": a["data_bytes"],
+        "data_in": srt.nullable(a["data_in"] == 1, a["data_in"] < 0),
+        "usb_tag": _le32_at(cbw, 4), "bytes": _le32_at(cbw, 8),
+        "flag_in": (cbw[:, 12] & 0x80) > 0,
+        "lun": (cbw[:, 13] & 0x0F).astype(np.int64),
+        "csw_tag": _le32_at(csw, 4, csw_size >= 8),
+        "residue": _le32_at(csw, 8, csw_size >= 12),
+        "csw_status": srt.nullable(csw[:, 12].astype(np.int64), csw_size <= 12),
+        "n_csw": a["n_csw"], "last": a["last"],
+    }).with_columns(_cdb_fields(scsi.decode_cdb_matrix(cbw[:, 15:31], np.clip(cb_len, 0, 16))))
     reason = (pl.when(pl.col("n_csw") == 0).then(
         pl.when(pl.col("last")).then(pl.lit("no CSW (capture ended)"))
         .otherwise(pl.lit("no CSW before the next CBW")))
@@ -183,7 +277,7 @@ def bot_commands(bulk: pl.DataFrame) -> tuple[pl.DataFrame, list[dict]]:
                              .fill_null(pl.when(pl.col("csw_status").is_not_null())
                                         .then(pl.format("CSW status {}", pl.col("csw_status"))))
                              .alias("status"))
-    orphan_csw = before.filter(pl.col("is_csw"))
+    orphan_csw = xf.frame(np.flatnonzero(kind == usbscan.BEFORE_CBW_CSW))
     if orphan_csw.height:
         orphans = orphan_csw.select(
             "bus", "dev", "pos", pl.lit(None, dtype=pl.Int64).alias("cmd_s"),
@@ -193,11 +287,16 @@ def bot_commands(bulk: pl.DataFrame) -> tuple[pl.DataFrame, list[dict]]:
             pl.lit("BOT").alias("transport"),
             _u8("data", 12).replace_strict(CSW_STATUS, default=None, return_dtype=pl.Utf8).alias("status"))
         cmds = pl.concat([cmds, orphans], how="diagonal_relaxed")
-    anomalies.append(_anomalies(cmds.filter(pl.col("stalls") > 0), "cmd_s", "STALL", pl.format(
-        "{} endpoint stall(s) during the command with tag {} on {}:{}", "stalls", "usb_tag", "bus", "dev")))
-    anomalies.append(_anomalies(cmds.filter(pl.col("status") == "PHASE ERROR"), "sts_c", "PHASE ERROR",
-                                pl.format("CSW phase error, tag {}", "usb_tag")))
-    return cmds, anomalies
+    before = xf.frame(np.flatnonzero(kind == usbscan.BEFORE_CBW_DATA))
+    anomalies = [
+        _anomalies(before, "t0", "DATA WITHOUT CBW",
+                   pl.format("bulk transfer on {}:{} ep {} before any CBW", "bus", "dev", "ep")),
+        _anomalies(cmds.filter(pl.col("stalls") > 0), "cmd_s", "STALL", pl.format(
+            "{} endpoint stall(s) during the command with tag {} on {}:{}", "stalls", "usb_tag", "bus", "dev")),
+        _anomalies(cmds.filter(pl.col("status") == "PHASE ERROR"), "sts_c", "PHASE ERROR",
+                   pl.format("CSW phase error, tag {}", "usb_tag")),
+    ]
+    return cmds, anomalies, not_bot
 
 
 # ---------------------------------------------------------------- UAS
@@ -243,7 +342,8 @@ def uas_commands(bulk: pl.DataFrame) -> tuple[pl.DataFrame, list[dict]]:
         .alias("status"),
         pl.lit(None, dtype=pl.Int64).alias("residue"),
         pl.lit("UAS").alias("transport"),
-        scsi.cdb_exprs(pl.col("cdb"))["opcode"].is_in(DATA_OUT_OPS).not_().alias("flag_in"))
+        *_cdb_fields(scsi.decode_cdbs(cmds["cdb"])))
+    cmds = cmds.with_columns(pl.col("opcode").is_in(DATA_OUT_OPS).not_().alias("flag_in"))
     orphan_sts = ends.filter(pl.col("is_sts") & ~pl.col("prev_cmd"))
     if orphan_sts.height:
         cmds = pl.concat([cmds, orphan_sts.select(
@@ -298,26 +398,22 @@ def _with_stages(cmds: pl.DataFrame) -> pl.DataFrame:
         data_start.alias("_d0"), sts_start.alias("_s0"))
 
 
-def tile(cmds: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
-    """Per device, stage pieces plus IDLE tiling [0, elapsed_ns]."""
-    data_phase = pl.when(pl.col("data_in").fill_null(pl.col("flag_in")).fill_null(True)) \
-        .then(pl.lit("DATA IN")).otherwise(pl.lit("DATA OUT"))
-    c = cmds.filter(pl.col("cmd_s").is_not_null())
-    pieces = [
-        c.select("device", "io", pl.col("cmd_s").alias("start_ns"), pl.col("cmd_c").alias("end_ns"),
-                 pl.lit("COMMAND").alias("phase"), pl.lit(None, dtype=pl.Int64).alias("bytes")),
-        c.select("device", "io", pl.col("cmd_c").alias("start_ns"), pl.coalesce("_d0", "_s0").alias("end_ns"),
-                 pl.lit("GAP").alias("phase"), pl.lit(None, dtype=pl.Int64).alias("bytes")),
-        c.filter(pl.col("data_c").is_not_null()).select(
-            "device", "io", pl.col("_d0").alias("start_ns"), pl.col("data_c").alias("end_ns"),
-            data_phase.alias("phase"), pl.col("data_bytes").alias("bytes")),
-        c.filter(pl.col("data_c").is_not_null()).select(
-            "device", "io", pl.col("data_c").alias("start_ns"), pl.col("_s0").alias("end_ns"),
-            pl.lit("GAP").alias("phase"), pl.lit(None, dtype=pl.Int64).alias("bytes")),
-        c.select("device", "io", pl.col("_s0").alias("start_ns"), pl.col("sts_c").alias("end_ns"),
-                 pl.lit("STATUS").alias("phase"), pl.lit(None, dtype=pl.Int64).alias("bytes")),
-    ]
-    return srt.tile_pieces(pl.concat(pieces), elapsed_ns)
+PIECE_PHASES = ["COMMAND", "DATA IN", "DATA OUT", "GAP", "STATUS"]
+
+
+def tile(ios: pl.DataFrame, elapsed_ns: int) -> dict:
+    """Per device, stage pieces plus IDLE tiling [0, elapsed_ns] (srt.tile's columns).
+    Pieces, in this order: every command's COMMAND, GAP to its data (or status), DATA, GAP
+    after the data, STATUS; commands without a CBW/IU submit have none."""
+    pieces = np.empty((5 * ios.height, len(srt.PIECE_COLUMNS)), np.int64)
+    if not ios.height:
+        return srt.tile(pieces, elapsed_ns, PIECE_PHASES)
+    times = ios.select(pl.col(c).cast(pl.Int64).fill_null(srt.NULL)
+                       for c in ("_dev", "io", "cmd_s", "cmd_c", "_d0", "_s0", "data_c", "sts_c", "data_bytes"))
+    data_in = ios.select(pl.col("data_in").fill_null(pl.col("flag_in")).fill_null(True)).to_series().to_numpy()
+    n = usbscan.stage_pieces(*(times[c].to_numpy() for c in times.columns), data_in,
+                             np.array([PIECE_PHASES.index(p) for p in usbscan.STAGE_ORDER], np.int64), pieces)
+    return srt.tile(pieces[:n], elapsed_ns, PIECE_PHASES)
 
 
 # ---------------------------------------------------------------- analysis
@@ -328,8 +424,11 @@ def _anomalies(rows: pl.DataFrame, t_col: str, kind: str, detail: pl.Expr) -> pl
                        detail.alias("detail"), pl.col("pos").cast(pl.Utf8).alias("position"))
 
 
-def _control_anomalies(xf: pl.DataFrame) -> list[pl.DataFrame]:
+def _control_anomalies(transfers: Transfers) -> list[pl.DataFrame]:
     """Mass-storage resets and endpoint-halt clears (control transfers), URB errors."""
+    u, xfer = transfers.urbs, transfers.xfer
+    errors = ~transfers.status_null & ~np.isin(transfers.status, [0, EREMOTEIO, EPIPE])
+    xf = transfers.frame(np.flatnonzero(((xfer == 2) & u.has_setup[transfers.row]) | ((xfer == 3) & errors)))
     ctl = xf.filter((pl.col("xfer") == 2) & pl.col("setup").is_not_null()).with_columns(
         _u8("setup", 0).alias("bm"), _u8("setup", 1).alias("req"))
     err = xf.filter((pl.col("xfer") == 3) & pl.col("status").is_not_null()
@@ -354,14 +453,11 @@ IOS_EXTRA = {
 }
 
 
-def commands(urbs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, list[dict]]:
-    """(transfers, commands with stage times, anomalies) from an urbs frame."""
+def commands(urbs: UrbColumns) -> tuple[Transfers, pl.DataFrame, list[pl.DataFrame]]:
+    """(transfers, commands with stage times, anomalies) from URB columns."""
     xf = transfers(urbs)
-    bulk = _bot_classify(xf.filter(pl.col("xfer") == 3))
-    bot_devs = bulk.filter(pl.col("is_cbw")).select("bus", "dev").unique()
-    is_bot = pl.struct("bus", "dev").is_in(bot_devs.select(pl.struct("bus", "dev")).to_series().implode())
-    bot, an1 = bot_commands(bulk.filter(is_bot)) if bot_devs.height else (pl.DataFrame(), [])
-    rest = bulk.filter(~is_bot)
+    bot, an1, not_bot = bot_commands(xf)
+    rest = xf.frame(not_bot)
     uas, an2 = uas_commands(rest) if rest.height else (pl.DataFrame(), [])
     cmds = pl.concat([x for x in (bot, uas) if x.height], how="diagonal_relaxed") if (bot.height or uas.height) \
         else pl.DataFrame()
@@ -371,18 +467,19 @@ def commands(urbs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, list[dict]
 def ios_frame(cmds: pl.DataFrame) -> pl.DataFrame:
     if not cmds.height:
         return pl.DataFrame(schema={**schema.IOS, **IOS_EXTRA})
-    for col, dt in {"cdb": pl.Binary, "data_s": pl.Int64, "data_c": pl.Int64, "cmd_c": pl.Int64,
+    for col, dt in {"opcode": pl.Int64, "command": pl.Utf8, "lba": pl.Int64, "blocks": pl.Int64,
+                    "data_s": pl.Int64, "data_c": pl.Int64, "cmd_c": pl.Int64,
                     "data_bytes": pl.Int64, "stalls": pl.Int64, "flag_in": pl.Boolean, "data_in": pl.Boolean,
                     "lun": pl.Int64, "bytes": pl.Int64, "residue": pl.Int64, "usb_tag": pl.Int64,
                     "status": pl.Utf8, "cmd_s": pl.Int64, "sts_s": pl.Int64}.items():
         if col not in cmds.columns:
             cmds = cmds.with_columns(pl.lit(None, dtype=dt).alias(col))
-    dec = scsi.cdb_exprs(pl.col("cdb"))
-    c = cmds.sort(pl.coalesce("cmd_s", "sts_s", "sts_c")).with_columns(
+    c = cmds.sort(pl.coalesce("cmd_s", "sts_s", "sts_c"))
+    names, code = _devices(c)
+    c = c.with_columns(
         pl.int_range(pl.len(), dtype=pl.Int64).alias("io"),
-        pl.format("{}:{}:{}", "bus", "dev", pl.col("lun").fill_null(0)).alias("device"),
-        dec["opcode"].alias("opcode"), dec["command"].alias("command"), dec["lba"].alias("lba"),
-        dec["blocks"].alias("blocks"))
+        names.gather(code).alias("device"), pl.Series("_dev", code),
+        pl.col("command").fill_null(""))   # commands without a CDB (status without command)
     c = _with_stages(c).with_columns(
         pl.col("reason").is_null().alias("paired"),
         (pl.col("response_ns") - pl.col("command_ns").fill_null(0) - pl.col("data_ns").fill_null(0)
@@ -406,15 +503,31 @@ def ios_frame(cmds: pl.DataFrame) -> pl.DataFrame:
     cols = {**schema.IOS, **IOS_EXTRA}
     return out.select([pl.col(k).cast(v) for k, v in cols.items()] + ["data_s", "data_c", "cmd_s", "cmd_c",
                                                                       "sts_s", "sts_c", "_d0", "_s0",
-                                                                      "flag_in", "data_in"])
+                                                                      "flag_in", "data_in", "_dev"])
+
+
+def _devices(cmds: pl.DataFrame) -> tuple[pl.Series, np.ndarray]:
+    """(device names "bus:address:lun" in text order, each command's index into them):
+    names are formatted once per device, not per command."""
+    bus, dev = cmds["bus"].cast(pl.Int64).to_numpy(), cmds["dev"].cast(pl.Int64).to_numpy()
+    lun = cmds["lun"].cast(pl.Int64).fill_null(0).to_numpy()
+    first_seen, n = usbscan.dense_ids((bus << 32) | (dev << 16) | lun)
+    where = np.zeros(n, np.int64)
+    where[first_seen] = np.arange(len(first_seen))
+    names = [f"{bus[i]}:{dev[i]}:{lun[i]}" for i in where]
+    rank = np.empty(n, np.int64)
+    rank[sorted(range(n), key=names.__getitem__)] = np.arange(n)
+    return pl.Series("device", sorted(names), dtype=pl.Utf8), rank[first_seen]
 
 
 def analyze(capture: Capture, options=None) -> Analysis:
-    urbs = capture.frames["urbs"]
-    elapsed = int(urbs["t_ns"].max()) if urbs.height else 0
+    urbs = capture.columns["urbs"] if "urbs" in capture.columns else urb_columns(capture.frames["urbs"])
+    elapsed = int(urbs.t_ns.max()) if len(urbs) else 0
     _, cmds, anomalies = commands(urbs)
     full = ios_frame(cmds)
-    segments = tile(full, elapsed) if full.height else pl.DataFrame(schema={**schema.SEGMENTS, "device": pl.Utf8})
+    tiles = tile(full, elapsed)
+    names = full.select("_dev", "device").unique("_dev").sort("_dev")["device"] if full.height else None
+    segments = srt.segments_frame(tiles, names)
     ios = full.select(list({**schema.IOS, **IOS_EXTRA}))
     paired = int(ios["paired"].sum()) if ios.height else 0
     table = srt.table(ios)
@@ -423,12 +536,12 @@ def analyze(capture: Capture, options=None) -> Analysis:
     an = pl.concat([capture.anomalies, *found]).cast(schema.ANOMALIES)
     data_bytes = int(ios["data_bytes"].sum()) if ios.height else 0
     notes = []
-    n_dev = segments["device"].n_unique() if segments.height else 0
+    n_dev = tiles["devices"]
     if n_dev > 1:
         notes.append(f"{n_dev} devices: stage percentages are of {n_dev} x the elapsed time")
     if capture.meta.get("text_format") == "1t":
         notes.append("1t text has no bus numbers: devices are shown on bus 0")
-    cats = srt.categories(segments, STAGES, elapsed, paired)
+    cats = srt.category_table(tiles["totals"], n_dev, STAGES, elapsed, paired)
     return Analysis(
         layer="usb", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=segments, ios=ios,
         anomalies=an, ios_completed=paired, data_bytes=data_bytes,

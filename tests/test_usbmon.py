@@ -1,6 +1,6 @@
 """usbmon reader and USB mass-storage layer: generated captures (pcap, pcapng, text) against
 each other, against tshark's `scsi,srt` and against the pyshark route; hostile inputs;
-the real kernel captures; fast record location against a plain walk."""
+the real kernel captures; the compiled record walk against a plain loop."""
 from __future__ import annotations
 
 import re
@@ -207,20 +207,34 @@ def test_pcap_and_text_round_trip(tmp_path, evs):
         assert u["data"].to_list() == [e.data[:32] if e.data else None for e in evs]
 
 
+def _plain_walk(raw: bytes, start: int = 24) -> list[int]:
+    """Record offsets by a plain Python loop over the pcap length chain."""
+    out, pos = [], start
+    while pos + 16 <= len(raw):
+        out.append(pos)
+        pos += 16 + struct.unpack_from("<I", raw, pos + 8)[0]
+    return out
+
+
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(0, 700), min_size=0, max_size=3000), st.sampled_from([64, 256, 1024]),
-       st.integers(0, 255))
-def test_fast_record_location_equals_walk(lengths, chunk, junk):
-    """The lockstep walkers either give exactly the sequential walk's offsets or give up."""
+@given(st.lists(st.integers(0, 700), min_size=0, max_size=3000), st.integers(0, 40), st.integers(0, 255))
+def test_record_walk_equals_plain_walk(lengths, cut, junk):
+    """The compiled walk of the length chain finds exactly the records a plain loop finds,
+    and reports a record cut short by the end of the file at that record's offset."""
     buf = bytearray(24)
     for n in lengths:
         buf += struct.pack("<IIII", 0, 0, n, n) + bytes([junk]) * n
-    arr = np.frombuffer(bytes(buf), dtype=np.uint8)
+    raw = bytes(buf[:len(buf) - cut]) if cut < len(buf) - 24 else bytes(buf)
+    arr = np.frombuffer(raw, dtype=np.uint8)
     rdt = _pcap.dtype_of(_pcap.pcap_record_header())
-    walk, _, _ = _pcap._chain(arr, 24, rdt, "incl_len", 16, "x", True, 1 << 18)
-    fast = _pcap.locate_records(arr, 24, 16, 8, True, 1 << 18, chunk=chunk, window=32)
-    if fast is not None:
-        assert np.array_equal(fast, walk)
+    want = _plain_walk(raw)
+    offs, bad, truncated, _ = _pcap._chain(arr, 24, rdt, "incl_len", 16, "x", False, 1 << 18)
+    ends_inside = bool(want) and want[-1] + 16 + struct.unpack_from("<I", raw, want[-1] + 8)[0] > len(raw)
+    complete = want[:-1] if ends_inside else want
+    assert offs.tolist() == complete and bad == []
+    tail = want[-1] if ends_inside else (complete[-1] + 16 + struct.unpack_from("<I", raw, complete[-1] + 8)[0]
+                                         if complete else 24)
+    assert truncated == (tail if tail != len(raw) else None)
 
 
 def test_dtype_matches_declaration():
@@ -273,15 +287,12 @@ def test_real_capture(path):
                              if " S Bo:" in ln and (" = 55534243" in ln or " = 01"in ln))
 
 
-def test_fast_record_location_used_on_usbmon_pcap(tmp_path):
+def test_record_walk_on_usbmon_pcap(tmp_path):
     p = tmp_path / "many.pcap"
     gen.write_pcap_bulk(p, gen.bulk_traffic(3000, data_cap=40))
-    buf = np.fromfile(p, dtype=np.uint8)
-    rdt = _pcap.dtype_of(_pcap.pcap_record_header())
-    walk, _, _ = _pcap._chain(buf, 24, rdt, "incl_len", 16, "x", True, 1 << 18)
-    fast = _pcap.locate_records(buf, 24, 16, 8, True, 1 << 18, plausible=usbmon._plausible_header,
-                                chunk=4096)
-    assert fast is not None and np.array_equal(fast, walk)
+    pk = _pcap.read(str(p))
+    assert pk.record_offset.tolist() == _plain_walk(p.read_bytes())
+    assert parsers.parse(str(p), "usbmon").records.read == len(pk.record_offset)
 
 
 def _uas_line(urb, t_us, ev, pipe, status, length, data=None):

@@ -1,0 +1,361 @@
+"""Compiled (numba) passes of the usb layer over URB columns, one loop each, no row objects.
+
+`pair_urbs` pairs each submit with its completion by URB id (an open-addressing table of
+ids, sized to the URBs in flight, not to the capture); `bot_pass` groups the bulk
+transfers of Bulk-Only devices into commands (CBW -> data -> CSW) and aggregates each
+command's times and counts. Both follow, field for field, the rules documented in
+scsitrace/usb.py; null times are `NULL` (int64 min).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .srt import NULL
+
+EV_S, EV_C, EV_E = ord("S"), ord("C"), ord("E")
+EPIPE, EREMOTEIO = -32, -121
+CSW_BYTES = 13
+CBW_BYTES = 31
+CBW_SIGNATURE = np.uint32(0x43425355)   # "USBC", little-endian
+CSW_SIGNATURE = np.uint32(0x53425355)   # "USBS"
+# transfer classes (bot_pass): why a bulk transfer is not inside a BOT command
+BEFORE_CBW_DATA, BEFORE_CBW_CSW, NOT_BOT = 1, 2, 3
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _home(key, mask):
+    return np.int64((np.uint64(key) * _GOLDEN) >> np.uint64(32)) & mask
+
+
+@njit(cache=True, nogil=True)
+def _grow(keys, vals):
+    """The table at twice the capacity (vals < 0: empty slot)."""
+    cap = keys.shape[0] * 2
+    mask = cap - 1
+    nk = np.zeros(cap, np.uint64)
+    nv = np.full(cap, -1, np.int64)
+    for j in range(keys.shape[0]):
+        if vals[j] >= 0:
+            h = _home(keys[j], mask)
+            while nv[h] >= 0:
+                h = (h + 1) & mask
+            nk[h] = keys[j]
+            nv[h] = vals[j]
+    return nk, nv
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _find(keys, vals, key):
+    """Slot of `key` in the table, or the empty slot where it would go."""
+    mask = keys.shape[0] - 1
+    h = _home(key, mask)
+    while vals[h] >= 0 and keys[h] != key:
+        h = (h + 1) & mask
+    return h
+
+
+@njit(cache=True, nogil=True)
+def _remove(keys, vals, h):
+    """Empty slot `h`, shifting later entries of its probe run back (linear probing)."""
+    mask = keys.shape[0] - 1
+    while True:
+        vals[h] = -1
+        k = h
+        while True:
+            k = (k + 1) & mask
+            if vals[k] < 0:
+                return
+            home = _home(keys[k], mask)
+            # the entry at k may move to h unless its home lies cyclically in (h, k]
+            if (h < k and h < home <= k) or (h > k and (home > h or home <= k)):
+                continue
+            break
+        keys[h] = keys[k]
+        vals[h] = vals[k]
+        h = k
+
+
+def pair_urbs(urb_id: np.ndarray, event: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Transfers as (submit row, completion row), -1 where absent, in row order.
+
+    A submit pairs with the next event of its URB id when that is a completion (C or E);
+    a completion not preceded (within its id) by a submit is a transfer on its own. So
+    only submits still waiting for their completion need remembering: the table holds
+    those (the URBs in flight), not every id of the capture."""
+    n = len(urb_id)
+    rows = np.empty((2, n), np.int64)     # big arrays come from numpy (lazy, huge pages)
+    count = _pair_urbs(urb_id, event, np.full(n, -1, np.int64), np.zeros(n, np.bool_), rows)
+    return rows[0, :count], rows[1, :count]
+
+
+@njit(cache=True, nogil=True)
+def _pair_urbs(urb_id, event, completion, orphan, rows):
+    n = urb_id.shape[0]
+    keys = np.zeros(1 << 10, np.uint64)
+    vals = np.full(1 << 10, -1, np.int64)     # the waiting submit's row
+    waiting = 0
+    count = 0
+    for r in range(n):
+        if event[r] == EV_S:
+            if 2 * (waiting + 1) > keys.shape[0]:
+                keys, vals = _grow(keys, vals)
+            h = _find(keys, vals, urb_id[r])
+            if vals[h] < 0:
+                waiting += 1
+                keys[h] = urb_id[r]
+            vals[h] = r
+            count += 1
+        elif event[r] == EV_C or event[r] == EV_E:
+            h = _find(keys, vals, urb_id[r])
+            if vals[h] >= 0:
+                completion[vals[h]] = r
+                _remove(keys, vals, h)
+                waiting -= 1
+            else:
+                orphan[r] = True
+                count += 1
+        else:   # another event still ends the wait of a submit (it is not its completion)
+            h = _find(keys, vals, urb_id[r])
+            if vals[h] >= 0:
+                _remove(keys, vals, h)
+                waiting -= 1
+    k = 0
+    for r in range(n):
+        if event[r] == EV_S:
+            rows[0, k] = r
+            rows[1, k] = completion[r]
+            k += 1
+        elif orphan[r]:
+            rows[0, k] = -1
+            rows[1, k] = r
+            k += 1
+    return count
+
+
+def transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer):
+    """Per transfer: (naming row, data row, submit time, completion time, status, status
+    unknown, requested length, actual length, direction IN, transfer type). IN transfers
+    move the completion's data, OUT transfers the submit's (a lone completion: its own)."""
+    n = len(s_row)
+    ints = np.empty((6, n), np.int64)
+    out = (ints[0], ints[1], ints[2], ints[3], np.zeros(n, np.int32), np.ones(n, np.bool_), ints[4], ints[5],
+           np.empty(n, np.bool_), np.empty(n, np.uint8))
+    _transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer, *out)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer,
+                      row, data_row, submit, complete, st, st_null, req, act, dir_in, kind):
+    for k in range(s_row.shape[0]):
+        s, c = s_row[k], c_row[k]
+        r = s if s >= 0 else c
+        row[k] = r
+        dir_in[k] = (ep[r] & 0x80) != 0
+        data_row[k] = c if (dir_in[k] or s < 0) else s
+        submit[k] = t_ns[s] if s >= 0 else NULL
+        req[k] = length[s] if s >= 0 else NULL
+        complete[k] = t_ns[c] if c >= 0 else NULL
+        act[k] = length[c] if c >= 0 else NULL
+        if c >= 0:
+            st[k] = status[c]
+            st_null[k] = status_null[c]
+        kind[k] = xfer[r]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _min(cur, v):
+    return v if v != NULL and (cur == NULL or v < cur) else cur
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _max(cur, v):
+    return v if v != NULL and (cur == NULL or v > cur) else cur
+
+
+BOT_AGGREGATES = ("first", "last", "csw", "n_csw", "sts_s", "sts_c", "data_s", "data_c", "data_bytes",
+                  "stalls", "data_in")
+
+
+def bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, status_null,
+             req_len, actual, data_buf, data_at, data_size, data_head, n_devices):
+    """Bulk-Only commands from transfers in time order (every array is per transfer).
+
+    Returns (per command: a dict of BOT_AGGREGATES: first transfer (the CBW), last-of-
+    device flag, CSW transfer or -1, CSW count, status-stage start, CSW completion, data
+    start, data end, data bytes, stalls, data direction (-1 unknown, 0 out, 1 in); the
+    CBW bytes; the CSW bytes (the first CSW's) and their count, -1 for none), then per
+    transfer its class (0 in a command or not bulk, BEFORE_CBW_DATA, BEFORE_CBW_CSW,
+    NOT_BOT). Signatures come from `data_head`; only CBWs and CSWs are read in `data_buf`.
+
+    A command is the CBW and every bulk transfer of its device up to the next CBW. Status
+    stage: the CSW, and failed reads of CSW size before it. Data: the other transfers;
+    bytes only from those that completed (status 0 or -EREMOTEIO)."""
+    n = len(xfer)
+    # outputs sized for the worst case (a CBW per transfer): untouched pages cost nothing
+    ints = np.empty((len(BOT_AGGREGATES), n), np.int64)
+    cbw, csw = np.empty((n, CBW_BYTES), np.uint8), np.empty((n, CSW_BYTES), np.uint8)
+    csw_size, kind = np.empty(n, np.int64), np.zeros(n, np.int8)
+    n_cmd = _bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, status_null, req_len,
+                      actual, data_buf, data_at, data_size, data_head, n_devices, ints, cbw, csw, csw_size, kind)
+    agg = dict(zip(BOT_AGGREGATES, ints[:, :n_cmd]))
+    agg["last"] = agg["last"] == 1
+    return agg, cbw[:n_cmd], csw[:n_cmd], csw_size[:n_cmd], kind
+
+
+@njit(cache=True, nogil=True)
+def _bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, status_null, req_len, actual,
+              data_buf, data_at, data_size, data_head, n_devices, ints, cbw, csw, csw_size, kind):
+    n = xfer.shape[0]
+    is_cbw = np.zeros(n, np.bool_)
+    is_csw = np.zeros(n, np.bool_)
+    bot = np.zeros(n_devices, np.bool_)
+    n_cmd = 0
+    for k in range(n):
+        r = data_row[k]
+        if xfer[k] != 3 or r < 0 or data_size[r] < 4:
+            continue
+        signature = data_head[r]
+        if not dir_in[k]:
+            if signature == CBW_SIGNATURE and data_size[r] >= CBW_BYTES:
+                p = data_at[r]
+                is_cbw[k] = True
+                bot[device[k]] = True
+                for b in range(CBW_BYTES):
+                    cbw[n_cmd, b] = data_buf[p + b]
+                n_cmd += 1
+        elif signature == CSW_SIGNATURE and actual[k] == CSW_BYTES:
+            is_csw[k] = True
+    first, last, csw_k, n_csw = ints[0], ints[1], ints[2], ints[3]
+    sts_s, sts_c, data_s, data_c = ints[4], ints[5], ints[6], ints[7]
+    data_bytes, stalls, data_in = ints[8], ints[9], ints[10]
+    current = np.full(n_devices, -1, np.int64)
+    m = 0
+    for k in range(n):
+        if xfer[k] != 3:
+            continue
+        if not bot[device[k]]:
+            kind[k] = NOT_BOT
+            continue
+        if is_cbw[k]:
+            first[m], last[m], csw_k[m], n_csw[m] = k, 0, -1, 0
+            sts_s[m], sts_c[m], data_s[m], data_c[m] = NULL, NULL, NULL, NULL
+            data_bytes[m], stalls[m], data_in[m] = 0, 0, -1
+            csw_size[m] = -1
+            current[device[k]] = m
+            m += 1
+        c = current[device[k]]
+        if c < 0:
+            kind[k] = BEFORE_CBW_CSW if is_csw[k] else BEFORE_CBW_DATA
+            continue
+        has_status = not status_null[k]
+        st = status[k]
+        if is_csw[k]:
+            if n_csw[c] == 0:
+                csw_k[c] = k
+                sts_c[c] = complete_ns[k]
+                r = data_row[k]
+                csw_size[c] = data_size[r]
+                for b in range(min(data_size[r], CSW_BYTES)):
+                    csw[c, b] = data_buf[data_at[r] + b]
+            n_csw[c] += 1
+        # a failed read of CSW size is a status-stage retry (unknown when a value is null)
+        retry_known = (not dir_in[k]) or is_csw[k] or (req_len[k] != NULL and req_len[k] != CSW_BYTES) \
+            or (has_status and st == 0)
+        retry = dir_in[k] and not is_csw[k] and req_len[k] == CSW_BYTES and has_status and st != 0
+        if is_csw[k] or retry:
+            sts_s[c] = _min(sts_s[c], submit_ns[k])
+        if not is_cbw[k] and not is_csw[k] and retry_known:
+            data_s[c] = _min(data_s[c], submit_ns[k])
+            data_c[c] = _max(data_c[c], complete_ns[k])
+            if has_status and (st == 0 or st == EREMOTEIO) and actual[k] != NULL:
+                data_bytes[c] += actual[k]
+            if data_in[c] < 0:
+                data_in[c] = 1 if dir_in[k] else 0
+        if has_status and st == EPIPE:
+            stalls[c] += 1
+    for d in range(n_devices):
+        if current[d] >= 0:
+            last[current[d]] = 1
+    return n_cmd
+
+
+@njit(cache=True, nogil=True)
+def dense_ids(key):
+    """Dense ids (0, 1, ... in order of first appearance) of integer keys."""
+    n = key.shape[0]
+    keys = np.zeros(1 << 6, np.uint64)
+    vals = np.full(1 << 6, -1, np.int64)
+    used = 0
+    out = np.empty(n, np.int64)
+    last_key, last_id = np.uint64(0), np.int64(-1)
+    for r in range(n):
+        if last_id >= 0 and np.uint64(key[r]) == last_key:   # runs of one device are the rule
+            out[r] = last_id
+            continue
+        if 2 * (used + 1) > keys.shape[0]:
+            keys, vals = _grow(keys, vals)
+        mask = keys.shape[0] - 1
+        k = np.uint64(key[r])
+        h = _home(k, mask)
+        while vals[h] >= 0 and keys[h] != k:
+            h = (h + 1) & mask
+        if vals[h] < 0:
+            keys[h] = k
+            vals[h] = used
+            used += 1
+        out[r] = vals[h]
+        last_key, last_id = k, vals[h]
+    return out, used
+
+
+@njit(cache=True, nogil=True)
+def take_bytes(buf, at, counts, width):
+    """(len(at), width) bytes: the first `counts[i]` (at most `width`) bytes from each
+    position, zero after them."""
+    out = np.zeros((at.shape[0], width), np.uint8)
+    for i in range(at.shape[0]):
+        p = at[i]
+        for b in range(min(counts[i], width)):
+            out[i, b] = buf[p + b]
+    return out
+
+
+STAGE_ORDER = ("COMMAND", "GAP", "DATA IN", "DATA OUT", "STATUS")   # stage_pieces' `phase_code` order
+
+
+@njit(cache=True, nogil=True)
+def stage_pieces(dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_in, phase_code, out):
+    """Stage pieces of commands (per command columns; NULL times unknown) as rows of `out`
+    (srt.PIECE_COLUMNS: device, io, start, end, phase, bytes), block by block: every COMMAND, every GAP before
+    the data (or status), every DATA, every GAP after the data, every STATUS. Commands
+    without a submit time and pieces with an unknown end are left out. Returns the count."""
+    m = 0
+    for block in range(5):
+        for i in range(dev.shape[0]):
+            if cmd_s[i] == NULL:
+                continue
+            has_data = data_c[i] != NULL
+            nbytes = NULL
+            if block == 0:
+                start, end, phase = cmd_s[i], cmd_c[i], phase_code[0]
+            elif block == 1:
+                start, end, phase = cmd_c[i], d0[i] if d0[i] != NULL else s0[i], phase_code[1]
+            elif block == 2:
+                if not has_data:
+                    continue
+                start, end, nbytes = d0[i], data_c[i], data_bytes[i]
+                phase = phase_code[2] if data_in[i] else phase_code[3]
+            elif block == 3:
+                if not has_data:
+                    continue
+                start, end, phase = data_c[i], s0[i], phase_code[1]
+            else:
+                start, end, phase = s0[i], sts_c[i], phase_code[4]
+            if start == NULL or end == NULL:
+                continue
+            out[m, 0], out[m, 1], out[m, 2], out[m, 3], out[m, 4], out[m, 5] = dev[i], io[i], start, end, phase, nbytes
+            m += 1
+    return m
