@@ -24,8 +24,6 @@ KEY_SECTORS = np.int64(1) << 47   # sectors from 2**47 on (64 PiB) never match b
 # stages of the samples `run` emits (Q2Q is computed apart)
 Q2G, S2G, G2I, Q2M, I2D, M2D, D2C, Q2C, Q2A = range(9)
 STAGES = ("Q2G", "S2G", "G2I", "Q2M", "I2D", "M2D", "D2C", "Q2C", "Q2A")
-# bits of a bio's `seen`
-SEEN_G, SEEN_S, SEEN_I, SEEN_M, SEEN_D = 1, 2, 4, 8, 16
 # what the action codes mean to `run` (an array indexed by action code); K_OTHER: not seen
 K_OTHER, K_Q, K_G, K_S, K_I, K_M, K_D, K_C, K_A, K_R = range(10)
 
@@ -123,7 +121,7 @@ def _fits(sector):
 
 @njit(cache=True, nogil=True, inline="always")
 def _put(stages, qs, vals, n, stage, q, val):
-    """Store sample n; returns n + 1 (the caller made room: `_grown`)."""
+    """Store sample n; returns n + 1 (the caller made room)."""
     stages[n] = stage
     qs[n] = q
     vals[n] = val
@@ -139,8 +137,15 @@ def _grown(stages, qs, vals, n, need):
     return s2, q2, v2
 
 
-PREV, NEXT, BPREV, BNEXT = 0, 1, 2, 3    # links of a live bio: device list, bucket list
-LIVE_SCAN = 16                           # a D or C looks at every live bio when there are few
+# a bio's row (one cache line): where it is, times of its last Q, G, S, I, M/F and D
+B_DEV, B_START, B_END, B_Q, B_G, B_S, B_I, B_M = range(8)
+# a bio's flags: what it has seen, and whether it is still live
+SEEN_G, SEEN_S, SEEN_I, SEEN_M, SEEN_D, CLOSED, DONE = 1, 2, 4, 8, 16, 32, 64
+# a bio's links: its device's list of live bios, its bucket's, the device's previous Q
+PREV, NEXT, BPREV, BNEXT, PREV_ON_DEV = range(5)
+# what `_advance` keeps between calls: samples and Qs so far, keys and buckets in use, room needed
+S_SAMPLES, S_QS, S_KEYS, S_BUCKETS, S_NEED = range(5)
+LIVE_SCAN = 4                           # a D or C looks at every live bio when there are few
 
 
 @njit(cache=True, nogil=True)
@@ -150,208 +155,228 @@ def run(kind, dev, sector, end, t, pdu_dev, pdu_sector, n_dev, nq, odd_c, odd_d)
     strictly inside some C (D) of its device: needed only for bios of zero length or with a
     start sector that matches no key, where containment alone does not decide (see
     `_contains`). Returns per Q (completed, completing event, last Q2G, G2I, Q2M, I2D sample,
-    last D time) and the samples (stage, Q, ns)."""
+    last D time) and the samples (stage, Q, ns).
+
+    `_advance` does the work and stops when a hash table or the sample buffers need to grow;
+    they are grown here (arrays replaced inside the per-event loop would cost reference
+    counting on every event)."""
     n = kind.shape[0]
-    q_dev = np.empty(nq, np.int64)
-    q_start = np.empty(nq, np.int64)
-    q_end = np.empty(nq, np.int64)
-    q_t = np.empty(nq, np.int64)
-    closed = np.zeros(nq, np.bool_)
-    done = np.zeros(nq, np.bool_)
+    bio = np.empty((nq, 8), np.int64)
+    flags = np.zeros(nq, np.uint8)
+    links = np.full((nq, 5), NONE, np.int64)
     c_ev = np.full(nq, NONE, np.int64)
-    seen = np.zeros(nq, np.uint8)
-    at = np.zeros((nq, 4), np.int64)              # time of the bio's last G, S, I, M/F
     d_t = np.full(nq, NONE, np.int64)
     last = np.full((4, nq), NONE, np.int64)       # last Q2G, G2I, Q2M, I2D sample
-    prev_on_dev = np.empty(nq, np.int64)          # the device's previous Q
-    dev_last = np.full(n_dev, NONE, np.int64)
-    links = np.full((nq, 4), NONE, np.int64)      # PREV, NEXT, BPREV, BNEXT of the live bios
-    live_head = np.full(n_dev, NONE, np.int64)
-    live_count = np.zeros(n_dev, np.int64)
+    heads = np.full((n_dev, 3), NONE, np.int64)   # per device: live list head, live count, last Q
+    heads[:, 1] = 0
     keys = np.full((MIN_SLOTS, 4), EMPTY, np.int64)       # (device, start sector) -> live Q
     buckets = np.full((MIN_SLOTS, 4), EMPTY, np.int64)    # (device, start >> BUCKET_BITS) -> first live Q
-    used = np.zeros(2, np.int64)                  # keys, buckets in use
     hits = np.empty(nq + 1, np.int64)
     stages, qs, vals = np.empty(n + 16, np.int8), np.empty(n + 16, np.int64), np.empty(n + 16, np.int64)
-    ns = 0
-    qn = 0
-    for i in range(n):
+    state = np.zeros(5, np.int64)
+    i = 0
+    while True:
+        i = _advance(i, kind, dev, sector, end, t, pdu_dev, pdu_sector, odd_c, odd_d, bio, flags, links, c_ev,
+                     d_t, last, heads, keys, buckets, hits, stages, qs, vals, state)
+        if i == n:
+            break
+        if 2 * (state[S_KEYS] + 1) > keys.shape[0]:
+            keys = _doubled(keys)
+        if 2 * (state[S_BUCKETS] + 1) > buckets.shape[0]:
+            buckets = _doubled(buckets)
+        if state[S_SAMPLES] + state[S_NEED] > qs.shape[0]:
+            stages, qs, vals = _grown(stages, qs, vals, state[S_SAMPLES], state[S_NEED])
+    ns = state[S_SAMPLES]
+    return (flags & DONE) != 0, c_ev, last, d_t, stages[:ns], qs[:ns], vals[:ns]
+
+
+@njit(cache=True, nogil=True)
+def _advance(i, kind, dev, sector, end, t, pdu_dev, pdu_sector, odd_c, odd_d, bio, flags, links, c_ev, d_t, last,
+             heads, keys, buckets, hits, stages, qs, vals, state):
+    """Run the events from i on; returns where it stopped: the end, or an event that needs a
+    larger table (a Q) or more room for samples (state[S_NEED])."""
+    n = kind.shape[0]
+    ns = state[S_SAMPLES]
+    while i < n:
         k = kind[i]
         d = dev[i]
         ti = t[i]
         if k == K_Q:
-            q = qn
-            qn += 1
-            q_dev[q], q_start[q], q_end[q], q_t[q] = d, sector[i], end[i], ti
-            prev_on_dev[q] = dev_last[d]
-            dev_last[d] = q
+            if 2 * (state[S_KEYS] + 1) > keys.shape[0] or 2 * (state[S_BUCKETS] + 1) > buckets.shape[0]:
+                break
+            q = state[S_QS]
+            state[S_QS] += 1
+            bio[q, B_DEV], bio[q, B_START], bio[q, B_END], bio[q, B_Q] = d, sector[i], end[i], ti
+            links[q, PREV_ON_DEV] = heads[d, 2]
+            heads[d, 2] = q
             if _fits(sector[i]):                  # a Q at the same start sector replaces the older one
                 old = keys[_find(keys, d, sector[i]), VALUE]
                 if old != NONE:
-                    _close(old, closed, links, live_head, live_count, keys, buckets, used, q_dev, q_start)
-                if 2 * (used[0] + 1) > keys.shape[0]:
-                    keys = _doubled(keys)
+                    _close(old, bio, flags, links, heads, keys, buckets, state)
                 slot = _find(keys, d, sector[i])
                 keys[slot, KEY_A], keys[slot, KEY_B], keys[slot, VALUE] = d, sector[i], q
-                used[0] += 1
-            if 2 * (used[1] + 1) > buckets.shape[0]:
-                buckets = _doubled(buckets)
-            _open(q, d, sector[i] >> BUCKET_BITS, links, live_head, live_count, buckets, used)
+                state[S_KEYS] += 1
+            _open(q, d, sector[i] >> BUCKET_BITS, links, heads, buckets, state)
         elif k == K_G or k == K_S or k == K_I or k == K_M or k == K_A:
+            if ns + 2 > qs.shape[0]:
+                state[S_NEED] = 2
+                break
             if k == K_A:
                 if pdu_dev[i] == NONE:
+                    i += 1
                     continue
-                q = _lookup(pdu_dev[i], pdu_sector[i], keys, closed, dev_last, prev_on_dev, q_start, q_end)
+                q = _lookup(pdu_dev[i], pdu_sector[i], keys, bio, flags, links, heads)
             else:
-                q = _lookup(d, sector[i], keys, closed, dev_last, prev_on_dev, q_start, q_end)
+                q = _lookup(d, sector[i], keys, bio, flags, links, heads)
             if q == NONE:
+                i += 1
                 continue
-            if ns + 2 > qs.shape[0]:
-                stages, qs, vals = _grown(stages, qs, vals, ns, 2)
             if k == K_G:
-                v = _tdelta(q_t[q], ti)
+                v = _tdelta(bio[q, B_Q], ti)
                 ns = _put(stages, qs, vals, ns, Q2G, q, v)
                 last[0, q] = v
-                if seen[q] & SEEN_S:
-                    ns = _put(stages, qs, vals, ns, S2G, q, _tdelta(at[q, 1], ti))
-                at[q, 0] = ti
-                seen[q] |= SEEN_G
+                if flags[q] & SEEN_S:
+                    ns = _put(stages, qs, vals, ns, S2G, q, _tdelta(bio[q, B_S], ti))
+                bio[q, B_G] = ti
+                flags[q] |= SEEN_G
             elif k == K_S:
-                at[q, 1] = ti
-                seen[q] |= SEEN_S
+                bio[q, B_S] = ti
+                flags[q] |= SEEN_S
             elif k == K_I:
-                if seen[q] & SEEN_G:
-                    v = _tdelta(at[q, 0], ti)
+                if flags[q] & SEEN_G:
+                    v = _tdelta(bio[q, B_G], ti)
                     ns = _put(stages, qs, vals, ns, G2I, q, v)
                     last[1, q] = v
-                at[q, 2] = ti
-                seen[q] |= SEEN_I
+                bio[q, B_I] = ti
+                flags[q] |= SEEN_I
             elif k == K_M:
-                v = _tdelta(q_t[q], ti)
+                v = _tdelta(bio[q, B_Q], ti)
                 ns = _put(stages, qs, vals, ns, Q2M, q, v)
                 last[2, q] = v
-                at[q, 3] = ti
-                seen[q] |= SEEN_M
+                bio[q, B_M] = ti
+                flags[q] |= SEEN_M
             else:
-                ns = _put(stages, qs, vals, ns, Q2A, q, _tdelta(q_t[q], ti))
+                ns = _put(stages, qs, vals, ns, Q2A, q, _tdelta(bio[q, B_Q], ti))
         elif k == K_D or k == K_C:
-            nh = _contained(d, sector[i], end[i], hits, links, live_head, live_count, buckets, q_start, q_end,
-                            odd_c if k == K_C else odd_d)
+            nh = _contained(d, sector[i], end[i], hits, bio, links, heads, buckets, odd_c if k == K_C else odd_d)
             if ns + 2 * nh > qs.shape[0]:
-                stages, qs, vals = _grown(stages, qs, vals, ns, 2 * nh)
+                state[S_NEED] = 2 * nh
+                break
             for h in range(nh):
                 q = hits[h]
                 if k == K_D:
-                    if seen[q] & SEEN_I:
-                        v = _tdelta(at[q, 2], ti)
+                    if flags[q] & SEEN_I:
+                        v = _tdelta(bio[q, B_I], ti)
                         ns = _put(stages, qs, vals, ns, I2D, q, v)
                         last[3, q] = v
-                    elif seen[q] & SEEN_M:
-                        ns = _put(stages, qs, vals, ns, M2D, q, _tdelta(at[q, 3], ti))
+                    elif flags[q] & SEEN_M:
+                        ns = _put(stages, qs, vals, ns, M2D, q, _tdelta(bio[q, B_M], ti))
                     d_t[q] = ti
-                    seen[q] |= SEEN_D
+                    flags[q] |= SEEN_D
                 else:
-                    ns = _put(stages, qs, vals, ns, Q2C, q, _tdelta(q_t[q], ti))
-                    if seen[q] & SEEN_D:
+                    ns = _put(stages, qs, vals, ns, Q2C, q, _tdelta(bio[q, B_Q], ti))
+                    if flags[q] & SEEN_D:
                         ns = _put(stages, qs, vals, ns, D2C, q, _tdelta(d_t[q], ti))
-                    done[q] = True
+                    flags[q] |= DONE
                     c_ev[q] = i
-                    _close(q, closed, links, live_head, live_count, keys, buckets, used, q_dev, q_start)
-    return done, c_ev, last, d_t, stages[:ns], qs[:ns], vals[:ns]
+                    _close(q, bio, flags, links, heads, keys, buckets, state)
+        i += 1
+    state[S_SAMPLES] = ns
+    return i
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _open(q, d, bucket, links, live_head, live_count, buckets, used):
+@njit(cache=True, nogil=True)
+def _open(q, d, bucket, links, heads, buckets, state):
     """A new bio: at the head of its device's live list and of its bucket's list."""
-    links[q, NEXT] = live_head[d]
-    if live_head[d] != NONE:
-        links[live_head[d], PREV] = q
-    live_head[d] = q
-    live_count[d] += 1
+    links[q, NEXT] = heads[d, 0]
+    if heads[d, 0] != NONE:
+        links[heads[d, 0], PREV] = q
+    heads[d, 0] = q
+    heads[d, 1] += 1
     slot = _find(buckets, d, bucket)
     if buckets[slot, KEY_A] == EMPTY:
         buckets[slot, KEY_A], buckets[slot, KEY_B] = d, bucket
-        used[1] += 1
+        state[S_BUCKETS] += 1
     else:
         links[q, BNEXT] = buckets[slot, VALUE]
         links[buckets[slot, VALUE], BPREV] = q
     buckets[slot, VALUE] = q
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _close(q, closed, links, live_head, live_count, keys, buckets, used, q_dev, q_start):
+@njit(cache=True, nogil=True)
+def _close(q, bio, flags, links, heads, keys, buckets, state):
     """A bio is replaced or completed: out of its device's live list, its bucket and the keys."""
-    closed[q] = True
-    d = q_dev[q]
+    flags[q] |= CLOSED
+    d = bio[q, B_DEV]
     prv, nxt = links[q, PREV], links[q, NEXT]
     if prv != NONE:
         links[prv, NEXT] = nxt
     else:
-        live_head[d] = nxt
+        heads[d, 0] = nxt
     if nxt != NONE:
         links[nxt, PREV] = prv
-    live_count[d] -= 1
+    heads[d, 1] -= 1
     prv, nxt = links[q, BPREV], links[q, BNEXT]
     if prv != NONE:
         links[prv, BNEXT] = nxt
     else:
-        slot = _find(buckets, d, q_start[q] >> BUCKET_BITS)
+        slot = _find(buckets, d, bio[q, B_START] >> BUCKET_BITS)
         if nxt != NONE:
             buckets[slot, VALUE] = nxt
         else:
             _delete(buckets, slot)
-            used[1] -= 1
+            state[S_BUCKETS] -= 1
     if nxt != NONE:
         links[nxt, BPREV] = prv
-    if _fits(q_start[q]):
-        slot = _find(keys, d, q_start[q])
+    if _fits(bio[q, B_START]):
+        slot = _find(keys, d, bio[q, B_START])
         if keys[slot, VALUE] == q:
             _delete(keys, slot)
-            used[0] -= 1
+            state[S_KEYS] -= 1
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _lookup(d, sector, keys, closed, dev_last, prev_on_dev, q_start, q_end):
+@njit(cache=True, nogil=True)
+def _lookup(d, sector, keys, bio, flags, links, heads):
     """btt's dip_find_sec: the live Q starting at the sector, else the latest live Q of the
     device containing it (among its last LOOKBACK Qs), else NONE."""
     if _fits(sector):
         q = keys[_find(keys, d, sector), VALUE]
         if q != NONE:
             return q
-    q = dev_last[d]
+    q = heads[d, 2]
     for _ in range(LOOKBACK):
         if q == NONE:
             break
-        if not closed[q] and q_start[q] <= sector < q_end[q]:
+        if not flags[q] & CLOSED and bio[q, B_START] <= sector < bio[q, B_END]:
             return q
-        q = prev_on_dev[q]
+        q = links[q, PREV_ON_DEV]
     return NONE
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _contains(start, stop, q, q_start, q_end, odd):
+def _contains(start, stop, q, bio, odd):
     """A D or C over [start, stop] applies to the live bio q: the bio lies inside the range,
     and it starts at the range's start sector (by key) or strictly inside some D (C) of its
     device. For a bio of nonzero length starting inside the range, the range itself is such
     a D (C); `odd` says it for the others."""
-    qs = q_start[q]
-    if qs < start or q_end[q] > stop:
+    qs = bio[q, B_START]
+    if qs < start or bio[q, B_END] > stop:
         return False
     return (qs == start and _fits(qs)) or (start < qs < stop) or odd[q]
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _contained(d, start, stop, hits, links, live_head, live_count, buckets, q_start, q_end, odd):
+@njit(cache=True, nogil=True)
+def _contained(d, start, stop, hits, bio, links, heads, buckets, odd):
     """The live bios of device d a D or C over [start, stop] applies to: stored in hits (room
     for every bio), returns how many."""
     nh = 0
     if stop < start:
         return nh
     lo, hi = start >> BUCKET_BITS, stop >> BUCKET_BITS
-    if live_count[d] <= LIVE_SCAN or hi - lo >= live_count[d]:
-        q = live_head[d]
+    if heads[d, 1] <= LIVE_SCAN or hi - lo >= heads[d, 1]:
+        q = heads[d, 0]
         while q != NONE:
-            if _contains(start, stop, q, q_start, q_end, odd):
+            if _contains(start, stop, q, bio, odd):
                 hits[nh] = q
                 nh += 1
             q = links[q, NEXT]
@@ -359,7 +384,7 @@ def _contained(d, start, stop, hits, links, live_head, live_count, buckets, q_st
     for bucket in range(lo, hi + 1):
         q = buckets[_find(buckets, d, bucket), VALUE]
         while q != NONE:
-            if _contains(start, stop, q, q_start, q_end, odd):
+            if _contains(start, stop, q, bio, odd):
                 hits[nh] = q
                 nh += 1
             q = links[q, BNEXT]
