@@ -29,19 +29,18 @@ K_OTHER, K_Q, K_G, K_S, K_I, K_M, K_D, K_C, K_A, K_R = range(10)
 
 
 @njit(cache=True, nogil=True)
-def select_events(code, action, device, nbytes, devices, kind, pc_bit):
+def select_events(code, action, device, nbytes, sector, t, pid, devices, kind, pc_bit):
     """btt's pre-culling: the events the machine sees (kind != K_OTHER, not BLK_TC_PC, with
-    bytes unless R or A, and not before their device's first Q or A). Returns (rows seen,
-    device index of every event, per device and action code: records of every kind)."""
+    bytes unless R or A, and not before their device's first Q or A). Returns their rows and
+    columns (code, device index, sector, bytes, t, pid, action), and per device and action
+    code the records of every kind (blkparse's counts)."""
     n = code.shape[0]
-    dev = np.empty(n, np.int64)
     counts = np.zeros((devices.shape[0], 256), np.int64)
     started = np.zeros(devices.shape[0], np.bool_)
     rows = np.empty(n, np.int64)
     m = 0
     for i in range(n):
         d = np.searchsorted(devices, device[i])
-        dev[i] = d
         c = code[i]
         counts[d, c] += 1
         k = kind[c]
@@ -53,7 +52,18 @@ def select_events(code, action, device, nbytes, devices, kind, pc_bit):
             started[d] = True
         rows[m] = i
         m += 1
-    return rows[:m], dev, counts
+    rows = rows[:m]
+    out_code, out_dev = np.empty(m, code.dtype), np.empty(m, np.int64)
+    out_sector, out_bytes, out_t, out_pid = np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int64), \
+        np.empty(m, np.int64)
+    out_action = np.empty(m, action.dtype)
+    for j in range(m):
+        i = rows[j]
+        out_code[j] = code[i]
+        out_dev[j] = np.searchsorted(devices, device[i])
+        out_sector[j], out_bytes[j], out_t[j], out_pid[j] = sector[i], nbytes[i], t[i], pid[i]
+        out_action[j] = action[i]
+    return rows, out_code, out_dev, out_sector, out_bytes, out_t, out_pid, out_action, counts
 
 
 # ---------------------------------------------------------------- hash tables
@@ -389,3 +399,22 @@ def _contained(d, start, stop, hits, bio, links, heads, buckets, odd):
                 nh += 1
             q = links[q, BNEXT]
     return nh
+
+
+@njit(cache=True, nogil=True)
+def group_stats(groups, vals, n_groups):
+    """Per group 0..n_groups-1: count, min, max and int64 sum of vals (one pass, no sort)."""
+    count = np.zeros(n_groups, np.int64)
+    lo = np.zeros(n_groups, np.int64)
+    hi = np.zeros(n_groups, np.int64)
+    total = np.zeros(n_groups, np.int64)
+    for k in range(groups.shape[0]):
+        g = groups[k]
+        v = vals[k]
+        if count[g] == 0 or v < lo[g]:
+            lo[g] = v
+        if count[g] == 0 or v > hi[g]:
+            hi[g] = v
+        count[g] += 1
+        total[g] += v
+    return count, lo, hi, total

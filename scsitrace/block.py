@@ -196,19 +196,14 @@ class _Events:
         code = (action & 0xFF).astype(np.int16)
         nbytes = events["bytes"].to_numpy()
         self.devices = np.sort(events["device"].unique().to_numpy()).astype(np.int64)
-        sel, dcode, self.all_counts = _bm.select_events(code, action, events["device"].to_numpy(), nbytes,
-                                                        self.devices, KIND, TC_PC)
-        # every record, for the per-device counters (before culling: blkparse's counts): all_counts
-        self.row = sel                                   # row in the events frame
-        self.code = code[sel]
+        # all_counts: every record, for the per-device counters (before culling: blkparse's counts)
+        (self.row, self.code, self.dev, self.sector, self.bytes, self.t, self.pid, self.action,
+         self.all_counts) = _bm.select_events(code, action, events["device"].to_numpy(), nbytes,
+                                              events["sector"].to_numpy(), events["t_ns"].to_numpy(),
+                                              events["pid"].to_numpy(), self.devices, KIND, TC_PC)
+        sel = self.row                                   # row in the events frame
         self.kind = KIND[self.code]
-        self.dev = dcode[sel]
-        self.sector = events["sector"].to_numpy()[sel]
-        self.bytes = nbytes[sel]
         self.end = self.sector + self.bytes // SECTOR
-        self.t = events["t_ns"].to_numpy()[sel]
-        self.pid = events["pid"].to_numpy()[sel]
-        self.action = action[sel]
         self.pdu_dev = np.full(len(sel), NONE, np.int64)       # remaps only: few rows to convert
         self.pdu_sector = np.zeros(len(sel), np.int64)
         a = np.flatnonzero(self.code == TA["A"])
@@ -349,8 +344,10 @@ def stage_stats(run: dict, keep_q: np.ndarray | None = None) -> pl.DataFrame:
             add("all", name, ns)
         if scope:
             continue
-        for k, dev in enumerate(ev.devices):
-            add(dev_name(int(dev)), name, ns[q_dev[q] == k])
+        for k, (n, lo, hi, total) in enumerate(zip(*_bm.group_stats(q_dev[q], ns, len(ev.devices)))):
+            if n:
+                rows.append((dev_name(int(ev.devices[k])), name, int(n), int(lo), int(total) / int(n), int(hi),
+                             int(total)))
         if name not in ("Q2Q", "Q2Qdm"):
             add("all", name, ns)
     order = {name: k for k, name in enumerate(STAGE_ORDER)}
@@ -358,22 +355,10 @@ def stage_stats(run: dict, keep_q: np.ndarray | None = None) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=STATS, orient="row")
 
 
-def _group_stats(keys: np.ndarray, vals: np.ndarray):
-    """Per distinct key (sorted): count, min, max and exact int64 sum of vals."""
-    if len(keys) == 0:
-        return (np.zeros(0, np.int64),) * 5
-    order = np.argsort(keys, kind="stable")
-    k, v = keys[order], vals[order]
-    start = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
-    n = np.diff(np.concatenate((start, [len(k)])))
-    return (k[start], n, np.minimum.reduceat(v, start), np.maximum.reduceat(v, start),
-            np.add.reduceat(v, start))
-
-
 def process_stats(run: dict, names: dict, keep_q: np.ndarray | None = None) -> pl.DataFrame:
     """btt's per-process avg_info (btt -A "Per Process"): samples grouped by the pid that queued
     the bio, named by its command."""
-    pid = run["ev"].pid[run["qi"]]
+    pids, pid_of_q = np.unique(run["ev"].pid[run["qi"]], return_inverse=True)
     rows = []
     for stage, (q, ns) in run["samples"].items():
         name, _, scope = stage.partition("@")
@@ -381,9 +366,10 @@ def process_stats(run: dict, names: dict, keep_q: np.ndarray | None = None) -> p
             continue
         if keep_q is not None:
             q, ns = q[keep_q[q]], ns[keep_q[q]]
-        for one, n, lo, hi, total in zip(*_group_stats(pid[q], ns)):
-            rows.append((names.get(int(one), str(int(one))), int(one), name, int(n), int(lo), int(total) / int(n),
-                         int(hi), int(total)))
+        for one, n, lo, hi, total in zip(pids, *_bm.group_stats(pid_of_q[q], ns, len(pids))):
+            if n:
+                rows.append((names.get(int(one), str(int(one))), int(one), name, int(n), int(lo),
+                             int(total) / int(n), int(hi), int(total)))
     order = {name: k for k, name in enumerate(STAGE_ORDER)}
     rows.sort(key=lambda r: (order[r[2]], r[0], r[1]))
     return pl.DataFrame(rows, schema={"process": pl.Utf8, "pid": pl.Int64, **{k: v for k, v in STATS.items()
