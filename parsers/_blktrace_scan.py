@@ -21,7 +21,7 @@ def layout(dtype: np.dtype) -> dict[str, tuple[int, int]]:
     return {name: (dtype.fields[name][1], dtype.fields[name][0].itemsize) for name in dtype.names}
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _uint(b, pos, size, big):
     """Unsigned integer of `size` bytes at `pos` (any alignment), in either byte order. Read
     little-endian, then swapped: a byte-order branch around the loads costs 5x."""
@@ -31,7 +31,7 @@ def _uint(b, pos, size, big):
     return _swap(v, size) if big else v
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _swap(v, size):
     out = np.uint64(0)
     for k in range(size):
@@ -39,7 +39,7 @@ def _swap(v, size):
     return out
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _is_record(b, pos, big, header, magic_mask, magic):
     """A whole header fits at `pos` and starts with the three magic bytes (any version)."""
     return pos + header <= b.shape[0] and (_uint(b, pos, 4, big) & magic_mask) == magic
@@ -58,7 +58,7 @@ def _next_record(b, pos, big, aligned, header, magic_mask, magic):
     return b.shape[0]
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _grow(a, n):
     if n < a.shape[0]:
         return a

@@ -1,10 +1,11 @@
 """blktrace binary: `struct blk_io_trace` records, as blktrace writes them per CPU
 (`<dev>.blktrace.<cpu>`), as one piped stream (`blktrace -o -`) or as a `blkparse -d` dump.
 
-The record is declared once with construct (`BLK_IO_TRACE`); bulk decoding goes through a
-numpy dtype derived from that declaration. Records are variable length (48-byte header plus
-`pdu_len` bytes), so they are located by their magic and chained by length, vectorized;
-only breaks in the chain (corruption, magic bytes inside a PDU) are walked one by one.
+The record is declared once with construct (`BLK_IO_TRACE`); the numpy dtype derived from
+that declaration gives the field offsets the compiled passes (parsers/_blktrace_scan.py) read.
+Files are memory-mapped. Records are variable length (48-byte header plus `pdu_len` bytes),
+so one compiled pass follows the chain by length (a magic inside a PDU is never mistaken for
+a record), and a second decodes each record straight into its row of the merged columns.
 
 Given one per-CPU file or the base name blktrace used (`sda` for `sda.blktrace.0`...), all of
 that capture's per-CPU files are read and merged in time order.

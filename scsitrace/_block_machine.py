@@ -73,14 +73,14 @@ EMPTY = NONE                         # every column of a free slot (keys are dev
 MIN_SLOTS = 1024
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _slot(a, b, mask):
     """Home slot of the key (a, b) in a table of mask + 1 slots (multiplicative hashing)."""
     h = (np.uint64(a) * np.uint64(0x9E3779B97F4A7C15)) ^ (np.uint64(b) * np.uint64(0xC2B2AE3D27D4EB4F))
     return np.int64((h >> np.uint64(32)) & np.uint64(mask))
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _find(table, a, b):
     """Slot of key (a, b), or the free slot where it would go (linear probing)."""
     mask = table.shape[0] - 1
@@ -119,17 +119,17 @@ def _doubled(table):
 
 # ---------------------------------------------------------------- the machine
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _tdelta(frm, to):
     return to - frm if frm < to else 1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _fits(sector):
     return sector >= 0 and sector < KEY_SECTORS
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _put(stages, qs, vals, n, stage, q, val):
     """Store sample n; returns n + 1 (the caller made room)."""
     stages[n] = stage
@@ -363,7 +363,7 @@ def _lookup(d, sector, keys, bio, flags, links, heads):
     return NONE
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _contains(start, stop, q, bio, odd):
     """A D or C over [start, stop] applies to the live bio q: the bio lies inside the range,
     and it starts at the range's start sector (by key) or strictly inside some D (C) of its

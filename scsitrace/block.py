@@ -1,4 +1,4 @@
-"""Block layer (blktrace, blkparse text): the btt stage machine, vectorized.
+"""Block layer (blktrace, blkparse text): the btt stage machine.
 
 Events (Q G S I M F D C R A ...) become per-I/O stage times the way btt 1.2 computes them
 (see docs/blktrace.md for the rules and where this differs from btt):
@@ -12,10 +12,9 @@ Events (Q G S I M F D C R A ...) become per-I/O stage times the way btt 1.2 comp
 - Events of a device before its first Q or A are ignored (btt's pre-culling); Q G S I M D C
   records with zero bytes and BLK_TC_PC records are ignored; a requeue (R) is counted.
 
-No Python loop per event: key lookups are binary searches over sorted (device, sector, order)
-keys, and the D and C events containing each bio are found by a forward scan over its
-device's D and C events during its lifetime, vectorized over all bios (`SCAN_WINDOW` events per
-round). tests/test_blktrace_model.py checks it against a one-event-at-a-time reference.
+The machine itself is one compiled pass over the events in processing order
+(scsitrace/_block_machine.py, numba), with live bios in small hash tables and per-device lists;
+tests/test_blktrace_model.py checks it against a one-event-at-a-time Python reference.
 """
 from __future__ import annotations
 
