@@ -1,10 +1,11 @@
 """blktrace binary: `struct blk_io_trace` records, as blktrace writes them per CPU
 (`<dev>.blktrace.<cpu>`), as one piped stream (`blktrace -o -`) or as a `blkparse -d` dump.
 
-The record is declared once with construct (`BLK_IO_TRACE`); bulk decoding goes through a
-numpy dtype derived from that declaration. Records are variable length (48-byte header plus
-`pdu_len` bytes), so they are located by their magic and chained by length, vectorized;
-only breaks in the chain (corruption, magic bytes inside a PDU) are walked one by one.
+The record is declared once with construct (`BLK_IO_TRACE`); the numpy dtype derived from
+that declaration gives the field offsets the compiled passes (parsers/_blktrace_scan.py) read.
+Files are memory-mapped. Records are variable length (48-byte header plus `pdu_len` bytes),
+so one compiled pass follows the chain by length (a magic inside a PDU is never mistaken for
+a record), and a second decodes each record straight into its row of the merged columns.
 
 Given one per-CPU file or the base name blktrace used (`sda` for `sda.blktrace.0`...), all of
 that capture's per-CPU files are read and merged in time order.
@@ -22,6 +23,8 @@ import polars as pl
 from scsitrace import block, schema
 from scsitrace.errors import BadInput, TruncatedInput
 from scsitrace.model import Capture
+
+from . import _blktrace_scan as _scan
 
 ID = "blktrace"
 SUFFIXES = (".blktrace.0", ".blktrace.1", ".blktrace.2", ".blktrace.3", ".bin")
@@ -115,112 +118,59 @@ def resolve_path(path: str) -> str | None:
 
 # ---------------------------------------------------------------- record chain
 
-def _rows(b: np.ndarray, offs: np.ndarray, width: int) -> np.ndarray:
-    """(len(offs), width) bytes starting at each offset: one fancy index over a sliding-window
-    view of the buffer, no loop per record."""
-    if len(b) < width:
-        return np.zeros((0, width), np.uint8)
-    windows = np.lib.stride_tricks.as_strided(b, shape=(len(b) - width + 1, width), strides=(1, 1),
-                                              writeable=False)
-    return windows[offs]
-
-
-def _magic_word(order: str) -> tuple[int, int]:
-    """(mask, value) that the first header word, read little-endian, has when its three magic
-    bytes are present (the version byte is masked out)."""
-    raw = (MAGIC | VERSION).to_bytes(4, "little" if order == "<" else "big")
-    vpos = 0 if order == "<" else 3
-    mask = int.from_bytes(bytes(0 if k == vpos else 0xFF for k in range(4)), "little")
-    return mask, int.from_bytes(raw, "little") & mask
-
-
-def _candidates(b: np.ndarray, order: str, aligned: bool) -> np.ndarray:
-    """Byte offsets where the three magic bytes of a record header appear (4-aligned offsets only
-    when `aligned`, the common case: every PDU blktrace writes but messages is 8 or 16 bytes)."""
-    n = len(b) - HEADER + 1
-    if n <= 0:
-        return np.zeros(0, np.int64)
-    mask, value = _magic_word(order)
-    if aligned:
-        words = b[: len(b) - len(b) % 4].view("<u4")
-        offs = np.flatnonzero((words & mask) == value).astype(np.int64) * 4
-    else:
-        first = (value >> (8 if order == "<" else 0)) & 0xFF   # a magic byte, to prefilter
-        at = 1 if order == "<" else 0
-        offs = np.flatnonzero(b[at:n + at] == first).astype(np.int64)
-        word = _rows(b, offs, 4).view("<u4").reshape(-1)
-        offs = offs[(word & mask) == value]
-    return offs[offs < n]
+MAGIC_MASK = 0xFFFFFF00                   # the first header word, version byte masked out
+LAYOUT = _scan.layout(DTYPE_LE)           # {field: (offset, size)}, from the declaration
+REMAP_LAYOUT = _scan.layout(REMAP_DTYPE)
+assert all(LAYOUT[name][1] == width for name, width in _scan.FILL_FIELDS.items())
+assert all(REMAP_LAYOUT[name][1] == width for name, width in _scan.REMAP_FIELDS.items())
+FILL_FIELDS = np.array([LAYOUT[name][0] for name in _scan.FILL_FIELDS], np.int64)
+FILL_PDU = np.array([block.TA["A"], block.TA["X"], block.TA["U"], block.TA["T"], block.TC_NOTIFY, TN_CGROUP,
+                     CGROUP_ID_BYTES, BLK_IO_TRACE_REMAP.sizeof(), REMAP_LAYOUT["device_from"][0],
+                     REMAP_LAYOUT["sector_from"][0]], np.int64)
 
 
 class _Chain:
     """Record offsets of one file, plus what was wrong where (lenient mode)."""
 
     def __init__(self):
-        self.offsets: list[np.ndarray] = []
         self.bad: list[tuple[int, str]] = []     # (byte offset, reason)
         self.truncated: tuple[int, str] | None = None
 
 
-def _walk(b: np.ndarray, order: str, path: str, strict: bool) -> _Chain:
-    """Follow the record chain from offset 0 by header lengths; vectorized between breaks."""
-    pdu_off = DTYPE_LE.fields["pdu_len"][1]
+def _map(path: str) -> np.ndarray:
+    """The file's bytes, memory-mapped (read-only, no copy)."""
+    if os.path.getsize(path) == 0:
+        return np.zeros(0, np.uint8)
+    return np.asarray(np.memmap(path, np.uint8, mode="r"))
+
+
+def _walk(b: np.ndarray, order: str, path: str, strict: bool) -> tuple[_Chain, dict]:
+    """Follow the record chain from offset 0 by header lengths (compiled, one pass) -> what was
+    wrong where, and per record: offset, time, action, cpu, version. The walk first assumes
+    4-aligned records (every PDU blktrace writes but messages is 8 or 16 bytes) and is redone
+    byte by byte when a record sits at an odd offset: resynchronizing after a bad record
+    looks at aligned offsets only in the first case."""
+    big = order == ">"
     for aligned in (True, False):
-        c = _candidates(b, order, aligned)
-        pdu_len = _rows(b, c + pdu_off, 2).view("<u2" if order == "<" else ">u2").reshape(-1)
-        chain = _follow(b, c, c + HEADER + pdu_len, order, path, strict, need_aligned=aligned)
-        if chain is not None:
-            return chain
-    raise AssertionError("unreachable: the byte-level walk always completes")
-
-
-def _follow(b, c, nxt, order, path, strict, need_aligned):
-    """Records c[i..j] chain when each one's end is the next one's start; at a break, the
-    record ending there is looked up among the candidates (a magic inside a PDU is skipped
-    that way), else the bytes there are bad (or a truncated tail)."""
-    n = len(b)
-    out = _Chain()
-    m = len(c)
-    breaks = np.flatnonzero(nxt[:-1] != c[1:]) if m > 1 else np.zeros(0, np.int64)
-    pos = 0
-    i = _index_of(c, pos)
-    while pos < n:
-        if i is None:
-            if need_aligned and pos % 4:
-                return None      # a record at an odd offset: redo the walk byte by byte
-            if n - pos < HEADER or _byteorder(bytes(b[pos:pos + 4])) == order:
-                reason = (f"truncated record: {n - pos} bytes left, a record needs {HEADER}"
-                          if n - pos < HEADER else "truncated record: its PDU runs past the end")
-                if strict:
-                    raise TruncatedInput(path, reason, offset=pos)
-                out.truncated = (pos, reason)
-                break
-            reason = _why_bad(b, pos, order)
-            if strict:
-                raise BadInput(path, reason, offset=pos)
-            out.bad.append((pos, reason))
-            k = int(np.searchsorted(c, pos, side="right"))
-            pos, i = (int(c[k]), k) if k < m else (n, None)
-            continue
-        bi = int(np.searchsorted(breaks, i))
-        j = int(breaks[bi]) if bi < len(breaks) else m - 1
-        out.offsets.append(c[i:j + 1])
-        pos = int(nxt[j])
-        if pos > n:
-            start = int(c[j])
-            reason = f"truncated record: its {pos - start - HEADER}-byte PDU runs past the end"
-            if strict:
-                raise TruncatedInput(path, reason, offset=start)
-            out.offsets[-1] = out.offsets[-1][:-1]
-            out.truncated = (start, reason)
+        outcome, where, offs, time, action, cpu, version, bad = _scan.walk(
+            b, big, aligned, HEADER, MAGIC_MASK, MAGIC, LAYOUT["pdu_len"], LAYOUT["time"], LAYOUT["action"],
+            LAYOUT["cpu"])
+        if outcome != _scan.REDO_UNALIGNED:
             break
-        i = _index_of(c, pos)
-    return out
-
-
-def _index_of(c: np.ndarray, pos: int) -> int | None:
-    k = int(np.searchsorted(c, pos))
-    return k if k < len(c) and c[k] == pos else None
+    chain = _Chain()
+    chain.bad = [(int(pos), _why_bad(b, int(pos), order)) for pos in bad]
+    if outcome == _scan.TRUNCATED_SHORT:
+        chain.truncated = (where, f"truncated record: {len(b) - where} bytes left, a record needs {HEADER}")
+    elif outcome == _scan.TRUNCATED_PDU:
+        pdu_off, pdu_size = LAYOUT["pdu_len"]
+        pdu_len = int.from_bytes(bytes(b[where + pdu_off:where + pdu_off + pdu_size]),
+                                 "little" if order == "<" else "big")
+        chain.truncated = (where, f"truncated record: its {pdu_len}-byte PDU runs past the end")
+    if strict and chain.bad:           # the walk only moves forward: the first bad comes first
+        raise BadInput(path, chain.bad[0][1], offset=chain.bad[0][0])
+    if strict and chain.truncated:
+        raise TruncatedInput(path, chain.truncated[1], offset=chain.truncated[0])
+    return chain, {"offs": offs, "time": time, "action": action, "cpu": cpu, "version": version}
 
 
 def _why_bad(b, pos, order) -> str:
@@ -231,16 +181,15 @@ def _why_bad(b, pos, order) -> str:
 # ---------------------------------------------------------------- bulk decode
 
 def _decode_file(path: str, file_cpu: int | None, strict: bool, progress) -> dict:
-    """One file -> header records (numpy, via the declaration's dtype), PDU fields, notes."""
-    with open(path, "rb") as fh:
-        buf = fh.read()
+    """One file -> its record offsets and the header fields needed before merging, notify
+    payloads, notes. The other fields are decoded by `_columns`, straight into merged order."""
+    b = _map(path)
     if progress is not None:
-        progress(len(buf))
-    b = np.frombuffer(buf, dtype=np.uint8)
-    out = {"path": path, "rec": None, "chain": _Chain(), "order": "<", "notes": [], "texts": {}}
-    order = _byteorder(buf[:4])
+        progress(len(b))
+    out = {"path": path, "bytes": b, "heads": None, "chain": _Chain(), "order": "<", "notes": [], "texts": []}
+    order = _byteorder(bytes(b[:4]))
     if order is None:
-        if not buf:
+        if not len(b):
             return out
         reason = (_why_bad(b, 0, "<") if len(b) >= 4 else
                   f"{len(b)} bytes: too short for a blk_io_trace record")
@@ -248,10 +197,8 @@ def _decode_file(path: str, file_cpu: int | None, strict: bool, progress) -> dic
             raise BadInput(path, reason, offset=0)
         out["chain"].bad.append((0, reason))
         return out
-    chain = _walk(b, order, path, strict)
-    offs = np.concatenate(chain.offsets) if chain.offsets else np.zeros(0, np.int64)
-    rec = _rows(b, offs, HEADER).view(DTYPE_LE if order == "<" else DTYPE_BE).reshape(-1)
-    version = rec["magic"] & 0xFF
+    chain, heads = _walk(b, order, path, strict)
+    offs, version = heads["offs"], heads["version"]
     if np.any(version != VERSION):
         bad = np.flatnonzero(version != VERSION)
         reason = f"unsupported blktrace version {int(version[bad[0]])} (this reader knows {VERSION})"
@@ -259,48 +206,30 @@ def _decode_file(path: str, file_cpu: int | None, strict: bool, progress) -> dic
             raise BadInput(path, reason, offset=int(offs[bad[0]]))
         chain.bad += [(int(offs[k]), reason) for k in bad]
         keep = version == VERSION
-        offs, rec = offs[keep], rec[keep]
-    out.update(rec=rec, offs=offs, chain=chain, order=order)
-    out.update(_pdus(b, buf, offs, rec))
+        heads = {name: v[keep] for name, v in heads.items()}
+    out.update(heads=heads, chain=chain, order=order)
+    out["texts"] = _notify_payloads(b, heads, order)
     if file_cpu is not None:
-        wrong = np.flatnonzero(rec["cpu"] != file_cpu)
+        wrong = np.flatnonzero(heads["cpu"] != file_cpu)
         if len(wrong):
-            out["notes"].append((int(offs[wrong[0]]), f"{len(wrong)} records of {os.path.basename(path)} say "
-                                 f"CPU {int(rec['cpu'][wrong[0]])}, the file name says CPU {file_cpu}"))
+            out["notes"].append((int(heads["offs"][wrong[0]]),
+                                 f"{len(wrong)} records of {os.path.basename(path)} say "
+                                 f"CPU {int(heads['cpu'][wrong[0]])}, the file name says CPU {file_cpu}"))
     return out
 
 
-def _pdus(b: np.ndarray, buf: bytes, offs: np.ndarray, rec: np.ndarray) -> dict:
-    """Remap (device, sector) and split/unplug integers from the PDUs (big-endian, as the kernel
-    writes them), plus the payload of notify records (process names, messages: a handful).
-    Only records that carry a PDU are looked at."""
-    n = len(offs)
-    out = {"pdu_dev": np.zeros(n, np.uint32), "pdu_sector": np.zeros(n, np.int64),
-           "pdu_int": np.zeros(n, np.int64), "has_remap": np.zeros(n, bool), "has_int": np.zeros(n, bool),
-           "texts": {}}
-    k = np.flatnonzero(rec["pdu_len"] > 0)
-    if len(k) == 0:
-        return out
-    action = rec["action"][k].astype(np.int64)
-    notify = (action & block.TC_NOTIFY) != 0
-    code = action & (0xFFFF & ~TN_CGROUP)
-    skip = np.where((action & TN_CGROUP) != 0, CGROUP_ID_BYTES, 0)
-    start = offs[k] + HEADER + skip
-    payload = rec["pdu_len"][k].astype(np.int64) - skip
-    remap = ~notify & (code == block.TA["A"]) & (payload >= BLK_IO_TRACE_REMAP.sizeof())
-    if remap.any():
-        r = _rows(b, start[remap], BLK_IO_TRACE_REMAP.sizeof()).view(REMAP_DTYPE).reshape(-1)
-        out["pdu_dev"][k[remap]] = r["device_from"]
-        out["pdu_sector"][k[remap]] = r["sector_from"].astype(np.int64)
-        out["has_remap"][k[remap]] = True
-    with_int = np.zeros(0x10000, bool)          # actions whose PDU is one be64
-    with_int[[block.TA["X"], block.TA["U"], block.TA["T"]]] = True
-    has_int = ~notify & with_int[code] & (payload >= 8)
-    if has_int.any():
-        out["pdu_int"][k[has_int]] = _rows(b, start[has_int], 8).view(">u8").reshape(-1).astype(np.int64)
-        out["has_int"][k[has_int]] = True
-    out["texts"] = {int(k[j]): buf[int(start[j]):int(start[j]) + int(max(payload[j], 0))]
-                    for j in np.flatnonzero(notify)}
+def _notify_payloads(b: np.ndarray, heads: dict, order: str) -> list[tuple[np.void, bytes]]:
+    """(header, payload) of the notify records that carry a PDU (process names, messages: a
+    handful)."""
+    out = []
+    dtype = DTYPE_LE if order == "<" else DTYPE_BE
+    for pos in heads["offs"][(heads["action"] & block.TC_NOTIFY) != 0]:
+        rec = np.frombuffer(bytes(b[pos:pos + HEADER]), dtype)[0]
+        if rec["pdu_len"] == 0:
+            continue
+        skip = CGROUP_ID_BYTES if int(rec["action"]) & TN_CGROUP else 0
+        start = int(pos) + HEADER + skip
+        out.append((rec, bytes(b[start:start + max(int(rec["pdu_len"]) - skip, 0)])))
     return out
 
 
@@ -319,13 +248,12 @@ def _capture(path, files, decoded, strict) -> Capture:
     names, messages, clocks, anomalies = {}, [], [], []
     for d in decoded:
         anomalies += _file_anomalies(cap, d)
-        if d["rec"] is not None:
-            _notify_texts(d, names, messages, clocks)
-    parts = [(fi, d) for fi, d in enumerate(decoded) if d["rec"] is not None]
-    cap.records.read = sum(len(d["rec"]) for _, d in parts)
+        _notify_texts(d, names, messages, clocks)
+    parts = [(fi, d) for fi, d in enumerate(decoded) if d["heads"] is not None]
+    cap.records.read = sum(len(d["heads"]["offs"]) for _, d in parts)
     big = any(d["order"] == ">" for d in decoded)
-    decoded.clear()                            # let the per-file arrays go once merged
     events = block.finish_events(_columns(parts))
+    decoded.clear()                            # unmap the files once decoded
     cap.frames["events"] = events.drop("time_abs")
     cap.frames["processes"] = pl.DataFrame({"pid": list(names), "name": list(names.values())},
                                            schema=block.PROCESSES)
@@ -358,51 +286,44 @@ def _file_anomalies(cap: Capture, d: dict) -> list[tuple[str, str, str]]:
 
 
 def _columns(parts: list[tuple[int, dict]]) -> pl.DataFrame:
-    """RAW_EVENTS of every file without its notify records, merged in time order: the header
-    records are copied whole, straight from each file's rows into merged order, then one copy
-    per field."""
+    """RAW_EVENTS of every file without its notify records, merged in time order: each record
+    is decoded once, from the file's bytes straight into its row of the merged columns."""
     if not parts:
         return schema.empty(block.RAW_EVENTS)
-    recs = [d["rec"] if d["order"] == "<" else d["rec"].astype(DTYPE_LE) for _, d in parts]
-    keeps = [np.flatnonzero((r["action"] & block.TC_NOTIFY) == 0) for r in recs]
-    order = block.merge_order([r["time"][k].astype(np.int64) for r, k in zip(recs, keeps)])
-    base = np.cumsum([0] + [len(r) for r in recs])[:-1]
-    src = np.concatenate([b + k for b, k in zip(base, keeps)])      # row in the files, concatenated
-    src_file = np.concatenate([np.full(len(k), f, np.int16) for f, k in enumerate(keeps)])
+    keeps = [np.flatnonzero((d["heads"]["action"] & block.TC_NOTIFY) == 0) for _, d in parts]
+    order = block.merge_order([d["heads"]["time"][k] for (_, d), k in zip(parts, keeps)])
+    n = sum(len(k) for k in keeps)
+    dest = np.arange(n, dtype=np.int64)              # row of each record, files concatenated
     if order is not None:
-        src, src_file = src[order], src_file[order]
-    whole = np.empty(len(src), f"V{HEADER}")
-    for f, r in enumerate(recs):
-        at = np.flatnonzero(src_file == f)
-        whole[at] = r.view(f"V{HEADER}").reshape(-1)[src[at] - base[f]]
-    extra = {name: np.concatenate([d[name] for _, d in parts])[src]
-             for name in ("pdu_dev", "pdu_sector", "pdu_int", "has_remap", "has_int", "offs")}
-    for _, d in parts:                        # the per-file copies are no longer needed
-        d["rec"] = None
-    del recs
-    rec = whole.view(DTYPE_LE)
-    cols = {"time_abs": rec["time"], "seq": rec["sequence"], "cpu": rec["cpu"], "action": rec["action"],
-            "device": rec["device"], "sector": rec["sector"], "bytes": rec["bytes"], "pid": rec["pid"],
-            "error": rec["error"], "pdu_dev": extra["pdu_dev"], "pdu_sector": extra["pdu_sector"],
-            "pdu_int": extra["pdu_int"], "has_remap": extra["has_remap"], "has_int": extra["has_int"],
-            "file": np.asarray([fi for fi, _ in parts], np.int16)[src_file], "position": extra["offs"]}
-    return pl.DataFrame({name: np.ascontiguousarray(v).astype(block.NUMPY_RAW[name], copy=False)
-                         for name, v in cols.items()}, schema=block.RAW_EVENTS)
+        dest[order] = np.arange(n, dtype=np.int64)
+    cols = {"i64": np.empty((len(_scan.I64_COLUMNS), n), np.int64),
+            "u32": np.empty((len(_scan.U32_COLUMNS), n), np.uint32), "cpu": np.empty(n, np.int32),
+            "i16": np.empty((len(_scan.I16_COLUMNS), n), np.int16),
+            "flags": np.empty((len(_scan.BOOL_COLUMNS), n), np.bool_)}
+    first = 0
+    for (fi, d), keep in zip(parts, keeps):
+        _scan.fill(d["bytes"], d["order"] == ">", HEADER, d["heads"]["offs"][keep], dest[first:first + len(keep)],
+                   FILL_FIELDS, FILL_PDU, fi, *cols.values())
+        first += len(keep)
+    named = {"cpu": cols["cpu"]}
+    for group, names in (("i64", _scan.I64_COLUMNS), ("u32", _scan.U32_COLUMNS), ("i16", _scan.I16_COLUMNS),
+                         ("flags", _scan.BOOL_COLUMNS)):
+        named.update(zip(names, cols[group]))
+    return pl.DataFrame({name: named[name] for name in block.RAW_EVENTS}, schema=block.RAW_EVENTS)
 
 
 def _notify_texts(d, names: dict, messages: list, clocks: list) -> None:
     """Process names (pid -> comm), message notes and wall-clock stamps from the notify records."""
-    rec = d["rec"]
-    for k, raw in d["texts"].items():
-        kind = int(rec["action"][k] & 0xFF)
+    for rec, raw in d["texts"]:
+        kind = int(rec["action"] & 0xFF)
         text = raw.split(b"\0", 1)[0].decode("utf-8", "replace")
-        pid = int(rec["pid"][k])
+        pid = int(rec["pid"])
         if kind == block.TN_TIMESTAMP and len(raw) >= 8:
             # two u32 in the tracing host's order: the wall clock when tracing started
             sec, nsec = np.frombuffer(raw[:8], "<u4" if d["order"] == "<" else ">u4")
-            clocks.append({"time_abs": int(rec["time"][k]), "wall_clock_ns": int(sec) * 10**9 + int(nsec)})
+            clocks.append({"time_abs": int(rec["time"]), "wall_clock_ns": int(sec) * 10**9 + int(nsec)})
         elif kind == block.TN_PROCESS:
             names[pid] = "kernel" if pid == 0 else text.split("/", 1)[0]
         elif kind == block.TN_MESSAGE:
-            messages.append({"time_abs": int(rec["time"][k]), "device": block.dev_name(int(rec["device"][k])),
+            messages.append({"time_abs": int(rec["time"]), "device": block.dev_name(int(rec["device"])),
                              "text": text})

@@ -1,4 +1,4 @@
-"""Block layer (blktrace, blkparse text): the btt stage machine, vectorized.
+"""Block layer (blktrace, blkparse text): the btt stage machine.
 
 Events (Q G S I M F D C R A ...) become per-I/O stage times the way btt 1.2 computes them
 (see docs/blktrace.md for the rules and where this differs from btt):
@@ -12,16 +12,16 @@ Events (Q G S I M F D C R A ...) become per-I/O stage times the way btt 1.2 comp
 - Events of a device before its first Q or A are ignored (btt's pre-culling); Q G S I M D C
   records with zero bytes and BLK_TC_PC records are ignored; a requeue (R) is counted.
 
-No Python loop per event: key lookups are binary searches over sorted (device, sector, order)
-keys, and the D and C events containing each bio are found by a forward scan over its
-device's D and C events during its lifetime, vectorized over all bios (`SCAN_WINDOW` events per
-round). tests/test_blktrace_model.py checks it against a one-event-at-a-time reference.
+The machine itself is one compiled pass over the events in processing order
+(scsitrace/_block_machine.py, numba), with live bios in small hash tables and per-device lists;
+tests/test_blktrace_model.py checks it against a one-event-at-a-time Python reference.
 """
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
 
+from . import _block_machine as _bm
 from . import schema
 from .errors import UsageError
 from .model import Analysis, Capture
@@ -40,8 +40,6 @@ TC_PC = TC["PC"] << TC_SHIFT
 TN_PROCESS, TN_TIMESTAMP, TN_MESSAGE = 0, 1, 2
 REMAPPER_MAJORS = (9, 253, 254)     # md, device-mapper: btt keeps their Q2Q/Q2A/Q2C apart ("dm")
 SECTOR = 512
-SCAN_STEPS = 64       # Qs looked back at by _containing, per round
-SCAN_WINDOW = 8       # events looked at per bio and round by _scan
 
 # What a block parser hands over before `finish_events` (binary layout, absolute times).
 RAW_EVENTS = {
@@ -174,8 +172,7 @@ def _filtered(events: pl.DataFrame, opts: dict) -> pl.DataFrame:
 
 # ---------------------------------------------------------------- the stage machine
 
-NONE = -1
-BIG_T = np.iinfo(np.int64).max
+NONE = _bm.NONE
 
 
 def _unique(x: np.ndarray) -> np.ndarray:
@@ -184,45 +181,28 @@ def _unique(x: np.ndarray) -> np.ndarray:
     return s[np.concatenate(([True], s[1:] != s[:-1]))] if len(s) else s
 
 
-def _tdelta(frm: np.ndarray, to: np.ndarray) -> np.ndarray:
-    """btt's tdelta: to - from, or 1 when to <= from."""
-    return np.where(frm < to, to - frm, 1)
+KIND = np.full(256, _bm.K_OTHER, np.int8)          # what each action code is to the machine
+for _letter, _kind in (("Q", _bm.K_Q), ("G", _bm.K_G), ("S", _bm.K_S), ("I", _bm.K_I), ("M", _bm.K_M),
+                       ("F", _bm.K_M), ("D", _bm.K_D), ("C", _bm.K_C), ("A", _bm.K_A), ("R", _bm.K_R)):
+    KIND[TA[_letter]] = _kind
 
 
 class _Events:
     """The records btt's machine sees, as numpy columns in processing order (after pre-culling)."""
 
-    CODES = ("Q", "G", "S", "I", "M", "F", "D", "C", "R", "A")
-
     def __init__(self, events: pl.DataFrame):
         action = events["action"].to_numpy()
         code = (action & 0xFF).astype(np.int16)
         nbytes = events["bytes"].to_numpy()
-        seen = np.zeros(256, bool)
-        seen[[TA[c] for c in self.CODES]] = True
-        wanted = seen[code] & ((action & TC_PC) == 0)
-        wanted &= (nbytes > 0) | (code == TA["R"]) | (code == TA["A"])
-        dev = events["device"].to_numpy()
         self.devices = np.sort(events["device"].unique().to_numpy()).astype(np.int64)
-        dcode = np.searchsorted(self.devices, dev)
-        # pre-culling: a device's events before its first Q or A are not seen
-        qa = wanted & ((code == TA["Q"]) | (code == TA["A"]))
-        first = np.full(len(self.devices), len(code), np.int64)
-        for k in range(len(self.devices)):
-            hits = np.flatnonzero(qa & (dcode == k))
-            if len(hits):
-                first[k] = hits[0]
-        wanted &= np.arange(len(code)) >= first[dcode]
-        sel = np.flatnonzero(wanted)
-        self.row = sel                                   # row in the events frame
-        self.code = code[sel]
-        self.dev = dcode[sel].astype(np.int64)
-        self.sector = events["sector"].to_numpy()[sel]
-        self.bytes = nbytes[sel]
+        # all_counts: every record, for the per-device counters (before culling: blkparse's counts)
+        (self.row, self.code, self.dev, self.sector, self.bytes, self.t, self.pid, self.action,
+         self.all_counts) = _bm.select_events(code, action, events["device"].to_numpy(), nbytes,
+                                              events["sector"].to_numpy(), events["t_ns"].to_numpy(),
+                                              events["pid"].to_numpy(), self.devices, KIND, TC_PC)
+        sel = self.row                                   # row in the events frame
+        self.kind = KIND[self.code]
         self.end = self.sector + self.bytes // SECTOR
-        self.t = events["t_ns"].to_numpy()[sel]
-        self.pid = events["pid"].to_numpy()[sel]
-        self.action = action[sel]
         self.pdu_dev = np.full(len(sel), NONE, np.int64)       # remaps only: few rows to convert
         self.pdu_sector = np.zeros(len(sel), np.int64)
         a = np.flatnonzero(self.code == TA["A"])
@@ -232,9 +212,6 @@ class _Events:
             known = np.isin(pdu_dev, self.devices)
             self.pdu_dev[a] = np.where(known, np.searchsorted(self.devices, pdu_dev), NONE)
             self.pdu_sector[a] = events["pdu_sector"].gather(rows).fill_null(0).to_numpy()
-        # every record, for the per-device counters (before culling: blkparse's counts)
-        self.all_counts = np.bincount(dcode * 256 + code, minlength=len(self.devices) * 256) \
-            .reshape(len(self.devices), 256)
         self.n = len(sel)
         self._by_code = np.argsort(self.code, kind="stable")       # event indexes grouped by code
         self._bounds = np.searchsorted(self.code[self._by_code], np.arange(257))
@@ -245,101 +222,9 @@ class _Events:
         return parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts))
 
 
-class _Keys:
-    """Lookup "the latest Q with this (device, start sector) before event i" with sorted keys."""
-
-    SHIFT = np.int64(1) << 47          # sectors from 2**47 on (64 PiB) never match: see _key
-
-    def __init__(self, dev: np.ndarray, sector: np.ndarray, idx: np.ndarray, n_events: int):
-        key = np.where(self._fits(sector), dev * self.SHIFT + sector, -1 - np.arange(len(sector)))
-        self.uniq = _unique(key)
-        kid = np.searchsorted(self.uniq, key)
-        self.span = np.int64(n_events + 1)
-        comp = kid * self.span + idx
-        self.order = np.argsort(comp, kind="stable")
-        self.comp = comp[self.order]
-        self.q_idx = self.comp % self.span
-        ks = self.comp // self.span
-        self.first = np.flatnonzero(np.concatenate(([True], ks[1:] != ks[:-1])))   # per key id
-        self.count = np.diff(np.concatenate((self.first, [len(ks)])))
-
-    def latest(self, dev, sector, idx) -> np.ndarray:
-        """Index (into the Q arrays) of the latest Q before each idx with that key, or -1."""
-        out = np.full(len(idx), NONE, np.int64)
-        if len(self.uniq) == 0:
-            return out
-        key = np.where(self._fits(sector), dev * self.SHIFT + sector, np.iinfo(np.int64).min)
-        k = np.minimum(np.searchsorted(self.uniq, key), len(self.uniq) - 1)
-        found = self.uniq[k] == key
-        single = found & (self.count[k] == 1)      # the usual case: one Q ever had this key
-        p = self.first[k[single]]
-        out[single] = np.where(self.q_idx[p] < idx[single], self.order[p], NONE)
-        multi = np.flatnonzero(found & ~single)
-        if len(multi):
-            km = k[multi]
-            pos = np.searchsorted(self.comp, km * self.span + idx[multi]) - 1
-            ok = pos >= self.first[km]
-            out[multi] = np.where(ok, self.order[np.maximum(pos, 0)], NONE)
-        return out
-
-    @classmethod
-    def _fits(cls, sector: np.ndarray) -> np.ndarray:
-        """Sectors that fit the packed (device, sector) key; others (corrupt records) get keys
-        that match nothing."""
-        return (sector >= 0) & (sector < cls.SHIFT)
-
-    def next_same(self) -> np.ndarray:
-        """For each Q, the idx of the next Q with the same key (-1 when none)."""
-        nxt = np.full(len(self.order), NONE, np.int64)
-        same = (self.comp[1:] // self.span) == (self.comp[:-1] // self.span)
-        nxt[self.order[:-1][same]] = (self.comp[1:] % self.span)[same]
-        return nxt
-
-
-def _scan(q_sel, q_dev, q_start, q_end, q_idx, limit, ev: _Events, kinds: np.ndarray, first_only: bool):
-    """Events `kinds` (indexes into ev) after each selected Q on its device, before the Q's
-    limit idx, whose range contains the Q. Vectorized over the Qs, looking at a window of
-    SCAN_WINDOW events per Q and round; with `first_only` a Q stops at its first hit.
-    Returns (q, event index) pairs."""
-    none = np.zeros(0, np.int64), np.zeros(0, np.int64)
-    if len(q_sel) == 0 or len(kinds) == 0:
-        return none
-    order = kinds[np.lexsort((kinds, ev.dev[kinds]))]       # by device, then idx
-    e_dev, e_idx = ev.dev[order], order
-    e_start, e_end = ev.sector[order], ev.end[order]
-    last = len(order) - 1
-    span = np.int64(ev.n + 1)
-    pos = np.searchsorted(e_dev * span + e_idx, q_dev[q_sel] * span + q_idx[q_sel], side="right")
-    stop = np.searchsorted(e_dev, q_dev[q_sel], side="right")
-    lim = limit[q_sel]
-    window = np.arange(SCAN_WINDOW)
-    active = np.flatnonzero(pos < stop)
-    out_q, out_e = [], []
-    while len(active):
-        p = pos[active][:, None] + window
-        pc = np.minimum(p, last)
-        # both bounds are monotone along the window: e_idx grows within a device
-        inside = (p < stop[active][:, None]) & (e_idx[pc] < lim[active][:, None])
-        qs = q_sel[active]
-        hit = inside & (e_start[pc] <= q_start[qs][:, None]) & (q_end[qs][:, None] <= e_end[pc])
-        if first_only:
-            rows = np.flatnonzero(hit.any(axis=1))
-            out_q.append(qs[rows])
-            out_e.append(e_idx[pc[rows, hit[rows].argmax(axis=1)]])
-            finished = hit.any(axis=1) | ~inside[:, -1]
-        else:
-            r, c = np.nonzero(hit)
-            out_q.append(qs[r])
-            out_e.append(e_idx[pc[r, c]])
-            finished = ~inside[:, -1]
-        pos[active] += SCAN_WINDOW
-        active = active[~finished]
-    return (np.concatenate(out_q), np.concatenate(out_e)) if out_q else none
-
-
 def _strictly_inside(q_dev, q_start, ev: _Events, kinds: np.ndarray) -> np.ndarray:
     """Bios whose start sector lies strictly inside the range of some event of `kinds` on their
-    device, at any time: only these can be contained by such an event starting elsewhere."""
+    device, at any time."""
     mask = np.zeros(len(q_start), bool)
     for k in range(len(ev.devices)):
         e = kinds[ev.dev[kinds] == k]
@@ -354,143 +239,37 @@ def _strictly_inside(q_dev, q_start, ev: _Events, kinds: np.ndarray) -> np.ndarr
     return mask
 
 
-def _containing(dev: np.ndarray, sector: np.ndarray, idx: np.ndarray, ev: _Events, qi: np.ndarray,
-                q_end: np.ndarray, close: np.ndarray, steps: int = 4 * SCAN_STEPS) -> np.ndarray:
-    """For lookups (device, sector, at event idx) without a live Q at that start sector: the
-    latest earlier live Q on the device whose range contains the sector (searched `steps` Qs
-    back), or -1."""
-    out = np.full(len(idx), NONE, np.int64)
-    if len(idx) == 0 or len(qi) == 0:
-        return out
-    q_dev = ev.dev[qi]
-    order = np.lexsort((qi, q_dev))                 # Qs by device, then idx
-    span = np.int64(ev.n + 1)
-    comp = q_dev[order] * span + qi[order]
-    pos = np.searchsorted(comp, dev * span + idx) - 1
-    lo = np.searchsorted(q_dev[order], dev)
-    active = np.arange(len(idx))
-    for _ in range(steps):
-        active = active[pos[active] >= lo[active]]
-        if len(active) == 0:
-            break
-        q = order[pos[active]]
-        at, sec = idx[active], sector[active]
-        hit = (ev.sector[qi[q]] <= sec) & (sec < q_end[q]) & (at < close[q])
-        out[active[hit]] = q[hit]
-        active = active[~hit]
-        pos[active] -= 1
-    return out
-
-
-def _last_before(q_query, idx_query, q_hist, idx_hist):
-    """For each query (q, idx): position in the history arrays of the same q's latest entry with
-    a smaller idx, or -1."""
-    if len(q_hist) == 0:
-        return np.full(len(q_query), NONE, np.int64)
-    span = np.int64(max(int(idx_hist.max()), int(idx_query.max(initial=0))) + 2)
-    comp = q_hist * span + idx_hist
-    order = np.argsort(comp, kind="stable")
-    sc = comp[order]
-    pos = np.searchsorted(sc, q_query * span + idx_query) - 1
-    ok = (pos >= 0) & ((sc[np.maximum(pos, 0)] // span) == q_query)
-    return np.where(ok, order[np.maximum(pos, 0)], NONE)
+def _odd_inside(ev: _Events, qi: np.ndarray, letter: str) -> np.ndarray:
+    """Per Q, _strictly_inside the events `letter`, computed only for the bios where the
+    machine needs it (zero length, or a start sector no key can hold: see _bm._contains)."""
+    q_start, q_end = ev.sector[qi], ev.end[qi]
+    odd = np.flatnonzero((q_end == q_start) | (q_start < 0) | (q_start >= _bm.KEY_SECTORS))
+    mask = np.zeros(len(qi), bool)
+    if len(odd):
+        mask[odd] = _strictly_inside(ev.dev[qi][odd], q_start[odd], ev, ev.of(letter))
+    return mask
 
 
 def machine(events: pl.DataFrame) -> dict:
     """Run the btt stage machine -> per-Q frame and the stage samples."""
     ev = _Events(events)
     qi = ev.of("Q")                                     # event index of each Q
-    q_dev, q_start, q_end, q_t = ev.dev[qi], ev.sector[qi], ev.end[qi], ev.t[qi]
-    keys = _Keys(q_dev, q_start, qi, ev.n)
-    replaced = keys.next_same()
-    nq = len(qi)
-
-    def lookup(sel):
-        return keys.latest(ev.dev[sel], ev.sector[sel], sel)
-
-    # completion: the first C containing the Q before another Q replaces it
-    c_ev = ev.of("C")
-    c_q = lookup(c_ev)
-    ok = (c_q >= 0)
-    ok[ok] &= ev.end[c_ev[ok]] >= q_end[c_q[ok]]
-    c_idx = np.full(nq, BIG_T, np.int64)
-    np.minimum.at(c_idx, c_q[ok], c_ev[ok])
-    rep = np.where(replaced >= 0, replaced, BIG_T)
-    c_idx[c_idx >= rep] = BIG_T
-    # a C starting elsewhere may complete a bio earlier (a merged request): scan up to that bound
-    inside_c = np.flatnonzero(_strictly_inside(q_dev, q_start, ev, c_ev))
-    sq, se = _scan(inside_c, q_dev, q_start, q_end, qi, np.minimum(rep, c_idx), ev, c_ev, first_only=True)
-    np.minimum.at(c_idx, sq, se)
-    close = np.minimum(rep, c_idx)
-    done = c_idx < rep
-
-    def find(dev, sector, at):
-        """btt's dip_find_sec: the live Q starting at the sector, else one containing it."""
-        q = keys.latest(dev, sector, at)
-        live = q >= 0
-        live[live] &= at[live] < close[q[live]]
-        miss = np.flatnonzero(~live)
-        if len(miss):
-            q[miss] = _containing(dev[miss], sector[miss], at[miss], ev, qi, q_end, close)
-        return q
-
-    def matched(*letters):
-        sel = ev.of(*letters)
-        q = find(ev.dev[sel], ev.sector[sel], sel)
-        return q[q >= 0], sel[q >= 0]
-
-    g_q, g_e = matched("G")
-    s_q, s_e = matched("S")
-    i_q, i_e = matched("I")
-    m_q, m_e = matched("M", "F")
-    # every D applies to every live bio its range contains (a request and its merged bios): the
-    # bio at its start sector, and bios strictly inside some D's range, found by scanning
-    d_ev = ev.of("D")
-    d_q = lookup(d_ev)
-    fits = d_q >= 0
-    fits[fits] &= (d_ev[fits] < close[d_q[fits]]) & (q_end[d_q[fits]] <= ev.end[d_ev[fits]])
-    inside_d = np.flatnonzero(_strictly_inside(q_dev, q_start, ev, d_ev))
-    sq, se = _scan(inside_d, q_dev, q_start, q_end, qi, close, ev, d_ev, first_only=False)
-    pairs = _unique(np.concatenate([d_q[fits], sq]) * np.int64(ev.n + 1) + np.concatenate([d_ev[fits], se]))
-    d_q, d_e = pairs // (ev.n + 1), pairs % (ev.n + 1)
-    a = ev.of("A")
-    a = a[ev.pdu_dev[a] >= 0]                          # remapped from a device of this trace
-    a_q = find(ev.pdu_dev[a], ev.pdu_sector[a], a)
-    return _stage_samples(ev, qi, q_t, done, c_idx, (g_q, g_e), (s_q, s_e), (i_q, i_e), (m_q, m_e),
-                          (d_q, d_e), (a_q[a_q >= 0], a[a_q >= 0]))
-
-
-def _stage_samples(ev, qi, q_t, done, c_idx, g, s, i, m, d, a) -> dict:
-    t = ev.t
-    q_dev = ev.dev[qi]
-    samples = {}                                       # stage -> (q, ns)
-    samples["Q2G"] = (g[0], _tdelta(q_t[g[0]], t[g[1]]))
-    k = _last_before(g[0], g[1], s[0], s[1])
-    samples["S2G"] = (g[0][k >= 0], _tdelta(t[s[1][k[k >= 0]]], t[g[1][k >= 0]]))
-    k = _last_before(i[0], i[1], g[0], g[1])
-    g2i_at = i[1][k >= 0]                              # the I of each G2I sample
-    samples["G2I"] = (i[0][k >= 0], _tdelta(t[g[1][k[k >= 0]]], t[g2i_at]))
-    samples["Q2M"] = (m[0], _tdelta(q_t[m[0]], t[m[1]]))
-    ki = _last_before(d[0], d[1], i[0], i[1])
-    km = _last_before(d[0], d[1], m[0], m[1])
-    use_i, use_m = ki >= 0, (ki < 0) & (km >= 0)
-    samples["I2D"] = (d[0][use_i], _tdelta(t[i[1][ki[use_i]]], t[d[1][use_i]]))
-    i2d_at = d[1][use_i]                               # the D of each I2D sample
-    samples["M2D"] = (d[0][use_m], _tdelta(t[m[1][km[use_m]]], t[d[1][use_m]]))
-    qd = np.flatnonzero(done)
-    c_t = t[c_idx[qd]]
+    done, c_ev, last, d_t, stage, q, ns = _bm.run(
+        ev.kind, ev.dev, ev.sector, ev.end, ev.t, ev.pdu_dev, ev.pdu_sector, len(ev.devices), len(qi),
+        _odd_inside(ev, qi, "C"), _odd_inside(ev, qi, "D"))
+    q_t, q_dev = ev.t[qi], ev.dev[qi]
+    order = np.argsort(stage, kind="stable")
+    bounds = np.searchsorted(stage[order], np.arange(len(_bm.STAGES) + 1))
+    samples = {name: (q[order[bounds[k]:bounds[k + 1]]], ns[order[bounds[k]:bounds[k + 1]]])
+               for k, name in enumerate(_bm.STAGES)}
     dm = np.isin(ev.devices >> 20, REMAPPER_MAJORS)
-    q2c = _tdelta(q_t[qd], c_t)
-    samples["Q2C"] = (qd[~dm[q_dev[qd]]], q2c[~dm[q_dev[qd]]])
-    samples["Q2Cdm"] = (qd[dm[q_dev[qd]]], q2c[dm[q_dev[qd]]])
-    kd = _last_before(qd, c_idx[qd], d[0], d[1])
-    samples["D2C"] = (qd[kd >= 0], _tdelta(t[d[1][kd[kd >= 0]]], c_t[kd >= 0]))
+    for name in ("Q2C", "Q2A"):                         # md and device-mapper devices kept apart
+        sq, sv = samples.pop(name)
+        is_dm = dm[q_dev[sq]]
+        samples[name], samples[name + "dm"] = (sq[~is_dm], sv[~is_dm]), (sq[is_dm], sv[is_dm])
     samples.update(_q2q(q_t, q_dev, ev.pid[qi], dm))
-    val = _tdelta(q_t[a[0]], t[a[1]])
-    a_dm = dm[q_dev[a[0]]]
-    samples["Q2A"], samples["Q2Adm"] = (a[0][~a_dm], val[~a_dm]), (a[0][a_dm], val[a_dm])
-    last_at = {"Q2G": g[1], "G2I": g2i_at, "Q2M": m[1], "I2D": i2d_at}
-    per_q = _per_q(ev, qi, q_t, done, c_idx, samples, last_at, d)
+    c_t = np.where(done, ev.t[np.maximum(c_ev, 0)], NONE) if len(ev.t) else c_ev
+    per_q = _per_q(ev, qi, q_t, c_t, last, d_t)
     return {"ev": ev, "qi": qi, "samples": samples, "per_q": per_q}
 
 
@@ -516,26 +295,14 @@ def _q2q(q_t, q_dev, q_pid, dm) -> dict:
     return out
 
 
-def _last_value(nq, sample, order_idx):
-    """Per Q, the value of its last sample (by event order), NaN-free: -1 when none."""
-    q, val = sample
-    out = np.full(nq, NONE, np.int64)
-    o = np.argsort(order_idx, kind="stable")
-    out[q[o]] = val[o]
-    return out
-
-
-def _per_q(ev, qi, q_t, done, c_idx, samples, last_at, d) -> pl.DataFrame:
+def _per_q(ev, qi, q_t, c_t, last, d_t) -> pl.DataFrame:
     """One row per Q: its last sample of each stage (btt keeps the last time it saw)."""
     nq = len(qi)
-    t = ev.t
     cols = {
         "q": np.arange(nq), "q_idx": qi, "row": ev.row[qi], "device": ev.devices[ev.dev[qi]],
         "sector": ev.sector[qi], "bytes": ev.bytes[qi], "pid": ev.pid[qi], "action": ev.action[qi],
-        "q_t": q_t,
-        **{f"{stage.lower()}_ns": _last_value(nq, samples[stage], at) for stage, at in last_at.items()},
-        "d_t": _last_value(nq, (d[0], t[d[1]]), d[1]),
-        "c_t": np.where(done, t[np.minimum(c_idx, ev.n - 1)], NONE),
+        "q_t": q_t, "q2g_ns": last[0], "g2i_ns": last[1], "q2m_ns": last[2], "i2d_ns": last[3],
+        "d_t": d_t, "c_t": c_t,
     }
     df = pl.DataFrame(cols)
     none = lambda c: pl.when(pl.col(c) == NONE).then(None).otherwise(pl.col(c))  # noqa: E731
@@ -576,8 +343,10 @@ def stage_stats(run: dict, keep_q: np.ndarray | None = None) -> pl.DataFrame:
             add("all", name, ns)
         if scope:
             continue
-        for k, dev in enumerate(ev.devices):
-            add(dev_name(int(dev)), name, ns[q_dev[q] == k])
+        for k, (n, lo, hi, total) in enumerate(zip(*_bm.group_stats(q_dev[q], ns, len(ev.devices)))):
+            if n:
+                rows.append((dev_name(int(ev.devices[k])), name, int(n), int(lo), int(total) / int(n), int(hi),
+                             int(total)))
         if name not in ("Q2Q", "Q2Qdm"):
             add("all", name, ns)
     order = {name: k for k, name in enumerate(STAGE_ORDER)}
@@ -585,22 +354,10 @@ def stage_stats(run: dict, keep_q: np.ndarray | None = None) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=STATS, orient="row")
 
 
-def _group_stats(keys: np.ndarray, vals: np.ndarray):
-    """Per distinct key (sorted): count, min, max and exact int64 sum of vals."""
-    if len(keys) == 0:
-        return (np.zeros(0, np.int64),) * 5
-    order = np.argsort(keys, kind="stable")
-    k, v = keys[order], vals[order]
-    start = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
-    n = np.diff(np.concatenate((start, [len(k)])))
-    return (k[start], n, np.minimum.reduceat(v, start), np.maximum.reduceat(v, start),
-            np.add.reduceat(v, start))
-
-
 def process_stats(run: dict, names: dict, keep_q: np.ndarray | None = None) -> pl.DataFrame:
     """btt's per-process avg_info (btt -A "Per Process"): samples grouped by the pid that queued
     the bio, named by its command."""
-    pid = run["ev"].pid[run["qi"]]
+    pids, pid_of_q = np.unique(run["ev"].pid[run["qi"]], return_inverse=True)
     rows = []
     for stage, (q, ns) in run["samples"].items():
         name, _, scope = stage.partition("@")
@@ -608,9 +365,10 @@ def process_stats(run: dict, names: dict, keep_q: np.ndarray | None = None) -> p
             continue
         if keep_q is not None:
             q, ns = q[keep_q[q]], ns[keep_q[q]]
-        for one, n, lo, hi, total in zip(*_group_stats(pid[q], ns)):
-            rows.append((names.get(int(one), str(int(one))), int(one), name, int(n), int(lo), int(total) / int(n),
-                         int(hi), int(total)))
+        for one, n, lo, hi, total in zip(pids, *_bm.group_stats(pid_of_q[q], ns, len(pids))):
+            if n:
+                rows.append((names.get(int(one), str(int(one))), int(one), name, int(n), int(lo),
+                             int(total) / int(n), int(hi), int(total)))
     order = {name: k for k, name in enumerate(STAGE_ORDER)}
     rows.sort(key=lambda r: (order[r[2]], r[0], r[1]))
     return pl.DataFrame(rows, schema={"process": pl.Utf8, "pid": pl.Int64, **{k: v for k, v in STATS.items()
