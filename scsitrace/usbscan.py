@@ -194,8 +194,11 @@ def bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, sta
     stage: the CSW, and failed reads of CSW size before it. Data: the other transfers;
     bytes only from those that completed (status 0 or -EREMOTEIO)."""
     n = len(xfer)
-    # outputs sized for the worst case (a CBW per transfer): untouched pages cost nothing
-    ints = np.empty((len(BOT_AGGREGATES), n), np.int64)
+    # outputs sized for the worst case (a CBW per transfer): untouched pages cost nothing.
+    # One row per command, handed to the pass as its transpose (`ints[j]` = aggregate j):
+    # a command's aggregates share a cache line while the pass updates them (about twice
+    # as fast as one array per aggregate, whose 11 separate streams the pass interleaves)
+    ints = np.empty((n, len(BOT_AGGREGATES)), np.int64).T
     cbw, csw = np.empty((n, CBW_BYTES), np.uint8), np.empty((n, CSW_BYTES), np.uint8)
     csw_size, kind = np.empty(n, np.int64), np.zeros(n, np.int8)
     n_cmd = _bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, status_null, req_len,
