@@ -86,18 +86,20 @@ def pair_urbs(urb_id: np.ndarray, event: np.ndarray) -> tuple[np.ndarray, np.nda
     those (the URBs in flight), not every id of the capture."""
     n = len(urb_id)
     rows = np.empty((2, n), np.int64)     # big arrays come from numpy (lazy, huge pages)
-    count = _pair_urbs(urb_id, event, np.full(n, -1, np.int64), np.zeros(n, np.bool_), rows)
+    count = _pair_urbs(urb_id, event, rows)
     return rows[0, :count], rows[1, :count]
 
 
 @njit(cache=True, nogil=True)
-def _pair_urbs(urb_id, event, completion, orphan, rows):
-    n = urb_id.shape[0]
+def _pair_urbs(urb_id, event, rows):
+    """One pass: a transfer is numbered when its naming event (submit, or lone completion)
+    is met, so transfers come out in row order; the table maps a waiting submit's URB id
+    to its transfer number, where its completion row is filled in."""
     keys = np.zeros(1 << 10, np.uint64)
-    vals = np.full(1 << 10, -1, np.int64)     # the waiting submit's row
+    vals = np.full(1 << 10, -1, np.int64)     # the waiting submit's transfer
     waiting = 0
     count = 0
-    for r in range(n):
+    for r in range(urb_id.shape[0]):
         if event[r] == EV_S:
             if 2 * (waiting + 1) > keys.shape[0]:
                 keys, vals = _grow(keys, vals)
@@ -105,32 +107,23 @@ def _pair_urbs(urb_id, event, completion, orphan, rows):
             if vals[h] < 0:
                 waiting += 1
                 keys[h] = urb_id[r]
-            vals[h] = r
+            vals[h] = count
+            rows[0, count], rows[1, count] = r, -1
             count += 1
         elif event[r] == EV_C or event[r] == EV_E:
             h = _find(keys, vals, urb_id[r])
             if vals[h] >= 0:
-                completion[vals[h]] = r
+                rows[1, vals[h]] = r
                 _remove(keys, vals, h)
                 waiting -= 1
             else:
-                orphan[r] = True
+                rows[0, count], rows[1, count] = -1, r
                 count += 1
         else:   # another event still ends the wait of a submit (it is not its completion)
             h = _find(keys, vals, urb_id[r])
             if vals[h] >= 0:
                 _remove(keys, vals, h)
                 waiting -= 1
-    k = 0
-    for r in range(n):
-        if event[r] == EV_S:
-            rows[0, k] = r
-            rows[1, k] = completion[r]
-            k += 1
-        elif orphan[r]:
-            rows[0, k] = -1
-            rows[1, k] = r
-            k += 1
     return count
 
 
