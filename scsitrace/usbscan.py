@@ -170,6 +170,7 @@ def _max(cur, v):
 
 BOT_AGGREGATES = ("first", "last", "csw", "n_csw", "sts_s", "sts_c", "data_s", "data_c", "data_bytes",
                   "stalls", "data_in")
+FIRST, LAST, CSW_K, N_CSW, STS_S, STS_C, DATA_S, DATA_C, DATA_BYTES, STALLS, DATA_IN = range(len(BOT_AGGREGATES))
 
 
 def bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, status_null,
@@ -187,11 +188,8 @@ def bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, sta
     stage: the CSW, and failed reads of CSW size before it. Data: the other transfers;
     bytes only from those that completed (status 0 or -EREMOTEIO)."""
     n = len(xfer)
-    # outputs sized for the worst case (a CBW per transfer): untouched pages cost nothing.
-    # One row per command, handed to the pass as its transpose (`ints[j]` = aggregate j):
-    # a command's aggregates share a cache line while the pass updates them (about twice
-    # as fast as one array per aggregate, whose 11 separate streams the pass interleaves)
-    ints = np.empty((n, len(BOT_AGGREGATES)), np.int64).T
+    # outputs sized for the worst case (a CBW per transfer): untouched pages cost nothing
+    ints = np.empty((len(BOT_AGGREGATES), n), np.int64)
     cbw, csw = np.empty((n, CBW_BYTES), np.uint8), np.empty((n, CSW_BYTES), np.uint8)
     csw_size, kind = np.empty(n, np.int64), np.zeros(n, np.int8)
     n_cmd = _bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, status_null, req_len,
@@ -224,58 +222,70 @@ def _bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, st
                 n_cmd += 1
         elif signature == CSW_SIGNATURE and actual[k] == CSW_BYTES:
             is_csw[k] = True
-    first, last, csw_k, n_csw = ints[0], ints[1], ints[2], ints[3]
-    sts_s, sts_c, data_s, data_c = ints[4], ints[5], ints[6], ints[7]
-    data_bytes, stalls, data_in = ints[8], ints[9], ints[10]
+    # each device's open command is aggregated in a row of `acc` (a cache line, not 11
+    # output streams) and written out to `ints` once, when its device's next CBW or the
+    # end of the capture closes it
+    acc = np.empty((n_devices, ints.shape[0]), np.int64)
     current = np.full(n_devices, -1, np.int64)
     m = 0
     for k in range(n):
         if xfer[k] != 3:
             continue
-        if not bot[device[k]]:
+        d = device[k]
+        if not bot[d]:
             kind[k] = NOT_BOT
             continue
         if is_cbw[k]:
-            first[m], last[m], csw_k[m], n_csw[m] = k, 0, -1, 0
-            sts_s[m], sts_c[m], data_s[m], data_c[m] = NULL, NULL, NULL, NULL
-            data_bytes[m], stalls[m], data_in[m] = 0, 0, -1
+            if current[d] >= 0:
+                _close(acc, d, ints, current[d])
+            acc[d, FIRST], acc[d, LAST], acc[d, CSW_K], acc[d, N_CSW] = k, 0, -1, 0
+            acc[d, STS_S], acc[d, STS_C], acc[d, DATA_S], acc[d, DATA_C] = NULL, NULL, NULL, NULL
+            acc[d, DATA_BYTES], acc[d, STALLS], acc[d, DATA_IN] = 0, 0, -1
             csw_size[m] = -1
-            current[device[k]] = m
+            current[d] = m
             m += 1
-        c = current[device[k]]
+        c = current[d]
         if c < 0:
             kind[k] = BEFORE_CBW_CSW if is_csw[k] else BEFORE_CBW_DATA
             continue
         has_status = not status_null[k]
         st = status[k]
         if is_csw[k]:
-            if n_csw[c] == 0:
-                csw_k[c] = k
-                sts_c[c] = complete_ns[k]
+            if acc[d, N_CSW] == 0:
+                acc[d, CSW_K] = k
+                acc[d, STS_C] = complete_ns[k]
                 r = data_row[k]
                 csw_size[c] = data_size[r]
                 for b in range(min(data_size[r], CSW_BYTES)):
                     csw[c, b] = data_buf[data_at[r] + b]
-            n_csw[c] += 1
+            acc[d, N_CSW] += 1
         # a failed read of CSW size is a status-stage retry (unknown when a value is null)
         retry_known = (not dir_in[k]) or is_csw[k] or (req_len[k] != NULL and req_len[k] != CSW_BYTES) \
             or (has_status and st == 0)
         retry = dir_in[k] and not is_csw[k] and req_len[k] == CSW_BYTES and has_status and st != 0
         if is_csw[k] or retry:
-            sts_s[c] = _min(sts_s[c], submit_ns[k])
+            acc[d, STS_S] = _min(acc[d, STS_S], submit_ns[k])
         if not is_cbw[k] and not is_csw[k] and retry_known:
-            data_s[c] = _min(data_s[c], submit_ns[k])
-            data_c[c] = _max(data_c[c], complete_ns[k])
+            acc[d, DATA_S] = _min(acc[d, DATA_S], submit_ns[k])
+            acc[d, DATA_C] = _max(acc[d, DATA_C], complete_ns[k])
             if has_status and (st == 0 or st == EREMOTEIO) and actual[k] != NULL:
-                data_bytes[c] += actual[k]
-            if data_in[c] < 0:
-                data_in[c] = 1 if dir_in[k] else 0
+                acc[d, DATA_BYTES] += actual[k]
+            if acc[d, DATA_IN] < 0:
+                acc[d, DATA_IN] = 1 if dir_in[k] else 0
         if has_status and st == EPIPE:
-            stalls[c] += 1
+            acc[d, STALLS] += 1
     for d in range(n_devices):
         if current[d] >= 0:
-            last[current[d]] = 1
+            acc[d, LAST] = 1
+            _close(acc, d, ints, current[d])
     return n_cmd
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _close(acc, d, ints, c):
+    """Write device `d`'s aggregates out as those of command `c`."""
+    for j in range(acc.shape[1]):
+        ints[j, c] = acc[d, j]
 
 
 @njit(cache=True, nogil=True)
