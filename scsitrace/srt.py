@@ -147,15 +147,27 @@ def tile(pieces: np.ndarray, elapsed_ns: int, phases: list[str]) -> dict:
     if not len(pieces):
         empty = np.zeros(0, np.int64)
         return {**{c: empty for c in PIECE_COLUMNS}, "phases": names, "totals": {}, "devices": 0}
-    dev, start, end = pieces[:, 0], pieces[:, 2], pieces[:, 3]
-    span = max(int(end.max()), elapsed_ns, int(start.max())) + 1
-    order = np.argsort(dev * span + start, kind="stable")   # by device, start, then piece order
+    order = np.argsort(_device_start_key(pieces, elapsed_ns), kind="stable")   # by device, start, then piece order
     out = np.empty((6, 3 * len(order) + 1), np.int64)   # upper bound; untouched pages cost nothing
     totals, counts = np.zeros(len(names), np.int64), np.zeros(len(names), np.int64)
     m, devices = _tile(order, pieces, names.index(IDLE), elapsed_ns, out, totals, counts)
     seg = out[:, :m]
     return {**dict(zip(PIECE_COLUMNS, seg)), "phases": names, "devices": int(devices),
             "totals": {name: int(totals[k]) for k, name in enumerate(names) if counts[k]}}
+
+
+@njit(cache=True, nogil=True)
+def _device_start_key(pieces, elapsed):
+    """dev * span + start of each piece (rows of PIECE_COLUMNS), span past every time and
+    `elapsed`: ascending keys sort by device, then start."""
+    span = elapsed
+    for p in range(pieces.shape[0]):
+        span = max(span, pieces[p, 2], pieces[p, 3])
+    span += 1
+    key = np.empty(pieces.shape[0], np.int64)
+    for p in range(pieces.shape[0]):
+        key[p] = pieces[p, 0] * span + pieces[p, 2]
+    return key
 
 
 @njit(cache=True, nogil=True)
