@@ -222,11 +222,11 @@ class Transfers:
 
 def transfers(u: UrbColumns) -> Transfers:
     s_row, c_row = usbscan.pair_urbs(u.urb_id, u.event)
-    if len(s_row):
+    if len(s_row) and not usbscan.in_time_order(s_row, c_row, u.t_ns):
+        # transfers come in row order: sort by time, then row
         t0 = np.where(s_row >= 0, u.t_ns[s_row], u.t_ns[c_row])
-        if (np.diff(t0) < 0).any():     # transfers come in row order: sort by time, then row
-            order = np.lexsort((np.where(s_row >= 0, s_row, c_row), t0))
-            s_row, c_row = s_row[order], c_row[order]
+        order = np.lexsort((np.where(s_row >= 0, s_row, c_row), t0))
+        s_row, c_row = s_row[order], c_row[order]
     row, data_row, submit, complete, status, status_null, req_len, actual, dir_in, xfer = \
         usbscan.transfer_columns(s_row, c_row, u.t_ns, u.status, u.status_null, u.length, u.ep, u.xfer)
     return Transfers(urbs=u, s_row=s_row, c_row=c_row, row=row, data_row=data_row, submit_ns=submit,
@@ -443,7 +443,8 @@ def _anomalies(rows: pl.DataFrame, t_col: str, kind: str, detail: pl.Expr) -> pl
 def _control_anomalies(transfers: Transfers) -> list[pl.DataFrame]:
     """Mass-storage resets and endpoint-halt clears (control transfers), URB errors."""
     u, xfer = transfers.urbs, transfers.xfer
-    errors = ~transfers.status_null & ~np.isin(transfers.status, [0, EREMOTEIO, EPIPE])
+    st = transfers.status
+    errors = ~transfers.status_null & (st != 0) & (st != EREMOTEIO) & (st != EPIPE)
     xf = transfers.frame(np.flatnonzero(((xfer == 2) & u.has_setup[transfers.row]) | ((xfer == 3) & errors)))
     ctl = xf.filter((pl.col("xfer") == 2) & pl.col("setup").is_not_null()).with_columns(
         _u8("setup", 0).alias("bm"), _u8("setup", 1).alias("req"))

@@ -127,6 +127,19 @@ def _pair_urbs(urb_id, event, rows):
     return count
 
 
+@njit(cache=True, nogil=True)
+def in_time_order(s_row, c_row, t_ns):
+    """Whether transfers (submit row, completion row; -1 where absent) are in time order
+    of their submit, else completion."""
+    prev = np.iinfo(np.int64).min
+    for k in range(s_row.shape[0]):
+        t = t_ns[s_row[k]] if s_row[k] >= 0 else t_ns[c_row[k]]
+        if t < prev:
+            return False
+        prev = t
+    return True
+
+
 def transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer):
     """Per transfer: (naming row, data row, submit time, completion time, status, status
     unknown, requested length, actual length, direction IN, transfer type). IN transfers
