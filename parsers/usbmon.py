@@ -158,7 +158,7 @@ def _parse_pcap(path: str, strict: bool) -> Capture:
     if pk.truncated_at is not None:
         anomalies.append({"t_ns": None, "kind": "TRUNCATED", "detail": "capture ends inside a record",
                           "position": f"byte offset {pk.truncated_at}"})
-    linktypes = set(np.flatnonzero(np.bincount(pk.linktype.clip(0, 1 << 16))).tolist()) if len(pk.linktype) else set()
+    linktypes = _linktypes(pk.linktype)
     other = linktypes - set(LINKTYPES)
     if other:
         raise BadInput(path, f"link type {sorted(other)[0]} is not usbmon (expected 189 or 220)",
@@ -171,6 +171,15 @@ def _parse_pcap(path: str, strict: bool) -> Capture:
                          "position_unit": "byte offset", "origin_ns": origin},
                    records=records, frames=LazyFrames({"urbs": lambda: _validated_frame(cols)}),
                    columns={"urbs": cols}, anomalies=_anomaly_frame(anomalies))
+
+
+def _linktypes(linktype: np.ndarray) -> set[int]:
+    """The link types of the packets (each clipped to 0..65536); pcap files have one."""
+    if not len(linktype):
+        return set()
+    if (linktype == linktype[0]).all():
+        return {min(max(int(linktype[0]), 0), 1 << 16)}
+    return set(np.flatnonzero(np.bincount(linktype.clip(0, 1 << 16))).tolist())
 
 
 def _header_layout() -> dict[str, tuple[int, np.dtype]]:

@@ -161,36 +161,30 @@ def _opcode_table(*groups) -> "np.ndarray":
 
 def decode_cdb_matrix(m, n) -> dict:
     """decode_cdbs of CDBs given as rows of at least 16 bytes (`m`, uint8) and their
-    lengths (`n`, -1 for none); bytes past a CDB's length are never read."""
+    lengths (`n`, -1 for none); bytes past a CDB's length are never used. One compiled
+    pass (scsitrace/_cdb_scan.py) over lookup tables of the opcode groups."""
     import numpy as np
     import polars as pl
-    op, has_op = m[:, 0], n >= 1
-
-    def be(start, width):
-        return np.ascontiguousarray(m[:, start:start + width]).view(f">u{width}").reshape(-1)
-
-    sa = m[:, 1] & 0x1F
-    service_action = has_op & (op == 0x9E) & (n >= 2) & _opcode_table(SERVICE_ACTION_IN_16)[sa]
-    names = pl.Series([*_ALL_OPCODE_NAMES, *SERVICE_ACTION_IN_16.values(), ""], dtype=pl.Utf8)
-    sa_name = np.zeros(32, np.int64)
-    sa_name[list(SERVICE_ACTION_IN_16)] = 256 + np.arange(len(SERVICE_ACTION_IN_16))
-    name_at = np.where(service_action, sa_name[sa], np.where(has_op, op.astype(np.int64), len(names) - 1))
-    is6, is10 = has_op & _opcode_table(_RW6)[op] & (n >= 6), has_op & _opcode_table(_RW10)[op] & (n >= 10)
-    is12, is16 = has_op & _opcode_table(_RW12)[op] & (n >= 12), has_op & _opcode_table(_RW16)[op] & (n >= 16)
-    lba16 = be(2, 8)
-    lba = np.where(is6, (sa.astype(np.int64) << 16) | be(2, 2),
-                   np.where(is10 | is12, be(2, 4).astype(np.int64), lba16.astype(np.int64)))
-    lba_known = is6 | is10 | is12 | (is16 & (lba16 < np.uint64(1 << 63)))
-    len6 = m[:, 4].astype(np.int64)
-    blocks6 = np.where(len6 == 0, np.where(op == 0x0B, 0, 256), len6)
-    blocks = np.where(is6, blocks6, np.where(is10, be(7, 2), np.where(is12, be(6, 4), be(10, 4)))).astype(np.int64)
-    scsi1 = _opcode_table(range(0x60))[op] & ~_opcode_table(_RW12, _RW16)[op]   # groups 0-2 carry a LUN
-    has_lun = has_op & (is6 | is10 | ((n >= 2) & scsi1))
+    from . import _cdb_scan
     from .srt import nullable
-    return {"opcode": nullable(op.astype(np.int64), ~has_op, "opcode"),
-            "command": names.gather(name_at).alias("command"),
-            "lba": nullable(lba, ~lba_known, "lba"), "blocks": nullable(blocks, ~(is6 | is10 | is12 | is16), "blocks"),
-            "cdb_lun": nullable((m[:, 1] >> 5).astype(np.int64), ~has_lun, "cdb_lun")}
+    rows = len(m)
+    names = pl.Series([*_ALL_OPCODE_NAMES, *SERVICE_ACTION_IN_16.values(), ""], dtype=pl.Utf8)
+    sa_name = np.full(32, -1, np.int64)
+    sa_name[list(SERVICE_ACTION_IN_16)] = 256 + np.arange(len(SERVICE_ACTION_IN_16))
+    ints, flags = np.empty((5, rows), np.int64), np.empty((4, rows), np.bool_)
+    opcode, name_at, lba, blocks, lun = ints
+    has_op, lba_known, blocks_known, has_lun = flags
+    _cdb_scan.decode(m, np.asarray(n, np.int64), _opcode_table(_RW6), _opcode_table(_RW10), _opcode_table(_RW12),
+                     _opcode_table(_RW16), _lun_groups(), sa_name, len(names) - 1,
+                     opcode, has_op, name_at, lba, lba_known, blocks, blocks_known, lun, has_lun)
+    return {"opcode": nullable(opcode, ~has_op, "opcode"), "command": names.gather(name_at).alias("command"),
+            "lba": nullable(lba, ~lba_known, "lba"), "blocks": nullable(blocks, ~blocks_known, "blocks"),
+            "cdb_lun": nullable(lun, ~has_lun, "cdb_lun")}
+
+
+def _lun_groups():
+    """Opcodes whose CDB carries a LUN in byte 1 (groups 0-2, SCSI-1 style)."""
+    return _opcode_table(range(0x60)) & ~_opcode_table(_RW12, _RW16)
 
 
 def cdb_exprs(cdb) -> dict:

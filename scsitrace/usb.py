@@ -166,10 +166,14 @@ def _be16(col: str, i: int) -> pl.Expr:
     return _u8(col, i) * 256 + _u8(col, i + 1)
 
 
+def _le32_values(rows: np.ndarray, i: int) -> np.ndarray:
+    """Little-endian uint32 at byte `i` of each row of a byte matrix, as int64."""
+    return np.ascontiguousarray(rows[:, i:i + 4]).view("<u4").reshape(-1).astype(np.int64)
+
+
 def _le32_at(rows: np.ndarray, i: int, present: np.ndarray | None = None) -> pl.Series:
     """Little-endian uint32 at byte `i` of each row of a byte matrix (null where absent)."""
-    values = np.ascontiguousarray(rows[:, i:i + 4]).view("<u4").reshape(-1).astype(np.int64)
-    return srt.nullable(values, None if present is None else ~present)
+    return srt.nullable(_le32_values(rows, i), None if present is None else ~present)
 
 
 # ---------------------------------------------------------------- URBs -> transfers
@@ -218,11 +222,11 @@ class Transfers:
 
 def transfers(u: UrbColumns) -> Transfers:
     s_row, c_row = usbscan.pair_urbs(u.urb_id, u.event)
-    if len(s_row):
+    if len(s_row) and not usbscan.in_time_order(s_row, c_row, u.t_ns):
+        # transfers come in row order: sort by time, then row
         t0 = np.where(s_row >= 0, u.t_ns[s_row], u.t_ns[c_row])
-        if (np.diff(t0) < 0).any():     # transfers come in row order: sort by time, then row
-            order = np.lexsort((np.where(s_row >= 0, s_row, c_row), t0))
-            s_row, c_row = s_row[order], c_row[order]
+        order = np.lexsort((np.where(s_row >= 0, s_row, c_row), t0))
+        s_row, c_row = s_row[order], c_row[order]
     row, data_row, submit, complete, status, status_null, req_len, actual, dir_in, xfer = \
         usbscan.transfer_columns(s_row, c_row, u.t_ns, u.status, u.status_null, u.length, u.ep, u.xfer)
     return Transfers(urbs=u, s_row=s_row, c_row=c_row, row=row, data_row=data_row, submit_ns=submit,
@@ -267,16 +271,8 @@ def bot_commands(xf: Transfers) -> tuple[pl.DataFrame, list[pl.DataFrame], np.nd
         "csw_status": srt.nullable(csw[:, 12].astype(np.int64), csw_size <= 12),
         "n_csw": a["n_csw"], "last": a["last"],
     }).with_columns(_cdb_fields(scsi.decode_cdb_matrix(cbw[:, 15:31], np.clip(cb_len, 0, 16))))
-    reason = (pl.when(pl.col("n_csw") == 0).then(
-        pl.when(pl.col("last")).then(pl.lit("no CSW (capture ended)"))
-        .otherwise(pl.lit("no CSW before the next CBW")))
-        .when(pl.col("csw_tag") != pl.col("usb_tag")).then(pl.lit("CSW tag does not match the CBW"))
-        .when(pl.col("sts_c").is_null()).then(pl.lit("no CSW (capture ended)")))
-    cmds = cmds.with_columns(reason.alias("reason"), pl.lit("BOT").alias("transport"),
-                             pl.col("csw_status").replace_strict(CSW_STATUS, default=None, return_dtype=pl.Utf8)
-                             .fill_null(pl.when(pl.col("csw_status").is_not_null())
-                                        .then(pl.format("CSW status {}", pl.col("csw_status"))))
-                             .alias("status"))
+    cmds = cmds.with_columns(_bot_reasons(a, cbw, csw, csw_size), pl.lit("BOT").alias("transport"),
+                             _csw_status_names(csw, csw_size))
     orphan_csw = xf.frame(np.flatnonzero(kind == usbscan.BEFORE_CBW_CSW))
     if orphan_csw.height:
         orphans = orphan_csw.select(
@@ -297,6 +293,26 @@ def bot_commands(xf: Transfers) -> tuple[pl.DataFrame, list[pl.DataFrame], np.nd
                    pl.format("CSW phase error, tag {}", "usb_tag")),
     ]
     return cmds, anomalies, not_bot
+
+
+BOT_REASONS = ["no CSW (capture ended)", "no CSW before the next CBW", "CSW tag does not match the CBW", None]
+
+
+def _bot_reasons(a: dict, cbw: np.ndarray, csw: np.ndarray, csw_size: np.ndarray) -> pl.Series:
+    """Why each Bulk-Only command is unpaired, null when paired (BOT_REASONS, checked in
+    that order: no CSW up to the end or the next CBW, a CSW with another tag, a CSW not
+    completed)."""
+    no_csw = a["n_csw"] == 0
+    tag_differs = (csw_size >= 8) & (_le32_values(csw, 4) != _le32_values(cbw, 4))
+    code = np.select([no_csw & a["last"], no_csw, tag_differs, a["sts_c"] == srt.NULL], [0, 1, 2, 0], 3)
+    return pl.Series("reason", BOT_REASONS, dtype=pl.Utf8).gather(code)
+
+
+def _csw_status_names(csw: np.ndarray, csw_size: np.ndarray) -> pl.Series:
+    """Each command's CSW status by name (CSW_STATUS, else "CSW status N"; null without one)."""
+    names = [CSW_STATUS.get(v, f"CSW status {v}") for v in range(256)] + [None]
+    code = np.where(csw_size <= 12, len(names) - 1, csw[:, 12].astype(np.int64))
+    return pl.Series("status", names, dtype=pl.Utf8).gather(code)
 
 
 # ---------------------------------------------------------------- UAS
@@ -427,7 +443,8 @@ def _anomalies(rows: pl.DataFrame, t_col: str, kind: str, detail: pl.Expr) -> pl
 def _control_anomalies(transfers: Transfers) -> list[pl.DataFrame]:
     """Mass-storage resets and endpoint-halt clears (control transfers), URB errors."""
     u, xfer = transfers.urbs, transfers.xfer
-    errors = ~transfers.status_null & ~np.isin(transfers.status, [0, EREMOTEIO, EPIPE])
+    st = transfers.status
+    errors = ~transfers.status_null & (st != 0) & (st != EREMOTEIO) & (st != EPIPE)
     xf = transfers.frame(np.flatnonzero(((xfer == 2) & u.has_setup[transfers.row]) | ((xfer == 3) & errors)))
     ctl = xf.filter((pl.col("xfer") == 2) & pl.col("setup").is_not_null()).with_columns(
         _u8("setup", 0).alias("bm"), _u8("setup", 1).alias("req"))
@@ -474,7 +491,7 @@ def ios_frame(cmds: pl.DataFrame) -> pl.DataFrame:
                     "status": pl.Utf8, "cmd_s": pl.Int64, "sts_s": pl.Int64}.items():
         if col not in cmds.columns:
             cmds = cmds.with_columns(pl.lit(None, dtype=dt).alias(col))
-    c = cmds.sort(pl.coalesce("cmd_s", "sts_s", "sts_c"))
+    c = _in_start_order(cmds)
     names, code = _devices(c)
     c = c.with_columns(
         pl.int_range(pl.len(), dtype=pl.Int64).alias("io"),
@@ -504,6 +521,17 @@ def ios_frame(cmds: pl.DataFrame) -> pl.DataFrame:
     return out.select([pl.col(k).cast(v) for k, v in cols.items()] + ["data_s", "data_c", "cmd_s", "cmd_c",
                                                                       "sts_s", "sts_c", "_d0", "_s0",
                                                                       "flag_in", "data_in", "_dev"])
+
+
+def _in_start_order(cmds: pl.DataFrame) -> pl.DataFrame:
+    """Commands sorted by start (command, else status submit, else status completion).
+    Bulk-Only commands usually come in that order already: when the starts strictly
+    increase, no sort could move a row, so the frame is returned as it is."""
+    key = pl.coalesce("cmd_s", "sts_s", "sts_c")
+    start = cmds.select(key).to_series()
+    if start.null_count() == 0 and bool((start.diff().drop_nulls() > 0).all()):
+        return cmds
+    return cmds.sort(key)
 
 
 def _devices(cmds: pl.DataFrame) -> tuple[pl.Series, np.ndarray]:

@@ -86,18 +86,20 @@ def pair_urbs(urb_id: np.ndarray, event: np.ndarray) -> tuple[np.ndarray, np.nda
     those (the URBs in flight), not every id of the capture."""
     n = len(urb_id)
     rows = np.empty((2, n), np.int64)     # big arrays come from numpy (lazy, huge pages)
-    count = _pair_urbs(urb_id, event, np.full(n, -1, np.int64), np.zeros(n, np.bool_), rows)
+    count = _pair_urbs(urb_id, event, rows)
     return rows[0, :count], rows[1, :count]
 
 
 @njit(cache=True, nogil=True)
-def _pair_urbs(urb_id, event, completion, orphan, rows):
-    n = urb_id.shape[0]
+def _pair_urbs(urb_id, event, rows):
+    """One pass: a transfer is numbered when its naming event (submit, or lone completion)
+    is met, so transfers come out in row order; the table maps a waiting submit's URB id
+    to its transfer number, where its completion row is filled in."""
     keys = np.zeros(1 << 10, np.uint64)
-    vals = np.full(1 << 10, -1, np.int64)     # the waiting submit's row
+    vals = np.full(1 << 10, -1, np.int64)     # the waiting submit's transfer
     waiting = 0
     count = 0
-    for r in range(n):
+    for r in range(urb_id.shape[0]):
         if event[r] == EV_S:
             if 2 * (waiting + 1) > keys.shape[0]:
                 keys, vals = _grow(keys, vals)
@@ -105,33 +107,37 @@ def _pair_urbs(urb_id, event, completion, orphan, rows):
             if vals[h] < 0:
                 waiting += 1
                 keys[h] = urb_id[r]
-            vals[h] = r
+            vals[h] = count
+            rows[0, count], rows[1, count] = r, -1
             count += 1
         elif event[r] == EV_C or event[r] == EV_E:
             h = _find(keys, vals, urb_id[r])
             if vals[h] >= 0:
-                completion[vals[h]] = r
+                rows[1, vals[h]] = r
                 _remove(keys, vals, h)
                 waiting -= 1
             else:
-                orphan[r] = True
+                rows[0, count], rows[1, count] = -1, r
                 count += 1
         else:   # another event still ends the wait of a submit (it is not its completion)
             h = _find(keys, vals, urb_id[r])
             if vals[h] >= 0:
                 _remove(keys, vals, h)
                 waiting -= 1
-    k = 0
-    for r in range(n):
-        if event[r] == EV_S:
-            rows[0, k] = r
-            rows[1, k] = completion[r]
-            k += 1
-        elif orphan[r]:
-            rows[0, k] = -1
-            rows[1, k] = r
-            k += 1
     return count
+
+
+@njit(cache=True, nogil=True)
+def in_time_order(s_row, c_row, t_ns):
+    """Whether transfers (submit row, completion row; -1 where absent) are in time order
+    of their submit, else completion."""
+    prev = np.iinfo(np.int64).min
+    for k in range(s_row.shape[0]):
+        t = t_ns[s_row[k]] if s_row[k] >= 0 else t_ns[c_row[k]]
+        if t < prev:
+            return False
+        prev = t
+    return True
 
 
 def transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer):
@@ -177,6 +183,7 @@ def _max(cur, v):
 
 BOT_AGGREGATES = ("first", "last", "csw", "n_csw", "sts_s", "sts_c", "data_s", "data_c", "data_bytes",
                   "stalls", "data_in")
+FIRST, LAST, CSW_K, N_CSW, STS_S, STS_C, DATA_S, DATA_C, DATA_BYTES, STALLS, DATA_IN = range(len(BOT_AGGREGATES))
 
 
 def bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, status_null,
@@ -228,58 +235,70 @@ def _bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, st
                 n_cmd += 1
         elif signature == CSW_SIGNATURE and actual[k] == CSW_BYTES:
             is_csw[k] = True
-    first, last, csw_k, n_csw = ints[0], ints[1], ints[2], ints[3]
-    sts_s, sts_c, data_s, data_c = ints[4], ints[5], ints[6], ints[7]
-    data_bytes, stalls, data_in = ints[8], ints[9], ints[10]
+    # each device's open command is aggregated in a row of `acc` (a cache line, not 11
+    # output streams) and written out to `ints` once, when its device's next CBW or the
+    # end of the capture closes it
+    acc = np.empty((n_devices, ints.shape[0]), np.int64)
     current = np.full(n_devices, -1, np.int64)
     m = 0
     for k in range(n):
         if xfer[k] != 3:
             continue
-        if not bot[device[k]]:
+        d = device[k]
+        if not bot[d]:
             kind[k] = NOT_BOT
             continue
         if is_cbw[k]:
-            first[m], last[m], csw_k[m], n_csw[m] = k, 0, -1, 0
-            sts_s[m], sts_c[m], data_s[m], data_c[m] = NULL, NULL, NULL, NULL
-            data_bytes[m], stalls[m], data_in[m] = 0, 0, -1
+            if current[d] >= 0:
+                _close(acc, d, ints, current[d])
+            acc[d, FIRST], acc[d, LAST], acc[d, CSW_K], acc[d, N_CSW] = k, 0, -1, 0
+            acc[d, STS_S], acc[d, STS_C], acc[d, DATA_S], acc[d, DATA_C] = NULL, NULL, NULL, NULL
+            acc[d, DATA_BYTES], acc[d, STALLS], acc[d, DATA_IN] = 0, 0, -1
             csw_size[m] = -1
-            current[device[k]] = m
+            current[d] = m
             m += 1
-        c = current[device[k]]
+        c = current[d]
         if c < 0:
             kind[k] = BEFORE_CBW_CSW if is_csw[k] else BEFORE_CBW_DATA
             continue
         has_status = not status_null[k]
         st = status[k]
         if is_csw[k]:
-            if n_csw[c] == 0:
-                csw_k[c] = k
-                sts_c[c] = complete_ns[k]
+            if acc[d, N_CSW] == 0:
+                acc[d, CSW_K] = k
+                acc[d, STS_C] = complete_ns[k]
                 r = data_row[k]
                 csw_size[c] = data_size[r]
                 for b in range(min(data_size[r], CSW_BYTES)):
                     csw[c, b] = data_buf[data_at[r] + b]
-            n_csw[c] += 1
+            acc[d, N_CSW] += 1
         # a failed read of CSW size is a status-stage retry (unknown when a value is null)
         retry_known = (not dir_in[k]) or is_csw[k] or (req_len[k] != NULL and req_len[k] != CSW_BYTES) \
             or (has_status and st == 0)
         retry = dir_in[k] and not is_csw[k] and req_len[k] == CSW_BYTES and has_status and st != 0
         if is_csw[k] or retry:
-            sts_s[c] = _min(sts_s[c], submit_ns[k])
+            acc[d, STS_S] = _min(acc[d, STS_S], submit_ns[k])
         if not is_cbw[k] and not is_csw[k] and retry_known:
-            data_s[c] = _min(data_s[c], submit_ns[k])
-            data_c[c] = _max(data_c[c], complete_ns[k])
+            acc[d, DATA_S] = _min(acc[d, DATA_S], submit_ns[k])
+            acc[d, DATA_C] = _max(acc[d, DATA_C], complete_ns[k])
             if has_status and (st == 0 or st == EREMOTEIO) and actual[k] != NULL:
-                data_bytes[c] += actual[k]
-            if data_in[c] < 0:
-                data_in[c] = 1 if dir_in[k] else 0
+                acc[d, DATA_BYTES] += actual[k]
+            if acc[d, DATA_IN] < 0:
+                acc[d, DATA_IN] = 1 if dir_in[k] else 0
         if has_status and st == EPIPE:
-            stalls[c] += 1
+            acc[d, STALLS] += 1
     for d in range(n_devices):
         if current[d] >= 0:
-            last[current[d]] = 1
+            acc[d, LAST] = 1
+            _close(acc, d, ints, current[d])
     return n_cmd
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _close(acc, d, ints, c):
+    """Write device `d`'s aggregates out as those of command `c`."""
+    for j in range(acc.shape[1]):
+        ints[j, c] = acc[d, j]
 
 
 @njit(cache=True, nogil=True)
