@@ -384,20 +384,22 @@ def _contained(d, start, stop, hits, bio, links, heads, buckets, odd):
         return nh
     lo, hi = start >> BUCKET_BITS, stop >> BUCKET_BITS
     if heads[d, 1] <= LIVE_SCAN or hi - lo >= heads[d, 1]:
-        q = heads[d, 0]
-        while q != NONE:
-            if _contains(start, stop, q, bio, odd):
-                hits[nh] = q
-                nh += 1
-            q = links[q, NEXT]
-        return nh
+        return _chain_hits(heads[d, 0], NEXT, start, stop, hits, nh, bio, links, odd)
     for bucket in range(lo, hi + 1):
-        q = buckets[_find(buckets, d, bucket), VALUE]
-        while q != NONE:
-            if _contains(start, stop, q, bio, odd):
-                hits[nh] = q
-                nh += 1
-            q = links[q, BNEXT]
+        nh = _chain_hits(buckets[_find(buckets, d, bucket), VALUE], BNEXT, start, stop, hits, nh,
+                         bio, links, odd)
+    return nh
+
+
+@njit(cache=True, nogil=True)
+def _chain_hits(q, link, start, stop, hits, nh, bio, links, odd):
+    """Add to hits[nh:] the bios of the chain from q (next: links[q, link]) that a D or C over
+    [start, stop] applies to; returns the new count."""
+    while q != NONE:
+        if _contains(start, stop, q, bio, odd):
+            hits[nh] = q
+            nh += 1
+        q = links[q, link]
     return nh
 
 
