@@ -103,7 +103,7 @@ def scan(a, first_line, context, table, lengths, line, start, end, kind, ctx, ti
         while i < n and not _blank(a[i]):
             i += 1
         e = i
-        kw = _keyword(a, s, e, table, lengths) if a[s] == 36 else 0
+        kw = _keyword(a, s, e, table, lengths)
         if kw:
             cur_ctx = kw
             continue

@@ -33,8 +33,9 @@ REQ = 1 << schema.SIGNAL_BIT["REQ"]
 ACK = 1 << schema.SIGNAL_BIT["ACK"]
 REQ_UP, ACK_UP, REQ_DOWN, ACK_DOWN = 0, 1, 2, 3   # edge codes, in handshake order
 TARGET, INITIATOR = 0, 1
-DATA_OUT_KEY = 1 << schema.SIGNAL_BIT["BSY"]                        # phase keys (busruns.phase_key)
+DATA_OUT_KEY = 1 << schema.SIGNAL_BIT["BSY"]                        # phase keys (busruns.PHASE_KEY)
 DATA_IN_KEY = DATA_OUT_KEY | 1 << schema.SIGNAL_BIT["I/O"]
+DATA_KEYS = np.array([DATA_OUT_KEY, DATA_IN_KEY], dtype=np.int64)
 
 NEITHER_PHASES = ("ARBITRATION", "SELECTION", "RESELECTION")
 DATA_PHASES = ("DATA IN", "DATA OUT")
@@ -92,7 +93,7 @@ class Collector:
     """The one pass over the transitions that attribution needs, keyed by time only, so it can
     run while the bus analysis reads the trace (`tap`) or afterwards (`feed` from chunks).
 
-    It cuts the transitions where the phase key (busruns.phase_key: the lines that decide the
+    It cuts the transitions where the phase key (busruns.PHASE_KEY: the lines that decide the
     phase) changes; bus segments are unions of such runs (HACKING: runs of equal phase key,
     skew runs merged into the next), so per-run sums add up to per-segment sums exactly.
     Per run: REQ-ups before it, REQ-ups in it, the target's and the initiator's waits, the
@@ -145,7 +146,7 @@ class Collector:
             self._runs = grown
         kept = np.empty((5, 2 * len(t)), dtype=np.int64)
         n = _hs.collect(t, lines, PHASE_KEY, REQ, ACK, self.state, self._runs, self.hist, kept,
-                        np.array([DATA_OUT_KEY, DATA_IN_KEY]), HIST_NS, MIN_LONG_NS)
+                        DATA_KEYS, HIST_NS, MIN_LONG_NS)
         if n:
             self.kept.append(pl.DataFrame({"t_ns": kept[0, :n], "code": kept[1, :n].astype(np.int8),
                                            "dur_ns": kept[2, :n], "g": kept[3, :n], "run": kept[4, :n]}))

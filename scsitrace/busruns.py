@@ -235,9 +235,6 @@ def _phase_key_table() -> np.ndarray:
 PHASE_KEY = _phase_key_table()
 
 
-def phase_key(lines: np.ndarray) -> np.ndarray:
-    return PHASE_KEY[lines]
-
 
 def _info_codes(keys: np.ndarray) -> np.ndarray:
     msg = (keys >> SIGNAL_BIT["MSG"]) & 1
