@@ -15,7 +15,7 @@ module holds only the two compiled passes and their small data structures:
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ._jit import compiled, no_refcount
 
 NONE = -1
 LOOKBACK = 256                 # Qs a containment lookup looks back at, per device
@@ -28,7 +28,7 @@ STAGES = ("Q2G", "S2G", "G2I", "Q2M", "I2D", "M2D", "D2C", "Q2C", "Q2A")
 K_OTHER, K_Q, K_G, K_S, K_I, K_M, K_D, K_C, K_A, K_R = range(10)
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def select_events(code, action, device, nbytes, sector, t, pid, devices, kind, pc_bit):
     """btt's pre-culling: the events the machine sees (kind != K_OTHER, not BLK_TC_PC, with
     bytes unless R or A, and not before their device's first Q or A). Returns their rows and
@@ -67,20 +67,26 @@ def select_events(code, action, device, nbytes, sector, t, pid, devices, kind, p
 
 
 # ---------------------------------------------------------------- hash tables
+#
+# numba counts references to arrays, with atomic instructions, wherever a function's control
+# flow is more than straight-line code or single-level branches and loops; its pruning pass
+# does not remove them around `break`, nested branches or inlined calls. The functions the
+# per-event loop calls are therefore shaped so that they need none (loops exit through their
+# condition or a `return`, branches are not nested), and the state lives in few arrays.
 
 KEY_A, KEY_B, VALUE = 0, 1, 2        # columns of a table row (a fourth pads it to 32 bytes)
 EMPTY = NONE                         # every column of a free slot (keys are device indexes, >= 0)
 MIN_SLOTS = 1024
 
 
-@njit(cache=True, nogil=True)
+@no_refcount
 def _slot(a, b, mask):
     """Home slot of the key (a, b) in a table of mask + 1 slots (multiplicative hashing)."""
     h = (np.uint64(a) * np.uint64(0x9E3779B97F4A7C15)) ^ (np.uint64(b) * np.uint64(0xC2B2AE3D27D4EB4F))
     return np.int64((h >> np.uint64(32)) & np.uint64(mask))
 
 
-@njit(cache=True, nogil=True)
+@no_refcount
 def _find(table, a, b):
     """Slot of key (a, b), or the free slot where it would go (linear probing)."""
     mask = table.shape[0] - 1
@@ -90,24 +96,24 @@ def _find(table, a, b):
     return s
 
 
-@njit(cache=True, nogil=True)
+@no_refcount
 def _delete(table, s):
     """Free slot s, shifting back the entries after it that probed past it."""
     mask = table.shape[0] - 1
-    j = s
-    while True:
-        j = (j + 1) & mask
-        if table[j, KEY_A] == EMPTY:
-            break
+    j = (s + 1) & mask
+    while table[j, KEY_A] != EMPTY:
         home = _slot(table[j, KEY_A], table[j, KEY_B], mask)
         stays = (s < home <= j) if s <= j else (home > s or home <= j)
         if not stays:
-            table[s, :] = table[j, :]
+            for c in range(4):
+                table[s, c] = table[j, c]
             s = j
-    table[s, :] = EMPTY                  # a free slot's VALUE reads NONE
+        j = (j + 1) & mask
+    for c in range(4):
+        table[s, c] = EMPTY               # a free slot's VALUE reads NONE
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _doubled(table):
     """A copy of the table twice as large (the caller keeps tables at most half full)."""
     out = np.full((2 * table.shape[0], 4), EMPTY, np.int64)
@@ -119,17 +125,17 @@ def _doubled(table):
 
 # ---------------------------------------------------------------- the machine
 
-@njit(cache=True, nogil=True)
+@no_refcount
 def _tdelta(frm, to):
     return to - frm if frm < to else 1
 
 
-@njit(cache=True, nogil=True)
+@no_refcount
 def _fits(sector):
     return sector >= 0 and sector < KEY_SECTORS
 
 
-@njit(cache=True, nogil=True)
+@no_refcount
 def _put(stages, qs, vals, n, stage, q, val):
     """Store sample n; returns n + 1 (the caller made room)."""
     stages[n] = stage
@@ -138,7 +144,7 @@ def _put(stages, qs, vals, n, stage, q, val):
     return n + 1
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _grown(stages, qs, vals, n, need):
     """The sample buffers, copied into larger ones with room for `need` more after n."""
     size = max(2 * qs.shape[0], n + need)
@@ -147,18 +153,23 @@ def _grown(stages, qs, vals, n, need):
     return s2, q2, v2
 
 
-# a bio's row (one cache line): where it is, times of its last Q, G, S, I, M/F and D
-B_DEV, B_START, B_END, B_Q, B_G, B_S, B_I, B_M = range(8)
-# a bio's flags: what it has seen, and whether it is still live
-SEEN_G, SEEN_S, SEEN_I, SEEN_M, SEEN_D, CLOSED, DONE = 1, 2, 4, 8, 16, 32, 64
-# a bio's links: its device's list of live bios, its bucket's, the device's previous Q
-PREV, NEXT, BPREV, BNEXT, PREV_ON_DEV = range(5)
+# a bio's row: where it is; times of its last Q, G, S, I, M/F, D; flags; the links of its
+# device's list of live bios and of its bucket's, its device's previous Q; the event that
+# completed it; its last Q2G, G2I, Q2M, I2D sample
+(B_DEV, B_START, B_END, B_Q, B_G, B_S, B_I, B_M, B_D, B_FLAGS, B_PREV, B_NEXT, B_BPREV, B_BNEXT, B_PREV_ON_DEV,
+ B_C_EV, B_Q2G, B_G2I, B_Q2M, B_I2D) = range(20)
+BIO_COLUMNS = 20
+# a bio's flags: what it has seen, whether it is still live, and whether its start lies strictly
+# inside some C (ODD_C) or D (ODD_D) of its device (see `_contains`)
+SEEN_G, SEEN_S, SEEN_I, SEEN_M, SEEN_D, CLOSED, DONE, ODD_C, ODD_D = 1, 2, 4, 8, 16, 32, 64, 128, 256
+# per device (rows of `heads`): head of its live list, live count, last Q
+H_LIVE, H_COUNT, H_LAST_Q = range(3)
 # what `_advance` keeps between calls: samples and Qs so far, keys and buckets in use, room needed
 S_SAMPLES, S_QS, S_KEYS, S_BUCKETS, S_NEED = range(5)
 LIVE_SCAN = 4                           # a D or C looks at every live bio when there are few
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def run(kind, dev, sector, end, t, pdu_dev, pdu_sector, n_dev, nq, odd_c, odd_d):
     """The stage machine over the selected events (kind: K_* per event; pdu_dev: the device
     index an A was remapped from, or NONE). odd_c, odd_d: per Q, whether its start lies
@@ -171,239 +182,275 @@ def run(kind, dev, sector, end, t, pdu_dev, pdu_sector, n_dev, nq, odd_c, odd_d)
     they are grown here (arrays replaced inside the per-event loop would cost reference
     counting on every event)."""
     n = kind.shape[0]
-    bio = np.empty((nq, 8), np.int64)
-    flags = np.zeros(nq, np.uint8)
-    links = np.full((nq, 5), NONE, np.int64)
-    c_ev = np.full(nq, NONE, np.int64)
-    d_t = np.full(nq, NONE, np.int64)
-    last = np.full((4, nq), NONE, np.int64)       # last Q2G, G2I, Q2M, I2D sample
-    heads = np.full((n_dev, 3), NONE, np.int64)   # per device: live list head, live count, last Q
-    heads[:, 1] = 0
+    bio = np.full((nq, BIO_COLUMNS), NONE, np.int64)
+    for q in range(nq):
+        bio[q, B_FLAGS] = (ODD_C if odd_c[q] else 0) | (ODD_D if odd_d[q] else 0)
+    heads = np.full((n_dev, 3), NONE, np.int64)
+    heads[:, H_COUNT] = 0
     keys = np.full((MIN_SLOTS, 4), EMPTY, np.int64)       # (device, start sector) -> live Q
     buckets = np.full((MIN_SLOTS, 4), EMPTY, np.int64)    # (device, start >> BUCKET_BITS) -> first live Q
     hits = np.empty(nq + 1, np.int64)
     stages, qs, vals = np.empty(n + 16, np.int8), np.empty(n + 16, np.int64), np.empty(n + 16, np.int64)
     state = np.zeros(5, np.int64)
-    i = 0
-    while True:
-        i = _advance(i, kind, dev, sector, end, t, pdu_dev, pdu_sector, odd_c, odd_d, bio, flags, links, c_ev,
-                     d_t, last, heads, keys, buckets, hits, stages, qs, vals, state)
-        if i == n:
-            break
+    i = _advance(0, kind, dev, sector, end, t, pdu_dev, pdu_sector, bio, heads, keys, buckets, hits, stages,
+                 qs, vals, state)
+    while i < n:
         if 2 * (state[S_KEYS] + 1) > keys.shape[0]:
             keys = _doubled(keys)
         if 2 * (state[S_BUCKETS] + 1) > buckets.shape[0]:
             buckets = _doubled(buckets)
         if state[S_SAMPLES] + state[S_NEED] > qs.shape[0]:
             stages, qs, vals = _grown(stages, qs, vals, state[S_SAMPLES], state[S_NEED])
+        i = _advance(i, kind, dev, sector, end, t, pdu_dev, pdu_sector, bio, heads, keys, buckets, hits, stages,
+                     qs, vals, state)
     ns = state[S_SAMPLES]
-    return (flags & DONE) != 0, c_ev, last, d_t, stages[:ns], qs[:ns], vals[:ns]
+    last = np.ascontiguousarray(bio[:, B_Q2G:B_I2D + 1].T)
+    done = (bio[:, B_FLAGS] & DONE) != 0
+    return done, bio[:, B_C_EV].copy(), last, bio[:, B_D].copy(), stages[:ns], qs[:ns], vals[:ns]
 
 
-@njit(cache=True, nogil=True)
-def _advance(i, kind, dev, sector, end, t, pdu_dev, pdu_sector, odd_c, odd_d, bio, flags, links, c_ev, d_t, last,
-             heads, keys, buckets, hits, stages, qs, vals, state):
+@no_refcount
+def _advance(i, kind, dev, sector, end, t, pdu_dev, pdu_sector, bio, heads, keys, buckets, hits, stages, qs,
+             vals, state):
     """Run the events from i on; returns where it stopped: the end, or an event that needs a
     larger table (a Q) or more room for samples (state[S_NEED])."""
     n = kind.shape[0]
     ns = state[S_SAMPLES]
-    while i < n:
+    room = True
+    while i < n and room:
         k = kind[i]
         d = dev[i]
-        ti = t[i]
         if k == K_Q:
-            if 2 * (state[S_KEYS] + 1) > keys.shape[0] or 2 * (state[S_BUCKETS] + 1) > buckets.shape[0]:
-                break
-            q = state[S_QS]
-            state[S_QS] += 1
-            bio[q, B_DEV], bio[q, B_START], bio[q, B_END], bio[q, B_Q] = d, sector[i], end[i], ti
-            links[q, PREV_ON_DEV] = heads[d, 2]
-            heads[d, 2] = q
-            if _fits(sector[i]):                  # a Q at the same start sector replaces the older one
-                old = keys[_find(keys, d, sector[i]), VALUE]
-                if old != NONE:
-                    _close(old, bio, flags, links, heads, keys, buckets, state)
-                slot = _find(keys, d, sector[i])
-                keys[slot, KEY_A], keys[slot, KEY_B], keys[slot, VALUE] = d, sector[i], q
-                state[S_KEYS] += 1
-            _open(q, d, sector[i] >> BUCKET_BITS, links, heads, buckets, state)
+            room = 2 * (state[S_KEYS] + 1) <= keys.shape[0] and 2 * (state[S_BUCKETS] + 1) <= buckets.shape[0]
+            if room:
+                _queue(state[S_QS], d, sector[i], end[i], t[i], bio, heads, keys, buckets, state)
+                state[S_QS] += 1
         elif k == K_G or k == K_S or k == K_I or k == K_M or k == K_A:
-            if ns + 2 > qs.shape[0]:
-                state[S_NEED] = 2
-                break
-            if k == K_A:
-                if pdu_dev[i] == NONE:
-                    i += 1
-                    continue
-                q = _lookup(pdu_dev[i], pdu_sector[i], keys, bio, flags, links, heads)
-            else:
-                q = _lookup(d, sector[i], keys, bio, flags, links, heads)
-            if q == NONE:
-                i += 1
-                continue
-            if k == K_G:
-                v = _tdelta(bio[q, B_Q], ti)
-                ns = _put(stages, qs, vals, ns, Q2G, q, v)
-                last[0, q] = v
-                if flags[q] & SEEN_S:
-                    ns = _put(stages, qs, vals, ns, S2G, q, _tdelta(bio[q, B_S], ti))
-                bio[q, B_G] = ti
-                flags[q] |= SEEN_G
-            elif k == K_S:
-                bio[q, B_S] = ti
-                flags[q] |= SEEN_S
-            elif k == K_I:
-                if flags[q] & SEEN_G:
-                    v = _tdelta(bio[q, B_G], ti)
-                    ns = _put(stages, qs, vals, ns, G2I, q, v)
-                    last[1, q] = v
-                bio[q, B_I] = ti
-                flags[q] |= SEEN_I
-            elif k == K_M:
-                v = _tdelta(bio[q, B_Q], ti)
-                ns = _put(stages, qs, vals, ns, Q2M, q, v)
-                last[2, q] = v
-                bio[q, B_M] = ti
-                flags[q] |= SEEN_M
-            else:
-                ns = _put(stages, qs, vals, ns, Q2A, q, _tdelta(bio[q, B_Q], ti))
+            room = ns + 2 <= qs.shape[0]
+            state[S_NEED] = 2
+            q = NONE
+            if k != K_A:
+                q = _lookup(d, sector[i], keys, bio, heads)
+            elif pdu_dev[i] != NONE:
+                q = _lookup(pdu_dev[i], pdu_sector[i], keys, bio, heads)
+            if room and q != NONE:
+                ns = _bio_event(k, q, t[i], bio, stages, qs, vals, ns)
         elif k == K_D or k == K_C:
-            nh = _contained(d, sector[i], end[i], hits, bio, links, heads, buckets, odd_c if k == K_C else odd_d)
-            if ns + 2 * nh > qs.shape[0]:
-                state[S_NEED] = 2 * nh
-                break
-            for h in range(nh):
-                q = hits[h]
-                if k == K_D:
-                    if flags[q] & SEEN_I:
-                        v = _tdelta(bio[q, B_I], ti)
-                        ns = _put(stages, qs, vals, ns, I2D, q, v)
-                        last[3, q] = v
-                    elif flags[q] & SEEN_M:
-                        ns = _put(stages, qs, vals, ns, M2D, q, _tdelta(bio[q, B_M], ti))
-                    d_t[q] = ti
-                    flags[q] |= SEEN_D
-                else:
-                    ns = _put(stages, qs, vals, ns, Q2C, q, _tdelta(bio[q, B_Q], ti))
-                    if flags[q] & SEEN_D:
-                        ns = _put(stages, qs, vals, ns, D2C, q, _tdelta(d_t[q], ti))
-                    flags[q] |= DONE
-                    c_ev[q] = i
-                    _close(q, bio, flags, links, heads, keys, buckets, state)
-        i += 1
+            nh = _contained(d, sector[i], end[i], k == K_C, hits, bio, heads, buckets)
+            room = ns + 2 * nh <= qs.shape[0]
+            state[S_NEED] = 2 * nh
+            if room:
+                ns = _range_event(k, i, t[i], hits, nh, bio, heads, keys, buckets, stages, qs, vals, ns, state)
+        i += 1 if room else 0
     state[S_SAMPLES] = ns
     return i
 
 
-@njit(cache=True, nogil=True)
-def _open(q, d, bucket, links, heads, buckets, state):
-    """A new bio: at the head of its device's live list and of its bucket's list."""
-    links[q, NEXT] = heads[d, 0]
-    if heads[d, 0] != NONE:
-        links[heads[d, 0], PREV] = q
-    heads[d, 0] = q
-    heads[d, 1] += 1
+@no_refcount
+def _queue(q, d, start, stop, tq, bio, heads, keys, buckets, state):
+    """A new bio: it replaces a live Q at the same start sector, and joins its device's live
+    list and its bucket's list."""
+    bio[q, B_DEV], bio[q, B_START], bio[q, B_END], bio[q, B_Q] = d, start, stop, tq
+    bio[q, B_PREV_ON_DEV] = heads[d, H_LAST_Q]
+    heads[d, H_LAST_Q] = q
+    old = keys[_find(keys, d, start), VALUE] if _fits(start) else NONE
+    if old != NONE:
+        _close(old, bio, heads, keys, buckets, state)
+    if _fits(start):
+        _set(keys, d, start, q)
+        state[S_KEYS] += 1
+    _push(bio, q, heads[d, H_LIVE], B_PREV, B_NEXT)
+    heads[d, H_LIVE] = q
+    heads[d, H_COUNT] += 1
+    bucket = start >> BUCKET_BITS
     slot = _find(buckets, d, bucket)
-    if buckets[slot, KEY_A] == EMPTY:
-        buckets[slot, KEY_A], buckets[slot, KEY_B] = d, bucket
-        state[S_BUCKETS] += 1
-    else:
-        links[q, BNEXT] = buckets[slot, VALUE]
-        links[buckets[slot, VALUE], BPREV] = q
-    buckets[slot, VALUE] = q
+    state[S_BUCKETS] += 1 if buckets[slot, KEY_A] == EMPTY else 0
+    _push(bio, q, buckets[slot, VALUE], B_BPREV, B_BNEXT)
+    _set(buckets, d, bucket, q)
 
 
-@njit(cache=True, nogil=True)
-def _close(q, bio, flags, links, heads, keys, buckets, state):
+@no_refcount
+def _set(table, a, b, value):
+    """table[(a, b)] = value (the caller made room)."""
+    s = _find(table, a, b)
+    table[s, KEY_A] = a
+    table[s, KEY_B] = b
+    table[s, VALUE] = value
+
+
+@no_refcount
+def _push(bio, q, head, prev, nxt):
+    """Put bio q before `head` in a doubly linked list (links in columns prev, nxt)."""
+    bio[q, nxt] = head
+    if head != NONE:
+        bio[head, prev] = q
+
+
+@no_refcount
+def _unlink(bio, q, prev, nxt):
+    """Take bio q out of a doubly linked list; returns its successor when q was the head, else q."""
+    p, s = bio[q, prev], bio[q, nxt]
+    if s != NONE:
+        bio[s, prev] = p
+    if p != NONE:
+        bio[p, nxt] = s
+    return s if p == NONE else q
+
+
+@no_refcount
+def _close(q, bio, heads, keys, buckets, state):
     """A bio is replaced or completed: out of its device's live list, its bucket and the keys."""
-    flags[q] |= CLOSED
-    d = bio[q, B_DEV]
-    prv, nxt = links[q, PREV], links[q, NEXT]
-    if prv != NONE:
-        links[prv, NEXT] = nxt
-    else:
-        heads[d, 0] = nxt
-    if nxt != NONE:
-        links[nxt, PREV] = prv
-    heads[d, 1] -= 1
-    prv, nxt = links[q, BPREV], links[q, BNEXT]
-    if prv != NONE:
-        links[prv, BNEXT] = nxt
-    else:
-        slot = _find(buckets, d, bio[q, B_START] >> BUCKET_BITS)
-        if nxt != NONE:
-            buckets[slot, VALUE] = nxt
-        else:
-            _delete(buckets, slot)
-            state[S_BUCKETS] -= 1
-    if nxt != NONE:
-        links[nxt, BPREV] = prv
-    if _fits(bio[q, B_START]):
-        slot = _find(keys, d, bio[q, B_START])
-        if keys[slot, VALUE] == q:
-            _delete(keys, slot)
-            state[S_KEYS] -= 1
+    bio[q, B_FLAGS] |= CLOSED
+    d, start = bio[q, B_DEV], bio[q, B_START]
+    new_head = _unlink(bio, q, B_PREV, B_NEXT)
+    if new_head != q:
+        heads[d, H_LIVE] = new_head
+    heads[d, H_COUNT] -= 1
+    new_head = _unlink(bio, q, B_BPREV, B_BNEXT)
+    if new_head != q:
+        _set_bucket(buckets, d, start >> BUCKET_BITS, new_head, state)
+    slot = _find(keys, d, start) if _fits(start) else -1
+    if slot >= 0 and keys[slot, VALUE] == q:
+        _delete(keys, slot)
+        state[S_KEYS] -= 1
 
 
-@njit(cache=True, nogil=True)
-def _lookup(d, sector, keys, bio, flags, links, heads):
+@no_refcount
+def _set_bucket(buckets, d, bucket, head, state):
+    """The bucket's list now starts at `head`; an empty bucket leaves the table."""
+    slot = _find(buckets, d, bucket)
+    buckets[slot, VALUE] = head
+    if head == NONE:
+        _delete(buckets, slot)
+        state[S_BUCKETS] -= 1
+
+
+@no_refcount
+def _lookup(d, sector, keys, bio, heads):
     """btt's dip_find_sec: the live Q starting at the sector, else the latest live Q of the
     device containing it (among its last LOOKBACK Qs), else NONE."""
-    if _fits(sector):
-        q = keys[_find(keys, d, sector), VALUE]
-        if q != NONE:
+    q = keys[_find(keys, d, sector), VALUE] if _fits(sector) else NONE
+    if q != NONE:
+        return q
+    return _lookback(heads[d, H_LAST_Q], sector, bio)
+
+
+@no_refcount
+def _lookback(q, sector, bio):
+    """The first live bio containing the sector among q and the LOOKBACK - 1 Qs of its device
+    before it, else NONE."""
+    looked = 0
+    while q != NONE and looked < LOOKBACK:
+        if (bio[q, B_FLAGS] & CLOSED) == 0 and bio[q, B_START] <= sector and sector < bio[q, B_END]:
             return q
-    q = heads[d, 2]
-    for _ in range(LOOKBACK):
-        if q == NONE:
-            break
-        if not flags[q] & CLOSED and bio[q, B_START] <= sector < bio[q, B_END]:
-            return q
-        q = links[q, PREV_ON_DEV]
+        q = bio[q, B_PREV_ON_DEV]
+        looked += 1
     return NONE
 
 
-@njit(cache=True, nogil=True)
-def _contains(start, stop, q, bio, odd):
+@no_refcount
+def _bio_event(k, q, ti, bio, stages, qs, vals, ns):
+    """G, S, I, M/F or A of live bio q at time ti: its samples and times; returns the sample count."""
+    seen = bio[q, B_FLAGS]
+    if k == K_G:
+        v = _tdelta(bio[q, B_Q], ti)
+        ns = _put(stages, qs, vals, ns, Q2G, q, v)
+        bio[q, B_Q2G] = v
+        ns = _put(stages, qs, vals, ns, S2G, q, _tdelta(bio[q, B_S], ti)) if seen & SEEN_S else ns
+        bio[q, B_G] = ti
+        bio[q, B_FLAGS] = seen | SEEN_G
+    elif k == K_S:
+        bio[q, B_S] = ti
+        bio[q, B_FLAGS] = seen | SEEN_S
+    elif k == K_I:
+        v = _tdelta(bio[q, B_G], ti)
+        ns = _put(stages, qs, vals, ns, G2I, q, v) if seen & SEEN_G else ns
+        bio[q, B_G2I] = v if seen & SEEN_G else bio[q, B_G2I]
+        bio[q, B_I] = ti
+        bio[q, B_FLAGS] = seen | SEEN_I
+    elif k == K_M:
+        v = _tdelta(bio[q, B_Q], ti)
+        ns = _put(stages, qs, vals, ns, Q2M, q, v)
+        bio[q, B_Q2M] = v
+        bio[q, B_M] = ti
+        bio[q, B_FLAGS] = seen | SEEN_M
+    else:
+        ns = _put(stages, qs, vals, ns, Q2A, q, _tdelta(bio[q, B_Q], ti))
+    return ns
+
+
+@no_refcount
+def _range_event(k, i, ti, hits, nh, bio, heads, keys, buckets, stages, qs, vals, ns, state):
+    """D or C (event i at time ti) applied to the nh bios in hits; returns the sample count."""
+    for h in range(nh):
+        q = hits[h]
+        if k == K_D:
+            ns = _dispatch(q, ti, bio, stages, qs, vals, ns)
+        else:
+            ns = _put(stages, qs, vals, ns, Q2C, q, _tdelta(bio[q, B_Q], ti))
+            seen = bio[q, B_FLAGS]
+            ns = _put(stages, qs, vals, ns, D2C, q, _tdelta(bio[q, B_D], ti)) if seen & SEEN_D else ns
+            bio[q, B_FLAGS] = seen | DONE
+            bio[q, B_C_EV] = i
+            _close(q, bio, heads, keys, buckets, state)
+    return ns
+
+
+@no_refcount
+def _dispatch(q, ti, bio, stages, qs, vals, ns):
+    """A D of live bio q: I2D from its last I, else M2D from its last merge; returns the sample count."""
+    seen = bio[q, B_FLAGS]
+    if seen & SEEN_I:
+        v = _tdelta(bio[q, B_I], ti)
+        ns = _put(stages, qs, vals, ns, I2D, q, v)
+        bio[q, B_I2D] = v
+    elif seen & SEEN_M:
+        ns = _put(stages, qs, vals, ns, M2D, q, _tdelta(bio[q, B_M], ti))
+    bio[q, B_D] = ti
+    bio[q, B_FLAGS] = seen | SEEN_D
+    return ns
+
+
+@no_refcount
+def _contains(start, stop, odd, q, bio):
     """A D or C over [start, stop] applies to the live bio q: the bio lies inside the range,
     and it starts at the range's start sector (by key) or strictly inside some D (C) of its
     device. For a bio of nonzero length starting inside the range, the range itself is such
-    a D (C); `odd` says it for the others."""
+    a D (C); the flag `odd` (ODD_D, ODD_C) says it for the others. Written without
+    short-circuits: see the note on reference counting."""
     qs = bio[q, B_START]
-    if qs < start or bio[q, B_END] > stop:
-        return False
-    return (qs == start and _fits(qs)) or (start < qs < stop) or odd[q]
+    inside = (qs >= start) & (bio[q, B_END] <= stop)
+    keyed = (qs == start) & (qs >= 0) & (qs < KEY_SECTORS)
+    return inside & (keyed | ((start < qs) & (qs < stop)) | ((bio[q, B_FLAGS] & odd) != 0))
 
 
-@njit(cache=True, nogil=True)
-def _contained(d, start, stop, hits, bio, links, heads, buckets, odd):
+@no_refcount
+def _contained(d, start, stop, is_c, hits, bio, heads, buckets):
     """The live bios of device d a D or C over [start, stop] applies to: stored in hits (room
     for every bio), returns how many."""
-    nh = 0
-    if stop < start:
-        return nh
+    odd = ODD_C if is_c else ODD_D
     lo, hi = start >> BUCKET_BITS, stop >> BUCKET_BITS
-    if heads[d, 1] <= LIVE_SCAN or hi - lo >= heads[d, 1]:
-        return _chain_hits(heads[d, 0], NEXT, start, stop, hits, nh, bio, links, odd)
-    for bucket in range(lo, hi + 1):
-        nh = _chain_hits(buckets[_find(buckets, d, bucket), VALUE], BNEXT, start, stop, hits, nh,
-                         bio, links, odd)
+    few = heads[d, H_COUNT] <= LIVE_SCAN or hi - lo >= heads[d, H_COUNT]
+    nh = _chain_hits(heads[d, H_LIVE] if few and stop >= start else NONE, B_NEXT, start, stop, odd, hits, 0, bio)
+    bucket = lo if (not few) and stop >= start else hi + 1
+    while bucket <= hi:
+        nh = _chain_hits(buckets[_find(buckets, d, bucket), VALUE], B_BNEXT, start, stop, odd, hits, nh, bio)
+        bucket += 1
     return nh
 
 
-@njit(cache=True, nogil=True)
-def _chain_hits(q, link, start, stop, hits, nh, bio, links, odd):
-    """Add to hits[nh:] the bios of the chain from q (next: links[q, link]) that a D or C over
+@no_refcount
+def _chain_hits(q, link, start, stop, odd, hits, nh, bio):
+    """Add to hits[nh:] the bios of the chain from q (next: bio[q, link]) that a D or C over
     [start, stop] applies to; returns the new count."""
     while q != NONE:
-        if _contains(start, stop, q, bio, odd):
-            hits[nh] = q
-            nh += 1
-        q = links[q, link]
+        hits[nh] = q
+        nh += 1 if _contains(start, stop, odd, q, bio) else 0
+        q = bio[q, link]
     return nh
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def group_stats(groups, vals, n_groups):
     """Per group 0..n_groups-1: count, min, max and int64 sum of vals (one pass, no sort)."""
     count = np.zeros(n_groups, np.int64)
