@@ -10,7 +10,7 @@ place in the merged order. Field offsets and sizes come from the construct decla
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from scsitrace._jit import compiled, no_refcount
 
 # outcome of a walk
 END, TRUNCATED_SHORT, TRUNCATED_PDU, REDO_UNALIGNED = 0, 1, 2, 3
@@ -21,44 +21,59 @@ def layout(dtype: np.dtype) -> dict[str, tuple[int, int]]:
     return {name: (dtype.fields[name][1], dtype.fields[name][0].itemsize) for name in dtype.names}
 
 
-@njit(cache=True, nogil=True)
-def _uint(b, pos, size, big):
-    """Unsigned integer of `size` bytes at `pos` (any alignment), in either byte order. Read
+@no_refcount
+def _u16(b, pos, big):
+    """Unsigned 16-bit integer at `pos` (any alignment), in either byte order. Read
     little-endian, then swapped: a byte-order branch around the loads costs 5x."""
-    v = np.uint64(0)
-    for k in range(size - 1, -1, -1):
-        v = (v << np.uint64(8)) | np.uint64(b[pos + k])
-    return _swap(v, size) if big else v
+    p = np.uint64(pos)                  # unsigned: no negative-index wraparound, so one load
+    v = np.uint64(b[p]) | (np.uint64(b[p + np.uint64(1)]) << np.uint64(8))
+    return ((v >> np.uint64(8)) | ((v & np.uint64(0xFF)) << np.uint64(8))) if big else v
 
 
-@njit(cache=True, nogil=True)
-def _swap(v, size):
-    out = np.uint64(0)
-    for k in range(size):
-        out = (out << np.uint64(8)) | ((v >> np.uint64(8 * k)) & np.uint64(0xFF))
-    return out
+@no_refcount
+def _u32(b, pos, big):
+    """As _u16, 32 bits."""
+    p = np.uint64(pos)
+    v = (np.uint32(b[p]) | (np.uint32(b[p + np.uint64(1)]) << np.uint32(8))
+         | (np.uint32(b[p + np.uint64(2)]) << np.uint32(16)) | (np.uint32(b[p + np.uint64(3)]) << np.uint32(24)))
+    return np.uint64(_bswap32(v) if big else v)
 
 
-@njit(cache=True, nogil=True)
+@no_refcount
+def _bswap32(v):
+    return (((v & np.uint32(0xFF)) << np.uint32(24)) | ((v & np.uint32(0xFF00)) << np.uint32(8))
+            | ((v >> np.uint32(8)) & np.uint32(0xFF00)) | (v >> np.uint32(24)))
+
+
+@no_refcount
+def _u64(b, pos, big):
+    """As _u16, 64 bits."""
+    lo, hi = _u32(b, pos, False), _u32(b, pos + 4, False)
+    if big:
+        lo, hi = np.uint64(_bswap32(np.uint32(hi))), np.uint64(_bswap32(np.uint32(lo)))
+    return lo | (hi << np.uint64(32))
+
+
+@no_refcount
 def _is_record(b, pos, big, header, magic_mask, magic):
     """A whole header fits at `pos` and starts with the three magic bytes (any version)."""
-    return pos + header <= b.shape[0] and (_uint(b, pos, 4, big) & magic_mask) == magic
+    return pos + header <= b.shape[0] and (_u32(b, pos, big) & magic_mask) == magic
 
 
-@njit(cache=True, nogil=True)
+@no_refcount
 def _next_record(b, pos, big, aligned, header, magic_mask, magic):
     """The first offset after `pos` where a record could start (4-aligned ones only when
     `aligned`), or the end of the buffer."""
     step = 4 if aligned else 1
     q = (pos // step + 1) * step
     while q + header <= b.shape[0]:
-        if (_uint(b, q, 4, big) & magic_mask) == magic:
+        if (_u32(b, q, big) & magic_mask) == magic:
             return q
         q += step
     return b.shape[0]
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _grow(a, n):
     if n < a.shape[0]:
         return a
@@ -67,53 +82,68 @@ def _grow(a, n):
     return out
 
 
-@njit(cache=True, nogil=True)
-def walk(b, big, aligned, header, magic_mask, magic, pdu_len, time, action, cpu):
-    """Follow the record chain from offset 0. `pdu_len`, `time`, `action`, `cpu` are
-    (offset, size) of those header fields. A position that is not a record is bad; the walk
+# walk(): the header fields it reads (entries of its `fields` argument: their offsets), with
+# the width it reads each one at (checked against the declaration by the reader)
+WALK_FIELDS = {"pdu_len": 2, "time": 8, "action": 4, "cpu": 4}
+W_PDU_LEN, W_TIME, W_ACTION, W_CPU = range(4)
+# walk(): where `_walk_records` stopped (entries of its `at` argument)
+AT_POS, AT_COUNT, AT_OUTCOME, AT_WHERE = range(4)
+BAD = 4                       # `_walk_records` stopped at a bad record (walk goes on after it)
+
+
+@compiled
+def walk(b, big, aligned, header, magic_mask, magic, fields):
+    """Follow the record chain from offset 0. A position that is not a record is bad; the walk
     goes on at the next position holding the magic bytes (a magic inside a PDU is never
     reached that way: records are chained by length). With `aligned`, the walk gives up
     (REDO_UNALIGNED) at the first record at an odd offset, and resynchronizes on 4-aligned
     offsets only. Returns (outcome, position of a truncated record or -1, record offsets,
     their time, action, cpu and version, bad offsets)."""
-    n = b.shape[0]
-    cap = n // header + 1
-    offs = np.empty(cap, np.int64)
-    t = np.empty(cap, np.int64)
-    act = np.empty(cap, np.uint32)
-    cp = np.empty(cap, np.uint32)
-    ver = np.empty(cap, np.uint8)
+    cap = b.shape[0] // header + 1
+    offs, t = np.empty(cap, np.int64), np.empty(cap, np.int64)
+    act, cp, ver = np.empty(cap, np.uint32), np.empty(cap, np.uint32), np.empty(cap, np.uint8)
     bad = np.empty(16, np.int64)
-    nrec = 0
     nbad = 0
-    outcome = END
-    where = -1
-    pos = 0
-    while pos < n:
-        if aligned and pos % 4:
+    at = np.zeros(4, np.int64)
+    at[AT_WHERE] = -1
+    _walk_records(b, big, aligned, header, magic_mask, magic, fields, offs, t, act, cp, ver, at)
+    while at[AT_OUTCOME] == BAD:
+        bad = _grow(bad, nbad)
+        bad[nbad] = at[AT_POS]
+        nbad += 1
+        at[AT_POS] = _next_record(b, at[AT_POS], big, aligned, header, magic_mask, magic)
+        _walk_records(b, big, aligned, header, magic_mask, magic, fields, offs, t, act, cp, ver, at)
+    n = at[AT_COUNT]
+    return at[AT_OUTCOME], at[AT_WHERE], offs[:n], t[:n], act[:n], cp[:n], ver[:n], bad[:nbad]
+
+
+@no_refcount
+def _walk_records(b, big, aligned, header, magic_mask, magic, fields, offs, t, act, cp, ver, at):
+    """The chain from at[AT_POS] on, into the columns from row at[AT_COUNT] on, until the end, a
+    truncated record, an odd offset (when `aligned`) or a bad record: at[] says which, where."""
+    n = b.shape[0]
+    pos, nrec = at[AT_POS], at[AT_COUNT]
+    outcome = -1
+    while outcome < 0:
+        nxt = pos + header + np.int64(_u16(b, pos + fields[W_PDU_LEN], big)) if pos + header <= n else n + 1
+        if pos >= n:
+            outcome = END
+        elif aligned and pos % 4:
             outcome = REDO_UNALIGNED
-            break
-        if _is_record(b, pos, big, header, magic_mask, magic):
-            nxt = pos + header + np.int64(_uint(b, pos + pdu_len[0], pdu_len[1], big))
-            if nxt > n:
-                outcome, where = TRUNCATED_PDU, pos
-                break
+        elif not _is_record(b, pos, big, header, magic_mask, magic):
+            outcome = TRUNCATED_SHORT if n - pos < header else BAD
+        elif nxt > n:
+            outcome = TRUNCATED_PDU
+        else:
             offs[nrec] = pos
-            t[nrec] = np.int64(_uint(b, pos + time[0], time[1], big))
-            act[nrec] = np.uint32(_uint(b, pos + action[0], action[1], big))
-            cp[nrec] = np.uint32(_uint(b, pos + cpu[0], cpu[1], big))
-            ver[nrec] = np.uint8(_uint(b, pos, 4, big) & np.uint64(0xFF))
+            t[nrec] = np.int64(_u64(b, pos + fields[W_TIME], big))
+            act[nrec] = np.uint32(_u32(b, pos + fields[W_ACTION], big))
+            cp[nrec] = np.uint32(_u32(b, pos + fields[W_CPU], big))
+            ver[nrec] = np.uint8(_u32(b, pos, big) & np.uint64(0xFF))
             nrec += 1
             pos = nxt
-        elif n - pos < header:
-            outcome, where = TRUNCATED_SHORT, pos
-            break
-        else:
-            bad = _grow(bad, nbad)
-            bad[nbad] = pos
-            nbad += 1
-            pos = _next_record(b, pos, big, aligned, header, magic_mask, magic)
-    return outcome, where, offs[:nrec], t[:nrec], act[:nrec], cp[:nrec], ver[:nrec], bad[:nbad]
+    at[AT_POS], at[AT_COUNT], at[AT_OUTCOME] = pos, nrec, outcome
+    at[AT_WHERE] = pos if outcome == TRUNCATED_SHORT or outcome == TRUNCATED_PDU else -1
 
 
 # fill(): the header fields it reads (entries of its `fields` argument: their offsets), with
@@ -131,7 +161,7 @@ P_REMAP, P_SPLIT, P_UNPLUG, P_TIMER_UNPLUG, P_NOTIFY, P_CGROUP, P_CGROUP_BYTES, 
 REMAP_FIELDS = {"device_from": 4, "sector_from": 8}       # read widths, as FILL_FIELDS
 
 
-@njit(cache=True, nogil=True)
+@no_refcount
 def fill(b, big, header, src, dest, fields, pdu, file_no, i64, u32, cpu, i16, flags):
     """Decode the records at byte offsets `src` of one file into rows `dest` of the event
     columns (rows of i64, u32, i16, flags: I64_COLUMNS, U32_COLUMNS, I16_COLUMNS, BOOL_COLUMNS;
@@ -140,34 +170,91 @@ def fill(b, big, header, src, dest, fields, pdu, file_no, i64, u32, cpu, i16, fl
     for k in range(src.shape[0]):
         pos = src[k]
         r = dest[k]
-        i64[0, r] = np.int64(_uint(b, pos + fields[F_TIME], 8, big))
-        i64[1, r] = np.int64(_uint(b, pos + fields[F_SEQ], 4, big))
-        i64[2, r] = np.int64(_uint(b, pos + fields[F_SECTOR], 8, big))
-        i64[3, r] = np.int64(_uint(b, pos + fields[F_BYTES], 4, big))
-        i64[4, r] = np.int64(_uint(b, pos + fields[F_PID], 4, big))
+        i64[0, r] = np.int64(_u64(b, pos + fields[F_TIME], big))
+        i64[1, r] = np.int64(_u32(b, pos + fields[F_SEQ], big))
+        i64[2, r] = np.int64(_u64(b, pos + fields[F_SECTOR], big))
+        i64[3, r] = np.int64(_u32(b, pos + fields[F_BYTES], big))
+        i64[4, r] = np.int64(_u32(b, pos + fields[F_PID], big))
         i64[5, r] = 0
         i64[6, r] = 0
         i64[7, r] = pos
-        action = np.int64(_uint(b, pos + fields[F_ACTION], 4, big))
+        action = np.int64(_u32(b, pos + fields[F_ACTION], big))
         u32[0, r] = np.uint32(action)
-        u32[1, r] = np.uint32(_uint(b, pos + fields[F_DEVICE], 4, big))
+        u32[1, r] = np.uint32(_u32(b, pos + fields[F_DEVICE], big))
         u32[2, r] = 0
-        cpu[r] = np.int32(np.uint32(_uint(b, pos + fields[F_CPU], 4, big)))
-        i16[0, r] = np.int16(np.uint16(_uint(b, pos + fields[F_ERROR], 2, big)))
+        cpu[r] = np.int32(np.uint32(_u32(b, pos + fields[F_CPU], big)))
+        i16[0, r] = np.int16(np.uint16(_u16(b, pos + fields[F_ERROR], big)))
         i16[1, r] = file_no
         flags[0, r] = False
         flags[1, r] = False
-        pdu_len = np.int64(_uint(b, pos + fields[F_PDU_LEN], 2, big))
-        if pdu_len == 0 or action & pdu[P_NOTIFY]:
-            continue
-        skip = pdu[P_CGROUP_BYTES] if action & pdu[P_CGROUP] else 0
-        start = pos + header + skip
-        payload = pdu_len - skip
-        code = action & 0xFFFF & ~pdu[P_CGROUP]
-        if code == pdu[P_REMAP] and payload >= pdu[P_REMAP_SIZE]:
-            u32[2, r] = np.uint32(_uint(b, start + pdu[P_DEV_FROM], 4, True))
-            i64[5, r] = np.int64(_uint(b, start + pdu[P_SECTOR_FROM], 8, True))
+        kind, start = _pdu(b, big, header, pos, action, fields, pdu)
+        if kind == PDU_REMAP:
+            u32[2, r] = np.uint32(_u32(b, start + pdu[P_DEV_FROM], True))
+            i64[5, r] = np.int64(_u64(b, start + pdu[P_SECTOR_FROM], True))
             flags[0, r] = True
-        elif (code == pdu[P_SPLIT] or code == pdu[P_UNPLUG] or code == pdu[P_TIMER_UNPLUG]) and payload >= 8:
-            i64[6, r] = np.int64(_uint(b, start, 8, True))
+        elif kind == PDU_INT:
+            i64[6, r] = np.int64(_u64(b, start, True))
             flags[1, r] = True
+
+
+PDU_NONE, PDU_REMAP, PDU_INT = range(3)
+
+
+@no_refcount
+def _pdu(b, big, header, pos, action, fields, pdu):
+    """What the PDU of the record at `pos` holds for the reader: (PDU_REMAP: a remap's source
+    device and sector; PDU_INT: the one be64 of a split or an unplug; PDU_NONE), and where
+    its payload starts."""
+    pdu_len = np.int64(_u16(b, pos + fields[F_PDU_LEN], big))
+    skip = pdu[P_CGROUP_BYTES] if action & pdu[P_CGROUP] else 0
+    payload = pdu_len - skip
+    code = action & 0xFFFF & ~pdu[P_CGROUP]
+    kind = PDU_NONE
+    if pdu_len == 0 or action & pdu[P_NOTIFY]:
+        kind = PDU_NONE
+    elif code == pdu[P_REMAP] and payload >= pdu[P_REMAP_SIZE]:
+        kind = PDU_REMAP
+    elif (code == pdu[P_SPLIT] or code == pdu[P_UNPLUG] or code == pdu[P_TIMER_UNPLUG]) and payload >= 8:
+        kind = PDU_INT
+    return kind, pos + header + skip
+
+
+@no_refcount
+def fill_machine(b, big, header, src, dest, fields, pdu, t, action, device, sector, nbytes, pid, pdu_dev,
+                 pdu_sector):
+    """What the block analysis reads of each record (time, action, device, sector, bytes, pid; a
+    remap's source device and sector, else 0), decoded as `fill` decodes it into rows `dest`."""
+    for k in range(src.shape[0]):
+        pos = src[k]
+        r = dest[k]
+        a = np.int64(_u32(b, pos + fields[F_ACTION], big))
+        t[r] = np.int64(_u64(b, pos + fields[F_TIME], big))
+        action[r] = np.uint32(a)
+        device[r] = np.uint32(_u32(b, pos + fields[F_DEVICE], big))
+        sector[r] = np.int64(_u64(b, pos + fields[F_SECTOR], big))
+        nbytes[r] = np.int64(_u32(b, pos + fields[F_BYTES], big))
+        pid[r] = np.int64(_u32(b, pos + fields[F_PID], big))
+        kind, start = _pdu(b, big, header, pos, a, fields, pdu)
+        remap = kind == PDU_REMAP
+        pdu_dev[r] = np.uint32(_u32(b, start + pdu[P_DEV_FROM], True)) if remap else np.uint32(0)
+        pdu_sector[r] = np.int64(_u64(b, start + pdu[P_SECTOR_FROM], True)) if remap else 0
+
+
+@compiled
+def merge_rows(times, bounds):
+    """Rows of the records of several files (files concatenated; file f is
+    times[bounds[f]:bounds[f + 1]]) in their stable time order: by time, then file, then place
+    in the file. Each file must be in time order (the caller checks); a k-way merge, linear for
+    the few files of a capture."""
+    n = times.shape[0]
+    k = bounds.shape[0] - 1
+    dest = np.empty(n, np.int64)
+    head = bounds[:-1].copy()
+    for r in range(n):
+        best = -1
+        for f in range(k):
+            if head[f] < bounds[f + 1] and (best < 0 or times[head[f]] < times[head[best]]):
+                best = f
+        dest[head[best]] = r
+        head[best] += 1
+    return dest

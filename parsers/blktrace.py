@@ -15,6 +15,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import construct as cs
 import numpy as np
@@ -22,7 +23,7 @@ import polars as pl
 
 from scsitrace import block, schema
 from scsitrace.errors import BadInput, TruncatedInput
-from scsitrace.model import Capture
+from scsitrace.model import Capture, LazyFrames
 
 from . import _blktrace_scan as _scan
 
@@ -122,6 +123,8 @@ MAGIC_MASK = 0xFFFFFF00                   # the first header word, version byte 
 LAYOUT = _scan.layout(DTYPE_LE)           # {field: (offset, size)}, from the declaration
 REMAP_LAYOUT = _scan.layout(REMAP_DTYPE)
 assert all(LAYOUT[name][1] == width for name, width in _scan.FILL_FIELDS.items())
+assert all(LAYOUT[name][1] == width for name, width in _scan.WALK_FIELDS.items())
+WALK_FIELDS = np.array([LAYOUT[name][0] for name in _scan.WALK_FIELDS], np.int64)
 assert all(REMAP_LAYOUT[name][1] == width for name, width in _scan.REMAP_FIELDS.items())
 FILL_FIELDS = np.array([LAYOUT[name][0] for name in _scan.FILL_FIELDS], np.int64)
 FILL_PDU = np.array([block.TA["A"], block.TA["X"], block.TA["U"], block.TA["T"], block.TC_NOTIFY, TN_CGROUP,
@@ -153,8 +156,7 @@ def _walk(b: np.ndarray, order: str, path: str, strict: bool) -> tuple[_Chain, d
     big = order == ">"
     for aligned in (True, False):
         outcome, where, offs, time, action, cpu, version, bad = _scan.walk(
-            b, big, aligned, HEADER, MAGIC_MASK, MAGIC, LAYOUT["pdu_len"], LAYOUT["time"], LAYOUT["action"],
-            LAYOUT["cpu"])
+            b, big, aligned, HEADER, MAGIC_MASK, MAGIC, WALK_FIELDS)
         if outcome != _scan.REDO_UNALIGNED:
             break
     chain = _Chain()
@@ -249,18 +251,19 @@ def _capture(path, files, decoded, strict) -> Capture:
     for d in decoded:
         anomalies += _file_anomalies(cap, d)
         _notify_texts(d, names, messages, clocks)
-    parts = [(fi, d) for fi, d in enumerate(decoded) if d["heads"] is not None]
-    cap.records.read = sum(len(d["heads"]["offs"]) for _, d in parts)
+    merged = _Merged([(fi, d) for fi, d in enumerate(decoded) if d["heads"] is not None])
+    cap.records.read = merged.records
     big = any(d["order"] == ">" for d in decoded)
-    events = block.finish_events(_columns(parts))
-    decoded.clear()                            # unmap the files once decoded
-    cap.frames["events"] = events.drop("time_abs")
+    cap.columns["events"] = merged.machine_columns()
+    # the whole events table is decoded only if someone asks for it (the analysis reads the
+    # columns above); the files stay mapped until then
+    cap.frames = LazyFrames({"events": lambda: block.finish_events(merged.raw_events()).drop("time_abs")})
     cap.frames["processes"] = pl.DataFrame({"pid": list(names), "name": list(names.values())},
                                            schema=block.PROCESSES)
     cap.meta.update({
         "files": [f for f, _ in files],
         "byte_order": "big-endian" if big else "little-endian",
-        "origin_ns": int(events["time_abs"].min()) if events.height else 0,
+        "origin_ns": merged.origin,
         "messages": messages,
         "wall_clock": clocks,              # BLK_TN_TIMESTAMP: trace time -> wall clock (ns)
     })
@@ -285,31 +288,73 @@ def _file_anomalies(cap: Capture, d: dict) -> list[tuple[str, str, str]]:
     return out
 
 
-def _columns(parts: list[tuple[int, dict]]) -> pl.DataFrame:
-    """RAW_EVENTS of every file without its notify records, merged in time order: each record
-    is decoded once, from the file's bytes straight into its row of the merged columns."""
-    if not parts:
-        return schema.empty(block.RAW_EVENTS)
-    keeps = [np.flatnonzero((d["heads"]["action"] & block.TC_NOTIFY) == 0) for _, d in parts]
-    order = block.merge_order([d["heads"]["time"][k] for (_, d), k in zip(parts, keeps)])
-    n = sum(len(k) for k in keeps)
-    dest = np.arange(n, dtype=np.int64)              # row of each record, files concatenated
-    if order is not None:
-        dest[order] = np.arange(n, dtype=np.int64)
-    cols = {"i64": np.empty((len(_scan.I64_COLUMNS), n), np.int64),
-            "u32": np.empty((len(_scan.U32_COLUMNS), n), np.uint32), "cpu": np.empty(n, np.int32),
-            "i16": np.empty((len(_scan.I16_COLUMNS), n), np.int16),
-            "flags": np.empty((len(_scan.BOOL_COLUMNS), n), np.bool_)}
-    first = 0
-    for (fi, d), keep in zip(parts, keeps):
-        _scan.fill(d["bytes"], d["order"] == ">", HEADER, d["heads"]["offs"][keep], dest[first:first + len(keep)],
-                   FILL_FIELDS, FILL_PDU, fi, *cols.values())
-        first += len(keep)
-    named = {"cpu": cols["cpu"]}
-    for group, names in (("i64", _scan.I64_COLUMNS), ("u32", _scan.U32_COLUMNS), ("i16", _scan.I16_COLUMNS),
-                         ("flags", _scan.BOOL_COLUMNS)):
-        named.update(zip(names, cols[group]))
-    return pl.DataFrame({name: named[name] for name in block.RAW_EVENTS}, schema=block.RAW_EVENTS)
+class _Merged:
+    """The records of every file without their notify records, in processing order (time,
+    then file, then place in the file): where each one goes, and its decoding from the files'
+    bytes straight into that row, one thread per file."""
+
+    def __init__(self, parts: list[tuple[int, dict]]):
+        self.parts = parts
+        self.keeps = [np.flatnonzero((d["heads"]["action"] & block.TC_NOTIFY) == 0) for _, d in parts]
+        self.records = sum(len(d["heads"]["offs"]) for _, d in parts)
+        self.n = sum(len(k) for k in self.keeps)
+        times = [d["heads"]["time"][k] for (_, d), k in zip(parts, self.keeps)]
+        self.origin = int(min(t.min() for t in times if len(t))) if self.n else 0
+        self.dest = _merge_rows(times)
+
+    def _per_file(self, decode) -> None:
+        """decode(file index, its data, its kept record offsets, their rows), for every file."""
+        jobs, first = [], 0
+        for (fi, d), keep in zip(self.parts, self.keeps):
+            jobs.append((fi, d, d["heads"]["offs"][keep], self.dest[first:first + len(keep)]))
+            first += len(keep)
+        if len(jobs) < 2:
+            for job in jobs:
+                decode(*job)
+            return
+        with ThreadPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1)) as pool:
+            list(pool.map(lambda job: decode(*job), jobs))
+
+    def machine_columns(self) -> dict[str, np.ndarray]:
+        """block.MACHINE_COLUMNS: what the block analysis reads."""
+        cols = {name: np.empty(self.n, dtype) for name, dtype in block.MACHINE_COLUMNS.items()}
+        self._per_file(lambda fi, d, src, dest: _scan.fill_machine(
+            d["bytes"], d["order"] == ">", HEADER, src, dest, FILL_FIELDS, FILL_PDU, *cols.values()))
+        cols["t_ns"] -= self.origin
+        return cols
+
+    def raw_events(self) -> pl.DataFrame:
+        """block.RAW_EVENTS: every field of every record."""
+        if not self.parts:
+            return schema.empty(block.RAW_EVENTS)
+        n = self.n
+        cols = {"i64": np.empty((len(_scan.I64_COLUMNS), n), np.int64),
+                "u32": np.empty((len(_scan.U32_COLUMNS), n), np.uint32), "cpu": np.empty(n, np.int32),
+                "i16": np.empty((len(_scan.I16_COLUMNS), n), np.int16),
+                "flags": np.empty((len(_scan.BOOL_COLUMNS), n), np.bool_)}
+        self._per_file(lambda fi, d, src, dest: _scan.fill(
+            d["bytes"], d["order"] == ">", HEADER, src, dest, FILL_FIELDS, FILL_PDU, fi, *cols.values()))
+        named = {"cpu": cols["cpu"]}
+        for group, names in (("i64", _scan.I64_COLUMNS), ("u32", _scan.U32_COLUMNS), ("i16", _scan.I16_COLUMNS),
+                             ("flags", _scan.BOOL_COLUMNS)):
+            named.update(zip(names, cols[group]))
+        return pl.DataFrame({name: named[name] for name in block.RAW_EVENTS}, schema=block.RAW_EVENTS)
+
+
+def _merge_rows(times: list[np.ndarray]) -> np.ndarray:
+    """Row of each record (files concatenated) in processing order: a linear merge when every
+    file is in time order (as blktrace writes them), else a stable sort."""
+    allt = np.concatenate(times) if times else np.zeros(0, np.int64)
+    in_order = all(np.all(t[1:] >= t[:-1]) for t in times)
+    if in_order and len(times) <= MERGE_FILES:
+        bounds = np.cumsum([0] + [len(t) for t in times]).astype(np.int64)
+        return _scan.merge_rows(allt, bounds)
+    dest = np.empty(len(allt), np.int64)
+    dest[np.argsort(allt, kind="stable")] = np.arange(len(allt), dtype=np.int64)
+    return dest
+
+
+MERGE_FILES = 16            # more per-CPU files than this: a sort beats the k-way merge
 
 
 def _notify_texts(d, names: dict, messages: list, clocks: list) -> None:

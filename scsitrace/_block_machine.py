@@ -28,42 +28,102 @@ STAGES = ("Q2G", "S2G", "G2I", "Q2M", "I2D", "M2D", "D2C", "Q2C", "Q2A")
 K_OTHER, K_Q, K_G, K_S, K_I, K_M, K_D, K_C, K_A, K_R = range(10)
 
 
+DISTINCT_MAX = 4096
+
+
 @compiled
-def select_events(code, action, device, nbytes, sector, t, pid, devices, kind, pc_bit):
-    """btt's pre-culling: the events the machine sees (kind != K_OTHER, not BLK_TC_PC, with
-    bytes unless R or A, and not before their device's first Q or A). Returns their rows and
-    columns (code, device index, sector, bytes, t, pid, action), and per device and action
-    code the records of every kind (blkparse's counts)."""
+def distinct(values):
+    """Sorted distinct values of an array holding few of them (devices)."""
+    seen = np.empty(DISTINCT_MAX, values.dtype)
+    m = _distinct_into(values, seen)
+    return np.unique(values) if m < 0 else np.sort(seen[:m])
+
+
+@no_refcount
+def _distinct_into(values, seen):
+    """The distinct values into seen[:m]; returns m, or -1 when there are more than seen holds.
+    One pass that mostly compares with the previous value."""
+    m = 0
+    last = 0
+    for i in range(values.shape[0]):
+        v = values[i]
+        if m == 0 or v != last:
+            j = 0
+            while j < m and seen[j] != v:
+                j += 1
+            seen[j] = v
+            m = m + 1 if j == m else m
+            m = -1 if m > seen.shape[0] - 1 else m
+        last = v
+    return m
+
+
+@no_refcount
+def _index(devices, value):
+    """Index of value in the sorted array devices, or NONE."""
+    lo, hi = 0, devices.shape[0]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if devices[mid] < value:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < devices.shape[0] and devices[lo] == value else NONE
+
+
+@compiled
+def select_events(code, action, device, nbytes, pdu_dev, devices, kinds, pc_bit):
+    """btt's pre-culling: what each event is to the machine (kinds[code], or K_OTHER when
+    culled: BLK_TC_PC, no bytes unless R or A, before its device's first Q or A), its device
+    index, an A's source device index (NONE when it has no events, or for other events),
+    the kept events grouped by action code (`by_code[bounds[c]:bounds[c + 1]]`: those of code
+    c, in order), and per device and action code the records of every kind (blkparse's counts)."""
     n = code.shape[0]
     counts = np.zeros((devices.shape[0], 256), np.int64)
-    started = np.zeros(devices.shape[0], np.bool_)
-    rows = np.empty(n, np.int64)
-    m = 0
-    for i in range(n):
-        d = np.searchsorted(devices, device[i])
+    kind, dev, src = np.empty(n, np.int8), np.empty(n, np.int32), np.empty(n, np.int32)
+    _cull(code, action, device, nbytes, pdu_dev, devices, kinds, pc_bit, counts, np.zeros(devices.shape[0], np.bool_),
+          kind, dev, src)
+    bounds = np.zeros(257, np.int64)
+    by_code = np.empty(n, np.int64)
+    m = _group_by_code(code, kind, bounds, by_code)
+    return kind, dev, src, by_code[:m], bounds, counts
+
+
+@no_refcount
+def _cull(code, action, device, nbytes, pdu_dev, devices, kinds, pc_bit, counts, started, kind, dev, src):
+    """select_events' pass over every record."""
+    last_dev, d = -1, 0
+    for i in range(code.shape[0]):
+        if device[i] != last_dev:
+            d = _index(devices, device[i])
+            last_dev = device[i]
         c = code[i]
         counts[d, c] += 1
-        k = kind[c]
-        if k == K_OTHER or action[i] & pc_bit or (nbytes[i] <= 0 and k != K_R and k != K_A):
-            continue
-        if not started[d]:
-            if k != K_Q and k != K_A:
-                continue
-            started[d] = True
-        rows[m] = i
-        m += 1
-    rows = rows[:m]
-    out_code, out_dev = np.empty(m, code.dtype), np.empty(m, np.int64)
-    out_sector, out_bytes, out_t, out_pid = np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int64), \
-        np.empty(m, np.int64)
-    out_action = np.empty(m, action.dtype)
-    for j in range(m):
-        i = rows[j]
-        out_code[j] = code[i]
-        out_dev[j] = np.searchsorted(devices, device[i])
-        out_sector[j], out_bytes[j], out_t[j], out_pid[j] = sector[i], nbytes[i], t[i], pid[i]
-        out_action[j] = action[i]
-    return rows, out_code, out_dev, out_sector, out_bytes, out_t, out_pid, out_action, counts
+        k = kinds[c]
+        culled = k == K_OTHER or (action[i] & pc_bit) != 0 or (nbytes[i] <= 0 and k != K_R and k != K_A)
+        keep = not culled and (started[d] or k == K_Q or k == K_A)
+        started[d] = started[d] or keep
+        kind[i] = k if keep else K_OTHER
+        dev[i] = d
+        src[i] = _index(devices, pdu_dev[i]) if keep and k == K_A else NONE
+
+
+@no_refcount
+def _group_by_code(code, kind, bounds, by_code):
+    """A counting sort of the kept events (kind != K_OTHER): by_code[bounds[c]:bounds[c + 1]] =
+    the indexes of code c, in order. Returns how many."""
+    for j in range(code.shape[0]):
+        bounds[code[j] + 1] += 1 if kind[j] != K_OTHER else 0
+    for c in range(1, bounds.shape[0]):
+        bounds[c] += bounds[c - 1]
+    for j in range(code.shape[0]):
+        c = code[j]
+        by_code[bounds[c]] = j
+        bounds[c] += 1 if kind[j] != K_OTHER else 0
+    for c in range(bounds.shape[0] - 1, 0, -1):
+        bounds[c] = bounds[c - 1]
+    bounds[0] = 0
+    return bounds[bounds.shape[0] - 1]
 
 
 # ---------------------------------------------------------------- hash tables

@@ -76,6 +76,10 @@ EVENTS = {
     "position": pl.Int64,      # byte offset (binary) or line number (text) in that file
 }
 PROCESSES = {"pid": pl.Int64, "name": pl.Utf8}
+# What the block analysis reads of the events (Capture.columns["events"] of a binary capture,
+# else taken from the events frame): a remap's source device and sector, else 0.
+MACHINE_COLUMNS = {"t_ns": np.int64, "action": np.uint32, "device": np.uint32, "sector": np.int64,
+                   "bytes": np.int64, "pid": np.int64, "pdu_dev": np.uint32, "pdu_sector": np.int64}
 
 STAGE_ORDER = ("Q2Qdm", "Q2Adm", "Q2Cdm", "Q2Q", "Q2A", "Q2G", "S2G", "G2I", "Q2M", "I2D",
                "M2D", "D2C", "Q2C")
@@ -158,16 +162,27 @@ def _device_key(device) -> int:
     return (int(major) << 20) | int(minor)
 
 
-def _filtered(events: pl.DataFrame, opts: dict) -> pl.DataFrame:
+def event_columns(capture: Capture) -> dict[str, np.ndarray]:
+    """MACHINE_COLUMNS of a block capture: handed over by the binary reader, else from the
+    events frame."""
+    if "events" in capture.columns:
+        return capture.columns["events"]
+    events = capture.frames["events"]
+    return {name: events[name].fill_null(0).to_numpy().astype(dtype, copy=False)
+            for name, dtype in MACHINE_COLUMNS.items()}
+
+
+def _filtered(cols: dict[str, np.ndarray], opts: dict) -> dict[str, np.ndarray]:
     """--device keeps that device's events; --window keeps events inside the window (btt -t/-T)."""
+    keep = None
     if opts.get("device") is not None:
-        events = events.filter(pl.col("device") == _device_key(opts["device"]))
+        keep = cols["device"] == _device_key(opts["device"])
     lo, hi = _parse_window(opts.get("window"))
-    if lo is not None:
-        events = events.filter(pl.col("t_ns") >= lo)
-    if hi is not None:
-        events = events.filter(pl.col("t_ns") <= hi)
-    return events
+    for bound, inside in ((lo, np.greater_equal), (hi, np.less_equal)):
+        if bound is not None:
+            mask = inside(cols["t_ns"], bound)
+            keep = mask if keep is None else keep & mask
+    return cols if keep is None else {name: col[keep] for name, col in cols.items()}
 
 
 # ---------------------------------------------------------------- the stage machine
@@ -188,33 +203,20 @@ for _letter, _kind in (("Q", _bm.K_Q), ("G", _bm.K_G), ("S", _bm.K_S), ("I", _bm
 
 
 class _Events:
-    """The records btt's machine sees, as numpy columns in processing order (after pre-culling)."""
+    """The events as btt's machine sees them: numpy columns in processing order, with what each
+    one is to the machine (`kind`: K_OTHER for the events btt's pre-culling drops)."""
 
-    def __init__(self, events: pl.DataFrame):
-        action = events["action"].to_numpy()
-        code = (action & 0xFF).astype(np.int16)
-        nbytes = events["bytes"].to_numpy()
-        self.devices = np.sort(events["device"].unique().to_numpy()).astype(np.int64)
+    def __init__(self, cols: dict[str, np.ndarray]):
+        self.action, self.sector, self.bytes, self.t, self.pid = (
+            cols[name] for name in ("action", "sector", "bytes", "t_ns", "pid"))
+        self.code = (self.action & 0xFF).astype(np.int16)
+        self.devices = _bm.distinct(cols["device"]).astype(np.int64)
         # all_counts: every record, for the per-device counters (before culling: blkparse's counts)
-        (self.row, self.code, self.dev, self.sector, self.bytes, self.t, self.pid, self.action,
-         self.all_counts) = _bm.select_events(code, action, events["device"].to_numpy(), nbytes,
-                                              events["sector"].to_numpy(), events["t_ns"].to_numpy(),
-                                              events["pid"].to_numpy(), self.devices, KIND, TC_PC)
-        sel = self.row                                   # row in the events frame
-        self.kind = KIND[self.code]
+        self.kind, self.dev, self.pdu_dev, self._by_code, self._bounds, self.all_counts = _bm.select_events(
+            self.code, self.action, cols["device"], self.bytes, cols["pdu_dev"], self.devices, KIND, TC_PC)
+        self.pdu_sector = cols["pdu_sector"]
         self.end = self.sector + self.bytes // SECTOR
-        self.pdu_dev = np.full(len(sel), NONE, np.int64)       # remaps only: few rows to convert
-        self.pdu_sector = np.zeros(len(sel), np.int64)
-        a = np.flatnonzero(self.code == TA["A"])
-        if len(a):
-            rows = pl.Series(sel[a])
-            pdu_dev = events["pdu_dev"].gather(rows).fill_null(0).to_numpy().astype(np.int64)
-            known = np.isin(pdu_dev, self.devices)
-            self.pdu_dev[a] = np.where(known, np.searchsorted(self.devices, pdu_dev), NONE)
-            self.pdu_sector[a] = events["pdu_sector"].gather(rows).fill_null(0).to_numpy()
-        self.n = len(sel)
-        self._by_code = np.argsort(self.code, kind="stable")       # event indexes grouped by code
-        self._bounds = np.searchsorted(self.code[self._by_code], np.arange(257))
+        self.n = len(self.t)
 
     def of(self, *letters) -> np.ndarray:
         """Event indexes (in processing order) of these actions."""
@@ -250,9 +252,9 @@ def _odd_inside(ev: _Events, qi: np.ndarray, letter: str) -> np.ndarray:
     return mask
 
 
-def machine(events: pl.DataFrame) -> dict:
-    """Run the btt stage machine -> per-Q frame and the stage samples."""
-    ev = _Events(events)
+def machine(cols: dict[str, np.ndarray]) -> dict:
+    """Run the btt stage machine over MACHINE_COLUMNS -> per-Q frame and the stage samples."""
+    ev = _Events(cols)
     qi = ev.of("Q")                                     # event index of each Q
     done, c_ev, last, d_t, stage, q, ns = _bm.run(
         ev.kind, ev.dev, ev.sector, ev.end, ev.t, ev.pdu_dev, ev.pdu_sector, len(ev.devices), len(qi),
@@ -299,7 +301,7 @@ def _per_q(ev, qi, q_t, c_t, last, d_t) -> pl.DataFrame:
     """One row per Q: its last sample of each stage (btt keeps the last time it saw)."""
     nq = len(qi)
     cols = {
-        "q": np.arange(nq), "q_idx": qi, "row": ev.row[qi], "device": ev.devices[ev.dev[qi]],
+        "q": np.arange(nq), "q_idx": qi, "device": ev.devices[ev.dev[qi]],
         "sector": ev.sector[qi], "bytes": ev.bytes[qi], "pid": ev.pid[qi], "action": ev.action[qi],
         "q_t": q_t, "q2g_ns": last[0], "g2i_ns": last[1], "q2m_ns": last[2], "i2d_ns": last[3],
         "d_t": d_t, "c_t": c_t,
@@ -580,9 +582,9 @@ def ios_frame(queues: pl.DataFrame, names: dict) -> pl.DataFrame:
 
 def analyze(capture: Capture, options) -> Analysis:
     opts = dict(getattr(options, "layer_options", {}) or {})
-    events = _filtered(capture.frames["events"], opts)
+    cols = _filtered(event_columns(capture), opts)
     names = dict(capture.frames["processes"].iter_rows()) if "processes" in capture.frames else {}
-    run = machine(events)
+    run = machine(cols)
     queues = run["per_q"]
     keep = None
     if opts.get("pid") is not None:
@@ -590,8 +592,8 @@ def analyze(capture: Capture, options) -> Analysis:
         keep = np.isin(queues["pid"].to_numpy(), pids)
         queues = queues.filter(pl.col("pid").is_in(pids))
     stats = stage_stats(run, keep)
-    start_ns = int(events["t_ns"].min()) if events.height else 0
-    end_ns = int(events["t_ns"].max()) if events.height else 0
+    start_ns = int(cols["t_ns"].min()) if len(cols["t_ns"]) else 0
+    end_ns = int(cols["t_ns"].max()) if len(cols["t_ns"]) else 0
     elapsed = end_ns - start_ns
     done = queues.filter(pl.col("c_t").is_not_null())
     segments = busy_segments(queues, start_ns, end_ns)
