@@ -81,6 +81,8 @@ def main() -> int:
     args = ap.parse_args()
     base = os.path.join(DATA, f"bench{args.ios}")
     generate(base, args.ios)
+    from scsitrace import heap
+    heap.keep_freed_memory()                 # as the scsitrace command does
     dump_path = base + ".dump"
     best = min((ours(base) for _ in range(args.repeat)), key=lambda r: r[0])
     t_ours, t_parse, n_events, s, cpu_ours = best

@@ -511,6 +511,52 @@ def _chain_hits(q, link, start, stop, odd, hits, nh, bio):
 
 
 @compiled
+def previous_same(keys):
+    """Per position, the last earlier position holding the same key, or NONE (one pass, the
+    keys' last positions in a hash table)."""
+    prev = np.empty(keys.shape[0], np.int64)
+    slots = MIN_SLOTS
+    while slots < 2 * keys.shape[0]:
+        slots *= 2
+    table = np.full((slots, 4), EMPTY, np.int64)
+    _previous_same(keys, table, prev)
+    return prev
+
+
+@no_refcount
+def _previous_same(keys, table, prev):
+    for i in range(keys.shape[0]):
+        s = _find(table, 0, keys[i])
+        prev[i] = table[s, VALUE]
+        table[s, KEY_A], table[s, KEY_B], table[s, VALUE] = 0, keys[i], i
+
+
+@compiled
+def split_by_stage(stages, n_stages):
+    """The samples grouped by stage, in order within each: (order, bounds) with
+    order[bounds[k]:bounds[k + 1]] the samples of stage k (a counting sort)."""
+    bounds = np.zeros(n_stages + 1, np.int64)
+    order = np.empty(stages.shape[0], np.int64)
+    _count_sort(stages, bounds, order)
+    return order, bounds
+
+
+@no_refcount
+def _count_sort(stages, bounds, order):
+    for j in range(stages.shape[0]):
+        bounds[stages[j] + 1] += 1
+    for k in range(1, bounds.shape[0]):
+        bounds[k] += bounds[k - 1]
+    for j in range(stages.shape[0]):
+        k = stages[j]
+        order[bounds[k]] = j
+        bounds[k] += 1
+    for k in range(bounds.shape[0] - 1, 0, -1):
+        bounds[k] = bounds[k - 1]
+    bounds[0] = 0
+
+
+@compiled
 def group_stats(groups, vals, n_groups):
     """Per group 0..n_groups-1: count, min, max and int64 sum of vals (one pass, no sort)."""
     count = np.zeros(n_groups, np.int64)

@@ -260,8 +260,7 @@ def machine(cols: dict[str, np.ndarray]) -> dict:
         ev.kind, ev.dev, ev.sector, ev.end, ev.t, ev.pdu_dev, ev.pdu_sector, len(ev.devices), len(qi),
         _odd_inside(ev, qi, "C"), _odd_inside(ev, qi, "D"))
     q_t, q_dev = ev.t[qi], ev.dev[qi]
-    order = np.argsort(stage, kind="stable")
-    bounds = np.searchsorted(stage[order], np.arange(len(_bm.STAGES) + 1))
+    order, bounds = _bm.split_by_stage(stage, len(_bm.STAGES))
     samples = {name: (q[order[bounds[k]:bounds[k + 1]]], ns[order[bounds[k]:bounds[k + 1]]])
                for k, name in enumerate(_bm.STAGES)}
     dm = np.isin(ev.devices >> 20, REMAPPER_MAJORS)
@@ -286,10 +285,9 @@ def _q2q(q_t, q_dev, q_pid, dm) -> dict:
     out["Q2Q@all"] = (after[~is_dm], overall[~is_dm])
     out["Q2Qdm@all"] = (after[is_dm], overall[is_dm])
     for key, suffix in ((q_dev, ""), (q_pid, "@proc")):  # Q2Q within each device, each process
-        order = np.lexsort((np.arange(len(q_t)), key))
-        same = key[order][1:] == key[order][:-1]
-        gap = np.diff(q_t[order])[same]
-        qs = order[1:][same]
+        prev = _bm.previous_same(key.astype(np.int64))
+        qs = np.flatnonzero(prev != NONE)
+        gap = q_t[qs] - q_t[prev[qs]]
         val = np.where(gap > 0, gap, 1)
         is_dm = dm[q_dev[qs]]
         out["Q2Q" + suffix] = (qs[~is_dm], val[~is_dm])
@@ -617,7 +615,7 @@ def analyze(capture: Capture, options) -> Analysis:
         notes.append("--pid: samples of I/Os queued by the given process(es) only")
     return Analysis(
         layer="block", capture=capture, elapsed_ns=elapsed, start_ns=start_ns,
-        segments=segments, ios=ios_frame(queues, names), anomalies=capture.anomalies,
+        segments=segments, ios=lambda: ios_frame(queues, names), anomalies=capture.anomalies,
         ios_completed=int(done.height), data_bytes=int(done["bytes"].sum() or 0),
         category_order={"btt": list(OVERHEAD)}, default_profile="btt",
         categories={"btt": _btt_categories(stats, n_q2c)}, notes=notes,

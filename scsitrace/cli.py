@@ -7,7 +7,7 @@ import os
 import sys
 from importlib import import_module
 
-from . import __version__
+from . import __version__, heap
 from .errors import ScsitraceError
 
 # name -> (module under scsitrace.commands, one-line help); explicit, no import magic
@@ -42,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    heap.keep_freed_memory()
     try:
         return int(args._run(args) or 0)
     except ScsitraceError as exc:

@@ -128,3 +128,25 @@ class Analysis:
     source: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)   # layer-specific JSON keys ("stages", "srt", ...)
     runs: pl.DataFrame | None = None            # bus: the reduced phase runs (attribution)
+
+
+def _built_on_demand(name: str) -> property:
+    """An Analysis field that a layer may set to a zero-argument function instead of a frame:
+    the frame is built, once, when first read (the summary and the JSON do not read every
+    table; a 1 M-row table nobody reads should cost nothing)."""
+    slot = "_" + name
+
+    def get(self):
+        value = self.__dict__[slot]
+        if callable(value):
+            value = self.__dict__[slot] = value()
+        return value
+
+    def set(self, value):
+        self.__dict__[slot] = value
+
+    return property(get, set)
+
+
+for _name in ("segments", "ios"):
+    setattr(Analysis, _name, _built_on_demand(_name))

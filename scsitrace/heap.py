@@ -1,0 +1,26 @@
+"""How a scsitrace run uses the C heap.
+
+An analysis allocates and frees many large temporary arrays (hundreds of MB for a 5 M-event
+trace). By default glibc serves each large block with its own mmap and gives it back to the
+kernel when freed, so the next array costs fresh pages that the kernel must zero: measured
+at about 0.3 ns per byte here, a quarter of the blktrace analysis' time. Served from the heap
+and kept there when freed, the memory is reused instead; the peak stays the same.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+
+M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4        # mallopt parameters (glibc malloc.h)
+KEEP_BYTES = 2**31 - 1                       # free memory kept at the heap's top (mallopt takes an int)
+
+
+def keep_freed_memory() -> bool:
+    """Large blocks from the heap, freed memory kept for reuse (glibc only; elsewhere a no-op).
+    Returns whether it applied."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(M_MMAP_MAX, 0)) and bool(mallopt(M_TRIM_THRESHOLD, KEEP_BYTES))
