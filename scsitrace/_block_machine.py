@@ -511,24 +511,18 @@ def _chain_hits(q, link, start, stop, odd, hits, nh, bio):
 
 
 @compiled
-def previous_same(keys):
-    """Per position, the last earlier position holding the same key, or NONE (one pass, the
-    keys' last positions in a hash table)."""
-    prev = np.empty(keys.shape[0], np.int64)
-    slots = MIN_SLOTS
-    while slots < 2 * keys.shape[0]:
-        slots *= 2
-    table = np.full((slots, 4), EMPTY, np.int64)
-    _previous_same(keys, table, prev)
+def previous_same(ids, n_ids):
+    """Per position, the last earlier position holding the same id (0 <= id < n_ids), or NONE."""
+    prev = np.empty(ids.shape[0], np.int64)
+    _previous_same(ids, np.full(n_ids, NONE, np.int64), prev)
     return prev
 
 
 @no_refcount
-def _previous_same(keys, table, prev):
-    for i in range(keys.shape[0]):
-        s = _find(table, 0, keys[i])
-        prev[i] = table[s, VALUE]
-        table[s, KEY_A], table[s, KEY_B], table[s, VALUE] = 0, keys[i], i
+def _previous_same(ids, last, prev):
+    for i in range(ids.shape[0]):
+        prev[i] = last[ids[i]]
+        last[ids[i]] = i
 
 
 @compiled

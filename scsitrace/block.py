@@ -268,15 +268,17 @@ def machine(cols: dict[str, np.ndarray]) -> dict:
         sq, sv = samples.pop(name)
         is_dm = dm[q_dev[sq]]
         samples[name], samples[name + "dm"] = (sq[~is_dm], sv[~is_dm]), (sq[is_dm], sv[is_dm])
-    samples.update(_q2q(q_t, q_dev, ev.pid[qi], dm))
+    pids, pid_of_q = np.unique(ev.pid[qi], return_inverse=True)
+    samples.update(_q2q(q_t, (q_dev, len(ev.devices)), (pid_of_q, len(pids)), q_dev, dm))
     c_t = np.where(done, ev.t[np.maximum(c_ev, 0)], NONE) if len(ev.t) else c_ev
     per_q = _per_q(ev, qi, q_t, c_t, last, d_t)
-    return {"ev": ev, "qi": qi, "samples": samples, "per_q": per_q}
+    return {"ev": ev, "qi": qi, "samples": samples, "per_q": per_q, "pids": pids, "pid_of_q": pid_of_q}
 
 
-def _q2q(q_t, q_dev, q_pid, dm) -> dict:
+def _q2q(q_t, devices, processes, q_dev, dm) -> dict:
     """Q2Q between consecutive Qs of a device, of a process, and across devices ("all" and a
-    process share one last-Q time over their devices, as btt's do)."""
+    process share one last-Q time over their devices, as btt's do). devices, processes: the
+    (dense id of each Q, number of ids) of its device, its process."""
     out = {}
     gap = np.diff(q_t)
     overall = np.where(gap > 0, gap, 1)
@@ -284,8 +286,8 @@ def _q2q(q_t, q_dev, q_pid, dm) -> dict:
     is_dm = dm[q_dev[after]]
     out["Q2Q@all"] = (after[~is_dm], overall[~is_dm])
     out["Q2Qdm@all"] = (after[is_dm], overall[is_dm])
-    for key, suffix in ((q_dev, ""), (q_pid, "@proc")):  # Q2Q within each device, each process
-        prev = _bm.previous_same(key.astype(np.int64))
+    for (ids, n_ids), suffix in ((devices, ""), (processes, "@proc")):  # within each device, each process
+        prev = _bm.previous_same(ids, n_ids)
         qs = np.flatnonzero(prev != NONE)
         gap = q_t[qs] - q_t[prev[qs]]
         val = np.where(gap > 0, gap, 1)
@@ -357,7 +359,7 @@ def stage_stats(run: dict, keep_q: np.ndarray | None = None) -> pl.DataFrame:
 def process_stats(run: dict, names: dict, keep_q: np.ndarray | None = None) -> pl.DataFrame:
     """btt's per-process avg_info (btt -A "Per Process"): samples grouped by the pid that queued
     the bio, named by its command."""
-    pids, pid_of_q = np.unique(run["ev"].pid[run["qi"]], return_inverse=True)
+    pids, pid_of_q = run["pids"], run["pid_of_q"]
     rows = []
     for stage, (q, ns) in run["samples"].items():
         name, _, scope = stage.partition("@")
