@@ -241,7 +241,7 @@ def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
     files = per_cpu_files(path)
     if len(files) == 1 and not os.path.exists(files[0][0]):
         raise FileNotFoundError(2, "no such file", path)
-    decoded = [_decode_file(f, cpu, strict, progress) for f, cpu in files]
+    decoded = _per_file_threads(lambda fc: _decode_file(fc[0], fc[1], strict, progress), files)
     return _capture(path, files, decoded, strict)
 
 
@@ -308,12 +308,7 @@ class _Merged:
         for (fi, d), keep in zip(self.parts, self.keeps):
             jobs.append((fi, d, d["heads"]["offs"][keep], self.dest[first:first + len(keep)]))
             first += len(keep)
-        if len(jobs) < 2:
-            for job in jobs:
-                decode(*job)
-            return
-        with ThreadPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1)) as pool:
-            list(pool.map(lambda job: decode(*job), jobs))
+        _per_file_threads(lambda job: decode(*job), jobs)
 
     def machine_columns(self) -> dict[str, np.ndarray]:
         """block.MACHINE_COLUMNS: what the block analysis reads."""
@@ -339,6 +334,15 @@ class _Merged:
                              ("flags", _scan.BOOL_COLUMNS)):
             named.update(zip(names, cols[group]))
         return pl.DataFrame({name: named[name] for name in block.RAW_EVENTS}, schema=block.RAW_EVENTS)
+
+
+def _per_file_threads(work, items: list) -> list:
+    """[work(item) for item in items], one thread per item up to the CPUs (the compiled passes
+    release the GIL); in order, and the first exception is raised."""
+    if len(items) < 2:
+        return [work(item) for item in items]
+    with ThreadPoolExecutor(max_workers=min(len(items), os.cpu_count() or 1)) as pool:
+        return list(pool.map(work, items))
 
 
 def _merge_rows(times: list[np.ndarray]) -> np.ndarray:

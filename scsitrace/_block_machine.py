@@ -313,11 +313,13 @@ def _queue(q, d, start, stop, tq, bio, heads, keys, buckets, state):
     bio[q, B_DEV], bio[q, B_START], bio[q, B_END], bio[q, B_Q] = d, start, stop, tq
     bio[q, B_PREV_ON_DEV] = heads[d, H_LAST_Q]
     heads[d, H_LAST_Q] = q
-    old = keys[_find(keys, d, start), VALUE] if _fits(start) else NONE
+    slot = _find(keys, d, start) if _fits(start) else -1
+    old = keys[slot, VALUE] if slot >= 0 else NONE
     if old != NONE:
         _close(old, bio, heads, keys, buckets, state)
-    if _fits(start):
-        _set(keys, d, start, q)
+        slot = _find(keys, d, start)             # closing it may have moved the keys
+    if slot >= 0:
+        _store(keys, slot, d, start, q)
         state[S_KEYS] += 1
     _push(bio, q, heads[d, H_LIVE], B_PREV, B_NEXT)
     heads[d, H_LIVE] = q
@@ -326,13 +328,12 @@ def _queue(q, d, start, stop, tq, bio, heads, keys, buckets, state):
     slot = _find(buckets, d, bucket)
     state[S_BUCKETS] += 1 if buckets[slot, KEY_A] == EMPTY else 0
     _push(bio, q, buckets[slot, VALUE], B_BPREV, B_BNEXT)
-    _set(buckets, d, bucket, q)
+    _store(buckets, slot, d, bucket, q)
 
 
 @no_refcount
-def _set(table, a, b, value):
-    """table[(a, b)] = value (the caller made room)."""
-    s = _find(table, a, b)
+def _store(table, s, a, b, value):
+    """table[(a, b)] = value at slot s, the key's slot (the caller made room)."""
     table[s, KEY_A] = a
     table[s, KEY_B] = b
     table[s, VALUE] = value
