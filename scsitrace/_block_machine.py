@@ -551,20 +551,71 @@ def _count_sort(stages, bounds, order):
     bounds[0] = 0
 
 
+# stage_totals(): what it adds up, per stage name (STAT_NAMES) and group: count, min, max, sum
+T_COUNT, T_MIN, T_MAX, T_SUM = range(4)
+
+
 @compiled
-def group_stats(groups, vals, n_groups):
-    """Per group 0..n_groups-1: count, min, max and int64 sum of vals (one pass, no sort)."""
-    count = np.zeros(n_groups, np.int64)
-    lo = np.zeros(n_groups, np.int64)
-    hi = np.zeros(n_groups, np.int64)
-    total = np.zeros(n_groups, np.int64)
-    for k in range(groups.shape[0]):
-        g = groups[k]
-        v = vals[k]
-        if count[g] == 0 or v < lo[g]:
-            lo[g] = v
-        if count[g] == 0 or v > hi[g]:
-            hi[g] = v
-        count[g] += 1
-        total[g] += v
-    return count, lo, hi, total
+def stage_totals(stage, qs, vals, name_of, dm_name_of, q_t, q_dev, q_pid, dm, keep, n_names, n_dev, n_pid):
+    """btt's avg_info, per stage name and device, process, and over all devices, from the
+    machine's samples (stage, Q, ns; the stage's name index is name_of[stage], or
+    dm_name_of[stage] for a Q of an md/dm device) and the Q2Q gaps between consecutive Qs (of
+    any device for "all", of the device, of the process). Only the samples of Qs with keep[q].
+    Returns three (4, n_names, groups) arrays: per device, per process, all (one group)."""
+    per_dev = _new_totals(n_names, n_dev)
+    per_pid = _new_totals(n_names, n_pid)
+    overall = _new_totals(n_names, 1)
+    _add_samples(stage, qs, vals, name_of, dm_name_of, q_dev, q_pid, dm, keep, per_dev, per_pid, overall)
+    _add_q2q(q_t, q_dev, q_pid, dm, keep, np.full(n_dev, NONE, np.int64), np.full(n_pid, NONE, np.int64),
+             per_dev, per_pid, overall)
+    return per_dev, per_pid, overall
+
+
+@compiled
+def _new_totals(n_names, n_groups):
+    out = np.zeros((4, n_names, n_groups), np.int64)
+    out[T_MIN] = np.iinfo(np.int64).max
+    out[T_MAX] = np.iinfo(np.int64).min
+    return out
+
+
+@no_refcount
+def _add(totals, name, group, v):
+    totals[T_COUNT, name, group] += 1
+    totals[T_MIN, name, group] = min(totals[T_MIN, name, group], v)
+    totals[T_MAX, name, group] = max(totals[T_MAX, name, group], v)
+    totals[T_SUM, name, group] += v
+
+
+@no_refcount
+def _add_samples(stage, qs, vals, name_of, dm_name_of, q_dev, q_pid, dm, keep, per_dev, per_pid, overall):
+    for j in range(stage.shape[0]):
+        q = qs[j]
+        d = q_dev[q]
+        name = dm_name_of[stage[j]] if dm[d] else name_of[stage[j]]
+        if keep[q]:
+            _add(per_dev, name, d, vals[j])
+            _add(per_pid, name, q_pid[q], vals[j])
+            _add(overall, name, 0, vals[j])
+
+
+@no_refcount
+def _add_q2q(q_t, q_dev, q_pid, dm, keep, last_dev, last_pid, per_dev, per_pid, overall):
+    """Q2Q samples: each Q against the Q before it (overall), the last Q of its device, of its
+    process; the name index is Q2Q_NAME, or Q2QDM_NAME for md/dm devices."""
+    for q in range(q_t.shape[0]):
+        d, p = q_dev[q], q_pid[q]
+        name = Q2QDM_NAME if dm[d] else Q2Q_NAME
+        if keep[q] and q > 0:
+            _add(overall, name, 0, _tdelta(q_t[q - 1], q_t[q]))
+        if keep[q] and last_dev[d] != NONE:
+            _add(per_dev, name, d, _tdelta(q_t[last_dev[d]], q_t[q]))
+        if keep[q] and last_pid[p] != NONE:
+            _add(per_pid, name, p, _tdelta(q_t[last_pid[p]], q_t[q]))
+        last_dev[d] = q
+        last_pid[p] = q
+
+
+# the stage names of the tables, in btt's order; Q2C and Q2A of md/dm devices are kept apart
+STAT_NAMES = ("Q2Qdm", "Q2Adm", "Q2Cdm", "Q2Q", "Q2A", "Q2G", "S2G", "G2I", "Q2M", "I2D", "M2D", "D2C", "Q2C")
+Q2Q_NAME, Q2QDM_NAME = STAT_NAMES.index("Q2Q"), STAT_NAMES.index("Q2Qdm")

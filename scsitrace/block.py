@@ -81,8 +81,7 @@ PROCESSES = {"pid": pl.Int64, "name": pl.Utf8}
 MACHINE_COLUMNS = {"t_ns": np.int64, "action": np.uint32, "device": np.uint32, "sector": np.int64,
                    "bytes": np.int64, "pid": np.int64, "pdu_dev": np.uint32, "pdu_sector": np.int64}
 
-STAGE_ORDER = ("Q2Qdm", "Q2Adm", "Q2Cdm", "Q2Q", "Q2A", "Q2G", "S2G", "G2I", "Q2M", "I2D",
-               "M2D", "D2C", "Q2C")
+STAGE_ORDER = _bm.STAT_NAMES
 JSON_STAGES = ("Q2Q", "Q2G", "G2I", "Q2M", "I2D", "D2C", "Q2C")
 OVERHEAD = ("Q2G", "G2I", "Q2M", "I2D", "D2C")
 
@@ -260,19 +259,29 @@ def machine(cols: dict[str, np.ndarray]) -> dict:
         ev.kind, ev.dev, ev.sector, ev.end, ev.t, ev.pdu_dev, ev.pdu_sector, len(ev.devices), len(qi),
         _odd_inside(ev, qi, "C"), _odd_inside(ev, qi, "D"))
     q_t, q_dev = ev.t[qi], ev.dev[qi]
-    order, bounds = _bm.split_by_stage(stage, len(_bm.STAGES))
-    samples = {name: (q[order[bounds[k]:bounds[k + 1]]], ns[order[bounds[k]:bounds[k + 1]]])
-               for k, name in enumerate(_bm.STAGES)}
-    dm = np.isin(ev.devices >> 20, REMAPPER_MAJORS)
-    for name in ("Q2C", "Q2A"):                         # md and device-mapper devices kept apart
-        sq, sv = samples.pop(name)
-        is_dm = dm[q_dev[sq]]
-        samples[name], samples[name + "dm"] = (sq[~is_dm], sv[~is_dm]), (sq[is_dm], sv[is_dm])
     pids, pid_of_q = np.unique(ev.pid[qi], return_inverse=True)
-    samples.update(_q2q(q_t, (q_dev, len(ev.devices)), (pid_of_q, len(pids)), q_dev, dm))
     c_t = np.where(done, ev.t[np.maximum(c_ev, 0)], NONE) if len(ev.t) else c_ev
     per_q = _per_q(ev, qi, q_t, c_t, last, d_t)
-    return {"ev": ev, "qi": qi, "samples": samples, "per_q": per_q, "pids": pids, "pid_of_q": pid_of_q}
+    return {"ev": ev, "qi": qi, "raw_samples": (stage, q, ns), "per_q": per_q, "pids": pids, "pid_of_q": pid_of_q,
+            "dm": np.isin(ev.devices >> 20, REMAPPER_MAJORS)}
+
+
+def samples(run: dict) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The stage samples as (Q, ns) arrays: per stage name, and for Q2Q also "Q2Q@all" (between
+    consecutive Qs of any device) and "Q2Q@proc" (of a process). The tables add them up in one
+    compiled pass instead (stage_totals); this spells them out for checks."""
+    ev, qi, dm = run["ev"], run["qi"], run["dm"]
+    stage, q, ns = run["raw_samples"]
+    q_dev = ev.dev[qi]
+    order, bounds = _bm.split_by_stage(stage, len(_bm.STAGES))
+    out = {name: (q[order[bounds[k]:bounds[k + 1]]], ns[order[bounds[k]:bounds[k + 1]]])
+           for k, name in enumerate(_bm.STAGES)}
+    for name in ("Q2C", "Q2A"):                         # md and device-mapper devices kept apart
+        sq, sv = out.pop(name)
+        is_dm = dm[q_dev[sq]]
+        out[name], out[name + "dm"] = (sq[~is_dm], sv[~is_dm]), (sq[is_dm], sv[is_dm])
+    out.update(_q2q(ev.t[qi], (q_dev, len(ev.devices)), (run["pid_of_q"], len(run["pids"])), q_dev, dm))
+    return out
 
 
 def _q2q(q_t, devices, processes, q_dev, dm) -> dict:
@@ -325,52 +334,45 @@ STATS = {"device": pl.Utf8, "stage": pl.Utf8, "n": pl.Int64, "min_ns": pl.Int64,
          "max_ns": pl.Int64, "total_ns": pl.Int64}
 
 
-def stage_stats(run: dict, keep_q: np.ndarray | None = None) -> pl.DataFrame:
-    """btt's avg_info per (device, stage) and for device "all": n, min, avg, max, total."""
+_NAME_OF = np.array([_bm.STAT_NAMES.index(name) for name in _bm.STAGES], np.int64)
+_DM_NAME_OF = np.array([_bm.STAT_NAMES.index(name + "dm" if name in ("Q2C", "Q2A") else name)
+                        for name in _bm.STAGES], np.int64)
+
+
+def stage_totals(run: dict, keep_q: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Count, min, max and sum of every stage's samples per device, per process and over all
+    (_bm.stage_totals), of the Qs keep_q selects (all by default)."""
     ev, qi = run["ev"], run["qi"]
-    q_dev = ev.dev[qi]
-    rows = []
+    stage, q, ns = run["raw_samples"]
+    keep = np.ones(len(qi), bool) if keep_q is None else keep_q
+    return _bm.stage_totals(stage, q, ns, _NAME_OF, _DM_NAME_OF, ev.t[qi], ev.dev[qi], run["pid_of_q"], run["dm"],
+                            keep, len(_bm.STAT_NAMES), len(ev.devices), len(run["pids"]))
 
-    def add(device, stage, vals):
-        if len(vals):
-            total = int(vals.sum())
-            rows.append((device, stage, len(vals), int(vals.min()), total / len(vals), int(vals.max()), total))
 
-    for stage, (q, ns) in run["samples"].items():
-        if keep_q is not None:
-            sel = keep_q[q]
-            q, ns = q[sel], ns[sel]
-        name, _, scope = stage.partition("@")
-        if scope == "all":
-            add("all", name, ns)
-        if scope:
-            continue
-        for k, (n, lo, hi, total) in enumerate(zip(*_bm.group_stats(q_dev[q], ns, len(ev.devices)))):
-            if n:
-                rows.append((dev_name(int(ev.devices[k])), name, int(n), int(lo), int(total) / int(n), int(hi),
-                             int(total)))
-        if name not in ("Q2Q", "Q2Qdm"):
-            add("all", name, ns)
-    order = {name: k for k, name in enumerate(STAGE_ORDER)}
-    rows.sort(key=lambda r: (r[0] == "all", _dev_sort(r[0]), order[r[1]]))
+def _stat_rows(totals: np.ndarray, group: int):
+    """(stage name, n, min, avg, max, total) of one group, for the stages with samples, in btt's order."""
+    for k, name in enumerate(_bm.STAT_NAMES):
+        n, lo, hi, total = (int(totals[field, k, group]) for field in (_bm.T_COUNT, _bm.T_MIN, _bm.T_MAX, _bm.T_SUM))
+        if n:
+            yield name, n, lo, total / n, hi, total
+
+
+def stage_stats(run: dict, totals) -> pl.DataFrame:
+    """btt's avg_info per (device, stage) and for device "all": n, min, avg, max, total."""
+    per_dev, _, overall = totals
+    rows = [(dev_name(int(dev)), name, n, lo, avg, hi, total)
+            for k, dev in sorted(enumerate(run["ev"].devices), key=lambda kd: _dev_sort(dev_name(int(kd[1]))))
+            for name, n, lo, avg, hi, total in _stat_rows(per_dev, k)]
+    rows += [("all", *row) for row in _stat_rows(overall, 0)]
     return pl.DataFrame(rows, schema=STATS, orient="row")
 
 
-def process_stats(run: dict, names: dict, keep_q: np.ndarray | None = None) -> pl.DataFrame:
+def process_stats(run: dict, names: dict, totals) -> pl.DataFrame:
     """btt's per-process avg_info (btt -A "Per Process"): samples grouped by the pid that queued
     the bio, named by its command."""
-    pids, pid_of_q = run["pids"], run["pid_of_q"]
-    rows = []
-    for stage, (q, ns) in run["samples"].items():
-        name, _, scope = stage.partition("@")
-        if scope == "all" or (name in ("Q2Q", "Q2Qdm") and scope != "proc"):
-            continue
-        if keep_q is not None:
-            q, ns = q[keep_q[q]], ns[keep_q[q]]
-        for one, n, lo, hi, total in zip(pids, *_bm.group_stats(pid_of_q[q], ns, len(pids))):
-            if n:
-                rows.append((names.get(int(one), str(int(one))), int(one), name, int(n), int(lo),
-                             int(total) / int(n), int(hi), int(total)))
+    per_pid = totals[1]
+    rows = [(names.get(int(pid), str(int(pid))), int(pid), name, n, lo, avg, hi, total)
+            for k, pid in enumerate(run["pids"]) for name, n, lo, avg, hi, total in _stat_rows(per_pid, k)]
     order = {name: k for k, name in enumerate(STAGE_ORDER)}
     rows.sort(key=lambda r: (order[r[2]], r[0], r[1]))
     return pl.DataFrame(rows, schema={"process": pl.Utf8, "pid": pl.Int64, **{k: v for k, v in STATS.items()
@@ -591,7 +593,8 @@ def analyze(capture: Capture, options) -> Analysis:
         pids = _pid_set(opts["pid"], names)
         keep = np.isin(queues["pid"].to_numpy(), pids)
         queues = queues.filter(pl.col("pid").is_in(pids))
-    stats = stage_stats(run, keep)
+    totals = stage_totals(run, keep)
+    stats = stage_stats(run, totals)
     start_ns = int(cols["t_ns"].min()) if len(cols["t_ns"]) else 0
     end_ns = int(cols["t_ns"].max()) if len(cols["t_ns"]) else 0
     elapsed = end_ns - start_ns
@@ -608,7 +611,7 @@ def analyze(capture: Capture, options) -> Analysis:
         "processes": process_table(queues, names).to_dicts(),
         "process_stages": [{"process": r["process"], "pid": r["pid"], "name": r["stage"], "n": r["n"],
                             "min_ns": r["min_ns"], "avg_ns": r["avg_ns"], "max_ns": r["max_ns"],
-                            "total_ns": r["total_ns"]} for r in process_stats(run, names, keep).iter_rows(named=True)],
+                            "total_ns": r["total_ns"]} for r in process_stats(run, names, totals).iter_rows(named=True)],
         "size_histogram": size_histogram(run).to_dicts(),
     }
     notes = ["block layer: stage times as btt computes them; Device Overhead percentages are of Q2C "

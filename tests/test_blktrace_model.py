@@ -121,7 +121,7 @@ def test_vectorized_machine_equals_the_reference(tmp_path, ios, noise):
     run = block.machine(block.event_columns(analysis.capture))
     ev, qi = run["ev"], run["qi"]
     mine = collections.defaultdict(list)
-    for stage, (q, ns) in run["samples"].items():
+    for stage, (q, ns) in block.samples(run).items():
         name, _, scope = stage.partition("@")
         if scope:
             continue
