@@ -619,3 +619,32 @@ def _add_q2q(q_t, q_dev, q_pid, dm, keep, last_dev, last_pid, per_dev, per_pid, 
 # the stage names of the tables, in btt's order; Q2C and Q2A of md/dm devices are kept apart
 STAT_NAMES = ("Q2Qdm", "Q2Adm", "Q2Cdm", "Q2Q", "Q2A", "Q2G", "S2G", "G2I", "Q2M", "I2D", "M2D", "D2C", "Q2C")
 Q2Q_NAME, Q2QDM_NAME = STAT_NAMES.index("Q2Q"), STAT_NAMES.index("Q2Qdm")
+
+
+@compiled
+def depth_totals(kind, dev, t, n_dev, end_ns):
+    """Requests in the driver per device: +1 at each D, -1 at each C or R (as blkparse's depth
+    counts), in processing order. Returns per device: whether it has such events, the maximum,
+    and the sum of depth x time held (up to end_ns)."""
+    seen = np.zeros(n_dev, np.bool_)
+    depth = np.zeros(n_dev, np.int64)
+    peak = np.full(n_dev, np.iinfo(np.int64).min, np.int64)
+    held = np.zeros(n_dev, np.int64)
+    last = np.zeros(n_dev, np.int64)
+    _depths(kind, dev, t, seen, depth, peak, held, last)
+    for d in range(n_dev):
+        held[d] += depth[d] * (max(end_ns, last[d]) - last[d]) if seen[d] else 0
+    return seen, peak, held
+
+
+@no_refcount
+def _depths(kind, dev, t, seen, depth, peak, held, last):
+    for i in range(kind.shape[0]):
+        k = kind[i]
+        if k == K_D or k == K_C or k == K_R:
+            d = dev[i]
+            held[d] += depth[d] * (t[i] - last[d]) if seen[d] else 0
+            depth[d] += 1 if k == K_D else -1
+            peak[d] = max(peak[d], depth[d])
+            last[d] = t[i]
+            seen[d] = True

@@ -484,7 +484,7 @@ def device_table(run: dict, queues: pl.DataFrame, segments: pl.DataFrame, elapse
     busy = segments.filter(pl.col("category") == "Busy").group_by("device").agg(
         (pl.col("end_ns") - pl.col("start_ns")).sum().alias("busy_ns"))
     secs = elapsed_ns / 1e9
-    out = base.join(per, on="device", how="left").join(run["depth"][1], on="device", how="left").sort("device")
+    out = base.join(per, on="device", how="left").join(run["depth"], on="device", how="left").sort("device")
     out = out.with_columns(_dev_names(pl.col("device")).alias("device")).join(busy, on="device", how="left")
     out = out.with_columns(pl.col("ios_completed", "bytes", "busy_ns", "writes").fill_null(0))
     return out.with_columns(
@@ -493,28 +493,16 @@ def device_table(run: dict, queues: pl.DataFrame, segments: pl.DataFrame, elapse
         (pl.col("bytes") / float(1 << 20) / secs if secs else pl.lit(None, pl.Float64)).alias("mib_s"))
 
 
-def queue_depth(run: dict, end_ns: int) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Requests in the driver over time per device: +1 at each D, -1 at each C or R (as
-    blkparse's depth counts), in processing order. Returns the step series (device, t_ns,
-    depth) and per device the maximum and the time-weighted average up to `end_ns`."""
+def queue_depth(run: dict, end_ns: int) -> pl.DataFrame:
+    """Requests in the driver per device: +1 at each D, -1 at each C or R (as blkparse's depth
+    counts), in processing order. Per device with such events: the maximum and the
+    time-weighted average from the first event of the trace up to `end_ns`."""
     ev = run["ev"]
-    sel = np.concatenate([ev.of("D"), ev.of("C"), ev.of("R")])
-    sel.sort()
-    step = np.where(ev.code[sel] == TA["D"], 1, -1)
-    series, stats = [], []
-    for k, device in enumerate(ev.devices):
-        mine = ev.dev[sel] == k
-        t = ev.t[sel[mine]]
-        depth = np.cumsum(step[mine])
-        series.append(pl.DataFrame({"device": np.full(len(t), device, np.uint32), "t_ns": t, "depth": depth}))
-        if len(t):
-            held = np.diff(np.concatenate((t, [max(end_ns, int(t[-1]))])))
-            span = max(end_ns - int(run["start_ns"]), 1)
-            stats.append((int(device), int(depth.max()), float(np.sum(depth * held)) / span))
-    frame = pl.concat(series) if series else pl.DataFrame(
-        schema={"device": pl.UInt32, "t_ns": pl.Int64, "depth": pl.Int64})
-    return frame, pl.DataFrame(stats, schema={"device": pl.UInt32, "max_depth": pl.Int64,
-                                              "avg_depth": pl.Float64}, orient="row")
+    seen, peak, held = _bm.depth_totals(ev.kind, ev.dev, ev.t, len(ev.devices), end_ns)
+    span = max(end_ns - int(run["start_ns"]), 1)
+    return pl.DataFrame({"device": ev.devices[seen].astype(np.uint32), "max_depth": peak[seen],
+                         "avg_depth": held[seen] / span},
+                        schema={"device": pl.UInt32, "max_depth": pl.Int64, "avg_depth": pl.Float64})
 
 
 def process_table(queues: pl.DataFrame, names: dict) -> pl.DataFrame:
@@ -625,7 +613,7 @@ def analyze(capture: Capture, options) -> Analysis:
         category_order={"btt": list(OVERHEAD)}, default_profile="btt",
         categories={"btt": _btt_categories(stats, n_q2c)}, notes=notes,
         source={"path": capture.path, "format": capture.format, "files": capture.meta.get("files")},
-        extra={"json": json_extra, "stats": stats, "queue_depth": run["depth"][0]},
+        extra={"json": json_extra, "stats": stats},
     )
 
 
