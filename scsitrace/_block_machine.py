@@ -15,7 +15,7 @@ module holds only the two compiled passes and their small data structures:
 from __future__ import annotations
 
 import numpy as np
-from ._jit import compiled, no_refcount
+from ._jit import compiled, inlined, no_refcount
 
 NONE = -1
 LOOKBACK = 256                 # Qs a containment lookup looks back at, per device
@@ -139,14 +139,14 @@ EMPTY = NONE                         # every column of a free slot (keys are dev
 MIN_SLOTS = 1024
 
 
-@no_refcount
+@inlined
 def _slot(a, b, mask):
     """Home slot of the key (a, b) in a table of mask + 1 slots (multiplicative hashing)."""
     h = (np.uint64(a) * np.uint64(0x9E3779B97F4A7C15)) ^ (np.uint64(b) * np.uint64(0xC2B2AE3D27D4EB4F))
     return np.int64((h >> np.uint64(32)) & np.uint64(mask))
 
 
-@no_refcount
+@inlined
 def _find(table, a, b):
     """Slot of key (a, b), or the free slot where it would go (linear probing)."""
     mask = table.shape[0] - 1
@@ -185,17 +185,17 @@ def _doubled(table):
 
 # ---------------------------------------------------------------- the machine
 
-@no_refcount
+@inlined
 def _tdelta(frm, to):
     return to - frm if frm < to else 1
 
 
-@no_refcount
+@inlined
 def _fits(sector):
     return sector >= 0 and sector < KEY_SECTORS
 
 
-@no_refcount
+@inlined
 def _put(stages, qs, vals, n, stage, q, val):
     """Store sample n; returns n + 1 (the caller made room)."""
     stages[n] = stage
@@ -306,7 +306,7 @@ def _advance(i, kind, dev, sector, end, t, pdu_dev, pdu_sector, bio, heads, keys
     return i
 
 
-@no_refcount
+@inlined
 def _queue(q, d, start, stop, tq, bio, heads, keys, buckets, state):
     """A new bio: it replaces a live Q at the same start sector, and joins its device's live
     list and its bucket's list."""
@@ -331,7 +331,7 @@ def _queue(q, d, start, stop, tq, bio, heads, keys, buckets, state):
     _store(buckets, slot, d, bucket, q)
 
 
-@no_refcount
+@inlined
 def _store(table, s, a, b, value):
     """table[(a, b)] = value at slot s, the key's slot (the caller made room)."""
     table[s, KEY_A] = a
@@ -339,7 +339,7 @@ def _store(table, s, a, b, value):
     table[s, VALUE] = value
 
 
-@no_refcount
+@inlined
 def _push(bio, q, head, prev, nxt):
     """Put bio q before `head` in a doubly linked list (links in columns prev, nxt)."""
     bio[q, nxt] = head
@@ -347,7 +347,7 @@ def _push(bio, q, head, prev, nxt):
         bio[head, prev] = q
 
 
-@no_refcount
+@inlined
 def _unlink(bio, q, prev, nxt):
     """Take bio q out of a doubly linked list; returns its successor when q was the head, else q."""
     p, s = bio[q, prev], bio[q, nxt]
@@ -358,7 +358,7 @@ def _unlink(bio, q, prev, nxt):
     return s if p == NONE else q
 
 
-@no_refcount
+@inlined
 def _close(q, bio, heads, keys, buckets, state):
     """A bio is replaced or completed: out of its device's live list, its bucket and the keys."""
     bio[q, B_FLAGS] |= CLOSED
@@ -376,7 +376,7 @@ def _close(q, bio, heads, keys, buckets, state):
         state[S_KEYS] -= 1
 
 
-@no_refcount
+@inlined
 def _set_bucket(buckets, d, bucket, head, state):
     """The bucket's list now starts at `head`; an empty bucket leaves the table."""
     slot = _find(buckets, d, bucket)
@@ -386,7 +386,7 @@ def _set_bucket(buckets, d, bucket, head, state):
         state[S_BUCKETS] -= 1
 
 
-@no_refcount
+@inlined
 def _lookup(d, sector, keys, bio, heads):
     """btt's dip_find_sec: the live Q starting at the sector, else the latest live Q of the
     device containing it (among its last LOOKBACK Qs), else NONE."""
@@ -396,7 +396,7 @@ def _lookup(d, sector, keys, bio, heads):
     return _lookback(heads[d, H_LAST_Q], sector, bio)
 
 
-@no_refcount
+@inlined
 def _lookback(q, sector, bio):
     """The first live bio containing the sector among q and the LOOKBACK - 1 Qs of its device
     before it, else NONE."""
@@ -409,7 +409,7 @@ def _lookback(q, sector, bio):
     return NONE
 
 
-@no_refcount
+@inlined
 def _bio_event(k, q, ti, bio, stages, qs, vals, ns):
     """G, S, I, M/F or A of live bio q at time ti: its samples and times; returns the sample count."""
     seen = bio[q, B_FLAGS]
@@ -440,7 +440,7 @@ def _bio_event(k, q, ti, bio, stages, qs, vals, ns):
     return ns
 
 
-@no_refcount
+@inlined
 def _range_event(k, i, ti, hits, nh, bio, heads, keys, buckets, stages, qs, vals, ns, state):
     """D or C (event i at time ti) applied to the nh bios in hits; returns the sample count."""
     for h in range(nh):
@@ -457,7 +457,7 @@ def _range_event(k, i, ti, hits, nh, bio, heads, keys, buckets, stages, qs, vals
     return ns
 
 
-@no_refcount
+@inlined
 def _dispatch(q, ti, bio, stages, qs, vals, ns):
     """A D of live bio q: I2D from its last I, else M2D from its last merge; returns the sample count."""
     seen = bio[q, B_FLAGS]
@@ -472,7 +472,7 @@ def _dispatch(q, ti, bio, stages, qs, vals, ns):
     return ns
 
 
-@no_refcount
+@inlined
 def _contains(start, stop, odd, q, bio):
     """A D or C over [start, stop] applies to the live bio q: the bio lies inside the range,
     and it starts at the range's start sector (by key) or strictly inside some D (C) of its
@@ -485,7 +485,7 @@ def _contains(start, stop, odd, q, bio):
     return inside & (keyed | ((start < qs) & (qs < stop)) | ((bio[q, B_FLAGS] & odd) != 0))
 
 
-@no_refcount
+@inlined
 def _contained(d, start, stop, is_c, hits, bio, heads, buckets):
     """The live bios of device d a D or C over [start, stop] applies to: stored in hits (room
     for every bio), returns how many."""
@@ -500,7 +500,7 @@ def _contained(d, start, stop, is_c, hits, bio, heads, buckets):
     return nh
 
 
-@no_refcount
+@inlined
 def _chain_hits(q, link, start, stop, odd, hits, nh, bio):
     """Add to hits[nh:] the bios of the chain from q (next: bio[q, link]) that a D or C over
     [start, stop] applies to; returns the new count."""
