@@ -18,6 +18,7 @@ import numpy as np
 from ._jit import compiled, inlined, no_refcount
 
 NONE = -1
+SECTOR = 512
 LOOKBACK = 256                 # Qs a containment lookup looks back at, per device
 BUCKET_BITS = 7                # 128 sectors (64 KiB) per bucket of live Qs
 KEY_SECTORS = np.int64(1) << 47   # sectors from 2**47 on (64 PiB) never match by key: corrupt
@@ -230,7 +231,7 @@ LIVE_SCAN = 4                           # a D or C looks at every live bio when 
 
 
 @compiled
-def run(kind, dev, sector, end, t, pdu_dev, pdu_sector, n_dev, nq, odd_c, odd_d):
+def run(kind, dev, sector, nbytes, t, pdu_dev, pdu_sector, n_dev, nq, odd_c, odd_d):
     """The stage machine over the selected events (kind: K_* per event; pdu_dev: the device
     index an A was remapped from, or NONE). odd_c, odd_d: per Q, whether its start lies
     strictly inside some C (D) of its device: needed only for bios of zero length or with a
@@ -252,7 +253,7 @@ def run(kind, dev, sector, end, t, pdu_dev, pdu_sector, n_dev, nq, odd_c, odd_d)
     hits = np.empty(nq + 1, np.int64)
     stages, qs, vals = np.empty(n + 16, np.int8), np.empty(n + 16, np.int64), np.empty(n + 16, np.int64)
     state = np.zeros(5, np.int64)
-    i = _advance(0, kind, dev, sector, end, t, pdu_dev, pdu_sector, bio, heads, keys, buckets, hits, stages,
+    i = _advance(0, kind, dev, sector, nbytes, t, pdu_dev, pdu_sector, bio, heads, keys, buckets, hits, stages,
                  qs, vals, state)
     while i < n:
         if 2 * (state[S_KEYS] + 1) > keys.shape[0]:
@@ -261,7 +262,7 @@ def run(kind, dev, sector, end, t, pdu_dev, pdu_sector, n_dev, nq, odd_c, odd_d)
             buckets = _doubled(buckets)
         if state[S_SAMPLES] + state[S_NEED] > qs.shape[0]:
             stages, qs, vals = _grown(stages, qs, vals, state[S_SAMPLES], state[S_NEED])
-        i = _advance(i, kind, dev, sector, end, t, pdu_dev, pdu_sector, bio, heads, keys, buckets, hits, stages,
+        i = _advance(i, kind, dev, sector, nbytes, t, pdu_dev, pdu_sector, bio, heads, keys, buckets, hits, stages,
                      qs, vals, state)
     ns = state[S_SAMPLES]
     last = np.ascontiguousarray(bio[:, B_Q2G:B_I2D + 1].T)
@@ -270,7 +271,7 @@ def run(kind, dev, sector, end, t, pdu_dev, pdu_sector, n_dev, nq, odd_c, odd_d)
 
 
 @no_refcount
-def _advance(i, kind, dev, sector, end, t, pdu_dev, pdu_sector, bio, heads, keys, buckets, hits, stages, qs,
+def _advance(i, kind, dev, sector, nbytes, t, pdu_dev, pdu_sector, bio, heads, keys, buckets, hits, stages, qs,
              vals, state):
     """Run the events from i on; returns where it stopped: the end, or an event that needs a
     larger table (a Q) or more room for samples (state[S_NEED])."""
@@ -283,7 +284,7 @@ def _advance(i, kind, dev, sector, end, t, pdu_dev, pdu_sector, bio, heads, keys
         if k == K_Q:
             room = 2 * (state[S_KEYS] + 1) <= keys.shape[0] and 2 * (state[S_BUCKETS] + 1) <= buckets.shape[0]
             if room:
-                _queue(state[S_QS], d, sector[i], end[i], t[i], bio, heads, keys, buckets, state)
+                _queue(state[S_QS], d, sector[i], sector[i] + nbytes[i] // SECTOR, t[i], bio, heads, keys, buckets, state)
                 state[S_QS] += 1
         elif k == K_G or k == K_S or k == K_I or k == K_M or k == K_A:
             room = ns + 2 <= qs.shape[0]
@@ -296,7 +297,7 @@ def _advance(i, kind, dev, sector, end, t, pdu_dev, pdu_sector, bio, heads, keys
             if room and q != NONE:
                 ns = _bio_event(k, q, t[i], bio, stages, qs, vals, ns)
         elif k == K_D or k == K_C:
-            nh = _contained(d, sector[i], end[i], k == K_C, hits, bio, heads, buckets)
+            nh = _contained(d, sector[i], sector[i] + nbytes[i] // SECTOR, k == K_C, hits, bio, heads, buckets)
             room = ns + 2 * nh <= qs.shape[0]
             state[S_NEED] = 2 * nh
             if room:

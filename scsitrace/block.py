@@ -214,8 +214,11 @@ class _Events:
         self.kind, self.dev, self.pdu_dev, self._by_code, self._bounds, self.all_counts = _bm.select_events(
             self.code, self.action, cols["device"], self.bytes, cols["pdu_dev"], self.devices, KIND, TC_PC)
         self.pdu_sector = cols["pdu_sector"]
-        self.end = self.sector + self.bytes // SECTOR
         self.n = len(self.t)
+
+    def end(self, idx: np.ndarray) -> np.ndarray:
+        """The sector after the range of events idx."""
+        return self.sector[idx] + self.bytes[idx] // SECTOR
 
     def of(self, *letters) -> np.ndarray:
         """Event indexes (in processing order) of these actions."""
@@ -233,7 +236,7 @@ def _strictly_inside(q_dev, q_start, ev: _Events, kinds: np.ndarray) -> np.ndarr
         if len(e) == 0 or len(sel) == 0:
             continue
         o = np.argsort(ev.sector[e], kind="stable")
-        starts, reach = ev.sector[e][o], np.maximum.accumulate(ev.end[e][o])
+        starts, reach = ev.sector[e][o], np.maximum.accumulate(ev.end(e)[o])
         j = np.searchsorted(starts, q_start[sel], side="left") - 1      # last start below the bio's
         ok = j >= 0
         mask[sel[ok]] = reach[j[ok]] > q_start[sel[ok]]
@@ -243,7 +246,7 @@ def _strictly_inside(q_dev, q_start, ev: _Events, kinds: np.ndarray) -> np.ndarr
 def _odd_inside(ev: _Events, qi: np.ndarray, letter: str) -> np.ndarray:
     """Per Q, _strictly_inside the events `letter`, computed only for the bios where the
     machine needs it (zero length, or a start sector no key can hold: see _bm._contains)."""
-    q_start, q_end = ev.sector[qi], ev.end[qi]
+    q_start, q_end = ev.sector[qi], ev.end(qi)
     odd = np.flatnonzero((q_end == q_start) | (q_start < 0) | (q_start >= _bm.KEY_SECTORS))
     mask = np.zeros(len(qi), bool)
     if len(odd):
@@ -256,7 +259,7 @@ def machine(cols: dict[str, np.ndarray]) -> dict:
     ev = _Events(cols)
     qi = ev.of("Q")                                     # event index of each Q
     done, c_ev, last, d_t, stage, q, ns = _bm.run(
-        ev.kind, ev.dev, ev.sector, ev.end, ev.t, ev.pdu_dev, ev.pdu_sector, len(ev.devices), len(qi),
+        ev.kind, ev.dev, ev.sector, ev.bytes, ev.t, ev.pdu_dev, ev.pdu_sector, len(ev.devices), len(qi),
         _odd_inside(ev, qi, "C"), _odd_inside(ev, qi, "D"))
     q_t, q_dev = ev.t[qi], ev.dev[qi]
     pids, pid_of_q = np.unique(ev.pid[qi], return_inverse=True)
@@ -468,7 +471,7 @@ def device_table(run: dict, queues: pl.DataFrame, segments: pl.DataFrame, elapse
     rows = []
     for k, dev in enumerate(ev.devices):
         dd = d[ev.dev[d] == k]
-        seek = np.abs(ev.sector[dd][1:] - ev.end[dd][:-1])
+        seek = np.abs(ev.sector[dd][1:] - ev.end(dd)[:-1])
         rows.append({"device": int(dev), "queued": int(counts[k, TA["Q"]]), "dispatched": int(counts[k, TA["D"]]),
                      "merges": int(counts[k, TA["M"]] + counts[k, TA["F"]]), "requeues": int(counts[k, TA["R"]]),
                      "seek_mean_sectors": float(seek.mean()) if len(seek) else None,
