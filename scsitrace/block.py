@@ -18,6 +18,8 @@ tests/test_blktrace_model.py checks it against a one-event-at-a-time Python refe
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import polars as pl
 
@@ -254,9 +256,8 @@ def _odd_inside(ev: _Events, qi: np.ndarray, letter: str) -> np.ndarray:
     return mask
 
 
-def machine(cols: dict[str, np.ndarray]) -> dict:
-    """Run the btt stage machine over MACHINE_COLUMNS -> per-Q frame and the stage samples."""
-    ev = _Events(cols)
+def machine(ev: "_Events") -> dict:
+    """Run the btt stage machine over the events -> per-Q frame and the stage samples."""
     qi = ev.of("Q")                                     # event index of each Q
     done, c_ev, last, d_t, stage, q, ns = _bm.run(
         ev.kind, ev.dev, ev.sector, ev.bytes, ev.t, ev.pdu_dev, ev.pdu_sector, len(ev.devices), len(qi),
@@ -462,10 +463,9 @@ def _dev_names(col: pl.Expr) -> pl.Expr:
     return pl.format("{},{}", (col.cast(pl.Int64) // (1 << 20)), (col.cast(pl.Int64) % (1 << 20)))
 
 
-def device_table(run: dict, queues: pl.DataFrame, segments: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
-    """Per device: records seen (Q, D, merges, requeues), completions, bytes, busy time, queue
-    depth, mean |D sector - previous D end| (seek) in sectors, rates."""
-    ev = run["ev"]
+def device_counts(ev: _Events) -> pl.DataFrame:
+    """Per device: records seen (Q, D, merges, requeues) and the mean and median |D sector -
+    previous D end| (seek) in sectors."""
     counts = ev.all_counts
     d = ev.of("D")
     rows = []
@@ -477,9 +477,14 @@ def device_table(run: dict, queues: pl.DataFrame, segments: pl.DataFrame, elapse
                      "seek_mean_sectors": float(seek.mean()) if len(seek) else None,
                      "seek_median_sectors": float(np.median(seek)) if len(seek) else None,
                      "seeks": int(np.count_nonzero(seek))})
-    base = pl.DataFrame(rows, schema={"device": pl.UInt32, "queued": pl.Int64, "dispatched": pl.Int64,
+    return pl.DataFrame(rows, schema={"device": pl.UInt32, "queued": pl.Int64, "dispatched": pl.Int64,
                                       "merges": pl.Int64, "requeues": pl.Int64, "seek_mean_sectors": pl.Float64,
                                       "seek_median_sectors": pl.Float64, "seeks": pl.Int64})
+
+
+def device_table(base: pl.DataFrame, depth: pl.DataFrame, queues: pl.DataFrame, segments: pl.DataFrame,
+                 elapsed_ns: int) -> pl.DataFrame:
+    """device_counts plus completions, bytes, busy time, queue depth, rates."""
     done = queues.filter(pl.col("c_t").is_not_null())
     per = done.group_by("device").agg(
         pl.len().alias("ios_completed"), pl.col("bytes").sum().alias("bytes"),
@@ -487,7 +492,7 @@ def device_table(run: dict, queues: pl.DataFrame, segments: pl.DataFrame, elapse
     busy = segments.filter(pl.col("category") == "Busy").group_by("device").agg(
         (pl.col("end_ns") - pl.col("start_ns")).sum().alias("busy_ns"))
     secs = elapsed_ns / 1e9
-    out = base.join(per, on="device", how="left").join(run["depth"], on="device", how="left").sort("device")
+    out = base.join(per, on="device", how="left").join(depth, on="device", how="left").sort("device")
     out = out.with_columns(_dev_names(pl.col("device")).alias("device")).join(busy, on="device", how="left")
     out = out.with_columns(pl.col("ios_completed", "bytes", "busy_ns", "writes").fill_null(0))
     return out.with_columns(
@@ -496,13 +501,12 @@ def device_table(run: dict, queues: pl.DataFrame, segments: pl.DataFrame, elapse
         (pl.col("bytes") / float(1 << 20) / secs if secs else pl.lit(None, pl.Float64)).alias("mib_s"))
 
 
-def queue_depth(run: dict, end_ns: int) -> pl.DataFrame:
+def queue_depth(ev: _Events, start_ns: int, end_ns: int) -> pl.DataFrame:
     """Requests in the driver per device: +1 at each D, -1 at each C or R (as blkparse's depth
     counts), in processing order. Per device with such events: the maximum and the
     time-weighted average from the first event of the trace up to `end_ns`."""
-    ev = run["ev"]
     seen, peak, held = _bm.depth_totals(ev.kind, ev.dev, ev.t, len(ev.devices), end_ns)
-    span = max(end_ns - int(run["start_ns"]), 1)
+    span = max(end_ns - start_ns, 1)
     return pl.DataFrame({"device": ev.devices[seen].astype(np.uint32), "max_depth": peak[seen],
                          "avg_depth": held[seen] / span},
                         schema={"device": pl.UInt32, "max_depth": pl.Int64, "avg_depth": pl.Float64})
@@ -528,9 +532,8 @@ def _process_names(pid: pl.Expr, names: dict) -> pl.Expr:
     return pid.replace_strict(names, default=None, return_dtype=pl.Utf8).fill_null(pid.cast(pl.Utf8))
 
 
-def size_histogram(run: dict) -> pl.DataFrame:
+def size_histogram(ev: _Events) -> pl.DataFrame:
     """Sizes of the requests btt sees dispatched (D), in power-of-two buckets of bytes."""
-    ev = run["ev"]
     d = ev.of("D")
     nbytes = ev.bytes[d]
     bucket = np.left_shift(1, np.ceil(np.log2(np.maximum(nbytes, 1))).astype(np.int64))
@@ -577,7 +580,13 @@ def analyze(capture: Capture, options) -> Analysis:
     opts = dict(getattr(options, "layer_options", {}) or {})
     cols = _filtered(event_columns(capture), opts)
     names = dict(capture.frames["processes"].iter_rows()) if "processes" in capture.frames else {}
-    run = machine(cols)
+    start_ns = int(cols["t_ns"].min()) if len(cols["t_ns"]) else 0
+    end_ns = int(cols["t_ns"].max()) if len(cols["t_ns"]) else 0
+    ev = _Events(cols)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        running = pool.submit(machine, ev)       # it releases the GIL; meanwhile what needs only the events
+        depth, sizes, counts = queue_depth(ev, start_ns, end_ns), size_histogram(ev), device_counts(ev)
+        run = running.result()
     queues = run["per_q"]
     keep = None
     if opts.get("pid") is not None:
@@ -586,24 +595,20 @@ def analyze(capture: Capture, options) -> Analysis:
         queues = queues.filter(pl.col("pid").is_in(pids))
     totals = stage_totals(run, keep)
     stats = stage_stats(run, totals)
-    start_ns = int(cols["t_ns"].min()) if len(cols["t_ns"]) else 0
-    end_ns = int(cols["t_ns"].max()) if len(cols["t_ns"]) else 0
     elapsed = end_ns - start_ns
     done = queues.filter(pl.col("c_t").is_not_null())
     segments = busy_segments(queues, start_ns, end_ns)
-    run["start_ns"] = start_ns
-    run["depth"] = queue_depth(run, end_ns)
     n_q2c = int(stats.filter((pl.col("device") == "all") & (pl.col("stage") == "Q2C"))["n"].sum())
     json_extra = {
         "stages": _stages_json(stats),
-        "events": event_counts(run),
+        "events": event_counts(ev),
         "overhead": overhead(stats).to_dicts(),
-        "devices": device_table(run, queues, segments, elapsed).to_dicts(),
+        "devices": device_table(counts, depth, queues, segments, elapsed).to_dicts(),
         "processes": process_table(queues, names).to_dicts(),
         "process_stages": [{"process": r["process"], "pid": r["pid"], "name": r["stage"], "n": r["n"],
                             "min_ns": r["min_ns"], "avg_ns": r["avg_ns"], "max_ns": r["max_ns"],
                             "total_ns": r["total_ns"]} for r in process_stats(run, names, totals).iter_rows(named=True)],
-        "size_histogram": size_histogram(run).to_dicts(),
+        "size_histogram": sizes.to_dicts(),
     }
     notes = ["block layer: stage times as btt computes them; Device Overhead percentages are of Q2C "
              "time (Q2G+G2I and Q2M are alternatives, so they need not sum to 100)"]
@@ -649,7 +654,7 @@ def _stages_json(stats: pl.DataFrame) -> list[dict]:
     return rows
 
 
-def event_counts(run: dict) -> dict:
+def event_counts(ev: _Events) -> dict:
     """Records per blkparse action letter (T = timer unplug, blkparse's UT), as blkparse counts."""
-    per_code = run["ev"].all_counts.sum(axis=0)
+    per_code = ev.all_counts.sum(axis=0)
     return {ACT_LETTERS[min(code, len(ACT_LETTERS) - 1)]: int(n) for code, n in enumerate(per_code) if n}

@@ -118,7 +118,7 @@ def test_vectorized_machine_equals_the_reference(tmp_path, ios, noise):
     path = tmp_path / "r.bin"
     path.write_bytes(data)
     analysis = core.analyze(blktrace.parse(str(path)), core.Options())
-    run = block.machine(block.event_columns(analysis.capture))
+    run = block.machine(block._Events(block.event_columns(analysis.capture)))
     ev, qi = run["ev"], run["qi"]
     mine = collections.defaultdict(list)
     for stage, (q, ns) in block.samples(run).items():
