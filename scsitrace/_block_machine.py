@@ -86,7 +86,7 @@ def select_events(code, action, device, nbytes, pdu_dev, devices, kinds, pc_bit)
           kind, dev, src)
     bounds = np.zeros(257, np.int64)
     by_code = np.empty(n, np.int64)
-    m = _group_by_code(code, kind, bounds, by_code)
+    m = _counting_sort(code, kind != K_OTHER, bounds, by_code)
     return kind, dev, src, by_code[:m], bounds, counts
 
 
@@ -110,19 +110,20 @@ def _cull(code, action, device, nbytes, pdu_dev, devices, kinds, pc_bit, counts,
 
 
 @no_refcount
-def _group_by_code(code, kind, bounds, by_code):
-    """A counting sort of the kept events (kind != K_OTHER): by_code[bounds[c]:bounds[c + 1]] =
-    the indexes of code c, in order. Returns how many."""
-    for j in range(code.shape[0]):
-        bounds[code[j] + 1] += 1 if kind[j] != K_OTHER else 0
-    for c in range(1, bounds.shape[0]):
-        bounds[c] += bounds[c - 1]
-    for j in range(code.shape[0]):
-        c = code[j]
-        by_code[bounds[c]] = j
-        bounds[c] += 1 if kind[j] != K_OTHER else 0
-    for c in range(bounds.shape[0] - 1, 0, -1):
-        bounds[c] = bounds[c - 1]
+def _counting_sort(keys, keep, bounds, order):
+    """A stable counting sort of the positions with keep[j]: order[bounds[k]:bounds[k + 1]] =
+    the positions holding key k, in order (bounds starts zeroed, one longer than the keys).
+    Returns how many were kept."""
+    for j in range(keys.shape[0]):
+        bounds[keys[j] + 1] += 1 if keep[j] else 0
+    for k in range(1, bounds.shape[0]):
+        bounds[k] += bounds[k - 1]
+    for j in range(keys.shape[0]):
+        if keep[j]:
+            order[bounds[keys[j]]] = j
+            bounds[keys[j]] += 1
+    for k in range(bounds.shape[0] - 1, 0, -1):
+        bounds[k] = bounds[k - 1]
     bounds[0] = 0
     return bounds[bounds.shape[0] - 1]
 
@@ -533,27 +534,8 @@ def split_by_stage(stages, n_stages):
     order[bounds[k]:bounds[k + 1]] the samples of stage k (a counting sort)."""
     bounds = np.zeros(n_stages + 1, np.int64)
     order = np.empty(stages.shape[0], np.int64)
-    _count_sort(stages, bounds, order)
+    _counting_sort(stages, np.ones(stages.shape[0], np.bool_), bounds, order)
     return order, bounds
-
-
-@no_refcount
-def _count_sort(stages, bounds, order):
-    for j in range(stages.shape[0]):
-        bounds[stages[j] + 1] += 1
-    for k in range(1, bounds.shape[0]):
-        bounds[k] += bounds[k - 1]
-    for j in range(stages.shape[0]):
-        k = stages[j]
-        order[bounds[k]] = j
-        bounds[k] += 1
-    for k in range(bounds.shape[0] - 1, 0, -1):
-        bounds[k] = bounds[k - 1]
-    bounds[0] = 0
-
-
-# stage_totals(): what it adds up, per stage name (STAT_NAMES) and group: count, min, max, sum
-T_COUNT, T_MIN, T_MAX, T_SUM = range(4)
 
 
 @compiled

@@ -131,3 +131,17 @@ def test_vectorized_machine_equals_the_reference(tmp_path, ios, noise):
     assert mine == reference(events)
     stats = analysis.extra["stats"]
     assert (np.asarray(stats["min_ns"]) >= 1).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(codes=st.lists(st.integers(0, 20), max_size=60), keep=st.lists(st.booleans(), min_size=60, max_size=60))
+def test_events_grouped_by_code_are_the_kept_ones_in_order(codes, keep):
+    from scsitrace import _block_machine as bm
+    codes = np.array(codes, np.int16)
+    kept = np.array(keep[:len(codes)], bool)
+    bounds, order = np.zeros(22, np.int64), np.empty(len(codes), np.int64)
+    m = bm._counting_sort(codes, kept, bounds, order)
+    assert m == kept.sum()
+    for c in range(21):
+        want = [j for j in range(len(codes)) if codes[j] == c and kept[j]]
+        assert order[bounds[c]:bounds[c + 1]].tolist() == want
