@@ -538,6 +538,10 @@ def split_by_stage(stages, n_stages):
     return order, bounds
 
 
+# stage_totals(): what it adds up, per stage name (STAT_NAMES) and group: count, min, max, sum
+T_COUNT, T_MIN, T_MAX, T_SUM = range(4)
+
+
 @compiled
 def stage_totals(stage, qs, vals, name_of, dm_name_of, q_t, q_dev, q_pid, dm, keep, n_names, n_dev, n_pid):
     """btt's avg_info, per stage name and device, process, and over all devices, from the
