@@ -1,6 +1,7 @@
 """The usbmon records of a capture decoded in one compiled pass (numba): each record's
-usbmon header is checked and turned into the URB columns (`scsitrace.usb.UrbColumns`)
-while the record is in cache. For pcap the same pass walks the record chain; pcapng
+usbmon header is checked and turned into the URB columns (`scsitrace.usb.UrbColumns`),
+and the first bytes of its data copied to a compact buffer, while the record is in cache
+(reading CBWs and CSWs back from the mapped file later costs a cache miss each). For pcap the same pass walks the record chain; pcapng
 packets, located by parsers/_pcap.py, are decoded at their offsets. The rules are those
 of parsers/usbmon.py's docstring; field positions come from its construct declaration
 (`FIELDS`, in this order, handed over as the `at` array)."""
@@ -26,7 +27,7 @@ class Columns:
     """Arrays receiving the URB columns of up to `capacity` records (big outputs come from
     numpy, sized for the worst case: pages never written cost nothing)."""
 
-    def __init__(self, capacity: int):
+    def __init__(self, capacity: int, data_prefix: int):
         ints = np.empty((5, capacity), np.int64)
         self.t_ns, self.length, self.data_at, self.data_size, self.data_len = ints
         self.pos = np.empty(capacity, np.int64)
@@ -38,19 +39,20 @@ class Columns:
         self.setup = np.empty((capacity, 8), np.uint8)
         self.has_setup = np.empty(capacity, np.bool_)
         self.data_head = np.empty(capacity, np.uint32)
+        self.data = np.empty(capacity * data_prefix, np.uint8)   # data_at indexes it
 
     def outputs(self) -> tuple:
-        """The arrays in the order the kernels take them (after `pos` for walk_pcap)."""
-        return (self.bad, self.t_ns, self.urb_id, self.event, self.xfer, self.ep, self.bus, self.dev,
+        """The arrays in the order `decode` takes them."""
+        return (self.pos, self.bad, self.t_ns, self.urb_id, self.event, self.xfer, self.ep, self.bus, self.dev,
                 self.status, self.length, self.setup, self.has_setup, self.data_at, self.data_size,
-                self.data_head, self.data_len)
+                self.data_head, self.data_len, self.data)
 
-    def urbs(self, n: int, data_buf: np.ndarray) -> UrbColumns:
-        """The first `n` records as URB columns over `data_buf` (the file)."""
+    def urbs(self, n: int) -> UrbColumns:
+        """The first `n` records as URB columns."""
         return UrbColumns(
             t_ns=self.t_ns[:n], urb_id=self.urb_id[:n], event=self.event[:n], xfer=self.xfer[:n], ep=self.ep[:n],
             bus=self.bus[:n], dev=self.dev[:n], status=self.status[:n], status_null=np.zeros(n, np.bool_),
-            length=self.length[:n], setup=self.setup[:n], has_setup=self.has_setup[:n], data_buf=data_buf,
+            length=self.length[:n], setup=self.setup[:n], has_setup=self.has_setup[:n], data_buf=self.data,
             data_at=self.data_at[:n], data_size=self.data_size[:n], data_head=self.data_head[:n],
             data_len=self.data_len[:n], pos=self.pos[:n])
 
@@ -74,85 +76,82 @@ def _u32(buf, p, big_endian):
     return np.int64(_le(buf, p, 4))
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _decode(buf, base, caplen, size, mmapped, at, iso_descriptor_bytes, data_prefix, i,
-            bad, t_ns, urb_id, event, xfer, ep, bus, dev, status, length, setup, has_setup, data_at, data_size,
-            data_head, data_len):
-    """Record `i`, whose data (`caplen` bytes, at least the `size`-byte header) starts at
-    `base`: its usbmon header checked (`bad`: 0 or the first failed check) and its URB
-    columns. (Callers check the size: a branch around this body makes numba's code
-    several times slower.)"""
-    ev = buf[base + at[TYPE]]
-    xf = buf[base + at[XFER]]
-    len_cap = np.int64(_le(buf, base + at[LEN_CAP], 4))
-    iso = np.int64(_le(buf, base + at[NDESC], 4)) * iso_descriptor_bytes if (xf == ISO and mmapped) else 0
-    why = 0
-    if not (ev == 83 or ev == 67 or ev == 69):      # S C E
-        why = BAD_TYPE
-    elif xf > 3:
-        why = BAD_XFER
-    elif size + iso + len_cap > caplen:
-        why = BAD_LEN_CAP
-    bad[i] = why
-    event[i], xfer[i] = ev, xf
-    urb_id[i] = _le(buf, base + at[ID], 8)
-    ep[i], dev[i] = buf[base + at[EP]], buf[base + at[DEV]]
-    bus[i] = np.uint16(_le(buf, base + at[BUS], 2))
-    status[i] = np.int32(np.uint32(_le(buf, base + at[STATUS], 4)))
-    length[i] = np.int64(_le(buf, base + at[LENGTH], 4))
-    t_ns[i] = np.int64(_le(buf, base + at[TS_SEC], 8)) * 1_000_000_000 \
-        + np.int64(np.int32(np.uint32(_le(buf, base + at[TS_USEC], 4)))) * 1000
-    for b in range(8):
-        setup[i, b] = buf[base + at[SETUP] + b]
-    has_setup[i] = buf[base + at[FLAG_SETUP]] == 0 and ev == 83
-    data = base + size + iso
-    data_at[i] = data
-    has_data = buf[base + at[FLAG_DATA]] == 0 and len_cap > 0
-    data_size[i] = min(len_cap, data_prefix) if has_data else -1
-    data_len[i] = len_cap if has_data else 0
-    data_head[i] = np.uint32(_le(buf, data, 4)) if why == 0 and has_data and len_cap >= 4 else 0
-
-
 @njit(cache=True, nogil=True)
-def walk_pcap(buf, start, big_endian, max_len, size, mmapped, at, iso_descriptor_bytes, data_prefix,
-              pos, bad, t_ns, urb_id, event, xfer, ep, bus, dev, status, length, setup, has_setup, data_at,
-              data_size, data_head, data_len):
-    """Walks the pcap record chain from `start` (every record holding a `size`-byte usbmon
-    header, `mmapped`: link type 220) and decodes each record. Returns (records, where
-    the walk stopped, how): END_OF_FILE when the last record ends the file; TOO_LONG at a
-    record longer than `max_len` (left out); CUT at a record or header that the end of
-    the file cuts short (left out)."""
+def decode(buf, walk, start, big_endian, max_len, data_offset, caplens, sizes, mmapped, at, iso_descriptor_bytes,
+           data_prefix, pos, bad, t_ns, urb_id, event, xfer, ep, bus, dev, status, length, setup, has_setup,
+           data_at, data_size, data_head, data_len, data):
+    """Decodes the usbmon records: walking the pcap record chain from `start` when `walk`
+    (`sizes`, `mmapped`: one header size and link type 220 flag for all, `pos` filled with
+    the records' offsets), else the packets located beforehand (pcapng: data at
+    `data_offset`, `caplens`, per-packet `sizes` and `mmapped`). Per record: `bad` (0 or
+    the first failed check), the URB columns, and the first `data_prefix` data bytes
+    packed into `data` (`data_at` says where). Returns (records, where a walk stopped,
+    how): END_OF_FILE when the last record ends the file; TOO_LONG at a record longer
+    than `max_len` (left out); CUT at a record or header that the end of the file cuts
+    short (left out). One loop body for both modes: numba passes arrays to a helper
+    with reference counting that costs more than the decoding."""
     end = buf.shape[0]
     n = 0
+    kept = 0
     p = np.int64(start)
-    while p <= end - PCAP_RECORD_HEADER:
-        caplen = _u32(buf, p + INCL_LEN_AT, big_endian)
-        if caplen > max_len:
-            return n, p, TOO_LONG
-        if p + PCAP_RECORD_HEADER + caplen > end:
-            return n, p, CUT
-        pos[n] = p
-        if caplen < size:
-            bad[n] = SHORT
+    stop = END_OF_FILE
+    while True:
+        if walk:
+            if p > end - PCAP_RECORD_HEADER:
+                stop = END_OF_FILE if p == end else CUT
+                break
+            caplen = _u32(buf, p + INCL_LEN_AT, big_endian)
+            if caplen > max_len:
+                stop = TOO_LONG
+                break
+            if p + PCAP_RECORD_HEADER + caplen > end:
+                stop = CUT
+                break
+            pos[n] = p
+            base, size, mm = p + PCAP_RECORD_HEADER, sizes[0], mmapped[0]
+            p += PCAP_RECORD_HEADER + caplen
         else:
-            _decode(buf, p + PCAP_RECORD_HEADER, caplen, size, mmapped, at, iso_descriptor_bytes, data_prefix, n,
-                    bad, t_ns, urb_id, event, xfer, ep, bus, dev, status, length, setup, has_setup, data_at,
-                    data_size, data_head, data_len)
+            if n == data_offset.shape[0]:
+                break
+            base, caplen, size, mm = data_offset[n], caplens[n], sizes[n], mmapped[n]
+        i = n
         n += 1
-        p += PCAP_RECORD_HEADER + caplen
-    return n, p, END_OF_FILE if p == end else CUT
-
-
-@njit(cache=True, nogil=True)
-def decode_at(buf, data_offset, caplen, size, mmapped, at, iso_descriptor_bytes, data_prefix,
-              bad, t_ns, urb_id, event, xfer, ep, bus, dev, status, length, setup, has_setup, data_at,
-              data_size, data_head, data_len):
-    """Decodes packets located beforehand (pcapng): data at `data_offset`, per-packet
-    header `size` and link type (`mmapped`)."""
-    for i in range(data_offset.shape[0]):
-        if caplen[i] < size[i]:
+        if caplen < size:
             bad[i] = SHORT
-        else:
-            _decode(buf, data_offset[i], caplen[i], size[i], mmapped[i], at, iso_descriptor_bytes, data_prefix, i,
-                    bad, t_ns, urb_id, event, xfer, ep, bus, dev, status, length, setup, has_setup, data_at,
-                    data_size, data_head, data_len)
+            continue
+        ev = buf[base + at[TYPE]]
+        xf = buf[base + at[XFER]]
+        len_cap = np.int64(_le(buf, base + at[LEN_CAP], 4))
+        iso = np.int64(_le(buf, base + at[NDESC], 4)) * iso_descriptor_bytes if (xf == ISO and mm) else 0
+        why = 0
+        if not (ev == 83 or ev == 67 or ev == 69):      # S C E
+            why = BAD_TYPE
+        elif xf > 3:
+            why = BAD_XFER
+        elif size + iso + len_cap > caplen:
+            why = BAD_LEN_CAP
+        bad[i] = why
+        event[i], xfer[i] = ev, xf
+        urb_id[i] = _le(buf, base + at[ID], 8)
+        ep[i], dev[i] = buf[base + at[EP]], buf[base + at[DEV]]
+        bus[i] = np.uint16(_le(buf, base + at[BUS], 2))
+        status[i] = np.int32(np.uint32(_le(buf, base + at[STATUS], 4)))
+        length[i] = np.int64(_le(buf, base + at[LENGTH], 4))
+        t_ns[i] = np.int64(_le(buf, base + at[TS_SEC], 8)) * 1_000_000_000 \
+            + np.int64(np.int32(np.uint32(_le(buf, base + at[TS_USEC], 4)))) * 1000
+        for b in range(8):
+            setup[i, b] = buf[base + at[SETUP] + b]
+        has_setup[i] = buf[base + at[FLAG_SETUP]] == 0 and ev == 83
+        has_data = buf[base + at[FLAG_DATA]] == 0 and len_cap > 0
+        data_size[i] = min(len_cap, data_prefix) if has_data else -1
+        data_len[i] = len_cap if has_data else 0
+        data_at[i] = kept
+        data_head[i] = 0
+        if why == 0 and has_data:
+            first = np.uint64(base + size + iso)
+            for b in range(data_size[i]):
+                data[kept + b] = buf[first + np.uint64(b)]
+            if data_size[i] >= 4:
+                data_head[i] = np.uint32(_le(data, kept, 4))
+            kept += data_size[i]
+    return n, p, stop

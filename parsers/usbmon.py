@@ -168,7 +168,7 @@ def _parse_pcap(path: str, strict: bool) -> Capture:
     if other:
         raise BadInput(path, f"link type {sorted(other)[0]} is not usbmon (expected 189 or 220)",
                        offset=int(cols.pos[np.flatnonzero(~np.isin(linktype, LINKTYPES))[0]]))
-    urbs = _good_records(path, cols.urbs(n, buf), cols.bad[:n], linktype, sorted(linktypes), strict, records)
+    urbs = _good_records(path, cols.urbs(n), cols.bad[:n], linktype, sorted(linktypes), strict, records)
     origin = int(urbs.t_ns.min()) if len(urbs) else 0
     urbs.t_ns -= origin
     return Capture(layer="usb", path=path, format=ID,
@@ -183,10 +183,12 @@ def _walk_pcap(path: str, buf: np.ndarray, le: bool, strict: bool):
     pcap file: one compiled pass walks the records and decodes their usbmon headers."""
     hdr = _pcap.pcap_header(path, buf, le)
     header = HEADER.get(hdr.network, USBMON_PACKET_MMAPPED)
-    cols = _usbmon_scan.Columns(max(0, len(buf) - hdr.start) // _usbmon_scan.PCAP_RECORD_HEADER + 1)
-    n, stop_at, stop = _usbmon_scan.walk_pcap(
-        buf, hdr.start, not le, hdr.max_len, header.sizeof(), hdr.network == LINKTYPE_USB_LINUX_MMAPPED, FIELD_AT,
-        ISO_DESCRIPTOR_BYTES, DATA_PREFIX, cols.pos, *cols.outputs())
+    cols = _usbmon_scan.Columns(max(0, len(buf) - hdr.start) // _usbmon_scan.PCAP_RECORD_HEADER + 1, DATA_PREFIX)
+    none = np.zeros(0, np.int64)
+    n, stop_at, stop = _usbmon_scan.decode(
+        buf, True, hdr.start, not le, hdr.max_len, none, none, np.array([header.sizeof()]),
+        np.array([hdr.network == LINKTYPE_USB_LINUX_MMAPPED]), FIELD_AT, ISO_DESCRIPTOR_BYTES, DATA_PREFIX,
+        *cols.outputs())
     bad, truncated = [], None
     if stop == _usbmon_scan.TOO_LONG:
         length = int(_pcap.u32_at(buf, np.array([stop_at + _usbmon_scan.INCL_LEN_AT]), le)[0])
@@ -203,10 +205,10 @@ def _decode_pcapng(path: str, buf: np.ndarray, le: bool, strict: bool):
     n = len(pk.data_offset)
     mmapped = pk.linktype == LINKTYPE_USB_LINUX_MMAPPED
     size = np.where(mmapped, USBMON_PACKET_MMAPPED.sizeof(), USBMON_PACKET.sizeof())
-    cols = _usbmon_scan.Columns(n)
+    cols = _usbmon_scan.Columns(n, DATA_PREFIX)
+    _usbmon_scan.decode(buf, False, 0, False, 0, pk.data_offset, pk.caplen, size, mmapped, FIELD_AT,
+                        ISO_DESCRIPTOR_BYTES, DATA_PREFIX, *cols.outputs())
     cols.pos[:] = pk.record_offset
-    _usbmon_scan.decode_at(buf, pk.data_offset, pk.caplen, size, mmapped, FIELD_AT, ISO_DESCRIPTOR_BYTES,
-                           DATA_PREFIX, *cols.outputs())
     return cols, n, pk.linktype, pk.bad, pk.truncated_at
 
 

@@ -75,7 +75,7 @@ class UrbColumns:
     length: np.ndarray       # int64, srt.NULL where unknown
     setup: np.ndarray        # (n, 8) uint8
     has_setup: np.ndarray    # bool
-    data_buf: np.ndarray     # uint8 bytes holding every URB's data (the capture file itself)
+    data_buf: np.ndarray     # uint8: the first DATA_PREFIX bytes of each URB's data (or more)
     data_at: np.ndarray      # int64: where each URB's data starts in data_buf
     data_size: np.ndarray    # int64: data bytes kept (at most DATA_PREFIX), -1 for no data
     data_head: np.ndarray    # uint32: the first 4 data bytes, little-endian (valid where data_size >= 4)
