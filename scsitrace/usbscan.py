@@ -56,7 +56,7 @@ def _find(keys, vals, key):
     return h
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _remove(keys, vals, h):
     """Empty slot `h`, shifting later entries of its probe run back (linear probing)."""
     mask = keys.shape[0] - 1
@@ -100,10 +100,16 @@ def _pair_urbs(urb_id, event, rows):
     waiting = 0
     count = 0
     for r in range(urb_id.shape[0]):
+        # the slot of the URB id (the probe of _find, written out: a call with array
+        # arguments costs more than the probe)
+        mask = keys.shape[0] - 1
+        h = _home(urb_id[r], mask)
+        while vals[h] >= 0 and keys[h] != urb_id[r]:
+            h = (h + 1) & mask
         if event[r] == EV_S:
             if 2 * (waiting + 1) > keys.shape[0]:
                 keys, vals = _grow(keys, vals)
-            h = _find(keys, vals, urb_id[r])
+                h = _find(keys, vals, urb_id[r])
             if vals[h] < 0:
                 waiting += 1
                 keys[h] = urb_id[r]
@@ -111,7 +117,6 @@ def _pair_urbs(urb_id, event, rows):
             rows[0, count], rows[1, count] = r, -1
             count += 1
         elif event[r] == EV_C or event[r] == EV_E:
-            h = _find(keys, vals, urb_id[r])
             if vals[h] >= 0:
                 rows[1, vals[h]] = r
                 _remove(keys, vals, h)
@@ -120,7 +125,6 @@ def _pair_urbs(urb_id, event, rows):
                 rows[0, count], rows[1, count] = -1, r
                 count += 1
         else:   # another event still ends the wait of a submit (it is not its completion)
-            h = _find(keys, vals, urb_id[r])
             if vals[h] >= 0:
                 _remove(keys, vals, h)
                 waiting -= 1
