@@ -102,6 +102,26 @@ class Capture:
         return pl.concat(parts)
 
 
+class BuiltOnFirstUse:
+    """A dataclass field that may also be given as a function without arguments: the
+    value is built by it on first access (usb: the segment frame, a million rows that only
+    some reports read). The field stays required (no default)."""
+
+    def __set_name__(self, owner, name: str):
+        self.slot = "_" + name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            raise AttributeError(self.slot)     # dataclasses: no default value
+        value = obj.__dict__[self.slot]
+        if callable(value):
+            value = obj.__dict__[self.slot] = value()
+        return value
+
+    def __set__(self, obj, value) -> None:
+        obj.__dict__[self.slot] = value
+
+
 @dataclass
 class Analysis:
     """One analysed trace: canonical tables plus what the reports need to explain them.
@@ -116,7 +136,7 @@ class Analysis:
     capture: Capture
     elapsed_ns: int
     start_ns: int
-    segments: pl.DataFrame
+    segments: pl.DataFrame = BuiltOnFirstUse()   # or a function building it on first access
     ios: pl.DataFrame
     anomalies: pl.DataFrame
     ios_completed: int
@@ -128,3 +148,4 @@ class Analysis:
     source: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)   # layer-specific JSON keys ("stages", "srt", ...)
     runs: pl.DataFrame | None = None            # bus: the reduced phase runs (attribution)
+    segment_targets: bool | None = None         # whether segments name targets (None: look at them)

@@ -142,48 +142,57 @@ def tile_pieces(pieces: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
     return segments_frame(tile(rows, elapsed_ns, phases.to_list()), p["device"].unique().sort())
 
 
-def tile(pieces: np.ndarray, elapsed_ns: int, phases: list[str]) -> dict:
+def tile(pieces: np.ndarray, elapsed_ns: int, phases: list[str], segments: bool = True,
+         in_order: bool = False) -> dict:
     """Per device, each instant goes to the earliest-starting piece covering it (later
     overlapping pieces are clipped), and IDLE fills the rest of [0, elapsed_ns]: the result
     tiles exactly. `pieces`: one row per piece, PIECE_COLUMNS (`dev`: device codes in the
     devices' report order; `phase`: index into `phases`; io and bytes NULL where none;
     start and end known); a row per piece keeps each piece in one cache line while the
-    pass visits them in time order. Returns segment columns in (device, time) order, plus
-    "totals" (time per phase name, IDLE included) and "devices" (how many devices have
-    segments)."""
+    pass visits them in time order. Returns "totals" (time per phase name, IDLE included),
+    "devices" (how many devices have segments) and, with `segments`, the segment columns
+    in (device, time) order. `in_order`: the caller knows the pieces are in (device,
+    start) order already."""
     names = [*phases, IDLE] if IDLE not in phases else list(phases)
     if not len(pieces):
         empty = np.zeros(0, np.int64)
         return {**{c: empty for c in PIECE_COLUMNS}, "phases": names, "totals": {}, "devices": 0}
-    order = np.argsort(_device_start_key(pieces, elapsed_ns), kind="stable")   # by device, start, then piece order
-    out = np.empty((6, 3 * len(order) + 1), np.int64)   # upper bound; untouched pages cost nothing
+    if not in_order:
+        key, in_order = _device_start_key(pieces, elapsed_ns)
+    # by device, start, then piece order (pieces often come in that order already)
+    order = np.arange(len(pieces)) if in_order else np.argsort(key, kind="stable")
+    # upper bound; untouched pages cost nothing
+    out = np.empty((6, 3 * len(order) + 1 if segments else 0), np.int64)
     totals, counts = np.zeros(len(names), np.int64), np.zeros(len(names), np.int64)
-    m, devices = _tile(order, pieces, names.index(IDLE), elapsed_ns, out, totals, counts)
-    seg = out[:, :m]
-    return {**dict(zip(PIECE_COLUMNS, seg)), "phases": names, "devices": int(devices),
-            "totals": {name: int(totals[k]) for k, name in enumerate(names) if counts[k]}}
+    m, devices = _tile(order, pieces, names.index(IDLE), elapsed_ns, segments, out, totals, counts)
+    found = {"phases": names, "devices": int(devices),
+             "totals": {name: int(totals[k]) for k, name in enumerate(names) if counts[k]}}
+    return {**dict(zip(PIECE_COLUMNS, out[:, :m])), **found} if segments else found
 
 
 @njit(cache=True, nogil=True)
 def _device_start_key(pieces, elapsed):
     """dev * span + start of each piece (rows of PIECE_COLUMNS), span past every time and
-    `elapsed`: ascending keys sort by device, then start."""
+    `elapsed`: ascending keys sort by device, then start; and whether they ascend."""
     span = elapsed
     for p in range(pieces.shape[0]):
         span = max(span, pieces[p, 2], pieces[p, 3])
     span += 1
     key = np.empty(pieces.shape[0], np.int64)
+    in_order = True
     for p in range(pieces.shape[0]):
         key[p] = pieces[p, 0] * span + pieces[p, 2]
-    return key
+        in_order = in_order and (p == 0 or key[p] >= key[p - 1])
+    return key, in_order
 
 
 @njit(cache=True, nogil=True)
-def _tile(order, pieces, idle, elapsed, out, totals, counts):
-    """Pieces taken in `order` (by device, then start) -> segments in `out` rows
-    (PIECE_COLUMNS); adds time and segments per phase to `totals` and `counts`. Returns
-    the number of segments and of devices with segments. A piece starts no earlier than
-    the end of everything before it on its device; pieces left empty by that are dropped."""
+def _tile(order, pieces, idle, elapsed, emit, out, totals, counts):
+    """Pieces taken in `order` (by device, then start) -> segments, written to `out` rows
+    (PIECE_COLUMNS) when `emit`; adds time and segments per phase to `totals` and
+    `counts`. Returns the number of segments and of devices with segments. A piece starts
+    no earlier than the end of everything before it on its device; pieces left empty by
+    that are dropped."""
     n = order.shape[0]
     devices = 0
     m = 0
@@ -201,23 +210,30 @@ def _tile(order, pieces, idle, elapsed, out, totals, counts):
             if e > s:
                 idle_from = 0 if not kept else last_end
                 if s > idle_from and (kept or s > 0):
-                    out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = d, NULL, idle_from, s, idle, NULL
+                    if emit:
+                        out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = \
+                            d, NULL, idle_from, s, idle, NULL
+                    totals[idle] += s - idle_from
+                    counts[idle] += 1
                     m += 1
-                out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = \
-                    d, pieces[p, 1], s, e, pieces[p, 4], pieces[p, 5]
+                if emit:
+                    out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = \
+                        d, pieces[p, 1], s, e, pieces[p, 4], pieces[p, 5]
+                totals[pieces[p, 4]] += e - s
+                counts[pieces[p, 4]] += 1
                 m += 1
                 kept = True
                 last_end = max(covered, e)
             covered = max(covered, e)
             k += 1
         if kept and elapsed > last_end:
-            out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = d, NULL, last_end, elapsed, idle, NULL
+            if emit:
+                out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = d, NULL, last_end, elapsed, idle, NULL
+            totals[idle] += elapsed - last_end
+            counts[idle] += 1
             m += 1
         if m > first_segment:
             devices += 1
-    for j in range(m):
-        totals[out[4, j]] += out[3, j] - out[2, j]
-        counts[out[4, j]] += 1
     return m, devices
 
 

@@ -417,19 +417,24 @@ def _with_stages(cmds: pl.DataFrame) -> pl.DataFrame:
 PIECE_PHASES = ["COMMAND", "DATA IN", "DATA OUT", "GAP", "STATUS"]
 
 
-def tile(ios: pl.DataFrame, elapsed_ns: int) -> dict:
+def tile(ios: pl.DataFrame, elapsed_ns: int, segments: bool = True) -> dict:
     """Per device, stage pieces plus IDLE tiling [0, elapsed_ns] (srt.tile's columns).
     Pieces, in this order: every command's COMMAND, GAP to its data (or status), DATA, GAP
-    after the data, STATUS; commands without a CBW/IU submit have none."""
+    after the data, STATUS; commands without a CBW/IU submit have none. (Listed command by
+    command first: when that comes out in time order, as Bulk-Only traffic does, the
+    tiling needs no sort.)"""
     pieces = np.empty((5 * ios.height, len(srt.PIECE_COLUMNS)), np.int64)
     if not ios.height:
-        return srt.tile(pieces, elapsed_ns, PIECE_PHASES)
+        return srt.tile(pieces, elapsed_ns, PIECE_PHASES, segments)
     times = ios.select(pl.col(c).cast(pl.Int64).fill_null(srt.NULL)
                        for c in ("_dev", "io", "cmd_s", "cmd_c", "_d0", "_s0", "data_c", "sts_c", "data_bytes"))
     data_in = ios.select(pl.col("data_in").fill_null(pl.col("flag_in")).fill_null(True)).to_series().to_numpy()
-    n = usbscan.stage_pieces(*(times[c].to_numpy() for c in times.columns), data_in,
-                             np.array([PIECE_PHASES.index(p) for p in usbscan.STAGE_ORDER], np.int64), pieces)
-    return srt.tile(pieces[:n], elapsed_ns, PIECE_PHASES)
+    columns = [*(times[c].to_numpy() for c in times.columns), data_in,
+               np.array([PIECE_PHASES.index(p) for p in usbscan.STAGE_ORDER], np.int64)]
+    n, in_order = usbscan.stage_pieces(*columns, True, pieces)
+    if not in_order:
+        n, _ = usbscan.stage_pieces(*columns, False, pieces)
+    return srt.tile(pieces[:n], elapsed_ns, PIECE_PHASES, segments, in_order)
 
 
 # ---------------------------------------------------------------- analysis
@@ -548,14 +553,18 @@ def _devices(cmds: pl.DataFrame) -> tuple[pl.Series, np.ndarray]:
     return pl.Series("device", sorted(names), dtype=pl.Utf8), rank[first_seen]
 
 
+def segments_frame(full: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
+    """The segment frame (schema SEGMENTS + device) of the commands (`ios_frame`)."""
+    names = full.select("_dev", "device").unique("_dev").sort("_dev")["device"] if full.height else None
+    return srt.segments_frame(tile(full, elapsed_ns), names)
+
+
 def analyze(capture: Capture, options=None) -> Analysis:
     urbs = capture.columns["urbs"] if "urbs" in capture.columns else urb_columns(capture.frames["urbs"])
     elapsed = int(urbs.t_ns.max()) if len(urbs) else 0
     _, cmds, anomalies = commands(urbs)
     full = ios_frame(cmds)
-    tiles = tile(full, elapsed)
-    names = full.select("_dev", "device").unique("_dev").sort("_dev")["device"] if full.height else None
-    segments = srt.segments_frame(tiles, names)
+    tiles = tile(full, elapsed, segments=False)
     ios = full.select(list({**schema.IOS, **IOS_EXTRA}))
     paired = int(ios["paired"].sum()) if ios.height else 0
     table = srt.table(ios)
@@ -571,7 +580,8 @@ def analyze(capture: Capture, options=None) -> Analysis:
         notes.append("1t text has no bus numbers: devices are shown on bus 0")
     cats = srt.category_table(tiles["totals"], n_dev, STAGES, elapsed, paired)
     return Analysis(
-        layer="usb", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=segments, ios=ios,
+        layer="usb", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=lambda: segments_frame(full, elapsed),
+        segment_targets=False, ios=ios,
         anomalies=an, ios_completed=paired, data_bytes=data_bytes,
         category_order={"usb": list(STAGES)}, default_profile="usb", categories={"usb": cats},
         notes=notes,

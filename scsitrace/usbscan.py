@@ -350,35 +350,46 @@ STAGE_ORDER = ("COMMAND", "GAP", "DATA IN", "DATA OUT", "STATUS")   # stage_piec
 
 
 @njit(cache=True, nogil=True)
-def stage_pieces(dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_in, phase_code, out):
+def stage_pieces(dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_in, phase_code, by_command, out):
     """Stage pieces of commands (per command columns; NULL times unknown) as rows of `out`
-    (srt.PIECE_COLUMNS: device, io, start, end, phase, bytes), block by block: every COMMAND, every GAP before
-    the data (or status), every DATA, every GAP after the data, every STATUS. Commands
-    without a submit time and pieces with an unknown end are left out. Returns the count."""
+    (srt.PIECE_COLUMNS: device, io, start, end, phase, bytes), block by block: every
+    COMMAND, every GAP before the data (or status), every DATA, every GAP after the data,
+    every STATUS; or, with `by_command`, command by command (each one's pieces in that
+    block order). Commands without a submit time and pieces with an unknown end are left
+    out. Returns the count and whether the pieces came out in (device, start, block)
+    order: then they are also in the order a stable sort of the block-by-block pieces by
+    (device, start) gives (ties: block, then command)."""
+    n = dev.shape[0]
     m = 0
-    for block in range(5):
-        for i in range(dev.shape[0]):
-            if cmd_s[i] == NULL:
+    in_order = True
+    prev_dev, prev_start, prev_block = np.int64(-1), NULL, -1
+    for a in range(5 * n):
+        block, i = (a % 5, a // 5) if by_command else (a // n, a % n)
+        if cmd_s[i] == NULL:
+            continue
+        has_data = data_c[i] != NULL
+        nbytes = NULL
+        if block == 0:
+            start, end, phase = cmd_s[i], cmd_c[i], phase_code[0]
+        elif block == 1:
+            start, end, phase = cmd_c[i], d0[i] if d0[i] != NULL else s0[i], phase_code[1]
+        elif block == 2:
+            if not has_data:
                 continue
-            has_data = data_c[i] != NULL
-            nbytes = NULL
-            if block == 0:
-                start, end, phase = cmd_s[i], cmd_c[i], phase_code[0]
-            elif block == 1:
-                start, end, phase = cmd_c[i], d0[i] if d0[i] != NULL else s0[i], phase_code[1]
-            elif block == 2:
-                if not has_data:
-                    continue
-                start, end, nbytes = d0[i], data_c[i], data_bytes[i]
-                phase = phase_code[2] if data_in[i] else phase_code[3]
-            elif block == 3:
-                if not has_data:
-                    continue
-                start, end, phase = data_c[i], s0[i], phase_code[1]
-            else:
-                start, end, phase = s0[i], sts_c[i], phase_code[4]
-            if start == NULL or end == NULL:
+            start, end, nbytes = d0[i], data_c[i], data_bytes[i]
+            phase = phase_code[2] if data_in[i] else phase_code[3]
+        elif block == 3:
+            if not has_data:
                 continue
-            out[m, 0], out[m, 1], out[m, 2], out[m, 3], out[m, 4], out[m, 5] = dev[i], io[i], start, end, phase, nbytes
-            m += 1
-    return m
+            start, end, phase = data_c[i], s0[i], phase_code[1]
+        else:
+            start, end, phase = s0[i], sts_c[i], phase_code[4]
+        if start == NULL or end == NULL:
+            continue
+        out[m, 0], out[m, 1], out[m, 2], out[m, 3], out[m, 4], out[m, 5] = dev[i], io[i], start, end, phase, nbytes
+        m += 1
+        if dev[i] < prev_dev or (dev[i] == prev_dev and (start < prev_start
+                                                          or (start == prev_start and block < prev_block))):
+            in_order = False
+        prev_dev, prev_start, prev_block = dev[i], start, block
+    return m, in_order
