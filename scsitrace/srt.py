@@ -165,9 +165,14 @@ def tile(pieces: np.ndarray, elapsed_ns: int, phases: list[str], segments: bool 
     out = np.empty((6, 3 * len(order) + 1 if segments else 0), np.int64)
     totals, counts = np.zeros(len(names), np.int64), np.zeros(len(names), np.int64)
     m, devices = _tile(order, pieces, names.index(IDLE), elapsed_ns, segments, out, totals, counts)
-    found = {"phases": names, "devices": int(devices),
-             "totals": {name: int(totals[k]) for k, name in enumerate(names) if counts[k]}}
+    found = tile_totals(names, totals, counts, devices)
     return {**dict(zip(PIECE_COLUMNS, out[:, :m])), **found} if segments else found
+
+
+def tile_totals(names: list[str], totals: np.ndarray, counts: np.ndarray, devices: int) -> dict:
+    """`tile`'s result without segments, from the time and segment count per phase code."""
+    return {"phases": names, "devices": int(devices),
+            "totals": {name: int(totals[k]) for k, name in enumerate(names) if counts[k]}}
 
 
 @njit(cache=True, nogil=True)
@@ -186,13 +191,24 @@ def _device_start_key(pieces, elapsed):
     return key, in_order
 
 
+@njit(cache=True, nogil=True, inline="always")
+def place(start, end, covered, last_end):
+    """Where a device's next piece [start, end) goes (pieces in start order): it starts no
+    earlier than `covered`, the latest end before it (-1 for none); `last_end`: where
+    the device's last segment ended (-1 for none). Returns (whether the piece keeps a
+    segment (else it is left empty), the segment's start, where the IDLE before it
+    starts (its start for no IDLE), covered after it, last_end after it)."""
+    s = max(start, covered)
+    if end <= s:
+        return False, s, s, max(covered, end), last_end
+    return True, s, min(max(last_end, 0), s), max(covered, end), max(covered, end)
+
+
 @njit(cache=True, nogil=True)
 def _tile(order, pieces, idle, elapsed, emit, out, totals, counts):
-    """Pieces taken in `order` (by device, then start) -> segments, written to `out` rows
-    (PIECE_COLUMNS) when `emit`; adds time and segments per phase to `totals` and
-    `counts`. Returns the number of segments and of devices with segments. A piece starts
-    no earlier than the end of everything before it on its device; pieces left empty by
-    that are dropped."""
+    """Pieces taken in `order` (by device, then start) -> segments (`place`), written to
+    `out` rows (PIECE_COLUMNS) when `emit`; adds time and segments per phase to `totals`
+    and `counts`. Returns the number of segments and of devices with segments."""
     n = order.shape[0]
     devices = 0
     m = 0
@@ -202,14 +218,12 @@ def _tile(order, pieces, idle, elapsed, emit, out, totals, counts):
         first_segment = m
         covered = np.int64(-1)
         last_end = np.int64(-1)
-        kept = False
         while k < n and pieces[order[k], 0] == d:
             p = order[k]
-            s = max(pieces[p, 2], covered)
             e = pieces[p, 3]
-            if e > s:
-                idle_from = 0 if not kept else last_end
-                if s > idle_from and (kept or s > 0):
+            kept, s, idle_from, covered, last_end = place(pieces[p, 2], e, covered, last_end)
+            if kept:
+                if idle_from < s:
                     if emit:
                         out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = \
                             d, NULL, idle_from, s, idle, NULL
@@ -222,11 +236,8 @@ def _tile(order, pieces, idle, elapsed, emit, out, totals, counts):
                 totals[pieces[p, 4]] += e - s
                 counts[pieces[p, 4]] += 1
                 m += 1
-                kept = True
-                last_end = max(covered, e)
-            covered = max(covered, e)
             k += 1
-        if kept and elapsed > last_end:
+        if m > first_segment and elapsed > last_end:
             if emit:
                 out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = d, NULL, last_end, elapsed, idle, NULL
             totals[idle] += elapsed - last_end

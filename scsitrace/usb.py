@@ -422,15 +422,24 @@ def tile(ios: pl.DataFrame, elapsed_ns: int, segments: bool = True) -> dict:
     Pieces, in this order: every command's COMMAND, GAP to its data (or status), DATA, GAP
     after the data, STATUS; commands without a CBW/IU submit have none. (Listed command by
     command first: when that comes out in time order, as Bulk-Only traffic does, the
-    tiling needs no sort.)"""
-    pieces = np.empty((5 * ios.height, len(srt.PIECE_COLUMNS)), np.int64)
+    tiling needs no sort, and its totals no piece table.)"""
+    pieces = np.empty((5 * ios.height if segments else 0, len(srt.PIECE_COLUMNS)), np.int64)
     if not ios.height:
         return srt.tile(pieces, elapsed_ns, PIECE_PHASES, segments)
     times = ios.select(pl.col(c).cast(pl.Int64).fill_null(srt.NULL)
                        for c in ("_dev", "io", "cmd_s", "cmd_c", "_d0", "_s0", "data_c", "sts_c", "data_bytes"))
+    dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes = (times[c].to_numpy() for c in times.columns)
     data_in = ios.select(pl.col("data_in").fill_null(pl.col("flag_in")).fill_null(True)).to_series().to_numpy()
-    columns = [*(times[c].to_numpy() for c in times.columns), data_in,
-               np.array([PIECE_PHASES.index(p) for p in usbscan.STAGE_ORDER], np.int64)]
+    phase_code = np.array([PIECE_PHASES.index(p) for p in usbscan.STAGE_ORDER], np.int64)
+    if not segments:
+        names = [*PIECE_PHASES, srt.IDLE]
+        totals, counts = np.zeros(len(names), np.int64), np.zeros(len(names), np.int64)
+        in_order, devices = usbscan.stage_totals(dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, phase_code,
+                                                 names.index(srt.IDLE), elapsed_ns, totals, counts)
+        if in_order:
+            return srt.tile_totals(names, totals, counts, devices)
+        pieces = np.empty((5 * ios.height, len(srt.PIECE_COLUMNS)), np.int64)
+    columns = (dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_in, phase_code)
     n, in_order = usbscan.stage_pieces(*columns, True, pieces)
     if not in_order:
         n, _ = usbscan.stage_pieces(*columns, False, pieces)

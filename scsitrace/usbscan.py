@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .srt import NULL
+from .srt import NULL, place as srt_place
 
 EV_S, EV_C, EV_E = ord("S"), ord("C"), ord("E")
 EPIPE, EREMOTEIO = -32, -121
@@ -346,50 +346,101 @@ def take_bytes(buf, at, counts, width):
     return out
 
 
-STAGE_ORDER = ("COMMAND", "GAP", "DATA IN", "DATA OUT", "STATUS")   # stage_pieces' `phase_code` order
+STAGE_ORDER = ("COMMAND", "GAP", "DATA IN", "DATA OUT", "STATUS")   # `phase_code` order below
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _piece(block, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in):
+    """A command's piece number `block` (0 COMMAND, 1 GAP to its data or status, 2 DATA,
+    3 GAP after the data, 4 STATUS): (start, end, index in STAGE_ORDER); start or end
+    NULL when the command has no such piece."""
+    start, end, stage = NULL, NULL, 0
+    if cmd_s == NULL:
+        pass
+    elif block == 0:
+        start, end, stage = cmd_s, cmd_c, 0
+    elif block == 1:
+        start, end, stage = cmd_c, d0 if d0 != NULL else s0, 1
+    elif block == 2:
+        if data_c != NULL:
+            start, end, stage = d0, data_c, 2 if data_in else 3
+    elif block == 3:
+        if data_c != NULL:
+            start, end, stage = data_c, s0, 1
+    else:
+        start, end, stage = s0, sts_c, 4
+    return start, end, stage
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _after(dev, start, block, prev_dev, prev_start, prev_block):
+    """Whether a piece comes at or after the previous one in (device, start, block) order."""
+    return dev > prev_dev or (dev == prev_dev and (start > prev_start or (start == prev_start and block >= prev_block)))
 
 
 @njit(cache=True, nogil=True)
 def stage_pieces(dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_in, phase_code, by_command, out):
-    """Stage pieces of commands (per command columns; NULL times unknown) as rows of `out`
-    (srt.PIECE_COLUMNS: device, io, start, end, phase, bytes), block by block: every
-    COMMAND, every GAP before the data (or status), every DATA, every GAP after the data,
-    every STATUS; or, with `by_command`, command by command (each one's pieces in that
-    block order). Commands without a submit time and pieces with an unknown end are left
-    out. Returns the count and whether the pieces came out in (device, start, block)
-    order: then they are also in the order a stable sort of the block-by-block pieces by
-    (device, start) gives (ties: block, then command)."""
+    """Stage pieces of commands (per command columns; NULL times unknown; `_piece`) as rows
+    of `out` (srt.PIECE_COLUMNS: device, io, start, end, phase, bytes), block by block:
+    every COMMAND, every GAP before the data (or status), every DATA, every GAP after the
+    data, every STATUS; or, with `by_command`, command by command (each one's pieces in
+    that block order). Returns the count and whether the pieces came out in (device,
+    start, block) order: then they are also in the order a stable sort of the
+    block-by-block pieces by (device, start) gives (ties: block, then command)."""
     n = dev.shape[0]
     m = 0
     in_order = True
     prev_dev, prev_start, prev_block = np.int64(-1), NULL, -1
     for a in range(5 * n):
         block, i = (a % 5, a // 5) if by_command else (a // n, a % n)
-        if cmd_s[i] == NULL:
-            continue
-        has_data = data_c[i] != NULL
-        nbytes = NULL
-        if block == 0:
-            start, end, phase = cmd_s[i], cmd_c[i], phase_code[0]
-        elif block == 1:
-            start, end, phase = cmd_c[i], d0[i] if d0[i] != NULL else s0[i], phase_code[1]
-        elif block == 2:
-            if not has_data:
-                continue
-            start, end, nbytes = d0[i], data_c[i], data_bytes[i]
-            phase = phase_code[2] if data_in[i] else phase_code[3]
-        elif block == 3:
-            if not has_data:
-                continue
-            start, end, phase = data_c[i], s0[i], phase_code[1]
-        else:
-            start, end, phase = s0[i], sts_c[i], phase_code[4]
+        start, end, stage = _piece(block, cmd_s[i], cmd_c[i], d0[i], s0[i], data_c[i], sts_c[i], data_in[i])
         if start == NULL or end == NULL:
             continue
-        out[m, 0], out[m, 1], out[m, 2], out[m, 3], out[m, 4], out[m, 5] = dev[i], io[i], start, end, phase, nbytes
+        out[m, 0], out[m, 1], out[m, 2], out[m, 3], out[m, 4] = dev[i], io[i], start, end, phase_code[stage]
+        out[m, 5] = data_bytes[i] if block == 2 else NULL
         m += 1
-        if dev[i] < prev_dev or (dev[i] == prev_dev and (start < prev_start
-                                                          or (start == prev_start and block < prev_block))):
-            in_order = False
+        in_order = in_order and _after(dev[i], start, block, prev_dev, prev_start, prev_block)
         prev_dev, prev_start, prev_block = dev[i], start, block
     return m, in_order
+
+
+@njit(cache=True, nogil=True)
+def stage_totals(dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, phase_code, idle, elapsed, totals, counts):
+    """The tiling totals (srt.tile's `totals`, as time and segments per phase code) of the
+    pieces stage_pieces lists command by command, tiled as they are listed, without a
+    piece table, provided they come in (device, start, block) order. Returns whether they
+    did (else the totals are incomplete: list and tile the pieces) and how many devices
+    have segments."""
+    devices = 0
+    prev_dev, prev_start, prev_block = np.int64(-1), NULL, -1
+    covered, last_end = np.int64(-1), np.int64(-1)
+    for i in range(dev.shape[0]):
+        for block in range(5):
+            start, end, stage = _piece(block, cmd_s[i], cmd_c[i], d0[i], s0[i], data_c[i], sts_c[i], data_in[i])
+            if start == NULL or end == NULL:
+                continue
+            if not _after(dev[i], start, block, prev_dev, prev_start, prev_block):
+                return False, 0
+            if dev[i] != prev_dev:
+                devices += _close_device(last_end, elapsed, idle, totals, counts)
+                covered, last_end = np.int64(-1), np.int64(-1)
+            prev_dev, prev_start, prev_block = dev[i], start, block
+            kept, s, idle_from, covered, last_end = srt_place(start, end, covered, last_end)
+            if kept:
+                totals[idle] += s - idle_from
+                counts[idle] += idle_from < s
+                totals[phase_code[stage]] += end - s
+                counts[phase_code[stage]] += 1
+    devices += _close_device(last_end, elapsed, idle, totals, counts)
+    return True, devices
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _close_device(last_end, elapsed, idle, totals, counts):
+    """The IDLE after a device's last segment (none: last_end < 0); 1 if it had segments."""
+    if last_end < 0:
+        return 0
+    if elapsed > last_end:
+        totals[idle] += elapsed - last_end
+        counts[idle] += 1
+    return 1
