@@ -114,7 +114,7 @@ def decode(buf, walk, start, big_endian, max_len, data_offset, caplens, sizes, m
             if n == data_offset.shape[0]:
                 break
             base, caplen, size, mm = data_offset[n], caplens[n], sizes[n], mmapped[n]
-        i = n
+        i = np.uint64(n)     # unsigned indices: no negative-index checks
         n += 1
         if caplen < size:
             bad[i] = SHORT
@@ -140,7 +140,7 @@ def decode(buf, walk, start, big_endian, max_len, data_offset, caplens, sizes, m
         t_ns[i] = np.int64(_le(buf, base + at[TS_SEC], 8)) * 1_000_000_000 \
             + np.int64(np.int32(np.uint32(_le(buf, base + at[TS_USEC], 4)))) * 1000
         for b in range(8):
-            setup[i, b] = buf[base + at[SETUP] + b]
+            setup[i, np.uint64(b)] = buf[np.uint64(base + at[SETUP] + b)]
         has_setup[i] = buf[base + at[FLAG_SETUP]] == 0 and ev == 83
         has_data = buf[base + at[FLAG_DATA]] == 0 and len_cap > 0
         data_size[i] = min(len_cap, data_prefix) if has_data else -1
@@ -150,7 +150,7 @@ def decode(buf, walk, start, big_endian, max_len, data_offset, caplens, sizes, m
         if why == 0 and has_data:
             first = np.uint64(base + size + iso)
             for b in range(data_size[i]):
-                data[kept + b] = buf[first + np.uint64(b)]
+                data[np.uint64(kept + b)] = buf[first + np.uint64(b)]
             if data_size[i] >= 4:
                 data_head[i] = np.uint32(_le(data, kept, 4))
             kept += data_size[i]
