@@ -166,16 +166,6 @@ def _be16(col: str, i: int) -> pl.Expr:
     return _u8(col, i) * 256 + _u8(col, i + 1)
 
 
-def _le32_values(rows: np.ndarray, i: int) -> np.ndarray:
-    """Little-endian uint32 at byte `i` of each row of a byte matrix, as int64."""
-    return np.ascontiguousarray(rows[:, i:i + 4]).view("<u4").reshape(-1).astype(np.int64)
-
-
-def _le32_at(rows: np.ndarray, i: int, present: np.ndarray | None = None) -> pl.Series:
-    """Little-endian uint32 at byte `i` of each row of a byte matrix (null where absent)."""
-    return srt.nullable(_le32_values(rows, i), None if present is None else ~present)
-
-
 # ---------------------------------------------------------------- URBs -> transfers
 
 @dataclass
@@ -254,8 +244,7 @@ def bot_commands(xf: Transfers) -> tuple[pl.DataFrame, list[pl.DataFrame], np.nd
         return pl.DataFrame(), [], not_bot
     first = a["first"]
     row = xf.row[first]
-    cb_len = (cbw[:, 14] & 0x1F).astype(np.int64)
-
+    f = usbscan.bot_fields(cbw, csw, csw_size, a["n_csw"], a["last"], a["sts_c"])
     cmds = pl.DataFrame({
         "bus": u.bus[row], "dev": u.dev[row], "pos": u.pos[row],
         "cmd_s": srt.nullable(xf.submit_ns[first]), "cmd_c": srt.nullable(xf.complete_ns[first]),
@@ -263,16 +252,14 @@ def bot_commands(xf: Transfers) -> tuple[pl.DataFrame, list[pl.DataFrame], np.nd
         "data_s": srt.nullable(a["data_s"]), "data_c": srt.nullable(a["data_c"]),
         "stalls": a["stalls"], "data_bytes": a["data_bytes"],
         "data_in": srt.nullable(a["data_in"] == 1, a["data_in"] < 0),
-        "usb_tag": _le32_at(cbw, 4), "bytes": _le32_at(cbw, 8),
-        "flag_in": (cbw[:, 12] & 0x80) > 0,
-        "lun": (cbw[:, 13] & 0x0F).astype(np.int64),
-        "csw_tag": _le32_at(csw, 4, csw_size >= 8),
-        "residue": _le32_at(csw, 8, csw_size >= 12),
-        "csw_status": srt.nullable(csw[:, 12].astype(np.int64), csw_size <= 12),
+        "usb_tag": f["usb_tag"], "bytes": f["bytes"], "flag_in": f["flag_in"], "lun": f["lun"],
+        "csw_tag": srt.nullable(f["csw_tag"], csw_size < 8), "residue": srt.nullable(f["residue"], csw_size < 12),
+        "csw_status": srt.nullable(f["csw_status"], csw_size <= 12),
         "n_csw": a["n_csw"], "last": a["last"],
-    }).with_columns(_cdb_fields(scsi.decode_cdb_matrix(cbw[:, 15:31], np.clip(cb_len, 0, 16))))
-    cmds = cmds.with_columns(_bot_reasons(a, cbw, csw, csw_size), pl.lit("BOT").alias("transport"),
-                             _csw_status_names(csw, csw_size))
+        "reason": pl.Series(BOT_REASONS, dtype=pl.Utf8).gather(f["reason"]),
+        "status": _csw_status_names(f["csw_status"], csw_size),
+    }).with_columns(pl.lit("BOT").alias("transport"),
+                    *_cdb_fields(scsi.decode_cdb_matrix(cbw[:, 15:31], np.clip(f["cb_len"], 0, 16))))
     orphan_csw = xf.frame(np.flatnonzero(kind == usbscan.BEFORE_CBW_CSW))
     if orphan_csw.height:
         orphans = orphan_csw.select(
@@ -295,23 +282,14 @@ def bot_commands(xf: Transfers) -> tuple[pl.DataFrame, list[pl.DataFrame], np.nd
     return cmds, anomalies, not_bot
 
 
+# why a Bulk-Only command is unpaired, by usbscan.bot_fields' `reason` code (PAIRED: null)
 BOT_REASONS = ["no CSW (capture ended)", "no CSW before the next CBW", "CSW tag does not match the CBW", None]
 
 
-def _bot_reasons(a: dict, cbw: np.ndarray, csw: np.ndarray, csw_size: np.ndarray) -> pl.Series:
-    """Why each Bulk-Only command is unpaired, null when paired (BOT_REASONS, checked in
-    that order: no CSW up to the end or the next CBW, a CSW with another tag, a CSW not
-    completed)."""
-    no_csw = a["n_csw"] == 0
-    tag_differs = (csw_size >= 8) & (_le32_values(csw, 4) != _le32_values(cbw, 4))
-    code = np.select([no_csw & a["last"], no_csw, tag_differs, a["sts_c"] == srt.NULL], [0, 1, 2, 0], 3)
-    return pl.Series("reason", BOT_REASONS, dtype=pl.Utf8).gather(code)
-
-
-def _csw_status_names(csw: np.ndarray, csw_size: np.ndarray) -> pl.Series:
+def _csw_status_names(status: np.ndarray, csw_size: np.ndarray) -> pl.Series:
     """Each command's CSW status by name (CSW_STATUS, else "CSW status N"; null without one)."""
     names = [CSW_STATUS.get(v, f"CSW status {v}") for v in range(256)] + [None]
-    code = np.where(csw_size <= 12, len(names) - 1, csw[:, 12].astype(np.int64))
+    code = np.where(csw_size <= 12, len(names) - 1, status)
     return pl.Series("status", names, dtype=pl.Utf8).gather(code)
 
 

@@ -298,6 +298,46 @@ def _bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, st
     return n_cmd
 
 
+BOT_FIELDS = ("usb_tag", "bytes", "lun", "cb_len", "csw_tag", "residue", "csw_status", "reason")
+NO_CSW_AT_END, NO_CSW_BEFORE_NEXT, TAG_DIFFERS, PAIRED = range(4)    # `reason` codes
+
+
+def bot_fields(cbw, csw, csw_size, n_csw, last, sts_c) -> dict:
+    """Per Bulk-Only command (bot_pass' outputs): the CBW's tag, transfer length, LUN and
+    CDB length, the CSW's tag, residue and status (values where its `csw_size` bytes
+    hold none are not to be read), the CBW's direction flag (`flag_in`), and why it is
+    unpaired (`reason`, checked in this order: no CSW up to the end of the capture or the
+    next CBW, a CSW with another tag, a CSW not completed (end of capture); else PAIRED)."""
+    n = len(cbw)
+    ints, flag_in = np.empty((len(BOT_FIELDS), n), np.int64), np.empty(n, np.bool_)
+    _bot_fields(cbw, csw, csw_size, n_csw, last, sts_c, ints, flag_in)
+    return {**dict(zip(BOT_FIELDS, ints)), "flag_in": flag_in}
+
+
+@njit(cache=True, nogil=True)
+def _bot_fields(cbw, csw, csw_size, n_csw, last, sts_c, ints, flag_in):
+    for c in range(cbw.shape[0]):
+        tag = _le32(cbw, c, 4)
+        ints[0, c], ints[1, c], ints[2, c], ints[3, c] = tag, _le32(cbw, c, 8), cbw[c, 13] & 0x0F, cbw[c, 14] & 0x1F
+        ints[4, c], ints[5, c], ints[6, c] = _le32(csw, c, 4), _le32(csw, c, 8), csw[c, 12]
+        flag_in[c] = (cbw[c, 12] & 0x80) != 0
+        if n_csw[c] == 0:
+            ints[7, c] = NO_CSW_AT_END if last[c] else NO_CSW_BEFORE_NEXT
+        elif csw_size[c] >= 8 and ints[4, c] != tag:
+            ints[7, c] = TAG_DIFFERS
+        elif sts_c[c] == NULL:
+            ints[7, c] = NO_CSW_AT_END
+        else:
+            ints[7, c] = PAIRED
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _le32(rows, r, at):
+    """The little-endian uint32 at byte `at` of row `r`."""
+    return np.int64(rows[r, at]) | (np.int64(rows[r, at + 1]) << 8) | (np.int64(rows[r, at + 2]) << 16) \
+        | (np.int64(rows[r, at + 3]) << 24)
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _close(acc, d, ints, c):
     """Write device `d`'s aggregates out as those of command `c`."""
