@@ -26,15 +26,18 @@ def _measured(ios: pl.DataFrame, time_col: str, ok_col: str) -> pl.DataFrame:
         pl.col(ok_col) & pl.col(time_col).is_not_null() & pl.col("opcode").is_not_null())
 
 
-def nearest_ranks(done: pl.DataFrame, time_col: str, opcodes: list[int], p: float) -> list[int]:
-    """Nearest-rank percentile `p` of each opcode's times: of its ascending times, the one
-    at rank ceil(p/100 * n) (at least 1), found by np.partition (no sort)."""
+def nearest_ranks(done: pl.DataFrame, time_col: str, opcodes: list[int], ps: tuple[float, ...]) -> list[list[int]]:
+    """Nearest-rank percentiles `ps` of each opcode's times: of its ascending times, the
+    one at rank ceil(p/100 * n) (at least 1), found by one np.partition per opcode (no
+    sort). Returns one list per percentile, in `opcodes` order."""
     op, times = done["opcode"].to_numpy(), done[time_col].to_numpy()
-    out = []
+    out = [[] for _ in ps]
     for opcode in opcodes:
         t = times[op == opcode]
-        k = max(math.ceil(len(t) * (p / 100.0)), 1) - 1
-        out.append(int(np.partition(t, k)[k]))
+        ks = [max(math.ceil(len(t) * (p / 100.0)), 1) - 1 for p in ps]
+        part = np.partition(t, ks)
+        for values, k in zip(out, ks):
+            values.append(int(part[k]))
     return out
 
 
@@ -56,8 +59,8 @@ def table(ios: pl.DataFrame, time_col: str = "response_ns", ok_col: str = "paire
                 pl.col(time_col).sum().alias("sum_ns"))
            .sort("opcode"))
     opcodes = agg["opcode"].to_list()
-    agg = agg.with_columns(pl.Series("p50_ns", nearest_ranks(done, time_col, opcodes, 50), dtype=pl.Int64),
-                           pl.Series("p99_ns", nearest_ranks(done, time_col, opcodes, 99), dtype=pl.Int64))
+    p50, p99 = nearest_ranks(done, time_col, opcodes, (50, 99))
+    agg = agg.with_columns(pl.Series("p50_ns", p50, dtype=pl.Int64), pl.Series("p99_ns", p99, dtype=pl.Int64))
     return agg.with_columns(pl.col("opcode").cast(pl.Int64)).select(list(schema)).cast(schema)
 
 

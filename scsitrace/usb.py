@@ -189,6 +189,7 @@ class Transfers:
     actual: np.ndarray
     dir_in: np.ndarray
     xfer: np.ndarray
+    bus_dev: np.ndarray      # (bus << 8) | device address
 
     def frame(self, idx: np.ndarray) -> pl.DataFrame:
         """The transfers at positions `idx` as a frame (for the rare rows that need one)."""
@@ -212,16 +213,18 @@ class Transfers:
 
 def transfers(u: UrbColumns) -> Transfers:
     s_row, c_row = usbscan.pair_urbs(u.urb_id, u.event)
-    if len(s_row) and not usbscan.in_time_order(s_row, c_row, u.t_ns):
-        # transfers come in row order: sort by time, then row
-        t0 = np.where(s_row >= 0, u.t_ns[s_row], u.t_ns[c_row])
-        order = np.lexsort((np.where(s_row >= 0, s_row, c_row), t0))
+    columns = (u.t_ns, u.status, u.status_null, u.length, u.ep, u.xfer, u.bus, u.dev)
+    cols, in_order = usbscan.transfer_columns(s_row, c_row, *columns)
+    if not in_order:
+        # transfers come in row order: sort by time (submit, else completion), then row
+        row, submit, complete = cols[0], cols[2], cols[3]
+        order = np.lexsort((row, np.where(submit != srt.NULL, submit, complete)))
         s_row, c_row = s_row[order], c_row[order]
-    row, data_row, submit, complete, status, status_null, req_len, actual, dir_in, xfer = \
-        usbscan.transfer_columns(s_row, c_row, u.t_ns, u.status, u.status_null, u.length, u.ep, u.xfer)
+        cols, _ = usbscan.transfer_columns(s_row, c_row, *columns)
+    row, data_row, submit, complete, status, status_null, req_len, actual, dir_in, xfer, bus_dev = cols
     return Transfers(urbs=u, s_row=s_row, c_row=c_row, row=row, data_row=data_row, submit_ns=submit,
                      complete_ns=complete, status=status, status_null=status_null, req_len=req_len,
-                     actual=actual, dir_in=dir_in, xfer=xfer)
+                     actual=actual, dir_in=dir_in, xfer=xfer, bus_dev=bus_dev)
 
 
 def _cdb_fields(decoded: dict) -> list[pl.Series]:
@@ -235,7 +238,7 @@ def bot_commands(xf: Transfers) -> tuple[pl.DataFrame, list[pl.DataFrame], np.nd
     """Commands of Bulk-Only devices (devices that sent a CBW: the bulk transfers of other
     devices are returned, as positions, for UAS), and their anomalies."""
     u = xf.urbs
-    device, n_devices = usbscan.dense_ids((u.bus[xf.row].astype(np.int64) << 8) | u.dev[xf.row])
+    device, n_devices = usbscan.dense_ids(xf.bus_dev)
     a, cbw, csw, csw_size, kind = usbscan.bot_pass(
         xf.xfer, xf.dir_in, device, xf.data_row, xf.submit_ns, xf.complete_ns, xf.status, xf.status_null,
         xf.req_len, xf.actual, u.data_buf, u.data_at, u.data_size, u.data_head, n_devices)

@@ -131,34 +131,25 @@ def _pair_urbs(urb_id, event, rows):
     return count
 
 
-@njit(cache=True, nogil=True)
-def in_time_order(s_row, c_row, t_ns):
-    """Whether transfers (submit row, completion row; -1 where absent) are in time order
-    of their submit, else completion."""
-    prev = np.iinfo(np.int64).min
-    for k in range(s_row.shape[0]):
-        t = t_ns[s_row[k]] if s_row[k] >= 0 else t_ns[c_row[k]]
-        if t < prev:
-            return False
-        prev = t
-    return True
-
-
-def transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer):
+def transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer, bus, dev):
     """Per transfer: (naming row, data row, submit time, completion time, status, status
-    unknown, requested length, actual length, direction IN, transfer type). IN transfers
-    move the completion's data, OUT transfers the submit's (a lone completion: its own)."""
+    unknown, requested length, actual length, direction IN, transfer type, (bus << 8) |
+    device address), and whether the transfers are in time order of their submit, else
+    completion. IN transfers move the completion's data, OUT transfers the submit's (a
+    lone completion: its own)."""
     n = len(s_row)
-    ints = np.empty((6, n), np.int64)
+    ints = np.empty((7, n), np.int64)
     out = (ints[0], ints[1], ints[2], ints[3], np.zeros(n, np.int32), np.ones(n, np.bool_), ints[4], ints[5],
-           np.empty(n, np.bool_), np.empty(n, np.uint8))
-    _transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer, *out)
-    return out
+           np.empty(n, np.bool_), np.empty(n, np.uint8), ints[6])
+    in_order = _transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer, bus, dev, *out)
+    return out, in_order
 
 
 @njit(cache=True, nogil=True)
-def _transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer,
-                      row, data_row, submit, complete, st, st_null, req, act, dir_in, kind):
+def _transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer, bus, dev,
+                      row, data_row, submit, complete, st, st_null, req, act, dir_in, kind, bus_dev):
+    in_order = True
+    prev = np.iinfo(np.int64).min
     for k in range(s_row.shape[0]):
         s, c = s_row[k], c_row[k]
         r = s if s >= 0 else c
@@ -173,6 +164,10 @@ def _transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer,
             st[k] = status[c]
             st_null[k] = status_null[c]
         kind[k] = xfer[r]
+        bus_dev[k] = (np.int64(bus[r]) << 8) | dev[r]
+        in_order = in_order and t_ns[r] >= prev
+        prev = t_ns[r]
+    return in_order
 
 
 @njit(cache=True, nogil=True, inline="always")
