@@ -215,25 +215,8 @@ def bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, sta
 def _bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, status_null, req_len, actual,
               data_buf, data_at, data_size, data_head, n_devices, ints, cbw, csw, csw_size, kind):
     n = xfer.shape[0]
-    is_cbw = np.zeros(n, np.bool_)
-    is_csw = np.zeros(n, np.bool_)
     bot = np.zeros(n_devices, np.bool_)
-    n_cmd = 0
-    for k in range(n):
-        r = data_row[k]
-        if xfer[k] != 3 or r < 0 or data_size[r] < 4:
-            continue
-        signature = data_head[r]
-        if not dir_in[k]:
-            if signature == CBW_SIGNATURE and data_size[r] >= CBW_BYTES:
-                p = data_at[r]
-                is_cbw[k] = True
-                bot[device[k]] = True
-                for b in range(CBW_BYTES):
-                    cbw[n_cmd, b] = data_buf[p + b]
-                n_cmd += 1
-        elif signature == CSW_SIGNATURE and actual[k] == CSW_BYTES:
-            is_csw[k] = True
+    before_cbw = False
     # each device's open command is aggregated in a row of `acc` (a cache line, not 11
     # output streams) and written out to `ints` once, when its device's next CBW or the
     # end of the capture closes it
@@ -244,10 +227,14 @@ def _bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, st
         if xfer[k] != 3:
             continue
         d = device[k]
-        if not bot[d]:
-            kind[k] = NOT_BOT
-            continue
-        if is_cbw[k]:
+        r = data_row[k]
+        signed = r >= 0 and data_size[r] >= 4
+        is_cbw = signed and not dir_in[k] and data_head[r] == CBW_SIGNATURE and data_size[r] >= CBW_BYTES
+        is_csw = signed and dir_in[k] and data_head[r] == CSW_SIGNATURE and actual[k] == CSW_BYTES
+        if is_cbw:
+            bot[d] = True
+            for b in range(CBW_BYTES):
+                cbw[m, b] = data_buf[data_at[r] + b]
             if current[d] >= 0:
                 _close(acc, d, ints, current[d])
             acc[d, FIRST], acc[d, LAST], acc[d, CSW_K], acc[d, N_CSW] = k, 0, -1, 0
@@ -257,12 +244,13 @@ def _bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, st
             current[d] = m
             m += 1
         c = current[d]
-        if c < 0:
-            kind[k] = BEFORE_CBW_CSW if is_csw[k] else BEFORE_CBW_DATA
+        if c < 0:     # NOT_BOT instead, below, if the device never sends a CBW
+            kind[k] = BEFORE_CBW_CSW if is_csw else BEFORE_CBW_DATA
+            before_cbw = True
             continue
         has_status = not status_null[k]
         st = status[k]
-        if is_csw[k]:
+        if is_csw:
             if acc[d, N_CSW] == 0:
                 acc[d, CSW_K] = k
                 acc[d, STS_C] = complete_ns[k]
@@ -272,12 +260,12 @@ def _bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, st
                     csw[c, b] = data_buf[data_at[r] + b]
             acc[d, N_CSW] += 1
         # a failed read of CSW size is a status-stage retry (unknown when a value is null)
-        retry_known = (not dir_in[k]) or is_csw[k] or (req_len[k] != NULL and req_len[k] != CSW_BYTES) \
+        retry_known = (not dir_in[k]) or is_csw or (req_len[k] != NULL and req_len[k] != CSW_BYTES) \
             or (has_status and st == 0)
-        retry = dir_in[k] and not is_csw[k] and req_len[k] == CSW_BYTES and has_status and st != 0
-        if is_csw[k] or retry:
+        retry = dir_in[k] and not is_csw and req_len[k] == CSW_BYTES and has_status and st != 0
+        if is_csw or retry:
             acc[d, STS_S] = _min(acc[d, STS_S], submit_ns[k])
-        if not is_cbw[k] and not is_csw[k] and retry_known:
+        if not is_cbw and not is_csw and retry_known:
             acc[d, DATA_S] = _min(acc[d, DATA_S], submit_ns[k])
             acc[d, DATA_C] = _max(acc[d, DATA_C], complete_ns[k])
             if has_status and (st == 0 or st == EREMOTEIO) and actual[k] != NULL:
@@ -290,7 +278,11 @@ def _bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, st
         if current[d] >= 0:
             acc[d, LAST] = 1
             _close(acc, d, ints, current[d])
-    return n_cmd
+    if before_cbw:
+        for k in range(n):
+            if xfer[k] == 3 and not bot[device[k]]:
+                kind[k] = NOT_BOT
+    return m
 
 
 BOT_FIELDS = ("usb_tag", "bytes", "lun", "cb_len", "csw_tag", "residue", "csw_status", "reason")
