@@ -142,7 +142,6 @@ class Packets:
     truncated_at: int | None = None
     little_endian: bool = True
     nano: bool = False
-    fields: dict[str, np.ndarray] = field(default_factory=dict)   # requested fields of each packet's data
 
     def times(self) -> np.ndarray:
         """Packet times; pcap record headers are only gathered when someone asks (usbmon
@@ -194,18 +193,13 @@ def mapped(path: str) -> tuple[np.ndarray, tuple[str, bool, int | None]]:
     return buf, kind
 
 
-def read(path: str, *, strict: bool = True, fields: dict[str, tuple[int, np.dtype]] | None = None) -> Packets:
+def read(path: str, *, strict: bool = True) -> Packets:
     """Packets of a pcap or pcapng file, over the file mapped into memory (records are
-    walked in file order, so pages are read sequentially, once). `fields` (name ->
-    (position in the packet data, numpy dtype)) are read for every packet, for pcap in
-    the same pass that finds the records."""
+    walked in file order, so pages are read sequentially, once)."""
     buf, kind = mapped(path)
     if kind[0] == "pcap":
-        return _read_pcap(path, buf, kind[1], strict, fields or {})
-    pk = read_pcapng(path, buf, kind[1], strict)
-    if fields:
-        pk.fields = _pcap_scan.read_fields(buf, pk.data_offset, fields)
-    return pk
+        return _read_pcap(path, buf, kind[1], strict)
+    return read_pcapng(path, buf, kind[1], strict)
 
 
 @dataclass
@@ -224,17 +218,16 @@ def pcap_header(path: str, buf: np.ndarray, le: bool) -> PcapHeader:
     return PcapHeader(gh.sizeof(), hdr.network, hdr.magic_number == PCAP_MAGIC_NS, max(hdr.snaplen, 1 << 18))
 
 
-def _read_pcap(path: str, buf: np.ndarray, le: bool, strict: bool, fields: dict) -> Packets:
+def _read_pcap(path: str, buf: np.ndarray, le: bool, strict: bool) -> Packets:
     hdr = pcap_header(path, buf, le)
     rdt = dtype_of(pcap_record_header(le))
-    offsets, bad, truncated, values = _chain(buf, hdr.start, rdt, "incl_len", rdt.itemsize, path, strict,
-                                             hdr.max_len, fields)
+    offsets, bad, truncated = _chain(buf, hdr.start, rdt, "incl_len", rdt.itemsize, path, strict, hdr.max_len)
     n = len(offsets)
     # records are contiguous: each one's length is the distance to the next
     after_last = int(offsets[-1]) + rdt.itemsize + int(u32_at(buf, offsets[-1:] + 8, le)[0]) if n else 0
     caplen = np.diff(offsets, append=after_last) - rdt.itemsize
     return Packets(path, "pcap", buf, np.full(n, hdr.network, dtype=np.int64), None, offsets,
-                   offsets + rdt.itemsize, caplen, None, bad, truncated, le, hdr.nano, values)
+                   offsets + rdt.itemsize, caplen, None, bad, truncated, le, hdr.nano)
 
 
 def u32_at(buf: np.ndarray, idx: np.ndarray, le: bool = True) -> np.ndarray:
@@ -243,20 +236,13 @@ def u32_at(buf: np.ndarray, idx: np.ndarray, le: bool = True) -> np.ndarray:
     return raw.view("<u4" if le else ">u4").reshape(idx.shape).astype(np.int64)
 
 
-def _chain(buf, start, rdt, len_field, hdr_size, path, strict, max_len, fields=None):
-    """(offsets, bad, truncated offset, fields) of consecutive records (`hdr_size` + the
-    length read at `len_field`) from `start` to the end of `buf`, with the requested
-    `fields` of each record's data. Record lengths vary, so locating them is a walk: one
-    compiled loop; lengths are validated afterwards in bulk."""
-    offs, bad, truncated, values = _checked_chain(buf, start, rdt, len_field, hdr_size, path, strict, max_len,
-                                                  fields)
-    return offs, bad, truncated, {name: v[:len(offs)] for name, v in values.items()}
-
-
-def _checked_chain(buf, start, rdt, len_field, hdr_size, path, strict, max_len, fields):
+def _chain(buf, start, rdt, len_field, hdr_size, path, strict, max_len):
+    """(offsets, bad, truncated offset) of consecutive records (`hdr_size` + the length
+    read at `len_field`) from `start` to the end of `buf`. Record lengths vary, so
+    locating them is a walk: one compiled loop; lengths are validated afterwards in bulk."""
     end = len(buf)
     big_endian = rdt.fields[len_field][0].byteorder == ">"
-    offs, pos, values = _pcap_scan.walk_chain(buf, start, hdr_size, rdt.fields[len_field][1], big_endian, fields)
+    offs, pos = _pcap_scan.walk_chain(buf, start, hdr_size, rdt.fields[len_field][1], big_endian)
     pos = int(pos)
     if len(offs):
         lens = (np.diff(np.append(offs, pos)) - hdr_size)
@@ -265,15 +251,15 @@ def _checked_chain(buf, start, rdt, len_field, hdr_size, path, strict, max_len, 
             i = int(too_long[0])
             # cannot resynchronise after a bad length: the rest of the file is one bad record
             bad, _ = chain_end(path, strict, "too long", int(offs[i]), int(lens[i]), max_len)
-            return offs[:i], bad, None, values
+            return offs[:i], bad, None
     if pos == end:
-        return offs, [], None, values
+        return offs, [], None
     # the last record runs past the end of the file, or a partial header remains
     tail = int(offs[-1]) if pos > end and len(offs) else pos
     if pos > end and len(offs):
         offs = offs[:-1]
     _, truncated = chain_end(path, strict, "cut", tail)
-    return offs, [], truncated, values
+    return offs, [], truncated
 
 
 def chain_end(path: str, strict: bool, how: str, offset: int, length: int = 0,

@@ -228,7 +228,7 @@ def test_record_walk_equals_plain_walk(lengths, cut, junk):
     arr = np.frombuffer(raw, dtype=np.uint8)
     rdt = _pcap.dtype_of(_pcap.pcap_record_header())
     want = _plain_walk(raw)
-    offs, bad, truncated, _ = _pcap._chain(arr, 24, rdt, "incl_len", 16, "x", False, 1 << 18)
+    offs, bad, truncated = _pcap._chain(arr, 24, rdt, "incl_len", 16, "x", False, 1 << 18)
     ends_inside = bool(want) and want[-1] + 16 + struct.unpack_from("<I", raw, want[-1] + 8)[0] > len(raw)
     complete = want[:-1] if ends_inside else want
     assert offs.tolist() == complete and bad == []
