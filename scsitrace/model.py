@@ -102,26 +102,6 @@ class Capture:
         return pl.concat(parts)
 
 
-class BuiltOnFirstUse:
-    """A dataclass field that may also be given as a function without arguments: the
-    value is built by it on first access (usb: the segment frame, a million rows that only
-    some reports read). The field stays required (no default)."""
-
-    def __set_name__(self, owner, name: str):
-        self.slot = "_" + name
-
-    def __get__(self, obj, owner=None):
-        if obj is None:
-            raise AttributeError(self.slot)     # dataclasses: no default value
-        value = obj.__dict__[self.slot]
-        if callable(value):
-            value = obj.__dict__[self.slot] = value()
-        return value
-
-    def __set__(self, obj, value) -> None:
-        obj.__dict__[self.slot] = value
-
-
 @dataclass
 class Analysis:
     """One analysed trace: canonical tables plus what the reports need to explain them.
@@ -136,7 +116,7 @@ class Analysis:
     capture: Capture
     elapsed_ns: int
     start_ns: int
-    segments: pl.DataFrame = BuiltOnFirstUse()   # or a function building it on first access
+    segments: pl.DataFrame
     ios: pl.DataFrame
     anomalies: pl.DataFrame
     ios_completed: int
@@ -145,7 +125,29 @@ class Analysis:
     default_profile: str
     categories: dict[str, pl.DataFrame] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    segment_targets: bool | None = None         # whether segments name targets (None: look at them)
     source: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)   # layer-specific JSON keys ("stages", "srt", ...)
     runs: pl.DataFrame | None = None            # bus: the reduced phase runs (attribution)
-    segment_targets: bool | None = None         # whether segments name targets (None: look at them)
+
+
+def _built_on_demand(name: str) -> property:
+    """An Analysis field that a layer may set to a zero-argument function instead of a frame:
+    the frame is built, once, when first read (the summary and the JSON do not read every
+    table; a 1 M-row table nobody reads should cost nothing)."""
+    slot = "_" + name
+
+    def get(self):
+        value = self.__dict__[slot]
+        if callable(value):
+            value = self.__dict__[slot] = value()
+        return value
+
+    def set(self, value):
+        self.__dict__[slot] = value
+
+    return property(get, set)
+
+
+for _name in ("segments", "ios"):
+    setattr(Analysis, _name, _built_on_demand(_name))
