@@ -142,7 +142,6 @@ class Packets:
     truncated_at: int | None = None
     little_endian: bool = True
     nano: bool = False
-    fields: dict[str, np.ndarray] = field(default_factory=dict)   # requested fields of each packet's data
 
     def times(self) -> np.ndarray:
         """Packet times; pcap record headers are only gathered when someone asks (usbmon
@@ -182,42 +181,53 @@ def _first_idb_linktype(head: bytes, le: bool) -> int | None:
     return None
 
 
-def read(path: str, *, strict: bool = True, fields: dict[str, tuple[int, np.dtype]] | None = None) -> Packets:
-    """Packets of a pcap or pcapng file, over the file mapped into memory (records are
-    walked in file order, so pages are read sequentially, once). `fields` (name ->
-    (position in the packet data, numpy dtype)) are read for every packet, for pcap in
-    the same pass that finds the records."""
+def mapped(path: str) -> tuple[np.ndarray, tuple[str, bool, int | None]]:
+    """The file mapped into memory and its container (`sniff_container`); BadInput when it
+    is empty or not a capture."""
     if os.path.getsize(path) == 0:
         raise BadInput(path, "empty file: not a pcap or pcapng capture", offset=0)
     buf = np.memmap(path, dtype=np.uint8, mode="r").view(np.ndarray)
     kind = sniff_container(bytes(buf[:4096]))
     if kind is None:
         raise BadInput(path, "not a pcap or pcapng capture (unknown magic number)", offset=0)
+    return buf, kind
+
+
+def read(path: str, *, strict: bool = True) -> Packets:
+    """Packets of a pcap or pcapng file, over the file mapped into memory (records are
+    walked in file order, so pages are read sequentially, once)."""
+    buf, kind = mapped(path)
     if kind[0] == "pcap":
-        return _read_pcap(path, buf, kind[1], strict, fields or {})
-    pk = _read_pcapng(path, buf, kind[1], strict)
-    if fields:
-        pk.fields = _pcap_scan.read_fields(buf, pk.data_offset, fields)
-    return pk
+        return _read_pcap(path, buf, kind[1], strict)
+    return read_pcapng(path, buf, kind[1], strict)
 
 
-def _read_pcap(path: str, buf: np.ndarray, le: bool, strict: bool, fields: dict) -> Packets:
+@dataclass
+class PcapHeader:
+    start: int          # where the first record starts
+    network: int        # link type
+    nano: bool          # nanosecond timestamps
+    max_len: int        # longest record accepted (the snapshot length, at least 256 KiB)
+
+
+def pcap_header(path: str, buf: np.ndarray, le: bool) -> PcapHeader:
     gh = pcap_global_header(le)
     if len(buf) < gh.sizeof():
         raise TruncatedInput(path, "file ends inside the pcap global header", offset=0)
     hdr = gh.parse(bytes(buf[:gh.sizeof()]))
-    nano = hdr.magic_number == PCAP_MAGIC_NS
-    rec = pcap_record_header(le)
-    rdt = dtype_of(rec)
-    max_len = max(hdr.snaplen, 1 << 18)
-    offsets, bad, truncated, values = _chain(buf, gh.sizeof(), rdt, "incl_len", rdt.itemsize, path, strict, max_len,
-                                             fields)
+    return PcapHeader(gh.sizeof(), hdr.network, hdr.magic_number == PCAP_MAGIC_NS, max(hdr.snaplen, 1 << 18))
+
+
+def _read_pcap(path: str, buf: np.ndarray, le: bool, strict: bool) -> Packets:
+    hdr = pcap_header(path, buf, le)
+    rdt = dtype_of(pcap_record_header(le))
+    offsets, bad, truncated = _chain(buf, hdr.start, rdt, "incl_len", rdt.itemsize, path, strict, hdr.max_len)
     n = len(offsets)
     # records are contiguous: each one's length is the distance to the next
     after_last = int(offsets[-1]) + rdt.itemsize + int(u32_at(buf, offsets[-1:] + 8, le)[0]) if n else 0
     caplen = np.diff(offsets, append=after_last) - rdt.itemsize
     return Packets(path, "pcap", buf, np.full(n, hdr.network, dtype=np.int64), None, offsets,
-                   offsets + rdt.itemsize, caplen, None, bad, truncated, le, nano, values)
+                   offsets + rdt.itemsize, caplen, None, bad, truncated, le, hdr.nano)
 
 
 def u32_at(buf: np.ndarray, idx: np.ndarray, le: bool = True) -> np.ndarray:
@@ -226,43 +236,48 @@ def u32_at(buf: np.ndarray, idx: np.ndarray, le: bool = True) -> np.ndarray:
     return raw.view("<u4" if le else ">u4").reshape(idx.shape).astype(np.int64)
 
 
-def _chain(buf, start, rdt, len_field, hdr_size, path, strict, max_len, fields=None):
-    """(offsets, bad, truncated offset, fields) of consecutive records (`hdr_size` + the
-    length read at `len_field`) from `start` to the end of `buf`, with the requested
-    `fields` of each record's data. Record lengths vary, so locating them is a walk: one
-    compiled loop; lengths are validated afterwards in bulk."""
-    offs, bad, truncated, values = _checked_chain(buf, start, rdt, len_field, hdr_size, path, strict, max_len,
-                                                  fields)
-    return offs, bad, truncated, {name: v[:len(offs)] for name, v in values.items()}
-
-
-def _checked_chain(buf, start, rdt, len_field, hdr_size, path, strict, max_len, fields):
+def _chain(buf, start, rdt, len_field, hdr_size, path, strict, max_len):
+    """(offsets, bad, truncated offset) of consecutive records (`hdr_size` + the length
+    read at `len_field`) from `start` to the end of `buf`. Record lengths vary, so
+    locating them is a walk: one compiled loop; lengths are validated afterwards in bulk."""
     end = len(buf)
     big_endian = rdt.fields[len_field][0].byteorder == ">"
-    offs, pos, values = _pcap_scan.walk_chain(buf, start, hdr_size, rdt.fields[len_field][1], big_endian, fields)
+    offs, pos = _pcap_scan.walk_chain(buf, start, hdr_size, rdt.fields[len_field][1], big_endian)
     pos = int(pos)
     if len(offs):
         lens = (np.diff(np.append(offs, pos)) - hdr_size)
         too_long = np.flatnonzero(lens > max_len)
         if len(too_long):
             i = int(too_long[0])
-            why = f"record length {int(lens[i])} exceeds the snapshot length {max_len}"
-            if strict:
-                raise BadInput(path, why, offset=int(offs[i]))
             # cannot resynchronise after a bad length: the rest of the file is one bad record
-            return offs[:i], [(int(offs[i]), why)], None, values
+            bad, _ = chain_end(path, strict, "too long", int(offs[i]), int(lens[i]), max_len)
+            return offs[:i], bad, None
     if pos == end:
-        return offs, [], None, values
+        return offs, [], None
     # the last record runs past the end of the file, or a partial header remains
     tail = int(offs[-1]) if pos > end and len(offs) else pos
     if pos > end and len(offs):
         offs = offs[:-1]
+    _, truncated = chain_end(path, strict, "cut", tail)
+    return offs, [], truncated
+
+
+def chain_end(path: str, strict: bool, how: str, offset: int, length: int = 0,
+              max_len: int = 0) -> tuple[list[tuple[int, str]], int | None]:
+    """A record chain that ends early, at the record at `offset`: "too long" (its `length`
+    exceeds `max_len`) or "cut" (the end of the file cuts it or its header short). Strict:
+    raises BadInput / TruncatedInput; lenient: (bad records, truncated offset)."""
+    if how == "too long":
+        why = f"record length {length} exceeds the snapshot length {max_len}"
+        if strict:
+            raise BadInput(path, why, offset=offset)
+        return [(offset, why)], None
     if strict:
-        raise TruncatedInput(path, "file ends inside a record", offset=tail)
-    return offs, [], tail, values
+        raise TruncatedInput(path, "file ends inside a record", offset=offset)
+    return [], offset
 
 
-def _read_pcapng(path: str, buf: np.ndarray, le: bool, strict: bool) -> Packets:
+def read_pcapng(path: str, buf: np.ndarray, le: bool, strict: bool) -> Packets:
     """Walk the blocks (few kinds, per-block Python is the pcapng price; pcap is the fast path)."""
     e = "<" if le else ">"
     data = memoryview(buf)

@@ -1,50 +1,157 @@
-"""The usbmon header checks and derived URB columns in one compiled pass (numba), over
-the header fields parsers/usbmon.py reads; the rules are those of its docstring."""
+"""The usbmon records of a capture decoded in one compiled pass (numba): each record's
+usbmon header is checked and turned into the URB columns (`scsitrace.usb.UrbColumns`),
+and the first bytes of its data copied to a compact buffer, while the record is in cache
+(reading CBWs and CSWs back from the mapped file later costs a cache miss each). For pcap the same pass walks the record chain; pcapng
+packets, located by parsers/_pcap.py, are decoded at their offsets. The rules are those
+of parsers/usbmon.py's docstring; field positions come from its construct declaration
+(`FIELDS`, in this order, handed over as the `at` array)."""
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
+from scsitrace.usb import UrbColumns
+
 SHORT, BAD_TYPE, BAD_XFER, BAD_LEN_CAP = 1, 2, 3, 4    # why a record is bad, in checking order
 ISO = 0
+FIELDS = ("id", "type", "xfer_type", "epnum", "devnum", "busnum", "flag_setup", "flag_data", "ts_sec", "ts_usec",
+          "status", "length", "len_cap", "setup", "ndesc")
+ID, TYPE, XFER, EP, DEV, BUS, FLAG_SETUP, FLAG_DATA, TS_SEC, TS_USEC, STATUS, LENGTH, LEN_CAP, SETUP, NDESC = \
+    range(len(FIELDS))
+PCAP_RECORD_HEADER = 16        # ts_sec, ts_usec, incl_len, orig_len
+INCL_LEN_AT = 8
+END_OF_FILE, TOO_LONG, CUT = 0, 1, 2     # how a pcap walk stopped
+
+
+class Columns:
+    """Arrays receiving the URB columns of up to `capacity` records (big outputs come from
+    numpy, sized for the worst case: pages never written cost nothing)."""
+
+    def __init__(self, capacity: int, data_prefix: int):
+        ints = np.empty((5, capacity), np.int64)
+        self.t_ns, self.length, self.data_at, self.data_size, self.data_len = ints
+        self.pos = np.empty(capacity, np.int64)
+        self.urb_id = np.empty(capacity, np.uint64)
+        small = np.empty((5, capacity), np.uint8)
+        self.event, self.xfer, self.ep, self.dev, self.bad = small
+        self.bus = np.empty(capacity, np.uint16)
+        self.status = np.empty(capacity, np.int32)
+        self.setup = np.empty((capacity, 8), np.uint8)
+        self.has_setup = np.empty(capacity, np.bool_)
+        self.data_head = np.empty(capacity, np.uint32)
+        self.data = np.empty(capacity * data_prefix, np.uint8)   # data_at indexes it
+
+    def outputs(self) -> tuple:
+        """The arrays in the order `decode` takes them."""
+        return (self.pos, self.bad, self.t_ns, self.urb_id, self.event, self.xfer, self.ep, self.bus, self.dev,
+                self.status, self.length, self.setup, self.has_setup, self.data_at, self.data_size,
+                self.data_head, self.data_len, self.data)
+
+    def urbs(self, n: int) -> UrbColumns:
+        """The first `n` records as URB columns."""
+        return UrbColumns(
+            t_ns=self.t_ns[:n], urb_id=self.urb_id[:n], event=self.event[:n], xfer=self.xfer[:n], ep=self.ep[:n],
+            bus=self.bus[:n], dev=self.dev[:n], status=self.status[:n], status_null=np.zeros(n, np.bool_),
+            length=self.length[:n], setup=self.setup[:n], has_setup=self.has_setup[:n], data_buf=self.data,
+            data_at=self.data_at[:n], data_size=self.data_size[:n], data_head=self.data_head[:n],
+            data_len=self.data_len[:n], pos=self.pos[:n])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _le(buf, p, width):
+    """The `width` bytes at `p` as a little-endian unsigned integer. Unsigned indices
+    (no negative-index check per byte) let the compiler merge the bytes into one load."""
+    v = np.uint64(0)
+    q = np.uint64(p)
+    for b in range(width):
+        v |= np.uint64(buf[q + np.uint64(b)]) << np.uint64(8 * b)
+    return v
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _u32(buf, p, big_endian):
+    if big_endian:
+        return (np.int64(buf[p]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) \
+            | np.int64(buf[p + 3])
+    return np.int64(_le(buf, p, 4))
 
 
 @njit(cache=True, nogil=True)
-def derive(buf, caplen, header_size, mmapped, ev, xfer, ndesc, len_cap, flag_data, flag_setup, ts_sec, ts_usec,
-           length, head_after_48, head_after_64, data_offset, iso_descriptor_bytes, data_prefix,
-           bad, t_ns, length64, data_at, data_size, data_len, has_setup, data_head):
-    """Per packet: `bad` (0 or the first failed check), time, URB length, where its data
-    starts (after ISO descriptors), data bytes kept (-1: none) and captured, setup flag,
-    first 4 data bytes (from the words read after each header size, or for ISO packets
-    from the file). Returns the number of bad packets."""
-    n_bad = 0
-    for i in range(caplen.shape[0]):
-        size = header_size[i]
-        iso = np.int64(ndesc[i]) * iso_descriptor_bytes if (xfer[i] == ISO and mmapped[i]) else 0
-        if caplen[i] < size:
+def decode(buf, walk, start, big_endian, max_len, data_offset, caplens, sizes, mmapped, at, iso_descriptor_bytes,
+           data_prefix, pos, bad, t_ns, urb_id, event, xfer, ep, bus, dev, status, length, setup, has_setup,
+           data_at, data_size, data_head, data_len, data):
+    """Decodes the usbmon records: walking the pcap record chain from `start` when `walk`
+    (`sizes`, `mmapped`: one header size and link type 220 flag for all, `pos` filled with
+    the records' offsets), else the packets located beforehand (pcapng: data at
+    `data_offset`, `caplens`, per-packet `sizes` and `mmapped`). Per record: `bad` (0 or
+    the first failed check), the URB columns, and the first `data_prefix` data bytes
+    packed into `data` (`data_at` says where). Returns (records, where a walk stopped,
+    how): END_OF_FILE when the last record ends the file; TOO_LONG at a record longer
+    than `max_len` (left out); CUT at a record or header that the end of the file cuts
+    short (left out). One loop body for both modes: numba passes arrays to a helper
+    with reference counting that costs more than the decoding."""
+    end = buf.shape[0]
+    n = 0
+    kept = 0
+    p = np.int64(start)
+    stop = END_OF_FILE
+    while True:
+        if walk:
+            if p > end - PCAP_RECORD_HEADER:
+                stop = END_OF_FILE if p == end else CUT
+                break
+            caplen = _u32(buf, p + INCL_LEN_AT, big_endian)
+            if caplen > max_len:
+                stop = TOO_LONG
+                break
+            if p + PCAP_RECORD_HEADER + caplen > end:
+                stop = CUT
+                break
+            pos[n] = p
+            base, size, mm = p + PCAP_RECORD_HEADER, sizes[0], mmapped[0]
+            p += PCAP_RECORD_HEADER + caplen
+        else:
+            if n == data_offset.shape[0]:
+                break
+            base, caplen, size, mm = data_offset[n], caplens[n], sizes[n], mmapped[n]
+        i = np.uint64(n)     # unsigned indices: no negative-index checks
+        n += 1
+        if caplen < size:
             bad[i] = SHORT
-        elif not (ev[i] == 83 or ev[i] == 67 or ev[i] == 69):      # S C E
-            bad[i] = BAD_TYPE
-        elif xfer[i] > 3:
-            bad[i] = BAD_XFER
-        elif size + iso + np.int64(len_cap[i]) > caplen[i]:
-            bad[i] = BAD_LEN_CAP
-        else:
-            bad[i] = 0
-        n_bad += bad[i] != 0
-        t_ns[i] = np.int64(ts_sec[i]) * 1_000_000_000 + np.int64(ts_usec[i]) * 1000
-        length64[i] = length[i]
-        data_at[i] = data_offset[i] + size + iso
-        has_data = flag_data[i] == 0 and len_cap[i] > 0
-        data_size[i] = min(np.int64(len_cap[i]), data_prefix) if has_data else -1
-        data_len[i] = len_cap[i] if has_data else 0
-        has_setup[i] = flag_setup[i] == 0 and ev[i] == 83
-        if iso == 0:
-            data_head[i] = head_after_64[i] if mmapped[i] else head_after_48[i]
-        elif bad[i] == 0 and data_size[i] >= 4:
-            p = data_at[i]
-            data_head[i] = (np.uint32(buf[p]) | (np.uint32(buf[p + 1]) << 8) | (np.uint32(buf[p + 2]) << 16)
-                            | (np.uint32(buf[p + 3]) << 24))
-        else:
-            data_head[i] = 0
-    return n_bad
+            continue
+        ev = buf[base + at[TYPE]]
+        xf = buf[base + at[XFER]]
+        len_cap = np.int64(_le(buf, base + at[LEN_CAP], 4))
+        iso = np.int64(_le(buf, base + at[NDESC], 4)) * iso_descriptor_bytes if (xf == ISO and mm) else 0
+        why = 0
+        if not (ev == 83 or ev == 67 or ev == 69):      # S C E
+            why = BAD_TYPE
+        elif xf > 3:
+            why = BAD_XFER
+        elif size + iso + len_cap > caplen:
+            why = BAD_LEN_CAP
+        bad[i] = why
+        event[i], xfer[i] = ev, xf
+        urb_id[i] = _le(buf, base + at[ID], 8)
+        ep[i], dev[i] = buf[base + at[EP]], buf[base + at[DEV]]
+        bus[i] = np.uint16(_le(buf, base + at[BUS], 2))
+        status[i] = np.int32(np.uint32(_le(buf, base + at[STATUS], 4)))
+        length[i] = np.int64(_le(buf, base + at[LENGTH], 4))
+        t_ns[i] = np.int64(_le(buf, base + at[TS_SEC], 8)) * 1_000_000_000 \
+            + np.int64(np.int32(np.uint32(_le(buf, base + at[TS_USEC], 4)))) * 1000
+        for b in range(8):
+            setup[i, np.uint64(b)] = buf[np.uint64(base + at[SETUP] + b)]
+        has_setup[i] = buf[base + at[FLAG_SETUP]] == 0 and ev == 83
+        has_data = buf[base + at[FLAG_DATA]] == 0 and len_cap > 0
+        data_size[i] = min(len_cap, data_prefix) if has_data else -1
+        data_len[i] = len_cap if has_data else 0
+        data_at[i] = kept
+        data_head[i] = 0
+        if why == 0 and has_data:
+            first = np.uint64(base + size + iso)
+            for b in range(data_size[i]):
+                data[np.uint64(kept + b)] = buf[first + np.uint64(b)]
+            if data_size[i] >= 4:
+                data_head[i] = np.uint32(_le(data, kept, 4))
+            kept += data_size[i]
+    return n, p, stop

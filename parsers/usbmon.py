@@ -143,34 +143,73 @@ def _validated_frame(cols: UrbColumns) -> pl.DataFrame:
 
 # ---------------------------------------------------------------- pcap / pcapng (native)
 
-# header fields read per packet, in the layout USBMON_PACKET_MMAPPED declares
-DATA_HEAD = {LINKTYPE_USB_LINUX: "head_after_48", LINKTYPE_USB_LINUX_MMAPPED: "head_after_64"}
-HEADER_FIELDS = ("id", "type", "xfer_type", "epnum", "devnum", "busnum", "flag_setup", "flag_data",
-                 "ts_sec", "ts_usec", "status", "length", "len_cap", "setup", "ndesc")
+# where the fields that _usbmon_scan decodes sit, from the declaration (both link types
+# share the first 48 bytes; only type 220 has `ndesc`), and their widths in bytes as the
+# kernel reads them
+_LAYOUT = _pcap.dtype_of(USBMON_PACKET_MMAPPED)
+FIELD_AT = np.array([_LAYOUT.fields[name][1] for name in _usbmon_scan.FIELDS], np.int64)
+assert [_LAYOUT.fields[name][0].itemsize for name in _usbmon_scan.FIELDS] == \
+    [8, 1, 1, 1, 1, 2, 1, 1, 8, 4, 4, 4, 4, 8, 4], "the usbmon declaration and _usbmon_scan disagree"
 
 
 def _parse_pcap(path: str, strict: bool) -> Capture:
-    pk = _pcap.read(path, strict=strict, fields=_header_layout())
+    buf, (container, le, _) = _pcap.mapped(path)
+    read = _walk_pcap if container == "pcap" else _decode_pcapng
+    cols, n, linktype, bad, truncated = read(path, buf, le, strict)
     records = RecordCount(read=0)
     anomalies: list[dict] = []
-    for off, why in pk.bad:
+    for off, why in bad:
         records.skip(1, [f"{path}: byte offset {off}: {why}"])
-    if pk.truncated_at is not None:
+    if truncated is not None:
         anomalies.append({"t_ns": None, "kind": "TRUNCATED", "detail": "capture ends inside a record",
-                          "position": f"byte offset {pk.truncated_at}"})
-    linktypes = _linktypes(pk.linktype)
+                          "position": f"byte offset {truncated}"})
+    linktypes = _linktypes(linktype)
     other = linktypes - set(LINKTYPES)
     if other:
         raise BadInput(path, f"link type {sorted(other)[0]} is not usbmon (expected 189 or 220)",
-                       offset=int(pk.record_offset[np.flatnonzero(~np.isin(pk.linktype, LINKTYPES))[0]]))
-    cols = _decode_usbmon(pk, sorted(linktypes), strict, records)
-    origin = int(cols.t_ns.min()) if len(cols) else 0
-    cols.t_ns -= origin
+                       offset=int(cols.pos[np.flatnonzero(~np.isin(linktype, LINKTYPES))[0]]))
+    urbs = _good_records(path, cols.urbs(n), cols.bad[:n], linktype, sorted(linktypes), strict, records)
+    origin = int(urbs.t_ns.min()) if len(urbs) else 0
+    urbs.t_ns -= origin
     return Capture(layer="usb", path=path, format=ID,
-                   meta={"container": pk.format, "linktypes": sorted(linktypes), "route": "native",
+                   meta={"container": container, "linktypes": sorted(linktypes), "route": "native",
                          "position_unit": "byte offset", "origin_ns": origin},
-                   records=records, frames=LazyFrames({"urbs": lambda: _validated_frame(cols)}),
-                   columns={"urbs": cols}, anomalies=_anomaly_frame(anomalies))
+                   records=records, frames=LazyFrames({"urbs": lambda: _validated_frame(urbs)}),
+                   columns={"urbs": urbs}, anomalies=_anomaly_frame(anomalies))
+
+
+def _walk_pcap(path: str, buf: np.ndarray, le: bool, strict: bool):
+    """(URB columns, records, link type per record, bad records, truncated offset) of a
+    pcap file: one compiled pass walks the records and decodes their usbmon headers."""
+    hdr = _pcap.pcap_header(path, buf, le)
+    header = HEADER.get(hdr.network, USBMON_PACKET_MMAPPED)
+    cols = _usbmon_scan.Columns(max(0, len(buf) - hdr.start) // _usbmon_scan.PCAP_RECORD_HEADER + 1, DATA_PREFIX)
+    none = np.zeros(0, np.int64)
+    n, stop_at, stop = _usbmon_scan.decode(
+        buf, True, hdr.start, not le, hdr.max_len, none, none, np.array([header.sizeof()]),
+        np.array([hdr.network == LINKTYPE_USB_LINUX_MMAPPED]), FIELD_AT, ISO_DESCRIPTOR_BYTES, DATA_PREFIX,
+        *cols.outputs())
+    bad, truncated = [], None
+    if stop == _usbmon_scan.TOO_LONG:
+        length = int(_pcap.u32_at(buf, np.array([stop_at + _usbmon_scan.INCL_LEN_AT]), le)[0])
+        bad, truncated = _pcap.chain_end(path, strict, "too long", int(stop_at), length, hdr.max_len)
+    elif stop == _usbmon_scan.CUT:
+        bad, truncated = _pcap.chain_end(path, strict, "cut", int(stop_at))
+    return cols, int(n), np.broadcast_to(np.int64(hdr.network), (int(n),)), bad, truncated
+
+
+def _decode_pcapng(path: str, buf: np.ndarray, le: bool, strict: bool):
+    """Like _walk_pcap for pcapng: blocks are walked by parsers/_pcap.py, then the
+    packets' usbmon headers decoded in one compiled pass."""
+    pk = _pcap.read_pcapng(path, buf, le, strict)
+    n = len(pk.data_offset)
+    mmapped = pk.linktype == LINKTYPE_USB_LINUX_MMAPPED
+    size = np.where(mmapped, USBMON_PACKET_MMAPPED.sizeof(), USBMON_PACKET.sizeof())
+    cols = _usbmon_scan.Columns(n, DATA_PREFIX)
+    _usbmon_scan.decode(buf, False, 0, False, 0, pk.data_offset, pk.caplen, size, mmapped, FIELD_AT,
+                        ISO_DESCRIPTOR_BYTES, DATA_PREFIX, *cols.outputs())
+    cols.pos[:] = pk.record_offset
+    return cols, n, pk.linktype, pk.bad, pk.truncated_at
 
 
 def _linktypes(linktype: np.ndarray) -> set[int]:
@@ -182,15 +221,6 @@ def _linktypes(linktype: np.ndarray) -> set[int]:
     return set(np.flatnonzero(np.bincount(linktype.clip(0, 1 << 16))).tolist())
 
 
-def _header_layout() -> dict[str, tuple[int, np.dtype]]:
-    """Position and type of each header field read per packet, from the declaration. The
-    two link types share the first 48 bytes; only type 220 has `ndesc`."""
-    dt = _pcap.dtype_of(USBMON_PACKET_MMAPPED)
-    layout = {name: (dt.fields[name][1], dt.fields[name][0]) for name in HEADER_FIELDS}
-    # the first 4 data bytes, where the data follows either header size directly
-    return {**layout, **{DATA_HEAD[lt]: (decl.sizeof(), np.dtype("<u4")) for lt, decl in HEADER.items()}}
-
-
 BAD_REASONS = {
     _usbmon_scan.SHORT: "record shorter than the {size}-byte usbmon header",
     _usbmon_scan.BAD_TYPE: "usbmon event type is not S, C or E",
@@ -199,38 +229,23 @@ BAD_REASONS = {
 }
 
 
-def _decode_usbmon(pk: _pcap.Packets, linktypes: list[int], strict: bool, records: RecordCount) -> UrbColumns:
-    h = pk.fields
-    n = len(pk.data_offset)
-    mmapped = pk.linktype == LINKTYPE_USB_LINUX_MMAPPED
-    size = np.where(mmapped, HEADER[LINKTYPE_USB_LINUX_MMAPPED].sizeof(), HEADER[LINKTYPE_USB_LINUX].sizeof())
-    ints = np.empty((5, n), np.int64)
-    bad, has_setup, data_head = np.empty(n, np.uint8), np.empty(n, np.bool_), np.empty(n, np.uint32)
-    t_ns, length, data_at, data_size, data_len = ints
-    n_bad = _usbmon_scan.derive(
-        pk.buf, pk.caplen, size, mmapped, h["type"], h["xfer_type"], h["ndesc"], h["len_cap"], h["flag_data"],
-        h["flag_setup"], h["ts_sec"], h["ts_usec"], h["length"], h[DATA_HEAD[LINKTYPE_USB_LINUX]],
-        h[DATA_HEAD[LINKTYPE_USB_LINUX_MMAPPED]], pk.data_offset, ISO_DESCRIPTOR_BYTES, DATA_PREFIX,
-        bad, t_ns, length, data_at, data_size, data_len, has_setup, data_head)
-    cols = UrbColumns(
-        t_ns=t_ns, urb_id=h["id"], event=h["type"], xfer=h["xfer_type"], ep=h["epnum"], bus=h["busnum"],
-        dev=h["devnum"], status=h["status"], status_null=np.zeros(n, bool), length=length, setup=h["setup"],
-        has_setup=has_setup, data_buf=pk.buf, data_at=data_at, data_size=data_size, data_head=data_head,
-        data_len=data_len,
-        pos=pk.record_offset)
-    if n_bad:
-        for lt in linktypes:     # link type by link type, as the records are reported
-            first = np.flatnonzero((bad != 0) & (pk.linktype == lt))
+def _good_records(path: str, urbs: UrbColumns, bad: np.ndarray, linktype: np.ndarray, linktypes: list[int],
+                  strict: bool, records: RecordCount) -> UrbColumns:
+    """The records whose usbmon header passed the checks; bad ones raise BadInput
+    (strict) or are skipped and counted, link type by link type."""
+    if bad.any():
+        for lt in linktypes:
+            first = np.flatnonzero((bad != 0) & (linktype == lt))
             if not len(first):
                 continue
-            offs = pk.record_offset[first]
-            why = [BAD_REASONS[bad[i]].format(size=size[i]) for i in first[:5]]
+            offs = urbs.pos[first]
+            why = [BAD_REASONS[bad[i]].format(size=HEADER[lt].sizeof()) for i in first[:5]]
             if strict:
-                raise BadInput(pk.path, why[0], offset=int(offs[0]))
-            records.skip(len(first), [f"{pk.path}: byte offset {int(o)}: {w}" for o, w in zip(offs[:5], why)])
-        cols = cols.take(bad == 0)
-    records.read += len(cols)
-    return cols
+                raise BadInput(path, why[0], offset=int(offs[0]))
+            records.skip(len(first), [f"{path}: byte offset {int(o)}: {w}" for o, w in zip(offs[:5], why)])
+        urbs = urbs.take(bad == 0)
+    records.read += len(urbs)
+    return urbs
 
 
 # ---------------------------------------------------------------- text (1u / 1t)

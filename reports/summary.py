@@ -85,6 +85,8 @@ def bandwidth(analysis: Analysis, io_size: int | None, target: int | None = None
 
 
 def targets(analysis: Analysis, profile: str) -> list[dict]:
+    if analysis.segment_targets is False:
+        return []
     seg = analysis.segments
     if "target" not in seg.columns or seg["target"].is_null().all():
         return []

@@ -125,6 +125,7 @@ class Analysis:
     default_profile: str
     categories: dict[str, pl.DataFrame] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    segment_targets: bool | None = None         # whether segments name targets (None: look at them)
     source: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)   # layer-specific JSON keys ("stages", "srt", ...)
     runs: pl.DataFrame | None = None            # bus: the reduced phase runs (attribution)

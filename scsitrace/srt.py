@@ -26,15 +26,18 @@ def _measured(ios: pl.DataFrame, time_col: str, ok_col: str) -> pl.DataFrame:
         pl.col(ok_col) & pl.col(time_col).is_not_null() & pl.col("opcode").is_not_null())
 
 
-def nearest_ranks(done: pl.DataFrame, time_col: str, opcodes: list[int], p: float) -> list[int]:
-    """Nearest-rank percentile `p` of each opcode's times: of its ascending times, the one
-    at rank ceil(p/100 * n) (at least 1), found by np.partition (no sort)."""
+def nearest_ranks(done: pl.DataFrame, time_col: str, opcodes: list[int], ps: tuple[float, ...]) -> list[list[int]]:
+    """Nearest-rank percentiles `ps` of each opcode's times: of its ascending times, the
+    one at rank ceil(p/100 * n) (at least 1), found by one np.partition per opcode (no
+    sort). Returns one list per percentile, in `opcodes` order."""
     op, times = done["opcode"].to_numpy(), done[time_col].to_numpy()
-    out = []
+    out = [[] for _ in ps]
     for opcode in opcodes:
         t = times[op == opcode]
-        k = max(math.ceil(len(t) * (p / 100.0)), 1) - 1
-        out.append(int(np.partition(t, k)[k]))
+        ks = [max(math.ceil(len(t) * (p / 100.0)), 1) - 1 for p in ps]
+        part = np.partition(t, ks)
+        for values, k in zip(out, ks):
+            values.append(int(part[k]))
     return out
 
 
@@ -56,24 +59,27 @@ def table(ios: pl.DataFrame, time_col: str = "response_ns", ok_col: str = "paire
                 pl.col(time_col).sum().alias("sum_ns"))
            .sort("opcode"))
     opcodes = agg["opcode"].to_list()
-    agg = agg.with_columns(pl.Series("p50_ns", nearest_ranks(done, time_col, opcodes, 50), dtype=pl.Int64),
-                           pl.Series("p99_ns", nearest_ranks(done, time_col, opcodes, 99), dtype=pl.Int64))
+    p50, p99 = nearest_ranks(done, time_col, opcodes, (50, 99))
+    agg = agg.with_columns(pl.Series("p50_ns", p50, dtype=pl.Int64), pl.Series("p99_ns", p99, dtype=pl.Int64))
     return agg.with_columns(pl.col("opcode").cast(pl.Int64)).select(list(schema)).cast(schema)
 
 
 def histogram(ios: pl.DataFrame, time_col: str = "response_ns", ok_col: str = "paired") -> list[dict]:
-    """Per opcode, counts of response times in buckets (le_ns = bucket's upper bound)."""
+    """Per opcode, counts of response times in buckets (le_ns = bucket's upper bound):
+    one bincount over (opcode, bucket) pairs."""
     done = _measured(ios, time_col, ok_col)
-    out = []
+    if not done.height:
+        return []
     edges = np.asarray(HIST_EDGES_NS, dtype=np.int64)
-    for (opcode,), grp in done.group_by(["opcode"], maintain_order=False):
-        t = grp[time_col].to_numpy()
-        idx = np.searchsorted(edges, t, side="left")
-        counts = np.bincount(idx, minlength=len(edges) + 1)
-        buckets = [{"le_ns": int(edges[i]) if i < len(edges) else None, "count": int(c)}
-                   for i, c in enumerate(counts) if c]
-        out.append({"opcode": int(opcode), "name": grp["command"][0], "buckets": buckets})
-    return sorted(out, key=lambda r: r["opcode"])
+    width = len(edges) + 1
+    op = done["opcode"].to_numpy()
+    bucket = np.searchsorted(edges, done[time_col].to_numpy(), side="left")
+    counts = np.bincount(op * width + bucket, minlength=(int(op.max()) + 1) * width).reshape(-1, width)
+    names = dict(done.group_by("opcode").agg(pl.col("command").first()).iter_rows())
+    return [{"opcode": opcode, "name": names[opcode],
+             "buckets": [{"le_ns": int(edges[i]) if i < len(edges) else None, "count": int(c)}
+                         for i, c in enumerate(counts[opcode]) if c]}
+            for opcode in sorted(names)]
 
 
 def as_json(srt: pl.DataFrame) -> list[dict]:
@@ -142,48 +148,73 @@ def tile_pieces(pieces: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
     return segments_frame(tile(rows, elapsed_ns, phases.to_list()), p["device"].unique().sort())
 
 
-def tile(pieces: np.ndarray, elapsed_ns: int, phases: list[str]) -> dict:
+def tile(pieces: np.ndarray, elapsed_ns: int, phases: list[str], segments: bool = True,
+         in_order: bool = False) -> dict:
     """Per device, each instant goes to the earliest-starting piece covering it (later
     overlapping pieces are clipped), and IDLE fills the rest of [0, elapsed_ns]: the result
     tiles exactly. `pieces`: one row per piece, PIECE_COLUMNS (`dev`: device codes in the
     devices' report order; `phase`: index into `phases`; io and bytes NULL where none;
     start and end known); a row per piece keeps each piece in one cache line while the
-    pass visits them in time order. Returns segment columns in (device, time) order, plus
-    "totals" (time per phase name, IDLE included) and "devices" (how many devices have
-    segments)."""
+    pass visits them in time order. Returns "totals" (time per phase name, IDLE included),
+    "devices" (how many devices have segments) and, with `segments`, the segment columns
+    in (device, time) order. `in_order`: the caller knows the pieces are in (device,
+    start) order already."""
     names = [*phases, IDLE] if IDLE not in phases else list(phases)
     if not len(pieces):
         empty = np.zeros(0, np.int64)
         return {**{c: empty for c in PIECE_COLUMNS}, "phases": names, "totals": {}, "devices": 0}
-    order = np.argsort(_device_start_key(pieces, elapsed_ns), kind="stable")   # by device, start, then piece order
-    out = np.empty((6, 3 * len(order) + 1), np.int64)   # upper bound; untouched pages cost nothing
+    if not in_order:
+        key, in_order = _device_start_key(pieces, elapsed_ns)
+    # by device, start, then piece order (pieces often come in that order already)
+    order = np.arange(len(pieces)) if in_order else np.argsort(key, kind="stable")
+    # upper bound; untouched pages cost nothing
+    out = np.empty((6, 3 * len(order) + 1 if segments else 0), np.int64)
     totals, counts = np.zeros(len(names), np.int64), np.zeros(len(names), np.int64)
-    m, devices = _tile(order, pieces, names.index(IDLE), elapsed_ns, out, totals, counts)
-    seg = out[:, :m]
-    return {**dict(zip(PIECE_COLUMNS, seg)), "phases": names, "devices": int(devices),
+    m, devices = _tile(order, pieces, names.index(IDLE), elapsed_ns, segments, out, totals, counts)
+    found = tile_totals(names, totals, counts, devices)
+    return {**dict(zip(PIECE_COLUMNS, out[:, :m])), **found} if segments else found
+
+
+def tile_totals(names: list[str], totals: np.ndarray, counts: np.ndarray, devices: int) -> dict:
+    """`tile`'s result without segments, from the time and segment count per phase code."""
+    return {"phases": names, "devices": int(devices),
             "totals": {name: int(totals[k]) for k, name in enumerate(names) if counts[k]}}
 
 
 @njit(cache=True, nogil=True)
 def _device_start_key(pieces, elapsed):
     """dev * span + start of each piece (rows of PIECE_COLUMNS), span past every time and
-    `elapsed`: ascending keys sort by device, then start."""
+    `elapsed`: ascending keys sort by device, then start; and whether they ascend."""
     span = elapsed
     for p in range(pieces.shape[0]):
         span = max(span, pieces[p, 2], pieces[p, 3])
     span += 1
     key = np.empty(pieces.shape[0], np.int64)
+    in_order = True
     for p in range(pieces.shape[0]):
         key[p] = pieces[p, 0] * span + pieces[p, 2]
-    return key
+        in_order = in_order and (p == 0 or key[p] >= key[p - 1])
+    return key, in_order
+
+
+@njit(cache=True, nogil=True, inline="always")
+def place(start, end, covered, last_end):
+    """Where a device's next piece [start, end) goes (pieces in start order): it starts no
+    earlier than `covered`, the latest end before it (-1 for none); `last_end`: where
+    the device's last segment ended (-1 for none). Returns (whether the piece keeps a
+    segment (else it is left empty), the segment's start, where the IDLE before it
+    starts (its start for no IDLE), covered after it, last_end after it)."""
+    s = max(start, covered)
+    if end <= s:
+        return False, s, s, max(covered, end), last_end
+    return True, s, min(max(last_end, 0), s), max(covered, end), max(covered, end)
 
 
 @njit(cache=True, nogil=True)
-def _tile(order, pieces, idle, elapsed, out, totals, counts):
-    """Pieces taken in `order` (by device, then start) -> segments in `out` rows
-    (PIECE_COLUMNS); adds time and segments per phase to `totals` and `counts`. Returns
-    the number of segments and of devices with segments. A piece starts no earlier than
-    the end of everything before it on its device; pieces left empty by that are dropped."""
+def _tile(order, pieces, idle, elapsed, emit, out, totals, counts):
+    """Pieces taken in `order` (by device, then start) -> segments (`place`), written to
+    `out` rows (PIECE_COLUMNS) when `emit`; adds time and segments per phase to `totals`
+    and `counts`. Returns the number of segments and of devices with segments."""
     n = order.shape[0]
     devices = 0
     m = 0
@@ -193,31 +224,33 @@ def _tile(order, pieces, idle, elapsed, out, totals, counts):
         first_segment = m
         covered = np.int64(-1)
         last_end = np.int64(-1)
-        kept = False
         while k < n and pieces[order[k], 0] == d:
             p = order[k]
-            s = max(pieces[p, 2], covered)
             e = pieces[p, 3]
-            if e > s:
-                idle_from = 0 if not kept else last_end
-                if s > idle_from and (kept or s > 0):
-                    out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = d, NULL, idle_from, s, idle, NULL
+            kept, s, idle_from, covered, last_end = place(pieces[p, 2], e, covered, last_end)
+            if kept:
+                if idle_from < s:
+                    if emit:
+                        out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = \
+                            d, NULL, idle_from, s, idle, NULL
+                    totals[idle] += s - idle_from
+                    counts[idle] += 1
                     m += 1
-                out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = \
-                    d, pieces[p, 1], s, e, pieces[p, 4], pieces[p, 5]
+                if emit:
+                    out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = \
+                        d, pieces[p, 1], s, e, pieces[p, 4], pieces[p, 5]
+                totals[pieces[p, 4]] += e - s
+                counts[pieces[p, 4]] += 1
                 m += 1
-                kept = True
-                last_end = max(covered, e)
-            covered = max(covered, e)
             k += 1
-        if kept and elapsed > last_end:
-            out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = d, NULL, last_end, elapsed, idle, NULL
+        if m > first_segment and elapsed > last_end:
+            if emit:
+                out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = d, NULL, last_end, elapsed, idle, NULL
+            totals[idle] += elapsed - last_end
+            counts[idle] += 1
             m += 1
         if m > first_segment:
             devices += 1
-    for j in range(m):
-        totals[out[4, j]] += out[3, j] - out[2, j]
-        counts[out[4, j]] += 1
     return m, devices
 
 

@@ -75,7 +75,7 @@ class UrbColumns:
     length: np.ndarray       # int64, srt.NULL where unknown
     setup: np.ndarray        # (n, 8) uint8
     has_setup: np.ndarray    # bool
-    data_buf: np.ndarray     # uint8 bytes holding every URB's data (the capture file itself)
+    data_buf: np.ndarray     # uint8: the first DATA_PREFIX bytes of each URB's data (or more)
     data_at: np.ndarray      # int64: where each URB's data starts in data_buf
     data_size: np.ndarray    # int64: data bytes kept (at most DATA_PREFIX), -1 for no data
     data_head: np.ndarray    # uint32: the first 4 data bytes, little-endian (valid where data_size >= 4)
@@ -166,16 +166,6 @@ def _be16(col: str, i: int) -> pl.Expr:
     return _u8(col, i) * 256 + _u8(col, i + 1)
 
 
-def _le32_values(rows: np.ndarray, i: int) -> np.ndarray:
-    """Little-endian uint32 at byte `i` of each row of a byte matrix, as int64."""
-    return np.ascontiguousarray(rows[:, i:i + 4]).view("<u4").reshape(-1).astype(np.int64)
-
-
-def _le32_at(rows: np.ndarray, i: int, present: np.ndarray | None = None) -> pl.Series:
-    """Little-endian uint32 at byte `i` of each row of a byte matrix (null where absent)."""
-    return srt.nullable(_le32_values(rows, i), None if present is None else ~present)
-
-
 # ---------------------------------------------------------------- URBs -> transfers
 
 @dataclass
@@ -199,6 +189,7 @@ class Transfers:
     actual: np.ndarray
     dir_in: np.ndarray
     xfer: np.ndarray
+    bus_dev: np.ndarray      # (bus << 8) | device address
 
     def frame(self, idx: np.ndarray) -> pl.DataFrame:
         """The transfers at positions `idx` as a frame (for the rare rows that need one)."""
@@ -222,16 +213,18 @@ class Transfers:
 
 def transfers(u: UrbColumns) -> Transfers:
     s_row, c_row = usbscan.pair_urbs(u.urb_id, u.event)
-    if len(s_row) and not usbscan.in_time_order(s_row, c_row, u.t_ns):
-        # transfers come in row order: sort by time, then row
-        t0 = np.where(s_row >= 0, u.t_ns[s_row], u.t_ns[c_row])
-        order = np.lexsort((np.where(s_row >= 0, s_row, c_row), t0))
+    columns = (u.t_ns, u.status, u.status_null, u.length, u.ep, u.xfer, u.bus, u.dev)
+    cols, in_order = usbscan.transfer_columns(s_row, c_row, *columns)
+    if not in_order:
+        # transfers come in row order: sort by time (submit, else completion), then row
+        row, submit, complete = cols[0], cols[2], cols[3]
+        order = np.lexsort((row, np.where(submit != srt.NULL, submit, complete)))
         s_row, c_row = s_row[order], c_row[order]
-    row, data_row, submit, complete, status, status_null, req_len, actual, dir_in, xfer = \
-        usbscan.transfer_columns(s_row, c_row, u.t_ns, u.status, u.status_null, u.length, u.ep, u.xfer)
+        cols, _ = usbscan.transfer_columns(s_row, c_row, *columns)
+    row, data_row, submit, complete, status, status_null, req_len, actual, dir_in, xfer, bus_dev = cols
     return Transfers(urbs=u, s_row=s_row, c_row=c_row, row=row, data_row=data_row, submit_ns=submit,
                      complete_ns=complete, status=status, status_null=status_null, req_len=req_len,
-                     actual=actual, dir_in=dir_in, xfer=xfer)
+                     actual=actual, dir_in=dir_in, xfer=xfer, bus_dev=bus_dev)
 
 
 def _cdb_fields(decoded: dict) -> list[pl.Series]:
@@ -245,7 +238,7 @@ def bot_commands(xf: Transfers) -> tuple[pl.DataFrame, list[pl.DataFrame], np.nd
     """Commands of Bulk-Only devices (devices that sent a CBW: the bulk transfers of other
     devices are returned, as positions, for UAS), and their anomalies."""
     u = xf.urbs
-    device, n_devices = usbscan.dense_ids((u.bus[xf.row].astype(np.int64) << 8) | u.dev[xf.row])
+    device, n_devices = usbscan.dense_ids(xf.bus_dev)
     a, cbw, csw, csw_size, kind = usbscan.bot_pass(
         xf.xfer, xf.dir_in, device, xf.data_row, xf.submit_ns, xf.complete_ns, xf.status, xf.status_null,
         xf.req_len, xf.actual, u.data_buf, u.data_at, u.data_size, u.data_head, n_devices)
@@ -254,8 +247,7 @@ def bot_commands(xf: Transfers) -> tuple[pl.DataFrame, list[pl.DataFrame], np.nd
         return pl.DataFrame(), [], not_bot
     first = a["first"]
     row = xf.row[first]
-    cb_len = (cbw[:, 14] & 0x1F).astype(np.int64)
-
+    f = usbscan.bot_fields(cbw, csw, csw_size, a["n_csw"], a["last"], a["sts_c"])
     cmds = pl.DataFrame({
         "bus": u.bus[row], "dev": u.dev[row], "pos": u.pos[row],
         "cmd_s": srt.nullable(xf.submit_ns[first]), "cmd_c": srt.nullable(xf.complete_ns[first]),
@@ -263,16 +255,14 @@ def bot_commands(xf: Transfers) -> tuple[pl.DataFrame, list[pl.DataFrame], np.nd
         "data_s": srt.nullable(a["data_s"]), "data_c": srt.nullable(a["data_c"]),
         "stalls": a["stalls"], "data_bytes": a["data_bytes"],
         "data_in": srt.nullable(a["data_in"] == 1, a["data_in"] < 0),
-        "usb_tag": _le32_at(cbw, 4), "bytes": _le32_at(cbw, 8),
-        "flag_in": (cbw[:, 12] & 0x80) > 0,
-        "lun": (cbw[:, 13] & 0x0F).astype(np.int64),
-        "csw_tag": _le32_at(csw, 4, csw_size >= 8),
-        "residue": _le32_at(csw, 8, csw_size >= 12),
-        "csw_status": srt.nullable(csw[:, 12].astype(np.int64), csw_size <= 12),
+        "usb_tag": f["usb_tag"], "bytes": f["bytes"], "flag_in": f["flag_in"], "lun": f["lun"],
+        "csw_tag": srt.nullable(f["csw_tag"], csw_size < 8), "residue": srt.nullable(f["residue"], csw_size < 12),
+        "csw_status": srt.nullable(f["csw_status"], csw_size <= 12),
         "n_csw": a["n_csw"], "last": a["last"],
-    }).with_columns(_cdb_fields(scsi.decode_cdb_matrix(cbw[:, 15:31], np.clip(cb_len, 0, 16))))
-    cmds = cmds.with_columns(_bot_reasons(a, cbw, csw, csw_size), pl.lit("BOT").alias("transport"),
-                             _csw_status_names(csw, csw_size))
+        "reason": pl.Series(BOT_REASONS, dtype=pl.Utf8).gather(f["reason"]),
+        "status": _csw_status_names(f["csw_status"], csw_size),
+    }).with_columns(pl.lit("BOT").alias("transport"),
+                    *_cdb_fields(scsi.decode_cdb_matrix(cbw[:, 15:31], np.clip(f["cb_len"], 0, 16))))
     orphan_csw = xf.frame(np.flatnonzero(kind == usbscan.BEFORE_CBW_CSW))
     if orphan_csw.height:
         orphans = orphan_csw.select(
@@ -295,23 +285,14 @@ def bot_commands(xf: Transfers) -> tuple[pl.DataFrame, list[pl.DataFrame], np.nd
     return cmds, anomalies, not_bot
 
 
+# why a Bulk-Only command is unpaired, by usbscan.bot_fields' `reason` code (PAIRED: null)
 BOT_REASONS = ["no CSW (capture ended)", "no CSW before the next CBW", "CSW tag does not match the CBW", None]
 
 
-def _bot_reasons(a: dict, cbw: np.ndarray, csw: np.ndarray, csw_size: np.ndarray) -> pl.Series:
-    """Why each Bulk-Only command is unpaired, null when paired (BOT_REASONS, checked in
-    that order: no CSW up to the end or the next CBW, a CSW with another tag, a CSW not
-    completed)."""
-    no_csw = a["n_csw"] == 0
-    tag_differs = (csw_size >= 8) & (_le32_values(csw, 4) != _le32_values(cbw, 4))
-    code = np.select([no_csw & a["last"], no_csw, tag_differs, a["sts_c"] == srt.NULL], [0, 1, 2, 0], 3)
-    return pl.Series("reason", BOT_REASONS, dtype=pl.Utf8).gather(code)
-
-
-def _csw_status_names(csw: np.ndarray, csw_size: np.ndarray) -> pl.Series:
+def _csw_status_names(status: np.ndarray, csw_size: np.ndarray) -> pl.Series:
     """Each command's CSW status by name (CSW_STATUS, else "CSW status N"; null without one)."""
     names = [CSW_STATUS.get(v, f"CSW status {v}") for v in range(256)] + [None]
-    code = np.where(csw_size <= 12, len(names) - 1, csw[:, 12].astype(np.int64))
+    code = np.where(csw_size <= 12, len(names) - 1, status)
     return pl.Series("status", names, dtype=pl.Utf8).gather(code)
 
 
@@ -417,19 +398,33 @@ def _with_stages(cmds: pl.DataFrame) -> pl.DataFrame:
 PIECE_PHASES = ["COMMAND", "DATA IN", "DATA OUT", "GAP", "STATUS"]
 
 
-def tile(ios: pl.DataFrame, elapsed_ns: int) -> dict:
+def tile(ios: pl.DataFrame, elapsed_ns: int, segments: bool = True) -> dict:
     """Per device, stage pieces plus IDLE tiling [0, elapsed_ns] (srt.tile's columns).
     Pieces, in this order: every command's COMMAND, GAP to its data (or status), DATA, GAP
-    after the data, STATUS; commands without a CBW/IU submit have none."""
-    pieces = np.empty((5 * ios.height, len(srt.PIECE_COLUMNS)), np.int64)
+    after the data, STATUS; commands without a CBW/IU submit have none. (Listed command by
+    command first: when that comes out in time order, as Bulk-Only traffic does, the
+    tiling needs no sort, and its totals no piece table.)"""
+    pieces = np.empty((5 * ios.height if segments else 0, len(srt.PIECE_COLUMNS)), np.int64)
     if not ios.height:
-        return srt.tile(pieces, elapsed_ns, PIECE_PHASES)
+        return srt.tile(pieces, elapsed_ns, PIECE_PHASES, segments)
     times = ios.select(pl.col(c).cast(pl.Int64).fill_null(srt.NULL)
                        for c in ("_dev", "io", "cmd_s", "cmd_c", "_d0", "_s0", "data_c", "sts_c", "data_bytes"))
+    dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes = (times[c].to_numpy() for c in times.columns)
     data_in = ios.select(pl.col("data_in").fill_null(pl.col("flag_in")).fill_null(True)).to_series().to_numpy()
-    n = usbscan.stage_pieces(*(times[c].to_numpy() for c in times.columns), data_in,
-                             np.array([PIECE_PHASES.index(p) for p in usbscan.STAGE_ORDER], np.int64), pieces)
-    return srt.tile(pieces[:n], elapsed_ns, PIECE_PHASES)
+    phase_code = np.array([PIECE_PHASES.index(p) for p in usbscan.STAGE_ORDER], np.int64)
+    if not segments:
+        names = [*PIECE_PHASES, srt.IDLE]
+        totals, counts = np.zeros(len(names), np.int64), np.zeros(len(names), np.int64)
+        in_order, devices = usbscan.stage_totals(dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, phase_code,
+                                                 names.index(srt.IDLE), elapsed_ns, totals, counts)
+        if in_order:
+            return srt.tile_totals(names, totals, counts, devices)
+        pieces = np.empty((5 * ios.height, len(srt.PIECE_COLUMNS)), np.int64)
+    columns = (dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_in, phase_code)
+    n, in_order = usbscan.stage_pieces(*columns, True, pieces)
+    if not in_order:
+        n, _ = usbscan.stage_pieces(*columns, False, pieces)
+    return srt.tile(pieces[:n], elapsed_ns, PIECE_PHASES, segments, in_order)
 
 
 # ---------------------------------------------------------------- analysis
@@ -548,14 +543,18 @@ def _devices(cmds: pl.DataFrame) -> tuple[pl.Series, np.ndarray]:
     return pl.Series("device", sorted(names), dtype=pl.Utf8), rank[first_seen]
 
 
+def segments_frame(full: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
+    """The segment frame (schema SEGMENTS + device) of the commands (`ios_frame`)."""
+    names = full.select("_dev", "device").unique("_dev").sort("_dev")["device"] if full.height else None
+    return srt.segments_frame(tile(full, elapsed_ns), names)
+
+
 def analyze(capture: Capture, options=None) -> Analysis:
     urbs = capture.columns["urbs"] if "urbs" in capture.columns else urb_columns(capture.frames["urbs"])
     elapsed = int(urbs.t_ns.max()) if len(urbs) else 0
     _, cmds, anomalies = commands(urbs)
     full = ios_frame(cmds)
-    tiles = tile(full, elapsed)
-    names = full.select("_dev", "device").unique("_dev").sort("_dev")["device"] if full.height else None
-    segments = srt.segments_frame(tiles, names)
+    tiles = tile(full, elapsed, segments=False)
     ios = full.select(list({**schema.IOS, **IOS_EXTRA}))
     paired = int(ios["paired"].sum()) if ios.height else 0
     table = srt.table(ios)
@@ -571,7 +570,8 @@ def analyze(capture: Capture, options=None) -> Analysis:
         notes.append("1t text has no bus numbers: devices are shown on bus 0")
     cats = srt.category_table(tiles["totals"], n_dev, STAGES, elapsed, paired)
     return Analysis(
-        layer="usb", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=segments, ios=ios,
+        layer="usb", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=lambda: segments_frame(full, elapsed),
+        segment_targets=False, ios=ios,
         anomalies=an, ios_completed=paired, data_bytes=data_bytes,
         category_order={"usb": list(STAGES)}, default_profile="usb", categories={"usb": cats},
         notes=notes,

@@ -228,7 +228,7 @@ def test_record_walk_equals_plain_walk(lengths, cut, junk):
     arr = np.frombuffer(raw, dtype=np.uint8)
     rdt = _pcap.dtype_of(_pcap.pcap_record_header())
     want = _plain_walk(raw)
-    offs, bad, truncated, _ = _pcap._chain(arr, 24, rdt, "incl_len", 16, "x", False, 1 << 18)
+    offs, bad, truncated = _pcap._chain(arr, 24, rdt, "incl_len", 16, "x", False, 1 << 18)
     ends_inside = bool(want) and want[-1] + 16 + struct.unpack_from("<I", raw, want[-1] + 8)[0] > len(raw)
     complete = want[:-1] if ends_inside else want
     assert offs.tolist() == complete and bad == []
@@ -399,3 +399,39 @@ def test_text_1t_form(generated, tmp_path):
     assert a.ios.select(cols).equals(base.select(cols))
     assert set(a.ios["device"]) == {"0:2:0"}
     assert any("1t" in n for n in a.notes)
+
+
+# ---------------------------------------------------------------- compiled passes
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 3), st.lists(st.tuples(st.integers(0, 1), st.integers(0, 40), st.integers(0, 6),
+                                             st.integers(0, 6), st.integers(0, 6), st.booleans(), st.booleans()),
+                                   min_size=1, max_size=40))
+def test_stage_totals_equal_tiled_pieces(seed, commands):
+    """The totals tiled while the pieces are listed (usbscan.stage_totals) equal those of
+    tiling the listed pieces (srt.tile), whenever the former reports them in order."""
+    from scsitrace import srt, usb, usbscan
+    n = len(commands)
+    dev = np.array(sorted(c[0] for c in commands), np.int64) if seed % 2 else np.array([c[0] for c in commands])
+    cmd_s = np.cumsum([c[1] for c in commands]).astype(np.int64)
+    cmd_c = cmd_s + [c[2] for c in commands]
+    d0 = np.where([c[5] for c in commands], cmd_c + [c[3] for c in commands], srt.NULL)
+    data_c = np.where(d0 != srt.NULL, d0 + [c[4] for c in commands], srt.NULL)
+    s0 = np.where(data_c != srt.NULL, data_c, cmd_c) + 1
+    sts_c = np.where([c[6] for c in commands], s0 + 2, srt.NULL)
+    data_in = np.array([c[5] for c in commands])
+    code = np.array([usb.PIECE_PHASES.index(p) for p in usbscan.STAGE_ORDER], np.int64)
+    elapsed = int(max(cmd_s.max(), np.max(np.where(sts_c != srt.NULL, sts_c, 0))) + seed)
+    names = [*usb.PIECE_PHASES, srt.IDLE]
+    totals, counts = np.zeros(len(names), np.int64), np.zeros(len(names), np.int64)
+    in_order, devices = usbscan.stage_totals(dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, code,
+                                             names.index(srt.IDLE), elapsed, totals, counts)
+    pieces = np.empty((5 * n, 6), np.int64)
+    m, _ = usbscan.stage_pieces(dev, np.arange(n), cmd_s, cmd_c, d0, s0, data_c, sts_c, np.zeros(n, np.int64),
+                                data_in, code, False, pieces)
+    want = srt.tile(pieces[:m], elapsed, usb.PIECE_PHASES, segments=False)
+    _, listed_in_order = usbscan.stage_pieces(dev, np.arange(n), cmd_s, cmd_c, d0, s0, data_c, sts_c,
+                                              np.zeros(n, np.int64), data_in, code, True, pieces)
+    assert in_order == listed_in_order
+    if in_order:
+        assert srt.tile_totals(names, totals, counts, devices) == want
