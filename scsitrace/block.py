@@ -429,19 +429,26 @@ def _btt_categories(stats: pl.DataFrame, n_done: int) -> pl.DataFrame:
 
 # ---------------------------------------------------------------- per device, per process, sizes
 
-def busy_segments(queues: pl.DataFrame, start_ns: int, end_ns: int) -> pl.DataFrame:
-    """Per device, "Busy" (at least one request between its D and its C) and "Idle" segments,
-    tiling the trace once per device."""
+def busy_runs(queues: pl.DataFrame) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """Per device: (device, starts, ends) of the runs when at least one request is between its D
+    and its C."""
     iv = queues.filter(pl.col("d_t").is_not_null() & pl.col("c_t").is_not_null())
     dev, d_t, c_t = (iv[c].to_numpy() for c in ("device", "d_t", "c_t"))
-    parts = []
+    out = []
     for device in _unique(dev):
         sel = dev == device
         order = np.argsort(d_t[sel], kind="stable")
         s, e = d_t[sel][order], np.maximum(c_t[sel][order], d_t[sel][order])
         reach = np.maximum.accumulate(e)
         first = np.flatnonzero(np.concatenate(([True], s[1:] > reach[:-1])))   # a new busy run
-        b_s, b_e = s[first], reach[np.concatenate((first[1:] - 1, [len(s) - 1]))]
+        out.append((int(device), s[first], reach[np.concatenate((first[1:] - 1, [len(s) - 1]))]))
+    return out
+
+
+def busy_segments(runs: list, start_ns: int, end_ns: int) -> pl.DataFrame:
+    """Per device, "Busy" (busy_runs) and "Idle" segments, tiling the trace once per device."""
+    parts = []
+    for device, b_s, b_e in runs:
         gaps_s = np.concatenate(([start_ns], b_e))
         gaps_e = np.concatenate((b_s, [end_ns]))
         idle = gaps_e > gaps_s
@@ -482,15 +489,16 @@ def device_counts(ev: _Events) -> pl.DataFrame:
                                       "seek_median_sectors": pl.Float64, "seeks": pl.Int64})
 
 
-def device_table(base: pl.DataFrame, depth: pl.DataFrame, queues: pl.DataFrame, segments: pl.DataFrame,
+def device_table(base: pl.DataFrame, depth: pl.DataFrame, queues: pl.DataFrame, runs: list,
                  elapsed_ns: int) -> pl.DataFrame:
     """device_counts plus completions, bytes, busy time, queue depth, rates."""
     done = queues.filter(pl.col("c_t").is_not_null())
     per = done.group_by("device").agg(
         pl.len().alias("ios_completed"), pl.col("bytes").sum().alias("bytes"),
         ((pl.col("action") & (TC["WRITE"] << TC_SHIFT)) != 0).sum().alias("writes"))
-    busy = segments.filter(pl.col("category") == "Busy").group_by("device").agg(
-        (pl.col("end_ns") - pl.col("start_ns")).sum().alias("busy_ns"))
+    busy = pl.DataFrame({"device": [dev_name(device) for device, _, _ in runs],
+                         "busy_ns": [int((ends - starts).sum()) for _, starts, ends in runs]},
+                        schema={"device": pl.Utf8, "busy_ns": pl.Int64})
     secs = elapsed_ns / 1e9
     out = base.join(per, on="device", how="left").join(depth, on="device", how="left").sort("device")
     out = out.with_columns(_dev_names(pl.col("device")).alias("device")).join(busy, on="device", how="left")
@@ -597,13 +605,13 @@ def analyze(capture: Capture, options) -> Analysis:
     stats = stage_stats(run, totals)
     elapsed = end_ns - start_ns
     done = queues.filter(pl.col("c_t").is_not_null())
-    segments = busy_segments(queues, start_ns, end_ns)
+    runs = busy_runs(queues)
     n_q2c = int(stats.filter((pl.col("device") == "all") & (pl.col("stage") == "Q2C"))["n"].sum())
     json_extra = {
         "stages": _stages_json(stats),
         "events": event_counts(ev),
         "overhead": overhead(stats).to_dicts(),
-        "devices": device_table(counts, depth, queues, segments, elapsed).to_dicts(),
+        "devices": device_table(counts, depth, queues, runs, elapsed).to_dicts(),
         "processes": process_table(queues, names).to_dicts(),
         "process_stages": [{"process": r["process"], "pid": r["pid"], "name": r["stage"], "n": r["n"],
                             "min_ns": r["min_ns"], "avg_ns": r["avg_ns"], "max_ns": r["max_ns"],
@@ -616,7 +624,8 @@ def analyze(capture: Capture, options) -> Analysis:
         notes.append("--pid: samples of I/Os queued by the given process(es) only")
     return Analysis(
         layer="block", capture=capture, elapsed_ns=elapsed, start_ns=start_ns,
-        segments=segments, ios=lambda: ios_frame(queues, names), anomalies=capture.anomalies,
+        segments=lambda: busy_segments(runs, start_ns, end_ns), segment_targets=False,
+        ios=lambda: ios_frame(queues, names), anomalies=capture.anomalies,
         ios_completed=int(done.height), data_bytes=int(done["bytes"].sum() or 0),
         category_order={"btt": list(OVERHEAD)}, default_profile="btt",
         categories={"btt": _btt_categories(stats, n_q2c)}, notes=notes,
