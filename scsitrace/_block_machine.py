@@ -548,7 +548,8 @@ def stage_totals(stage, qs, vals, name_of, dm_name_of, q_t, q_dev, q_pid, dm, ke
     machine's samples (stage, Q, ns; the stage's name index is name_of[stage], or
     dm_name_of[stage] for a Q of an md/dm device) and the Q2Q gaps between consecutive Qs (of
     any device for "all", of the device, of the process). Only the samples of Qs with keep[q].
-    Returns three (4, n_names, groups) arrays: per device, per process, all (one group)."""
+    Returns three (n_names, groups, 4) arrays: per device, per process, all (one group); the
+    last axis holds T_COUNT, T_MIN, T_MAX, T_SUM (together: one cache line per sample)."""
     per_dev = _new_totals(n_names, n_dev)
     per_pid = _new_totals(n_names, n_pid)
     overall = _new_totals(n_names, 1)
@@ -560,18 +561,18 @@ def stage_totals(stage, qs, vals, name_of, dm_name_of, q_t, q_dev, q_pid, dm, ke
 
 @compiled
 def _new_totals(n_names, n_groups):
-    out = np.zeros((4, n_names, n_groups), np.int64)
-    out[T_MIN] = np.iinfo(np.int64).max
-    out[T_MAX] = np.iinfo(np.int64).min
+    out = np.zeros((n_names, n_groups, 4), np.int64)
+    out[:, :, T_MIN] = np.iinfo(np.int64).max
+    out[:, :, T_MAX] = np.iinfo(np.int64).min
     return out
 
 
-@no_refcount
+@inlined
 def _add(totals, name, group, v):
-    totals[T_COUNT, name, group] += 1
-    totals[T_MIN, name, group] = min(totals[T_MIN, name, group], v)
-    totals[T_MAX, name, group] = max(totals[T_MAX, name, group], v)
-    totals[T_SUM, name, group] += v
+    totals[name, group, T_COUNT] += 1
+    totals[name, group, T_MIN] = min(totals[name, group, T_MIN], v)
+    totals[name, group, T_MAX] = max(totals[name, group, T_MAX], v)
+    totals[name, group, T_SUM] += v
 
 
 @no_refcount
@@ -635,3 +636,19 @@ def _depths(kind, dev, t, seen, depth, peak, held, last):
             peak[d] = max(peak[d], depth[d])
             last[d] = t[i]
             seen[d] = True
+
+
+@compiled
+def group_totals(ids, vals, mask, n_groups):
+    """Per group 0..n_groups-1 (ids), of the vals where mask: count, min, max, sum (last axis:
+    T_COUNT, T_MIN, T_MAX, T_SUM)."""
+    out = _new_totals(1, n_groups)
+    _group_totals(ids, vals, mask, out)
+    return out[0]
+
+
+@no_refcount
+def _group_totals(ids, vals, mask, out):
+    for i in range(ids.shape[0]):
+        if mask[i]:
+            _add(out, 0, ids[i], vals[i])

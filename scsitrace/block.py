@@ -265,9 +265,8 @@ def machine(ev: "_Events") -> dict:
     q_t, q_dev = ev.t[qi], ev.dev[qi]
     pids, pid_of_q = np.unique(ev.pid[qi], return_inverse=True)
     c_t = np.where(done, ev.t[np.maximum(c_ev, 0)], NONE) if len(ev.t) else c_ev
-    per_q = _per_q(ev, qi, q_t, c_t, last, d_t)
-    return {"ev": ev, "qi": qi, "raw_samples": (stage, q, ns), "per_q": per_q, "pids": pids, "pid_of_q": pid_of_q,
-            "dm": np.isin(ev.devices >> 20, REMAPPER_MAJORS)}
+    return {"ev": ev, "qi": qi, "raw_samples": (stage, q, ns), "pids": pids, "pid_of_q": pid_of_q,
+            "dm": np.isin(ev.devices >> 20, REMAPPER_MAJORS), "requests": _Requests(ev, qi, pid_of_q, c_t, d_t, last)}
 
 
 def samples(run: dict) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -310,26 +309,36 @@ def _q2q(q_t, devices, processes, q_dev, dm) -> dict:
     return out
 
 
-def _per_q(ev, qi, q_t, c_t, last, d_t) -> pl.DataFrame:
-    """One row per Q: its last sample of each stage (btt keeps the last time it saw)."""
-    nq = len(qi)
-    cols = {
-        "q": np.arange(nq), "q_idx": qi, "device": ev.devices[ev.dev[qi]],
-        "sector": ev.sector[qi], "bytes": ev.bytes[qi], "pid": ev.pid[qi], "action": ev.action[qi],
-        "q_t": q_t, "q2g_ns": last[0], "g2i_ns": last[1], "q2m_ns": last[2], "i2d_ns": last[3],
-        "d_t": d_t, "c_t": c_t,
-    }
-    df = pl.DataFrame(cols)
-    none = lambda c: pl.when(pl.col(c) == NONE).then(None).otherwise(pl.col(c))  # noqa: E731
-    df = df.with_columns(*(none(c).alias(c) for c in ("q2g_ns", "g2i_ns", "q2m_ns", "i2d_ns", "d_t", "c_t")))
-    return df.with_columns(
-        pl.when(pl.col("d_t").is_not_null() & pl.col("c_t").is_not_null())
-        .then(pl.when(pl.col("d_t") < pl.col("c_t")).then(pl.col("c_t") - pl.col("d_t")).otherwise(1))
-        .alias("d2c_ns"),
-        pl.when(pl.col("c_t").is_not_null())
-        .then(pl.when(pl.col("q_t") < pl.col("c_t")).then(pl.col("c_t") - pl.col("q_t")).otherwise(1))
-        .alias("q2c_ns"),
-        pl.col("device").cast(pl.UInt32))
+class _Requests:
+    """One row per Q (numpy columns): where and what, its Q, last D and C times, and its last
+    sample of each stage (btt keeps the last time it saw); NONE where it has none."""
+
+    def __init__(self, ev, qi, pid_of_q, c_t, d_t, last):
+        self.q, self.q_idx = np.arange(len(qi)), qi
+        self.dev, self.pid_id = ev.dev[qi], pid_of_q
+        self.device = ev.devices[self.dev].astype(np.uint32)
+        self.sector, self.bytes, self.pid, self.action, self.q_t = (
+            ev.sector[qi], ev.bytes[qi], ev.pid[qi], ev.action[qi], ev.t[qi])
+        self.d_t, self.c_t = d_t, c_t
+        self.q2g, self.g2i, self.q2m, self.i2d = last
+        self.done = c_t != NONE
+        self.q2c = np.where(self.done, np.where(self.q_t < c_t, c_t - self.q_t, 1), NONE)
+        self.d2c = np.where(self.done & (d_t != NONE), np.where(d_t < c_t, c_t - d_t, 1), NONE)
+
+    def subset(self, keep: np.ndarray) -> "_Requests":
+        out = object.__new__(_Requests)
+        out.__dict__ = {name: col[keep] for name, col in self.__dict__.items()}
+        return out
+
+    def frame(self) -> pl.DataFrame:
+        """The table as polars, missing values null."""
+        cols = {"q": self.q, "q_idx": self.q_idx, "device": self.device, "sector": self.sector,
+                "bytes": self.bytes, "pid": self.pid, "action": self.action, "q_t": self.q_t,
+                "q2g_ns": self.q2g, "g2i_ns": self.g2i, "q2m_ns": self.q2m, "i2d_ns": self.i2d,
+                "d_t": self.d_t, "c_t": self.c_t, "d2c_ns": self.d2c, "q2c_ns": self.q2c}
+        optional = ("q2g_ns", "g2i_ns", "q2m_ns", "i2d_ns", "d_t", "c_t", "d2c_ns", "q2c_ns")
+        return pl.DataFrame({name: pl.Series(name, col).set(pl.Series(col == NONE), None) if name in optional
+                             else col for name, col in cols.items()})
 
 
 # ---------------------------------------------------------------- statistics
@@ -356,7 +365,7 @@ def stage_totals(run: dict, keep_q: np.ndarray | None = None) -> tuple[np.ndarra
 def _stat_rows(totals: np.ndarray, group: int):
     """(stage name, n, min, avg, max, total) of one group, for the stages with samples, in btt's order."""
     for k, name in enumerate(_bm.STAT_NAMES):
-        n, lo, hi, total = (int(totals[field, k, group]) for field in (_bm.T_COUNT, _bm.T_MIN, _bm.T_MAX, _bm.T_SUM))
+        n, lo, hi, total = (int(totals[k, group, field]) for field in (_bm.T_COUNT, _bm.T_MIN, _bm.T_MAX, _bm.T_SUM))
         if n:
             yield name, n, lo, total / n, hi, total
 
@@ -429,11 +438,11 @@ def _btt_categories(stats: pl.DataFrame, n_done: int) -> pl.DataFrame:
 
 # ---------------------------------------------------------------- per device, per process, sizes
 
-def busy_runs(queues: pl.DataFrame) -> list[tuple[int, np.ndarray, np.ndarray]]:
+def busy_runs(req: _Requests) -> list[tuple[int, np.ndarray, np.ndarray]]:
     """Per device: (device, starts, ends) of the runs when at least one request is between its D
     and its C."""
-    iv = queues.filter(pl.col("d_t").is_not_null() & pl.col("c_t").is_not_null())
-    dev, d_t, c_t = (iv[c].to_numpy() for c in ("device", "d_t", "c_t"))
+    iv = req.done & (req.d_t != NONE)
+    dev, d_t, c_t = req.device[iv], req.d_t[iv], req.c_t[iv]
     out = []
     for device in _unique(dev):
         sel = dev == device
@@ -489,13 +498,14 @@ def device_counts(ev: _Events) -> pl.DataFrame:
                                       "seek_median_sectors": pl.Float64, "seeks": pl.Int64})
 
 
-def device_table(base: pl.DataFrame, depth: pl.DataFrame, queues: pl.DataFrame, runs: list,
+def device_table(base: pl.DataFrame, depth: pl.DataFrame, req: _Requests, devices: np.ndarray, runs: list,
                  elapsed_ns: int) -> pl.DataFrame:
     """device_counts plus completions, bytes, busy time, queue depth, rates."""
-    done = queues.filter(pl.col("c_t").is_not_null())
-    per = done.group_by("device").agg(
-        pl.len().alias("ios_completed"), pl.col("bytes").sum().alias("bytes"),
-        ((pl.col("action") & (TC["WRITE"] << TC_SHIFT)) != 0).sum().alias("writes"))
+    done = _bm.group_totals(req.dev, req.bytes, req.done, len(devices))
+    writes = _bm.group_totals(req.dev, req.q, req.done & ((req.action & (TC["WRITE"] << TC_SHIFT)) != 0), len(devices))
+    seen = done[:, _bm.T_COUNT] > 0
+    per = pl.DataFrame({"device": devices[seen].astype(np.uint32), "ios_completed": done[seen, _bm.T_COUNT],
+                        "bytes": done[seen, _bm.T_SUM], "writes": writes[seen, _bm.T_COUNT]})
     busy = pl.DataFrame({"device": [dev_name(device) for device, _, _ in runs],
                          "busy_ns": [int((ends - starts).sum()) for _, starts, ends in runs]},
                         schema={"device": pl.Utf8, "busy_ns": pl.Int64})
@@ -520,13 +530,18 @@ def queue_depth(ev: _Events, start_ns: int, end_ns: int) -> pl.DataFrame:
                         schema={"device": pl.UInt32, "max_depth": pl.Int64, "avg_depth": pl.Float64})
 
 
-def process_table(queues: pl.DataFrame, names: dict) -> pl.DataFrame:
+def process_table(req: _Requests, n_pids: int, pids: np.ndarray, names: dict) -> pl.DataFrame:
     """Per process (the name of the Q's pid): I/Os queued and completed, bytes, Q2C and D2C."""
-    per = queues.group_by("pid").agg(
-        pl.len().alias("queued"), pl.col("c_t").is_not_null().sum().alias("ios_completed"),
-        pl.col("bytes").filter(pl.col("c_t").is_not_null()).sum().alias("bytes"),
-        pl.col("q2c_ns").sum().alias("q2c_total"), pl.col("q2c_ns").max().alias("q2c_max_ns"),
-        pl.col("d2c_ns").sum().alias("d2c_total"), pl.col("d2c_ns").count().alias("d2c_n"))
+    queued = _bm.group_totals(req.pid_id, req.q, np.ones(len(req.q), bool), n_pids)
+    done = _bm.group_totals(req.pid_id, req.bytes, req.done, n_pids)
+    q2c = _bm.group_totals(req.pid_id, req.q2c, req.done, n_pids)
+    d2c = _bm.group_totals(req.pid_id, req.d2c, req.d2c != NONE, n_pids)
+    seen = queued[:, _bm.T_COUNT] > 0
+    per = pl.DataFrame({
+        "pid": pids[seen], "queued": queued[seen, _bm.T_COUNT], "ios_completed": done[seen, _bm.T_COUNT],
+        "bytes": done[seen, _bm.T_SUM], "q2c_total": q2c[seen, _bm.T_SUM],
+        "q2c_max_ns": pl.Series(q2c[seen, _bm.T_MAX]).set(pl.Series(q2c[seen, _bm.T_COUNT] == 0), None),
+        "d2c_total": d2c[seen, _bm.T_SUM], "d2c_n": d2c[seen, _bm.T_COUNT]})
     per = per.with_columns(_process_names(pl.col("pid"), names).alias("process"))
     out = per.group_by("process").agg(
         pl.col("queued", "ios_completed", "bytes").sum(),
@@ -595,24 +610,22 @@ def analyze(capture: Capture, options) -> Analysis:
         running = pool.submit(machine, ev)       # it releases the GIL; meanwhile what needs only the events
         depth, sizes, counts = queue_depth(ev, start_ns, end_ns), size_histogram(ev), device_counts(ev)
         run = running.result()
-    queues = run["per_q"]
+    requests = run["requests"]
     keep = None
     if opts.get("pid") is not None:
-        pids = _pid_set(opts["pid"], names)
-        keep = np.isin(queues["pid"].to_numpy(), pids)
-        queues = queues.filter(pl.col("pid").is_in(pids))
+        keep = np.isin(requests.pid, _pid_set(opts["pid"], names))
+        requests = requests.subset(keep)
     totals = stage_totals(run, keep)
     stats = stage_stats(run, totals)
     elapsed = end_ns - start_ns
-    done = queues.filter(pl.col("c_t").is_not_null())
-    runs = busy_runs(queues)
+    runs = busy_runs(requests)
     n_q2c = int(stats.filter((pl.col("device") == "all") & (pl.col("stage") == "Q2C"))["n"].sum())
     json_extra = {
         "stages": _stages_json(stats),
         "events": event_counts(ev),
         "overhead": overhead(stats).to_dicts(),
-        "devices": device_table(counts, depth, queues, runs, elapsed).to_dicts(),
-        "processes": process_table(queues, names).to_dicts(),
+        "devices": device_table(counts, depth, requests, run["ev"].devices, runs, elapsed).to_dicts(),
+        "processes": process_table(requests, len(run["pids"]), run["pids"], names).to_dicts(),
         "process_stages": [{"process": r["process"], "pid": r["pid"], "name": r["stage"], "n": r["n"],
                             "min_ns": r["min_ns"], "avg_ns": r["avg_ns"], "max_ns": r["max_ns"],
                             "total_ns": r["total_ns"]} for r in process_stats(run, names, totals).iter_rows(named=True)],
@@ -625,8 +638,8 @@ def analyze(capture: Capture, options) -> Analysis:
     return Analysis(
         layer="block", capture=capture, elapsed_ns=elapsed, start_ns=start_ns,
         segments=lambda: busy_segments(runs, start_ns, end_ns), segment_targets=False,
-        ios=lambda: ios_frame(queues, names), anomalies=capture.anomalies,
-        ios_completed=int(done.height), data_bytes=int(done["bytes"].sum() or 0),
+        ios=lambda: ios_frame(requests.frame(), names), anomalies=capture.anomalies,
+        ios_completed=int(requests.done.sum()), data_bytes=int(requests.bytes[requests.done].sum()),
         category_order={"btt": list(OVERHEAD)}, default_profile="btt",
         categories={"btt": _btt_categories(stats, n_q2c)}, notes=notes,
         source={"path": capture.path, "format": capture.format, "files": capture.meta.get("files")},
