@@ -95,6 +95,8 @@ def main() -> int:
     args = ap.parse_args()
     path = os.path.join(DATA, f"usbmon_{args.commands}.pcap")
     generate(path, args.commands)
+    from scsitrace import heap
+    heap.keep_freed_memory()                 # as the scsitrace command does
     runs = [ours(path) for _ in range(args.repeat)]
     cold = runs[0]
     warm = runs[1:] or runs
