@@ -24,7 +24,9 @@ COMMANDS = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser. With `only`, only that command has its module imported and its arguments
+    (some modules pull in plotly and the attribution passes); every command is listed."""
     parser = argparse.ArgumentParser(
         prog="scsitrace", description="Offline SCSI bus trace analyzer and protocol-phase profiler.",
         epilog="Exit status: 0 ok; 1 internal error (regress: a figure regressed); 2 bad input or usage.")
@@ -32,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (mod_name, help_text) in COMMANDS.items():
+        if only not in (None, name):
+            sub.add_parser(name, help=help_text)
+            continue
         mod = import_module(f"{__package__}.commands.{mod_name}")
         p = sub.add_parser(name, help=help_text, description=(mod.__doc__ or help_text).strip())
         mod.add_arguments(p)
@@ -39,8 +44,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command_in(argv: list[str]) -> str | None:
+    """The command the arguments name (the first one that is not an option), if it is one."""
+    first = next((arg for arg in argv if not arg.startswith("-")), None)
+    return first if first in COMMANDS else None
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(_command_in(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     heap.keep_freed_memory()
     try:
