@@ -245,23 +245,28 @@ def _strictly_inside(q_dev, q_start, ev: _Events, kinds: np.ndarray) -> np.ndarr
     return mask
 
 
-def _odd_inside(ev: _Events, qi: np.ndarray, letter: str) -> np.ndarray:
-    """Per Q, _strictly_inside the events `letter`, computed only for the bios where the
-    machine needs it (zero length, or a start sector no key can hold: see _bm._contains)."""
-    q_start, q_end = ev.sector[qi], ev.end(qi)
-    odd = np.flatnonzero((q_end == q_start) | (q_start < 0) | (q_start >= _bm.KEY_SECTORS))
+def _odd_bios(ev: _Events, qi: np.ndarray) -> np.ndarray:
+    """The Qs (indexes into qi) for which containment alone does not decide whether a D or C
+    applies (zero length, or a start sector no key can hold: see _bm._contains)."""
+    q_start = ev.sector[qi]
+    return np.flatnonzero((ev.bytes[qi] < SECTOR) | (q_start < 0) | (q_start >= _bm.KEY_SECTORS))
+
+
+def _odd_inside(ev: _Events, qi: np.ndarray, odd: np.ndarray, letter: str) -> np.ndarray:
+    """Per Q, _strictly_inside the events `letter`, computed for the odd bios only."""
     mask = np.zeros(len(qi), bool)
     if len(odd):
-        mask[odd] = _strictly_inside(ev.dev[qi][odd], q_start[odd], ev, ev.of(letter))
+        mask[odd] = _strictly_inside(ev.dev[qi][odd], ev.sector[qi][odd], ev, ev.of(letter))
     return mask
 
 
 def machine(ev: "_Events") -> dict:
     """Run the btt stage machine over the events -> per-Q frame and the stage samples."""
     qi = ev.of("Q")                                     # event index of each Q
+    odd = _odd_bios(ev, qi)
     done, c_ev, last, d_t, stage, q, ns = _bm.run(
         ev.kind, ev.dev, ev.sector, ev.bytes, ev.t, ev.pdu_dev, ev.pdu_sector, len(ev.devices), len(qi),
-        _odd_inside(ev, qi, "C"), _odd_inside(ev, qi, "D"))
+        _odd_inside(ev, qi, odd, "C"), _odd_inside(ev, qi, odd, "D"))
     q_t, q_dev = ev.t[qi], ev.dev[qi]
     pids, pid_of_q = np.unique(ev.pid[qi], return_inverse=True)
     c_t = np.where(done, ev.t[np.maximum(c_ev, 0)], NONE) if len(ev.t) else c_ev
@@ -606,26 +611,31 @@ def analyze(capture: Capture, options) -> Analysis:
     start_ns = int(cols["t_ns"].min()) if len(cols["t_ns"]) else 0
     end_ns = int(cols["t_ns"].max()) if len(cols["t_ns"]) else 0
     ev = _Events(cols)
+    # the compiled passes release the GIL: the machine, then the stage totals, run in a worker
+    # thread while this one does what needs only the events, then only the requests
     with ThreadPoolExecutor(max_workers=1) as pool:
-        running = pool.submit(machine, ev)       # it releases the GIL; meanwhile what needs only the events
+        running = pool.submit(machine, ev)
         depth, sizes, counts = queue_depth(ev, start_ns, end_ns), size_histogram(ev), device_counts(ev)
         run = running.result()
-    requests = run["requests"]
-    keep = None
-    if opts.get("pid") is not None:
-        keep = np.isin(requests.pid, _pid_set(opts["pid"], names))
-        requests = requests.subset(keep)
-    totals = stage_totals(run, keep)
+        requests = run["requests"]
+        keep = None
+        if opts.get("pid") is not None:
+            keep = np.isin(requests.pid, _pid_set(opts["pid"], names))
+            requests = requests.subset(keep)
+        adding = pool.submit(stage_totals, run, keep)
+        runs = busy_runs(requests)
+        devices = device_table(counts, depth, requests, ev.devices, runs, end_ns - start_ns)
+        processes = process_table(requests, len(run["pids"]), run["pids"], names)
+        totals = adding.result()
     stats = stage_stats(run, totals)
     elapsed = end_ns - start_ns
-    runs = busy_runs(requests)
     n_q2c = int(stats.filter((pl.col("device") == "all") & (pl.col("stage") == "Q2C"))["n"].sum())
     json_extra = {
         "stages": _stages_json(stats),
         "events": event_counts(ev),
         "overhead": overhead(stats).to_dicts(),
-        "devices": device_table(counts, depth, requests, run["ev"].devices, runs, elapsed).to_dicts(),
-        "processes": process_table(requests, len(run["pids"]), run["pids"], names).to_dicts(),
+        "devices": devices.to_dicts(),
+        "processes": processes.to_dicts(),
         "process_stages": [{"process": r["process"], "pid": r["pid"], "name": r["stage"], "n": r["n"],
                             "min_ns": r["min_ns"], "avg_ns": r["avg_ns"], "max_ns": r["max_ns"],
                             "total_ns": r["total_ns"]} for r in process_stats(run, names, totals).iter_rows(named=True)],
