@@ -652,3 +652,20 @@ def _group_totals(ids, vals, mask, out):
     for i in range(ids.shape[0]):
         if mask[i]:
             _add(out, 0, ids[i], vals[i])
+
+
+@compiled
+def request_times(q_t, d_t, c_t):
+    """Per request: completed, Q2C and D2C (btt's tdelta; NONE when it has none)."""
+    n = q_t.shape[0]
+    done, q2c, d2c = np.empty(n, np.bool_), np.empty(n, np.int64), np.empty(n, np.int64)
+    _request_times(q_t, d_t, c_t, done, q2c, d2c)
+    return done, q2c, d2c
+
+
+@no_refcount
+def _request_times(q_t, d_t, c_t, done, q2c, d2c):
+    for i in range(q_t.shape[0]):
+        done[i] = c_t[i] != NONE
+        q2c[i] = _tdelta(q_t[i], c_t[i]) if done[i] else NONE
+        d2c[i] = _tdelta(d_t[i], c_t[i]) if done[i] and d_t[i] != NONE else NONE

@@ -326,9 +326,7 @@ class _Requests:
             ev.sector[qi], ev.bytes[qi], ev.pid[qi], ev.action[qi], ev.t[qi])
         self.d_t, self.c_t = d_t, c_t
         self.q2g, self.g2i, self.q2m, self.i2d = last
-        self.done = c_t != NONE
-        self.q2c = np.where(self.done, np.where(self.q_t < c_t, c_t - self.q_t, 1), NONE)
-        self.d2c = np.where(self.done & (d_t != NONE), np.where(d_t < c_t, c_t - d_t, 1), NONE)
+        self.done, self.q2c, self.d2c = _bm.request_times(self.q_t, d_t, c_t)
 
     def subset(self, keep: np.ndarray) -> "_Requests":
         out = object.__new__(_Requests)
