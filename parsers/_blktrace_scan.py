@@ -238,23 +238,3 @@ def fill_machine(b, big, header, src, dest, fields, pdu, t, action, device, sect
         remap = kind == PDU_REMAP
         pdu_dev[r] = np.uint32(_u32(b, start + pdu[P_DEV_FROM], True)) if remap else np.uint32(0)
         pdu_sector[r] = np.int64(_u64(b, start + pdu[P_SECTOR_FROM], True)) if remap else 0
-
-
-@compiled
-def merge_rows(times, bounds):
-    """Rows of the records of several files (files concatenated; file f is
-    times[bounds[f]:bounds[f + 1]]) in their stable time order: by time, then file, then place
-    in the file. Each file must be in time order (the caller checks); a k-way merge, linear for
-    the few files of a capture."""
-    n = times.shape[0]
-    k = bounds.shape[0] - 1
-    dest = np.empty(n, np.int64)
-    head = bounds[:-1].copy()
-    for r in range(n):
-        best = -1
-        for f in range(k):
-            if head[f] < bounds[f + 1] and (best < 0 or times[head[f]] < times[head[best]]):
-                best = f
-        dest[head[best]] = r
-        head[best] += 1
-    return dest

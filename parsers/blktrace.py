@@ -300,7 +300,7 @@ class _Merged:
         self.n = sum(len(k) for k in self.keeps)
         times = [d["heads"]["time"][k] for (_, d), k in zip(parts, self.keeps)]
         self.origin = int(min(t.min() for t in times if len(t))) if self.n else 0
-        self.dest = _merge_rows(times)
+        self.dest = block.merge_rows(times)
 
     def _per_file(self, decode) -> None:
         """decode(file index, its data, its kept record offsets, their rows), for every file."""
@@ -343,22 +343,6 @@ def _per_file_threads(work, items: list) -> list:
         return [work(item) for item in items]
     with ThreadPoolExecutor(max_workers=min(len(items), os.cpu_count() or 1)) as pool:
         return list(pool.map(work, items))
-
-
-def _merge_rows(times: list[np.ndarray]) -> np.ndarray:
-    """Row of each record (files concatenated) in processing order: a linear merge when every
-    file is in time order (as blktrace writes them), else a stable sort."""
-    allt = np.concatenate(times) if times else np.zeros(0, np.int64)
-    in_order = all(np.all(t[1:] >= t[:-1]) for t in times)
-    if in_order and len(times) <= MERGE_FILES:
-        bounds = np.cumsum([0] + [len(t) for t in times]).astype(np.int64)
-        return _scan.merge_rows(allt, bounds)
-    dest = np.empty(len(allt), np.int64)
-    dest[np.argsort(allt, kind="stable")] = np.arange(len(allt), dtype=np.int64)
-    return dest
-
-
-MERGE_FILES = 16            # more per-CPU files than this: a sort beats the k-way merge
 
 
 def _notify_texts(d, names: dict, messages: list, clocks: list) -> None:

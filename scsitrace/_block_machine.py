@@ -513,31 +513,6 @@ def _chain_hits(q, link, start, stop, odd, hits, nh, bio):
     return nh
 
 
-@compiled
-def previous_same(ids, n_ids):
-    """Per position, the last earlier position holding the same id (0 <= id < n_ids), or NONE."""
-    prev = np.empty(ids.shape[0], np.int64)
-    _previous_same(ids, np.full(n_ids, NONE, np.int64), prev)
-    return prev
-
-
-@no_refcount
-def _previous_same(ids, last, prev):
-    for i in range(ids.shape[0]):
-        prev[i] = last[ids[i]]
-        last[ids[i]] = i
-
-
-@compiled
-def split_by_stage(stages, n_stages):
-    """The samples grouped by stage, in order within each: (order, bounds) with
-    order[bounds[k]:bounds[k + 1]] the samples of stage k (a counting sort)."""
-    bounds = np.zeros(n_stages + 1, np.int64)
-    order = np.empty(stages.shape[0], np.int64)
-    _counting_sort(stages, np.ones(stages.shape[0], np.bool_), bounds, order)
-    return order, bounds
-
-
 # stage_totals(): what it adds up, per stage name (STAT_NAMES) and group: count, min, max, sum
 T_COUNT, T_MIN, T_MAX, T_SUM = range(4)
 
@@ -669,3 +644,23 @@ def _request_times(q_t, d_t, c_t, done, q2c, d2c):
         done[i] = c_t[i] != NONE
         q2c[i] = _tdelta(q_t[i], c_t[i]) if done[i] else NONE
         d2c[i] = _tdelta(d_t[i], c_t[i]) if done[i] and d_t[i] != NONE else NONE
+
+
+@compiled
+def merge_sorted(times, bounds):
+    """Rows of the records of several files (files concatenated; file f is
+    times[bounds[f]:bounds[f + 1]]) in their stable time order: by time, then file, then place
+    in the file. Each file must be in time order (the caller checks); a k-way merge, linear for
+    the few files of a capture."""
+    n = times.shape[0]
+    k = bounds.shape[0] - 1
+    dest = np.empty(n, np.int64)
+    head = bounds[:-1].copy()
+    for r in range(n):
+        best = -1
+        for f in range(k):
+            if head[f] < bounds[f + 1] and (best < 0 or times[head[f]] < times[head[best]]):
+                best = f
+        dest[head[best]] = r
+        head[best] += 1
+    return dest

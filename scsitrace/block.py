@@ -103,14 +103,31 @@ def _rwbs(action: int, has_bytes: bool) -> str:
     return out
 
 
+def merge_rows(times: list[np.ndarray]) -> np.ndarray:
+    """Row of each record (files concatenated) in processing order: by time, then file, then
+    place in the file. A linear k-way merge when every file is in time order (as blktrace
+    writes them), else a stable sort."""
+    if all(np.all(t[1:] >= t[:-1]) for t in times) and len(times) <= MERGE_FILES:
+        bounds = np.cumsum([0] + [len(t) for t in times]).astype(np.int64)
+        return _bm.merge_sorted(np.concatenate(times) if times else np.zeros(0, np.int64), bounds)
+    allt = np.concatenate(times)
+    rows = np.empty(len(allt), np.int64)
+    rows[np.argsort(allt, kind="stable")] = np.arange(len(allt), dtype=np.int64)
+    return rows
+
+
+MERGE_FILES = 16            # more files than this: a sort beats the k-way merge
+
+
 def merge_order(times: list[np.ndarray]) -> np.ndarray | None:
-    """Stable time order of the records of several files (ties keep file order), or None when
-    they are already in order. numpy's stable sort merges already-sorted runs (per-CPU files)
-    in linear time."""
-    allt = np.concatenate(times) if times else np.zeros(0, np.int64)
-    if len(allt) < 2 or np.all(allt[1:] >= allt[:-1]):
+    """The records (files concatenated) in processing order (see merge_rows), or None when
+    they already are."""
+    rows = merge_rows(times)
+    if np.all(rows == np.arange(len(rows))):
         return None
-    return np.argsort(allt, kind="stable")
+    order = np.empty_like(rows)
+    order[rows] = np.arange(len(rows), dtype=np.int64)
+    return order
 
 
 def finish_events(raw: pl.DataFrame) -> pl.DataFrame:
@@ -216,7 +233,6 @@ class _Events:
         self.kind, self.dev, self.pdu_dev, self._by_code, self._bounds, self.all_counts = _bm.select_events(
             self.code, self.action, cols["device"], self.bytes, cols["pdu_dev"], self.devices, KIND, TC_PC)
         self.pdu_sector = cols["pdu_sector"]
-        self.n = len(self.t)
 
     def end(self, idx: np.ndarray) -> np.ndarray:
         """The sector after the range of events idx."""
@@ -275,42 +291,20 @@ def machine(ev: "_Events") -> dict:
 
 
 def samples(run: dict) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """The stage samples as (Q, ns) arrays: per stage name, and for Q2Q also "Q2Q@all" (between
-    consecutive Qs of any device) and "Q2Q@proc" (of a process). The tables add them up in one
-    compiled pass instead (stage_totals); this spells them out for checks."""
+    """The machine's samples as (Q, ns) arrays per stage name (Q2Q is not a machine sample).
+    The tables add them up in one compiled pass instead (stage_totals); this spells them out
+    for checks."""
     ev, qi, dm = run["ev"], run["qi"], run["dm"]
     stage, q, ns = run["raw_samples"]
     q_dev = ev.dev[qi]
-    order, bounds = _bm.split_by_stage(stage, len(_bm.STAGES))
-    out = {name: (q[order[bounds[k]:bounds[k + 1]]], ns[order[bounds[k]:bounds[k + 1]]])
-           for k, name in enumerate(_bm.STAGES)}
-    for name in ("Q2C", "Q2A"):                         # md and device-mapper devices kept apart
-        sq, sv = out.pop(name)
-        is_dm = dm[q_dev[sq]]
-        out[name], out[name + "dm"] = (sq[~is_dm], sv[~is_dm]), (sq[is_dm], sv[is_dm])
-    out.update(_q2q(ev.t[qi], (q_dev, len(ev.devices)), (run["pid_of_q"], len(run["pids"])), q_dev, dm))
-    return out
-
-
-def _q2q(q_t, devices, processes, q_dev, dm) -> dict:
-    """Q2Q between consecutive Qs of a device, of a process, and across devices ("all" and a
-    process share one last-Q time over their devices, as btt's do). devices, processes: the
-    (dense id of each Q, number of ids) of its device, its process."""
     out = {}
-    gap = np.diff(q_t)
-    overall = np.where(gap > 0, gap, 1)
-    after = np.arange(1, len(q_t))
-    is_dm = dm[q_dev[after]]
-    out["Q2Q@all"] = (after[~is_dm], overall[~is_dm])
-    out["Q2Qdm@all"] = (after[is_dm], overall[is_dm])
-    for (ids, n_ids), suffix in ((devices, ""), (processes, "@proc")):  # within each device, each process
-        prev = _bm.previous_same(ids, n_ids)
-        qs = np.flatnonzero(prev != NONE)
-        gap = q_t[qs] - q_t[prev[qs]]
-        val = np.where(gap > 0, gap, 1)
-        is_dm = dm[q_dev[qs]]
-        out["Q2Q" + suffix] = (qs[~is_dm], val[~is_dm])
-        out["Q2Qdm" + suffix] = (qs[is_dm], val[is_dm])
+    for k, name in enumerate(_bm.STAGES):
+        sel = stage == k
+        sq, sv = q[sel], ns[sel]
+        is_dm = dm[q_dev[sq]] if name in ("Q2C", "Q2A") else np.zeros(len(sq), bool)
+        out[name] = (sq[~is_dm], sv[~is_dm])
+        if name in ("Q2C", "Q2A"):                      # md and device-mapper devices kept apart
+            out[name + "dm"] = (sq[is_dm], sv[is_dm])
     return out
 
 
