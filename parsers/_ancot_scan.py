@@ -8,19 +8,20 @@ signal, DB, DBP. Tick order is checked afterwards, in bulk, by the caller.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from scsitrace._jit import compiled, inlined
 
 BAD_COUNT, BAD_TICK, BAD_DB, BAD_DBP = 1, 2, 3, 4
 BAD_SIGNAL = 16  # + index of the signal
 MAX_DIGITS = 18  # any 18-digit tick fits int64
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _blank(c):
     return c == 32 or c == 9 or c == 13
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _hex(c):
     if 48 <= c <= 57:
         return c - 48
@@ -31,7 +32,7 @@ def _hex(c):
     return -1
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def scan(a, sig_bits, n_data, line_idx, tick, lines, db, db_null, dbp, bad_line, bad_reason, bad_found):
     """Fill the good-record arrays (line index, tick, lines, DB, DBP) and the bad-record
     arrays (line index, reason, number of fields); returns (good, bad, lines seen, tick

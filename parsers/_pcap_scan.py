@@ -7,7 +7,8 @@ walks pcap records itself, decoding each one as it goes: parsers/_usbmon_scan.py
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from scsitrace._jit import compiled
 
 
 def walk_chain(buf: np.ndarray, start: int, hdr_size: int, len_pos: int, big_endian: bool):
@@ -20,7 +21,7 @@ def walk_chain(buf: np.ndarray, start: int, hdr_size: int, len_pos: int, big_end
     return offsets[:n], pos
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _walk(buf, offsets, start, hdr_size, len_pos, big_endian):
     end = buf.shape[0]
     n = 0

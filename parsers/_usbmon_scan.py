@@ -8,8 +8,8 @@ of parsers/usbmon.py's docstring; field positions come from its construct declar
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from scsitrace._jit import compiled, inlined
 from scsitrace.usb import UrbColumns
 
 SHORT, BAD_TYPE, BAD_XFER, BAD_LEN_CAP = 1, 2, 3, 4    # why a record is bad, in checking order
@@ -57,7 +57,7 @@ class Columns:
             data_len=self.data_len[:n], pos=self.pos[:n])
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _le(buf, p, width):
     """The `width` bytes at `p` as a little-endian unsigned integer. Unsigned indices
     (no negative-index check per byte) let the compiler merge the bytes into one load."""
@@ -68,7 +68,7 @@ def _le(buf, p, width):
     return v
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _u32(buf, p, big_endian):
     if big_endian:
         return (np.int64(buf[p]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) \
@@ -76,7 +76,7 @@ def _u32(buf, p, big_endian):
     return np.int64(_le(buf, p, 4))
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def decode(buf, walk, start, big_endian, max_len, data_offset, caplens, sizes, mmapped, at, iso_descriptor_bytes,
            data_prefix, pos, bad, t_ns, urb_id, event, xfer, ep, bus, dev, status, length, setup, has_setup,
            data_at, data_size, data_head, data_len, data):

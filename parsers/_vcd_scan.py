@@ -10,7 +10,8 @@ are parsers/vcd.py's (kinds, reasons, keyword numbers).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from scsitrace._jit import compiled, inlined
 
 KEYWORD_BYTES = (b"$end", b"$comment", b"$dumpvars", b"$dumpall", b"$dumpon", b"$dumpoff")
 KW_NONE, KW_END, KW_COMMENT, KW_DUMPVARS, KW_DUMPALL, KW_DUMPON, KW_DUMPOFF = range(7)
@@ -32,22 +33,22 @@ def _keyword_table() -> tuple[np.ndarray, np.ndarray]:
 KEYWORD_TABLE, KEYWORD_LENGTHS = _keyword_table()
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _blank(c):
     return c == 32 or c == 10 or c == 9 or c == 13
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _vector_char(c):
     return c == 48 or c == 49 or c == 120 or c == 88 or c == 122 or c == 90
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _value_letter(c):  # b B r R s S: a value whose identifier code is the next token
     return c == 98 or c == 66 or c == 114 or c == 82 or c == 115 or c == 83
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _keyword(a, s, e, table, lengths):
     """1 + index of the keyword the token a[s:e] is, or 0."""
     if a[s] != 36 or e - s < 2:
@@ -65,7 +66,7 @@ def _keyword(a, s, e, table, lengths):
     return 0
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _pack(a, s, e):
     """An identifier code as an integer (bytes, length in the top byte); 0 when too long."""
     n = e - s
@@ -77,7 +78,7 @@ def _pack(a, s, e):
     return key
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def scan(a, first_line, context, table, lengths, line, start, end, kind, ctx, time,
          code_start, code_end, code, val_start, val_end, reason):
     """Fill the item columns; returns (items, keyword context at the end of the block)."""
@@ -213,12 +214,12 @@ FINAL, FINAL_LINES, FINAL_DB, FINAL_DBP = range(N_SLOTS + 5, N_SLOTS + 9)
 CARRY_SIZE = N_SLOTS + 9
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _bit(c):
     return 0 if c == 48 else (1 if c == 49 else -1)
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _byte_value(a, vs, ve):
     """Low 8 bits of a vector value left-extended as IEEE 1364 says (x or z pad with
     themselves, anything else with 0); -1 if any of them is x or z."""
@@ -233,7 +234,7 @@ def _byte_value(a, vs, ve):
     return value
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _reversed(v):
     out = 0
     for j in range(8):
@@ -241,7 +242,7 @@ def _reversed(v):
     return out
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def combine(state, present, out, k):
     """Slot states -> lines, db (-1: not sampled), dbp (-1: not sampled) into out row k."""
     lines = 0
@@ -263,7 +264,7 @@ def combine(state, present, out, k):
     out[k, 2] = state[DBP_SLOT] if present[DBP_SLOT] else -1
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def rows(a, kind, ctx, time, val_start, val_end, code, feed_keys, long_hits, feed_slot, feed_flags,
          present, origin, num, den, carry, xz, out_t, out_row):
     """Apply the block's value changes in file order and close a row at each new timestamp.

@@ -9,7 +9,8 @@ first (the handshake order), otherwise REQ's edge comes first.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from scsitrace._jit import compiled
 
 # slots of the state vector carried from chunk to chunk
 PREV_T, LINES, KEY, REQ_SEEN, N_RUNS = range(5)
@@ -18,7 +19,7 @@ START, RUN_KEY, G, UP, TARGET_NS, INITIATOR_NS, EDGES, LAST = range(8)
 RUN_COLUMNS = 8
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def new_runs(lines, key_table, key_before):
     """How many runs of equal phase key start in this chunk."""
     n = 0
@@ -31,7 +32,7 @@ def new_runs(lines, key_table, key_before):
     return n
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def collect(t, lines, key_table, req_bit, ack_bit, state, runs, hist, kept, data_keys,
             hist_ns, min_long_ns):
     """One chunk. `runs` is the per-run table (rows x RUN_COLUMNS, room for this chunk's new

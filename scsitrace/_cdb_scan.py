@@ -3,10 +3,10 @@ the CDB rows, the rules of that function applied field by field, no temporary co
 per rule. The opcode groups come in as 256-entry lookup tables built in scsi.py."""
 from __future__ import annotations
 
-from numba import njit
+from ._jit import compiled, inlined
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _be(m, i, start, width):
     """Big-endian unsigned integer of `width` bytes from byte `start` of row `i`."""
     v = 0
@@ -15,7 +15,7 @@ def _be(m, i, start, width):
     return v
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def decode(m, n, rw6, rw10, rw12, rw16, lun_groups, sa_name, no_name,
            opcode, has_op, name_at, lba, lba_known, blocks, blocks_known, lun, has_lun):
     """Per CDB row of `m` (at least 16 bytes) and its length `n` (-1: none): opcode, the

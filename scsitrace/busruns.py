@@ -17,8 +17,8 @@ from typing import Iterable, Iterator
 
 import numpy as np
 import polars as pl
-from numba import njit
 
+from ._jit import compiled
 from .schema import SIGNAL_BIT
 
 BIT = {name: 1 << b for name, b in SIGNAL_BIT.items()}
@@ -243,7 +243,7 @@ def _info_codes(keys: np.ndarray) -> np.ndarray:
     return (msg << 2) | (cd << 1) | io
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _raw_runs(lines, key_table):
     """First transition and phase key of each run of equal key (before skew folding)."""
     n = lines.shape[0]
@@ -261,7 +261,7 @@ def _raw_runs(lines, key_table):
     return idx[:m], keys[:m]
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _run_sums(t, lines, prev_lines, first):
     """Per run (transitions first[r] up to first[r+1]): REQ and ACK assertions, whether ATN
     was asserted, time of the first REQ assertion (-1: none)."""

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 
-from . import schema
-
 import numpy as np
 import polars as pl
 import pyarrow as pa
-from numba import njit
+
+from . import schema
+from ._jit import compiled, inlined
 
 # histogram bucket upper bounds: powers of two of microseconds, from 1 us
 HIST_EDGES_NS = [1000 << k for k in range(0, 24)]
@@ -181,7 +181,7 @@ def tile_totals(names: list[str], totals: np.ndarray, counts: np.ndarray, device
             "totals": {name: int(totals[k]) for k, name in enumerate(names) if counts[k]}}
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _device_start_key(pieces, elapsed):
     """dev * span + start of each piece (rows of PIECE_COLUMNS), span past every time and
     `elapsed`: ascending keys sort by device, then start; and whether they ascend."""
@@ -197,7 +197,7 @@ def _device_start_key(pieces, elapsed):
     return key, in_order
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def place(start, end, covered, last_end):
     """Where a device's next piece [start, end) goes (pieces in start order): it starts no
     earlier than `covered`, the latest end before it (-1 for none); `last_end`: where
@@ -210,7 +210,7 @@ def place(start, end, covered, last_end):
     return True, s, min(max(last_end, 0), s), max(covered, end), max(covered, end)
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _tile(order, pieces, idle, elapsed, emit, out, totals, counts):
     """Pieces taken in `order` (by device, then start) -> segments (`place`), written to
     `out` rows (PIECE_COLUMNS) when `emit`; adds time and segments per phase to `totals`

@@ -9,8 +9,8 @@ scsitrace/usb.py; null times are `NULL` (int64 min).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from ._jit import compiled, inlined
 from .srt import NULL, place as srt_place
 
 EV_S, EV_C, EV_E = ord("S"), ord("C"), ord("E")
@@ -24,12 +24,12 @@ BEFORE_CBW_DATA, BEFORE_CBW_CSW, NOT_BOT = 1, 2, 3
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _home(key, mask):
     return np.int64((np.uint64(key) * _GOLDEN) >> np.uint64(32)) & mask
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _grow(keys, vals):
     """The table at twice the capacity (vals < 0: empty slot)."""
     cap = keys.shape[0] * 2
@@ -46,7 +46,7 @@ def _grow(keys, vals):
     return nk, nv
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _find(keys, vals, key):
     """Slot of `key` in the table, or the empty slot where it would go."""
     mask = keys.shape[0] - 1
@@ -56,7 +56,7 @@ def _find(keys, vals, key):
     return h
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _remove(keys, vals, h):
     """Empty slot `h`, shifting later entries of its probe run back (linear probing)."""
     mask = keys.shape[0] - 1
@@ -90,7 +90,7 @@ def pair_urbs(urb_id: np.ndarray, event: np.ndarray) -> tuple[np.ndarray, np.nda
     return rows[0, :count], rows[1, :count]
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _pair_urbs(urb_id, event, rows):
     """One pass: a transfer is numbered when its naming event (submit, or lone completion)
     is met, so transfers come out in row order; the table maps a waiting submit's URB id
@@ -145,7 +145,7 @@ def transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer, 
     return out, in_order
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer, bus, dev,
                       row, data_row, submit, complete, st, st_null, req, act, dir_in, kind, bus_dev):
     in_order = True
@@ -170,12 +170,12 @@ def _transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer,
     return in_order
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _min(cur, v):
     return v if v != NULL and (cur == NULL or v < cur) else cur
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _max(cur, v):
     return v if v != NULL and (cur == NULL or v > cur) else cur
 
@@ -211,7 +211,7 @@ def bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, sta
     return agg, cbw[:n_cmd], csw[:n_cmd], csw_size[:n_cmd], kind
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, status_null, req_len, actual,
               data_buf, data_at, data_size, data_head, n_devices, ints, cbw, csw, csw_size, kind):
     n = xfer.shape[0]
@@ -301,7 +301,7 @@ def bot_fields(cbw, csw, csw_size, n_csw, last, sts_c) -> dict:
     return {**dict(zip(BOT_FIELDS, ints)), "flag_in": flag_in}
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _bot_fields(cbw, csw, csw_size, n_csw, last, sts_c, ints, flag_in):
     for c in range(cbw.shape[0]):
         tag = _le32(cbw, c, 4)
@@ -318,21 +318,21 @@ def _bot_fields(cbw, csw, csw_size, n_csw, last, sts_c, ints, flag_in):
             ints[7, c] = PAIRED
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _le32(rows, r, at):
     """The little-endian uint32 at byte `at` of row `r`."""
     return np.int64(rows[r, at]) | (np.int64(rows[r, at + 1]) << 8) | (np.int64(rows[r, at + 2]) << 16) \
         | (np.int64(rows[r, at + 3]) << 24)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _close(acc, d, ints, c):
     """Write device `d`'s aggregates out as those of command `c`."""
     for j in range(acc.shape[1]):
         ints[j, c] = acc[d, j]
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def dense_ids(key):
     """Dense ids (0, 1, ... in order of first appearance) of integer keys."""
     n = key.shape[0]
@@ -361,7 +361,7 @@ def dense_ids(key):
     return out, used
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def take_bytes(buf, at, counts, width):
     """(len(at), width) bytes: the first `counts[i]` (at most `width`) bytes from each
     position, zero after them."""
@@ -376,7 +376,7 @@ def take_bytes(buf, at, counts, width):
 STAGE_ORDER = ("COMMAND", "GAP", "DATA IN", "DATA OUT", "STATUS")   # `phase_code` order below
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _piece(block, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in):
     """A command's piece number `block` (0 COMMAND, 1 GAP to its data or status, 2 DATA,
     3 GAP after the data, 4 STATUS): (start, end, index in STAGE_ORDER); start or end
@@ -399,13 +399,13 @@ def _piece(block, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in):
     return start, end, stage
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _after(dev, start, block, prev_dev, prev_start, prev_block):
     """Whether a piece comes at or after the previous one in (device, start, block) order."""
     return dev > prev_dev or (dev == prev_dev and (start > prev_start or (start == prev_start and block >= prev_block)))
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def stage_pieces(dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_in, phase_code, by_command, out):
     """Stage pieces of commands (per command columns; NULL times unknown; `_piece`) as rows
     of `out` (srt.PIECE_COLUMNS: device, io, start, end, phase, bytes), block by block:
@@ -431,7 +431,7 @@ def stage_pieces(dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_
     return m, in_order
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def stage_totals(dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, phase_code, idle, elapsed, totals, counts):
     """The tiling totals (srt.tile's `totals`, as time and segments per phase code) of the
     pieces stage_pieces lists command by command, tiled as they are listed, without a
@@ -462,7 +462,7 @@ def stage_totals(dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, phase_code, 
     return True, devices
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _close_device(last_end, elapsed, idle, totals, counts):
     """The IDLE after a device's last segment (none: last_end < 0); 1 if it had segments."""
     if last_end < 0:
