@@ -27,6 +27,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 DATA = os.path.join(HERE, "data")
 
+from scsitrace import heap  # noqa: E402
+
+heap.keep_freed_memory()         # as the scsitrace command does: before any import starts a thread
+
 
 def generate(base: str, n_ios: int) -> None:
     import gen_blktrace
@@ -81,8 +85,6 @@ def main() -> int:
     args = ap.parse_args()
     base = os.path.join(DATA, f"bench{args.ios}")
     generate(base, args.ios)
-    from scsitrace import heap
-    heap.keep_freed_memory()                 # as the scsitrace command does
     dump_path = base + ".dump"
     best = min((ours(base) for _ in range(args.repeat)), key=lambda r: r[0])
     t_ours, t_parse, n_events, s, cpu_ours = best

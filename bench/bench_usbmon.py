@@ -34,6 +34,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 DATA = os.path.join(HERE, "data")
 
+from scsitrace import heap  # noqa: E402
+
+heap.keep_freed_memory()         # as the scsitrace command does: before any import starts a thread
+
 
 def generate(path: str, n_commands: int) -> None:
     import gen_usbmon
@@ -95,8 +99,6 @@ def main() -> int:
     args = ap.parse_args()
     path = os.path.join(DATA, f"usbmon_{args.commands}.pcap")
     generate(path, args.commands)
-    from scsitrace import heap
-    heap.keep_freed_memory()                 # as the scsitrace command does
     runs = [ours(path) for _ in range(args.repeat)]
     cold = runs[0]
     warm = runs[1:] or runs

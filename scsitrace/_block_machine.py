@@ -40,6 +40,32 @@ def distinct(values):
     return np.unique(values) if m < 0 else np.sort(seen[:m])
 
 
+@compiled
+def dense_ids(values):
+    """(sorted distinct values, index of each value among them), for an array holding at most
+    DISTINCT_MAX distinct values (processes); (empty, empty) when it holds more."""
+    seen = np.empty(DISTINCT_MAX, values.dtype)
+    m = _distinct_into(values, seen)
+    if m < 0:
+        return seen[:0], np.empty(0, np.int64)
+    found = np.sort(seen[:m])
+    ids = np.empty(values.shape[0], np.int64)
+    _ids_of(values, found, ids)
+    return found, ids
+
+
+@no_refcount
+def _ids_of(values, found, ids):
+    """ids[i] = index of values[i] in found (sorted, holding it); one search per change of value."""
+    last = values[0] if values.shape[0] else 0
+    k = _index(found, last) if values.shape[0] else 0
+    for i in range(values.shape[0]):
+        if values[i] != last:
+            k = _index(found, values[i])
+            last = values[i]
+        ids[i] = k
+
+
 @no_refcount
 def _distinct_into(values, seen):
     """The distinct values into seen[:m]; returns m, or -1 when there are more than seen holds.
@@ -73,59 +99,46 @@ def _index(devices, value):
 
 
 @compiled
-def select_events(code, action, device, nbytes, pdu_dev, devices, kinds, pc_bit):
-    """btt's pre-culling: what each event is to the machine (kinds[code], or K_OTHER when
-    culled: BLK_TC_PC, no bytes unless R or A, before its device's first Q or A), its device
-    index, an A's source device index (NONE when it has no events, or for other events),
-    the kept events grouped by action code (`by_code[bounds[c]:bounds[c + 1]]`: those of code
-    c, in order), and per device and action code the records of every kind (blkparse's counts)."""
-    n = code.shape[0]
+def select_events(action, device, nbytes, pdu_dev, devices, kinds, pc_bit):
+    """btt's pre-culling, in one pass over every record: what each event is to the machine
+    (kinds[action code], or K_OTHER when culled: BLK_TC_PC, no bytes unless R or A, before
+    its device's first Q or A), its device index, an A's source device index (NONE when it
+    has no events, or for other events), per device and action code the records of every
+    kind (blkparse's counts), and the event indexes of the kept Qs and Ds, in order."""
+    n = action.shape[0]
     counts = np.zeros((devices.shape[0], 256), np.int64)
     kind, dev, src = np.empty(n, np.int8), np.empty(n, np.int32), np.empty(n, np.int32)
-    _cull(code, action, device, nbytes, pdu_dev, devices, kinds, pc_bit, counts, np.zeros(devices.shape[0], np.bool_),
-          kind, dev, src)
-    bounds = np.zeros(257, np.int64)
-    by_code = np.empty(n, np.int64)
-    m = _counting_sort(code, kind != K_OTHER, bounds, by_code)
-    return kind, dev, src, by_code[:m], bounds, counts
+    listed = np.empty((2, n), np.int64)
+    found = np.zeros(2, np.int64)
+    _cull(action, device, nbytes, pdu_dev, devices, kinds, pc_bit, counts, np.zeros(devices.shape[0], np.bool_),
+          kind, dev, src, listed, found)
+    return kind, dev, src, counts, listed[0, :found[0]].copy(), listed[1, :found[1]].copy()
 
 
 @no_refcount
-def _cull(code, action, device, nbytes, pdu_dev, devices, kinds, pc_bit, counts, started, kind, dev, src):
-    """select_events' pass over every record."""
+def _cull(action, device, nbytes, pdu_dev, devices, kinds, pc_bit, counts, started, kind, dev, src, listed, found):
+    """select_events' pass: listed[0, :found[0]] the Qs, listed[1, :found[1]] the Ds."""
     last_dev, d = -1, 0
-    for i in range(code.shape[0]):
+    nq, nd = 0, 0
+    for i in range(action.shape[0]):
         if device[i] != last_dev:
             d = _index(devices, device[i])
             last_dev = device[i]
-        c = code[i]
+        c = action[i] & 0xFF
         counts[d, c] += 1
         k = kinds[c]
         culled = k == K_OTHER or (action[i] & pc_bit) != 0 or (nbytes[i] <= 0 and k != K_R and k != K_A)
         keep = not culled and (started[d] or k == K_Q or k == K_A)
         started[d] = started[d] or keep
-        kind[i] = k if keep else K_OTHER
+        k = k if keep else K_OTHER
+        kind[i] = k
         dev[i] = d
-        src[i] = _index(devices, pdu_dev[i]) if keep and k == K_A else NONE
-
-
-@no_refcount
-def _counting_sort(keys, keep, bounds, order):
-    """A stable counting sort of the positions with keep[j]: order[bounds[k]:bounds[k + 1]] =
-    the positions holding key k, in order (bounds starts zeroed, one longer than the keys).
-    Returns how many were kept."""
-    for j in range(keys.shape[0]):
-        bounds[keys[j] + 1] += 1 if keep[j] else 0
-    for k in range(1, bounds.shape[0]):
-        bounds[k] += bounds[k - 1]
-    for j in range(keys.shape[0]):
-        if keep[j]:
-            order[bounds[keys[j]]] = j
-            bounds[keys[j]] += 1
-    for k in range(bounds.shape[0] - 1, 0, -1):
-        bounds[k] = bounds[k - 1]
-    bounds[0] = 0
-    return bounds[bounds.shape[0] - 1]
+        src[i] = _index(devices, pdu_dev[i]) if k == K_A else NONE
+        listed[0, nq] = i
+        nq += 1 if k == K_Q else 0
+        listed[1, nd] = i
+        nd += 1 if k == K_D else 0
+    found[0], found[1] = nq, nd
 
 
 # ---------------------------------------------------------------- hash tables
@@ -210,17 +223,20 @@ def _put(stages, qs, vals, n, stage, q, val):
 def _grown(stages, qs, vals, n, need):
     """The sample buffers, copied into larger ones with room for `need` more after n."""
     size = max(2 * qs.shape[0], n + need)
-    s2, q2, v2 = np.empty(size, np.int8), np.empty(size, np.int64), np.empty(size, np.int64)
+    s2, q2, v2 = np.empty(size, np.int8), np.empty(size, np.int32), np.empty(size, np.int64)
     s2[:n], q2[:n], v2[:n] = stages[:n], qs[:n], vals[:n]
     return s2, q2, v2
 
 
-# a bio's row: where it is; times of its last Q, G, S, I, M/F, D; flags; the links of its
-# device's list of live bios and of its bucket's, its device's previous Q; the event that
-# completed it; its last Q2G, G2I, Q2M, I2D sample
-(B_DEV, B_START, B_END, B_Q, B_G, B_S, B_I, B_M, B_D, B_FLAGS, B_PREV, B_NEXT, B_BPREV, B_BNEXT, B_PREV_ON_DEV,
- B_C_EV, B_Q2G, B_G2I, B_Q2M, B_I2D) = range(20)
-BIO_COLUMNS = 20
+# a bio's row (what the machine reads back): where it is; times of its last Q, G, S, I, M/F;
+# flags; the links of its device's list of live bios and of its bucket's, its device's
+# previous Q (a 16th column pads the row to two cache lines)
+(B_DEV, B_START, B_END, B_Q, B_G, B_S, B_I, B_M, B_FLAGS, B_PREV, B_NEXT, B_BPREV, B_BNEXT,
+ B_PREV_ON_DEV) = range(14)
+BIO_COLUMNS = 16
+# per Q, what `run` hands back (rows of its `per_q` array, so that each is a contiguous column):
+# the event that completed it, its last D time, its last Q2G, G2I, Q2M, I2D sample
+O_C_EV, O_D, O_Q2G, O_G2I, O_Q2M, O_I2D = range(6)
 # a bio's flags: what it has seen, whether it is still live, and whether its start lies strictly
 # inside some C (ODD_C) or D (ODD_D) of its device (see `_contains`)
 SEEN_G, SEEN_S, SEEN_I, SEEN_M, SEEN_D, CLOSED, DONE, ODD_C, ODD_D = 1, 2, 4, 8, 16, 32, 64, 128, 256
@@ -237,25 +253,24 @@ def run(kind, dev, sector, nbytes, t, pdu_dev, pdu_sector, n_dev, nq, odd_c, odd
     index an A was remapped from, or NONE). odd_c, odd_d: per Q, whether its start lies
     strictly inside some C (D) of its device: needed only for bios of zero length or with a
     start sector that matches no key, where containment alone does not decide (see
-    `_contains`). Returns per Q (completed, completing event, last Q2G, G2I, Q2M, I2D sample,
-    last D time) and the samples (stage, Q, ns).
+    `_contains`). Returns per Q: the completing event (NONE if none), its last Q2G, G2I, Q2M,
+    I2D sample (a (4, nq) array), its last D time; and the samples (stage, Q, ns).
 
     `_advance` does the work and stops when a hash table or the sample buffers need to grow;
     they are grown here (arrays replaced inside the per-event loop would cost reference
     counting on every event)."""
     n = kind.shape[0]
-    bio = np.full((nq, BIO_COLUMNS), NONE, np.int64)
-    for q in range(nq):
-        bio[q, B_FLAGS] = (ODD_C if odd_c[q] else 0) | (ODD_D if odd_d[q] else 0)
+    bio = np.empty((nq, BIO_COLUMNS), np.int64)        # each Q fills its row and its per_q column
+    per_q = np.empty((6, nq), np.int64)
     heads = np.full((n_dev, 3), NONE, np.int64)
     heads[:, H_COUNT] = 0
     keys = np.full((MIN_SLOTS, 4), EMPTY, np.int64)       # (device, start sector) -> live Q
     buckets = np.full((MIN_SLOTS, 4), EMPTY, np.int64)    # (device, start >> BUCKET_BITS) -> first live Q
     hits = np.empty(nq + 1, np.int64)
-    stages, qs, vals = np.empty(n + 16, np.int8), np.empty(n + 16, np.int64), np.empty(n + 16, np.int64)
+    stages, qs, vals = np.empty(n + 16, np.int8), np.empty(n + 16, np.int32), np.empty(n + 16, np.int64)
     state = np.zeros(5, np.int64)
     i = _advance(0, kind, dev, sector, nbytes, t, pdu_dev, pdu_sector, bio, heads, keys, buckets, hits, stages,
-                 qs, vals, state)
+                 qs, vals, state, odd_c, odd_d, per_q)
     while i < n:
         if 2 * (state[S_KEYS] + 1) > keys.shape[0]:
             keys = _doubled(keys)
@@ -264,16 +279,14 @@ def run(kind, dev, sector, nbytes, t, pdu_dev, pdu_sector, n_dev, nq, odd_c, odd
         if state[S_SAMPLES] + state[S_NEED] > qs.shape[0]:
             stages, qs, vals = _grown(stages, qs, vals, state[S_SAMPLES], state[S_NEED])
         i = _advance(i, kind, dev, sector, nbytes, t, pdu_dev, pdu_sector, bio, heads, keys, buckets, hits, stages,
-                     qs, vals, state)
+                     qs, vals, state, odd_c, odd_d, per_q)
     ns = state[S_SAMPLES]
-    last = np.ascontiguousarray(bio[:, B_Q2G:B_I2D + 1].T)
-    done = (bio[:, B_FLAGS] & DONE) != 0
-    return done, bio[:, B_C_EV].copy(), last, bio[:, B_D].copy(), stages[:ns], qs[:ns], vals[:ns]
+    return per_q[O_C_EV], per_q[O_Q2G:O_I2D + 1], per_q[O_D], stages[:ns], qs[:ns], vals[:ns]
 
 
 @no_refcount
 def _advance(i, kind, dev, sector, nbytes, t, pdu_dev, pdu_sector, bio, heads, keys, buckets, hits, stages, qs,
-             vals, state):
+             vals, state, odd_c, odd_d, per_q):
     """Run the events from i on; returns where it stopped: the end, or an event that needs a
     larger table (a Q) or more room for samples (state[S_NEED])."""
     n = kind.shape[0]
@@ -285,7 +298,10 @@ def _advance(i, kind, dev, sector, nbytes, t, pdu_dev, pdu_sector, bio, heads, k
         if k == K_Q:
             room = 2 * (state[S_KEYS] + 1) <= keys.shape[0] and 2 * (state[S_BUCKETS] + 1) <= buckets.shape[0]
             if room:
-                _queue(state[S_QS], d, sector[i], sector[i] + nbytes[i] // SECTOR, t[i], bio, heads, keys, buckets, state)
+                q = state[S_QS]
+                flags = (ODD_C if odd_c[q] else 0) | (ODD_D if odd_d[q] else 0)
+                _queue(q, d, sector[i], sector[i] + nbytes[i] // SECTOR, t[i], flags, bio, heads, keys, buckets, state,
+                       per_q)
                 state[S_QS] += 1
         elif k == K_G or k == K_S or k == K_I or k == K_M or k == K_A:
             room = ns + 2 <= qs.shape[0]
@@ -296,23 +312,27 @@ def _advance(i, kind, dev, sector, nbytes, t, pdu_dev, pdu_sector, bio, heads, k
             elif pdu_dev[i] != NONE:
                 q = _lookup(pdu_dev[i], pdu_sector[i], keys, bio, heads)
             if room and q != NONE:
-                ns = _bio_event(k, q, t[i], bio, stages, qs, vals, ns)
+                ns = _bio_event(k, q, t[i], bio, stages, qs, vals, ns, per_q)
         elif k == K_D or k == K_C:
             nh = _contained(d, sector[i], sector[i] + nbytes[i] // SECTOR, k == K_C, hits, bio, heads, buckets)
             room = ns + 2 * nh <= qs.shape[0]
             state[S_NEED] = 2 * nh
             if room:
-                ns = _range_event(k, i, t[i], hits, nh, bio, heads, keys, buckets, stages, qs, vals, ns, state)
+                ns = _range_event(k, i, t[i], hits, nh, bio, heads, keys, buckets, stages, qs, vals, ns, state, per_q)
         i += 1 if room else 0
     state[S_SAMPLES] = ns
     return i
 
 
 @inlined
-def _queue(q, d, start, stop, tq, bio, heads, keys, buckets, state):
+def _queue(q, d, start, stop, tq, flags, bio, heads, keys, buckets, state, per_q):
     """A new bio: it replaces a live Q at the same start sector, and joins its device's live
     list and its bucket's list."""
     bio[q, B_DEV], bio[q, B_START], bio[q, B_END], bio[q, B_Q] = d, start, stop, tq
+    bio[q, B_G], bio[q, B_S], bio[q, B_I], bio[q, B_M] = NONE, NONE, NONE, NONE
+    bio[q, B_FLAGS], bio[q, B_PREV], bio[q, B_BPREV] = flags, NONE, NONE
+    for c in range(6):
+        per_q[c, q] = NONE
     bio[q, B_PREV_ON_DEV] = heads[d, H_LAST_Q]
     heads[d, H_LAST_Q] = q
     slot = _find(keys, d, start) if _fits(start) else -1
@@ -412,13 +432,13 @@ def _lookback(q, sector, bio):
 
 
 @inlined
-def _bio_event(k, q, ti, bio, stages, qs, vals, ns):
+def _bio_event(k, q, ti, bio, stages, qs, vals, ns, per_q):
     """G, S, I, M/F or A of live bio q at time ti: its samples and times; returns the sample count."""
     seen = bio[q, B_FLAGS]
     if k == K_G:
         v = _tdelta(bio[q, B_Q], ti)
         ns = _put(stages, qs, vals, ns, Q2G, q, v)
-        bio[q, B_Q2G] = v
+        per_q[O_Q2G, q] = v
         ns = _put(stages, qs, vals, ns, S2G, q, _tdelta(bio[q, B_S], ti)) if seen & SEEN_S else ns
         bio[q, B_G] = ti
         bio[q, B_FLAGS] = seen | SEEN_G
@@ -428,13 +448,13 @@ def _bio_event(k, q, ti, bio, stages, qs, vals, ns):
     elif k == K_I:
         v = _tdelta(bio[q, B_G], ti)
         ns = _put(stages, qs, vals, ns, G2I, q, v) if seen & SEEN_G else ns
-        bio[q, B_G2I] = v if seen & SEEN_G else bio[q, B_G2I]
+        per_q[O_G2I, q] = v if seen & SEEN_G else per_q[O_G2I, q]
         bio[q, B_I] = ti
         bio[q, B_FLAGS] = seen | SEEN_I
     elif k == K_M:
         v = _tdelta(bio[q, B_Q], ti)
         ns = _put(stages, qs, vals, ns, Q2M, q, v)
-        bio[q, B_Q2M] = v
+        per_q[O_Q2M, q] = v
         bio[q, B_M] = ti
         bio[q, B_FLAGS] = seen | SEEN_M
     else:
@@ -443,33 +463,33 @@ def _bio_event(k, q, ti, bio, stages, qs, vals, ns):
 
 
 @inlined
-def _range_event(k, i, ti, hits, nh, bio, heads, keys, buckets, stages, qs, vals, ns, state):
+def _range_event(k, i, ti, hits, nh, bio, heads, keys, buckets, stages, qs, vals, ns, state, per_q):
     """D or C (event i at time ti) applied to the nh bios in hits; returns the sample count."""
     for h in range(nh):
         q = hits[h]
         if k == K_D:
-            ns = _dispatch(q, ti, bio, stages, qs, vals, ns)
+            ns = _dispatch(q, ti, bio, stages, qs, vals, ns, per_q)
         else:
             ns = _put(stages, qs, vals, ns, Q2C, q, _tdelta(bio[q, B_Q], ti))
             seen = bio[q, B_FLAGS]
-            ns = _put(stages, qs, vals, ns, D2C, q, _tdelta(bio[q, B_D], ti)) if seen & SEEN_D else ns
+            ns = _put(stages, qs, vals, ns, D2C, q, _tdelta(per_q[O_D, q], ti)) if seen & SEEN_D else ns
             bio[q, B_FLAGS] = seen | DONE
-            bio[q, B_C_EV] = i
+            per_q[O_C_EV, q] = i
             _close(q, bio, heads, keys, buckets, state)
     return ns
 
 
 @inlined
-def _dispatch(q, ti, bio, stages, qs, vals, ns):
+def _dispatch(q, ti, bio, stages, qs, vals, ns, per_q):
     """A D of live bio q: I2D from its last I, else M2D from its last merge; returns the sample count."""
     seen = bio[q, B_FLAGS]
     if seen & SEEN_I:
         v = _tdelta(bio[q, B_I], ti)
         ns = _put(stages, qs, vals, ns, I2D, q, v)
-        bio[q, B_I2D] = v
+        per_q[O_I2D, q] = v
     elif seen & SEEN_M:
         ns = _put(stages, qs, vals, ns, M2D, q, _tdelta(bio[q, B_M], ti))
-    bio[q, B_D] = ti
+    per_q[O_D, q] = ti
     bio[q, B_FLAGS] = seen | SEEN_D
     return ns
 

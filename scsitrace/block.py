@@ -214,6 +214,14 @@ def _unique(x: np.ndarray) -> np.ndarray:
     return s[np.concatenate(([True], s[1:] != s[:-1]))] if len(s) else s
 
 
+def _dense_ids(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct values, index of each value among them)."""
+    found, ids = _bm.dense_ids(values)
+    if len(ids) != len(values):                 # too many distinct values for the compiled pass
+        found, ids = np.unique(values, return_inverse=True)
+    return found, ids
+
+
 KIND = np.full(256, _bm.K_OTHER, np.int8)          # what each action code is to the machine
 for _letter, _kind in (("Q", _bm.K_Q), ("G", _bm.K_G), ("S", _bm.K_S), ("I", _bm.K_I), ("M", _bm.K_M),
                        ("F", _bm.K_M), ("D", _bm.K_D), ("C", _bm.K_C), ("A", _bm.K_A), ("R", _bm.K_R)):
@@ -227,21 +235,23 @@ class _Events:
     def __init__(self, cols: dict[str, np.ndarray]):
         self.action, self.sector, self.bytes, self.t, self.pid = (
             cols[name] for name in ("action", "sector", "bytes", "t_ns", "pid"))
-        self.code = (self.action & 0xFF).astype(np.int16)
         self.devices = _bm.distinct(cols["device"]).astype(np.int64)
         # all_counts: every record, for the per-device counters (before culling: blkparse's counts)
-        self.kind, self.dev, self.pdu_dev, self._by_code, self._bounds, self.all_counts = _bm.select_events(
-            self.code, self.action, cols["device"], self.bytes, cols["pdu_dev"], self.devices, KIND, TC_PC)
+        self.kind, self.dev, self.pdu_dev, self.all_counts, self.queued, self.dispatched = _bm.select_events(
+            self.action, cols["device"], self.bytes, cols["pdu_dev"], self.devices, KIND, TC_PC)
         self.pdu_sector = cols["pdu_sector"]
 
     def end(self, idx: np.ndarray) -> np.ndarray:
         """The sector after the range of events idx."""
         return self.sector[idx] + self.bytes[idx] // SECTOR
 
-    def of(self, *letters) -> np.ndarray:
-        """Event indexes (in processing order) of these actions."""
-        parts = [self._by_code[self._bounds[TA[x]]:self._bounds[TA[x] + 1]] for x in letters]
-        return parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts))
+    def of(self, kind: int) -> np.ndarray:
+        """Event indexes (in processing order) of this kind (_bm.K_*)."""
+        if kind == _bm.K_Q:
+            return self.queued
+        if kind == _bm.K_D:
+            return self.dispatched
+        return np.flatnonzero(self.kind == kind)
 
 
 def _strictly_inside(q_dev, q_start, ev: _Events, kinds: np.ndarray) -> np.ndarray:
@@ -268,24 +278,23 @@ def _odd_bios(ev: _Events, qi: np.ndarray) -> np.ndarray:
     return np.flatnonzero((ev.bytes[qi] < SECTOR) | (q_start < 0) | (q_start >= _bm.KEY_SECTORS))
 
 
-def _odd_inside(ev: _Events, qi: np.ndarray, odd: np.ndarray, letter: str) -> np.ndarray:
-    """Per Q, _strictly_inside the events `letter`, computed for the odd bios only."""
+def _odd_inside(ev: _Events, qi: np.ndarray, odd: np.ndarray, kind: int) -> np.ndarray:
+    """Per Q, _strictly_inside the events of `kind` (_bm.K_C, K_D), computed for the odd bios only."""
     mask = np.zeros(len(qi), bool)
     if len(odd):
-        mask[odd] = _strictly_inside(ev.dev[qi][odd], ev.sector[qi][odd], ev, ev.of(letter))
+        mask[odd] = _strictly_inside(ev.dev[qi][odd], ev.sector[qi][odd], ev, ev.of(kind))
     return mask
 
 
 def machine(ev: "_Events") -> dict:
     """Run the btt stage machine over the events -> per-Q frame and the stage samples."""
-    qi = ev.of("Q")                                     # event index of each Q
+    qi = ev.of(_bm.K_Q)                                     # event index of each Q
     odd = _odd_bios(ev, qi)
-    done, c_ev, last, d_t, stage, q, ns = _bm.run(
+    c_ev, last, d_t, stage, q, ns = _bm.run(
         ev.kind, ev.dev, ev.sector, ev.bytes, ev.t, ev.pdu_dev, ev.pdu_sector, len(ev.devices), len(qi),
-        _odd_inside(ev, qi, odd, "C"), _odd_inside(ev, qi, odd, "D"))
-    q_t, q_dev = ev.t[qi], ev.dev[qi]
-    pids, pid_of_q = np.unique(ev.pid[qi], return_inverse=True)
-    c_t = np.where(done, ev.t[np.maximum(c_ev, 0)], NONE) if len(ev.t) else c_ev
+        _odd_inside(ev, qi, odd, _bm.K_C), _odd_inside(ev, qi, odd, _bm.K_D))
+    pids, pid_of_q = _dense_ids(ev.pid[qi])
+    c_t = np.where(c_ev != NONE, ev.t[np.maximum(c_ev, 0)], NONE) if len(ev.t) else c_ev
     return {"ev": ev, "qi": qi, "raw_samples": (stage, q, ns), "pids": pids, "pid_of_q": pid_of_q,
             "dm": np.isin(ev.devices >> 20, REMAPPER_MAJORS), "requests": _Requests(ev, qi, pid_of_q, c_t, d_t, last)}
 
@@ -480,7 +489,7 @@ def device_counts(ev: _Events) -> pl.DataFrame:
     """Per device: records seen (Q, D, merges, requeues) and the mean and median |D sector -
     previous D end| (seek) in sectors."""
     counts = ev.all_counts
-    d = ev.of("D")
+    d = ev.of(_bm.K_D)
     rows = []
     for k, dev in enumerate(ev.devices):
         dd = d[ev.dev[d] == k]
@@ -554,7 +563,7 @@ def _process_names(pid: pl.Expr, names: dict) -> pl.Expr:
 
 def size_histogram(ev: _Events) -> pl.DataFrame:
     """Sizes of the requests btt sees dispatched (D), in power-of-two buckets of bytes."""
-    d = ev.of("D")
+    d = ev.of(_bm.K_D)
     nbytes = ev.bytes[d]
     bucket = np.left_shift(1, np.ceil(np.log2(np.maximum(nbytes, 1))).astype(np.int64))
     write = (ev.action[d] & (TC["WRITE"] << TC_SHIFT)) != 0

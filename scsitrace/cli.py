@@ -51,9 +51,9 @@ def _command_in(argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    heap.keep_freed_memory()            # before any import starts a thread (see heap.py)
     parser = build_parser(_command_in(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
-    heap.keep_freed_memory()
     try:
         return int(args._run(args) or 0)
     except ScsitraceError as exc:

@@ -136,15 +136,36 @@ def test_vectorized_machine_equals_the_reference(tmp_path, ios, noise):
     assert (np.asarray(stats["min_ns"]) >= 1).all()
 
 
-@settings(max_examples=200, deadline=None)
-@given(codes=st.lists(st.integers(0, 20), max_size=60), keep=st.lists(st.booleans(), min_size=60, max_size=60))
-def test_events_grouped_by_code_are_the_kept_ones_in_order(codes, keep):
+def cull_reference(action, device, nbytes):
+    """btt's pre-culling one event at a time: the kind of each event to the machine."""
     from scsitrace import _block_machine as bm
-    codes = np.array(codes, np.int16)
-    kept = np.array(keep[:len(codes)], bool)
-    bounds, order = np.zeros(22, np.int64), np.empty(len(codes), np.int64)
-    m = bm._counting_sort(codes, kept, bounds, order)
-    assert m == kept.sum()
-    for c in range(21):
-        want = [j for j in range(len(codes)) if codes[j] == c and kept[j]]
-        assert order[bounds[c]:bounds[c + 1]].tolist() == want
+    started, kinds = set(), []
+    for a, d, b in zip(action, device, nbytes):
+        k = int(block.KIND[a & 0xFF])
+        culled = k == bm.K_OTHER or a & block.TC_PC or (b <= 0 and k not in (bm.K_R, bm.K_A))
+        keep = not culled and (d in started or k in (bm.K_Q, bm.K_A))
+        if keep:
+            started.add(d)
+        kinds.append(k if keep else bm.K_OTHER)
+    return kinds
+
+
+@settings(max_examples=300, deadline=None)
+@given(events=st.lists(st.tuples(st.integers(0, 20), st.booleans(), st.sampled_from([8 << 20, 253 << 20, 9 << 20 | 1]),
+                                 st.sampled_from([0, 512, 4096, -1])), max_size=60))
+def test_culling_keeps_what_btt_keeps_and_lists_the_qs_and_ds_in_order(events):
+    from scsitrace import _block_machine as bm
+    action = np.array([c | (block.TC_PC if pc else 0) for c, pc, _, _ in events], np.uint32)
+    device = np.array([d for _, _, d, _ in events], np.uint32)
+    nbytes = np.array([b for *_, b in events], np.int64)
+    ev = block._Events({"action": action, "device": device, "bytes": nbytes, "sector": np.zeros(len(events), np.int64),
+                        "t_ns": np.arange(len(events), dtype=np.int64), "pid": np.zeros(len(events), np.int64),
+                        "pdu_dev": device.copy(), "pdu_sector": np.zeros(len(events), np.int64)})
+    want = cull_reference(action.tolist(), device.tolist(), nbytes.tolist())
+    assert ev.kind.tolist() == want
+    for k in (bm.K_Q, bm.K_D, bm.K_C):
+        assert ev.of(k).tolist() == [i for i, kind in enumerate(want) if kind == k]
+    assert [int(ev.devices[d]) for d in ev.dev] == device.tolist()
+    counted = collections.Counter(zip(device.tolist(), (action & 0xFF).tolist()))
+    assert {(int(ev.devices[d]), c): int(n) for d, c in zip(*np.nonzero(ev.all_counts))
+            for n in [ev.all_counts[d, c]]} == counted
