@@ -538,17 +538,24 @@ T_COUNT, T_MIN, T_MAX, T_SUM = range(4)
 
 
 @compiled
-def stage_totals(stage, qs, vals, name_of, dm_name_of, q_t, q_dev, q_pid, dm, keep, n_names, n_dev, n_pid):
+def stage_totals(stage, qs, vals, name_of, dm_name_of, q_t, q_dev, q_pid, q_pair, pair_dev, pair_pid, dm, keep, n_names,
+                 n_dev, n_pid):
     """btt's avg_info, per stage name and device, process, and over all devices, from the
     machine's samples (stage, Q, ns; the stage's name index is name_of[stage], or
     dm_name_of[stage] for a Q of an md/dm device) and the Q2Q gaps between consecutive Qs (of
     any device for "all", of the device, of the process). Only the samples of Qs with keep[q].
-    Returns three (n_names, groups, 4) arrays: per device, per process, all (one group); the
-    last axis holds T_COUNT, T_MIN, T_MAX, T_SUM (together: one cache line per sample)."""
+    The samples are added up once, per (device, process) pair of their Q (q_pair; the pair's
+    device and process: pair_dev, pair_pid), and the pairs' totals combined per device, per
+    process and over all. Returns three (n_names, groups, 4) arrays: per device, per process,
+    all (one group); the last axis holds T_COUNT, T_MIN, T_MAX, T_SUM."""
+    per_pair = _new_totals(n_names, pair_dev.shape[0])
+    _add_samples(stage, qs, vals, name_of, dm_name_of, q_dev, q_pair, dm, keep, per_pair)
     per_dev = _new_totals(n_names, n_dev)
     per_pid = _new_totals(n_names, n_pid)
     overall = _new_totals(n_names, 1)
-    _add_samples(stage, qs, vals, name_of, dm_name_of, q_dev, q_pid, dm, keep, per_dev, per_pid, overall)
+    _combine(per_pair, pair_dev, per_dev)
+    _combine(per_pair, pair_pid, per_pid)
+    _combine(per_pair, np.zeros(pair_dev.shape[0], np.int64), overall)
     _add_q2q(q_t, q_dev, q_pid, dm, keep, np.full(n_dev, NONE, np.int64), np.full(n_pid, NONE, np.int64),
              per_dev, per_pid, overall)
     return per_dev, per_pid, overall
@@ -571,15 +578,24 @@ def _add(totals, name, group, v):
 
 
 @no_refcount
-def _add_samples(stage, qs, vals, name_of, dm_name_of, q_dev, q_pid, dm, keep, per_dev, per_pid, overall):
+def _add_samples(stage, qs, vals, name_of, dm_name_of, q_dev, q_group, dm, keep, totals):
     for j in range(stage.shape[0]):
         q = qs[j]
-        d = q_dev[q]
-        name = dm_name_of[stage[j]] if dm[d] else name_of[stage[j]]
+        name = dm_name_of[stage[j]] if dm[q_dev[q]] else name_of[stage[j]]
         if keep[q]:
-            _add(per_dev, name, d, vals[j])
-            _add(per_pid, name, q_pid[q], vals[j])
-            _add(overall, name, 0, vals[j])
+            _add(totals, name, q_group[q], vals[j])
+
+
+@no_refcount
+def _combine(parts, group_of, totals):
+    """Add the totals of each part (axis 1 of parts) to those of its group (group_of[part])."""
+    for name in range(parts.shape[0]):
+        for part in range(parts.shape[1]):
+            g = group_of[part]
+            totals[name, g, T_COUNT] += parts[name, part, T_COUNT]
+            totals[name, g, T_MIN] = min(totals[name, g, T_MIN], parts[name, part, T_MIN])
+            totals[name, g, T_MAX] = max(totals[name, g, T_MAX], parts[name, part, T_MAX])
+            totals[name, g, T_SUM] += parts[name, part, T_SUM]
 
 
 @no_refcount

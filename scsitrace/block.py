@@ -364,8 +364,17 @@ def stage_totals(run: dict, keep_q: np.ndarray | None = None) -> tuple[np.ndarra
     ev, qi = run["ev"], run["qi"]
     stage, q, ns = run["raw_samples"]
     keep = np.ones(len(qi), bool) if keep_q is None else keep_q
-    return _bm.stage_totals(stage, q, ns, _NAME_OF, _DM_NAME_OF, ev.t[qi], ev.dev[qi], run["pid_of_q"], run["dm"],
-                            keep, len(_bm.STAT_NAMES), len(ev.devices), len(run["pids"]))
+    q_dev, q_pid, n_pid = ev.dev[qi], run["pid_of_q"], max(len(run["pids"]), 1)
+    pair = q_dev.astype(np.int64) * n_pid + q_pid                 # (device, process) of each Q
+    if len(ev.devices) * n_pid <= PAIRS_DIRECT:
+        pairs, q_pair = np.arange(len(ev.devices) * n_pid), pair
+    else:
+        pairs, q_pair = _dense_ids(pair)
+    return _bm.stage_totals(stage, q, ns, _NAME_OF, _DM_NAME_OF, ev.t[qi], q_dev, q_pid, q_pair, pairs // n_pid,
+                            pairs % n_pid, run["dm"], keep, len(_bm.STAT_NAMES), len(ev.devices), len(run["pids"]))
+
+
+PAIRS_DIRECT = 4096          # (device, process) pairs indexed directly up to this many, else only those present
 
 
 def _stat_rows(totals: np.ndarray, group: int):

@@ -134,6 +134,14 @@ def test_vectorized_machine_equals_the_reference(tmp_path, ios, noise):
               for r in stats.filter(pl.col("device") != "all").iter_rows(named=True)}
     assert tables == {(block.dev_name(d), name): (len(v), min(v), max(v), sum(v)) for (d, name), v in want.items()}
     assert (np.asarray(stats["min_ns"]) >= 1).all()
+    # the (device, process) pairs indexed directly or listed as found add up the same
+    direct, saved = block.stage_totals(run), block.PAIRS_DIRECT
+    try:
+        block.PAIRS_DIRECT = 0
+        listed = block.stage_totals(run)
+    finally:
+        block.PAIRS_DIRECT = saved
+    assert all((a == b).all() for a, b in zip(direct, listed))
 
 
 def cull_reference(action, device, nbytes):
