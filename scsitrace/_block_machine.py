@@ -650,6 +650,56 @@ def _depths(kind, dev, t, seen, depth, peak, held, last):
 
 
 @compiled
+def seeks(events, dev, sector, nbytes, n_dev):
+    """Per event: |its start sector - the end sector of the previous event of its device|, and
+    whether it has such a previous event."""
+    seek, has = np.zeros(events.shape[0], np.int64), np.zeros(events.shape[0], np.bool_)
+    _seeks(events, dev, sector, nbytes, np.zeros(n_dev, np.int64), np.zeros(n_dev, np.bool_), seek, has)
+    return seek, has
+
+
+@no_refcount
+def _seeks(events, dev, sector, nbytes, end, seen, seek, has):
+    for j in range(events.shape[0]):
+        i = events[j]
+        d = dev[i]
+        seek[j] = abs(sector[i] - end[d])
+        has[j] = seen[d]
+        end[d] = sector[i] + nbytes[i] // SECTOR
+        seen[d] = True
+
+
+@compiled
+def size_buckets(events, nbytes, action, write_bit):
+    """Per power of two k (0..63): the events (indexes) whose byte count rounds up to 2**k,
+    and how many of them are writes (action & write_bit)."""
+    counts, writes = np.zeros(64, np.int64), np.zeros(64, np.int64)
+    _size_buckets(events, nbytes, action, write_bit, counts, writes)
+    return counts, writes
+
+
+@no_refcount
+def _size_buckets(events, nbytes, action, write_bit, counts, writes):
+    last, k = np.int64(1), 0
+    for j in range(events.shape[0]):
+        i = events[j]
+        n = max(nbytes[i], np.int64(1))
+        k = _log2_up(n) if n != last else k
+        last = n
+        counts[k] += 1
+        writes[k] += 1 if action[i] & write_bit else 0
+
+
+@inlined
+def _log2_up(n):
+    """The smallest k with 2**k >= n (n >= 1)."""
+    k = 0
+    while (np.int64(1) << k) < n:
+        k += 1
+    return k
+
+
+@compiled
 def group_totals(ids, vals, mask, n_groups):
     """Per group 0..n_groups-1 (ids), of the vals where mask: count, min, max, sum (last axis:
     T_COUNT, T_MIN, T_MAX, T_SUM)."""

@@ -288,15 +288,35 @@ def _odd_inside(ev: _Events, qi: np.ndarray, odd: np.ndarray, kind: int) -> np.n
 
 def machine(ev: "_Events") -> dict:
     """Run the btt stage machine over the events -> per-Q frame and the stage samples."""
-    qi = ev.of(_bm.K_Q)                                     # event index of each Q
+    return _finish(_Queued(ev), _run_machine(ev))
+
+
+def _run_machine(ev: "_Events") -> tuple:
+    """The compiled machine over the events (_bm.run's results)."""
+    qi = ev.of(_bm.K_Q)
     odd = _odd_bios(ev, qi)
-    c_ev, last, d_t, stage, q, ns = _bm.run(
-        ev.kind, ev.dev, ev.sector, ev.bytes, ev.t, ev.pdu_dev, ev.pdu_sector, len(ev.devices), len(qi),
-        _odd_inside(ev, qi, odd, _bm.K_C), _odd_inside(ev, qi, odd, _bm.K_D))
-    pids, pid_of_q = _dense_ids(ev.pid[qi])
+    return _bm.run(ev.kind, ev.dev, ev.sector, ev.bytes, ev.t, ev.pdu_dev, ev.pdu_sector, len(ev.devices), len(qi),
+                   _odd_inside(ev, qi, odd, _bm.K_C), _odd_inside(ev, qi, odd, _bm.K_D))
+
+
+class _Queued:
+    """What is known of each Q before the machine runs: its event, device, process."""
+
+    def __init__(self, ev: "_Events"):
+        self.ev, self.qi = ev, ev.of(_bm.K_Q)
+        self.pids, self.pid_of_q = _dense_ids(ev.pid[self.qi])
+        self.dm = np.isin(ev.devices >> 20, REMAPPER_MAJORS)
+        self.requests = _Requests(ev, self.qi, self.pid_of_q)
+
+
+def _finish(queued: _Queued, ran: tuple) -> dict:
+    """The run: the Qs (what _Queued knows plus the machine's results) and the samples."""
+    c_ev, last, d_t, stage, q, ns = ran
+    ev = queued.ev
     c_t = np.where(c_ev != NONE, ev.t[np.maximum(c_ev, 0)], NONE) if len(ev.t) else c_ev
-    return {"ev": ev, "qi": qi, "raw_samples": (stage, q, ns), "pids": pids, "pid_of_q": pid_of_q,
-            "dm": np.isin(ev.devices >> 20, REMAPPER_MAJORS), "requests": _Requests(ev, qi, pid_of_q, c_t, d_t, last)}
+    queued.requests.complete(c_t, d_t, last)
+    return {"ev": ev, "qi": queued.qi, "raw_samples": (stage, q, ns), "pids": queued.pids,
+            "pid_of_q": queued.pid_of_q, "dm": queued.dm, "requests": queued.requests}
 
 
 def samples(run: dict) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -321,12 +341,16 @@ class _Requests:
     """One row per Q (numpy columns): where and what, its Q, last D and C times, and its last
     sample of each stage (btt keeps the last time it saw); NONE where it has none."""
 
-    def __init__(self, ev, qi, pid_of_q, c_t, d_t, last):
+    def __init__(self, ev, qi, pid_of_q):
+        """What is known before the machine runs (`complete` adds the rest)."""
         self.q, self.q_idx = np.arange(len(qi)), qi
         self.dev, self.pid_id = ev.dev[qi], pid_of_q
         self.device = ev.devices[self.dev].astype(np.uint32)
         self.sector, self.bytes, self.pid, self.action, self.q_t = (
             ev.sector[qi], ev.bytes[qi], ev.pid[qi], ev.action[qi], ev.t[qi])
+
+    def complete(self, c_t, d_t, last) -> None:
+        """The machine's results: C and last D times, last Q2G, G2I, Q2M, I2D samples."""
         self.d_t, self.c_t = d_t, c_t
         self.q2g, self.g2i, self.q2m, self.i2d = last
         self.done, self.q2c, self.d2c = _bm.request_times(self.q_t, d_t, c_t)
@@ -499,10 +523,11 @@ def device_counts(ev: _Events) -> pl.DataFrame:
     previous D end| (seek) in sectors."""
     counts = ev.all_counts
     d = ev.of(_bm.K_D)
+    d_seek, d_has = _bm.seeks(d, ev.dev, ev.sector, ev.bytes, len(ev.devices))
+    d_dev = ev.dev[d]
     rows = []
     for k, dev in enumerate(ev.devices):
-        dd = d[ev.dev[d] == k]
-        seek = np.abs(ev.sector[dd][1:] - ev.end(dd)[:-1])
+        seek = d_seek[d_has & (d_dev == k)]
         rows.append({"device": int(dev), "queued": int(counts[k, TA["Q"]]), "dispatched": int(counts[k, TA["D"]]),
                      "merges": int(counts[k, TA["M"]] + counts[k, TA["F"]]), "requeues": int(counts[k, TA["R"]]),
                      "seek_mean_sectors": float(seek.mean()) if len(seek) else None,
@@ -572,16 +597,10 @@ def _process_names(pid: pl.Expr, names: dict) -> pl.Expr:
 
 def size_histogram(ev: _Events) -> pl.DataFrame:
     """Sizes of the requests btt sees dispatched (D), in power-of-two buckets of bytes."""
-    d = ev.of(_bm.K_D)
-    nbytes = ev.bytes[d]
-    bucket = np.left_shift(1, np.ceil(np.log2(np.maximum(nbytes, 1))).astype(np.int64))
-    write = (ev.action[d] & (TC["WRITE"] << TC_SHIFT)) != 0
-    sizes = _unique(bucket)
-    inverse = np.searchsorted(sizes, bucket)
-    requests = np.bincount(inverse, minlength=len(sizes))
-    writes = np.bincount(inverse, weights=write, minlength=len(sizes)).astype(np.int64)
-    return pl.DataFrame({"bytes_max": sizes.astype(np.int64), "requests": requests.astype(np.int64),
-                         "writes": writes, "reads_other": (requests - writes).astype(np.int64)})
+    counts, writes = _bm.size_buckets(ev.of(_bm.K_D), ev.bytes, ev.action, TC["WRITE"] << TC_SHIFT)
+    k = np.flatnonzero(counts)
+    return pl.DataFrame({"bytes_max": np.left_shift(1, k).astype(np.int64), "requests": counts[k],
+                         "writes": writes[k], "reads_other": counts[k] - writes[k]})
 
 
 # ---------------------------------------------------------------- analysis
@@ -624,9 +643,10 @@ def analyze(capture: Capture, options) -> Analysis:
     # the compiled passes release the GIL: the machine, then the stage totals, run in a worker
     # thread while this one does what needs only the events, then only the requests
     with ThreadPoolExecutor(max_workers=1) as pool:
-        running = pool.submit(machine, ev)
+        running = pool.submit(_run_machine, ev)
+        queued = _Queued(ev)
         depth, sizes, counts = queue_depth(ev, start_ns, end_ns), size_histogram(ev), device_counts(ev)
-        run = running.result()
+        run = _finish(queued, running.result())
         requests = run["requests"]
         keep = None
         if opts.get("pid") is not None:
