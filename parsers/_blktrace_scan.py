@@ -86,43 +86,47 @@ def _grow(a, n):
 # the width it reads each one at (checked against the declaration by the reader)
 WALK_FIELDS = {"pdu_len": 2, "time": 8, "action": 4, "cpu": 4}
 W_PDU_LEN, W_TIME, W_ACTION, W_CPU = range(4)
-# walk(): where `_walk_records` stopped (entries of its `at` argument)
-AT_POS, AT_COUNT, AT_OUTCOME, AT_WHERE = range(4)
+# walk(): what it checks each record against (entries of its `expect` argument)
+E_NOTIFY, E_VERSION, E_CPU = range(3)          # the notify bit, the version, the file's CPU (-1: none)
+# walk(): where `_walk_records` stopped and what it counted (entries of its `at` argument)
+AT_POS, AT_DATA, AT_OTHER, AT_OUTCOME, AT_WHERE, AT_LAST_TIME, AT_UNSORTED, AT_WRONG_CPU, AT_FIRST_WRONG = range(9)
 BAD = 4                       # `_walk_records` stopped at a bad record (walk goes on after it)
 
 
 @compiled
-def walk(b, big, aligned, header, magic_mask, magic, fields):
+def walk(b, big, aligned, header, magic_mask, magic, fields, expect):
     """Follow the record chain from offset 0. A position that is not a record is bad; the walk
     goes on at the next position holding the magic bytes (a magic inside a PDU is never
     reached that way: records are chained by length). With `aligned`, the walk gives up
     (REDO_UNALIGNED) at the first record at an odd offset, and resynchronizes on 4-aligned
-    offsets only. Returns (outcome, position of a truncated record or -1, record offsets,
-    their time, action, cpu and version, bad offsets)."""
+    offsets only. Returns (outcome, position of a truncated record or -1, the offsets and
+    times of the data records (neither notify records nor of another version), the offsets
+    of the others, bad offsets, and `at` (counts: whether the data records' times ever go
+    back, AT_UNSORTED; how many records of the version name another CPU than the file,
+    AT_WRONG_CPU, and where the first is, AT_FIRST_WRONG))."""
     cap = b.shape[0] // header + 1
-    offs, t = np.empty(cap, np.int64), np.empty(cap, np.int64)
-    act, cp, ver = np.empty(cap, np.uint32), np.empty(cap, np.uint32), np.empty(cap, np.uint8)
+    offs, t, other = np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64)
     bad = np.empty(16, np.int64)
     nbad = 0
-    at = np.zeros(4, np.int64)
-    at[AT_WHERE] = -1
-    _walk_records(b, big, aligned, header, magic_mask, magic, fields, offs, t, act, cp, ver, at)
+    at = np.zeros(9, np.int64)
+    at[AT_WHERE], at[AT_FIRST_WRONG], at[AT_LAST_TIME] = -1, -1, np.iinfo(np.int64).min
+    _walk_records(b, big, aligned, header, magic_mask, magic, fields, expect, offs, t, other, at)
     while at[AT_OUTCOME] == BAD:
         bad = _grow(bad, nbad)
         bad[nbad] = at[AT_POS]
         nbad += 1
         at[AT_POS] = _next_record(b, at[AT_POS], big, aligned, header, magic_mask, magic)
-        _walk_records(b, big, aligned, header, magic_mask, magic, fields, offs, t, act, cp, ver, at)
-    n = at[AT_COUNT]
-    return at[AT_OUTCOME], at[AT_WHERE], offs[:n], t[:n], act[:n], cp[:n], ver[:n], bad[:nbad]
+        _walk_records(b, big, aligned, header, magic_mask, magic, fields, expect, offs, t, other, at)
+    return at[AT_OUTCOME], at[AT_WHERE], offs[:at[AT_DATA]], t[:at[AT_DATA]], other[:at[AT_OTHER]], bad[:nbad], at
 
 
 @no_refcount
-def _walk_records(b, big, aligned, header, magic_mask, magic, fields, offs, t, act, cp, ver, at):
-    """The chain from at[AT_POS] on, into the columns from row at[AT_COUNT] on, until the end, a
-    truncated record, an odd offset (when `aligned`) or a bad record: at[] says which, where."""
+def _walk_records(b, big, aligned, header, magic_mask, magic, fields, expect, offs, t, other, at):
+    """The chain from at[AT_POS] on, until the end, a truncated record, an odd offset (when
+    `aligned`) or a bad record: at[] says which, where, and what it counted."""
     n = b.shape[0]
-    pos, nrec = at[AT_POS], at[AT_COUNT]
+    pos, ndata, nother = at[AT_POS], at[AT_DATA], at[AT_OTHER]
+    last, unsorted, wrong, first_wrong = at[AT_LAST_TIME], at[AT_UNSORTED], at[AT_WRONG_CPU], at[AT_FIRST_WRONG]
     outcome = -1
     while outcome < 0:
         nxt = pos + header + np.int64(_u16(b, pos + fields[W_PDU_LEN], big)) if pos + header <= n else n + 1
@@ -135,14 +139,22 @@ def _walk_records(b, big, aligned, header, magic_mask, magic, fields, offs, t, a
         elif nxt > n:
             outcome = TRUNCATED_PDU
         else:
-            offs[nrec] = pos
-            t[nrec] = np.int64(_u64(b, pos + fields[W_TIME], big))
-            act[nrec] = np.uint32(_u32(b, pos + fields[W_ACTION], big))
-            cp[nrec] = np.uint32(_u32(b, pos + fields[W_CPU], big))
-            ver[nrec] = np.uint8(_u32(b, pos, big) & np.uint64(0xFF))
-            nrec += 1
+            time = np.int64(_u64(b, pos + fields[W_TIME], big))
+            known = np.int64(_u32(b, pos, big) & np.uint64(0xFF)) == expect[E_VERSION]
+            data = known and (np.int64(_u32(b, pos + fields[W_ACTION], big)) & expect[E_NOTIFY]) == 0
+            offs[ndata] = pos
+            t[ndata] = time
+            ndata += 1 if data else 0
+            other[nother] = pos
+            nother += 0 if data else 1
+            unsorted |= data and time < last
+            last = time if data else last
+            cpu_wrong = known and expect[E_CPU] >= 0 and np.int64(_u32(b, pos + fields[W_CPU], big)) != expect[E_CPU]
+            first_wrong = pos if cpu_wrong and wrong == 0 else first_wrong
+            wrong += 1 if cpu_wrong else 0
             pos = nxt
-    at[AT_POS], at[AT_COUNT], at[AT_OUTCOME] = pos, nrec, outcome
+    at[AT_POS], at[AT_DATA], at[AT_OTHER], at[AT_OUTCOME] = pos, ndata, nother, outcome
+    at[AT_LAST_TIME], at[AT_UNSORTED], at[AT_WRONG_CPU], at[AT_FIRST_WRONG] = last, unsorted, wrong, first_wrong
     at[AT_WHERE] = pos if outcome == TRUNCATED_SHORT or outcome == TRUNCATED_PDU else -1
 
 
@@ -220,15 +232,16 @@ def _pdu(b, big, header, pos, action, fields, pdu):
 
 
 @no_refcount
-def fill_machine(b, big, header, src, dest, fields, pdu, t, action, device, sector, nbytes, pid, pdu_dev,
+def fill_machine(b, big, header, src, dest, fields, pdu, origin, t, action, device, sector, nbytes, pid, pdu_dev,
                  pdu_sector):
-    """What the block analysis reads of each record (time, action, device, sector, bytes, pid; a
-    remap's source device and sector, else 0), decoded as `fill` decodes it into rows `dest`."""
+    """What the block analysis reads of each record (time from `origin`, action, device, sector,
+    bytes, pid; a remap's source device and sector, else 0), decoded as `fill` decodes it into
+    rows `dest`."""
     for k in range(src.shape[0]):
         pos = src[k]
         r = dest[k]
         a = np.int64(_u32(b, pos + fields[F_ACTION], big))
-        t[r] = np.int64(_u64(b, pos + fields[F_TIME], big))
+        t[r] = np.int64(_u64(b, pos + fields[F_TIME], big)) - origin
         action[r] = np.uint32(a)
         device[r] = np.uint32(_u32(b, pos + fields[F_DEVICE], big))
         sector[r] = np.int64(_u64(b, pos + fields[F_SECTOR], big))

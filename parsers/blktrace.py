@@ -147,16 +147,19 @@ def _map(path: str) -> np.ndarray:
     return np.asarray(np.memmap(path, np.uint8, mode="r"))
 
 
-def _walk(b: np.ndarray, order: str, path: str, strict: bool) -> tuple[_Chain, dict]:
+def _walk(b: np.ndarray, order: str, path: str, file_cpu: int | None, strict: bool) -> tuple[_Chain, dict]:
     """Follow the record chain from offset 0 by header lengths (compiled, one pass) -> what was
-    wrong where, and per record: offset, time, action, cpu, version. The walk first assumes
-    4-aligned records (every PDU blktrace writes but messages is 8 or 16 bytes) and is redone
-    byte by byte when a record sits at an odd offset: resynchronizing after a bad record
-    looks at aligned offsets only in the first case."""
+    wrong where, and the offsets and times of the data records, the offsets of the others
+    (notify records, other versions), whether the data records are in time order, and how many
+    records name another CPU than the file. The walk first assumes 4-aligned records (every
+    PDU blktrace writes but messages is 8 or 16 bytes) and is redone byte by byte when a
+    record sits at an odd offset: resynchronizing after a bad record looks at aligned offsets
+    only in the first case."""
     big = order == ">"
+    expect = np.array([block.TC_NOTIFY, VERSION, -1 if file_cpu is None else file_cpu], np.int64)
     for aligned in (True, False):
-        outcome, where, offs, time, action, cpu, version, bad = _scan.walk(
-            b, big, aligned, HEADER, MAGIC_MASK, MAGIC, WALK_FIELDS)
+        outcome, where, offs, time, other, bad, at = _scan.walk(
+            b, big, aligned, HEADER, MAGIC_MASK, MAGIC, WALK_FIELDS, expect)
         if outcome != _scan.REDO_UNALIGNED:
             break
     chain = _Chain()
@@ -172,7 +175,8 @@ def _walk(b: np.ndarray, order: str, path: str, strict: bool) -> tuple[_Chain, d
         raise BadInput(path, chain.bad[0][1], offset=chain.bad[0][0])
     if strict and chain.truncated:
         raise TruncatedInput(path, chain.truncated[1], offset=chain.truncated[0])
-    return chain, {"offs": offs, "time": time, "action": action, "cpu": cpu, "version": version}
+    return chain, {"offs": offs, "time": time, "other": other, "in_order": not at[_scan.AT_UNSORTED],
+                   "wrong_cpu": int(at[_scan.AT_WRONG_CPU]), "first_wrong": int(at[_scan.AT_FIRST_WRONG])}
 
 
 def _why_bad(b, pos, order) -> str:
@@ -183,8 +187,8 @@ def _why_bad(b, pos, order) -> str:
 # ---------------------------------------------------------------- bulk decode
 
 def _decode_file(path: str, file_cpu: int | None, strict: bool, progress) -> dict:
-    """One file -> its record offsets and the header fields needed before merging, notify
-    payloads, notes. The other fields are decoded by `_columns`, straight into merged order."""
+    """One file -> its data records' offsets and times (the merge needs them; `_Merged`
+    decodes the rest straight into merged order), notify payloads, notes."""
     b = _map(path)
     if progress is not None:
         progress(len(b))
@@ -199,38 +203,45 @@ def _decode_file(path: str, file_cpu: int | None, strict: bool, progress) -> dic
             raise BadInput(path, reason, offset=0)
         out["chain"].bad.append((0, reason))
         return out
-    chain, heads = _walk(b, order, path, strict)
-    offs, version = heads["offs"], heads["version"]
-    if np.any(version != VERSION):
-        bad = np.flatnonzero(version != VERSION)
-        reason = f"unsupported blktrace version {int(version[bad[0]])} (this reader knows {VERSION})"
-        if strict:
-            raise BadInput(path, reason, offset=int(offs[bad[0]]))
-        chain.bad += [(int(offs[k]), reason) for k in bad]
-        keep = version == VERSION
-        heads = {name: v[keep] for name, v in heads.items()}
-    out.update(heads=heads, chain=chain, order=order)
-    out["texts"] = _notify_payloads(b, heads, order)
-    if file_cpu is not None:
-        wrong = np.flatnonzero(heads["cpu"] != file_cpu)
-        if len(wrong):
-            out["notes"].append((int(heads["offs"][wrong[0]]),
-                                 f"{len(wrong)} records of {os.path.basename(path)} say "
-                                 f"CPU {int(heads['cpu'][wrong[0]])}, the file name says CPU {file_cpu}"))
+    chain, heads = _walk(b, order, path, file_cpu, strict)
+    notify = _other_records(b, heads["other"], order, path, chain, strict)
+    out.update(heads=heads, chain=chain, order=order, texts=_notify_payloads(b, notify, order))
+    heads["notify"] = len(notify)
+    if heads["wrong_cpu"]:
+        first = heads["first_wrong"]
+        cpu = int.from_bytes(bytes(b[first + LAYOUT["cpu"][0]:first + LAYOUT["cpu"][0] + 4]),
+                             "little" if order == "<" else "big")
+        out["notes"].append((first, f"{heads['wrong_cpu']} records of {os.path.basename(path)} say "
+                                    f"CPU {cpu}, the file name says CPU {file_cpu}"))
     return out
 
 
-def _notify_payloads(b: np.ndarray, heads: dict, order: str) -> list[tuple[np.void, bytes]]:
-    """(header, payload) of the notify records that carry a PDU (process names, messages: a
-    handful)."""
-    out = []
+def _other_records(b: np.ndarray, offs: np.ndarray, order: str, path: str, chain: _Chain, strict: bool) -> list:
+    """The records that are not data (a handful): headers of the notify records; those of
+    another version are bad (an error in strict mode)."""
     dtype = DTYPE_LE if order == "<" else DTYPE_BE
-    for pos in heads["offs"][(heads["action"] & block.TC_NOTIFY) != 0]:
+    notify = []
+    for pos in offs.tolist():
         rec = np.frombuffer(bytes(b[pos:pos + HEADER]), dtype)[0]
+        version = int(rec["magic"]) & 0xFF
+        if version != VERSION:
+            reason = f"unsupported blktrace version {version} (this reader knows {VERSION})"
+            if strict:
+                raise BadInput(path, reason, offset=pos)
+            chain.bad.append((pos, reason))
+        else:
+            notify.append((pos, rec))
+    return notify
+
+
+def _notify_payloads(b: np.ndarray, notify: list, order: str) -> list[tuple[np.void, bytes]]:
+    """(header, payload) of the notify records that carry a PDU (process names, messages)."""
+    out = []
+    for pos, rec in notify:
         if rec["pdu_len"] == 0:
             continue
         skip = CGROUP_ID_BYTES if int(rec["action"]) & TN_CGROUP else 0
-        start = int(pos) + HEADER + skip
+        start = pos + HEADER + skip
         out.append((rec, bytes(b[start:start + max(int(rec["pdu_len"]) - skip, 0)])))
     return out
 
@@ -295,27 +306,26 @@ class _Merged:
 
     def __init__(self, parts: list[tuple[int, dict]]):
         self.parts = parts
-        self.keeps = [np.flatnonzero((d["heads"]["action"] & block.TC_NOTIFY) == 0) for _, d in parts]
-        self.records = sum(len(d["heads"]["offs"]) for _, d in parts)
-        self.n = sum(len(k) for k in self.keeps)
-        times = [d["heads"]["time"][k] for (_, d), k in zip(parts, self.keeps)]
+        self.records = sum(len(d["heads"]["offs"]) + d["heads"]["notify"] for _, d in parts)
+        times = [d["heads"]["time"] for _, d in parts]
+        self.n = sum(len(t) for t in times)
         self.origin = int(min(t.min() for t in times if len(t))) if self.n else 0
-        self.dest = block.merge_rows(times)
+        self.dest = block.merge_rows(times, in_order=all(d["heads"]["in_order"] for _, d in parts))
 
     def _per_file(self, decode) -> None:
-        """decode(file index, its data, its kept record offsets, their rows), for every file."""
+        """decode(file index, its data, its data records' offsets, their rows), for every file."""
         jobs, first = [], 0
-        for (fi, d), keep in zip(self.parts, self.keeps):
-            jobs.append((fi, d, d["heads"]["offs"][keep], self.dest[first:first + len(keep)]))
-            first += len(keep)
+        for fi, d in self.parts:
+            offs = d["heads"]["offs"]
+            jobs.append((fi, d, offs, self.dest[first:first + len(offs)]))
+            first += len(offs)
         _per_file_threads(lambda job: decode(*job), jobs)
 
     def machine_columns(self) -> dict[str, np.ndarray]:
         """block.MACHINE_COLUMNS: what the block analysis reads."""
         cols = {name: np.empty(self.n, dtype) for name, dtype in block.MACHINE_COLUMNS.items()}
         self._per_file(lambda fi, d, src, dest: _scan.fill_machine(
-            d["bytes"], d["order"] == ">", HEADER, src, dest, FILL_FIELDS, FILL_PDU, *cols.values()))
-        cols["t_ns"] -= self.origin
+            d["bytes"], d["order"] == ">", HEADER, src, dest, FILL_FIELDS, FILL_PDU, self.origin, *cols.values()))
         return cols
 
     def raw_events(self) -> pl.DataFrame:

@@ -732,6 +732,19 @@ def _request_times(q_t, d_t, c_t, done, q2c, d2c):
         d2c[i] = _tdelta(d_t[i], c_t[i]) if done[i] and d_t[i] != NONE else NONE
 
 
+@no_refcount
+def _merge_two(times, split, dest):
+    """merge_sorted of two files (times[:split], times[split:]), without branches on the data."""
+    n = times.shape[0]
+    i, j = np.int64(0), split
+    for r in range(n):
+        first = j >= n or (i < split and times[min(i, split - 1)] <= times[min(j, n - 1)])
+        src = i if first else j
+        dest[src] = r
+        i += 1 if first else 0
+        j += 0 if first else 1
+
+
 @compiled
 def merge_sorted(times, bounds):
     """Rows of the records of several files (files concatenated; file f is
@@ -741,6 +754,9 @@ def merge_sorted(times, bounds):
     n = times.shape[0]
     k = bounds.shape[0] - 1
     dest = np.empty(n, np.int64)
+    if k == 2:
+        _merge_two(times, bounds[1], dest)
+        return dest
     head = bounds[:-1].copy()
     for r in range(n):
         best = -1

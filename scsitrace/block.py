@@ -103,11 +103,13 @@ def _rwbs(action: int, has_bytes: bool) -> str:
     return out
 
 
-def merge_rows(times: list[np.ndarray]) -> np.ndarray:
+def merge_rows(times: list[np.ndarray], in_order: bool | None = None) -> np.ndarray:
     """Row of each record (files concatenated) in processing order: by time, then file, then
     place in the file. A linear k-way merge when every file is in time order (as blktrace
-    writes them), else a stable sort."""
-    if all(np.all(t[1:] >= t[:-1]) for t in times) and len(times) <= MERGE_FILES:
+    writes them; `in_order` when the caller knows), else a stable sort."""
+    if in_order is None:
+        in_order = all(np.all(t[1:] >= t[:-1]) for t in times)
+    if in_order and len(times) <= MERGE_FILES:
         bounds = np.cumsum([0] + [len(t) for t in times]).astype(np.int64)
         return _bm.merge_sorted(np.concatenate(times) if times else np.zeros(0, np.int64), bounds)
     allt = np.concatenate(times)

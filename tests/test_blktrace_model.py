@@ -177,3 +177,16 @@ def test_culling_keeps_what_btt_keeps_and_lists_the_qs_and_ds_in_order(events):
     counted = collections.Counter(zip(device.tolist(), (action & 0xFF).tolist()))
     assert {(int(ev.devices[d]), c): int(n) for d, c in zip(*np.nonzero(ev.all_counts))
             for n in [ev.all_counts[d, c]]} == counted
+
+
+@settings(max_examples=300, deadline=None)
+@given(files=st.lists(st.lists(st.integers(0, 12), max_size=30), min_size=1, max_size=5), shuffle=st.booleans())
+def test_merged_rows_are_the_stable_time_order_of_the_files(files, shuffle):
+    """Processing order: by time, then file, then place in the file (the k-way merge for files
+    in time order, the two-file merge, and the sort for files out of order agree)."""
+    times = [np.array(f if shuffle else sorted(f), np.int64) for f in files]
+    flat = [(t, fi, k) for fi, f in enumerate(times) for k, t in enumerate(f.tolist())]
+    want = sorted(range(len(flat)), key=lambda r: flat[r])       # records in processing order
+    rows = block.merge_rows(times)
+    assert sorted(rows.tolist()) == list(range(len(flat)))
+    assert [r for _, r in sorted(zip(rows.tolist(), range(len(flat))))] == want
