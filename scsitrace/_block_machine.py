@@ -732,15 +732,22 @@ def _request_times(q_t, d_t, c_t, done, q2c, d2c):
         d2c[i] = _tdelta(d_t[i], c_t[i]) if done[i] and d_t[i] != NONE else NONE
 
 
+@compiled
+def merge_two(a, b):
+    """merge_sorted of two files, read in place (times a, then b)."""
+    dest = np.empty(a.shape[0] + b.shape[0], np.int64)
+    _merge_two(a, b, dest)
+    return dest
+
+
 @no_refcount
-def _merge_two(times, split, dest):
-    """merge_sorted of two files (times[:split], times[split:]), without branches on the data."""
-    n = times.shape[0]
-    i, j = np.int64(0), split
-    for r in range(n):
-        first = j >= n or (i < split and times[min(i, split - 1)] <= times[min(j, n - 1)])
-        src = i if first else j
-        dest[src] = r
+def _merge_two(a, b, dest):
+    """Without branches on the data: each step takes the earlier head (a's on a tie)."""
+    na, nb = a.shape[0], b.shape[0]
+    i, j = np.int64(0), np.int64(0)
+    for r in range(na + nb):
+        first = j >= nb or (i < na and a[min(i, na - 1)] <= b[min(j, nb - 1)])
+        dest[i if first else na + j] = r
         i += 1 if first else 0
         j += 0 if first else 1
 
@@ -754,9 +761,6 @@ def merge_sorted(times, bounds):
     n = times.shape[0]
     k = bounds.shape[0] - 1
     dest = np.empty(n, np.int64)
-    if k == 2:
-        _merge_two(times, bounds[1], dest)
-        return dest
     head = bounds[:-1].copy()
     for r in range(n):
         best = -1

@@ -109,6 +109,8 @@ def merge_rows(times: list[np.ndarray], in_order: bool | None = None) -> np.ndar
     writes them; `in_order` when the caller knows), else a stable sort."""
     if in_order is None:
         in_order = all(np.all(t[1:] >= t[:-1]) for t in times)
+    if in_order and len(times) == 2:
+        return _bm.merge_two(times[0], times[1])
     if in_order and len(times) <= MERGE_FILES:
         bounds = np.cumsum([0] + [len(t) for t in times]).astype(np.int64)
         return _bm.merge_sorted(np.concatenate(times) if times else np.zeros(0, np.int64), bounds)
