@@ -99,24 +99,23 @@ def _index(devices, value):
 
 
 @compiled
-def select_events(action, device, nbytes, pdu_dev, devices, kinds, pc_bit):
+def select_events(action, device, nbytes, devices, kinds, pc_bit):
     """btt's pre-culling, in one pass over every record: what each event is to the machine
     (kinds[action code], or K_OTHER when culled: BLK_TC_PC, no bytes unless R or A, before
-    its device's first Q or A), its device index, an A's source device index (NONE when it
-    has no events, or for other events), per device and action code the records of every
-    kind (blkparse's counts), and the event indexes of the kept Qs and Ds, in order."""
+    its device's first Q or A), its device index, per device and action code the records of
+    every kind (blkparse's counts), and the event indexes of the kept Qs and Ds, in order."""
     n = action.shape[0]
     counts = np.zeros((devices.shape[0], 256), np.int64)
-    kind, dev, src = np.empty(n, np.int8), np.empty(n, np.int32), np.empty(n, np.int32)
+    kind, dev = np.empty(n, np.int8), np.empty(n, np.int32)
     listed = np.empty((2, n), np.int64)
     found = np.zeros(2, np.int64)
-    _cull(action, device, nbytes, pdu_dev, devices, kinds, pc_bit, counts, np.zeros(devices.shape[0], np.bool_),
-          kind, dev, src, listed, found)
-    return kind, dev, src, counts, listed[0, :found[0]].copy(), listed[1, :found[1]].copy()
+    _cull(action, device, nbytes, devices, kinds, pc_bit, counts, np.zeros(devices.shape[0], np.bool_),
+          kind, dev, listed, found)
+    return kind, dev, counts, listed[0, :found[0]].copy(), listed[1, :found[1]].copy()
 
 
 @no_refcount
-def _cull(action, device, nbytes, pdu_dev, devices, kinds, pc_bit, counts, started, kind, dev, src, listed, found):
+def _cull(action, device, nbytes, devices, kinds, pc_bit, counts, started, kind, dev, listed, found):
     """select_events' pass: listed[0, :found[0]] the Qs, listed[1, :found[1]] the Ds."""
     last_dev, d = -1, 0
     nq, nd = 0, 0
@@ -127,17 +126,17 @@ def _cull(action, device, nbytes, pdu_dev, devices, kinds, pc_bit, counts, start
         c = action[i] & 0xFF
         counts[d, c] += 1
         k = kinds[c]
-        culled = k == K_OTHER or (action[i] & pc_bit) != 0 or (nbytes[i] <= 0 and k != K_R and k != K_A)
-        keep = not culled and (started[d] or k == K_Q or k == K_A)
-        started[d] = started[d] or keep
+        # & and | rather than and/or: no branches on the event's kind
+        culled = (k == K_OTHER) | ((action[i] & pc_bit) != 0) | ((nbytes[i] <= 0) & (k != K_R) & (k != K_A))
+        keep = (not culled) & (started[d] | (k == K_Q) | (k == K_A))
+        started[d] = started[d] | keep
         k = k if keep else K_OTHER
         kind[i] = k
         dev[i] = d
-        src[i] = _index(devices, pdu_dev[i]) if k == K_A else NONE
         listed[0, nq] = i
-        nq += 1 if k == K_Q else 0
+        nq += k == K_Q
         listed[1, nd] = i
-        nd += 1 if k == K_D else 0
+        nd += k == K_D
     found[0], found[1] = nq, nd
 
 
@@ -248,18 +247,18 @@ LIVE_SCAN = 4                           # a D or C looks at every live bio when 
 
 
 @compiled
-def run(kind, dev, sector, nbytes, t, pdu_dev, pdu_sector, n_dev, nq, odd_c, odd_d):
-    """The stage machine over the selected events (kind: K_* per event; pdu_dev: the device
-    index an A was remapped from, or NONE). odd_c, odd_d: per Q, whether its start lies
-    strictly inside some C (D) of its device: needed only for bios of zero length or with a
-    start sector that matches no key, where containment alone does not decide (see
-    `_contains`). Returns per Q: the completing event (NONE if none), its last Q2G, G2I, Q2M,
+def run(kind, dev, sector, nbytes, t, pdu_dev, pdu_sector, devices, nq, odd_c, odd_d):
+    """The stage machine over the selected events (kind: K_* per event; dev: the index of its
+    device among `devices`; pdu_dev: the device an A was remapped from). odd_c, odd_d: per
+    Q, whether its start lies strictly inside some C (D) of its device: needed only for bios
+    of zero length or with a start sector that matches no key, where containment alone does
+    not decide (see `_contains`). Returns per Q: the completing event (NONE if none), its last Q2G, G2I, Q2M,
     I2D sample (a (4, nq) array), its last D time; and the samples (stage, Q, ns).
 
     `_advance` does the work and stops when a hash table or the sample buffers need to grow;
     they are grown here (arrays replaced inside the per-event loop would cost reference
     counting on every event)."""
-    n = kind.shape[0]
+    n, n_dev = kind.shape[0], devices.shape[0]
     bio = np.empty((nq, BIO_COLUMNS), np.int64)        # each Q fills its row and its per_q column
     per_q = np.empty((6, nq), np.int64)
     heads = np.full((n_dev, 3), NONE, np.int64)
@@ -269,7 +268,7 @@ def run(kind, dev, sector, nbytes, t, pdu_dev, pdu_sector, n_dev, nq, odd_c, odd
     hits = np.empty(nq + 1, np.int64)
     stages, qs, vals = np.empty(n + 16, np.int8), np.empty(n + 16, np.int32), np.empty(n + 16, np.int64)
     state = np.zeros(5, np.int64)
-    i = _advance(0, kind, dev, sector, nbytes, t, pdu_dev, pdu_sector, bio, heads, keys, buckets, hits, stages,
+    i = _advance(0, kind, dev, sector, nbytes, t, pdu_dev, pdu_sector, devices, bio, heads, keys, buckets, hits, stages,
                  qs, vals, state, odd_c, odd_d, per_q)
     while i < n:
         if 2 * (state[S_KEYS] + 1) > keys.shape[0]:
@@ -278,14 +277,14 @@ def run(kind, dev, sector, nbytes, t, pdu_dev, pdu_sector, n_dev, nq, odd_c, odd
             buckets = _doubled(buckets)
         if state[S_SAMPLES] + state[S_NEED] > qs.shape[0]:
             stages, qs, vals = _grown(stages, qs, vals, state[S_SAMPLES], state[S_NEED])
-        i = _advance(i, kind, dev, sector, nbytes, t, pdu_dev, pdu_sector, bio, heads, keys, buckets, hits, stages,
+        i = _advance(i, kind, dev, sector, nbytes, t, pdu_dev, pdu_sector, devices, bio, heads, keys, buckets, hits, stages,
                      qs, vals, state, odd_c, odd_d, per_q)
     ns = state[S_SAMPLES]
     return per_q[O_C_EV], per_q[O_Q2G:O_I2D + 1], per_q[O_D], stages[:ns], qs[:ns], vals[:ns]
 
 
 @no_refcount
-def _advance(i, kind, dev, sector, nbytes, t, pdu_dev, pdu_sector, bio, heads, keys, buckets, hits, stages, qs,
+def _advance(i, kind, dev, sector, nbytes, t, pdu_dev, pdu_sector, devices, bio, heads, keys, buckets, hits, stages, qs,
              vals, state, odd_c, odd_d, per_q):
     """Run the events from i on; returns where it stopped: the end, or an event that needs a
     larger table (a Q) or more room for samples (state[S_NEED])."""
@@ -307,10 +306,11 @@ def _advance(i, kind, dev, sector, nbytes, t, pdu_dev, pdu_sector, bio, heads, k
             room = ns + 2 <= qs.shape[0]
             state[S_NEED] = 2
             q = NONE
+            src = _index(devices, pdu_dev[i]) if k == K_A else NONE     # the device an A comes from
             if k != K_A:
                 q = _lookup(d, sector[i], keys, bio, heads)
-            elif pdu_dev[i] != NONE:
-                q = _lookup(pdu_dev[i], pdu_sector[i], keys, bio, heads)
+            elif src != NONE:
+                q = _lookup(src, pdu_sector[i], keys, bio, heads)
             if room and q != NONE:
                 ns = _bio_event(k, q, t[i], bio, stages, qs, vals, ns, per_q)
         elif k == K_D or k == K_C:

@@ -241,9 +241,9 @@ class _Events:
             cols[name] for name in ("action", "sector", "bytes", "t_ns", "pid"))
         self.devices = _bm.distinct(cols["device"]).astype(np.int64)
         # all_counts: every record, for the per-device counters (before culling: blkparse's counts)
-        self.kind, self.dev, self.pdu_dev, self.all_counts, self.queued, self.dispatched = _bm.select_events(
-            self.action, cols["device"], self.bytes, cols["pdu_dev"], self.devices, KIND, TC_PC)
-        self.pdu_sector = cols["pdu_sector"]
+        self.kind, self.dev, self.all_counts, self.queued, self.dispatched = _bm.select_events(
+            self.action, cols["device"], self.bytes, self.devices, KIND, TC_PC)
+        self.pdu_dev, self.pdu_sector = cols["pdu_dev"], cols["pdu_sector"]
 
     def end(self, idx: np.ndarray) -> np.ndarray:
         """The sector after the range of events idx."""
@@ -299,7 +299,7 @@ def _run_machine(ev: "_Events") -> tuple:
     """The compiled machine over the events (_bm.run's results)."""
     qi = ev.of(_bm.K_Q)
     odd = _odd_bios(ev, qi)
-    return _bm.run(ev.kind, ev.dev, ev.sector, ev.bytes, ev.t, ev.pdu_dev, ev.pdu_sector, len(ev.devices), len(qi),
+    return _bm.run(ev.kind, ev.dev, ev.sector, ev.bytes, ev.t, ev.pdu_dev, ev.pdu_sector, ev.devices, len(qi),
                    _odd_inside(ev, qi, odd, _bm.K_C), _odd_inside(ev, qi, odd, _bm.K_D))
 
 
