@@ -311,6 +311,8 @@ class _Merged:
         self.n = sum(len(t) for t in times)
         self.origin = int(min(t.min() for t in times if len(t))) if self.n else 0
         self.dest = block.merge_rows(times, in_order=all(d["heads"]["in_order"] for _, d in parts))
+        for _, d in parts:              # the columns' decode reads the times again: free them for it
+            del d["heads"]["time"]
 
     def _per_file(self, decode) -> None:
         """decode(file index, its data, its data records' offsets, their rows), for every file."""
