@@ -40,32 +40,6 @@ def distinct(values):
     return np.unique(values) if m < 0 else np.sort(seen[:m])
 
 
-@compiled
-def dense_ids(values):
-    """(sorted distinct values, index of each value among them), for an array holding at most
-    DISTINCT_MAX distinct values (processes); (empty, empty) when it holds more."""
-    seen = np.empty(DISTINCT_MAX, values.dtype)
-    m = _distinct_into(values, seen)
-    if m < 0:
-        return seen[:0], np.empty(0, np.int64)
-    found = np.sort(seen[:m])
-    ids = np.empty(values.shape[0], np.int64)
-    _ids_of(values, found, ids)
-    return found, ids
-
-
-@no_refcount
-def _ids_of(values, found, ids):
-    """ids[i] = index of values[i] in found (sorted, holding it); one search per change of value."""
-    last = values[0] if values.shape[0] else 0
-    k = _index(found, last) if values.shape[0] else 0
-    for i in range(values.shape[0]):
-        if values[i] != last:
-            k = _index(found, values[i])
-            last = values[i]
-        ids[i] = k
-
-
 @no_refcount
 def _distinct_into(values, seen):
     """The distinct values into seen[:m]; returns m, or -1 when there are more than seen holds.

@@ -25,6 +25,7 @@ import polars as pl
 
 from . import _block_machine as _bm
 from . import schema
+from ._keys import dense_ids
 from .errors import UsageError
 from .model import Analysis, Capture
 
@@ -219,11 +220,9 @@ def _unique(x: np.ndarray) -> np.ndarray:
 
 
 def _dense_ids(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(sorted distinct values, index of each value among them)."""
-    found, ids = _bm.dense_ids(values)
-    if len(ids) != len(values):                 # too many distinct values for the compiled pass
-        found, ids = np.unique(values, return_inverse=True)
-    return found, ids
+    """(distinct values in order of first appearance, index of each value among them)."""
+    ids, first = dense_ids(values)
+    return values[first], ids
 
 
 KIND = np.full(256, _bm.K_OTHER, np.int8)          # what each action code is to the machine

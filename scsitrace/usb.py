@@ -26,6 +26,7 @@ import polars as pl
 import pyarrow as pa
 
 from . import schema, scsi, srt, usbscan
+from ._keys import dense_ids
 from .model import Analysis, Capture
 
 # The urbs frame every usbmon route hands over: one row per URB event.
@@ -238,10 +239,10 @@ def bot_commands(xf: Transfers) -> tuple[pl.DataFrame, list[pl.DataFrame], np.nd
     """Commands of Bulk-Only devices (devices that sent a CBW: the bulk transfers of other
     devices are returned, as positions, for UAS), and their anomalies."""
     u = xf.urbs
-    device, n_devices = usbscan.dense_ids(xf.bus_dev)
+    device, first_rows = dense_ids(xf.bus_dev)
     a, cbw, csw, csw_size, kind = usbscan.bot_pass(
         xf.xfer, xf.dir_in, device, xf.data_row, xf.submit_ns, xf.complete_ns, xf.status, xf.status_null,
-        xf.req_len, xf.actual, u.data_buf, u.data_at, u.data_size, u.data_head, n_devices)
+        xf.req_len, xf.actual, u.data_buf, u.data_at, u.data_size, u.data_head, len(first_rows))
     not_bot = np.flatnonzero(kind == usbscan.NOT_BOT)
     if not len(a["first"]):
         return pl.DataFrame(), [], not_bot
@@ -534,9 +535,8 @@ def _devices(cmds: pl.DataFrame) -> tuple[pl.Series, np.ndarray]:
     names are formatted once per device, not per command."""
     bus, dev = cmds["bus"].cast(pl.Int64).to_numpy(), cmds["dev"].cast(pl.Int64).to_numpy()
     lun = cmds["lun"].cast(pl.Int64).fill_null(0).to_numpy()
-    first_seen, n = usbscan.dense_ids((bus << 32) | (dev << 16) | lun)
-    where = np.zeros(n, np.int64)
-    where[first_seen] = np.arange(len(first_seen))
+    first_seen, where = dense_ids((bus << 32) | (dev << 16) | lun)
+    n = len(where)
     names = [f"{bus[i]}:{dev[i]}:{lun[i]}" for i in where]
     rank = np.empty(n, np.int64)
     rank[sorted(range(n), key=names.__getitem__)] = np.arange(n)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import compiled, inlined
+from ._keys import find, grow, home, remove
 from .srt import NULL, place as srt_place
 
 EV_S, EV_C, EV_E = ord("S"), ord("C"), ord("E")
@@ -21,62 +22,6 @@ CBW_SIGNATURE = np.uint32(0x43425355)   # "USBC", little-endian
 CSW_SIGNATURE = np.uint32(0x53425355)   # "USBS"
 # transfer classes (bot_pass): why a bulk transfer is not inside a BOT command
 BEFORE_CBW_DATA, BEFORE_CBW_CSW, NOT_BOT = 1, 2, 3
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-
-
-@inlined
-def _home(key, mask):
-    return np.int64((np.uint64(key) * _GOLDEN) >> np.uint64(32)) & mask
-
-
-@compiled
-def _grow(keys, vals):
-    """The table at twice the capacity (vals < 0: empty slot)."""
-    cap = keys.shape[0] * 2
-    mask = cap - 1
-    nk = np.zeros(cap, np.uint64)
-    nv = np.full(cap, -1, np.int64)
-    for j in range(keys.shape[0]):
-        if vals[j] >= 0:
-            h = _home(keys[j], mask)
-            while nv[h] >= 0:
-                h = (h + 1) & mask
-            nk[h] = keys[j]
-            nv[h] = vals[j]
-    return nk, nv
-
-
-@inlined
-def _find(keys, vals, key):
-    """Slot of `key` in the table, or the empty slot where it would go."""
-    mask = keys.shape[0] - 1
-    h = _home(key, mask)
-    while vals[h] >= 0 and keys[h] != key:
-        h = (h + 1) & mask
-    return h
-
-
-@inlined
-def _remove(keys, vals, h):
-    """Empty slot `h`, shifting later entries of its probe run back (linear probing)."""
-    mask = keys.shape[0] - 1
-    while True:
-        vals[h] = -1
-        k = h
-        while True:
-            k = (k + 1) & mask
-            if vals[k] < 0:
-                return
-            home = _home(keys[k], mask)
-            # the entry at k may move to h unless its home lies cyclically in (h, k]
-            if (h < k and h < home <= k) or (h > k and (home > h or home <= k)):
-                continue
-            break
-        keys[h] = keys[k]
-        vals[h] = vals[k]
-        h = k
-
-
 def pair_urbs(urb_id: np.ndarray, event: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Transfers as (submit row, completion row), -1 where absent, in row order.
 
@@ -100,16 +45,16 @@ def _pair_urbs(urb_id, event, rows):
     waiting = 0
     count = 0
     for r in range(urb_id.shape[0]):
-        # the slot of the URB id (the probe of _find, written out: a call with array
+        # the slot of the URB id (the probe of find, written out: a call with array
         # arguments costs more than the probe)
         mask = keys.shape[0] - 1
-        h = _home(urb_id[r], mask)
+        h = home(urb_id[r], mask)
         while vals[h] >= 0 and keys[h] != urb_id[r]:
             h = (h + 1) & mask
         if event[r] == EV_S:
             if 2 * (waiting + 1) > keys.shape[0]:
-                keys, vals = _grow(keys, vals)
-                h = _find(keys, vals, urb_id[r])
+                keys, vals = grow(keys, vals)
+                h = find(keys, vals, urb_id[r])
             if vals[h] < 0:
                 waiting += 1
                 keys[h] = urb_id[r]
@@ -119,14 +64,14 @@ def _pair_urbs(urb_id, event, rows):
         elif event[r] == EV_C or event[r] == EV_E:
             if vals[h] >= 0:
                 rows[1, vals[h]] = r
-                _remove(keys, vals, h)
+                remove(keys, vals, h)
                 waiting -= 1
             else:
                 rows[0, count], rows[1, count] = -1, r
                 count += 1
         else:   # another event still ends the wait of a submit (it is not its completion)
             if vals[h] >= 0:
-                _remove(keys, vals, h)
+                remove(keys, vals, h)
                 waiting -= 1
     return count
 
@@ -330,35 +275,6 @@ def _close(acc, d, ints, c):
     """Write device `d`'s aggregates out as those of command `c`."""
     for j in range(acc.shape[1]):
         ints[j, c] = acc[d, j]
-
-
-@compiled
-def dense_ids(key):
-    """Dense ids (0, 1, ... in order of first appearance) of integer keys."""
-    n = key.shape[0]
-    keys = np.zeros(1 << 6, np.uint64)
-    vals = np.full(1 << 6, -1, np.int64)
-    used = 0
-    out = np.empty(n, np.int64)
-    last_key, last_id = np.uint64(0), np.int64(-1)
-    for r in range(n):
-        if last_id >= 0 and np.uint64(key[r]) == last_key:   # runs of one device are the rule
-            out[r] = last_id
-            continue
-        if 2 * (used + 1) > keys.shape[0]:
-            keys, vals = _grow(keys, vals)
-        mask = keys.shape[0] - 1
-        k = np.uint64(key[r])
-        h = _home(k, mask)
-        while vals[h] >= 0 and keys[h] != k:
-            h = (h + 1) & mask
-        if vals[h] < 0:
-            keys[h] = k
-            vals[h] = used
-            used += 1
-        out[r] = vals[h]
-        last_key, last_id = k, vals[h]
-    return out, used
 
 
 @compiled
