@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 from scsitrace._jit import compiled, no_refcount
 
+from ._bytes import u16, u32, u64
+
 # outcome of a walk
 END, TRUNCATED_SHORT, TRUNCATED_PDU, REDO_UNALIGNED = 0, 1, 2, 3
 
@@ -22,42 +24,9 @@ def layout(dtype: np.dtype) -> dict[str, tuple[int, int]]:
 
 
 @no_refcount
-def _u16(b, pos, big):
-    """Unsigned 16-bit integer at `pos` (any alignment), in either byte order. Read
-    little-endian, then swapped: a byte-order branch around the loads costs 5x."""
-    p = np.uint64(pos)                  # unsigned: no negative-index wraparound, so one load
-    v = np.uint64(b[p]) | (np.uint64(b[p + np.uint64(1)]) << np.uint64(8))
-    return ((v >> np.uint64(8)) | ((v & np.uint64(0xFF)) << np.uint64(8))) if big else v
-
-
-@no_refcount
-def _u32(b, pos, big):
-    """As _u16, 32 bits."""
-    p = np.uint64(pos)
-    v = (np.uint32(b[p]) | (np.uint32(b[p + np.uint64(1)]) << np.uint32(8))
-         | (np.uint32(b[p + np.uint64(2)]) << np.uint32(16)) | (np.uint32(b[p + np.uint64(3)]) << np.uint32(24)))
-    return np.uint64(_bswap32(v) if big else v)
-
-
-@no_refcount
-def _bswap32(v):
-    return (((v & np.uint32(0xFF)) << np.uint32(24)) | ((v & np.uint32(0xFF00)) << np.uint32(8))
-            | ((v >> np.uint32(8)) & np.uint32(0xFF00)) | (v >> np.uint32(24)))
-
-
-@no_refcount
-def _u64(b, pos, big):
-    """As _u16, 64 bits."""
-    lo, hi = _u32(b, pos, False), _u32(b, pos + 4, False)
-    if big:
-        lo, hi = np.uint64(_bswap32(np.uint32(hi))), np.uint64(_bswap32(np.uint32(lo)))
-    return lo | (hi << np.uint64(32))
-
-
-@no_refcount
 def _is_record(b, pos, big, header, magic_mask, magic):
     """A whole header fits at `pos` and starts with the three magic bytes (any version)."""
-    return pos + header <= b.shape[0] and (_u32(b, pos, big) & magic_mask) == magic
+    return pos + header <= b.shape[0] and (u32(b, pos, big) & magic_mask) == magic
 
 
 @no_refcount
@@ -67,7 +36,7 @@ def _next_record(b, pos, big, aligned, header, magic_mask, magic):
     step = 4 if aligned else 1
     q = (pos // step + 1) * step
     while q + header <= b.shape[0]:
-        if (_u32(b, q, big) & magic_mask) == magic:
+        if (u32(b, q, big) & magic_mask) == magic:
             return q
         q += step
     return b.shape[0]
@@ -129,7 +98,7 @@ def _walk_records(b, big, aligned, header, magic_mask, magic, fields, expect, of
     last, unsorted, wrong, first_wrong = at[AT_LAST_TIME], at[AT_UNSORTED], at[AT_WRONG_CPU], at[AT_FIRST_WRONG]
     outcome = -1
     while outcome < 0:
-        nxt = pos + header + np.int64(_u16(b, pos + fields[W_PDU_LEN], big)) if pos + header <= n else n + 1
+        nxt = pos + header + np.int64(u16(b, pos + fields[W_PDU_LEN], big)) if pos + header <= n else n + 1
         if pos >= n:
             outcome = END
         elif aligned and pos % 4:
@@ -139,9 +108,9 @@ def _walk_records(b, big, aligned, header, magic_mask, magic, fields, expect, of
         elif nxt > n:
             outcome = TRUNCATED_PDU
         else:
-            time = np.int64(_u64(b, pos + fields[W_TIME], big))
-            known = np.int64(_u32(b, pos, big) & np.uint64(0xFF)) == expect[E_VERSION]
-            data = known and (np.int64(_u32(b, pos + fields[W_ACTION], big)) & expect[E_NOTIFY]) == 0
+            time = np.int64(u64(b, pos + fields[W_TIME], big))
+            known = np.int64(u32(b, pos, big) & np.uint64(0xFF)) == expect[E_VERSION]
+            data = known and (np.int64(u32(b, pos + fields[W_ACTION], big)) & expect[E_NOTIFY]) == 0
             offs[ndata] = pos
             t[ndata] = time
             ndata += 1 if data else 0
@@ -149,7 +118,7 @@ def _walk_records(b, big, aligned, header, magic_mask, magic, fields, expect, of
             nother += 0 if data else 1
             unsorted |= data and time < last
             last = time if data else last
-            cpu_wrong = known and expect[E_CPU] >= 0 and np.int64(_u32(b, pos + fields[W_CPU], big)) != expect[E_CPU]
+            cpu_wrong = known and expect[E_CPU] >= 0 and np.int64(u32(b, pos + fields[W_CPU], big)) != expect[E_CPU]
             first_wrong = pos if cpu_wrong and wrong == 0 else first_wrong
             wrong += 1 if cpu_wrong else 0
             pos = nxt
@@ -174,38 +143,38 @@ REMAP_FIELDS = {"device_from": 4, "sector_from": 8}       # read widths, as FILL
 
 
 @no_refcount
-def fill(b, big, header, src, dest, fields, pdu, file_no, i64, u32, cpu, i16, flags):
+def fill(b, big, header, src, dest, fields, pdu, file_no, i64, words, cpu, i16, flags):
     """Decode the records at byte offsets `src` of one file into rows `dest` of the event
-    columns (rows of i64, u32, i16, flags: I64_COLUMNS, U32_COLUMNS, I16_COLUMNS, BOOL_COLUMNS;
-    cpu alone). PDUs are big-endian whatever the header order, as the kernel writes them:
+    columns (rows of i64, words, i16, flags: I64_COLUMNS, U32_COLUMNS, I16_COLUMNS,
+    BOOL_COLUMNS; cpu alone). PDUs are big-endian whatever the header order, as the kernel writes them:
     a remap's source device and sector, or the one be64 of a split or an unplug."""
     for k in range(src.shape[0]):
         pos = src[k]
         r = dest[k]
-        i64[0, r] = np.int64(_u64(b, pos + fields[F_TIME], big))
-        i64[1, r] = np.int64(_u32(b, pos + fields[F_SEQ], big))
-        i64[2, r] = np.int64(_u64(b, pos + fields[F_SECTOR], big))
-        i64[3, r] = np.int64(_u32(b, pos + fields[F_BYTES], big))
-        i64[4, r] = np.int64(_u32(b, pos + fields[F_PID], big))
+        i64[0, r] = np.int64(u64(b, pos + fields[F_TIME], big))
+        i64[1, r] = np.int64(u32(b, pos + fields[F_SEQ], big))
+        i64[2, r] = np.int64(u64(b, pos + fields[F_SECTOR], big))
+        i64[3, r] = np.int64(u32(b, pos + fields[F_BYTES], big))
+        i64[4, r] = np.int64(u32(b, pos + fields[F_PID], big))
         i64[5, r] = 0
         i64[6, r] = 0
         i64[7, r] = pos
-        action = np.int64(_u32(b, pos + fields[F_ACTION], big))
-        u32[0, r] = np.uint32(action)
-        u32[1, r] = np.uint32(_u32(b, pos + fields[F_DEVICE], big))
-        u32[2, r] = 0
-        cpu[r] = np.int32(np.uint32(_u32(b, pos + fields[F_CPU], big)))
-        i16[0, r] = np.int16(np.uint16(_u16(b, pos + fields[F_ERROR], big)))
+        action = np.int64(u32(b, pos + fields[F_ACTION], big))
+        words[0, r] = np.uint32(action)
+        words[1, r] = np.uint32(u32(b, pos + fields[F_DEVICE], big))
+        words[2, r] = 0
+        cpu[r] = np.int32(np.uint32(u32(b, pos + fields[F_CPU], big)))
+        i16[0, r] = np.int16(np.uint16(u16(b, pos + fields[F_ERROR], big)))
         i16[1, r] = file_no
         flags[0, r] = False
         flags[1, r] = False
         kind, start = _pdu(b, big, header, pos, action, fields, pdu)
         if kind == PDU_REMAP:
-            u32[2, r] = np.uint32(_u32(b, start + pdu[P_DEV_FROM], True))
-            i64[5, r] = np.int64(_u64(b, start + pdu[P_SECTOR_FROM], True))
+            words[2, r] = np.uint32(u32(b, start + pdu[P_DEV_FROM], True))
+            i64[5, r] = np.int64(u64(b, start + pdu[P_SECTOR_FROM], True))
             flags[0, r] = True
         elif kind == PDU_INT:
-            i64[6, r] = np.int64(_u64(b, start, True))
+            i64[6, r] = np.int64(u64(b, start, True))
             flags[1, r] = True
 
 
@@ -217,7 +186,7 @@ def _pdu(b, big, header, pos, action, fields, pdu):
     """What the PDU of the record at `pos` holds for the reader: (PDU_REMAP: a remap's source
     device and sector; PDU_INT: the one be64 of a split or an unplug; PDU_NONE), and where
     its payload starts."""
-    pdu_len = np.int64(_u16(b, pos + fields[F_PDU_LEN], big))
+    pdu_len = np.int64(u16(b, pos + fields[F_PDU_LEN], big))
     skip = pdu[P_CGROUP_BYTES] if action & pdu[P_CGROUP] else 0
     payload = pdu_len - skip
     code = action & 0xFFFF & ~pdu[P_CGROUP]
@@ -240,14 +209,14 @@ def fill_machine(b, big, header, src, dest, fields, pdu, origin, t, action, devi
     for k in range(src.shape[0]):
         pos = src[k]
         r = dest[k]
-        a = np.int64(_u32(b, pos + fields[F_ACTION], big))
-        t[r] = np.int64(_u64(b, pos + fields[F_TIME], big)) - origin
+        a = np.int64(u32(b, pos + fields[F_ACTION], big))
+        t[r] = np.int64(u64(b, pos + fields[F_TIME], big)) - origin
         action[r] = np.uint32(a)
-        device[r] = np.uint32(_u32(b, pos + fields[F_DEVICE], big))
-        sector[r] = np.int64(_u64(b, pos + fields[F_SECTOR], big))
-        nbytes[r] = np.int64(_u32(b, pos + fields[F_BYTES], big))
-        pid[r] = np.int64(_u32(b, pos + fields[F_PID], big))
+        device[r] = np.uint32(u32(b, pos + fields[F_DEVICE], big))
+        sector[r] = np.int64(u64(b, pos + fields[F_SECTOR], big))
+        nbytes[r] = np.int64(u32(b, pos + fields[F_BYTES], big))
+        pid[r] = np.int64(u32(b, pos + fields[F_PID], big))
         kind, start = _pdu(b, big, header, pos, a, fields, pdu)
         remap = kind == PDU_REMAP
-        pdu_dev[r] = np.uint32(_u32(b, start + pdu[P_DEV_FROM], True)) if remap else np.uint32(0)
-        pdu_sector[r] = np.int64(_u64(b, start + pdu[P_SECTOR_FROM], True)) if remap else 0
+        pdu_dev[r] = np.uint32(u32(b, start + pdu[P_DEV_FROM], True)) if remap else np.uint32(0)
+        pdu_sector[r] = np.int64(u64(b, start + pdu[P_SECTOR_FROM], True)) if remap else 0

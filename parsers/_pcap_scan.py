@@ -10,6 +10,8 @@ import numpy as np
 
 from scsitrace._jit import compiled
 
+from ._bytes import u32
+
 
 def walk_chain(buf: np.ndarray, start: int, hdr_size: int, len_pos: int, big_endian: bool):
     """Offsets of consecutive records (a `hdr_size` header holding, at `len_pos`, the u32
@@ -29,12 +31,5 @@ def _walk(buf, offsets, start, hdr_size, len_pos, big_endian):
     while pos <= end - hdr_size:
         offsets[n] = pos
         n += 1
-        p = pos + len_pos
-        if big_endian:
-            length = (np.int64(buf[p]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) \
-                | np.int64(buf[p + 3])
-        else:
-            length = (np.int64(buf[p + 3]) << 24) | (np.int64(buf[p + 2]) << 16) | (np.int64(buf[p + 1]) << 8) \
-                | np.int64(buf[p])
-        pos += hdr_size + length
+        pos += hdr_size + np.int64(u32(buf, pos + len_pos, big_endian))
     return n, pos

@@ -12,6 +12,8 @@ import numpy as np
 from scsitrace._jit import compiled, inlined
 from scsitrace.usb import UrbColumns
 
+from ._bytes import u16, u32, u64
+
 SHORT, BAD_TYPE, BAD_XFER, BAD_LEN_CAP = 1, 2, 3, 4    # why a record is bad, in checking order
 ISO = 0
 FIELDS = ("id", "type", "xfer_type", "epnum", "devnum", "busnum", "flag_setup", "flag_data", "ts_sec", "ts_usec",
@@ -57,25 +59,6 @@ class Columns:
             data_len=self.data_len[:n], pos=self.pos[:n])
 
 
-@inlined
-def _le(buf, p, width):
-    """The `width` bytes at `p` as a little-endian unsigned integer. Unsigned indices
-    (no negative-index check per byte) let the compiler merge the bytes into one load."""
-    v = np.uint64(0)
-    q = np.uint64(p)
-    for b in range(width):
-        v |= np.uint64(buf[q + np.uint64(b)]) << np.uint64(8 * b)
-    return v
-
-
-@inlined
-def _u32(buf, p, big_endian):
-    if big_endian:
-        return (np.int64(buf[p]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) \
-            | np.int64(buf[p + 3])
-    return np.int64(_le(buf, p, 4))
-
-
 @compiled
 def decode(buf, walk, start, big_endian, max_len, data_offset, caplens, sizes, mmapped, at, iso_descriptor_bytes,
            data_prefix, pos, bad, t_ns, urb_id, event, xfer, ep, bus, dev, status, length, setup, has_setup,
@@ -100,7 +83,7 @@ def decode(buf, walk, start, big_endian, max_len, data_offset, caplens, sizes, m
             if p > end - PCAP_RECORD_HEADER:
                 stop = END_OF_FILE if p == end else CUT
                 break
-            caplen = _u32(buf, p + INCL_LEN_AT, big_endian)
+            caplen = np.int64(u32(buf, p + INCL_LEN_AT, big_endian))
             if caplen > max_len:
                 stop = TOO_LONG
                 break
@@ -121,8 +104,8 @@ def decode(buf, walk, start, big_endian, max_len, data_offset, caplens, sizes, m
             continue
         ev = buf[base + at[TYPE]]
         xf = buf[base + at[XFER]]
-        len_cap = np.int64(_le(buf, base + at[LEN_CAP], 4))
-        iso = np.int64(_le(buf, base + at[NDESC], 4)) * iso_descriptor_bytes if (xf == ISO and mm) else 0
+        len_cap = np.int64(u32(buf, base + at[LEN_CAP], False))
+        iso = np.int64(u32(buf, base + at[NDESC], False)) * iso_descriptor_bytes if (xf == ISO and mm) else 0
         why = 0
         if not (ev == 83 or ev == 67 or ev == 69):      # S C E
             why = BAD_TYPE
@@ -132,13 +115,13 @@ def decode(buf, walk, start, big_endian, max_len, data_offset, caplens, sizes, m
             why = BAD_LEN_CAP
         bad[i] = why
         event[i], xfer[i] = ev, xf
-        urb_id[i] = _le(buf, base + at[ID], 8)
+        urb_id[i] = u64(buf, base + at[ID], False)
         ep[i], dev[i] = buf[base + at[EP]], buf[base + at[DEV]]
-        bus[i] = np.uint16(_le(buf, base + at[BUS], 2))
-        status[i] = np.int32(np.uint32(_le(buf, base + at[STATUS], 4)))
-        length[i] = np.int64(_le(buf, base + at[LENGTH], 4))
-        t_ns[i] = np.int64(_le(buf, base + at[TS_SEC], 8)) * 1_000_000_000 \
-            + np.int64(np.int32(np.uint32(_le(buf, base + at[TS_USEC], 4)))) * 1000
+        bus[i] = np.uint16(u16(buf, base + at[BUS], False))
+        status[i] = np.int32(np.uint32(u32(buf, base + at[STATUS], False)))
+        length[i] = np.int64(u32(buf, base + at[LENGTH], False))
+        t_ns[i] = np.int64(u64(buf, base + at[TS_SEC], False)) * 1_000_000_000 \
+            + np.int64(np.int32(np.uint32(u32(buf, base + at[TS_USEC], False)))) * 1000
         for b in range(8):
             setup[i, np.uint64(b)] = buf[np.uint64(base + at[SETUP] + b)]
         has_setup[i] = buf[base + at[FLAG_SETUP]] == 0 and ev == 83
@@ -152,6 +135,6 @@ def decode(buf, walk, start, big_endian, max_len, data_offset, caplens, sizes, m
             for b in range(data_size[i]):
                 data[np.uint64(kept + b)] = buf[first + np.uint64(b)]
             if data_size[i] >= 4:
-                data_head[i] = np.uint32(_le(data, kept, 4))
+                data_head[i] = np.uint32(u32(data, kept, False))
             kept += data_size[i]
     return n, p, stop
