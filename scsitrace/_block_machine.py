@@ -29,36 +29,6 @@ STAGES = ("Q2G", "S2G", "G2I", "Q2M", "I2D", "M2D", "D2C", "Q2C", "Q2A")
 K_OTHER, K_Q, K_G, K_S, K_I, K_M, K_D, K_C, K_A, K_R = range(10)
 
 
-DISTINCT_MAX = 4096
-
-
-@compiled
-def distinct(values):
-    """Sorted distinct values of an array holding few of them (devices)."""
-    seen = np.empty(DISTINCT_MAX, values.dtype)
-    m = _distinct_into(values, seen)
-    return np.unique(values) if m < 0 else np.sort(seen[:m])
-
-
-@no_refcount
-def _distinct_into(values, seen):
-    """The distinct values into seen[:m]; returns m, or -1 when there are more than seen holds.
-    One pass that mostly compares with the previous value."""
-    m = 0
-    last = 0
-    for i in range(values.shape[0]):
-        v = values[i]
-        if m == 0 or v != last:
-            j = 0
-            while j < m and seen[j] != v:
-                j += 1
-            seen[j] = v
-            m = m + 1 if j == m else m
-            m = -1 if m > seen.shape[0] - 1 else m
-        last = v
-    return m
-
-
 @no_refcount
 def _index(devices, value):
     """Index of value in the sorted array devices, or NONE."""

@@ -2,7 +2,8 @@
 int64 values (a value < 0 marks an empty slot), linear probing, and dense ids of keys.
 
 The USB pairing keeps its URBs in flight in such a table; `dense_ids` numbers devices,
-processes and (device, process) pairs for the usb and block layers.
+processes and (device, process) pairs for the usb and block layers; `distinct` lists the
+block layer's devices.
 """
 from __future__ import annotations
 
@@ -71,16 +72,30 @@ def remove(keys, vals, h):
 def dense_ids(key):
     """(id of each key: 0, 1, ... in order of first appearance; the row where each id first
     appears). Runs of one key, the rule for devices and processes, cost one compare a row."""
+    return _numbered(key, True)
+
+
+@compiled
+def distinct(key):
+    """The distinct keys, sorted (dense_ids without the per-row ids)."""
+    first = _numbered(key, False)[1]
+    return np.sort(key[first])
+
+
+@compiled
+def _numbered(key, with_ids):
+    """dense_ids; the per-row ids only `with_ids` (else an empty array)."""
     n = key.shape[0]
     keys = np.zeros(1 << 6, np.uint64)
     vals = np.full(1 << 6, -1, np.int64)
     first = np.empty(n, np.int64)
     used = 0
-    out = np.empty(n, np.int64)
+    out = np.empty(n if with_ids else 0, np.int64)
     last_key, last_id = np.uint64(0), np.int64(-1)
     for r in range(n):
         if last_id >= 0 and np.uint64(key[r]) == last_key:
-            out[r] = last_id
+            if with_ids:
+                out[r] = last_id
             continue
         if 2 * (used + 1) > keys.shape[0]:
             keys, vals = grow(keys, vals)
@@ -91,6 +106,7 @@ def dense_ids(key):
             vals[h] = used
             first[used] = r
             used += 1
-        out[r] = vals[h]
+        if with_ids:
+            out[r] = vals[h]
         last_key, last_id = k, vals[h]
     return out, first[:used].copy()

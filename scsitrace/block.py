@@ -25,7 +25,7 @@ import polars as pl
 
 from . import _block_machine as _bm
 from . import schema
-from ._keys import dense_ids
+from ._keys import dense_ids, distinct
 from .errors import UsageError
 from .model import Analysis, Capture
 
@@ -238,7 +238,7 @@ class _Events:
     def __init__(self, cols: dict[str, np.ndarray]):
         self.action, self.sector, self.bytes, self.t, self.pid = (
             cols[name] for name in ("action", "sector", "bytes", "t_ns", "pid"))
-        self.devices = _bm.distinct(cols["device"]).astype(np.int64)
+        self.devices = distinct(cols["device"]).astype(np.int64)
         # all_counts: every record, for the per-device counters (before culling: blkparse's counts)
         self.kind, self.dev, self.all_counts, self.queued, self.dispatched = _bm.select_events(
             self.action, cols["device"], self.bytes, self.devices, KIND, TC_PC)

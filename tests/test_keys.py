@@ -21,6 +21,7 @@ def test_dense_ids_number_keys_in_order_of_first_appearance(keys):
         numbering.setdefault(k, len(numbering))
     assert ids.tolist() == [numbering[k] for k in keys]
     assert first.tolist() == [keys.index(k) for k in numbering]
+    assert _keys.distinct(np.array(keys, np.int64)).tolist() == sorted(numbering)
 
 
 @compiled
