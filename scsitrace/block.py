@@ -213,12 +213,6 @@ def _filtered(cols: dict[str, np.ndarray], opts: dict) -> dict[str, np.ndarray]:
 NONE = _bm.NONE
 
 
-def _unique(x: np.ndarray) -> np.ndarray:
-    """Sorted distinct values (sort-based: numpy's hash-based unique is slow on big int64 arrays)."""
-    s = np.sort(x)
-    return s[np.concatenate(([True], s[1:] != s[:-1]))] if len(s) else s
-
-
 def _dense_ids(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(distinct values in order of first appearance, index of each value among them)."""
     ids, first = dense_ids(values)
@@ -486,7 +480,7 @@ def busy_runs(req: _Requests) -> list[tuple[int, np.ndarray, np.ndarray]]:
     iv = req.done & (req.d_t != NONE)
     dev, d_t, c_t = req.device[iv], req.d_t[iv], req.c_t[iv]
     out = []
-    for device in _unique(dev):
+    for device in distinct(dev):
         sel = dev == device
         order = np.argsort(d_t[sel], kind="stable")
         s, e = d_t[sel][order], np.maximum(c_t[sel][order], d_t[sel][order])
