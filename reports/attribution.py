@@ -25,7 +25,7 @@ import numpy as np
 import polars as pl
 
 from scsitrace import schema
-from scsitrace.busruns import PHASE_KEY
+from scsitrace.bus.runs import PHASE_KEY
 from . import _handshakes as _hs
 from scsitrace.model import Analysis
 
@@ -33,7 +33,7 @@ REQ = 1 << schema.SIGNAL_BIT["REQ"]
 ACK = 1 << schema.SIGNAL_BIT["ACK"]
 REQ_UP, ACK_UP, REQ_DOWN, ACK_DOWN = 0, 1, 2, 3   # edge codes, in handshake order
 TARGET, INITIATOR = 0, 1
-DATA_OUT_KEY = 1 << schema.SIGNAL_BIT["BSY"]                        # phase keys (busruns.PHASE_KEY)
+DATA_OUT_KEY = 1 << schema.SIGNAL_BIT["BSY"]                        # phase keys (bus.runs.PHASE_KEY)
 DATA_IN_KEY = DATA_OUT_KEY | 1 << schema.SIGNAL_BIT["I/O"]
 DATA_KEYS = np.array([DATA_OUT_KEY, DATA_IN_KEY], dtype=np.int64)
 
@@ -93,7 +93,7 @@ class Collector:
     """The one pass over the transitions that attribution needs, keyed by time only, so it can
     run while the bus analysis reads the trace (`tap`) or afterwards (`feed` from chunks).
 
-    It cuts the transitions where the phase key (busruns.PHASE_KEY: the lines that decide the
+    It cuts the transitions where the phase key (bus.runs.PHASE_KEY: the lines that decide the
     phase) changes; bus segments are unions of such runs (HACKING: runs of equal phase key,
     skew runs merged into the next), so per-run sums add up to per-segment sums exactly.
     Per run: REQ-ups before it, REQ-ups in it, the target's and the initiator's waits, the

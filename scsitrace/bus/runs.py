@@ -18,8 +18,8 @@ from typing import Iterable, Iterator
 import numpy as np
 import polars as pl
 
-from ._jit import compiled
-from .schema import SIGNAL_BIT
+from .._jit import compiled
+from ..schema import SIGNAL_BIT
 
 BIT = {name: 1 << b for name, b in SIGNAL_BIT.items()}
 REQ_BIT, ACK_BIT, ATN_BIT = BIT["REQ"], BIT["ACK"], BIT["ATN"]
