@@ -1,13 +1,13 @@
 """Integer keys in compiled passes (numba): open-addressing hash tables with linear probing,
 and dense ids of keys.
 
-Two layouts, one probing rule each:
-- rows (`find_row`, `delete_row`, `doubled`): a (slots, 4) int64 array, one 32-byte row per
-  slot holding a two-part key (KEY_A >= 0, KEY_B), a VALUE and a spare column; the block
-  machine's live bios by (device, start sector) and by (device, sector bucket).
-- pairs (`find`, `remove`, `grow`): uint64 keys and int64 values (< 0: empty); the USB
-  pairing's URBs in flight, and `dense_ids`, which numbers devices, processes and (device,
-  process) pairs for the usb and block layers; `distinct` lists the block layer's devices.
+One table: a (slots, 4) int64 array, one 32-byte row per slot holding a two-part key
+(KEY_A >= 0, KEY_B), a VALUE and a spare column, probed linearly (`find_row`), entries
+removed by backward shift (`delete_row`), grown by its user between passes (`doubled`: a
+pass that creates arrays cannot run without numba's reference counting). Its users: the
+block machine's live bios by (device, start sector) and by (device, sector bucket); the USB
+pairing's URBs in flight (key (0, URB id)); `dense_ids`, which numbers devices, processes
+and (device, process) pairs for the usb and block layers; `distinct`.
 """
 from __future__ import annotations
 
@@ -67,102 +67,64 @@ def doubled(table):
     return out
 
 
-# ---------------------------------------------------------------- pairs: uint64 keys
+# ---------------------------------------------------------------- dense ids
 
-
-@inlined
-def home(key, mask):
-    """Home slot of `key` in a table of mask + 1 slots (multiplicative hashing)."""
-    return np.int64((np.uint64(key) * _GOLDEN) >> np.uint64(32)) & mask
-
-
-@compiled
-def grow(keys, vals):
-    """The table at twice the capacity."""
-    cap = keys.shape[0] * 2
-    mask = cap - 1
-    nk = np.zeros(cap, np.uint64)
-    nv = np.full(cap, -1, np.int64)
-    for j in range(keys.shape[0]):
-        if vals[j] >= 0:
-            h = home(keys[j], mask)
-            while nv[h] >= 0:
-                h = (h + 1) & mask
-            nk[h] = keys[j]
-            nv[h] = vals[j]
-    return nk, nv
-
-
-@inlined
-def find(keys, vals, key):
-    """Slot of `key` in the table, or the empty slot where it would go."""
-    mask = keys.shape[0] - 1
-    h = home(key, mask)
-    while vals[h] >= 0 and keys[h] != key:
-        h = (h + 1) & mask
-    return h
-
-
-@inlined
-def remove(keys, vals, h):
-    """Empty slot `h`, shifting later entries of its probe run back (linear probing)."""
-    mask = keys.shape[0] - 1
-    while True:
-        vals[h] = -1
-        k = h
-        while True:
-            k = (k + 1) & mask
-            if vals[k] < 0:
-                return
-            at = home(keys[k], mask)
-            # the entry at k may move to h unless its home lies cyclically in (h, k]
-            if (h < k and h < at <= k) or (h > k and (at > h or at <= k)):
-                continue
-            break
-        keys[h] = keys[k]
-        vals[h] = vals[k]
-        h = k
-
-
-@compiled
-def dense_ids(key):
+def dense_ids(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(id of each key: 0, 1, ... in order of first appearance; the row where each id first
     appears). Runs of one key, the rule for devices and processes, cost one compare a row."""
-    return _numbered(key, True)
+    return _numbered(_as_int64(key), True)
 
 
-@compiled
-def distinct(key):
+def distinct(key: np.ndarray) -> np.ndarray:
     """The distinct keys, sorted (dense_ids without the per-row ids)."""
-    first = _numbered(key, False)[1]
-    return np.sort(key[first])
+    return np.sort(key[_numbered(_as_int64(key), False)[1]])
+
+
+def _as_int64(key: np.ndarray) -> np.ndarray:
+    """Integer keys as int64 (uint64 reinterpreted: only equality matters)."""
+    key = np.ascontiguousarray(key)
+    return key.view(np.int64) if key.dtype == np.uint64 else key.astype(np.int64, copy=False)
 
 
 @compiled
 def _numbered(key, with_ids):
-    """dense_ids; the per-row ids only `with_ids` (else an empty array)."""
+    """dense_ids; the per-row ids only `with_ids` (else an empty array). The table (key (0, k)
+    -> id) is grown here, between calls of `_number_from` (state: next row, ids so far)."""
     n = key.shape[0]
-    keys = np.zeros(1 << 6, np.uint64)
-    vals = np.full(1 << 6, -1, np.int64)
+    table = np.full((1 << 6, 4), EMPTY, np.int64)
     first = np.empty(n, np.int64)
-    used = 0
     out = np.empty(n if with_ids else 0, np.int64)
-    last_key, last_id = np.uint64(0), np.int64(-1)
-    for r in range(n):
-        if last_id >= 0 and np.uint64(key[r]) == last_key:
+    state = np.zeros(2, np.int64)
+    while state[0] < n:
+        if 2 * (state[1] + 1) > table.shape[0]:
+            table = doubled(table)
+        _number_from(key, with_ids, table, first, out, state)
+    return out, first[:state[1]].copy()
+
+
+@no_refcount
+def _number_from(key, with_ids, table, first, out, state):
+    """Number the keys from state[0] on, until the end or a new key the table has no room for."""
+    r, used = state[0], state[1]
+    last_key, last_id = np.int64(0), np.int64(-1)
+    room = True
+    while r < key.shape[0] and room:
+        k = key[r]
+        if last_id >= 0 and k == last_key:
             if with_ids:
                 out[r] = last_id
+            r += 1
             continue
-        if 2 * (used + 1) > keys.shape[0]:
-            keys, vals = grow(keys, vals)
-        k = np.uint64(key[r])
-        h = find(keys, vals, k)
-        if vals[h] < 0:
-            keys[h] = k
-            vals[h] = used
-            first[used] = r
-            used += 1
-        if with_ids:
-            out[r] = vals[h]
-        last_key, last_id = k, vals[h]
-    return out, first[:used].copy()
+        h = find_row(table, 0, k)
+        new = table[h, KEY_A] == EMPTY
+        room = (not new) or 2 * (used + 1) <= table.shape[0]
+        if room:
+            if new:
+                table[h, KEY_A], table[h, KEY_B], table[h, VALUE] = 0, k, used
+                first[used] = r
+                used += 1
+            if with_ids:
+                out[r] = table[h, VALUE]
+            last_key, last_id = k, table[h, VALUE]
+            r += 1
+    state[0], state[1] = r, used

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from .._jit import compiled, inlined
-from .._keys import find, grow, home, remove
+from .._jit import compiled, no_refcount
+from .._keys import EMPTY, KEY_A, KEY_B, VALUE, delete_row, doubled, find_row
 from ..schema import NULL, nullable
 from .urbs import UrbColumns, binary_column
 
@@ -82,48 +82,53 @@ def pair_urbs(urb_id: np.ndarray, event: np.ndarray) -> tuple[np.ndarray, np.nda
     those (the URBs in flight), not every id of the capture."""
     n = len(urb_id)
     rows = np.empty((2, n), np.int64)     # big arrays come from numpy (lazy, huge pages)
-    count = _pair_urbs(urb_id, event, rows)
+    count = _pair_urbs(urb_id.view(np.int64), event, rows)
     return rows[0, :count], rows[1, :count]
+
 
 @compiled
 def _pair_urbs(urb_id, event, rows):
-    """One pass: a transfer is numbered when its naming event (submit, or lone completion)
-    is met, so transfers come out in row order; the table maps a waiting submit's URB id
-    to its transfer number, where its completion row is filled in."""
-    keys = np.zeros(1 << 10, np.uint64)
-    vals = np.full(1 << 10, -1, np.int64)     # the waiting submit's transfer
-    waiting = 0
-    count = 0
-    for r in range(urb_id.shape[0]):
-        # the slot of the URB id (the probe of find, written out: a call with array
-        # arguments costs more than the probe)
-        mask = keys.shape[0] - 1
-        h = home(urb_id[r], mask)
-        while vals[h] >= 0 and keys[h] != urb_id[r]:
-            h = (h + 1) & mask
+    """One pass (`_pair_from`): a transfer is numbered when its naming event (submit, or lone
+    completion) is met, so transfers come out in row order; the table maps a waiting
+    submit's URB id (key (0, id)) to its transfer number, where its completion row is filled
+    in. The table is grown here, between calls (state: next row, transfers, waiting)."""
+    table = np.full((1 << 10, 4), EMPTY, np.int64)
+    state = np.zeros(3, np.int64)
+    while state[0] < urb_id.shape[0]:
+        if 2 * (state[2] + 1) > table.shape[0]:
+            table = doubled(table)
+        _pair_from(urb_id, event, rows, table, state)
+    return state[1]
+
+
+@no_refcount
+def _pair_from(urb_id, event, rows, table, state):
+    """Pair the events from state[0] on, until the end or a submit the table has no room for."""
+    r, count, waiting = state[0], state[1], state[2]
+    room = True
+    while r < urb_id.shape[0] and room:
+        h = find_row(table, 0, urb_id[r])
+        live = table[h, KEY_A] != EMPTY
         if event[r] == EV_S:
-            if 2 * (waiting + 1) > keys.shape[0]:
-                keys, vals = grow(keys, vals)
-                h = find(keys, vals, urb_id[r])
-            if vals[h] < 0:
-                waiting += 1
-                keys[h] = urb_id[r]
-            vals[h] = count
-            rows[0, count], rows[1, count] = r, -1
-            count += 1
+            room = live or 2 * (waiting + 1) <= table.shape[0]
+            if room:
+                waiting += 0 if live else 1
+                table[h, KEY_A], table[h, KEY_B], table[h, VALUE] = 0, urb_id[r], count
+                rows[0, count], rows[1, count] = r, -1
+                count += 1
         elif event[r] == EV_C or event[r] == EV_E:
-            if vals[h] >= 0:
-                rows[1, vals[h]] = r
-                remove(keys, vals, h)
-                waiting -= 1
+            if live:
+                rows[1, table[h, VALUE]] = r
             else:
                 rows[0, count], rows[1, count] = -1, r
                 count += 1
-        else:   # another event still ends the wait of a submit (it is not its completion)
-            if vals[h] >= 0:
-                remove(keys, vals, h)
-                waiting -= 1
-    return count
+        # any other event still ends the wait of a submit (it is not its completion)
+        if live and event[r] != EV_S:
+            delete_row(table, h)
+            waiting -= 1
+        r += 1 if room else 0
+    state[0], state[1], state[2] = r, count, waiting
+
 
 def transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer, bus, dev):
     """Per transfer: (naming row, data row, submit time, completion time, status, status
