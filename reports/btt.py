@@ -27,8 +27,7 @@ def stage_tables(summary: dict) -> list[Table]:
         for col in ("ALL", "MIN", "AVG", "MAX", "N"):
             t.add_column(col, justify="left" if col == "ALL" else "right")
         for r in by_dev[dev]:
-            avg = (r["total_ns"] / 1e9) / r["n"]     # btt: BIT_TIME(total) / n
-            t.add_row(r["name"], _secs(r["min_ns"]), f"{avg:.9f}", _secs(r["max_ns"]), str(r["n"]))
+            t.add_row(r["name"], _secs(r["min_ns"]), _secs(r["avg_ns"]), _secs(r["max_ns"]), str(r["n"]))
         out.append(t)
     return out
 

@@ -16,8 +16,8 @@ from .schema import NULL, nullable
 from .tables import percent_table
 
 IDLE = "IDLE"
-
 PIECE_COLUMNS = ("dev", "io", "start", "end", "phase", "bytes")   # a stage piece, as a row of int64
+
 
 def tile_pieces(pieces: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
     """Segments from stage pieces (device, io, start_ns, end_ns, phase, bytes): see `tile`."""
@@ -32,6 +32,7 @@ def tile_pieces(pieces: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
         (p["phase"].rank("dense").to_numpy() - 1).astype(np.int64),
         p["bytes"].cast(pl.Int64).fill_null(NULL).to_numpy()]).astype(np.int64)
     return segments_frame(tile(rows, elapsed_ns, phases.to_list()), p["device"].unique().sort())
+
 
 def tile(pieces: np.ndarray, elapsed_ns: int, phases: list[str], segments: bool = True,
          in_order: bool = False) -> dict:
@@ -59,10 +60,12 @@ def tile(pieces: np.ndarray, elapsed_ns: int, phases: list[str], segments: bool 
     found = tile_totals(names, totals, counts, devices)
     return {**dict(zip(PIECE_COLUMNS, out[:, :m])), **found} if segments else found
 
+
 def tile_totals(names: list[str], totals: np.ndarray, counts: np.ndarray, devices: int) -> dict:
     """`tile`'s result without segments, from the time and segment count per phase code."""
     return {"phases": names, "devices": int(devices),
             "totals": {name: int(totals[k]) for k, name in enumerate(names) if counts[k]}}
+
 
 @compiled
 def _device_start_key(pieces, elapsed):
@@ -79,6 +82,7 @@ def _device_start_key(pieces, elapsed):
         in_order = in_order and (p == 0 or key[p] >= key[p - 1])
     return key, in_order
 
+
 @inlined
 def place(start, end, covered, last_end):
     """Where a device's next piece [start, end) goes (pieces in start order): it starts no
@@ -90,6 +94,7 @@ def place(start, end, covered, last_end):
     if end <= s:
         return False, s, s, max(covered, end), last_end
     return True, s, min(max(last_end, 0), s), max(covered, end), max(covered, end)
+
 
 @compiled
 def _tile(order, pieces, idle, elapsed, emit, out, totals, counts):
@@ -134,6 +139,7 @@ def _tile(order, pieces, idle, elapsed, emit, out, totals, counts):
             devices += 1
     return m, devices
 
+
 def segments_frame(tiles: dict, devices: pl.Series) -> pl.DataFrame:
     """The segments frame (schema SEGMENTS + device) of `tile`'s columns; `devices` names
     the device codes."""
@@ -146,6 +152,7 @@ def segments_frame(tiles: dict, devices: pl.Series) -> pl.DataFrame:
         null.cast(pl.Int64).alias("connection"), nullable(tiles["io"], name="io"), nullable(tiles["bytes"], name="bytes"),
         null.cast(pl.UInt8).alias("msg"), devices.cast(pl.Utf8).gather(tiles["dev"]).alias("device"))
 
+
 def categories(segments: pl.DataFrame, stages, elapsed_ns: int, completed: int) -> pl.DataFrame:
     """Stage totals summed over devices; percent of (devices x elapsed), so they sum to 100."""
     n_dev = segments["device"].n_unique() if segments.height else 0
@@ -153,12 +160,8 @@ def categories(segments: pl.DataFrame, stages, elapsed_ns: int, completed: int) 
                   .group_by("phase").agg(pl.col("d").sum()).iter_rows()) if segments.height else {}
     return category_table(totals, n_dev, stages, elapsed_ns, completed)
 
+
 def category_table(totals: dict, n_dev: int, stages, elapsed_ns: int, completed: int) -> pl.DataFrame:
-    """Stage rows from time per phase name over `n_dev` devices."""
-    whole = elapsed_ns * n_dev
-    rows = [{"name": s, "total_ns": int(totals.get(s, 0)),
-             "percent": 100.0 * totals.get(s, 0) / whole if whole else 0.0,
-             "normalized_ns": (totals.get(s, 0) / completed if completed and s != "IDLE" else None)}
-            for s in stages]
-    return pl.DataFrame(rows, schema={"name": pl.Utf8, "total_ns": pl.Int64, "percent": pl.Float64,
-                                      "normalized_ns": pl.Float64})
+    """Stage rows from time per phase name over `n_dev` devices: percentages of n_dev x the
+    elapsed time, so they sum to 100; IDLE has no time per I/O."""
+    return percent_table(totals, stages, elapsed_ns * n_dev, completed, no_normalized=(IDLE,))

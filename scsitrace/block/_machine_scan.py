@@ -28,18 +28,13 @@ from .._keys import EMPTY, KEY_A, KEY_B, VALUE, delete_row as _delete, doubled a
 
 NONE = -1
 MIN_SLOTS = 1024               # initial slots of the live-bio tables
-
 SECTOR = 512
-
 LOOKBACK = 256                 # Qs a containment lookup looks back at, per device
-
 BUCKET_BITS = 7                # 128 sectors (64 KiB) per bucket of live Qs
-
 KEY_SECTORS = np.int64(1) << 47   # sectors from 2**47 on (64 PiB) never match by key: corrupt
 
 # stages of the samples `run` emits (Q2Q is computed apart)
 Q2G, S2G, G2I, Q2M, I2D, M2D, D2C, Q2C, Q2A = range(9)
-
 STAGES = ("Q2G", "S2G", "G2I", "Q2M", "I2D", "M2D", "D2C", "Q2C", "Q2A")
 
 # what the action codes mean to `run` (an array indexed by action code); K_OTHER: not seen
@@ -58,6 +53,7 @@ def _index(devices, value):
             hi = mid
     return lo if lo < devices.shape[0] and devices[lo] == value else NONE
 
+
 @compiled
 def select_events(action, device, nbytes, devices, kinds, pc_bit):
     """btt's pre-culling, in one pass over every record: what each event is to the machine
@@ -72,6 +68,7 @@ def select_events(action, device, nbytes, devices, kinds, pc_bit):
     _cull(action, device, nbytes, devices, kinds, pc_bit, counts, np.zeros(devices.shape[0], np.bool_),
           kind, dev, listed, found)
     return kind, dev, counts, listed[0, :found[0]].copy(), listed[1, :found[1]].copy()
+
 
 @no_refcount
 def _cull(action, device, nbytes, devices, kinds, pc_bit, counts, started, kind, dev, listed, found):
@@ -105,9 +102,11 @@ def _cull(action, device, nbytes, devices, kinds, pc_bit, counts, started, kind,
 def _tdelta(frm, to):
     return to - frm if frm < to else 1
 
+
 @inlined
 def _fits(sector):
     return sector >= 0 and sector < KEY_SECTORS
+
 
 @inlined
 def _put(stages, qs, vals, n, stage, q, val):
@@ -116,6 +115,7 @@ def _put(stages, qs, vals, n, stage, q, val):
     qs[n] = q
     vals[n] = val
     return n + 1
+
 
 @compiled
 def _grown(stages, qs, vals, n, need):
@@ -146,8 +146,8 @@ H_LIVE, H_COUNT, H_LAST_Q = range(3)
 
 # what `_advance` keeps between calls: samples and Qs so far, keys and buckets in use, room needed
 S_SAMPLES, S_QS, S_KEYS, S_BUCKETS, S_NEED = range(5)
-
 LIVE_SCAN = 4                           # a D or C looks at every live bio when there are few
+
 
 @compiled
 def run(kind, dev, sector, nbytes, t, pdu_dev, pdu_sector, devices, nq, odd_c, odd_d):
@@ -184,6 +184,7 @@ def run(kind, dev, sector, nbytes, t, pdu_dev, pdu_sector, devices, nq, odd_c, o
                      qs, vals, state, odd_c, odd_d, per_q)
     ns = state[S_SAMPLES]
     return per_q[O_C_EV], per_q[O_Q2G:O_I2D + 1], per_q[O_D], stages[:ns], qs[:ns], vals[:ns]
+
 
 @no_refcount
 def _advance(i, kind, dev, sector, nbytes, t, pdu_dev, pdu_sector, devices, bio, heads, keys, buckets, hits, stages, qs,
@@ -225,6 +226,7 @@ def _advance(i, kind, dev, sector, nbytes, t, pdu_dev, pdu_sector, devices, bio,
     state[S_SAMPLES] = ns
     return i
 
+
 @inlined
 def _queue(q, d, start, stop, tq, flags, bio, heads, keys, buckets, state, per_q):
     """A new bio: it replaces a live Q at the same start sector, and joins its device's live
@@ -253,6 +255,7 @@ def _queue(q, d, start, stop, tq, flags, bio, heads, keys, buckets, state, per_q
     _push(bio, q, buckets[slot, VALUE], B_BPREV, B_BNEXT)
     _store(buckets, slot, d, bucket, q)
 
+
 @inlined
 def _store(table, s, a, b, value):
     """table[(a, b)] = value at slot s, the key's slot (the caller made room)."""
@@ -260,12 +263,14 @@ def _store(table, s, a, b, value):
     table[s, KEY_B] = b
     table[s, VALUE] = value
 
+
 @inlined
 def _push(bio, q, head, prev, nxt):
     """Put bio q before `head` in a doubly linked list (links in columns prev, nxt)."""
     bio[q, nxt] = head
     if head != NONE:
         bio[head, prev] = q
+
 
 @inlined
 def _unlink(bio, q, prev, nxt):
@@ -276,6 +281,7 @@ def _unlink(bio, q, prev, nxt):
     if p != NONE:
         bio[p, nxt] = s
     return s if p == NONE else q
+
 
 @inlined
 def _close(q, bio, heads, keys, buckets, state):
@@ -294,6 +300,7 @@ def _close(q, bio, heads, keys, buckets, state):
         _delete(keys, slot)
         state[S_KEYS] -= 1
 
+
 @inlined
 def _set_bucket(buckets, d, bucket, head, state):
     """The bucket's list now starts at `head`; an empty bucket leaves the table."""
@@ -303,6 +310,7 @@ def _set_bucket(buckets, d, bucket, head, state):
         _delete(buckets, slot)
         state[S_BUCKETS] -= 1
 
+
 @inlined
 def _lookup(d, sector, keys, bio, heads):
     """btt's dip_find_sec: the live Q starting at the sector, else the latest live Q of the
@@ -311,6 +319,7 @@ def _lookup(d, sector, keys, bio, heads):
     if q != NONE:
         return q
     return _lookback(heads[d, H_LAST_Q], sector, bio)
+
 
 @inlined
 def _lookback(q, sector, bio):
@@ -323,6 +332,7 @@ def _lookback(q, sector, bio):
         q = bio[q, B_PREV_ON_DEV]
         looked += 1
     return NONE
+
 
 @inlined
 def _bio_event(k, q, ti, bio, stages, qs, vals, ns, per_q):
@@ -354,6 +364,7 @@ def _bio_event(k, q, ti, bio, stages, qs, vals, ns, per_q):
         ns = _put(stages, qs, vals, ns, Q2A, q, _tdelta(bio[q, B_Q], ti))
     return ns
 
+
 @inlined
 def _range_event(k, i, ti, hits, nh, bio, heads, keys, buckets, stages, qs, vals, ns, state, per_q):
     """D or C (event i at time ti) applied to the nh bios in hits; returns the sample count."""
@@ -370,6 +381,7 @@ def _range_event(k, i, ti, hits, nh, bio, heads, keys, buckets, stages, qs, vals
             _close(q, bio, heads, keys, buckets, state)
     return ns
 
+
 @inlined
 def _dispatch(q, ti, bio, stages, qs, vals, ns, per_q):
     """A D of live bio q: I2D from its last I, else M2D from its last merge; returns the sample count."""
@@ -384,6 +396,7 @@ def _dispatch(q, ti, bio, stages, qs, vals, ns, per_q):
     bio[q, B_FLAGS] = seen | SEEN_D
     return ns
 
+
 @inlined
 def _contains(start, stop, odd, q, bio):
     """A D or C over [start, stop] applies to the live bio q: the bio lies inside the range,
@@ -395,6 +408,7 @@ def _contains(start, stop, odd, q, bio):
     inside = (qs >= start) & (bio[q, B_END] <= stop)
     keyed = (qs == start) & (qs >= 0) & (qs < KEY_SECTORS)
     return inside & (keyed | ((start < qs) & (qs < stop)) | ((bio[q, B_FLAGS] & odd) != 0))
+
 
 @inlined
 def _contained(d, start, stop, is_c, hits, bio, heads, buckets):
@@ -410,6 +424,7 @@ def _contained(d, start, stop, is_c, hits, bio, heads, buckets):
         bucket += 1
     return nh
 
+
 @inlined
 def _chain_hits(q, link, start, stop, odd, hits, nh, bio):
     """Add to hits[nh:] the bios of the chain from q (next: bio[q, link]) that a D or C over
@@ -420,6 +435,7 @@ def _chain_hits(q, link, start, stop, odd, hits, nh, bio):
         q = bio[q, link]
     return nh
 
+
 @compiled
 def request_times(q_t, d_t, c_t):
     """Per request: completed, Q2C and D2C (btt's tdelta; NONE when it has none)."""
@@ -427,6 +443,7 @@ def request_times(q_t, d_t, c_t):
     done, q2c, d2c = np.empty(n, np.bool_), np.empty(n, np.int64), np.empty(n, np.int64)
     _request_times(q_t, d_t, c_t, done, q2c, d2c)
     return done, q2c, d2c
+
 
 @no_refcount
 def _request_times(q_t, d_t, c_t, done, q2c, d2c):

@@ -14,6 +14,7 @@ from .stats import OVERHEAD, _btt_categories, overhead, process_stats, stage_sta
 from .tables import (busy_runs, busy_segments, device_counts, device_table, event_counts, ios_frame,
                      process_table, queue_depth, size_histogram, TABLES)
 
+
 def _filtered(cols: dict[str, np.ndarray], options) -> dict[str, np.ndarray]:
     """--device keeps that device's events; --window keeps events inside the window (btt -t/-T)."""
     keep = None
@@ -25,6 +26,7 @@ def _filtered(cols: dict[str, np.ndarray], options) -> dict[str, np.ndarray]:
             mask = inside(cols["t_ns"], bound)
             keep = mask if keep is None else keep & mask
     return cols if keep is None else {name: col[keep] for name, col in cols.items()}
+
 
 def analyze(capture: Capture, options) -> Analysis:
     cols = _filtered(event_columns(capture), options)
@@ -68,6 +70,7 @@ def analyze(capture: Capture, options) -> Analysis:
         categories={"btt": _btt_categories(stats, n_q2c)}, notes=notes,
         source={"path": capture.path, "format": capture.format, "files": capture.meta.get("files")},
         declared=TABLES, tables=tables)
+
 
 def _pid_set(items, names: dict) -> list[int]:
     """Pids of the given pids or process names (core.parse_pids)."""

@@ -18,22 +18,16 @@ TA = {"Q": 1, "M": 2, "F": 3, "G": 4, "S": 5, "R": 6, "D": 7, "C": 8, "P": 9, "U
       "I": 12, "X": 13, "B": 14, "A": 15}
 
 LETTER = {code: letter for letter, code in TA.items()}
-
 TC_SHIFT = 16
-
 TC = {"READ": 1 << 0, "WRITE": 1 << 1, "FLUSH": 1 << 2, "SYNC": 1 << 3, "QUEUE": 1 << 4,
       "REQUEUE": 1 << 5, "ISSUE": 1 << 6, "COMPLETE": 1 << 7, "FS": 1 << 8, "PC": 1 << 9,
       "NOTIFY": 1 << 10, "AHEAD": 1 << 11, "META": 1 << 12, "DISCARD": 1 << 13,
       "DRV_DATA": 1 << 14, "FUA": 1 << 15}
 
 TC_NOTIFY = TC["NOTIFY"] << TC_SHIFT
-
 TC_PC = TC["PC"] << TC_SHIFT
-
 TN_PROCESS, TN_TIMESTAMP, TN_MESSAGE = 0, 1, 2
-
 REMAPPER_MAJORS = (9, 253, 254)     # md, device-mapper: btt keeps their Q2Q/Q2A/Q2C apart ("dm")
-
 SECTOR = 512
 
 # What a block parser hands over before `finish_events` (binary layout, absolute times).
@@ -43,7 +37,6 @@ RAW_EVENTS = {
     "error": pl.Int16, "pdu_dev": pl.UInt32, "pdu_sector": pl.Int64, "pdu_int": pl.Int64,
     "has_remap": pl.Boolean, "has_int": pl.Boolean, "file": pl.Int16, "position": pl.Int64,
 }
-
 NUMPY_RAW = {"time_abs": np.int64, "seq": np.int64, "cpu": np.int32, "action": np.uint32,
              "device": np.uint32, "sector": np.int64, "bytes": np.int64, "pid": np.int64, "error": np.int16,
              "pdu_dev": np.uint32, "pdu_sector": np.int64, "pdu_int": np.int64, "has_remap": np.bool_,
@@ -52,7 +45,6 @@ NUMPY_RAW = {"time_abs": np.int64, "seq": np.int64, "cpu": np.int32, "action": n
 # Letters by action code (blkparse's, T = its "UT"; 16 abort, 17 driver data have none): the
 # categories of the `act` column, so that it costs one byte per event.
 ACT_LETTERS = ("N", "Q", "M", "F", "G", "S", "R", "D", "C", "P", "U", "T", "I", "X", "B", "A", "K", "Y", "?")
-
 ACT_ENUM = pl.Enum(ACT_LETTERS)
 
 # Capture.frames["events"] of a block capture: one row per trace record except notify records,
@@ -74,7 +66,6 @@ EVENTS = {
     "file": pl.Int16,          # index into meta["files"]
     "position": pl.Int64,      # byte offset (binary) or line number (text) in that file
 }
-
 PROCESSES = {"pid": pl.Int64, "name": pl.Utf8}
 
 # What the block analysis reads of the events (Capture.columns["events"] of a binary capture,
@@ -86,6 +77,7 @@ MACHINE_COLUMNS = {"t_ns": np.int64, "action": np.uint32, "device": np.uint32, "
 def dev_name(dev: int) -> str:
     return f"{dev >> 20},{dev & 0xFFFFF}"
 
+
 def _rwbs(action: int, has_bytes: bool) -> str:
     """blkparse's fill_rwbs."""
     tc = action >> TC_SHIFT
@@ -96,6 +88,7 @@ def _rwbs(action: int, has_bytes: bool) -> str:
             out += ch
     return out
 
+
 def rwbs_expr(action: pl.Expr, nbytes: pl.Expr, combos: list[tuple[int, bool]]) -> pl.Expr:
     """blkparse's RWBS text for each (action, bytes > 0) pair present."""
     key = (action & 0xFFFF0000).cast(pl.Int64) * 2 + (nbytes > 0).cast(pl.Int64)
@@ -103,6 +96,7 @@ def rwbs_expr(action: pl.Expr, nbytes: pl.Expr, combos: list[tuple[int, bool]]) 
     if not mapping:
         return pl.lit(None, pl.Utf8)
     return key.replace_strict(mapping, return_dtype=pl.Utf8)
+
 
 def merge_rows(times: list[np.ndarray], in_order: bool | None = None) -> np.ndarray:
     """Row of each record (files concatenated) in processing order: by time, then file, then
@@ -122,6 +116,7 @@ def merge_rows(times: list[np.ndarray], in_order: bool | None = None) -> np.ndar
 
 MERGE_FILES = 16            # more files than this: a sort beats the k-way merge
 
+
 def merge_order(times: list[np.ndarray]) -> np.ndarray | None:
     """The records (files concatenated) in processing order (see merge_rows), or None when
     they already are."""
@@ -131,6 +126,7 @@ def merge_order(times: list[np.ndarray]) -> np.ndarray | None:
     order = np.empty_like(rows)
     order[rows] = np.arange(len(rows), dtype=np.int64)
     return order
+
 
 def finish_events(raw: pl.DataFrame) -> pl.DataFrame:
     """RAW_EVENTS in processing order (see merge_order), notify records already out -> EVENTS
@@ -158,6 +154,7 @@ def merge_two(a, b):
     _merge_two(a, b, dest)
     return dest
 
+
 @no_refcount
 def _merge_two(a, b, dest):
     """Without branches on the data: each step takes the earlier head (a's on a tie)."""
@@ -168,6 +165,7 @@ def _merge_two(a, b, dest):
         dest[i if first else na + j] = r
         i += 1 if first else 0
         j += 0 if first else 1
+
 
 @compiled
 def merge_sorted(times, bounds):

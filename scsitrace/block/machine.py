@@ -25,6 +25,7 @@ from .events import MACHINE_COLUMNS, SECTOR, TA, TC_PC, REMAPPER_MAJORS
 
 NONE = _bm.NONE
 
+
 def _dense_ids(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(distinct values in order of first appearance, index of each value among them)."""
     ids, first = dense_ids(values)
@@ -36,6 +37,7 @@ for _letter, _kind in (("Q", _bm.K_Q), ("G", _bm.K_G), ("S", _bm.K_S), ("I", _bm
                        ("F", _bm.K_M), ("D", _bm.K_D), ("C", _bm.K_C), ("A", _bm.K_A), ("R", _bm.K_R)):
     KIND[TA[_letter]] = _kind
 
+
 def event_columns(capture: Capture) -> dict[str, np.ndarray]:
     """MACHINE_COLUMNS of a block capture: handed over by the binary reader, else from the
     events frame."""
@@ -44,6 +46,7 @@ def event_columns(capture: Capture) -> dict[str, np.ndarray]:
     events = capture.frames["events"]
     return {name: events[name].fill_null(0).to_numpy().astype(dtype, copy=False)
             for name, dtype in MACHINE_COLUMNS.items()}
+
 
 class _Events:
     """The events as btt's machine sees them: numpy columns in processing order, with what each
@@ -70,6 +73,7 @@ class _Events:
             return self.dispatched
         return np.flatnonzero(self.kind == kind)
 
+
 def _strictly_inside(q_dev, q_start, ev: _Events, kinds: np.ndarray) -> np.ndarray:
     """Bios whose start sector lies strictly inside the range of some event of `kinds` on their
     device, at any time."""
@@ -86,11 +90,13 @@ def _strictly_inside(q_dev, q_start, ev: _Events, kinds: np.ndarray) -> np.ndarr
         mask[sel[ok]] = reach[j[ok]] > q_start[sel[ok]]
     return mask
 
+
 def _odd_bios(ev: _Events, qi: np.ndarray) -> np.ndarray:
     """The Qs (indexes into qi) for which containment alone does not decide whether a D or C
     applies (zero length, or a start sector no key can hold: see _bm._contains)."""
     q_start = ev.sector[qi]
     return np.flatnonzero((ev.bytes[qi] < SECTOR) | (q_start < 0) | (q_start >= _bm.KEY_SECTORS))
+
 
 def _odd_inside(ev: _Events, qi: np.ndarray, odd: np.ndarray, kind: int) -> np.ndarray:
     """Per Q, _strictly_inside the events of `kind` (_bm.K_C, K_D), computed for the odd bios only."""
@@ -99,9 +105,11 @@ def _odd_inside(ev: _Events, qi: np.ndarray, odd: np.ndarray, kind: int) -> np.n
         mask[odd] = _strictly_inside(ev.dev[qi][odd], ev.sector[qi][odd], ev, ev.of(kind))
     return mask
 
+
 def machine(ev: "_Events") -> dict:
     """Run the btt stage machine over the events -> per-Q frame and the stage samples."""
     return _finish(_Queued(ev), _run_machine(ev))
+
 
 def _run_machine(ev: "_Events") -> tuple:
     """The compiled machine over the events (_bm.run's results)."""
@@ -109,6 +117,7 @@ def _run_machine(ev: "_Events") -> tuple:
     odd = _odd_bios(ev, qi)
     return _bm.run(ev.kind, ev.dev, ev.sector, ev.bytes, ev.t, ev.pdu_dev, ev.pdu_sector, ev.devices, len(qi),
                    _odd_inside(ev, qi, odd, _bm.K_C), _odd_inside(ev, qi, odd, _bm.K_D))
+
 
 class _Queued:
     """What is known of each Q before the machine runs: its event, device, process."""
@@ -119,6 +128,7 @@ class _Queued:
         self.dm = np.isin(ev.devices >> 20, REMAPPER_MAJORS)
         self.requests = _Requests(ev, self.qi, self.pid_of_q)
 
+
 def _finish(queued: _Queued, ran: tuple) -> dict:
     """The run: the Qs (what _Queued knows plus the machine's results) and the samples."""
     c_ev, last, d_t, stage, q, ns = ran
@@ -127,6 +137,7 @@ def _finish(queued: _Queued, ran: tuple) -> dict:
     queued.requests.complete(c_t, d_t, last)
     return {"ev": ev, "qi": queued.qi, "raw_samples": (stage, q, ns), "pids": queued.pids,
             "pid_of_q": queued.pid_of_q, "dm": queued.dm, "requests": queued.requests}
+
 
 def samples(run: dict) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """The machine's samples as (Q, ns) arrays per stage name (Q2Q is not a machine sample).
@@ -144,6 +155,7 @@ def samples(run: dict) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         if name in ("Q2C", "Q2A"):                      # md and device-mapper devices kept apart
             out[name + "dm"] = (sq[is_dm], sv[is_dm])
     return out
+
 
 class _Requests:
     """One row per Q (numpy columns): where and what, its Q, last D and C times, and its last

@@ -18,21 +18,16 @@ T_COUNT, T_MIN, T_MAX, T_SUM = range(4)
 
 # the stage names of the tables, in btt's order; Q2C and Q2A of md/dm devices are kept apart
 STAT_NAMES = ("Q2Qdm", "Q2Adm", "Q2Cdm", "Q2Q", "Q2A", "Q2G", "S2G", "G2I", "Q2M", "I2D", "M2D", "D2C", "Q2C")
-
 Q2Q_NAME, Q2QDM_NAME = STAT_NAMES.index("Q2Q"), STAT_NAMES.index("Q2Qdm")
 STAGE_ORDER = STAT_NAMES
-
 JSON_STAGES = ("Q2Q", "Q2G", "G2I", "Q2M", "I2D", "D2C", "Q2C")
-
 OVERHEAD = ("Q2G", "G2I", "Q2M", "I2D", "D2C")
-
 STATS = {"device": pl.Utf8, "name": pl.Utf8, **STAT}           # btt's avg_info per device and "all"
 PROCESS_STATS = {"process": pl.Utf8, "pid": pl.Int64, "name": pl.Utf8, **STAT}
-
 _NAME_OF = np.array([STAT_NAMES.index(name) for name in STAGES], np.int64)
-
 _DM_NAME_OF = np.array([STAT_NAMES.index(name + "dm" if name in ("Q2C", "Q2A") else name)
                         for name in STAGES], np.int64)
+
 
 def stage_totals(run: dict, keep_q: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Count, min, max and sum of every stage's samples per device, per process and over all
@@ -75,12 +70,14 @@ def _stage_totals(stage, qs, vals, name_of, dm_name_of, q_t, q_dev, q_pid, q_pai
              per_dev, per_pid, overall)
     return per_dev, per_pid, overall
 
+
 @compiled
 def _new_totals(n_names, n_groups):
     out = np.zeros((n_names, n_groups, 4), np.int64)
     out[:, :, T_MIN] = np.iinfo(np.int64).max
     out[:, :, T_MAX] = np.iinfo(np.int64).min
     return out
+
 
 @inlined
 def _add(totals, name, group, v):
@@ -89,6 +86,7 @@ def _add(totals, name, group, v):
     totals[name, group, T_MAX] = max(totals[name, group, T_MAX], v)
     totals[name, group, T_SUM] += v
 
+
 @no_refcount
 def _add_samples(stage, qs, vals, name_of, dm_name_of, q_dev, q_group, dm, keep, totals):
     for j in range(stage.shape[0]):
@@ -96,6 +94,7 @@ def _add_samples(stage, qs, vals, name_of, dm_name_of, q_dev, q_group, dm, keep,
         name = dm_name_of[stage[j]] if dm[q_dev[q]] else name_of[stage[j]]
         if keep[q]:
             _add(totals, name, q_group[q], vals[j])
+
 
 @no_refcount
 def _combine(parts, group_of, totals):
@@ -107,6 +106,7 @@ def _combine(parts, group_of, totals):
             totals[name, g, T_MIN] = min(totals[name, g, T_MIN], parts[name, part, T_MIN])
             totals[name, g, T_MAX] = max(totals[name, g, T_MAX], parts[name, part, T_MAX])
             totals[name, g, T_SUM] += parts[name, part, T_SUM]
+
 
 @no_refcount
 def _add_q2q(q_t, q_dev, q_pid, dm, keep, last_dev, last_pid, per_dev, per_pid, overall):
@@ -124,6 +124,7 @@ def _add_q2q(q_t, q_dev, q_pid, dm, keep, last_dev, last_pid, per_dev, per_pid, 
         last_dev[d] = q
         last_pid[p] = q
 
+
 @compiled
 def group_totals(ids, vals, mask, n_groups):
     """Per group 0..n_groups-1 (ids), of the vals where mask: count, min, max, sum (last axis:
@@ -131,6 +132,7 @@ def group_totals(ids, vals, mask, n_groups):
     out = _new_totals(1, n_groups)
     _group_totals(ids, vals, mask, out)
     return out[0]
+
 
 @no_refcount
 def _group_totals(ids, vals, mask, out):
@@ -146,6 +148,7 @@ def _stat_rows(totals: np.ndarray, group: int):
         n, lo, hi, total = (int(totals[k, group, field]) for field in (T_COUNT, T_MIN, T_MAX, T_SUM))
         if n:
             yield {"name": name, **from_totals(n, lo, hi, total)}
+
 
 def stage_stats(run: dict, totals) -> pl.DataFrame:
     """btt's avg_info per (device, stage) and for device "all": n, min, avg, max, total."""
@@ -166,6 +169,7 @@ def stage_table(stats: pl.DataFrame) -> pl.DataFrame:
                for dev in devices for name in JSON_STAGES if (dev, name) not in have]
     return pl.concat([stats, pl.DataFrame(missing, schema=STATS)]) if missing else stats
 
+
 def process_stats(run: dict, names: dict, totals) -> pl.DataFrame:
     """btt's per-process avg_info (btt -A "Per Process"): samples grouped by the pid that queued
     the bio, named by its command."""
@@ -175,6 +179,7 @@ def process_stats(run: dict, names: dict, totals) -> pl.DataFrame:
     order = {name: k for k, name in enumerate(STAGE_ORDER)}
     rows.sort(key=lambda r: (order[r["name"]], r["process"], r["pid"]))
     return pl.DataFrame(rows, schema=PROCESS_STATS)
+
 
 def overhead(stats: pl.DataFrame) -> pl.DataFrame:
     """btt's Device Overhead: each stage's total as % of Q2C's, per device and Overall."""
@@ -198,9 +203,11 @@ def overhead(stats: pl.DataFrame) -> pl.DataFrame:
                                              for name in OVERHEAD}})
     return pl.DataFrame(rows, schema={"device": pl.Utf8, **{n: pl.Float64 for n in OVERHEAD}})
 
+
 def _dev_sort(dev: str):
     major, _, minor = dev.partition(",")
     return (int(major), int(minor)) if major.isdigit() and minor.isdigit() else (1 << 30, 0)
+
 
 def _btt_categories(stats: pl.DataFrame, n_done: int) -> pl.DataFrame:
     """Profile "btt": each stage's total as a percentage of Q2C's, over the devices with Q2C

@@ -15,6 +15,7 @@ from .machine import _Events, _Requests
 from ..tables import Table, mapping
 from .stats import PROCESS_STATS, STATS, T_COUNT, T_MAX, T_SUM, group_totals
 
+
 def busy_runs(req: _Requests) -> list[tuple[int, np.ndarray, np.ndarray]]:
     """Per device: (device, starts, ends) of the runs when at least one request is between its D
     and its C."""
@@ -29,6 +30,7 @@ def busy_runs(req: _Requests) -> list[tuple[int, np.ndarray, np.ndarray]]:
         first = np.flatnonzero(np.concatenate(([True], s[1:] > reach[:-1])))   # a new busy run
         out.append((int(device), s[first], reach[np.concatenate((first[1:] - 1, [len(s) - 1]))]))
     return out
+
 
 def busy_segments(runs: list, start_ns: int, end_ns: int) -> pl.DataFrame:
     """Per device, "Busy" (busy_runs) and "Idle" segments, tiling the trace once per device."""
@@ -50,8 +52,10 @@ def busy_segments(runs: list, start_ns: int, end_ns: int) -> pl.DataFrame:
         _dev_names(pl.col("device")).alias("device"))
     return schema.validate(out, schema.SEGMENTS, "block segments")
 
+
 def _dev_names(col: pl.Expr) -> pl.Expr:
     return pl.format("{},{}", (col.cast(pl.Int64) // (1 << 20)), (col.cast(pl.Int64) % (1 << 20)))
+
 
 def device_counts(ev: _Events) -> pl.DataFrame:
     """Per device: records seen (Q, D, merges, requeues) and the mean and median |D sector -
@@ -71,6 +75,7 @@ def device_counts(ev: _Events) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"device": pl.UInt32, "queued": pl.Int64, "dispatched": pl.Int64,
                                       "merges": pl.Int64, "requeues": pl.Int64, "seek_mean_sectors": pl.Float64,
                                       "seek_median_sectors": pl.Float64, "seeks": pl.Int64})
+
 
 def device_table(base: pl.DataFrame, depth: pl.DataFrame, req: _Requests, devices: np.ndarray, runs: list,
                  elapsed_ns: int) -> pl.DataFrame:
@@ -92,6 +97,7 @@ def device_table(base: pl.DataFrame, depth: pl.DataFrame, req: _Requests, device
         (pl.col("ios_completed") / secs if secs else pl.lit(None, pl.Float64)).alias("iops"),
         (pl.col("bytes") / float(1 << 20) / secs if secs else pl.lit(None, pl.Float64)).alias("mib_s"))
 
+
 def queue_depth(ev: _Events, start_ns: int, end_ns: int) -> pl.DataFrame:
     """Requests in the driver per device: +1 at each D, -1 at each C or R (as blkparse's depth
     counts), in processing order. Per device with such events: the maximum and the
@@ -101,6 +107,7 @@ def queue_depth(ev: _Events, start_ns: int, end_ns: int) -> pl.DataFrame:
     return pl.DataFrame({"device": ev.devices[seen].astype(np.uint32), "max_depth": peak[seen],
                          "avg_depth": held[seen] / span},
                         schema={"device": pl.UInt32, "max_depth": pl.Int64, "avg_depth": pl.Float64})
+
 
 def process_table(req: _Requests, n_pids: int, pids: np.ndarray, names: dict) -> pl.DataFrame:
     """Per process (the name of the Q's pid): I/Os queued and completed, bytes, Q2C and D2C."""
@@ -122,8 +129,10 @@ def process_table(req: _Requests, n_pids: int, pids: np.ndarray, names: dict) ->
         (pl.col("d2c_total").sum() / pl.col("d2c_n").sum()).alias("d2c_avg_ns"))
     return out.sort("queued", "process", descending=[True, False])
 
+
 def _process_names(pid: pl.Expr, names: dict) -> pl.Expr:
     return pid.replace_strict(names, default=None, return_dtype=pl.Utf8).fill_null(pid.cast(pl.Utf8))
+
 
 def size_histogram(ev: _Events) -> pl.DataFrame:
     """Sizes of the requests btt sees dispatched (D), in power-of-two buckets of bytes."""
@@ -131,6 +140,7 @@ def size_histogram(ev: _Events) -> pl.DataFrame:
     k = np.flatnonzero(counts)
     return pl.DataFrame({"bytes_max": np.left_shift(1, k).astype(np.int64), "requests": counts[k],
                          "writes": writes[k], "reads_other": counts[k] - writes[k]})
+
 
 def ios_frame(queues: pl.DataFrame, names: dict) -> pl.DataFrame:
     """schema.IOS rows, one per Q, plus the block stage columns; bus-only columns are null."""
@@ -149,6 +159,7 @@ def ios_frame(queues: pl.DataFrame, names: dict) -> pl.DataFrame:
              *(pl.col(c) for c in ("q2g_ns", "g2i_ns", "q2m_ns", "i2d_ns", "d2c_ns", "q2c_ns")),
              pl.col("q2m_ns").is_not_null().alias("merged")]
     return schema.validate(queues.select(*exprs, *extra), schema.IOS, "block ios")
+
 
 def event_counts(ev: _Events) -> pl.DataFrame:
     """Records per blkparse action letter (T = timer unplug, blkparse's UT), as blkparse counts."""
@@ -174,6 +185,7 @@ def depth_totals(kind, dev, t, n_dev, end_ns):
         held[d] += depth[d] * (max(end_ns, last[d]) - last[d]) if seen[d] else 0
     return seen, peak, held
 
+
 @no_refcount
 def _depths(kind, dev, t, seen, depth, peak, held, last):
     for i in range(kind.shape[0]):
@@ -186,6 +198,7 @@ def _depths(kind, dev, t, seen, depth, peak, held, last):
             last[d] = t[i]
             seen[d] = True
 
+
 @compiled
 def seeks(events, dev, sector, nbytes, n_dev):
     """Per event: |its start sector - the end sector of the previous event of its device|, and
@@ -193,6 +206,7 @@ def seeks(events, dev, sector, nbytes, n_dev):
     seek, has = np.zeros(events.shape[0], np.int64), np.zeros(events.shape[0], np.bool_)
     _seeks(events, dev, sector, nbytes, np.zeros(n_dev, np.int64), np.zeros(n_dev, np.bool_), seek, has)
     return seek, has
+
 
 @no_refcount
 def _seeks(events, dev, sector, nbytes, end, seen, seek, has):
@@ -204,6 +218,7 @@ def _seeks(events, dev, sector, nbytes, end, seen, seek, has):
         end[d] = sector[i] + nbytes[i] // SECTOR
         seen[d] = True
 
+
 @compiled
 def size_buckets(events, nbytes, action, write_bit):
     """Per power of two k (0..63): the events (indexes) whose byte count rounds up to 2**k,
@@ -211,6 +226,7 @@ def size_buckets(events, nbytes, action, write_bit):
     counts, writes = np.zeros(64, np.int64), np.zeros(64, np.int64)
     _size_buckets(events, nbytes, action, write_bit, counts, writes)
     return counts, writes
+
 
 @no_refcount
 def _size_buckets(events, nbytes, action, write_bit, counts, writes):
@@ -222,6 +238,7 @@ def _size_buckets(events, nbytes, action, write_bit, counts, writes):
         last = n
         counts[k] += 1
         writes[k] += 1 if action[i] & write_bit else 0
+
 
 @inlined
 def _log2_up(n):

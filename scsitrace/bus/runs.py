@@ -235,7 +235,6 @@ def _phase_key_table() -> np.ndarray:
 PHASE_KEY = _phase_key_table()
 
 
-
 def _info_codes(keys: np.ndarray) -> np.ndarray:
     msg = (keys >> SIGNAL_BIT["MSG"]) & 1
     cd = (keys >> SIGNAL_BIT["C/D"]) & 1

@@ -20,8 +20,8 @@ from ..model import Analysis, Capture
 from .events import MLQUEUE
 
 STAGES = ("SERVICE", "IDLE")
-
 IOS_EXTRA = {"response_ns": pl.Int64, "paired": pl.Boolean, "reason": pl.Utf8, "host_byte": pl.Utf8}
+
 
 def commands(events: pl.DataFrame) -> pl.DataFrame:
     """One row per command: start event joined to the end event that follows it."""
@@ -58,6 +58,7 @@ def commands(events: pl.DataFrame) -> pl.DataFrame:
                 pl.lit("done without start (trace started mid-command)").alias("reason"))
     return pl.concat([starts, orphans], how="diagonal_relaxed")
 
+
 def ios_frame(cmds: pl.DataFrame) -> pl.DataFrame:
     c = cmds.sort(pl.coalesce("start_ns", "end_ns"), "pos")
     dec = scsi.decode_cdbs(c["cdb"])
@@ -79,6 +80,7 @@ def ios_frame(cmds: pl.DataFrame) -> pl.DataFrame:
         pl.col("tag").alias("kernel_tag"))
     cols = {**schema.IOS, **IOS_EXTRA, "kernel_tag": pl.Int64}
     return c.select([pl.col(k).cast(v) for k, v in cols.items()])
+
 
 def analyze(capture: Capture, options=None) -> Analysis:
     ev = capture.frames["events"]

@@ -16,6 +16,5 @@ EVENTS = {
     "source": pl.Utf8,      # ftrace | dmesg
     "pos": pl.Int64,        # line number
 }
-
 MLQUEUE = {0x1055: "SCSI_MLQUEUE_HOST_BUSY", 0x1056: "SCSI_MLQUEUE_DEVICE_BUSY",
            0x1057: "SCSI_MLQUEUE_EH_RETRY", 0x1058: "SCSI_MLQUEUE_TARGET_BUSY"}

@@ -34,6 +34,7 @@ from .urbs import EPIPE, EREMOTEIO, UrbColumns, _anomalies, _u8, urb_columns
 
 STAGES = ("COMMAND", "DATA IN", "DATA OUT", "STATUS", "GAP", "IDLE")
 
+
 def _control_anomalies(transfers: Transfers) -> list[pl.DataFrame]:
     """Mass-storage resets and endpoint-halt clears (control transfers), URB errors."""
     u, xfer = transfers.urbs, transfers.xfer
@@ -62,6 +63,7 @@ IOS_EXTRA = {
     "response_ns": pl.Int64, "paired": pl.Boolean, "reason": pl.Utf8, "bus": pl.Int64, "dev": pl.Int64,
 }
 
+
 def commands(urbs: UrbColumns) -> tuple[Transfers, pl.DataFrame, list[pl.DataFrame]]:
     """(transfers, commands with stage times, anomalies) from URB columns."""
     xf = transfers(urbs)
@@ -71,6 +73,7 @@ def commands(urbs: UrbColumns) -> tuple[Transfers, pl.DataFrame, list[pl.DataFra
     cmds = pl.concat([x for x in (bot, uas) if x.height], how="diagonal_relaxed") if (bot.height or uas.height) \
         else pl.DataFrame()
     return xf, cmds, [*an1, *an2, *_control_anomalies(xf)]
+
 
 def ios_frame(cmds: pl.DataFrame) -> pl.DataFrame:
     if not cmds.height:
@@ -113,6 +116,7 @@ def ios_frame(cmds: pl.DataFrame) -> pl.DataFrame:
                                                                       "sts_s", "sts_c", "_d0", "_s0",
                                                                       "flag_in", "data_in", "_dev"])
 
+
 def _in_start_order(cmds: pl.DataFrame) -> pl.DataFrame:
     """Commands sorted by start (command, else status submit, else status completion).
     Bulk-Only commands usually come in that order already: when the starts strictly
@@ -122,6 +126,7 @@ def _in_start_order(cmds: pl.DataFrame) -> pl.DataFrame:
     if start.null_count() == 0 and bool((start.diff().drop_nulls() > 0).all()):
         return cmds
     return cmds.sort(key)
+
 
 def _devices(cmds: pl.DataFrame) -> tuple[pl.Series, np.ndarray]:
     """(device names "bus:address:lun" in text order, each command's index into them):
@@ -134,6 +139,7 @@ def _devices(cmds: pl.DataFrame) -> tuple[pl.Series, np.ndarray]:
     rank = np.empty(n, np.int64)
     rank[sorted(range(n), key=names.__getitem__)] = np.arange(n)
     return pl.Series("device", sorted(names), dtype=pl.Utf8), rank[first_seen]
+
 
 def analyze(capture: Capture, options=None) -> Analysis:
     urbs = capture.columns["urbs"] if "urbs" in capture.columns else urb_columns(capture.frames["urbs"])

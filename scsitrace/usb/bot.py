@@ -15,11 +15,8 @@ from .transfers import Transfers
 from .urbs import CSW_STATUS, EPIPE, EREMOTEIO, _anomalies, _le32 as _le32_expr, _u8
 
 CSW_BYTES = 13
-
 CBW_BYTES = 31
-
 CBW_SIGNATURE = np.uint32(0x43425355)   # "USBC", little-endian
-
 CSW_SIGNATURE = np.uint32(0x53425355)   # "USBS"
 
 # transfer classes (bot_pass): why a bulk transfer is not inside a BOT command
@@ -29,6 +26,7 @@ BEFORE_CBW_DATA, BEFORE_CBW_CSW, NOT_BOT = 1, 2, 3
 def _cdb_fields(decoded: dict) -> list[pl.Series]:
     """The decoded CDB columns a command row carries (scsi.decode_cdbs)."""
     return [decoded[k] for k in ("opcode", "command", "lba", "blocks")]
+
 
 def bot_commands(xf: Transfers) -> tuple[pl.DataFrame, list[pl.DataFrame], np.ndarray]:
     """Commands of Bulk-Only devices (devices that sent a CBW: the bulk transfers of other
@@ -83,6 +81,7 @@ def bot_commands(xf: Transfers) -> tuple[pl.DataFrame, list[pl.DataFrame], np.nd
 # why a Bulk-Only command is unpaired, by bot_fields' `reason` code (PAIRED: null)
 BOT_REASONS = ["no CSW (capture ended)", "no CSW before the next CBW", "CSW tag does not match the CBW", None]
 
+
 def _csw_status_names(status: np.ndarray, csw_size: np.ndarray) -> pl.Series:
     """Each command's CSW status by name (CSW_STATUS, else "CSW status N"; null without one)."""
     names = [CSW_STATUS.get(v, f"CSW status {v}") for v in range(256)] + [None]
@@ -96,6 +95,7 @@ def _csw_status_names(status: np.ndarray, csw_size: np.ndarray) -> pl.Series:
 def _min(cur, v):
     return v if v != NULL and (cur == NULL or v < cur) else cur
 
+
 @inlined
 def _max(cur, v):
     return v if v != NULL and (cur == NULL or v > cur) else cur
@@ -104,6 +104,7 @@ BOT_AGGREGATES = ("first", "last", "csw", "n_csw", "sts_s", "sts_c", "data_s", "
                   "stalls", "data_in")
 
 FIRST, LAST, CSW_K, N_CSW, STS_S, STS_C, DATA_S, DATA_C, DATA_BYTES, STALLS, DATA_IN = range(len(BOT_AGGREGATES))
+
 
 def bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, status_null,
              req_len, actual, data_buf, data_at, data_size, data_head, n_devices):
@@ -129,6 +130,7 @@ def bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, sta
     agg = dict(zip(BOT_AGGREGATES, ints[:, :n_cmd]))
     agg["last"] = agg["last"] == 1
     return agg, cbw[:n_cmd], csw[:n_cmd], csw_size[:n_cmd], kind
+
 
 @compiled
 def _bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, status_null, req_len, actual,
@@ -204,8 +206,8 @@ def _bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, st
     return m
 
 BOT_FIELDS = ("usb_tag", "bytes", "lun", "cb_len", "csw_tag", "residue", "csw_status", "reason")
-
 NO_CSW_AT_END, NO_CSW_BEFORE_NEXT, TAG_DIFFERS, PAIRED = range(4)    # `reason` codes
+
 
 def bot_fields(cbw, csw, csw_size, n_csw, last, sts_c) -> dict:
     """Per Bulk-Only command (bot_pass' outputs): the CBW's tag, transfer length, LUN and
@@ -217,6 +219,7 @@ def bot_fields(cbw, csw, csw_size, n_csw, last, sts_c) -> dict:
     ints, flag_in = np.empty((len(BOT_FIELDS), n), np.int64), np.empty(n, np.bool_)
     _bot_fields(cbw, csw, csw_size, n_csw, last, sts_c, ints, flag_in)
     return {**dict(zip(BOT_FIELDS, ints)), "flag_in": flag_in}
+
 
 @compiled
 def _bot_fields(cbw, csw, csw_size, n_csw, last, sts_c, ints, flag_in):
@@ -234,11 +237,13 @@ def _bot_fields(cbw, csw, csw_size, n_csw, last, sts_c, ints, flag_in):
         else:
             ints[7, c] = PAIRED
 
+
 @inlined
 def _le32(rows, r, at):
     """The little-endian uint32 at byte `at` of row `r`."""
     return np.int64(rows[r, at]) | (np.int64(rows[r, at + 1]) << 8) | (np.int64(rows[r, at + 2]) << 16) \
         | (np.int64(rows[r, at + 3]) << 24)
+
 
 @inlined
 def _close(acc, d, ints, c):

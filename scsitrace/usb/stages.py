@@ -11,6 +11,7 @@ from .._jit import compiled, inlined
 from ..schema import NULL
 from ..tiling import place
 
+
 def _with_stages(cmds: pl.DataFrame) -> pl.DataFrame:
     data_start = pl.max_horizontal("data_s", "cmd_c")
     data_end = pl.col("data_c")
@@ -23,6 +24,7 @@ def _with_stages(cmds: pl.DataFrame) -> pl.DataFrame:
         data_start.alias("_d0"), sts_start.alias("_s0"))
 
 PIECE_PHASES = ["COMMAND", "DATA IN", "DATA OUT", "GAP", "STATUS"]
+
 
 def tile(ios: pl.DataFrame, elapsed_ns: int, segments: bool = True) -> dict:
     """Per device, stage pieces plus IDLE tiling [0, elapsed_ns] (tiling.tile's columns).
@@ -52,6 +54,7 @@ def tile(ios: pl.DataFrame, elapsed_ns: int, segments: bool = True) -> dict:
         n, _ = stage_pieces(*columns, False, pieces)
     return tiling.tile(pieces[:n], elapsed_ns, PIECE_PHASES, segments, in_order)
 
+
 def segments_frame(full: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
     """The segment frame (schema SEGMENTS + device) of the commands (`ios_frame`)."""
     names = full.select("_dev", "device").unique("_dev").sort("_dev")["device"] if full.height else None
@@ -61,6 +64,7 @@ def segments_frame(full: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
 # ---------------------------------------------------------------- compiled passes
 
 STAGE_ORDER = ("COMMAND", "GAP", "DATA IN", "DATA OUT", "STATUS")   # `phase_code` order below
+
 
 @inlined
 def _piece(block, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in):
@@ -84,10 +88,12 @@ def _piece(block, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in):
         start, end, stage = s0, sts_c, 4
     return start, end, stage
 
+
 @inlined
 def _after(dev, start, block, prev_dev, prev_start, prev_block):
     """Whether a piece comes at or after the previous one in (device, start, block) order."""
     return dev > prev_dev or (dev == prev_dev and (start > prev_start or (start == prev_start and block >= prev_block)))
+
 
 @compiled
 def stage_pieces(dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_in, phase_code, by_command, out):
@@ -113,6 +119,7 @@ def stage_pieces(dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_
         in_order = in_order and _after(dev[i], start, block, prev_dev, prev_start, prev_block)
         prev_dev, prev_start, prev_block = dev[i], start, block
     return m, in_order
+
 
 @compiled
 def stage_totals(dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, phase_code, idle, elapsed, totals, counts):
@@ -143,6 +150,7 @@ def stage_totals(dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, phase_code, 
                 counts[phase_code[stage]] += 1
     devices += _close_device(last_end, elapsed, idle, totals, counts)
     return True, devices
+
 
 @inlined
 def _close_device(last_end, elapsed, idle, totals, counts):

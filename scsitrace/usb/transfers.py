@@ -57,6 +57,7 @@ class Transfers:
             "t0": np.where(submit != NULL, submit, complete),
         })
 
+
 def transfers(u: UrbColumns) -> Transfers:
     s_row, c_row = pair_urbs(u.urb_id, u.event)
     columns = (u.t_ns, u.status, u.status_null, u.length, u.ep, u.xfer, u.bus, u.dev)
@@ -142,6 +143,7 @@ def transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer, 
            np.empty(n, np.bool_), np.empty(n, np.uint8), ints[6])
     in_order = _transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer, bus, dev, *out)
     return out, in_order
+
 
 @compiled
 def _transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer, bus, dev,

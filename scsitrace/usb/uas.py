@@ -9,6 +9,7 @@ from .bot import _cdb_fields
 from .urbs import (DATA_OUT_OPS, EPIPE, EREMOTEIO, UAS_COMMAND_IU, UAS_READ_READY_IU, UAS_RESPONSE_IU,
                    UAS_SENSE_IU, UAS_WRITE_READY_IU, _anomalies, _be16, _u8)
 
+
 def uas_commands(bulk: pl.DataFrame) -> tuple[pl.DataFrame, list[dict]]:
     """Commands of UAS devices: command IU paired with the next sense/response IU of its tag."""
     anomalies = []
@@ -65,6 +66,7 @@ def uas_commands(bulk: pl.DataFrame) -> tuple[pl.DataFrame, list[dict]]:
     anomalies.append(_anomalies(cmds.filter(pl.col("stalls") > 0), "cmd_s", "STALL", pl.format(
         "{} endpoint stall(s) during the command with tag {} on {}:{}", "stalls", "usb_tag", "bus", "dev")))
     return cmds, anomalies
+
 
 def _uas_attach_data(cmds: pl.DataFrame, data: pl.DataFrame) -> pl.DataFrame:
     """Give each data transfer to the command of its device and direction whose status IU

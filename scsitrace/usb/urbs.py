@@ -29,21 +29,13 @@ URBS = {
     "data_len": pl.Int64,  # captured data bytes
     "pos": pl.Int64,       # source line (text) or record byte offset (pcap)
 }
-
 EVENT_LETTERS = {ord("S"): "S", ord("C"): "C", ord("E"): "E"}
-
 EPIPE, EREMOTEIO, EINPROGRESS = -32, -121, -115
-
 CBW_SIGNATURE, CSW_SIGNATURE = b"USBC", b"USBS"
-
 UAS_COMMAND_IU, UAS_SENSE_IU, UAS_RESPONSE_IU = 0x01, 0x03, 0x04
-
 UAS_READ_READY_IU, UAS_WRITE_READY_IU = 0x06, 0x07
-
 CSW_STATUS = {0: "GOOD", 1: "CHECK CONDITION", 2: "PHASE ERROR"}
-
 DATA_OUT_OPS = sorted(scsi.WRITE_OPS | {0x15, 0x55, 0x3B, 0x42, 0x04, 0x1D})
-
 DATA_PREFIX = 32       # data bytes kept per URB: CBW (31), CSW (13), UAS IUs (32)
 
 
@@ -84,6 +76,7 @@ class UrbColumns:
         counts = np.where(rows >= 0, np.clip(self.data_size[rows], 0, width), 0)
         return take_bytes(self.data_buf, self.data_at[rows], counts, width)
 
+
 def binary_column(matrix: np.ndarray, lengths: np.ndarray, present: np.ndarray) -> pl.Series:
     """Binary series of each row's first `lengths` bytes of `matrix` (null where not present)."""
     lengths = np.where(present, np.clip(lengths, 0, matrix.shape[1]), 0).astype(np.int64)
@@ -95,6 +88,7 @@ def binary_column(matrix: np.ndarray, lengths: np.ndarray, present: np.ndarray) 
                                            [validity, pa.py_buffer(offsets), pa.py_buffer(values.tobytes())],
                                            null_count=int((~present).sum()))
     return pl.from_arrow(arr).cast(pl.Binary)
+
 
 def urb_columns(urbs: pl.DataFrame) -> UrbColumns:
     """Numpy columns of an urbs frame (schema URBS)."""
@@ -117,6 +111,7 @@ def urb_columns(urbs: pl.DataFrame) -> UrbColumns:
         data_head=np.ascontiguousarray(data[:, :4]).view("<u4").reshape(-1),
         data_len=ints("data_len", np.int64), pos=ints("pos", np.int64))
 
+
 def urbs_frame(u: UrbColumns) -> pl.DataFrame:
     """The urbs frame (schema URBS) of numpy columns."""
     frame = pl.DataFrame({
@@ -136,17 +131,21 @@ def urbs_frame(u: UrbColumns) -> pl.DataFrame:
     })
     return frame.with_columns(pl.col(c).cast(t) for c, t in URBS.items())
 
+
 def _u8(col: str, i: int) -> pl.Expr:
     c = pl.col(col)
     return pl.when(c.bin.size() > i).then(c.bin.slice(i, 1).bin.reinterpret(dtype=pl.UInt8)).cast(pl.Int64)
+
 
 def _le32(col: str, i: int) -> pl.Expr:
     c = pl.col(col)
     return pl.when(c.bin.size() >= i + 4).then(
         c.bin.slice(i, 4).bin.reinterpret(dtype=pl.UInt32, endianness="little")).cast(pl.Int64)
 
+
 def _be16(col: str, i: int) -> pl.Expr:
     return _u8(col, i) * 256 + _u8(col, i + 1)
+
 
 def _anomalies(rows: pl.DataFrame, t_col: str, kind: str, detail: pl.Expr) -> pl.DataFrame:
     """One anomaly row per row of `rows` (every one: nothing is dropped)."""
