@@ -31,6 +31,11 @@ EVENTS = {
 }
 STAGES = ("SERVICE", "IDLE")
 IOS_EXTRA = {"response_ns": pl.Int64, "paired": pl.Boolean, "reason": pl.Utf8, "host_byte": pl.Utf8}
+# columns a parser's ready-made command table may add to `commands()`'s (the sgio parser's:
+# strace SG_IO lines and sg3_utils -vv output); kept in the ios frame when present
+COMMAND_EXTRA = {"bytes": pl.Int64, "data_bytes": pl.Int64, "direction": pl.Utf8, "sense_key": pl.Utf8,
+                 "asc": pl.Int64, "ascq": pl.Int64, "syscall_ns": pl.Int64, "driver_ns": pl.Int64,
+                 "pid": pl.Int64, "program": pl.Utf8}
 MLQUEUE = {0x1055: "SCSI_MLQUEUE_HOST_BUSY", 0x1056: "SCSI_MLQUEUE_DEVICE_BUSY",
            0x1057: "SCSI_MLQUEUE_EH_RETRY", 0x1058: "SCSI_MLQUEUE_TARGET_BUSY"}
 
@@ -79,33 +84,46 @@ def ios_frame(cmds: pl.DataFrame) -> pl.DataFrame:
         dec["opcode"], dec["command"], dec["lba"], dec["blocks"], pl.col("reason").is_null().alias("paired"),
         pl.col("device").str.split(":").list.get(2).cast(pl.Int8, strict=False).alias("target"),
         pl.col("device").str.split(":").list.get(3).cast(pl.Int16, strict=False).alias("lun"))
+    given = [k for k in ("response_ns", "bytes", "data_bytes") if k in c.columns]
     c = c.with_columns(
-        pl.when(pl.col("paired")).then(pl.col("end_ns") - pl.col("start_ns")).alias("response_ns"),
+        (pl.coalesce("response_ns", pl.col("end_ns") - pl.col("start_ns")) if "response_ns" in given
+         else pl.col("end_ns") - pl.col("start_ns")).alias("_response"),
+        *[pl.col(k).alias(f"_{k}") for k in given if k != "response_ns"])
+    c = c.with_columns(
+        pl.when(pl.col("paired")).then(pl.col("_response")).alias("response_ns"),
         scsi.op_kind_expr(pl.col("opcode")).alias("op"),
         pl.lit(None, dtype=pl.Int16).alias("tag"),
-        pl.lit(None, dtype=pl.Int64).alias("bytes"),
-        pl.lit(None, dtype=pl.Int64).alias("data_bytes"),
+        (pl.col("_bytes") if "bytes" in given else pl.lit(None, dtype=pl.Int64)).alias("bytes"),
+        (pl.col("_data_bytes") if "data_bytes" in given else pl.lit(None, dtype=pl.Int64)).alias("data_bytes"),
         pl.lit(None, dtype=pl.Int32).alias("connections"),
         pl.lit(None, dtype=pl.Int32).alias("disconnects"),
         pl.col("paired").alias("complete"),
         pl.lit(False).alias("partial"),
         pl.col("tag").alias("kernel_tag"))
-    cols = {**schema.IOS, **IOS_EXTRA, "kernel_tag": pl.Int64}
+    cols = {**schema.IOS, **IOS_EXTRA, "kernel_tag": pl.Int64,
+            **{k: v for k, v in COMMAND_EXTRA.items() if k in c.columns and k not in schema.IOS}}
     return c.select([pl.col(k).cast(v) for k, v in cols.items()])
 
 
 def analyze(capture: Capture, options=None) -> Analysis:
     ev = capture.frames["events"]
+    given = capture.frames.get("commands")      # whole commands from the parser (sgio)
     elapsed = int(ev["t_ns"].max()) if ev.height else 0
-    ios = ios_frame(commands(ev)) if ev.height else \
+    if given is not None:
+        elapsed = int(given["end_ns"].max() or 0) if given.height else 0
+    cmds = given if given is not None else (commands(ev) if ev.height else None)
+    ios = ios_frame(cmds) if cmds is not None and cmds.height else \
         pl.DataFrame(schema={**schema.IOS, **IOS_EXTRA, "kernel_tag": pl.Int64})
     pieces = ios.filter(pl.col("paired")).select(
         "device", "io", "start_ns", "end_ns", pl.lit("SERVICE").alias("phase"), pl.col("data_bytes").alias("bytes"))
     segments = srt.tile_pieces(pieces, elapsed)
     paired = int(ios["paired"].sum()) if ios.height else 0
     table = srt.table(ios)
-    notes = ["SERVICE = at least one command between dispatch and done; kernel logs carry no "
-             "transfer sizes, so bandwidth needs --io-size"]
+    notes = list(capture.notes) if given is not None else [
+        "SERVICE = at least one command between dispatch and done; kernel logs carry no "
+        "transfer sizes, so bandwidth needs --io-size"]
+    sized = given is not None and ios.height and ios["data_bytes"].is_not_null().any()
+    data_bytes = int(ios["data_bytes"].sum()) if sized else None
     n_dev = segments["device"].n_unique() if segments.height else 0
     if n_dev > 1:
         notes.append(f"{n_dev} devices: percentages are of {n_dev} x the elapsed time")
@@ -117,10 +135,12 @@ def analyze(capture: Capture, options=None) -> Analysis:
                                        pl.lit(None, dtype=pl.Utf8).alias("position"))])
     return Analysis(
         layer="scsilog", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=segments, ios=ios,
-        anomalies=an, ios_completed=paired, data_bytes=None,
+        anomalies=an, ios_completed=paired, data_bytes=data_bytes,
         category_order={"scsilog": list(STAGES)}, default_profile="scsilog",
         categories={"scsilog": srt.categories(segments, STAGES, elapsed, paired)},
         notes=notes, source={"path": capture.path, "format": capture.format, "log": capture.meta.get("log")},
         extra={"json": {"srt": srt.as_json(table), "commands": srt.commands_json(ios),
-                        "srt_histogram": srt.histogram(ios), "devices": srt.devices_json(ios, elapsed)},
+                        "srt_histogram": srt.histogram(ios), "devices": srt.devices_json(ios, elapsed),
+                        **({"srt_driver": srt.as_json(srt.table(ios, "driver_ns"))}
+                           if "driver_ns" in ios.columns else {})},
                "no_normalized": ["IDLE"]})
