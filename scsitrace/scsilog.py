@@ -82,8 +82,8 @@ def ios_frame(cmds: pl.DataFrame) -> pl.DataFrame:
     c = c.with_columns(
         pl.int_range(pl.len(), dtype=pl.Int64).alias("io"),
         dec["opcode"], dec["command"], dec["lba"], dec["blocks"], pl.col("reason").is_null().alias("paired"),
-        pl.col("device").str.split(":").list.get(2).cast(pl.Int8, strict=False).alias("target"),
-        pl.col("device").str.split(":").list.get(3).cast(pl.Int16, strict=False).alias("lun"))
+        pl.col("device").str.split(":").list.get(2, null_on_oob=True).cast(pl.Int8, strict=False).alias("target"),
+        pl.col("device").str.split(":").list.get(3, null_on_oob=True).cast(pl.Int16, strict=False).alias("lun"))
     given = [k for k in ("response_ns", "bytes", "data_bytes") if k in c.columns]
     c = c.with_columns(
         (pl.coalesce("response_ns", pl.col("end_ns") - pl.col("start_ns")) if "response_ns" in given
@@ -138,7 +138,8 @@ def analyze(capture: Capture, options=None) -> Analysis:
         anomalies=an, ios_completed=paired, data_bytes=data_bytes,
         category_order={"scsilog": list(STAGES)}, default_profile="scsilog",
         categories={"scsilog": srt.categories(segments, STAGES, elapsed, paired)},
-        notes=notes, source={"path": capture.path, "format": capture.format, "log": capture.meta.get("log")},
+        notes=notes, source={"path": capture.path, "format": capture.format, "log": capture.meta.get("log"),
+                             **{k: capture.meta[k] for k in ("skipped_by_design",) if k in capture.meta}},
         extra={"json": {"srt": srt.as_json(table), "commands": srt.commands_json(ios),
                         "srt_histogram": srt.histogram(ios), "devices": srt.devices_json(ios, elapsed),
                         **({"srt_driver": srt.as_json(srt.table(ios, "driver_ns"))}
