@@ -260,3 +260,25 @@ def test_bad_sg3_verbose_cdb_line(tmp_path, capsys):
     assert exc.value.line == 3
     cap = parsers.parse(str(p), "sgio", strict=False)
     assert cap.records.skipped == 1 and cap.frames["commands"].height == 1
+
+
+def _rig():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("capture_rig_sg", CASE.parents[2] / "capture" / "rig.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_committed_sg_case_matches_its_declaration(tmp_path):
+    """The guest ran the lines the declaration gives now; a bad declaration is refused."""
+    rig = _rig()
+    doc = rig.load_workloads(rig.HERE / "workloads.toml")
+    case = next(c for c in doc["sg_case"] if c["name"] == CASE.name)
+    committed = json.loads((CASE / "workload.json").read_text())
+    assert committed["guest_commands"] == rig.workload_commands(case, doc["seed"], doc["disk_mib"] << 20)
+    assert [r["label"] for r in committed["runs"]] == [r["label"] for r in case["runs"]]
+    bad = tmp_path / "w.toml"
+    bad.write_text('[[sg_case]]\nname = "x"\ndisk = "lsi"\nruns = [{ label = "a", cmd = "rm -rf /" }]\n')
+    with pytest.raises(rig.RigError, match="not in the guest"):
+        rig.load_workloads(bad)
