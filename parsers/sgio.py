@@ -238,10 +238,6 @@ def _fields(c: pl.DataFrame) -> pl.DataFrame:
     return c.with_columns([pl.lit(None, dtype=pl.Utf8).alias(f) for f in FIELDS if f not in c.columns])
 
 
-def _field(name: str) -> pl.Expr:
-    return pl.col(name)
-
-
 def _num(name: str) -> pl.Expr:
     v = pl.col(name)
     return pl.when(v.str.starts_with("0x")).then(v.str.slice(2).str.to_integer(base=16, strict=False)) \
@@ -277,7 +273,7 @@ def _decode(c: pl.DataFrame, fd_paths: pl.DataFrame, many_pids: bool) -> pl.Data
         resid.clip(0, None).alias("data_bytes"),
         pl.when(v4).then(pl.when((din > 0) & (dout > 0)).then(pl.lit("bidi")).when(din > 0).then(pl.lit("in"))
                          .when(dout > 0).then(pl.lit("out")).otherwise(pl.lit("none")))
-        .otherwise(_field("dxfer_direction").replace_strict(DIRECTIONS, default="unknown")).alias("direction"),
+        .otherwise(pl.col("dxfer_direction").replace_strict(DIRECTIONS, default="unknown")).alias("direction"),
         (_num("duration") * 1_000_000).alias("driver_ns"),
         (pl.col("dur").str.split(".").list.get(0).cast(pl.Int64) * 1_000_000_000
          + pl.col("dur").str.split(".").list.get(1).str.pad_end(9, "0").str.slice(0, 9).cast(pl.Int64)).alias("syscall_ns"))

@@ -163,6 +163,12 @@ def test_pid_filter_and_regress(capsys):
     pids = analyze(path).ios["pid"].unique().sort().to_list()
     one = analyze(path, pid=str(pids[0]))
     assert one.ios["pid"].unique().to_list() == [pids[0]]
+    assert one.ios.height == analyze(path).ios.filter(pl.col("pid") == pids[0]).height > 0
+    dd = commands(CASE / "dd_4k.strace.txt")
+    early = analyze(CASE / "dd_4k.strace.txt", window=":0.1").ios
+    assert early.height == dd.filter(pl.col("start_ns") < 100_000_000).height
+    assert 0 < early.height < dd.height
+    assert analyze(CASE / "dd_4k.strace.txt", device="/dev/sg9").ios.height == 0
     assert main(["regress", str(CASE / "baseline.sgio.json")]) == 0
     assert main(["regress", str(CASE / "baseline.sgio.json"), str(CASE / "dd_4k.strace.txt")]) == 1
 
