@@ -288,3 +288,12 @@ def test_committed_sg_case_matches_its_declaration(tmp_path):
     bad.write_text('[[sg_case]]\nname = "x"\ndisk = "lsi"\nruns = [{ label = "a", cmd = "rm -rf /" }]\n')
     with pytest.raises(rig.RigError, match="not in the guest"):
         rig.load_workloads(bad)
+
+
+def test_ios_csv_carries_the_sg_columns(tmp_path, capsys):
+    out = tmp_path / "ios.csv"
+    assert main(["analyze", str(CASE / "inq_badpage.strace.txt"), "--ios", str(out)]) == 0
+    rows = pl.read_csv(out)
+    assert rows.height == 1
+    assert rows.select("sense_key", "asc", "ascq", "bytes", "data_bytes", "driver_ns").row(0) == \
+        ("Illegal Request", 0x24, 0, 252, 0, 4_000_000)
