@@ -1,4 +1,5 @@
-"""sg3_utils programs' verbose output (-vv): one SCSI command per "<name> cdb: [..]" line.
+"""sg3_utils programs' verbose output (-vv): one SCSI command per "<name> cdb: [..]" line
+(sg_dd at verbose=3: "Read(10) [..]").
 
     open /dev/sg0 with flags=0x800
         inquiry cdb: [12 01 de 00 fc 00]
@@ -22,9 +23,11 @@ import polars as pl
 
 from scsitrace import scsi
 
-CDB = r"^\s+(?P<name>\S.*?) cdb: \[?(?P<hex>[0-9a-fA-F]{2}(?: [0-9a-fA-F]{2})*)\]?\s*$"
-CDB_HINT = r"^\s+\S.* cdb: "
-SNIFF = re.compile(r"(?m)^\s+[^\n]{1,60} cdb: \[?[0-9a-f]{2}(?: [0-9a-f]{2}){5,}\]?\s*$")
+# "    inquiry cdb: [12 00 ...]" (sg_cmds_*, most programs), "Read(10) [28 00 ...]" (sg_dd verbose=3)
+CDB = (r"^(?:\s+(?P<name>\S.*?) cdb: \[?(?P<hex>[0-9a-fA-F]{2}(?: [0-9a-fA-F]{2})*)\]?"
+       r"|\s*(?P<name2>[A-Z][A-Za-z ]*\(\d+\)) \[(?P<hex2>[0-9a-fA-F]{2}(?: [0-9a-fA-F]{2})*)\])\s*$")
+CDB_HINT = r"^(?:\s+\S.* cdb: |\s*[A-Z][A-Za-z ]*\(\d+\) \[)"
+SNIFF = re.compile(r"(?m)^(?:\s+[^\n]{1,60} cdb: \[?|\s*[A-Z][A-Za-z ]*\(\d+\) \[)[0-9a-f]{2}(?: [0-9a-f]{2}){5,}\]?\s*$")
 OPEN = r"^open (?P<dev>\S+) with flags=0x[0-9a-f]+"
 RAW_SENSE = r"^\s+Raw sense data \(in hex\)"
 HEX_LINE = r"^\s+((?:[0-9a-f]{2}\s+){3,}[0-9a-f]{2})\s*$"
@@ -40,7 +43,8 @@ def commands(lines: pl.DataFrame, path: str, strict: bool, records, bad) -> tupl
     bad(lines.filter(hint & ~t.str.contains(CDB)).with_columns(
         pl.lit("malformed sg3_utils cdb line (expected NAME cdb: [hex bytes])").alias("why")), path, strict, records)
     cdbs = lines.filter(t.str.contains(CDB)).select(
-        "line_no", t.str.extract_groups(CDB).alias("m")).unnest("m")
+        "line_no", t.str.extract_groups(CDB).alias("m")).unnest("m").select(
+        "line_no", pl.coalesce("name", "name2").alias("name"), pl.coalesce("hex", "hex2").alias("hex"))
     opens = lines.filter(t.str.contains(OPEN)).select("line_no", t.str.extract(OPEN, 1).alias("dev"))
     raw_at = lines.filter(t.str.contains(RAW_SENSE)).select((pl.col("line_no") + 1).alias("line_no"))
     raw = lines.join(raw_at, on="line_no").select(

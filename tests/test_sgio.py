@@ -88,18 +88,23 @@ def test_command_counts_equal_what_the_programs_were_asked(label):
         assert (g["lba"].diff().drop_nulls() == g["blocks"][:-1]).all()
 
 
-@pytest.mark.parametrize("label", [r["label"] for r in RUNS if "-vv" in r["cmd"]])
+@pytest.mark.parametrize("label", [r["label"] for r in RUNS if "-vv" in r["cmd"] or "verbose=" in r["cmd"]])
 def test_strace_equals_the_programs_own_verbose_output(label):
-    """The CDBs strace saw are the ones the program printed with -vv (sg_dd prints only its
-    INQUIRY), in order; the sense data of the failed command agree."""
+    """The CDBs strace saw are the ones the program printed with -vv (sg_dd at verbose=2 prints
+    only its INQUIRY), in order; the sense data of the failed command agree, and so do the
+    driver's durations where the program prints them (-vvv)."""
     trace = commands(CASE / f"{label}.strace.txt")
     out = CASE / f"{label}.out.txt"
     assert parsers.detect(str(out)) == "sgio"
     verbose = commands(out)
+    if "verbose=2" in BY_LABEL[label]["cmd"]:     # sg_dd lists its reads and writes from verbose=3 on
+        trace = trace.filter(pl.Series([c[0] not in (READ10, WRITE10) for c in trace["cdb"].to_list()]))
     strace_cdbs = trace["cdb"].to_list()
-    if "sg_dd" in BY_LABEL[label]["cmd"]:
-        strace_cdbs = [c for c in strace_cdbs if c[0] not in (READ10, WRITE10)]
     assert verbose["cdb"].to_list() == strace_cdbs and strace_cdbs
+    timed = verbose["driver_ns"].is_not_null()       # -vvv, sg_dd verbose=3: the driver's duration
+    if "-vvv" in BY_LABEL[label]["cmd"] or "verbose=3" in BY_LABEL[label]["cmd"]:
+        assert timed.sum() >= 1
+    assert verbose.filter(timed)["driver_ns"].to_list() == trace.filter(timed)["driver_ns"].to_list()
     cols = ["sense_key", "asc", "ascq"]
     bad = trace.filter(pl.col("status") != "GOOD")
     assert bad.select(cols).rows() == verbose.filter(pl.col("sense_key").is_not_null()).select(cols).rows()
