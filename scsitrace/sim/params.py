@@ -130,6 +130,8 @@ class HostParams:
     """Sprite host on a Sun4/280: the time from a completion to the next command (Sec 4.7)."""
 
     mode: str = "no-copy"
+    timelines: bool = True     # Sec 4.7: an experiment the report timed uses its own row (timelines.py)
+    one_cpu: bool = True       # Sec 2: one Sun4/280 CPU; the host work of all processes runs in turn
     # Tables 22-31 (no-copy): interrupt -> entry avail 43-180 us; entry avail -> submit 120-442 us
     interrupt_to_avail_ns: tuple = (43 * US, 180 * US)
     avail_to_submit_ns: tuple = (120 * US, 442 * US)
