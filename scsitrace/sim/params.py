@@ -106,6 +106,7 @@ class HbaParams:
     alloc_pause_ns: tuple = (300 * US, 1700 * US)  # Table 11: buffer allocation after 8 KBytes
     alloc_block: int = 8 * 1024               # Sec 2.2: buffer allocated 8 KBytes at a time
     alloc_pauses: bool = True                 # what-if knob: --no-alloc-pauses
+    alloc_fixed: bool = False                 # what-if knob: alloc_pause_ns as given, whatever the size
     save_pointer_ack_ns: int = 100 * US       # Table 11: controller ack of save pointer
     disconnect_ack_ns: int = 30 * US          # Table 11: controller ack of disconnect
     status_ack_ns: int = 40 * US              # Table 11: controller ack of status
@@ -121,6 +122,8 @@ class HbaParams:
         This choice decides the Table 3 result (docs/simulator.md, choice 3).
         """
         lo, hi = self.alloc_pause_ns
+        if self.alloc_fixed:
+            return lo, hi
         frac = min(1.0, max(0.0, (request_bytes - self.alloc_block) / (128 * 1024 - self.alloc_block)))
         return lo, int(lo + (hi - lo) * frac)
 
