@@ -277,6 +277,8 @@ class Sim:
         if ready is not None and ready <= t + self.settle:
             # no disconnect: the disk sets up the transfer before it changes the phase lines,
             # so its pause before the first data byte stays in COMMAND (docs/simulator.md, A5)
+            if not self.p.disk.setup_in_command:
+                return self.data_in(t, conn, io, disk)
             t = self.q(t + self.sample(self.p.disk.first_data_pause_ns))
             return self.data_in(t, conn, io, disk, pause=False)
         self.request(io.target, io, ready)

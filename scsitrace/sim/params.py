@@ -66,6 +66,8 @@ class DiskParams:
     write_pause_every: int = 512             # DESIGN: every 512 bytes ...
     write_pause_after: int = 8 * 1024        # DESIGN: ... after the first 8 KB
     reconnect_status_pause_ns: int = 5 * US  # CHOICE: a write's reconnection goes to STATUS at once
+    setup_in_command: bool = True            # CHOICE: a read that needs no disconnect spends its
+                                             # pause before the first data byte in COMMAND (A5)
 
     @property
     def rotation_ns(self) -> int:

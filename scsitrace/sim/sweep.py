@@ -78,6 +78,8 @@ PARAMS = {
     "alloc_pause_us": ("every 8 KB allocation pause fixed at this many us", float, _alloc_us),
     "min_seek_ms": ("track-to-track seek time (assumption A8)", float,
                     lambda wl, p, v: (wl, replace(p, disk=replace(p.disk, min_seek_ns=int(v * 1e6))))),
+    "setup_in_command": ("a read that needs no disconnect sets up its data in COMMAND (A5) on/off", _on_off,
+                         lambda wl, p, v: (wl, replace(p, disk=replace(p.disk, setup_in_command=v)))),
     "timelines": ("use the experiment's own Sec 4.7 timeline row on/off", _on_off,
                   lambda wl, p, v: (wl, replace(p, host=replace(p.host, timelines=v)))),
     "one_cpu": ("host work of all processes on one CPU on/off", _on_off,
