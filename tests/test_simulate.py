@@ -49,6 +49,7 @@ workloads = st.fixed_dictionaries({
     "pattern": st.sampled_from(["seq", "random"]),
     "sectors": st.sampled_from([1, 2, 8, 17, 64, 128, 256]),
     "inflight": st.integers(1, 4),
+    "processes": st.integers(1, 4),                     # extra ones wait in the Jaguar's work queue
     "level": st.integers(1, 3),
     "fmt": st.sampled_from(["ancot", "ancot", "vcd"]),
     "seed": st.integers(0, 2**16),
@@ -69,7 +70,7 @@ def test_analyzer_finds_the_ground_truth(w, tmp_path):
     budget = 6 * 128 * KIB if w["level"] == 1 else 16 * KIB
     count = max(1, min(3 * w["disks"], budget // size))
     wl = Workload(disks=w["disks"], op=w["op"], pattern=w["pattern"], size=size, inflight=w["inflight"],
-                  count=count, seed=w["seed"])
+                  processes=w["processes"], count=count, seed=w["seed"])
     p = Params()
     p.disk.bfr = p.disk.ber = w["bfr"]
     p.disk.readahead = w["readahead"]

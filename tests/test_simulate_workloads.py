@@ -155,3 +155,57 @@ def test_workload_options_override_the_named_defaults(tmp_path):
     named = NAMED["random-read"]
     assert (wl.disks, wl.pattern, wl.size, params.host.mode) == (3, "random", named.size, named.host)
     assert wl.duration_ns == int(named.duration_s * 1e9)
+
+
+def test_a_read_without_disconnect_sets_up_its_data_in_command(tmp_path):
+    """Assumption A5 (docs/simulator.md): after decoding, a read whose data is buffered goes to
+    DATA IN once the transfer is set up (Table 11's 185-285 us), so its COMMAND phase holds
+    the command bytes, the 300 us decoding and that pause; a read that disconnects leaves
+    COMMAND after decoding and spends the pause in DATA IN after its reselection."""
+    p = Params()
+    res = simulate(Workload(disks=4, duration_ns=300_000_000, seed=5), tmp_path / "a5.ancot", level=1, params=p)
+    seg = res.segments.with_columns(nxt=pl.col("phase").shift(-1), dur=pl.col("end_ns") - pl.col("start_ns"))
+    cmd = seg.filter(pl.col("phase") == "COMMAND")
+    direct = cmd.filter(pl.col("nxt") == "DATA IN")["dur"].to_numpy()
+    parted = cmd.filter(pl.col("nxt") == "MESSAGE IN")["dur"].to_numpy()
+    lo, hi = p.disk.first_data_pause_ns
+    decode = p.disk.command_decode_ns + p.hba.command_first_ack_ns + p.hba.command_rest_ack_ns
+    assert len(direct) > 5 and len(parted) > 5
+    assert (direct >= decode + lo).all() and (direct <= decode + hi + 10_000).all()
+    assert (parted >= decode).all() and (parted < decode + lo).all()
+    p.disk.setup_in_command = False
+    res = simulate(Workload(disks=4, duration_ns=300_000_000, seed=5), tmp_path / "b.ancot", level=1, params=p)
+    seg = res.segments.with_columns(nxt=pl.col("phase").shift(-1), dur=pl.col("end_ns") - pl.col("start_ns"))
+    assert (seg.filter((pl.col("phase") == "COMMAND") & (pl.col("nxt") == "DATA IN"))["dur"] < decode + lo).all()
+
+
+def _mib_s(disks, size, pattern="seq", seconds=1.5, bfr=0.5, readahead=True):
+    p = Params()
+    p.disk.bfr, p.disk.readahead = bfr, readahead
+    wl = Workload(disks=disks, size=size, pattern=pattern, duration_ns=int(seconds * 1e9), seed=1)
+    res, s = run_one(wl, p)
+    return measure(s, res.ios, res.end_ns)["mib_s"]
+
+
+@pytest.mark.parametrize("disks", [1, 3])
+def test_bfr_of_the_whole_buffer_is_dismal(disks):
+    """Sec 4.2.2, Figure 17: 'One BFR does result in dismal performance' (32 KB, one to three
+    disks): no reading while the disk reselects, and long waits behind full-buffer transfers."""
+    assert _mib_s(disks, 32 * KIB, bfr=1.0) < 0.9 * _mib_s(disks, 32 * KIB, bfr=0.5)
+
+
+def test_small_bfr_loses_on_large_reads_and_not_on_small_random_ones():
+    """Sec 4.2.2, Figures 15 and 16 (three disks): 'for larger operations, the 16KByte BFR is a
+    clear winner'; for small random reads 'the advantage consistently goes to the smaller BFR'."""
+    assert _mib_s(3, 128 * KIB, bfr=0.5) > 1.15 * _mib_s(3, 128 * KIB, bfr=512 / 32768)
+    small, big = (_mib_s(3, 4 * KIB, "random", 3.0, bfr=b) for b in (512 / 32768, 0.5))
+    assert small >= big
+
+
+def test_readahead_gap_is_largest_for_small_sequential_reads_and_nil_for_random():
+    """Sec 4.2.1, Figures 13 and 14 (three disks): the gap 'is most dramatic on small requests'
+    and narrows as requests grow; for random reads 'the performance difference is very small'."""
+    gap = {kib: _mib_s(3, kib * KIB) / _mib_s(3, kib * KIB, readahead=False) for kib in (4, 128)}
+    assert gap[4] > 1.5 and 1.0 <= gap[128] < gap[4]
+    rand = _mib_s(3, 4 * KIB, "random", 3.0) / _mib_s(3, 4 * KIB, "random", 3.0, readahead=False)
+    assert abs(rand - 1) < 0.05
