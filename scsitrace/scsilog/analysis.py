@@ -19,6 +19,7 @@ from ..command_tables import SRT, TABLES, command_tables, srt_table
 from ..errors import UsageError
 from ..tables import Table
 from ..model import Analysis, Capture
+from ..stats import LATENCY_TABLES, latency_tables
 from .events import COMMAND_EXTRA, MLQUEUE
 
 SRT_DRIVER = Table("srt_driver", SRT.schema, "SRT per opcode over the driver's own durations (sg_io_hdr duration)",
@@ -123,11 +124,12 @@ def analyze(capture: Capture, options=None) -> Analysis:
         an = pl.concat([an, bad.select(pl.col("start_ns").alias("t_ns"), pl.lit("TIMEOUT").alias("kind"),
                                        pl.format("{} on {}", "command", "device").alias("detail"),
                                        pl.lit(None, dtype=pl.Utf8).alias("position"))])
-    tables = command_tables(ios, elapsed)
-    declared = TABLES
+    responses = ios.filter(pl.col("paired") & pl.col("response_ns").is_not_null())["response_ns"].to_numpy()
+    tables = {**command_tables(ios, elapsed), **latency_tables({"response": responses})}
+    declared = (*TABLES, *LATENCY_TABLES)
     if "driver_ns" in ios.columns:      # SG_IO: the driver's own duration beside the syscall's
         tables["srt_driver"] = srt_table(ios, "driver_ns")
-        declared = (*TABLES, SRT_DRIVER)
+        declared = (*declared, SRT_DRIVER)
     return Analysis(
         layer="scsilog", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=segments, ios=ios,
         anomalies=an, ios_completed=paired, data_bytes=data_bytes,
