@@ -20,13 +20,19 @@ def add_arguments(p) -> None:
 
 def current_figures(args) -> dict:
     """Analyse the trace named by args and return its figures."""
-    from scsitrace.reports import regress, summary as summ, views
-    from scsitrace.reports.html import attribution_for
+    from scsitrace.reports import summary as summ
     from scsitrace.reports.attribution import Collector
     collector = Collector()
     analysis = load(args, tap=collector.tap)
     s = summ.summary(analysis, args.profile, args.target, args.io_size)
-    attr = attribution_for(analysis, collector) if args.target is None else None
+    return figures_of(analysis, s, collector, args.target)
+
+
+def figures_of(analysis, s: dict, collector, target: int | None) -> dict:
+    """The baseline figures of an analysis and its summary (`collector` tapped its read)."""
+    from scsitrace.reports import regress, views
+    from scsitrace.reports.html import attribution_for
+    attr = attribution_for(analysis, collector) if target is None else None
     return regress.figures(s, attr, views.completed_ios(analysis)["response_ns"].to_numpy())
 
 
