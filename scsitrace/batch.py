@@ -39,6 +39,7 @@ class Job:
     options: dict = field(default_factory=dict)
     labels: dict = field(default_factory=dict)
     figures: bool = False            # also compute the regression figures (baseline, regress)
+    detected: str | None = None      # format found by the directory walk (used when format is auto)
 
 
 @dataclass
@@ -54,22 +55,19 @@ def collect(paths: list[str], manifest: str | None = None, defaults: dict | None
     manifest's entries, in that order; `defaults` are options for every trace (the manifest's
     own entries override them)."""
     defaults = {k: v for k, v in (defaults or {}).items() if v is not None}
-    found: list[tuple[str, str, dict, dict]] = []      # (path, key, options, labels)
+    found: list[tuple] = []          # (path, key, options, labels, detected format)
     skipped: list[tuple[str, str]] = []
     for arg in paths:
         for path in _expand(arg):
             if os.path.isdir(path):
                 for p, key, fmt in _walk(path, skipped):
-                    opts = dict(defaults)
-                    if opts.get("format", "auto") == "auto":
-                        opts["format"] = fmt           # detected once here, not again in the worker
-                    found.append((p, key, opts, {}))
+                    found.append((p, key, dict(defaults), {}, fmt))   # detected once, not again
             else:
-                found.append((path, os.path.basename(path.rstrip(os.sep)) or path, dict(defaults), {}))
+                found.append((path, os.path.basename(path.rstrip(os.sep)) or path, dict(defaults), {}, None))
     if manifest:
         for path, key, opts, labels in read_manifest(manifest):
-            found.append((path, key, {**defaults, **opts}, labels))
-    jobs = [Job(i, p, k, o, lab) for i, (p, k, o, lab) in enumerate(found)]
+            found.append((path, key, {**defaults, **opts}, labels, None))
+    jobs = [Job(i, p, k, o, lab, detected=fmt) for i, (p, k, o, lab, fmt) in enumerate(found)]
     return Inputs(jobs, skipped)
 
 
@@ -202,6 +200,8 @@ def job_args(job: Job) -> argparse.Namespace:
         _DEFAULTS = vars(build_parser("analyze").parse_args(["analyze", "-"]))
     values = {**_DEFAULTS, **{k: v for k, v in job.options.items() if k in OPTION_KEYS}}
     values["trace"] = job.path
+    if values["format"] in (None, "auto") and job.detected:
+        values["format"] = job.detected
     return argparse.Namespace(**values)
 
 

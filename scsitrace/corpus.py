@@ -25,7 +25,7 @@ def baseline_path(directory: str, job: Job) -> str:
 def stored_options(job: Job) -> dict:
     """The options a baseline remembers: `scsitrace baseline`'s, plus any layer filter set."""
     from scsitrace.commands.baseline import STORED_OPTIONS
-    args = job_args(job)
+    args = job_args(Job(job.trace_id, job.path, job.key, job.options))     # the format as given, not as detected
     out = {k: getattr(args, k) for k in STORED_OPTIONS}
     out.update({k: getattr(args, k) for k in ("device", "pid", "window", "route") if getattr(args, k, None)})
     return out

@@ -64,6 +64,9 @@ class _Worker:
         self.conn.send(job)
 
     def stop(self, kill: bool = False) -> None:
+        """Idle workers are told to stop; a busy one is killed. An idle worker holds nothing
+        worth a clean exit (tearing down numba and polars takes seconds): it is terminated
+        if it has not gone within a moment."""
         if kill:
             self.proc.kill()
         else:
@@ -71,6 +74,9 @@ class _Worker:
                 self.conn.send(None)
             except (BrokenPipeError, OSError):
                 pass
+            self.proc.join(0.2)
+            if self.proc.is_alive():
+                self.proc.terminate()
         self.proc.join(5)
         if self.proc.is_alive():
             self.proc.kill()
