@@ -84,6 +84,10 @@ class _Worker:
         self.conn.close()
 
 
+def timeout_reason(timeout: float) -> str:
+    return f"no result within --timeout {timeout:g} s"
+
+
 def death(exitcode: int | None) -> str:
     if exitcode is not None and exitcode < 0:
         try:
@@ -91,6 +95,17 @@ def death(exitcode: int | None) -> str:
         except ValueError:
             return f"killed by signal {-exitcode}"
     return f"exit status {exitcode}"
+
+
+def run_inline(jobs: list[Job], on_result=None, work=run_job) -> list[dict]:
+    """Every job in this process, one after the other (`--jobs 0`: no start-up cost, no time
+    limit, and a trace that crashes the process ends the batch)."""
+    results = []
+    for job in jobs:
+        results.append(work(job))
+        if on_result is not None:
+            on_result(results[-1])
+    return results
 
 
 def run_local(jobs: list[Job], n: int, timeout: float | None = None, on_result=None, work=run_job) -> list[dict]:
@@ -131,8 +146,7 @@ def run_local(jobs: list[Job], n: int, timeout: float | None = None, on_result=N
                     elif not w.ready:
                         raise RuntimeError(f"a worker process failed to start ({death(w.proc.exitcode)})")
                 elif w.job is not None and w.deadline is not None and time.monotonic() >= w.deadline:
-                    finish(failed_result(w.job, "timeout", f"no result within --timeout {timeout:g} s "
-                                                           "(its worker was stopped)"))
+                    finish(failed_result(w.job, "timeout", timeout_reason(timeout)))
                 else:
                     continue
                 w.stop(kill=True)                # dead or overdue: replaced while work is left
@@ -155,6 +169,11 @@ def _receive(w: _Worker):
 
 # ------------------------------------------------------------------ Dask
 
+def _warm() -> None:
+    from scsitrace.commands import analyze  # noqa: F401
+    from scsitrace.reports import summary  # noqa: F401
+
+
 def _dask_task(job: Job, timeout: float | None) -> dict:
     """One trace on a Dask worker, within the time limit."""
     import threading
@@ -163,7 +182,7 @@ def _dask_task(job: Job, timeout: float | None) -> dict:
     t.start()
     t.join(timeout)
     if not box:
-        return failed_result(job, "timeout", f"no result within --timeout {timeout:g} s")
+        return failed_result(job, "timeout", timeout_reason(timeout))
     return box[0]
 
 
@@ -176,6 +195,7 @@ def run_dask(address: str, jobs: list[Job], timeout: float | None = None, on_res
         raise UsageError("--scheduler needs Dask distributed: pip install 'scsitrace[dask]'") from None
     results: dict[int, dict] = {}
     with Client(address, timeout=30) as client:
+        client.run(_warm)              # imports done before any trace's time limit starts
         futures = {client.submit(_dask_task, job, timeout, key=f"scsitrace-{os.getpid()}-{job.trace_id}-{time.time_ns()}",
                                  pure=False): job for job in jobs}
         for fut in as_completed(futures):

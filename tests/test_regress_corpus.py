@@ -49,13 +49,13 @@ def test_baseline_writes_a_directory(corpus):
 
 def test_unchanged_corpus_passes_with_one_line_per_trace(corpus, capsys):
     _, good, _, baselines = corpus
-    assert cli.main(["regress", "--baselines", str(baselines), str(good), "-j", "1"]) == 0
+    assert cli.main(["regress", "--baselines", str(baselines), str(good), "-j", "0"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert [ln.split()[:2] for ln in lines[:-1]] == [["ok", "table11.ancot:"], ["ok", "cut-l1/trace.ancot:"],
                                                      ["ok", "reset-l1/trace.ancot:"]]
     assert lines[-1] == "total: 3 trace(s): 3 ok"
     # DIR alone: every baseline against the trace it names
-    assert cli.main(["regress", "--baselines", str(baselines)]) == 0
+    assert cli.main(["regress", "--baselines", str(baselines), "-j", "0"]) == 0
 
 
 def test_worsened_bad_and_unknown_traces_fail_by_name_and_in_junit(corpus, tmp_path, capsys):
@@ -71,7 +71,7 @@ def test_worsened_bad_and_unknown_traces_fail_by_name_and_in_junit(corpus, tmp_p
     broken.write_text("".join(lines[:94]) + "12 zz\n" + "".join(lines[94:]))
     junit = tmp_path / "gate.xml"
     status = cli.main(["regress", "--baselines", str(baselines), str(worse), str(stray),
-                       "--junit", str(junit), "-j", "1"])
+                       "--junit", str(junit), "-j", "0"])
     assert status == 1
     out = capsys.readouterr().out.strip().splitlines()
     regressed = [ln for ln in out if ln.startswith("REGRESSED")]

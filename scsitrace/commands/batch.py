@@ -20,7 +20,8 @@ def add_common(p, what: str = "analyse") -> None:
     p.add_argument("--manifest", metavar="FILE.toml", help="traces with per-trace options and labels "
                    "([[trace]] path = ..., format, io_size, profile, device, pid, window, labels = {...})")
     p.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
-                   help=f"worker processes that {what} the traces (default: the number of CPUs)")
+                   help=f"worker processes that {what} the traces (default: the number of CPUs; "
+                        "0: in this process, without time limits)")
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="time limit per trace")
     p.add_argument("--scheduler", metavar="ADDRESS", help="run on the Dask cluster whose scheduler is at "
                    "ADDRESS (tcp://host:8786); needs pip install 'scsitrace[dask]'")
@@ -60,10 +61,12 @@ def inputs_of(args, figures: bool = False):
 def execute(args, jobs, on_result=None) -> list[dict]:
     """Run the jobs where the arguments say (local workers or Dask), with a progress bar."""
     from scsitrace import pool
-    if args.jobs is not None and args.jobs < 1:
-        raise UsageError("--jobs must be at least 1")
+    if args.jobs is not None and args.jobs < 0:
+        raise UsageError("--jobs must be 0 (in this process) or more")
     if args.timeout is not None and args.timeout <= 0:
         raise UsageError("--timeout must be positive")
+    if args.timeout is not None and args.jobs == 0 and not args.scheduler:
+        raise UsageError("--timeout needs worker processes (--jobs 1 or more)")
     if not jobs:
         return []
     with Bar(len(jobs)) as bar:
@@ -73,6 +76,8 @@ def execute(args, jobs, on_result=None) -> list[dict]:
                 on_result(result)
         if args.scheduler:
             return pool.run_dask(args.scheduler, jobs, args.timeout, done)
+        if args.jobs == 0:
+            return pool.run_inline(jobs, done)
         n = args.jobs or len(os.sched_getaffinity(0))
         return pool.run_local(jobs, n, args.timeout, done)
 
