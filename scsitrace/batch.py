@@ -12,9 +12,12 @@ heap (scsitrace.heap) before numpy is imported.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import os
 import re
+import shutil
+import tempfile
 import time
 import tomllib
 from dataclasses import dataclass, field
@@ -50,17 +53,19 @@ class Inputs:
 
 # ------------------------------------------------------------------ collecting the inputs
 
-def collect(paths: list[str], manifest: str | None = None, defaults: dict | None = None) -> Inputs:
+def collect(paths: list[str], manifest: str | None = None, defaults: dict | None = None,
+            exclude: str | None = None) -> Inputs:
     """Jobs for the PATH arguments (traces, directories walked recursively, globs) and the
     manifest's entries, in that order; `defaults` are options for every trace (the manifest's
-    own entries override them)."""
+    own entries override them). The walk leaves out `exclude` (the output directory) and
+    hidden directories (.git, ...)."""
     defaults = {k: v for k, v in (defaults or {}).items() if v is not None}
     found: list[tuple] = []          # (path, key, options, labels, detected format)
     skipped: list[tuple[str, str]] = []
     for arg in paths:
         for path in _expand(arg):
             if os.path.isdir(path):
-                for p, key, fmt in _walk(path, skipped):
+                for p, key, fmt in _walk(path, skipped, exclude):
                     found.append((p, key, dict(defaults), {}, fmt))   # detected once, not again
             else:
                 found.append((path, os.path.basename(path.rstrip(os.sep)) or path, dict(defaults), {}, None))
@@ -71,8 +76,15 @@ def collect(paths: list[str], manifest: str | None = None, defaults: dict | None
     return Inputs(jobs, skipped)
 
 
+def is_url(path: str) -> bool:
+    """An fsspec URL (s3://bucket/trace, https://..., file:///...): fetched by the worker."""
+    return re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path) is not None
+
+
 def _expand(arg: str) -> list[str]:
     """A glob pattern that names no file itself -> its matches (sorted); else the argument."""
+    if is_url(arg):
+        return [arg]
     if glob.has_magic(arg) and not os.path.exists(arg):
         matches = sorted(glob.glob(arg, recursive=True))
         if not matches:
@@ -91,14 +103,16 @@ def _is_capture_base(path: str) -> bool:
 _PER_CPU = re.compile(r"(?P<base>.+)\.blktrace\.(?P<cpu>\d+)$")
 
 
-def _walk(root: str, skipped: list) -> list[tuple[str, str, str]]:
+def _walk(root: str, skipped: list, exclude: str | None = None) -> list[tuple[str, str, str]]:
     """(path, key relative to root, detected format) of every trace under root, in name order;
     other files go to `skipped` with the reason. A blktrace capture's per-CPU files are one
     trace, named by its first file (the parser reads the others)."""
     from scsitrace import parsers
     out = []
+    leave_out = os.path.realpath(exclude) if exclude else None
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")
+                             and os.path.realpath(os.path.join(dirpath, d)) != leave_out)
         for name in sorted(filenames):
             path = os.path.join(dirpath, name)
             if not os.path.isfile(path):           # FIFOs, sockets, broken links: never opened
@@ -205,17 +219,22 @@ def job_args(job: Job) -> argparse.Namespace:
     return argparse.Namespace(**values)
 
 
-def trace_result(job: Job):
+def trace_result(job: Job, local: str | None = None):
     """(JSON summary, per-I/O table, figures or None) of one trace: what `scsitrace analyze
-    --json` and `--ios` write, and (with job.figures) what `scsitrace baseline` stores."""
+    --json` and `--ios` write, and (with job.figures) what `scsitrace baseline` stores.
+    `local`: where the trace was fetched to, when job.path is a URL."""
     from scsitrace.commands.analyze import load
     from scsitrace.reports import export, summary as summ
     args = job_args(job)
+    if local is not None:
+        args.trace = local
     collector = None
     if job.figures:
         from scsitrace.reports.attribution import Collector
         collector = Collector()
     analysis = load(args, tap=collector.tap if collector else None)
+    if local is not None:                 # the summary names the trace as the user did
+        analysis.capture.path = analysis.source["path"] = job.path
     s = summ.summary(analysis, args.profile, args.target, args.io_size)
     figures = None
     if job.figures:
@@ -230,10 +249,13 @@ def run_job(job: Job) -> dict:
     t0 = time.perf_counter()
     out = {"trace_id": job.trace_id, "status": "ok", "error": None, "summary": None, "ios": None,
            "figures": None}
+    local = None
     try:
-        out["summary"], out["ios"], out["figures"] = trace_result(job)
+        with fetched(job.path) as local:
+            out["summary"], out["ios"], out["figures"] = trace_result(job, local)
     except ScsitraceError as exc:
-        out.update(status="bad", error=str(exc))
+        text = str(exc)
+        out.update(status="bad", error=text.replace(local, job.path) if local else text)
     except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         why = {FileNotFoundError: "no such file", IsADirectoryError: "is a directory",
                PermissionError: "permission denied"}[type(exc)]
@@ -244,6 +266,28 @@ def run_job(job: Job) -> dict:
         out.update(status="error", error=f"internal error: {type(exc).__name__}: {exc}")
     out["seconds"] = time.perf_counter() - t0
     return out
+
+
+@contextlib.contextmanager
+def fetched(path: str):
+    """None for a local path; for a URL, a local copy (same file name) for the time of the
+    analysis. Needs fsspec (installed with the dask extra); a capture of several files
+    (blktrace per-CPU files) needs a shared file system instead."""
+    if not is_url(path):
+        yield None
+        return
+    try:
+        import fsspec
+    except ImportError:
+        raise UsageError(f"{path}: reading URLs needs fsspec (pip install 'scsitrace[dask]')") from None
+    with tempfile.TemporaryDirectory(prefix="scsitrace-") as tmp:
+        local = os.path.join(tmp, os.path.basename(path.rstrip("/")) or "trace")
+        try:
+            with fsspec.open(path, "rb") as src, open(local, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        except FileNotFoundError:
+            raise BadInput(path, "no such file") from None
+        yield local
 
 
 def failed_result(job: Job, status: str, error: str) -> dict:

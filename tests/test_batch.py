@@ -212,3 +212,18 @@ def test_exit_statuses():
     assert batch.exit_status([ok, {"status": "timeout"}]) == 2
     assert batch.exit_status([bad, crash]) == 1
     assert batch.exit_status([{"status": "error"}]) == 1
+
+
+def test_urls_are_fetched_by_the_worker(corpus, tmp_path):
+    """fsspec URLs (here file://) are copied by the worker and named as given."""
+    pytest.importorskip("fsspec")
+    trace = corpus / "reset-l1" / "trace.ancot"
+    url = trace.as_uri()
+    out = tmp_path / "u"
+    assert cli.main(["batch", url, f"{url}.missing", "-o", str(out), "-j", "0"]) == 2
+    s = pl.read_parquet(out / "summary.parquet")
+    assert s["status"].to_list() == ["ok", "bad"]
+    assert s["source.path"][0] == url and s["error"][1] == f"{url}.missing: no such file"
+    alone = pl.read_parquet(out / "categories.parquet").filter(pl.col("trace_id") == 0)
+    assert alone["total_ns"].to_list() == [c["total_ns"] for c in json.loads(
+        (BUS / "reset-l1" / "summary.json").read_text())["categories"]]

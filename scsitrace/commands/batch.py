@@ -52,7 +52,7 @@ def inputs_of(args, figures: bool = False):
     from scsitrace.batch import collect
     if not args.paths and not args.manifest:
         raise UsageError("name at least one trace, directory or glob, or --manifest FILE.toml")
-    inputs = collect(args.paths, args.manifest, default_options(args))
+    inputs = collect(args.paths, args.manifest, default_options(args), exclude=args.output)
     for job in inputs.jobs:
         job.figures = figures
     return inputs
