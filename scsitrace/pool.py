@@ -26,14 +26,20 @@ from .batch import Job, failed_result, run_job
 READY = "ready"
 
 
-def _worker_main(conn, work) -> None:
+def warm() -> None:
+    """The imports every trace needs, done before a worker takes its first trace."""
+    from scsitrace.commands import analyze  # noqa: F401
+    from scsitrace.reports import summary  # noqa: F401
+
+
+def _worker_main(conn, work, prepare) -> None:
     """A local worker: heap set-up, imports, then jobs until told to stop."""
     from scsitrace import heap
     heap.keep_freed_memory()                     # before numpy (see heap.py)
     import contextlib
     import io
-    from scsitrace.commands import analyze  # noqa: F401  (the imports every trace needs)
-    from scsitrace.reports import summary  # noqa: F401
+    if prepare is not None:
+        prepare()
     conn.send(READY)
     while True:
         try:
@@ -49,9 +55,9 @@ def _worker_main(conn, work) -> None:
 
 
 class _Worker:
-    def __init__(self, ctx, work):
+    def __init__(self, ctx, work, prepare):
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(child, work), daemon=True)
+        self.proc = ctx.Process(target=_worker_main, args=(child, work, prepare), daemon=True)
         self.proc.start()
         child.close()
         self.ready = False
@@ -108,13 +114,15 @@ def run_inline(jobs: list[Job], on_result=None, work=run_job) -> list[dict]:
     return results
 
 
-def run_local(jobs: list[Job], n: int, timeout: float | None = None, on_result=None, work=run_job) -> list[dict]:
+def run_local(jobs: list[Job], n: int, timeout: float | None = None, on_result=None, work=run_job,
+              prepare=warm) -> list[dict]:
     """Run `work(job)` for every job in `n` worker processes; results in job order.
-    `work` must be a module-level function (it is pickled by name into the workers)."""
+    `work` and `prepare` (run once as each worker starts) must be module-level functions:
+    they are pickled by name into the workers."""
     ctx = multiprocessing.get_context("spawn")
     todo = deque(jobs)
     results: dict[int, dict] = {}
-    workers = [_Worker(ctx, work) for _ in range(max(1, min(n, len(jobs))))]
+    workers = [_Worker(ctx, work, prepare) for _ in range(max(1, min(n, len(jobs))))]
 
     def finish(result: dict) -> None:
         results[result["trace_id"]] = result
@@ -152,7 +160,7 @@ def run_local(jobs: list[Job], n: int, timeout: float | None = None, on_result=N
                 w.stop(kill=True)                # dead or overdue: replaced while work is left
                 workers.remove(w)
                 if todo:
-                    workers.append(_Worker(ctx, work))
+                    workers.append(_Worker(ctx, work, prepare))
     finally:
         for w in workers:
             w.stop()
@@ -168,11 +176,6 @@ def _receive(w: _Worker):
 
 
 # ------------------------------------------------------------------ Dask
-
-def _warm() -> None:
-    from scsitrace.commands import analyze  # noqa: F401
-    from scsitrace.reports import summary  # noqa: F401
-
 
 def _dask_task(job: Job, timeout: float | None) -> dict:
     """One trace on a Dask worker, within the time limit."""
@@ -195,7 +198,7 @@ def run_dask(address: str, jobs: list[Job], timeout: float | None = None, on_res
         raise UsageError("--scheduler needs Dask distributed: pip install 'scsitrace[dask]'") from None
     results: dict[int, dict] = {}
     with Client(address, timeout=30) as client:
-        client.run(_warm)              # imports done before any trace's time limit starts
+        client.run(warm)              # imports done before any trace's time limit starts
         futures = {client.submit(_dask_task, job, timeout, key=f"scsitrace-{os.getpid()}-{job.trace_id}-{time.time_ns()}",
                                  pure=False): job for job in jobs}
         for fut in as_completed(futures):

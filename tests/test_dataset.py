@@ -25,7 +25,7 @@ def expected(values: list) -> list:
     return values
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.dictionaries(KEYS, VALUES, max_size=5), min_size=1, max_size=6))
 def test_rows_of_any_shape_round_trip_through_parquet(tmp_path_factory, rows):
     path = tmp_path_factory.mktemp("f") / "t.parquet"
