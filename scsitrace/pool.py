@@ -106,9 +106,12 @@ def death(exitcode: int | None) -> str:
 def run_inline(jobs: list[Job], on_result=None, work=run_job) -> list[dict]:
     """Every job in this process, one after the other (`--jobs 0`: no start-up cost, no time
     limit, and a trace that crashes the process ends the batch)."""
+    import contextlib
+    import io
     results = []
     for job in jobs:
-        results.append(work(job))
+        with contextlib.redirect_stderr(io.StringIO()):   # no second progress bar under the batch's
+            results.append(work(job))
         if on_result is not None:
             on_result(results[-1])
     return results
