@@ -5,7 +5,7 @@ whole directory: OUT/<name>.baseline.json per trace, which `regress --baselines 
 from __future__ import annotations
 
 import argparse
-
+import glob
 import os
 
 from scsitrace.commands.analyze import add_input_options, load
@@ -58,7 +58,9 @@ def args_from(trace: str, options: dict) -> argparse.Namespace:
 
 
 def directory_mode(args) -> bool:
+    """Several traces, a directory, a glob, a manifest, or -o naming a directory."""
     return (len(args.trace) != 1 or bool(args.manifest) or os.path.isdir(args.trace[0])
+            or (glob.has_magic(args.trace[0]) and not os.path.exists(args.trace[0]))
             or args.output.endswith(os.sep) or os.path.isdir(args.output))
 
 
