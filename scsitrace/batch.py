@@ -178,7 +178,10 @@ def read_manifest(path: str) -> list[tuple[str, str, dict, dict]]:
         full = rel if os.path.isabs(rel) else os.path.normpath(os.path.join(base, rel))
         opts = {_opt(k): v for k, v in {**defaults, **entry}.items() if _opt(k) in OPTION_KEYS}
         labels = {**defaults.get("labels", {}), **entry.get("labels", {})}
-        out.append((full, os.path.normpath(rel), opts, labels))
+        key = os.path.relpath(full, base)
+        if key.startswith(os.pardir):           # outside the manifest's directory: its absolute path
+            key = full.lstrip(os.sep)
+        out.append((full, key, opts, labels))
     return out
 
 

@@ -19,7 +19,10 @@ SUFFIX = ".baseline.json"
 
 
 def baseline_path(directory: str, job: Job) -> str:
-    return os.path.join(directory, job.key + SUFFIX)
+    path = os.path.normpath(os.path.join(directory, job.key + SUFFIX))
+    if os.path.isabs(job.key) or os.path.relpath(path, directory).startswith(os.pardir):
+        raise UsageError(f"{job.path}: its name {job.key!r} would put its baseline outside {directory}")
+    return path
 
 
 def stored_options(job: Job) -> dict:
