@@ -15,6 +15,9 @@ _MODULES = {
     "ancot": "ancot",
     "transitions-parquet": "transitions_parquet",
     "vcd": "vcd",
+    "sigrok": "sigrok",
+    
+    
     "qemu_lsi": "qemu_lsi",
     "blkparse": "blkparse",
     "usbmon": "usbmon",

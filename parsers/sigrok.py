@@ -1,0 +1,161 @@
+"""sigrok session files (`.sr`, written by sigrok-cli and PulseView) -> `transitions` frames.
+
+A session file is a zip archive (libsigrok `src/output/srzip.c`, `src/session_file.c`):
+- `version`: the format version, `2` (`1`, from old libsigrok, has the same layout here);
+- `metadata`: an ini file; section `[device 1]` holds `capturefile` (the chunk base name,
+  `logic-1`), `samplerate` (`1 GHz`, `24 MHz`...), `unitsize` (bytes per sample),
+  `total probes` and `probeN = name` (N from 1: probe N is bit N-1 of a sample);
+- `logic-1-1`, `logic-1-2`, ...: the samples, `unitsize` bytes each, little-endian, in
+  chunks of about 4 MiB (numbered from 1; version 1 may have one `logic-1`).
+
+Chunks are inflated a block at a time and reduced to the samples where a mapped probe
+changes (`parsers/_samples.py`, compiled), so memory stays flat whatever the capture length.
+"""
+from __future__ import annotations
+
+import configparser
+import re
+import zipfile
+import zlib
+
+import numpy as np
+
+from scsitrace.errors import BadInput, TruncatedInput
+from scsitrace.model import Capture
+from . import _samples
+
+ID = "sigrok"
+SUFFIXES = (".sr",)
+READ_BYTES = 8 << 20            # inflated bytes handed to the scan at a time
+
+
+def sniff(head: bytes) -> bool:
+    """A zip whose first member is `version` or `metadata` (libsigrok writes `version` first)."""
+    if head[:4] != b"PK\x03\x04" or len(head) < 30:
+        return False
+    name_len = int.from_bytes(head[26:28], "little")
+    return head[30:30 + name_len] in (b"version", b"metadata")
+
+
+def _open(path: str) -> zipfile.ZipFile:
+    try:
+        return zipfile.ZipFile(path)
+    except zipfile.BadZipFile as exc:
+        raise BadInput(path, f"not a sigrok session file (not a zip archive: {exc})", offset=0) from None
+
+
+def read_metadata(path: str, zf: zipfile.ZipFile) -> dict:
+    """The `[device 1]` section and version of a session file, checked."""
+    names = set(zf.namelist())
+    for member in ("version", "metadata"):
+        if member not in names:
+            raise BadInput(path, f"not a sigrok session file: no '{member}' member in the archive", offset=0)
+    version = zf.read("version").decode("ascii", "replace").strip()
+    if version not in ("1", "2"):
+        raise BadInput(path, f"sigrok session format version {version!r} (this reader knows 1 and 2)",
+                       offset=zf.getinfo("version").header_offset)
+    ini = configparser.ConfigParser(interpolation=None, strict=False, delimiters=("=",))
+    try:
+        ini.read_string(zf.read("metadata").decode("utf-8"))
+    except (configparser.Error, UnicodeDecodeError) as exc:
+        raise BadInput(path, f"metadata: not an ini file ({str(exc).splitlines()[0]})",
+                       offset=zf.getinfo("metadata").header_offset) from None
+    devices = [s for s in ini.sections() if s.startswith("device ")]
+    if "device 1" not in devices:
+        raise BadInput(path, "metadata: no [device 1] section", offset=zf.getinfo("metadata").header_offset)
+    dev = ini["device 1"]
+    where = "metadata [device 1]"
+    rate = _samples.check_rate(path, dev.get("samplerate"), where)
+    try:
+        unitsize = int(dev.get("unitsize", "1"))
+    except ValueError:
+        unitsize = 0
+    if not 1 <= unitsize <= 8:
+        raise BadInput(path, f"{where}: unitsize {dev.get('unitsize')!r} (expected 1 to 8 bytes)")
+    probes = {}
+    for key, value in dev.items():
+        m = re.fullmatch(r"probe(\d+)", key.strip())
+        if m and int(m.group(1)) >= 1:
+            probes[int(m.group(1)) - 1] = value.strip()
+    if not probes:
+        raise BadInput(path, f"{where}: no probeN = NAME entries (no logic probes)")
+    if max(probes) >= unitsize * 8:
+        raise BadInput(path, f"{where}: probe{max(probes) + 1} does not fit in unitsize {unitsize}")
+    capturefile = dev.get("capturefile", "logic-1").strip()
+    chunks = sorted((n for n in names if n == capturefile or re.fullmatch(re.escape(capturefile) + r"-\d+", n)),
+                    key=lambda n: int(n.rsplit("-", 1)[1]) if n != capturefile else 0)
+    return {"version": version, "rate": rate, "unitsize": unitsize, "probes": probes,
+            "capturefile": capturefile, "chunks": chunks, "devices": len(devices),
+            "analog": int(dev.get("total analog", "0") or 0),
+            "sigrok_version": ini.get("global", "sigrok version", fallback=None)}
+
+
+class _Reader:
+    def __init__(self, path: str, md: dict, bus: _samples.ProbeBus, cap: Capture, strict: bool, progress):
+        self.path, self.md, self.bus, self.cap, self.strict, self.progress = path, md, bus, cap, strict, progress
+        self.samples = [0]
+
+    def _blocks(self):
+        unitsize = self.md["unitsize"]
+        step = READ_BYTES - READ_BYTES % unitsize
+        carry = b""
+        with _open(self.path) as zf:
+            for name in self.md["chunks"]:
+                info = zf.getinfo(name)
+                done = 0
+                try:
+                    with zf.open(info) as fh:
+                        while True:
+                            buf = fh.read(step)
+                            if not buf:
+                                break
+                            done += len(buf)
+                            if self.progress:
+                                self.progress(len(buf) * info.compress_size // max(info.file_size, 1))
+                            if carry:
+                                buf, carry = carry + buf, b""
+                            cut = len(buf) - len(buf) % unitsize
+                            if cut < len(buf):
+                                carry = buf[cut:]
+                            if cut:
+                                yield _samples.widen(np.frombuffer(buf, dtype=np.uint8, count=cut), unitsize)
+                except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+                    raise BadInput(self.path, f"member {name}: damaged after {done} inflated bytes ({exc})",
+                                   offset=info.header_offset) from None
+        if carry:
+            reason = f"the samples end inside a sample ({len(carry)} of {unitsize} bytes)"
+            if self.strict:
+                raise TruncatedInput(self.path, reason)
+            self.cap.records.skip(1, [f"{self.path}: {reason}"])
+
+    def __call__(self):
+        times = _samples.SampleTimes(self.md["rate"])
+        yield from _samples.stream_words(self.bus, self._blocks(), times, self.samples)
+        self.cap.records.read = self.samples[0]
+        self.cap.meta["samples"] = self.samples[0]
+        self.cap.meta.update(self.bus.sampling_meta(times.period))
+
+
+def parse(path: str, *, strict: bool = True, progress=None, mapping: dict | None = None,
+          active_low: list[str] | None = None, initiator: int = 7, **_opts) -> Capture:
+    """Read a sigrok session file. Raises MissingSignal before decoding when BSY SEL MSG C/D
+    I/O cannot be found among the probe names (use --map), BadInput on a damaged archive."""
+    path = str(path)
+    with _open(path) as zf:
+        md = read_metadata(path, zf)
+    bus = _samples.ProbeBus(path, md["probes"], mapping=mapping, active_low=active_low)
+    period = _samples.SampleTimes(md["rate"]).period
+    notes = list(bus.notes)
+    if not md["chunks"]:
+        notes.append(f"no sample chunks ({md['capturefile']}-N) in the archive: an empty capture")
+    if md["devices"] > 1:
+        notes.append(f"{md['devices']} devices in the session file: only [device 1] is read")
+    meta = {
+        **bus.meta(), "initiator": initiator, "tick_ns": float(period),
+        "samplerate_hz": float(md["rate"]), "samplerate": _samples.rate_text(md["rate"]),
+        "sample_period_ns": float(period), "unitsize": md["unitsize"],
+        "sigrok_version": md["sigrok_version"], "session_version": md["version"],
+    }
+    cap = Capture(layer="bus", path=path, format=ID, meta=meta, notes=notes)
+    cap.chunks = _Reader(path, md, bus, cap, strict, progress)
+    return cap
