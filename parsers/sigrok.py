@@ -8,7 +8,7 @@ A session file is a zip archive (libsigrok `src/output/srzip.c`, `src/session_fi
 - `logic-1-1`, `logic-1-2`, ...: the samples, `unitsize` bytes each, little-endian, in
   chunks of about 4 MiB (numbered from 1; version 1 may have one `logic-1`).
 
-Chunks are inflated a block at a time and reduced to the samples where a mapped probe
+Chunks are inflated one at a time (libdeflate) and reduced to the samples where a mapped probe
 changes (`parsers/_samples.py`, compiled), so memory stays flat whatever the capture length.
 """
 from __future__ import annotations
@@ -16,8 +16,8 @@ from __future__ import annotations
 import configparser
 import re
 import zipfile
-import zlib
 
+import deflate
 import numpy as np
 
 from scsitrace.errors import BadInput, TruncatedInput
@@ -26,7 +26,6 @@ from . import _samples
 
 ID = "sigrok"
 SUFFIXES = (".sr",)
-READ_BYTES = 8 << 20            # inflated bytes handed to the scan at a time
 
 
 def sniff(head: bytes) -> bool:
@@ -90,6 +89,41 @@ def read_metadata(path: str, zf: zipfile.ZipFile) -> dict:
             "sigrok_version": ini.get("global", "sigrok version", fallback=None)}
 
 
+MAX_MEMBER_BYTES = 256 << 20    # a chunk is inflated whole (libsigrok writes 4 MiB chunks)
+
+
+def member_bytes(path: str, fh, info: zipfile.ZipInfo) -> bytes:
+    """One archive member, inflated whole with libdeflate (3 GB/s here, against 0.2-0.3 GB/s
+    for zlib on these highly compressed runs) and checked against its CRC-32."""
+    where = info.header_offset
+    if info.file_size > MAX_MEMBER_BYTES:
+        raise BadInput(path, f"member {info.filename}: {info.file_size} bytes inflated, more than this "
+                       f"reader takes at once ({MAX_MEMBER_BYTES})", offset=where)
+    fh.seek(where)
+    local = fh.read(30)
+    if len(local) < 30 or local[:4] != b"PK\x03\x04":
+        raise BadInput(path, f"member {info.filename}: no local file header", offset=where)
+    skip = int.from_bytes(local[26:28], "little") + int.from_bytes(local[28:30], "little")
+    fh.seek(where + 30 + skip)
+    raw = fh.read(info.compress_size)
+    if len(raw) < info.compress_size:
+        raise TruncatedInput(path, f"member {info.filename}: the archive ends inside its data", offset=where)
+    if info.compress_type == zipfile.ZIP_STORED:
+        data = raw
+    elif info.compress_type == zipfile.ZIP_DEFLATED:
+        try:
+            data = deflate.deflate_decompress(raw, info.file_size)
+        except deflate.DeflateError as exc:
+            raise BadInput(path, f"member {info.filename}: damaged deflate data ({exc})", offset=where) from None
+    else:
+        raise BadInput(path, f"member {info.filename}: zip compression method {info.compress_type} "
+                       "(expected stored or deflated)", offset=where)
+    if len(data) != info.file_size or deflate.crc32(data) != info.CRC:
+        raise BadInput(path, f"member {info.filename}: CRC-32 or size does not match the archive "
+                       "directory (damaged file)", offset=where)
+    return data
+
+
 class _Reader:
     def __init__(self, path: str, md: dict, bus: _samples.ProbeBus, cap: Capture, strict: bool, progress):
         self.path, self.md, self.bus, self.cap, self.strict, self.progress = path, md, bus, cap, strict, progress
@@ -97,31 +131,19 @@ class _Reader:
 
     def _blocks(self):
         unitsize = self.md["unitsize"]
-        step = READ_BYTES - READ_BYTES % unitsize
         carry = b""
-        with _open(self.path) as zf:
+        with open(self.path, "rb") as fh, _open(self.path) as zf:
             for name in self.md["chunks"]:
-                info = zf.getinfo(name)
-                done = 0
-                try:
-                    with zf.open(info) as fh:
-                        while True:
-                            buf = fh.read(step)
-                            if not buf:
-                                break
-                            done += len(buf)
-                            if self.progress:
-                                self.progress(len(buf) * info.compress_size // max(info.file_size, 1))
-                            if carry:
-                                buf, carry = carry + buf, b""
-                            cut = len(buf) - len(buf) % unitsize
-                            if cut < len(buf):
-                                carry = buf[cut:]
-                            if cut:
-                                yield _samples.widen(np.frombuffer(buf, dtype=np.uint8, count=cut), unitsize)
-                except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
-                    raise BadInput(self.path, f"member {name}: damaged after {done} inflated bytes ({exc})",
-                                   offset=info.header_offset) from None
+                buf = member_bytes(self.path, fh, zf.getinfo(name))
+                if self.progress:
+                    self.progress(zf.getinfo(name).compress_size)
+                if carry:
+                    buf, carry = carry + buf, b""
+                cut = len(buf) - len(buf) % unitsize
+                if cut < len(buf):
+                    carry = buf[cut:]
+                if cut:
+                    yield _samples.widen(np.frombuffer(buf, dtype=np.uint8, count=cut), unitsize)
         if carry:
             reason = f"the samples end inside a sample ({len(carry)} of {unitsize} bytes)"
             if self.strict:
