@@ -16,6 +16,8 @@ _MODULES = {
     "transitions-parquet": "transitions_parquet",
     "vcd": "vcd",
     "sigrok": "sigrok",
+    "dsview": "dsview",
+    "saleae": "saleae",
     
     
     "qemu_lsi": "qemu_lsi",
