@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
-from scsitrace import core, parsers
+from scsitrace import core, parsers, sampling
 from scsitrace.errors import UsageError
 from scsitrace.progress import progress_for
 
@@ -20,9 +20,9 @@ def add_input_arguments(p) -> None:
     p.add_argument("--data-polarity", choices=("auto", "high", "low"), default="auto",
                    help="DB lines as captured (high) or inverted (low); auto detects from selection IDs")
     p.add_argument("--map", action="append", default=[], metavar="NAME=SIGNAL",
-                   help="VCD: use capture signal SIGNAL for bus line NAME (repeatable)")
+                   help="VCD, sigrok, DSView, Saleae: use capture signal (probe) SIGNAL for bus line NAME (repeatable)")
     p.add_argument("--active-low", action="append", default=[], metavar="SIGNAL",
-                   help="VCD: treat SIGNAL (or 'all') as active-low (repeatable)")
+                   help="VCD, sigrok, DSView, Saleae: treat SIGNAL (or 'all') as active-low (repeatable)")
     p.add_argument("--io-size", type=int, metavar="BYTES", help="bytes per I/O, for bandwidth without REQ/ACK")
 
 
@@ -67,7 +67,9 @@ def load(args, tap=None):
         settle = args.settle_ns if args.settle_ns is not None else capture.meta.get("settle_ns", 400)
         options = core.Options(settle_ns=settle, data_polarity=args.data_polarity,
                                io_size=args.io_size, layer_options=opts)
-        return core.analyze(capture, options)
+        analysis = core.analyze(capture, options)
+        sampling.apply(analysis, settle)
+        return analysis
 
 
 def _split_map(item: str):
