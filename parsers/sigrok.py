@@ -132,8 +132,10 @@ class _Reader:
     def _blocks(self):
         unitsize = self.md["unitsize"]
         carry = b""
+        where = 0
         with open(self.path, "rb") as fh, _open(self.path) as zf:
             for name in self.md["chunks"]:
+                where = zf.getinfo(name).header_offset
                 buf = member_bytes(self.path, fh, zf.getinfo(name))
                 if self.progress:
                     self.progress(zf.getinfo(name).compress_size)
@@ -145,10 +147,10 @@ class _Reader:
                 if cut:
                     yield _samples.widen(np.frombuffer(buf, dtype=np.uint8, count=cut), unitsize)
         if carry:
-            reason = f"the samples end inside a sample ({len(carry)} of {unitsize} bytes)"
+            reason = f"the samples end inside a sample ({len(carry)} of {unitsize} bytes; last member at this offset)"
             if self.strict:
-                raise TruncatedInput(self.path, reason)
-            self.cap.records.skip(1, [f"{self.path}: {reason}"])
+                raise TruncatedInput(self.path, reason, offset=where)
+            self.cap.records.skip(1, [f"{self.path}: byte offset {where}: {reason}"])
 
     def __call__(self):
         times = _samples.SampleTimes(self.md["rate"])

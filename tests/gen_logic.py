@@ -116,3 +116,77 @@ def write_sr(path, samples: np.ndarray, names: list[str], hz: int, *, unitsize: 
         zf.writestr("metadata", md)
         for i in range(0, len(raw), step):
             zf.writestr(f"logic-1-{i // step + 1}", raw[i:i + step])
+
+
+# ---------------------------------------------------------------- hostile sigrok archives
+#
+# Each case: (name, what the one-line error must say, samples skipped in lenient mode or None
+# when lenient mode must fail too).
+#   not-zip                 zip magic, then garbage: not a zip archive (byte offset 0)
+#   no-metadata             a `version` member only: no 'metadata' member
+#   version-3               `version` says 3: a format version this reader does not know
+#   no-samplerate           metadata without samplerate: no readable samplerate
+#   bad-unitsize            unitsize=0: unitsize must be 1 to 8 bytes
+#   no-probes               no probeN entries: no logic probes
+#   probe-beyond-unitsize   probe9 in 1-byte samples: does not fit
+#   damaged-member          bytes inside logic-1-1's deflate stream overwritten: the member is
+#                           named, with the archive offset of its header
+#   truncated-archive       the file cut in half (no central directory): not a zip archive
+#   partial-sample          2-byte samples, the last chunk one byte short: TruncatedInput when
+#                           strict; lenient reads the whole samples and skips one record
+HOSTILE_SR = [
+    ("not-zip", "not a zip archive", None),
+    ("no-metadata", "no 'metadata' member", None),
+    ("version-3", "version '3'", None),
+    ("no-samplerate", "no readable samplerate", None),
+    ("bad-unitsize", "unitsize", None),
+    ("no-probes", "no probeN", None),
+    ("probe-beyond-unitsize", "does not fit", None),
+    ("damaged-member", "member logic-1-1", None),
+    ("truncated-archive", "not a zip archive", None),
+    ("partial-sample", "end inside a sample", 1),
+]
+_NAMES = ["BSY", "SEL", "MSG", "CD", "IO"]
+
+
+def _md(**over) -> str:
+    fields = {"capturefile": "logic-1", "total probes": str(len(_NAMES)), "samplerate": "10 MHz",
+              "total analog": "0", **{f"probe{k + 1}": n for k, n in enumerate(_NAMES)}, "unitsize": "1"}
+    fields.update(over)
+    body = "".join(f"{k}={v}\n" for k, v in fields.items() if v is not None)
+    return "[global]\nsigrok version=0.5.2\n\n[device 1]\n" + body
+
+
+def hostile_sr(tmp_path, name: str) -> str:
+    path = str(tmp_path / f"{name}.sr")
+    words = np.tile(np.array([0, 1, 3, 0x1F, 0], dtype=np.uint64), 2000)
+    if name == "not-zip":
+        with open(path, "wb") as fh:
+            fh.write(b"PK\x03\x04" + b"\x00garbage" * 20)
+    elif name == "no-metadata":
+        with zipfile.ZipFile(path, "w") as zf:
+            zf.writestr("version", "2")
+    elif name in ("version-3", "no-samplerate", "bad-unitsize", "no-probes", "probe-beyond-unitsize"):
+        md = {"no-samplerate": _md(samplerate=None), "bad-unitsize": _md(unitsize="0"),
+              "no-probes": _md(**{f"probe{k + 1}": None for k in range(len(_NAMES))}),
+              "probe-beyond-unitsize": _md(probe9="X")}.get(name, _md())
+        write_sr(path, words, _NAMES, 10_000_000, metadata=md, version="3" if name == "version-3" else "2")
+    elif name in ("damaged-member", "truncated-archive"):
+        write_sr(path, np.arange(5000, dtype=np.uint64) % 32, _NAMES, 10_000_000)
+        data = bytearray(open(path, "rb").read())
+        if name == "truncated-archive":
+            data = data[:len(data) // 2]
+        else:
+            at = data.index(b"logic-1-1") + len(b"logic-1-1") + 40
+            data[at:at + 16] = b"\xff" * 16
+        with open(path, "wb") as fh:
+            fh.write(data)
+    elif name == "partial-sample":
+        raw = np.repeat(np.array([0, 1, 3, 0x1F], dtype="<u2"), 100).tobytes()[:-1]
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr("version", "2")
+            zf.writestr("metadata", _md(unitsize="2"))
+            zf.writestr("logic-1-1", raw)
+    else:
+        raise ValueError(name)
+    return path
