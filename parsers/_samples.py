@@ -183,9 +183,11 @@ class ProbeBus:
                 self.shortest[bus] = shortest
             glitch = np.flatnonzero(width == 1)
             self.glitches[bus] += len(glitch)
-            room = MAX_GLITCH_EXAMPLES - len(self.glitch_examples)
-            if room > 0 and len(glitch):
-                self.glitch_examples.extend((int(edges[g]), bus) for g in glitch[:room])
+            if len(self.glitch_examples) < MAX_GLITCH_EXAMPLES or \
+                    (len(glitch) and edges[glitch[0]] < self.glitch_examples[-1][0]):
+                # the earliest few over all lines: chunks come in time order
+                self.glitch_examples = sorted(self.glitch_examples + [
+                    (int(edges[g]), bus) for g in glitch[:MAX_GLITCH_EXAMPLES]])[:MAX_GLITCH_EXAMPLES]
         if "REQ" in self.bit_of and "ACK" in self.bit_of:
             both = (one << np.uint64(self.bit_of["REQ"])) | (one << np.uint64(self.bit_of["ACK"]))
             self.req_ack_same_sample += int(np.count_nonzero((flips & both) == both))
@@ -193,7 +195,6 @@ class ProbeBus:
     def sampling_meta(self, period: Fraction | None, period_known: bool = True) -> dict:
         """What the sample period could not resolve: for scsitrace/sampling.py."""
         ns = (lambda s: float(s * period)) if period is not None else (lambda s: None)
-        self.glitch_examples.sort()
         return {
             "sample_period_ns": float(period) if period is not None else None,
             "sample_period_known": period_known,
