@@ -57,36 +57,67 @@ def rate_text(rate: Fraction) -> str:
     return f"{float(rate):g} Hz"
 
 
+N_STATE = 3                 # _reduce's state: started, resume position, REQ/ACK same-sample edges
+MAX_BITS = 64
+
+
 @no_refcount
-def _scan_changes(words, mask, last, pos, out_idx, out_val):
-    """Samples of `words` from pos[1] on whose masked value differs from last[0] (the
-    previous sample's; pos[0] = 0 before the first sample of the capture, which always
-    makes a row): their index and value go to out_idx/out_val until those are full.
-    Returns the rows written; pos[1] is where to resume (len(words) when done)."""
+def _reduce(words, pos, use_pos, base, mask, used_bytes, lut_lines, lut_db, lut_dbp, inv_lines, inv_db,
+            inv_dbp, flip_bits, both, last, st, last_flip, shortest, glitches, examples,
+            out_i, out_lines, out_db, out_dbp):
+    """One pass over sample words from st[1] on: at each sample where a mapped probe changes
+    (and at the capture's first sample), write its position in `words` and its bus lines, DB
+    and DBP (per-byte lookup tables, then the active-low inversions) until the outputs are
+    full; per mapped probe, count pulses one sample long (first few in `examples`) and the
+    shortest pulse; count samples where both REQ and ACK change. A sample's number is
+    pos[i] when use_pos (rows of a changes-only export), else base + i. Returns the rows
+    written; st[1] is where to resume (len(words) when the block is done)."""
     n = len(words)
-    cap = len(out_idx)
+    cap = len(out_i)
+    n_ex = examples.shape[1]
     prev = last[0]
-    i = pos[1]
+    i = st[1]
     k = 0
-    if pos[0] == 0 and i < n and cap > 0:
-        prev = words[i] & mask
-        out_idx[0] = i
-        out_val[0] = prev
-        k = 1
-        i += 1
-        pos[0] = 1
     while i < n:
         v = words[i] & mask
-        if v != prev:
+        if st[0] == 0 or v != prev:
             if k == cap:
                 break
-            out_idx[k] = i
-            out_val[k] = v
+            s = pos[i] if use_pos else base + i
+            lines = 0
+            db = 0
+            dbp = 0
+            for j in used_bytes:
+                byte = (v >> (np.uint64(8) * j)) & np.uint64(255)
+                lines |= lut_lines[j, byte]
+                db |= lut_db[j, byte]
+                dbp |= lut_dbp[j, byte]
+            if st[0] != 0:
+                f = v ^ prev
+                if (f & both) == both and both != 0:
+                    st[2] += 1
+                for b in flip_bits:
+                    if (f >> b) & np.uint64(1):
+                        lf = last_flip[b]
+                        if lf >= 0:
+                            w = s - lf
+                            if shortest[b] < 0 or w < shortest[b]:
+                                shortest[b] = w
+                            if w == 1:
+                                if glitches[b] < n_ex:
+                                    examples[b, glitches[b]] = lf
+                                glitches[b] += 1
+                        last_flip[b] = s
+            st[0] = 1
+            out_i[k] = i
+            out_lines[k] = lines ^ inv_lines
+            out_db[k] = db ^ inv_db
+            out_dbp[k] = dbp ^ inv_dbp
             k += 1
             prev = v
         i += 1
     last[0] = prev
-    pos[1] = i
+    st[1] = i
     return k
 
 
@@ -102,29 +133,61 @@ def widen(raw: np.ndarray, unitsize: int) -> np.ndarray:
 
 
 class ProbeBus:
-    """The mapping of probes to bus lines, and the state carried along a stream of rows."""
+    """The mapping of probes to bus lines, the compiled reduction's tables, and the state it
+    carries along a stream of sample words (values, edges, glitch counts)."""
 
     def __init__(self, path: str, probes: dict[int, str], *, mapping=None, active_low=None):
         self.path = path
         self.feeds, self.notes = resolve(probe_signals(probes), path, mapping, active_low)
         self.bit_of = {f.bus: int(f.var.code) for f in self.feeds}
-        self.mask = 0
-        for bit in self.bit_of.values():
-            self.mask |= 1 << bit
         buses = [f.bus for f in self.feeds]
         self.signals = [s for s in schema.SIGNALS if s in buses]
         self.has_db = all(b in buses for b in DB_BITS)
+        self.has_dbp = self.has_db and "DBP" in buses
         if self.has_db:
-            self.signals.append("DB")
-            if "DBP" in buses:
-                self.signals.append("DBP")
+            self.signals += ["DB"] + (["DBP"] if self.has_dbp else [])
         self.inverted = {f.bus for f in self.feeds if f.inverted}
-        self.last_val: int | None = None       # value of the last row
-        self.last_flip = {bus: None for bus in self.bit_of}   # sample of each line's last edge
-        self.glitches = {bus: 0 for bus in self.bit_of}
-        self.shortest = {bus: None for bus in self.bit_of}    # shortest pulse, in samples
-        self.glitch_examples: list[tuple[int, str]] = []
-        self.req_ack_same_sample = 0
+        self._tables()
+        self.last = np.zeros(1, dtype=np.uint64)
+        self.state = np.zeros(N_STATE, dtype=np.int64)
+        self.last_flip = np.full(MAX_BITS, -1, dtype=np.int64)
+        self.shortest = np.full(MAX_BITS, -1, dtype=np.int64)
+        self.glitches = np.zeros(MAX_BITS, dtype=np.int64)
+        self.examples = np.zeros((MAX_BITS, MAX_GLITCH_EXAMPLES), dtype=np.int64)
+        self.last_row: tuple[int, int, int] | None = None      # lines, db, dbp of the last row
+        self._out = None
+
+    def _tables(self) -> None:
+        """Per byte of a sample word, 256-entry tables of its bits' contribution to the lines,
+        DB and DBP; the inversions of active-low lines as XOR masks."""
+        lut_lines = np.zeros((8, 256), dtype=np.uint16)
+        lut_db = np.zeros((8, 256), dtype=np.uint8)
+        lut_dbp = np.zeros((8, 256), dtype=np.uint8)
+        values = np.arange(256)
+        inv_lines = inv_db = inv_dbp = 0
+        for bus, bit in self.bit_of.items():
+            on = ((values >> (bit % 8)) & 1).astype(bool)
+            j = bit // 8
+            if bus in schema.SIGNAL_BIT:
+                lut_lines[j, on] |= np.uint16(1 << schema.SIGNAL_BIT[bus])
+                inv_lines |= (1 << schema.SIGNAL_BIT[bus]) if bus in self.inverted else 0
+            elif bus in DB_BITS and self.has_db:
+                lut_db[j, on] |= np.uint8(1 << DB_BITS.index(bus))
+                inv_db |= (1 << DB_BITS.index(bus)) if bus in self.inverted else 0
+            elif bus == "DBP" and self.has_dbp:
+                lut_dbp[j, on] = 1
+                inv_dbp = 1 if bus in self.inverted else 0
+        mapped = [b for bus, b in self.bit_of.items() if bus in schema.SIGNAL_BIT or self.has_db]
+        self.mask = np.uint64(sum(1 << b for b in mapped))
+        self.used_bytes = np.array(sorted({b // 8 for b in mapped}), dtype=np.uint64)
+        self.flip_bits = np.array(sorted(mapped), dtype=np.uint64)
+        self.bus_of_bit = {b: bus for bus, b in self.bit_of.items()}
+        both = 0
+        if "REQ" in self.bit_of and "ACK" in self.bit_of:
+            both = (1 << self.bit_of["REQ"]) | (1 << self.bit_of["ACK"])
+        self.both = np.uint64(both)
+        self.luts = (lut_lines, lut_db, lut_dbp)
+        self.inv = (np.int64(inv_lines), np.int64(inv_db), np.int64(inv_dbp))
 
     def meta(self) -> dict:
         return {"signals": list(self.signals), "level": level_of(self.signals),
@@ -132,76 +195,50 @@ class ProbeBus:
                 "probes": {f.bus: int(f.var.code) for f in self.feeds},
                 "inverted": [f.bus for f in self.feeds if f.inverted]}
 
-    def _bit(self, vals: np.ndarray, bus: str) -> np.ndarray:
-        bit = ((vals >> np.uint64(self.bit_of[bus])) & np.uint64(1)).astype(np.uint16)
-        return bit ^ 1 if bus in self.inverted else bit
+    def rows(self, words: np.ndarray, base: int = 0, pos: np.ndarray | None = None):
+        """Reduce one block of sample words (in capture order, after the previous block):
+        yields (positions in `words`, sample numbers, lines, db, dbp) of its rows, in pieces
+        of at most OUT_ROWS."""
+        if self._out is None:
+            self._out = (np.empty(OUT_ROWS, dtype=np.int64), np.empty(OUT_ROWS, dtype=np.uint16),
+                         np.empty(OUT_ROWS, dtype=np.uint8), np.empty(OUT_ROWS, dtype=np.uint8))
+        out_i, out_lines, out_db, out_dbp = self._out
+        use_pos = pos is not None
+        pos_arr = pos if use_pos else np.zeros(1, dtype=np.int64)
+        self.state[1] = 0
+        while self.state[1] < len(words):
+            k = _reduce(words, pos_arr, use_pos, np.int64(base), self.mask, self.used_bytes, *self.luts, *self.inv,
+                        self.flip_bits, self.both, self.last, self.state, self.last_flip, self.shortest,
+                        self.glitches, self.examples, out_i, out_lines, out_db, out_dbp)
+            if k:
+                at = out_i[:k].copy()
+                samples = pos[at] if use_pos else at + base
+                self.last_row = (int(out_lines[k - 1]), int(out_db[k - 1]), int(out_dbp[k - 1]))
+                yield at, samples, out_lines[:k].copy(), out_db[:k].copy(), out_dbp[:k].copy()
 
-    def frame(self, idx: np.ndarray, vals: np.ndarray, t_ns: np.ndarray) -> pl.DataFrame:
-        """Rows at sample numbers `idx` (capture-wide) with probe words `vals` -> transitions."""
-        vals = vals.astype(np.uint64, copy=False)
-        self._count(idx, vals)
-        lines = np.zeros(len(vals), dtype=np.uint16)
-        for bus in self.signals:
-            if bus in schema.SIGNAL_BIT:
-                lines |= self._bit(vals, bus) << schema.SIGNAL_BIT[bus]
-        cols = {"t_ns": t_ns.astype(np.int64, copy=False), "lines": lines}
-        if self.has_db:
-            db = np.zeros(len(vals), dtype=np.uint8)
-            for j, bus in enumerate(DB_BITS):
-                db |= (self._bit(vals, bus) << j).astype(np.uint8)
-            cols["db"] = db
-            cols["dbp"] = self._bit(vals, "DBP").astype(bool) if "DBP" in self.bit_of else \
-                pl.Series("dbp", [None] * len(vals), dtype=pl.Boolean)
-        else:
-            cols["db"] = pl.Series("db", [None] * len(vals), dtype=pl.UInt8)
-            cols["dbp"] = pl.Series("dbp", [None] * len(vals), dtype=pl.Boolean)
-        return pl.DataFrame(cols, schema=schema.TRANSITIONS)
-
-    def _count(self, idx: np.ndarray, vals: np.ndarray) -> None:
-        """One-sample pulses and their first examples; shortest pulse per line; REQ and ACK
-        edges in the same sample."""
-        if not len(vals):
-            return
-        prev = np.empty_like(vals)
-        prev[0] = vals[0] if self.last_val is None else self.last_val
-        prev[1:] = vals[:-1]
-        flips = vals ^ prev
-        self.last_val = int(vals[-1])
-        one = np.uint64(1)
-        for bus, bit in self.bit_of.items():
-            pos = idx[((flips >> np.uint64(bit)) & one) == one]
-            if not len(pos):
-                continue
-            last = self.last_flip[bus]
-            edges = pos if last is None else np.concatenate(([last], pos))
-            self.last_flip[bus] = int(pos[-1])
-            if len(edges) < 2:
-                continue
-            width = np.diff(edges)
-            shortest = int(width.min())
-            if self.shortest[bus] is None or shortest < self.shortest[bus]:
-                self.shortest[bus] = shortest
-            glitch = np.flatnonzero(width == 1)
-            self.glitches[bus] += len(glitch)
-            if len(self.glitch_examples) < MAX_GLITCH_EXAMPLES or \
-                    (len(glitch) and edges[glitch[0]] < self.glitch_examples[-1][0]):
-                # the earliest few over all lines: chunks come in time order
-                self.glitch_examples = sorted(self.glitch_examples + [
-                    (int(edges[g]), bus) for g in glitch[:MAX_GLITCH_EXAMPLES]])[:MAX_GLITCH_EXAMPLES]
-        if "REQ" in self.bit_of and "ACK" in self.bit_of:
-            both = (one << np.uint64(self.bit_of["REQ"])) | (one << np.uint64(self.bit_of["ACK"]))
-            self.req_ack_same_sample += int(np.count_nonzero((flips & both) == both))
+    def frame(self, t_ns: np.ndarray, lines: np.ndarray, db: np.ndarray, dbp: np.ndarray) -> pl.DataFrame:
+        n = len(t_ns)
+        return pl.DataFrame({
+            "t_ns": t_ns.astype(np.int64, copy=False), "lines": lines,
+            "db": db if self.has_db else pl.Series("db", [None] * n, dtype=pl.UInt8),
+            "dbp": dbp.astype(bool) if self.has_dbp else pl.Series("dbp", [None] * n, dtype=pl.Boolean),
+        }, schema=schema.TRANSITIONS)
 
     def sampling_meta(self, period: Fraction | None, period_known: bool = True) -> dict:
         """What the sample period could not resolve: for scsitrace/sampling.py."""
         ns = (lambda s: float(s * period)) if period is not None else (lambda s: None)
+        examples = sorted((int(self.examples[b, j]), self.bus_of_bit[b]) for b in self.bus_of_bit
+                          for j in range(min(int(self.glitches[b]), MAX_GLITCH_EXAMPLES)))
         return {
             "sample_period_ns": float(period) if period is not None else None,
             "sample_period_known": period_known,
-            "glitches": {b: n for b, n in self.glitches.items() if n},
-            "glitch_examples": [{"line": bus, "sample": s, "t_ns": ns(s)} for s, bus in self.glitch_examples],
-            "shortest_pulse_samples": {b: n for b, n in self.shortest.items() if n is not None},
-            "req_ack_same_sample": self.req_ack_same_sample,
+            "glitches": {self.bus_of_bit[b]: int(self.glitches[b]) for b in sorted(self.bus_of_bit)
+                         if self.glitches[b]},
+            "glitch_examples": [{"line": bus, "sample": s, "t_ns": ns(s)}
+                                for s, bus in examples[:MAX_GLITCH_EXAMPLES]],
+            "shortest_pulse_samples": {self.bus_of_bit[b]: int(self.shortest[b]) for b in sorted(self.bus_of_bit)
+                                       if self.shortest[b] >= 0},
+            "req_ack_same_sample": int(self.state[2]),
         }
 
 
@@ -224,26 +261,18 @@ def stream_words(bus: ProbeBus, blocks: Iterable[np.ndarray], times: SampleTimes
     """Blocks of sample words in order -> transitions frames; a last row at the end of the
     capture (the sample after the last one) gives the trace its full length. counter[0]
     counts the samples."""
-    last = np.zeros(1, dtype=np.uint64)
-    pos = np.zeros(2, dtype=np.int64)
-    out_idx = np.empty(OUT_ROWS, dtype=np.int64)
-    out_val = np.empty(OUT_ROWS, dtype=np.uint64)
-    mask = np.uint64(bus.mask)
     base = 0
-    last_row = -1
+    last_sample = -1
     for words in blocks:
-        pos[1] = 0
-        while pos[1] < len(words):
-            k = _scan_changes(words, mask, last, pos, out_idx, out_val)
-            if k:
-                idx = out_idx[:k] + base
-                last_row = int(idx[-1])
-                yield bus.frame(idx, out_val[:k].copy(), times(idx))
+        for _, samples, lines, db, dbp in bus.rows(words, base):
+            last_sample = int(samples[-1])
+            yield bus.frame(times(samples), lines, db, dbp)
         base += len(words)
         counter[0] = base
-    if base and last_row < base:
-        idx = np.array([base], dtype=np.int64)
-        yield bus.frame(idx, last.copy(), times(idx))
+    if base and last_sample < base and bus.last_row is not None:
+        lines, db, dbp = bus.last_row
+        yield bus.frame(times(np.array([base], dtype=np.int64)), np.array([lines], dtype=np.uint16),
+                        np.array([db], dtype=np.uint8), np.array([dbp], dtype=np.uint8))
 
 
 def check_rate(path: str, text: str | None, where: str) -> Fraction:

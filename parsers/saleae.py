@@ -136,10 +136,17 @@ class _Reader:
         period = Fraction(step) if step else Fraction(1)
         self.cap.meta["sample_period_ns"] = float(period) if step else None
         self.cap.meta["origin_s"] = origin / 1e9
+        end = None             # the file's last row, when only unmapped channels change in it
         for tk, words in self._rows():
-            t = tk - origin
-            idx = t // int(period)
-            yield self.bus.frame(idx, words, t)
+            t = (tk - origin).astype(np.int64)
+            end = int(t[-1])
+            for at, _, lines, db, dbp in self.bus.rows(words, pos=t // int(period)):
+                yield self.bus.frame(t[at], lines, db, dbp)
+                if at[-1] == len(t) - 1:
+                    end = None
+        if end is not None and self.bus.last_row is not None:    # the trace lasts to the last row
+            yield self.bus.frame(np.array([end]), *(np.array([v], dtype=d) for v, d in
+                                                    zip(self.bus.last_row, (np.uint16, np.uint8, np.uint8))))
         self.cap.meta.update(self.bus.sampling_meta(period if step else None, period_known=False))
 
 
