@@ -57,30 +57,50 @@ def rate_text(rate: Fraction) -> str:
     return f"{float(rate):g} Hz"
 
 
-N_STATE = 3                 # _reduce's state: started, resume position, REQ/ACK same-sample edges
+N_STATE = 4                 # _reduce's state: started, resume position, REQ/ACK same-sample edges, last row's sample
 MAX_BITS = 64
+SKIP = 32                   # samples compared at once while nothing changes
+DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+# bit number of a one-bit word w: BIT_INDEX[(w * DEBRUIJN) >> 58] (the multiply wraps)
+BIT_INDEX = np.zeros(64, dtype=np.int64)
+BIT_INDEX[[((1 << i) * 0x03F79D71B4CB0A89 % (1 << 64)) >> 58 for i in range(64)]] = np.arange(64)
 
 
 @no_refcount
 def _reduce(words, pos, use_pos, base, mask, used_bytes, lut_lines, lut_db, lut_dbp, inv_lines, inv_db,
-            inv_dbp, flip_bits, both, last, st, last_flip, shortest, glitches, examples,
-            out_i, out_lines, out_db, out_dbp):
+            inv_dbp, bit_index, both, last, st, glitches, examples, out_i, out_lines, out_db, out_dbp):
     """One pass over sample words from st[1] on: at each sample where a mapped probe changes
     (and at the capture's first sample), write its position in `words` and its bus lines, DB
     and DBP (per-byte lookup tables, then the active-low inversions) until the outputs are
-    full; per mapped probe, count pulses one sample long (first few in `examples`) and the
-    shortest pulse; count samples where both REQ and ACK change. A sample's number is
-    pos[i] when use_pos (rows of a changes-only export), else base + i. Returns the rows
-    written; st[1] is where to resume (len(words) when the block is done)."""
+    full. A probe that changes in two consecutive samples made a pulse one sample long: counted
+    per probe, the first few kept in `examples`. Samples where REQ and ACK both change are
+    counted in st[2]. A sample's number is pos[i] when use_pos (rows of a changes-only
+    export), else base + i. Returns the rows written; st[1] is where to resume (len(words)
+    when the block is done); last[1], st[3] carry the previous row's changed bits and sample."""
     n = len(words)
     cap = len(out_i)
     n_ex = examples.shape[1]
     prev = last[0]
+    prev_f = last[1]
+    prev_s = st[3]
     i = st[1]
+    started = st[0]
+    same = st[2]
+    last_i = i
     k = 0
     while i < n:
+        if started != 0 and i - last_i >= SKIP:     # a quiet stretch: skip equal samples SKIP at a time
+            while i + SKIP <= n:
+                acc = np.uint64(0)
+                for j in range(SKIP):               # no early exit: the compiler vectorizes it
+                    acc |= words[i + j] ^ prev
+                if acc & mask:
+                    break
+                i += SKIP
+            if i >= n:
+                break
         v = words[i] & mask
-        if st[0] == 0 or v != prev:
+        if started == 0 or v != prev:
             if k == cap:
                 break
             s = pos[i] if use_pos else base + i
@@ -92,23 +112,25 @@ def _reduce(words, pos, use_pos, base, mask, used_bytes, lut_lines, lut_db, lut_
                 lines |= lut_lines[j, byte]
                 db |= lut_db[j, byte]
                 dbp |= lut_dbp[j, byte]
-            if st[0] != 0:
-                f = v ^ prev
+            f = v ^ prev
+            if started != 0:
                 if (f & both) == both and both != 0:
-                    st[2] += 1
-                for b in flip_bits:
-                    if (f >> b) & np.uint64(1):
-                        lf = last_flip[b]
-                        if lf >= 0:
-                            w = s - lf
-                            if shortest[b] < 0 or w < shortest[b]:
-                                shortest[b] = w
-                            if w == 1:
-                                if glitches[b] < n_ex:
-                                    examples[b, glitches[b]] = lf
-                                glitches[b] += 1
-                        last_flip[b] = s
-            st[0] = 1
+                    same += 1
+                if s - prev_s == 1:
+                    g = f & prev_f                  # changed in this sample and the one before
+                    while g != 0:
+                        low = g & (~g + np.uint64(1))
+                        g ^= low
+                        b = bit_index[(low * DEBRUIJN) >> np.uint64(58)]
+                        if glitches[b] < n_ex:
+                            examples[b, glitches[b]] = prev_s
+                        glitches[b] += 1
+                prev_f = f
+            else:
+                prev_f = np.uint64(0)               # the first sample is no edge
+            started = 1
+            last_i = i
+            prev_s = s
             out_i[k] = i
             out_lines[k] = lines ^ inv_lines
             out_db[k] = db ^ inv_db
@@ -117,7 +139,11 @@ def _reduce(words, pos, use_pos, base, mask, used_bytes, lut_lines, lut_db, lut_
             prev = v
         i += 1
     last[0] = prev
+    last[1] = prev_f
+    st[0] = started
     st[1] = i
+    st[2] = same
+    st[3] = prev_s
     return k
 
 
@@ -148,10 +174,8 @@ class ProbeBus:
             self.signals += ["DB"] + (["DBP"] if self.has_dbp else [])
         self.inverted = {f.bus for f in self.feeds if f.inverted}
         self._tables()
-        self.last = np.zeros(1, dtype=np.uint64)
+        self.last = np.zeros(2, dtype=np.uint64)
         self.state = np.zeros(N_STATE, dtype=np.int64)
-        self.last_flip = np.full(MAX_BITS, -1, dtype=np.int64)
-        self.shortest = np.full(MAX_BITS, -1, dtype=np.int64)
         self.glitches = np.zeros(MAX_BITS, dtype=np.int64)
         self.examples = np.zeros((MAX_BITS, MAX_GLITCH_EXAMPLES), dtype=np.int64)
         self.last_row: tuple[int, int, int] | None = None      # lines, db, dbp of the last row
@@ -180,7 +204,6 @@ class ProbeBus:
         mapped = [b for bus, b in self.bit_of.items() if bus in schema.SIGNAL_BIT or self.has_db]
         self.mask = np.uint64(sum(1 << b for b in mapped))
         self.used_bytes = np.array(sorted({b // 8 for b in mapped}), dtype=np.uint64)
-        self.flip_bits = np.array(sorted(mapped), dtype=np.uint64)
         self.bus_of_bit = {b: bus for bus, b in self.bit_of.items()}
         both = 0
         if "REQ" in self.bit_of and "ACK" in self.bit_of:
@@ -208,8 +231,8 @@ class ProbeBus:
         self.state[1] = 0
         while self.state[1] < len(words):
             k = _reduce(words, pos_arr, use_pos, np.int64(base), self.mask, self.used_bytes, *self.luts, *self.inv,
-                        self.flip_bits, self.both, self.last, self.state, self.last_flip, self.shortest,
-                        self.glitches, self.examples, out_i, out_lines, out_db, out_dbp)
+                        BIT_INDEX, self.both, self.last, self.state, self.glitches, self.examples,
+                        out_i, out_lines, out_db, out_dbp)
             if k:
                 at = out_i[:k].copy()
                 samples = pos[at] if use_pos else at + base
@@ -217,12 +240,17 @@ class ProbeBus:
                 yield at, samples, out_lines[:k].copy(), out_db[:k].copy(), out_dbp[:k].copy()
 
     def frame(self, t_ns: np.ndarray, lines: np.ndarray, db: np.ndarray, dbp: np.ndarray) -> pl.DataFrame:
-        n = len(t_ns)
-        return pl.DataFrame({
-            "t_ns": t_ns.astype(np.int64, copy=False), "lines": lines,
-            "db": db if self.has_db else pl.Series("db", [None] * n, dtype=pl.UInt8),
-            "dbp": dbp.astype(bool) if self.has_dbp else pl.Series("dbp", [None] * n, dtype=pl.Boolean),
-        }, schema=schema.TRANSITIONS)
+        cols = {"t_ns": t_ns.astype(np.int64, copy=False), "lines": lines}
+        if self.has_db:
+            cols["db"] = db
+        if self.has_dbp:
+            cols["dbp"] = dbp.view(bool)
+        out = pl.DataFrame(cols)
+        if not self.has_db:
+            out = out.with_columns(pl.lit(None, dtype=pl.UInt8).alias("db"))
+        if not self.has_dbp:
+            out = out.with_columns(pl.lit(None, dtype=pl.Boolean).alias("dbp"))
+        return out.select(list(schema.TRANSITIONS))
 
     def sampling_meta(self, period: Fraction | None, period_known: bool = True) -> dict:
         """What the sample period could not resolve: for scsitrace/sampling.py."""
@@ -236,8 +264,6 @@ class ProbeBus:
                          if self.glitches[b]},
             "glitch_examples": [{"line": bus, "sample": s, "t_ns": ns(s)}
                                 for s, bus in examples[:MAX_GLITCH_EXAMPLES]],
-            "shortest_pulse_samples": {self.bus_of_bit[b]: int(self.shortest[b]) for b in sorted(self.bus_of_bit)
-                                       if self.shortest[b] >= 0},
             "req_ack_same_sample": int(self.state[2]),
         }
 

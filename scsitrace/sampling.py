@@ -7,7 +7,8 @@ things the period may be too coarse for:
   the times of the short phases are uncertain;
 - REQ/ACK handshakes: bytes are counted, and command/status/message bytes latched, at REQ
   and ACK edges. A REQ or ACK pulse one sample long, or a REQ and an ACK edge in the same
-  sample, means handshakes may have been merged or missed.
+  sample, means handshakes may have been merged or missed (a handshake that fell between
+  two samples leaves no trace at all: the pulses that did show are the evidence).
 One-sample pulses on any line (glitches) are counted and the first few shown: at the
 capture's period they are noise or real pulses shorter than two periods, and the reader
 cannot tell which.
@@ -34,7 +35,6 @@ def review(meta: dict, settle_ns: int) -> tuple[dict | None, list[str]]:
     period = meta.get("sample_period_ns")
     known = bool(meta.get("sample_period_known"))
     signals = set(meta.get("signals", ()))
-    shortest = meta.get("shortest_pulse_samples", {})
     glitches = meta.get("glitches", {})
     notes: list[str] = []
     affected: list[str] = []
@@ -54,12 +54,12 @@ def review(meta: dict, settle_ns: int) -> tuple[dict | None, list[str]]:
     hs_lines = [b for b in ("REQ", "ACK") if b in signals]
     handshakes_ok = None
     if hs_lines:
-        one_sample = {b: shortest[b] for b in hs_lines if b in shortest and shortest[b] < 2}
+        one_sample = {b: glitches[b] for b in hs_lines if glitches.get(b)}
         same = int(meta.get("req_ack_same_sample", 0))
         handshakes_ok = not one_sample and not same
         if not handshakes_ok:
             affected += HANDSHAKE_FIGURES
-            why = [f"shortest {b} pulse {n} sample" for b, n in one_sample.items()]
+            why = [f"{n} {b} pulse(s) one sample long" for b, n in one_sample.items()]
             if same:
                 why.append(f"{same} REQ and ACK edges in the same sample")
             notes.append(f"the sample period ({_ns(period)}) is too coarse to resolve REQ/ACK handshakes "
