@@ -201,7 +201,7 @@ class ProbeBus:
             elif bus == "DBP" and self.has_dbp:
                 lut_dbp[j, on] = 1
                 inv_dbp = 1 if bus in self.inverted else 0
-        mapped = [b for bus, b in self.bit_of.items() if bus in schema.SIGNAL_BIT or self.has_db]
+        mapped = list(self.bit_of.values())      # resolve() has dropped an incomplete data bus
         self.mask = np.uint64(sum(1 << b for b in mapped))
         self.used_bytes = np.array(sorted({b // 8 for b in mapped}), dtype=np.uint64)
         self.bus_of_bit = {b: bus for bus, b in self.bit_of.items()}

@@ -16,7 +16,6 @@ short) and the report says the period was estimated. Channels map to bus lines b
 """
 from __future__ import annotations
 
-import io
 from fractions import Fraction
 
 import numpy as np

@@ -115,7 +115,8 @@ def test_rows_are_exactly_the_samples_where_a_mapped_probe_changes(tmp_path, cap
         names[bit] = bus
     path = tmp_path / "h.sr"
     gen_logic.write_sr(path, words, names, 10_000_000, unitsize=unitsize, chunk_samples=chunk)
-    tr = parsers.parse(str(path)).transitions()
+    cap = parsers.parse(str(path))
+    tr = cap.transitions()
     mask = np.uint64(sum(1 << b for b in bits))
     masked = words & mask
     keep = np.flatnonzero(np.concatenate(([True], masked[1:] != masked[:-1])))
@@ -127,6 +128,18 @@ def test_rows_are_exactly_the_samples_where_a_mapped_probe_changes(tmp_path, cap
     for bus, bit in zip(["BSY", "SEL", "MSG", "C/D", "I/O", "REQ", "ACK", "ATN", "RST"], bits):
         want = (words[keep] >> np.uint64(bit)) & np.uint64(1)
         assert list((lines >> schema.SIGNAL_BIT[bus]) & 1) == list(want)
+    # one-sample pulses per line, and REQ/ACK edges in one sample, counted from every sample
+    glitches, same = {}, 0
+    flips = words[1:] ^ words[:-1]
+    for bus, bit in zip(["BSY", "SEL", "MSG", "C/D", "I/O", "REQ", "ACK", "ATN", "RST"], bits):
+        edges = np.flatnonzero((flips >> np.uint64(bit)) & np.uint64(1))
+        if (n := int(np.count_nonzero(np.diff(edges) == 1))):
+            glitches[bus] = n
+    if len(bits) >= 7:
+        both = np.uint64((1 << bits[5]) | (1 << bits[6]))
+        same = int(np.count_nonzero((flips & both) == both))
+    assert cap.meta["glitches"] == glitches
+    assert cap.meta["req_ack_same_sample"] == same
 
 
 def test_probe_names_map_with_map_and_active_low(tmp_path):
