@@ -11,9 +11,13 @@ could not resolve (`scsitrace/sampling.py`).
 """
 from __future__ import annotations
 
+import os
 import re
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from fractions import Fraction
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import polars as pl
@@ -179,6 +183,11 @@ class ProbeBus:
         self.glitches = np.zeros(MAX_BITS, dtype=np.int64)
         self.examples = np.zeros((MAX_BITS, MAX_GLITCH_EXAMPLES), dtype=np.int64)
         self.last_row: tuple[int, int, int] | None = None      # lines, db, dbp of the last row
+        # blocks reduced on their own (reduce_block) and stitched in order (stitch)
+        self.block_glitches = np.zeros(MAX_BITS, dtype=np.int64)
+        self.block_same = 0
+        self.example_list: list[tuple[int, int]] = []         # (sample, bit), the first few
+        self._prev: tuple[int, int, int] | None = None          # last word, its row's flips, row sample
         self._out = None
 
     def _tables(self) -> None:
@@ -255,16 +264,17 @@ class ProbeBus:
     def sampling_meta(self, period: Fraction | None, period_known: bool = True) -> dict:
         """What the sample period could not resolve: for scsitrace/sampling.py."""
         ns = (lambda s: float(s * period)) if period is not None else (lambda s: None)
-        examples = sorted((int(self.examples[b, j]), self.bus_of_bit[b]) for b in self.bus_of_bit
-                          for j in range(min(int(self.glitches[b]), MAX_GLITCH_EXAMPLES)))
+        examples = sorted([(int(self.examples[b, j]), self.bus_of_bit[b]) for b in self.bus_of_bit
+                           for j in range(min(int(self.glitches[b]), MAX_GLITCH_EXAMPLES))]
+                          + [(at, self.bus_of_bit[b]) for at, b in self.example_list])
+        glitches = self.glitches + self.block_glitches
         return {
             "sample_period_ns": float(period) if period is not None else None,
             "sample_period_known": period_known,
-            "glitches": {self.bus_of_bit[b]: int(self.glitches[b]) for b in sorted(self.bus_of_bit)
-                         if self.glitches[b]},
+            "glitches": {self.bus_of_bit[b]: int(glitches[b]) for b in sorted(self.bus_of_bit) if glitches[b]},
             "glitch_examples": [{"line": bus, "sample": s, "t_ns": ns(s)}
                                 for s, bus in examples[:MAX_GLITCH_EXAMPLES]],
-            "req_ack_same_sample": int(self.state[2]),
+            "req_ack_same_sample": int(self.state[2]) + self.block_same,
         }
 
 
@@ -282,19 +292,118 @@ class SampleTimes:
         return (idx // self.den) * self.num + (idx % self.den) * self.num // self.den
 
 
-def stream_words(bus: ProbeBus, blocks: Iterable[np.ndarray], times: SampleTimes,
+@dataclass
+class Block:
+    """One block of samples reduced on its own (`reduce_block`), to be stitched in order."""
+
+    n: int                   # samples
+    rows: tuple              # (positions, lines, db, dbp) of its rows; row 0 is always sample 0
+    first_v: int             # masked words: the first and the last sample
+    last_v: int
+    f1: int                  # probes changed between samples 0 and 1
+    last_f: int              # probes changed at its last row (0 when that row is sample 0)
+    glitches: np.ndarray
+    examples: np.ndarray     # block-local sample numbers
+    same: int
+
+
+def reduce_block(bus: ProbeBus, words: np.ndarray) -> Block:
+    """Reduce a block as if it began the capture (its first sample is a row): blocks are
+    independent, so worker threads reduce several at once (the pass releases the GIL)."""
+    if not len(words):
+        return Block(0, (), 0, 0, 0, 0, np.zeros(MAX_BITS, dtype=np.int64), np.zeros((MAX_BITS, 1), dtype=np.int64), 0)
+    last = np.zeros(2, dtype=np.uint64)
+    st = np.zeros(N_STATE, dtype=np.int64)
+    st[3] = -2
+    glitches = np.zeros(MAX_BITS, dtype=np.int64)
+    examples = np.zeros((MAX_BITS, MAX_GLITCH_EXAMPLES), dtype=np.int64)
+    cap = min(OUT_ROWS, max(len(words), 1))
+    out = (np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.uint16), np.empty(cap, dtype=np.uint8),
+           np.empty(cap, dtype=np.uint8))
+    pieces = []
+    while st[1] < len(words):
+        k = _reduce(words, np.zeros(1, dtype=np.int64), False, np.int64(0), bus.mask, bus.used_bytes, *bus.luts,
+                    *bus.inv, BIT_INDEX, bus.both, last, st, glitches, examples, *out)
+        if k:
+            pieces.append(tuple(a[:k].copy() for a in out))
+    rows = tuple(np.concatenate(parts) for parts in zip(*pieces)) if len(pieces) > 1 else pieces[0]
+    first_v = int(words[0] & bus.mask)
+    f1 = int((words[1] ^ words[0]) & bus.mask) if len(words) > 1 else 0
+    return Block(len(words), rows, first_v, int(last[0]), f1, int(last[1]) if len(rows[0]) > 1 else 0,
+                 glitches, examples, int(st[2]))
+
+
+def stitch(bus: ProbeBus, block: Block, base: int) -> tuple:
+    """Join a block to the blocks before it: drop its first row when nothing changed there,
+    and count what the block could not see on its own (edges at its first sample: REQ/ACK in
+    one sample, one-sample pulses across the edge). Returns the block's rows to keep."""
+    at, lines, db, dbp = block.rows
+    ex = block.examples
+    for b in np.flatnonzero(block.glitches):
+        bus.example_list += [(base + int(ex[b, j]), int(b)) for j in range(min(int(block.glitches[b]), ex.shape[1]))]
+    bus.block_glitches += block.glitches
+    bus.block_same += block.same
+    keep_from = 0
+    f0 = 0
+    if bus._prev is not None:
+        prev_v, prev_f, prev_s = bus._prev
+        f0 = block.first_v ^ prev_v
+        if f0 == 0:
+            keep_from = 1
+        else:
+            both = int(bus.both)
+            bus.block_same += int(both != 0 and (f0 & both) == both)
+            for g, at_s in ((f0 & prev_f if prev_s == base - 1 else 0, base - 1), (block.f1 & f0, base)):
+                while g:
+                    low = g & -g
+                    g ^= low
+                    bit = low.bit_length() - 1
+                    bus.block_glitches[bit] += 1
+                    bus.example_list.append((at_s, bit))
+    bus.example_list = sorted(bus.example_list)[:MAX_GLITCH_EXAMPLES]
+    kept = len(at) - keep_from
+    if kept:
+        last_f = block.last_f if len(at) > 1 else f0
+        bus._prev = (block.last_v, last_f, base + int(at[-1]))
+        bus.last_row = (int(lines[-1]), int(db[-1]), int(dbp[-1]))
+    else:
+        bus._prev = (block.last_v, bus._prev[1], bus._prev[2])
+    return at[keep_from:], lines[keep_from:], db[keep_from:], dbp[keep_from:]
+
+
+WORKERS = max(1, min(4, os.cpu_count() or 1))
+
+
+def stream_words(bus: ProbeBus, blocks: Iterable[Callable[[], np.ndarray]], times: SampleTimes,
                  counter: list[int]) -> Iterator[pl.DataFrame]:
-    """Blocks of sample words in order -> transitions frames; a last row at the end of the
-    capture (the sample after the last one) gives the trace its full length. counter[0]
-    counts the samples."""
+    """Blocks of sample words (each a function returning them: reading and inflating run in
+    the worker too) in capture order -> transitions frames. Worker threads reduce a few
+    blocks ahead (bounded memory); the blocks are stitched in order here. A last row at the
+    end of the capture (the sample after the last one) gives the trace its full length.
+    counter[0] counts the samples."""
     base = 0
     last_sample = -1
-    for words in blocks:
-        for _, samples, lines, db, dbp in bus.rows(words, base):
-            last_sample = int(samples[-1])
-            yield bus.frame(times(samples), lines, db, dbp)
-        base += len(words)
-        counter[0] = base
+    ahead: deque = deque()
+    blocks = iter(blocks)
+    with ThreadPoolExecutor(WORKERS) as pool:
+        def submit() -> None:
+            make = next(blocks, None)
+            if make is not None:
+                ahead.append(pool.submit(lambda: reduce_block(bus, make())))
+        for _ in range(WORKERS + 1):
+            submit()
+        while ahead:
+            block = ahead.popleft().result()
+            submit()
+            if block.n == 0:
+                continue
+            at, lines, db, dbp = stitch(bus, block, base)
+            if len(at):
+                samples = at + base
+                last_sample = int(samples[-1])
+                yield bus.frame(times(samples), lines, db, dbp)
+            base += block.n
+            counter[0] = base
     if base and last_sample < base and bus.last_row is not None:
         lines, db, dbp = bus.last_row
         yield bus.frame(times(np.array([base], dtype=np.int64)), np.array([lines], dtype=np.uint16),

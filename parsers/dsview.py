@@ -17,6 +17,7 @@ to the changes of the mapped probes (`parsers/_samples.py`), one block at a time
 """
 from __future__ import annotations
 
+import os
 import re
 import zipfile
 
@@ -103,44 +104,56 @@ class _Reader:
         self.path, self.md, self.bus, self.cap, self.strict, self.progress = path, md, bus, cap, strict, progress
         self.samples = [0]
 
-    def _blocks(self):
+    def _blocks(self, fd: int):
+        """A function per block returning its sample words (run in a worker thread). Member
+        sizes come from the archive directory, so a missing or short member is found before
+        its block is read."""
         total = self.md["samples"]
         bits = sorted(set(self.bus.bit_of.values()))
-        dtype = np.uint32 if max(bits) < 32 else np.uint64
-        with open(self.path, "rb") as fh, zipfile.ZipFile(self.path) as zf:
-            names = set(zf.namelist())
-            for block in range(self.md["blocks"]):
-                first = block * BLOCK_SAMPLES
-                n = min(BLOCK_SAMPLES, total - first)
-                if n <= 0:
-                    break
-                words = np.zeros(n, dtype=dtype)
-                for bit in bits:
-                    name = f"L-{bit}/{block}"
-                    if name not in names:
-                        raise BadInput(self.path, f"member {name} missing (probe{bit}, block {block} of "
-                                       f"{self.md['blocks']})")
-                    info = zf.getinfo(name)
-                    raw = member_bytes(self.path, fh, info)
-                    if len(raw) * 8 < n:
-                        reason = (f"member {name}: {len(raw)} bytes hold {len(raw) * 8} samples, the header "
-                                  f"says {n} in this block")
-                        if self.strict:
-                            raise TruncatedInput(self.path, reason, offset=info.header_offset)
-                        self.cap.records.skip(n - len(raw) * 8, [f"{self.path}: {reason}"])
-                        n = len(raw) * 8
-                        words = words[:n]
-                    if self.progress:
-                        self.progress(info.compress_size)
-                    probe = np.unpackbits(np.frombuffer(raw, dtype=np.uint8), count=n, bitorder="little")
-                    words |= probe.astype(dtype) << dtype(bit)
-                yield words
-                if n < min(BLOCK_SAMPLES, total - first):
-                    break
+        with zipfile.ZipFile(self.path) as zf:
+            infos = {i.filename: i for i in zf.infolist()}
+        for block in range(self.md["blocks"]):
+            first = block * BLOCK_SAMPLES
+            want = n = min(BLOCK_SAMPLES, total - first)
+            if n <= 0:
+                break
+            members = []
+            for bit in bits:
+                name = f"L-{bit}/{block}"
+                if name not in infos:
+                    raise BadInput(self.path, f"member {name} missing (probe{bit}, block {block} of "
+                                   f"{self.md['blocks']})")
+                info = infos[name]
+                if info.file_size * 8 < n:
+                    reason = (f"member {name}: {info.file_size} bytes hold {info.file_size * 8} samples, the "
+                              f"header says {want} in this block")
+                    if self.strict:
+                        raise TruncatedInput(self.path, reason, offset=info.header_offset)
+                    self.cap.records.skip(n - info.file_size * 8, [f"{self.path}: {reason}"])
+                    n = info.file_size * 8
+                members.append((bit, info))
+            yield lambda members=members, n=n: self._words(fd, members, n)
+            if n < want:
+                break
+
+    def _words(self, fd: int, members: list, n: int) -> np.ndarray:
+        dtype = np.uint32 if max(b for b, _ in members) < 32 else np.uint64
+        words = np.zeros(n, dtype=dtype)
+        for bit, info in members:
+            raw = member_bytes(self.path, fd, info)
+            if self.progress:
+                self.progress(info.compress_size)
+            probe = np.unpackbits(np.frombuffer(raw, dtype=np.uint8), count=n, bitorder="little")
+            words |= probe.astype(dtype) << dtype(bit)
+        return words
 
     def __call__(self):
         times = _samples.SampleTimes(self.md["rate"])
-        yield from _samples.stream_words(self.bus, self._blocks(), times, self.samples)
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            yield from _samples.stream_words(self.bus, self._blocks(fd), times, self.samples)
+        finally:
+            os.close(fd)
         self.cap.records.read = self.samples[0]
         self.cap.meta["samples"] = self.samples[0]
         self.cap.meta.update(self.bus.sampling_meta(times.period))

@@ -14,6 +14,7 @@ changes (`parsers/_samples.py`, compiled), so memory stays flat whatever the cap
 from __future__ import annotations
 
 import configparser
+import os
 import re
 import zipfile
 
@@ -92,20 +93,19 @@ def read_metadata(path: str, zf: zipfile.ZipFile) -> dict:
 MAX_MEMBER_BYTES = 256 << 20    # a chunk is inflated whole (libsigrok writes 4 MiB chunks)
 
 
-def member_bytes(path: str, fh, info: zipfile.ZipInfo) -> bytes:
+def member_bytes(path: str, fd: int, info: zipfile.ZipInfo) -> bytes:
     """One archive member, inflated whole with libdeflate (3 GB/s here, against 0.2-0.3 GB/s
-    for zlib on these highly compressed runs) and checked against its CRC-32."""
+    for zlib on these highly compressed runs) and checked against its CRC-32. Reads with
+    pread: worker threads share the file descriptor."""
     where = info.header_offset
     if info.file_size > MAX_MEMBER_BYTES:
         raise BadInput(path, f"member {info.filename}: {info.file_size} bytes inflated, more than this "
                        f"reader takes at once ({MAX_MEMBER_BYTES})", offset=where)
-    fh.seek(where)
-    local = fh.read(30)
+    local = os.pread(fd, 30, where)
     if len(local) < 30 or local[:4] != b"PK\x03\x04":
         raise BadInput(path, f"member {info.filename}: no local file header", offset=where)
     skip = int.from_bytes(local[26:28], "little") + int.from_bytes(local[28:30], "little")
-    fh.seek(where + 30 + skip)
-    raw = fh.read(info.compress_size)
+    raw = os.pread(fd, info.compress_size, where + 30 + skip)
     if len(raw) < info.compress_size:
         raise TruncatedInput(path, f"member {info.filename}: the archive ends inside its data", offset=where)
     if info.compress_type == zipfile.ZIP_STORED:
@@ -129,32 +129,55 @@ class _Reader:
         self.path, self.md, self.bus, self.cap, self.strict, self.progress = path, md, bus, cap, strict, progress
         self.samples = [0]
 
-    def _blocks(self):
+    def _blocks(self, fd: int):
+        """A function per chunk returning its sample words (run in a worker thread). A chunk
+        that is not whole samples (libsigrok writes whole ones) makes the reading sequential,
+        carrying the partial sample over."""
+        unitsize = self.md["unitsize"]
+        with _open(self.path) as zf:
+            infos = [zf.getinfo(name) for name in self.md["chunks"]]
+        if all(i.file_size % unitsize == 0 for i in infos[:-1]):
+            for info in infos:
+                yield lambda info=info: self._words(fd, info, last=info is infos[-1])
+        else:
+            yield from self._carried(fd, infos)
+
+    def _words(self, fd: int, info: zipfile.ZipInfo, last: bool) -> np.ndarray:
+        unitsize = self.md["unitsize"]
+        buf = member_bytes(self.path, fd, info)
+        if self.progress:
+            self.progress(info.compress_size)
+        cut = len(buf) - len(buf) % unitsize
+        if cut < len(buf) and last:
+            self._partial(len(buf) - cut, info.header_offset)
+        return _samples.widen(np.frombuffer(buf, dtype=np.uint8, count=cut), unitsize)
+
+    def _partial(self, nbytes: int, where: int) -> None:
+        unitsize = self.md["unitsize"]
+        reason = f"the samples end inside a sample ({nbytes} of {unitsize} bytes; last member at this offset)"
+        if self.strict:
+            raise TruncatedInput(self.path, reason, offset=where)
+        self.cap.records.skip(1, [f"{self.path}: byte offset {where}: {reason}"])
+
+    def _carried(self, fd: int, infos: list):
         unitsize = self.md["unitsize"]
         carry = b""
-        where = 0
-        with open(self.path, "rb") as fh, _open(self.path) as zf:
-            for name in self.md["chunks"]:
-                where = zf.getinfo(name).header_offset
-                buf = member_bytes(self.path, fh, zf.getinfo(name))
-                if self.progress:
-                    self.progress(zf.getinfo(name).compress_size)
-                if carry:
-                    buf, carry = carry + buf, b""
-                cut = len(buf) - len(buf) % unitsize
-                if cut < len(buf):
-                    carry = buf[cut:]
-                if cut:
-                    yield _samples.widen(np.frombuffer(buf, dtype=np.uint8, count=cut), unitsize)
+        for info in infos:
+            buf = carry + member_bytes(self.path, fd, info)
+            cut = len(buf) - len(buf) % unitsize
+            carry = buf[cut:]
+            words = _samples.widen(np.frombuffer(buf, dtype=np.uint8, count=cut), unitsize)
+            yield lambda words=words: words
         if carry:
-            reason = f"the samples end inside a sample ({len(carry)} of {unitsize} bytes; last member at this offset)"
-            if self.strict:
-                raise TruncatedInput(self.path, reason, offset=where)
-            self.cap.records.skip(1, [f"{self.path}: byte offset {where}: {reason}"])
+            self._partial(len(carry), infos[-1].header_offset)
 
     def __call__(self):
         times = _samples.SampleTimes(self.md["rate"])
-        yield from _samples.stream_words(self.bus, self._blocks(), times, self.samples)
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            yield from _samples.stream_words(self.bus, self._blocks(fd), times, self.samples)
+        finally:
+            os.close(fd)
         self.cap.records.read = self.samples[0]
         self.cap.meta["samples"] = self.samples[0]
         self.cap.meta.update(self.bus.sampling_meta(times.period))
