@@ -59,12 +59,12 @@ class _Reader:
         ncol = len(self.names) + 1
         last_t = None
         held = np.zeros(len(self.names), dtype=np.int8)        # X holds the previous state
-        for buf, first_line in _lines.iter_byte_blocks(self.path, start_offset=self.offset, first_line=2,
-                                                       progress=self.progress):
-            text = pl.Series("row", bytes(buf).decode("utf-8", "replace").split("\n"))
-            df = pl.DataFrame({"line": np.arange(first_line, first_line + len(text)), "row": text})
+        for block in _lines.iter_line_blocks(self.path, strict=self.strict, start_offset=self.offset,
+                                             first_line=2, progress=self.progress):
+            df = block.select(pl.col("line_no").alias("line"),
+                              pl.col("text").str.strip_chars_end("\r\n").alias("row"))
             df = df.filter(pl.col("row").str.strip_chars() != "")
-            parts = df["row"].str.strip_chars_end("\r").str.split(",")
+            parts = df["row"].str.split(",")
             t = parts.list.get(0, null_on_oob=True).str.strip_chars().cast(pl.Float64, strict=False)
             cols = [parts.list.get(j, null_on_oob=True).str.strip_chars() for j in self.used_cols()]
             bad = (parts.list.len() != ncol) | t.is_null() | ~t.is_finite()
