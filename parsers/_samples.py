@@ -71,77 +71,84 @@ BIT_INDEX[[((1 << i) * 0x03F79D71B4CB0A89 % (1 << 64)) >> 58 for i in range(64)]
 
 
 @no_refcount
-def _reduce(words, pos, use_pos, base, mask, used_bytes, lut_lines, lut_db, lut_dbp, inv_lines, inv_db,
-            inv_dbp, bit_index, both, last, st, glitches, examples, out_i, out_lines, out_db, out_dbp):
-    """One pass over sample words from st[1] on: at each sample where a mapped probe changes
-    (and at the capture's first sample), write its position in `words` and its bus lines, DB
-    and DBP (per-byte lookup tables, then the active-low inversions) until the outputs are
-    full. A probe that changes in two consecutive samples made a pulse one sample long: counted
-    per probe, the first few kept in `examples`. Samples where REQ and ACK both change are
-    counted in st[2]. A sample's number is pos[i] when use_pos (rows of a changes-only
-    export), else base + i. Returns the rows written; st[1] is where to resume (len(words)
-    when the block is done); last[1], st[3] carry the previous row's changed bits and sample."""
+def _reduce(words, pos, use_pos, base, mask, used_bytes, lut, inv, bit_index, both, last, st, glitches, examples,
+            vals, out_i, out_lines, out_db, out_dbp):
+    """Reduce sample words from st[1] on, at most len(out_lines) - 1 of them per call.
+
+    Pass 1 keeps the samples where a mapped probe changes (and the capture's first sample):
+    SKIP samples are compared at once and skipped when none changes, otherwise each is
+    written and kept only if it changed (no branch to mispredict on busy lines). Pass 2, over
+    the kept rows: bus lines, DB and DBP from one lookup table per byte of the word (lines in
+    bits 0-15, DB in 16-23, DBP in 24), then the active-low inversions (`inv`, same layout); a probe that changes in two consecutive samples made a pulse one sample long
+    (counted per probe, the first few kept in `examples`); samples where REQ and ACK both
+    change are counted in st[2]. A sample's number is pos[i] when use_pos (the rows of a
+    changes-only export), else base + i. Returns the rows written (out_i: positions in
+    `words`); st[1] is where to resume; last[1], st[3] carry the last row's changed probes
+    and sample. `vals` and `out_i` hold SKIP more entries than the outputs."""
     n = len(words)
-    cap = len(out_i)
-    n_ex = examples.shape[1]
-    prev = last[0]
-    prev_f = last[1]
-    prev_s = st[3]
+    cap = len(out_lines)
+    prev0 = last[0]
+    prev = prev0
     i = st[1]
     started = st[0]
-    same = st[2]
-    last_i = i
+    end = min(n, i + cap - 1)
     k = 0
-    while i < n:
-        if started != 0 and i - last_i >= SKIP:     # a quiet stretch: skip equal samples SKIP at a time
-            while i + SKIP <= n:
-                acc = np.uint64(0)
-                for j in range(SKIP):               # no early exit: the compiler vectorizes it
-                    acc |= words[i + j] ^ prev
-                if acc & mask:
-                    break
-                i += SKIP
-            if i >= n:
-                break
-        v = words[i] & mask
-        if started == 0 or v != prev:
-            if k == cap:
-                break
-            s = pos[i] if use_pos else base + i
-            lines = 0
-            db = 0
-            dbp = 0
-            for j in used_bytes:
-                byte = (v >> (np.uint64(8) * j)) & np.uint64(255)
-                lines |= lut_lines[j, byte]
-                db |= lut_db[j, byte]
-                dbp |= lut_dbp[j, byte]
-            f = v ^ prev
-            if started != 0:
-                if (f & both) == both and both != 0:
-                    same += 1
-                if s - prev_s == 1:
-                    g = f & prev_f                  # changed in this sample and the one before
-                    while g != 0:
-                        low = g & (~g + np.uint64(1))
-                        g ^= low
-                        b = bit_index[(low * DEBRUIJN) >> np.uint64(58)]
-                        if glitches[b] < n_ex:
-                            examples[b, glitches[b]] = prev_s
-                        glitches[b] += 1
-                prev_f = f
-            else:
-                prev_f = np.uint64(0)               # the first sample is no edge
-            started = 1
-            last_i = i
-            prev_s = s
-            out_i[k] = i
-            out_lines[k] = lines ^ inv_lines
-            out_db[k] = db ^ inv_db
-            out_dbp[k] = dbp ^ inv_dbp
-            k += 1
-            prev = v
+    if started == 0 and i < end:
+        prev = words[i] & mask
+        out_i[0] = i
+        vals[0] = prev
+        k = 1
         i += 1
+    while i < end:
+        stop = min(i + SKIP, end)
+        if stop - i == SKIP:
+            acc = np.uint64(0)
+            for j in range(SKIP):                   # no early exit: the compiler vectorizes it
+                acc |= words[i + j] ^ prev
+            if (acc & mask) == 0:
+                i = stop
+                continue
+        while i < stop:
+            v = words[i] & mask
+            out_i[k] = i
+            vals[k] = v
+            k += v != prev
+            prev = v
+            i += 1
+    n_ex = examples.shape[1]
+    pv = prev0
+    prev_f = last[1]
+    prev_s = st[3]
+    same = st[2]
+    for r in range(k):
+        v = vals[r]
+        s = pos[out_i[r]] if use_pos else base + out_i[r]
+        word = np.uint32(0)
+        for j in used_bytes:
+            word |= lut[j, (v >> (np.uint64(8) * j)) & np.uint64(255)]
+        word ^= inv
+        if started != 0:
+            f = v ^ pv
+            if (f & both) == both and both != 0:
+                same += 1
+            if s - prev_s == 1:
+                g = f & prev_f                      # changed in this sample and the one before
+                while g != 0:
+                    low = g & (~g + np.uint64(1))
+                    g ^= low
+                    b = bit_index[(low * DEBRUIJN) >> np.uint64(58)]
+                    if glitches[b] < n_ex:
+                        examples[b, glitches[b]] = prev_s
+                    glitches[b] += 1
+            prev_f = f
+        else:
+            prev_f = np.uint64(0)                   # the first sample is no edge
+            started = 1
+        prev_s = s
+        pv = v
+        out_lines[r] = word & np.uint32(0xFFFF)
+        out_db[r] = (word >> np.uint32(16)) & np.uint32(0xFF)
+        out_dbp[r] = word >> np.uint32(24)
     last[0] = prev
     last[1] = prev_f
     st[0] = started
@@ -149,6 +156,12 @@ def _reduce(words, pos, use_pos, base, mask, used_bytes, lut_lines, lut_db, lut_
     st[2] = same
     st[3] = prev_s
     return k
+
+
+def _out_arrays(rows: int) -> tuple:
+    """vals, out_i (SKIP spare entries each), out_lines, out_db, out_dbp for `_reduce`."""
+    return (np.empty(rows + SKIP, dtype=np.uint64), np.empty(rows + SKIP, dtype=np.int64),
+            np.empty(rows, dtype=np.uint16), np.empty(rows, dtype=np.uint8), np.empty(rows, dtype=np.uint8))
 
 
 def widen(raw: np.ndarray, unitsize: int) -> np.ndarray:
@@ -193,23 +206,19 @@ class ProbeBus:
     def _tables(self) -> None:
         """Per byte of a sample word, 256-entry tables of its bits' contribution to the lines,
         DB and DBP; the inversions of active-low lines as XOR masks."""
-        lut_lines = np.zeros((8, 256), dtype=np.uint16)
-        lut_db = np.zeros((8, 256), dtype=np.uint8)
-        lut_dbp = np.zeros((8, 256), dtype=np.uint8)
+        lut = np.zeros((8, 256), dtype=np.uint32)
         values = np.arange(256)
-        inv_lines = inv_db = inv_dbp = 0
+        inv = 0
         for bus, bit in self.bit_of.items():
             on = ((values >> (bit % 8)) & 1).astype(bool)
-            j = bit // 8
             if bus in schema.SIGNAL_BIT:
-                lut_lines[j, on] |= np.uint16(1 << schema.SIGNAL_BIT[bus])
-                inv_lines |= (1 << schema.SIGNAL_BIT[bus]) if bus in self.inverted else 0
-            elif bus in DB_BITS and self.has_db:
-                lut_db[j, on] |= np.uint8(1 << DB_BITS.index(bus))
-                inv_db |= (1 << DB_BITS.index(bus)) if bus in self.inverted else 0
-            elif bus == "DBP" and self.has_dbp:
-                lut_dbp[j, on] = 1
-                inv_dbp = 1 if bus in self.inverted else 0
+                at = schema.SIGNAL_BIT[bus]
+            elif bus in DB_BITS:
+                at = 16 + DB_BITS.index(bus)
+            else:                                   # DBP
+                at = 24
+            lut[bit // 8, on] |= np.uint32(1 << at)
+            inv |= (1 << at) if bus in self.inverted else 0
         mapped = list(self.bit_of.values())      # resolve() has dropped an incomplete data bus
         self.mask = np.uint64(sum(1 << b for b in mapped))
         self.used_bytes = np.array(sorted({b // 8 for b in mapped}), dtype=np.uint64)
@@ -218,8 +227,7 @@ class ProbeBus:
         if "REQ" in self.bit_of and "ACK" in self.bit_of:
             both = (1 << self.bit_of["REQ"]) | (1 << self.bit_of["ACK"])
         self.both = np.uint64(both)
-        self.luts = (lut_lines, lut_db, lut_dbp)
-        self.inv = (np.int64(inv_lines), np.int64(inv_db), np.int64(inv_dbp))
+        self.lut, self.inv = lut, np.uint32(inv)
 
     def meta(self) -> dict:
         return {"signals": list(self.signals), "level": level_of(self.signals),
@@ -232,16 +240,15 @@ class ProbeBus:
         yields (positions in `words`, sample numbers, lines, db, dbp) of its rows, in pieces
         of at most OUT_ROWS."""
         if self._out is None:
-            self._out = (np.empty(OUT_ROWS, dtype=np.int64), np.empty(OUT_ROWS, dtype=np.uint16),
-                         np.empty(OUT_ROWS, dtype=np.uint8), np.empty(OUT_ROWS, dtype=np.uint8))
-        out_i, out_lines, out_db, out_dbp = self._out
+            self._out = _out_arrays(OUT_ROWS)
+        vals, out_i, out_lines, out_db, out_dbp = self._out
         use_pos = pos is not None
         pos_arr = pos if use_pos else np.zeros(1, dtype=np.int64)
         self.state[1] = 0
         while self.state[1] < len(words):
-            k = _reduce(words, pos_arr, use_pos, np.int64(base), self.mask, self.used_bytes, *self.luts, *self.inv,
+            k = _reduce(words, pos_arr, use_pos, np.int64(base), self.mask, self.used_bytes, self.lut, self.inv,
                         BIT_INDEX, self.both, self.last, self.state, self.glitches, self.examples,
-                        out_i, out_lines, out_db, out_dbp)
+                        *self._out)
             if k:
                 at = out_i[:k].copy()
                 samples = pos[at] if use_pos else at + base
@@ -317,15 +324,13 @@ def reduce_block(bus: ProbeBus, words: np.ndarray) -> Block:
     st[3] = -2
     glitches = np.zeros(MAX_BITS, dtype=np.int64)
     examples = np.zeros((MAX_BITS, MAX_GLITCH_EXAMPLES), dtype=np.int64)
-    cap = min(OUT_ROWS, max(len(words), 1))
-    out = (np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.uint16), np.empty(cap, dtype=np.uint8),
-           np.empty(cap, dtype=np.uint8))
+    out = _out_arrays(min(OUT_ROWS, len(words) + 1))
     pieces = []
     while st[1] < len(words):
-        k = _reduce(words, np.zeros(1, dtype=np.int64), False, np.int64(0), bus.mask, bus.used_bytes, *bus.luts,
-                    *bus.inv, BIT_INDEX, bus.both, last, st, glitches, examples, *out)
+        k = _reduce(words, np.zeros(1, dtype=np.int64), False, np.int64(0), bus.mask, bus.used_bytes, bus.lut,
+                    bus.inv, BIT_INDEX, bus.both, last, st, glitches, examples, *out)
         if k:
-            pieces.append(tuple(a[:k].copy() for a in out))
+            pieces.append(tuple(a[:k].copy() for a in out[1:]))
     rows = tuple(np.concatenate(parts) for parts in zip(*pieces)) if len(pieces) > 1 else pieces[0]
     first_v = int(words[0] & bus.mask)
     f1 = int((words[1] ^ words[0]) & bus.mask) if len(words) > 1 else 0
