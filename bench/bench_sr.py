@@ -68,11 +68,12 @@ def child(path: str, analyse: bool) -> None:
     heap.keep_freed_memory()
     from scsitrace import core, parsers
     t0, c0 = time.perf_counter(), time.process_time()
-    cap = parsers.parse(path)
     if analyse:
-        a = core.analyze(cap, core.Options(settle_ns=400, data_polarity="auto", io_size=None, layer_options={}))
+        a = core.load(path)
+        cap = a.capture
         rows, extra = a.source["transitions"], f" ios={a.ios_completed}"
     else:
+        cap = parsers.parse(path)
         rows, extra = sum(c.height for c in cap.chunks()), ""
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20

@@ -24,6 +24,7 @@ _MODULES = {
     "blkparse": "blkparse",
     "usbmon": "usbmon",
     "scsilog": "scsilog",
+    "sgio": "sgio",
 }
 
 

@@ -26,7 +26,6 @@ from scsitrace import schema
 from scsitrace._jit import no_refcount
 from scsitrace.errors import BadInput
 from ._probes import DB_BITS, Var, resolve
-from .ancot import level_of
 
 OUT_ROWS = 1 << 20          # change rows handed over at a time (bounded memory)
 MAX_GLITCH_EXAMPLES = 5
@@ -230,7 +229,7 @@ class ProbeBus:
         self.lut, self.inv = lut, np.uint32(inv)
 
     def meta(self) -> dict:
-        return {"signals": list(self.signals), "level": level_of(self.signals),
+        return {"signals": list(self.signals), "level": schema.level_of(self.signals),
                 "mapping": {f.bus: f.var.name for f in self.feeds},
                 "probes": {f.bus: int(f.var.code) for f in self.feeds},
                 "inverted": [f.bus for f in self.feeds if f.inverted]}

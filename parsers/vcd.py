@@ -33,7 +33,6 @@ from ._vcd_scan import (BAD, KW_COMMENT, KW_DUMPALL, KW_DUMPOFF, KW_DUMPON, KW_D
                         TIME, VECTOR)
 from ._probes import (BUS_NAMES, DB_BITS, NOT_MAPPABLE_TYPES, Feed, Var,  # noqa: F401 (re-exported)
                       active_low_marked, bus_name, resolve)
-from .ancot import level_of
 
 ID = "vcd"
 SUFFIXES = (".vcd",)
@@ -461,7 +460,7 @@ def parse(path: str, *, strict: bool = True, progress=None, mapping: dict | None
         "timescale": header.timescale or "1 ns (no $timescale; assumed)",
         "initiator": initiator,
         "signals": signals,
-        "level": level_of(signals),
+        "level": schema.level_of(signals),
         "mapping": {f.bus: f.var.path for f in feeds},
         "inverted": [f.bus for f in feeds if f.inverted],
         **{k: v for k, v in header.info.items() if v},

@@ -27,8 +27,7 @@ L1_VCD = "fixtures/bus/random4k-vcd-l1/trace.vcd"
 
 def analyse(path, **opts):
     """(summary without source and records, segments, ios) of a trace."""
-    cap = parsers.parse(str(path), **opts)
-    a = core.analyze(cap, core.Options(settle_ns=400, data_polarity="auto", io_size=None, layer_options={}))
+    a = core.load(str(path), settle_ns=400, **opts)
     sampling.apply(a, 400)
     s = summ.summary(a, None, None, None)
     return {k: v for k, v in s.items() if k not in ("source", "records", "notes")}, a.segments, a.ios, a
