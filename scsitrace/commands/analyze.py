@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
-from scsitrace import core, parsers
+from scsitrace import core, parsers, sampling
 from scsitrace.errors import UsageError
 
 
@@ -24,9 +24,9 @@ def add_input_options(p) -> None:
     p.add_argument("--data-polarity", choices=("auto", "high", "low"), default="auto",
                    help="DB lines as captured (high) or inverted (low); auto detects from selection IDs")
     p.add_argument("--map", action="append", default=[], metavar="NAME=SIGNAL",
-                   help="VCD: use capture signal SIGNAL for bus line NAME (repeatable)")
+                   help="VCD, sigrok, DSView, Saleae: use capture signal (probe) SIGNAL for bus line NAME (repeatable)")
     p.add_argument("--active-low", action="append", default=[], metavar="SIGNAL",
-                   help="VCD: treat SIGNAL (or 'all') as active-low (repeatable)")
+                   help="VCD, sigrok, DSView, Saleae: treat SIGNAL (or 'all') as active-low (repeatable)")
     p.add_argument("--io-size", type=int, metavar="BYTES", help="bytes per I/O, for bandwidth without REQ/ACK")
 
 
@@ -60,11 +60,14 @@ def parser_options(args) -> dict:
 
 
 def load(args, tap=None):
-    """core.load of the trace and options named on the command line -> Analysis."""
-    return core.load(args.trace, args.format, strict=not args.lenient, settle_ns=args.settle_ns,
-                     data_polarity=args.data_polarity, io_size=args.io_size, window=getattr(args, "window", None),
-                     device=getattr(args, "device", None), pid=getattr(args, "pid", None), tap=tap,
-                     **parser_options(args))
+    """core.load of the trace and options named on the command line -> Analysis (with, for a
+    sampled logic-analyzer capture, what its sample period could not resolve)."""
+    analysis = core.load(args.trace, args.format, strict=not args.lenient, settle_ns=args.settle_ns,
+                         data_polarity=args.data_polarity, io_size=args.io_size,
+                         window=getattr(args, "window", None), device=getattr(args, "device", None),
+                         pid=getattr(args, "pid", None), tap=tap, **parser_options(args))
+    sampling.apply(analysis, analysis.source.get("settle_ns") or 400)
+    return analysis
 
 
 def _split_map(item: str):
