@@ -10,6 +10,7 @@ from .. import schema
 from ..errors import MissingSignal
 from ..model import Analysis, Capture
 from ..stats import LATENCY_TABLES, latency_tables
+from . import sampling
 from .machine import RAID1990, SCSI_PHASES, _Walker
 from .runs import BIT, RUN_SCHEMA, RunReducer
 
@@ -90,6 +91,10 @@ def _analysis(capture, options, runs, walker: _Walker, reducer, invert, polarity
         "data_polarity_reason": polarity_note if has_db else None,
         "meta": {k: v for k, v in capture.meta.items() if k not in ("signals", "tick_ns", "initiator", "level")},
     }
+    review, sampling_notes = sampling.review(capture.meta, options.settle_ns)
+    if review is not None:          # a sampled capture: what its sample period could not resolve
+        source["sampling"] = review
+        notes += sampling_notes
     return Analysis(
         layer="bus", capture=capture, elapsed_ns=elapsed, start_ns=stats.first_ns or 0,
         segments=segments, ios=ios, anomalies=walker.anomalies(), ios_completed=walker.completions,

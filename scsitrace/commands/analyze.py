@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
-from scsitrace import core, parsers, sampling
+from scsitrace import core, parsers
 from scsitrace.errors import UsageError
 
 
@@ -60,14 +60,11 @@ def parser_options(args) -> dict:
 
 
 def load(args, tap=None):
-    """core.load of the trace and options named on the command line -> Analysis (with, for a
-    sampled logic-analyzer capture, what its sample period could not resolve)."""
-    analysis = core.load(args.trace, args.format, strict=not args.lenient, settle_ns=args.settle_ns,
-                         data_polarity=args.data_polarity, io_size=args.io_size,
-                         window=getattr(args, "window", None), device=getattr(args, "device", None),
-                         pid=getattr(args, "pid", None), tap=tap, **parser_options(args))
-    sampling.apply(analysis, analysis.source.get("settle_ns") or 400)
-    return analysis
+    """core.load of the trace and options named on the command line -> Analysis."""
+    return core.load(args.trace, args.format, strict=not args.lenient, settle_ns=args.settle_ns,
+                     data_polarity=args.data_polarity, io_size=args.io_size,
+                     window=getattr(args, "window", None), device=getattr(args, "device", None),
+                     pid=getattr(args, "pid", None), tap=tap, **parser_options(args))
 
 
 def _split_map(item: str):
