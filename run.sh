@@ -24,7 +24,11 @@ python_env() {
   fi
   if [ ! -x "$VENV/bin/python" ]; then python3 -m venv "$VENV"; fi
   "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
-  "$VENV/bin/python" -m pip install -q -e ".[test]"
+  # The package maps parsers/ and reports/ into scsitrace (pyproject's package-dir), so
+  # setuptools installs it in editable mode through an import finder and says so with an
+  # "Editable installation ... be careful with folders" notice (a Python warning raised in
+  # pip's build subprocess, which inherits PYTHONWARNINGS): that notice alone is silenced.
+  PYTHONWARNINGS="ignore:Editable installation" "$VENV/bin/python" -m pip install -q -e ".[test]"
 }
 
 case "$what" in

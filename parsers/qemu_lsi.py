@@ -37,7 +37,7 @@ from scsitrace import schema
 from scsitrace.errors import BadInput, TruncatedInput
 from scsitrace.model import Capture
 from scsitrace.schema import SIGNAL_BIT
-from . import _lines
+from . import _lines, _qemu_devices
 
 ID = "qemu_lsi"
 SUFFIXES = ("qemu-trace.txt", ".qemu-trace.log")
@@ -462,7 +462,6 @@ def _chunk_transitions(runs: pl.DataFrame, initiator: int) -> pl.DataFrame:
 
 
 # ---------------------------------------------------------------- parse
-
 def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
     cap = Capture(layer="bus", path=str(path), format=ID)
     ev = _events(str(path), strict, cap, progress)
@@ -494,7 +493,8 @@ def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
     if cap.meta["clamped_stamps"]:
         cap.notes.append(f"{cap.meta['clamped_stamps']} trace lines carried a stamp earlier than the line "
                          "above (QEMU threads stamp independently); taken at the later time")
-    if not lsi:
+    if not lsi:  # another device's trace: commands refuse it (inputcheck.py), crosslayer reads it
+        cap.meta["not_this_format"] = _qemu_devices.not_lsi(str(path), ev["event"])
         cap.notes.append("the trace holds no lsi_* events: no LSI bus activity in it")
     cap.chunks = lambda: transitions(runs)
     return cap

@@ -1,0 +1,50 @@
+"""Wrong or empty input: a trace that holds no records of its layer is bad input (exit 2),
+said in the layer's own words, instead of a table of zeros.
+
+`require_records(analysis)` is called by the commands that read one trace (analyze, compare,
+report, ...) after the analysis; the parsers themselves keep accepting such files (a batch
+over a directory lists them as analysed with their zero counts, and tests build captures
+piece by piece).
+"""
+from __future__ import annotations
+
+from .errors import ScsitraceError
+from .model import Analysis
+
+
+class NoRecords(ScsitraceError):
+    """The input parsed, but holds nothing the layer analyses."""
+
+
+# layer -> (what its records are called, what the file would need to hold)
+WHAT = {
+    "bus": ("bus transitions", "line changes of the SCSI bus signals"),
+    "block": ("block I/O requests", "blktrace queue/issue/complete events of a device"),
+    "usb": ("USB mass-storage commands",
+            "Bulk-Only (CBW/CSW) or UAS transfers of a storage device; other devices' URBs are not analysed"),
+    "scsilog": ("SCSI command records",
+                "ftrace scsi_dispatch_cmd_* events, kernel SCSI logging lines (scsi_logging_level: "
+                "'Send:', 'Done:', 'CDB:'), or SG_IO ioctl lines"),
+}
+
+
+def records_of_layer(analysis: Analysis) -> int:
+    """How many records of its own layer the analysis saw: bus transitions, or the I/Os
+    (commands, requests) the other layers rebuilt."""
+    if analysis.layer == "bus":
+        n = analysis.source.get("transitions")
+        return int(n) if n is not None else analysis.segments.height
+    return analysis.ios.height
+
+
+def require_records(analysis: Analysis) -> Analysis:
+    """The analysis, or NoRecords (exit 2) when it holds no records of its layer."""
+    refused = analysis.capture.meta.get("not_this_format")  # e.g. a QEMU USB trace read as qemu_lsi
+    if refused:
+        raise NoRecords(refused)
+    if records_of_layer(analysis):
+        return analysis
+    what, needs = WHAT.get(analysis.layer, (f"{analysis.layer} records", "records of its layer"))
+    read = analysis.capture.records.read
+    raise NoRecords(f"{analysis.capture.path}: no {what} found ({analysis.capture.format} format, "
+                    f"{read} record(s) read; the file needs {needs})")
