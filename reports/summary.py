@@ -18,6 +18,12 @@ BYTES_SOURCE = {  # where each layer's byte counts come from, said next to every
     "usb": "bytes from the URB lengths of the data stages",
     "block": "bytes of the completed requests (C events)",
 }
+NO_BYTES = {  # why a layer's trace may carry no byte counts, in its own words
+    "bus": "the trace has no REQ/ACK handshakes to count bytes",
+    "scsilog": "kernel logs carry no transfer sizes",
+    "usb": "the capture has no data-stage URB lengths",
+    "block": "the trace has no completed requests with sizes",
+}
 OTHER_TARGETS = "Other targets"
 
 
@@ -68,7 +74,7 @@ def bandwidth(analysis: Analysis, io_size: int | None, target: int | None = None
         data = io_size * ios
         note = f"bytes = --io-size {io_size} x {ios} I/Os completed (the trace has no byte counts)"
     else:
-        return None, None, ("bandwidth unknown: the trace has no REQ/ACK handshakes to count bytes; "
+        return None, None, (f"bandwidth unknown: {NO_BYTES.get(analysis.layer, 'the trace has no byte counts')}; "
                             "give --io-size BYTES")
     return data, (data / MIB / secs if secs > 0 else None), note
 

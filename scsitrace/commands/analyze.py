@@ -37,7 +37,9 @@ def add_arguments(p) -> None:
     p.add_argument("--target", type=int, metavar="ID", help="only this target's time and I/Os")
     p.add_argument("--json", metavar="FILE|-", help="write the JSON summary")
     p.add_argument("--csv", metavar="FILE", help="write the category table as CSV")
-    p.add_argument("--ios", metavar="FILE", help="write the per-I/O table as CSV")
+    p.add_argument("--ios", metavar="FILE", help="write the per-I/O table: Parquet if FILE ends in .parquet, else CSV")
+    p.add_argument("--segments", metavar="FILE", help="write the time segments (phases or stages): "
+                   "Parquet if FILE ends in .parquet, else CSV")
     p.add_argument("--html", metavar="FILE", help="write the HTML report")
     p.add_argument("--route", choices=("native", "pyshark"), default=None,
                    help="usbmon pcap: decode natively (default) or through pyshark/tshark")
@@ -93,8 +95,12 @@ def run(args) -> int:
             export.write_json(args.json, s)
     if args.csv:
         export.write_categories_csv(args.csv, s)
-    if args.ios:
-        export.write_ios_csv(args.ios, analysis, args.target)
+    if args.ios or args.segments:
+        from scsitrace.reports import typed_export
+        if args.ios:
+            typed_export.write(args.ios, typed_export.ios_export(analysis, args.target))
+        if args.segments:
+            typed_export.write(args.segments, typed_export.segments_export(analysis, args.target))
     if args.html:
         from scsitrace.reports import html
         html.write_report(args.html, analysis, s, attribution=html.attribution_for(analysis, collector))

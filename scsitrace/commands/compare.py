@@ -12,6 +12,7 @@ from rich.table import Table
 from scsitrace.commands.analyze import add_input_arguments, load
 from scsitrace.commands.attribute import wide_console
 from scsitrace.commands.regress import fmt_value
+from scsitrace.errors import UsageError
 
 
 class _WithoutTrace:
@@ -49,6 +50,9 @@ def run(args) -> int:
     from scsitrace.reports import compare
     a, data_a = _one(args, args.trace_a)
     b, data_b = _one(args, args.trace_b)
+    if a.layer != b.layer:  # their figures have different names: no row would pair up
+        raise UsageError(f"{args.trace_a} is a {a.layer} trace ({a.capture.format}) and {args.trace_b} "
+                         f"a {b.layer} trace ({b.capture.format}): compare takes two traces of one layer")
     if args.html:
         comp = compare.write_compare(args.html, a, data_a, b, data_b)
     else:
