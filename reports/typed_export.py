@@ -35,28 +35,39 @@ DEVICE_PREFIX = {"bus": "bus", "usb": "usb", "scsilog": "scsi", "block": "block"
 DEVICE_FORM = {"bus": "bus:TARGET:LUN", "usb": "usb:BUS:DEVICE:LUN",
                "scsilog": "scsi:HOST:CHANNEL:ID:LUN", "block": "block:MAJOR,MINOR"}
 
-# Each layer's own I/O columns, after the common ones (export.IO_CSV_COLUMNS, then these)
+# Each layer's own I/O columns, after the common ones (export.IO_CSV_COLUMNS, then these):
+# the layers' declarations where they have one (usb, scsilog), block's stage columns here
 _COMMON_TAIL = {"device_id": pl.Utf8, "device": pl.Utf8, "op": pl.Utf8, "bytes": pl.Int64,
                 "disconnects": pl.Int32, "partial": pl.Boolean}
-_PAIRED = {"response_ns": pl.Int64, "paired": pl.Boolean, "reason": pl.Utf8}
-LAYER_IO_COLUMNS = {
-    "bus": {"response_ns": pl.Int64},
-    "block": {"pid": pl.Int64, "process": pl.Utf8, **{f"{s}_ns": pl.Int64 for s in ("q2g", "g2i", "q2m", "i2d", "d2c", "q2c")},
-              "merged": pl.Boolean},
-    "usb": {"usb_tag": pl.Int64, "transport": pl.Utf8, "residue": pl.Int64, "stalls": pl.Int64,
-            **{f"{s}_ns": pl.Int64 for s in ("command", "data", "status", "gap", "response")},
-            "paired": pl.Boolean, "reason": pl.Utf8, "bus": pl.Int64, "dev": pl.Int64},
-    "scsilog": {**_PAIRED, "host_byte": pl.Utf8, "kernel_tag": pl.Int64},
-}
-# columns a format adds to its layer's table (SG_IO: direction, sense, the driver's own duration)
-FORMAT_IO_COLUMNS = {"sgio": {"direction": pl.Utf8, "sense_key": pl.Utf8, "asc": pl.Int64, "ascq": pl.Int64,
-                              "syscall_ns": pl.Int64, "driver_ns": pl.Int64, "pid": pl.Int64}}
+_BLOCK_IO = {"pid": pl.Int64, "process": pl.Utf8,
+             **{f"{s}_ns": pl.Int64 for s in ("q2g", "g2i", "q2m", "i2d", "d2c", "q2c")}, "merged": pl.Boolean}
+LAYERS = ("bus", "block", "usb", "scsilog")
+
+
+def _layer_io_columns(layer: str) -> dict:
+    if layer == "bus":
+        return {"response_ns": pl.Int64}
+    if layer == "block":
+        return _BLOCK_IO
+    if layer == "usb":
+        from scsitrace.usb.analysis import IOS_EXTRA
+        return dict(IOS_EXTRA)
+    from scsitrace.scsilog.analysis import IOS_EXTRA
+    return {**IOS_EXTRA, "kernel_tag": pl.Int64}
+
+
+def _format_io_columns(fmt: str | None) -> dict:
+    """Columns a format adds to its layer's table (sgio: direction, sense, the driver's time)."""
+    if fmt != "sgio":
+        return {}
+    from scsitrace.scsilog.events import COMMAND_EXTRA
+    return dict(COMMAND_EXTRA)
 
 
 def ios_schema(layer: str) -> dict:
     """The exported I/O table's columns and types for `layer`."""
     common = {c: canon.IOS[c] for c in IO_CSV_COLUMNS}
-    return {**common, **_COMMON_TAIL, **LAYER_IO_COLUMNS[layer]}
+    return {**common, **_COMMON_TAIL, **_layer_io_columns(layer)}
 
 
 def segments_schema(layer: str) -> dict:
@@ -68,7 +79,7 @@ def schema(layer: str, table: str, fmt: str | None = None) -> dict:
     """The declared columns of an exported table (`ios` or `segments`) of a layer, plus the
     format's own (`fmt`, e.g. sgio)."""
     cols = {"ios": ios_schema, "segments": segments_schema}[table](layer)
-    return {**cols, **FORMAT_IO_COLUMNS.get(fmt, {})} if table == "ios" else cols
+    return {**cols, **{c: t for c, t in _format_io_columns(fmt).items() if c not in cols}} if table == "ios" else cols
 
 
 def device_id(layer: str, columns) -> pl.Expr:
@@ -98,7 +109,7 @@ def ios_export(analysis: Analysis, target: int | None = None) -> pl.DataFrame:
     """The per-I/O table, typed, with device_id: what `--ios` writes."""
     ios = ios_table(analysis, target)
     ios = ios.with_columns(device_id(analysis.layer, ios.columns))
-    return _typed(ios, ios_schema(analysis.layer), FORMAT_IO_COLUMNS.get(analysis.capture.format, {}))
+    return _typed(ios, ios_schema(analysis.layer), _format_io_columns(analysis.capture.format))
 
 
 def segments_export(analysis: Analysis, target: int | None = None) -> pl.DataFrame:

@@ -1,4 +1,7 @@
-"""Convert a bus trace (ancot-text, VCD, QEMU trace...) once to Parquet for repeated analysis."""
+"""Convert a trace once to Parquet: its canonical tables, for repeated analysis (bus
+transitions, read back streamed as format transitions-parquet) or for other tools (block
+events, USB URBs, kernel-log commands and events). The first table goes to OUT.parquet, the
+others beside it as OUT.NAME.parquet; docs/schemas/ has every schema."""
 from __future__ import annotations
 
 from scsitrace import parsers
@@ -13,13 +16,18 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from scsitrace import canonical_export
     from scsitrace.commands.analyze import parser_options
-    from scsitrace.parsers import transitions_parquet
+    if not args.output.lower().endswith(".parquet"):
+        raise UsageError(f"-o {args.output}: convert writes Parquet; name the file *.parquet")
     with progress_for(args.trace) as progress:
         capture = parsers.parse(args.trace, args.format, strict=not args.lenient, progress=progress,
                                 **parser_options(args))
-        if capture.layer != "bus":
-            raise UsageError(f"{args.trace}: convert writes bus transitions; this is a {capture.layer} trace")
-        n = transitions_parquet.write(args.output, capture)
-    print(f"{args.output}: {n} transitions ({capture.records.skipped} records skipped)")
+        if capture.meta.get("not_this_format"):
+            raise UsageError(capture.meta["not_this_format"])
+        written = canonical_export.write(capture, args.output)
+    what = "transitions" if capture.layer == "bus" else "rows"
+    for path, n in written:
+        print(f"{path}: {n} {what} ({capture.records.skipped} records skipped)" if path == written[0][0]
+              else f"{path}: {n} {what}")
     return 0
