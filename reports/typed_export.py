@@ -13,7 +13,10 @@ layer's own terms, fields separated by ':' except block's `major,minor` (blktrac
 | bus     | bus:TARGET:LUN       | bus:2:0         |
 | usb     | usb:BUS:DEVICE:LUN   | usb:3:2:0       |
 | scsilog | scsi:HOST:CHANNEL:ID:LUN | scsi:2:0:0:0 |
+| scsilog (SG_IO) | scsi:NODE    | scsi:/dev/sg1   |
 | block   | block:MAJOR,MINOR    | block:8,16      |
+
+(strace's SG_IO lines name the device node the process opened, not its SCSI address.)
 
 The layer's own column `device` (without the prefix) is kept beside it; a bus I/O whose LUN
 is unknown (no IDENTIFY message in the trace) is `bus:TARGET`, and one whose target is
@@ -33,7 +36,7 @@ from scsitrace.reports.export import IO_CSV_COLUMNS, ios_table
 
 DEVICE_PREFIX = {"bus": "bus", "usb": "usb", "scsilog": "scsi", "block": "block"}
 DEVICE_FORM = {"bus": "bus:TARGET:LUN", "usb": "usb:BUS:DEVICE:LUN",
-               "scsilog": "scsi:HOST:CHANNEL:ID:LUN", "block": "block:MAJOR,MINOR"}
+               "scsilog": "scsi:HOST:CHANNEL:ID:LUN (SG_IO: scsi:/dev/NODE)", "block": "block:MAJOR,MINOR"}
 
 # Each layer's own I/O columns, after the common ones (export.IO_CSV_COLUMNS, then these):
 # the layers' declarations where they have one (usb, scsilog), block's stage columns here
@@ -97,10 +100,11 @@ def device_id(layer: str, columns) -> pl.Expr:
 
 def _typed(frame: pl.DataFrame, declared: dict, extra: dict) -> pl.DataFrame:
     """The frame with the declared columns (null where a layer lacks one) in order and type,
-    then the format's own columns, then any other column as it is (nothing is dropped; the
+    then the format's own columns (null where a file lacks one), then any other column as it is (nothing is dropped; the
     schema test names undeclared ones)."""
     cols = [pl.col(c).cast(t) if c in frame.columns else pl.lit(None, dtype=t).alias(c) for c, t in declared.items()]
-    cols += [pl.col(c).cast(t) for c, t in extra.items() if c in frame.columns and c not in declared]
+    cols += [pl.col(c).cast(t) if c in frame.columns else pl.lit(None, dtype=t).alias(c)
+             for c, t in extra.items() if c not in declared]
     cols += [pl.col(c) for c in frame.columns if c not in declared and c not in extra]
     return frame.select(cols)
 
@@ -118,11 +122,8 @@ def segments_export(analysis: Analysis, target: int | None = None) -> pl.DataFra
     seg = analysis.segments
     if target is not None:
         seg = seg.filter(pl.col("target") == target)
-    if analysis.layer == "bus":  # a bus segment names its target; its LUN is the I/O's
-        seg = seg.with_columns(pl.lit(None, dtype=pl.Int16).alias("lun"))
+    if analysis.layer == "bus":  # a bus segment names its target (bus:TARGET); its LUN is the I/O's
         seg = seg.with_columns(device_id("bus", ["target"]))
-        seg = seg.with_columns(pl.when(pl.col("target").is_null()).then(None).otherwise(pl.col("device_id"))
-                               .alias("device_id"))
     else:
         seg = seg.with_columns(device_id(analysis.layer, seg.columns))
     return _typed(seg, segments_schema(analysis.layer), {})
