@@ -23,7 +23,7 @@ def print_table(console: Console, table: Table) -> None:
     (the terminal folds the lines; nothing is replaced by an ellipsis)."""
     for column in table.columns:
         column.no_wrap = True
-    need = console.measure(table).maximum
+    need = console.measure(table, options=console.options.update_width(PIPE_WIDTH)).maximum
     if need > console.width:
         console = Console(file=console.file, width=need, force_terminal=console.is_terminal,
                           color_system=console.color_system, highlight=False)
