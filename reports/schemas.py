@@ -82,7 +82,10 @@ COMMON = {
                                                                  "position": _nullable(STR)})}}),
     "records": _obj({"read": INT, "skipped": INT, "skipped_examples": {"type": "array", "items": STR}}),
     "notes": {"type": "array", "items": STR},
+    # only when a filter was given (scsitrace/core.py:load, Options.given): the filters as typed
+    "filters": _obj({"window": STR, "device": STR, "pid": STR, "target": INT, "lun": INT}, required=[]),
 }
+OPTIONAL_KEYS = ("filters",)
 
 
 def declared_tables(layer: str) -> tuple:
@@ -114,7 +117,7 @@ def layer_schema(layer: str) -> dict:
     tables = declared_tables(layer)
     props = {**COMMON, "layer": {"const": layer}}
     props.update({t.name: _table_json(t) for t in tables})
-    required = [k for k in props if k not in OPTIONAL_TABLES.get(layer, ())]
+    required = [k for k in props if k not in OPTIONAL_TABLES.get(layer, ()) and k not in OPTIONAL_KEYS]
     return {"title": f"{layer} layer", **_obj(props, required)}
 
 

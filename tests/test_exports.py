@@ -119,13 +119,19 @@ def validator():
     return jsonschema.Draft202012Validator(schema)
 
 
+FILTERED = {"bus": ["--target", "1", "--window", "0:0.02"], "block": ["--device", "8,16", "--window", ":0.1"],
+            "usb": ["--lun", "0"], "scsilog": ["--device", "2:0:0:0"], "sgio": []}
+
+
+@pytest.mark.parametrize("filtered", [False, True], ids=["whole", "filtered"])
 @pytest.mark.parametrize("name", list(TRACES))
-def test_real_json_outputs_follow_the_published_schema(tmp_path, name, validator):
+def test_real_json_outputs_follow_the_published_schema(tmp_path, name, filtered, validator):
     out = tmp_path / "s.json"
-    assert main(["analyze", str(TRACES[name]), "--json", str(out)]) == 0
+    assert main(["analyze", str(TRACES[name]), "--json", str(out), *(FILTERED[name] if filtered else [])]) == 0
     doc = json.loads(out.read_text())
     errors = [f"{list(e.path)}: {e.message[:200]}" for e in validator.iter_errors(doc)]
     assert not errors, errors
+    assert ("filters" in doc) == bool(filtered and FILTERED[name])
     # the schema does reject: a wrong type, a missing table, an undeclared key
     for mutate in (lambda d: d.__setitem__("elapsed_ns", "1 s"),
                    lambda d: d.pop("latency"),
