@@ -43,6 +43,8 @@ def test_the_lsi_trace_of_the_same_rig_still_analyses(capsys):
      "logical blocks: (67.1 MB/64.0 MiB)\n[    1.300000] sd 2:0:0:0: [sda] Attached SCSI disk\n",
      "auto", "no SCSI command records found"),
     ("empty.usbmon", "", "usbmon", "no USB mass-storage commands found"),
+    ("header-only.ancot", "# ancot-text v1\n# tick_ns: 50\n# signals: BSY SEL ATN RST MSG C/D I/O\n",
+     "ancot", "no bus transitions found"),
     ("empty.blkparse", "", "blkparse", "no block I/O requests found"),
     ("keyboard.usbmon", "ffff8881 3575914555 S Ii:1:002:1 -115:8 8 <\n"
      "ffff8881 3575922675 C Ii:1:002:1 0:8 8 = 00000400 00000000\n", "usbmon", "no USB mass-storage commands found"),
