@@ -17,6 +17,7 @@ BYTES_SOURCE = {  # where each layer's byte counts come from, said next to every
     "bus": "bytes counted from REQ/ACK handshakes in DATA phases",
     "usb": "bytes from the URB lengths of the data stages",
     "block": "bytes of the completed requests (C events)",
+    "scsilog": "bytes the SG_IO calls transferred (dxfer_len - resid)",  # only sg logs count bytes
 }
 NO_BYTES = {  # why a layer's trace may carry no byte counts, in its own words
     "bus": "the trace has no REQ/ACK handshakes to count bytes",

@@ -71,3 +71,10 @@ def test_notes_use_the_layers_own_words(capsys):
     notes = json.loads(capsys.readouterr().out)["notes"]
     assert any("bandwidth unknown" in n for n in notes)
     assert not any("REQ/ACK" in n or "target" in n.lower() for n in notes), notes
+
+
+def test_sg_log_bandwidth_note_names_its_source(capsys):
+    sg = CAPTURED / "sg" / "lsi_sg_tools" / "dd_4k.strace.txt"
+    assert main(["analyze", str(sg), "--json", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["data_bytes"] > 0 and "SG_IO" in doc["notes"][-1]
