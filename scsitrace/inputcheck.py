@@ -37,14 +37,19 @@ def records_of_layer(analysis: Analysis) -> int:
     return analysis.ios.height
 
 
-def require_records(analysis: Analysis) -> Analysis:
-    """The analysis, or NoRecords (exit 2) when it holds no records of its layer."""
+def require_records(analysis: Analysis, lenient: bool = False) -> Analysis:
+    """The analysis, or NoRecords (exit 2) when it holds no records of its layer. Under
+    --lenient, a file whose records were all skipped as bad is analysed with a warning (the
+    skipped records are what the user asked to see)."""
     refused = analysis.capture.meta.get("not_this_format")  # e.g. a QEMU USB trace read as qemu_lsi
     if refused:
         raise NoRecords(refused)
     if records_of_layer(analysis):
         return analysis
     what, needs = WHAT.get(analysis.layer, (f"{analysis.layer} records", "records of its layer"))
-    read = analysis.capture.records.read
+    read, skipped = analysis.capture.records.read, analysis.capture.records.skipped
+    if lenient and skipped:
+        analysis.notes.append(f"warning: no {what} found; {skipped} record(s) skipped as bad (--lenient)")
+        return analysis
     raise NoRecords(f"{analysis.capture.path}: no {what} found ({analysis.capture.format} format, "
                     f"{read} record(s) read; the file needs {needs})")

@@ -78,3 +78,14 @@ def test_sg_log_bandwidth_note_names_its_source(capsys):
     assert main(["analyze", str(sg), "--json", "-"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["data_bytes"] > 0 and "SG_IO" in doc["notes"][-1]
+
+
+def test_lenient_keeps_a_file_of_bad_records_with_a_warning(tmp_path, capsys):
+    p = tmp_path / "junk.blkparse"
+    p.write_text("8,0 0 1 x 1 Q R 0 + 8 [dd]\n")   # a blkparse line whose time is not a number
+    assert main(["analyze", str(p), "--format", "blkparse"]) == 2
+    capsys.readouterr()
+    assert main(["analyze", str(p), "--format", "blkparse", "--lenient", "--json", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["records"]["skipped"] == 1
+    assert any(n.startswith("warning: no block I/O requests found") for n in doc["notes"])

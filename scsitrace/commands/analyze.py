@@ -74,7 +74,7 @@ def load(args, tap=None):
                      data_polarity=args.data_polarity, io_size=args.io_size,
                      window=getattr(args, "window", None), device=getattr(args, "device", None),
                      pid=getattr(args, "pid", None), target=getattr(args, "target", None),
-                     lun=getattr(args, "lun", None), tap=tap, **parser_options(args)))
+                     lun=getattr(args, "lun", None), tap=tap, **parser_options(args)), lenient=args.lenient)
 
 
 def _split_map(item: str):
