@@ -24,6 +24,7 @@ ID = "ancot"
 SUFFIXES = (".ancot", ".ancot.txt", ".act")
 MAGIC = "# ancot-text v1"
 KNOWN_HEADER_KEYS = ("tick_ns", "signals", "data", "initiator")
+MAX_TICK_NS = 10**9      # a tick of more than a second is no bus capture (and overflows int64 ns sooner)
 
 
 def sniff(head: bytes) -> bool:
@@ -61,6 +62,8 @@ def _parse_header(path: str) -> tuple[dict, int, int]:
             offset += len(raw)
         else:
             line_no += 1
+    if line_no <= 1 and offset == 0:
+        raise BadInput(path, "empty file: no header, no records")
     if "signals" not in header:
         raise BadInput(path, "missing header: no '# signals:' line before the first record",
                        line=line_no)
@@ -72,8 +75,8 @@ def _header_field(header: dict, key: str, value: str, path: str, line_no: int, t
         raise BadInput(path, f"bad header {key!r}: {why}", line=line_no, text=text)
 
     if key == "tick_ns":
-        if not value.isdigit() or int(value) <= 0:
-            bad("expected a positive integer")
+        if not value.isdigit() or not 0 < int(value) <= MAX_TICK_NS:
+            bad(f"expected a positive integer up to {MAX_TICK_NS} (one second)")
         header["tick_ns"] = int(value)
     elif key == "initiator":
         if not value.isdigit() or int(value) > 15:

@@ -30,6 +30,8 @@ SUMMARY_START = r"^(CPU\d+ \(|Total \(|Throughput \(|Events \(|Skips: |Input fil
 LETTER_CODE = {**block.TA, "UT": block.TA["T"], "m": 0}
 RWBS_BITS = {"R": "READ", "W": "WRITE", "D": "DISCARD", "A": "AHEAD", "S": "SYNC", "M": "META"}
 ERROR_IN_BRACKETS = ("C", "R")
+MAX_SECTOR = (0, 2**63 - 1)             # u64 in the kernel; int64 here
+MAX_NSECT = (0, (2**32 - 1) // 512)     # blk_io_trace.bytes is 32 bits
 
 
 def sniff(head: bytes) -> bool:
@@ -65,15 +67,33 @@ def _decode(lines: pl.DataFrame) -> pl.DataFrame:
     df = lines.with_columns(text.alias("t"))
     df = df.with_columns(pl.col("t").str.extract_groups(EVENT).alias("g")).unnest("g")
     df = df.with_columns(pl.col("rest").fill_null("").str.extract_groups(REST).alias("r")).unnest("r")
+    ranges = [(~_lines.bad_bytes(pl.col("t")), "NUL byte or bytes that are not UTF-8 in an event line"),
+              (pl.col("rest").fill_null("").str.contains(REST), "unrecognised event details after the action"),
+              (pl.all_horizontal(_lines.checked_int(pl.col(c), *_lines.U32).is_not_null()
+                                 for c in ("cpu", "seq", "pid")), "CPU, sequence or PID outside 0..2^32-1"),
+              (_lines.checked_int(pl.col("major"), 0, 4095).is_not_null()
+               & _lines.checked_int(pl.col("minor"), 0, (1 << 20) - 1).is_not_null(),
+               "device number out of range (major 0-4095, minor 0-1048575)"),
+              (_lines.seconds_ns(pl.concat_str("sec", pl.lit("."), "nsec")).is_not_null(),
+               "timestamp beyond int64 nanoseconds"),
+              (pl.all_horizontal(pl.col(c).is_null() | _lines.checked_int(pl.col(c), *MAX_SECTOR).is_not_null()
+                                 for c in ("sector", "split_sector", "from_sector")), "sector out of range"),
+              (pl.col("nsect").is_null() | _lines.checked_int(pl.col("nsect"), *MAX_NSECT).is_not_null(),
+               "sector count out of range (blktrace counts bytes in 32 bits)"),
+              (pl.col("unplugs").is_null() | _lines.checked_int(pl.col("unplugs"), *_lines.U32).is_not_null(),
+               "unplug count out of range")]
+    df = df.with_columns([ok.alias(f"_ok{i}") for i, (ok, _) in enumerate(ranges)])
     df = df.with_columns(pl.col("sector", "nsect", "split_sector", "from_sector", "unplugs")
                          .cast(pl.Int64, strict=False))
     blank = pl.col("t").str.strip_chars() == ""
     known = pl.col("act").is_in(list(LETTER_CODE))
     reason = (pl.when(blank).then(None)
               .when(pl.col("major").is_null()).then(pl.lit("not a blkparse event line"))
-              .when(~known).then(pl.lit("unknown action"))
-              .otherwise(None))
-    return df.with_columns(reason.alias("reason"), blank.alias("blank"))
+              .when(~known).then(pl.lit("unknown action")))
+    for i, (_, why) in enumerate(ranges):
+        reason = reason.when(~pl.col(f"_ok{i}")).then(pl.lit(why))
+    reason = reason.otherwise(None)
+    return df.with_columns(reason.alias("reason"), blank.alias("blank")).drop([f"_ok{i}" for i in range(len(ranges))])
 
 
 def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
