@@ -116,6 +116,7 @@ EVENT_FIELDS = {
 FIELD_NAMES = ("target", "atn", "lun", "tag_hex", "tag_dec", "ext_code", "ext_len", "len", "status",
                "msg_byte", "compare", "opcode", "dir", "length", "lba", "sector", "sectors")
 HEX_FIELDS = ("tag_hex", "msg_byte", "ext_code")
+WIDE_FIELDS = {"lba": (0, 2**63 - 1), "sector": (0, 2**63 - 1)}   # the others: 0..2^32-1
 
 
 def sniff(head: bytes) -> bool:
@@ -135,7 +136,9 @@ def _split_lines(block: pl.DataFrame) -> pl.DataFrame:
         pl.col("body").str.splitn(" ", 2).struct.rename_fields(["event", "detail"]).alias("b"),
     ).unnest("a", "b")
     df = df.with_columns(pl.col("secs").str.splitn(".", 2).struct.rename_fields(["sec", "frac"]).alias("c")).unnest("c")
-    ok = (pl.col("pid").str.contains(r"^\d+$") & pl.col("sec").str.contains(r"^\d+$")
+    ok = (~_lines.bad_bytes(pl.col("text")) & _lines.checked_int(pl.col("pid"), *_lines.U32).is_not_null()
+          & _lines.seconds_ns(pl.col("secs")).is_not_null()
+          & pl.col("sec").str.contains(r"^\d+$")
           & pl.col("frac").str.contains(r"^\d{1,9}$") & pl.col("event").str.contains(r"^[A-Za-z0-9_]+$")).fill_null(False)
     return df.select("line_no", "text", pl.col("sec").cast(pl.Int64, strict=False), "frac",
                      pl.when(ok).then(pl.col("event")).alias("event"), pl.col("detail").fill_null(""))
@@ -166,6 +169,8 @@ def _events(path: str, strict: bool, cap: Capture, progress) -> pl.DataFrame:
             cap.anomalies = pl.concat([cap.anomalies, schema.frame(
                 {"t_ns": [None], "kind": ["TRUNCATED RECORD"], "detail": ["the file ends inside a trace line"],
                  "position": [f"line {last['line_no']}"]}, schema.ANOMALIES)])
+            cap.records.skip(1, [f"{path}:{last['line_no']}: the file ends inside a trace line"])
+            m = m.filter(pl.col("line_no") != last["line_no"])
             bad = bad.head(bad.height - 1)
         if bad.height:
             first = bad.row(0, named=True)
@@ -174,7 +179,7 @@ def _events(path: str, strict: bool, cap: Capture, progress) -> pl.DataFrame:
                                "was QEMU run with -msg timestamp=on?)", line=first["line_no"], text=first["text"])
             cap.records.skip(bad.height, [f"{path}:{r['line_no']}: not a QEMU trace line"
                                           for r in bad.head(5).iter_rows(named=True)])
-        cap.records.read += m.height
+        cap.records.read += m.height - bad.height     # a bad line is skipped, not read
         parts.append(m.filter(pl.col("event").is_not_null()).drop("text"))
     if not parts:
         return pl.DataFrame(schema={"line_no": pl.Int64, "t_abs_ns": pl.Int64, "event": pl.Utf8, "detail": pl.Utf8})
@@ -196,14 +201,23 @@ def _decode_fields(ev: pl.DataFrame) -> pl.DataFrame:
         if rx is None:
             continue
         sub = ev.filter(pl.col("event") == name)
-        parts.append(sub.select("_row", pl.col("detail").str.extract_groups(rx).alias("f")).unnest("f"))
+        parts.append(sub.select("_row", pl.col("detail").str.extract_groups(rx).alias("f"),
+                                pl.col("detail").str.contains(rx).alias("_matched")).unnest("f"))
     fields = pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame({"_row": []}, schema={"_row": pl.UInt32})
     for name in FIELD_NAMES:
         if name not in fields.columns:
             fields = fields.with_columns(pl.lit(None, pl.Utf8).alias(name))
-    hexed = [pl.col(n).str.to_integer(base=16, strict=False) for n in HEX_FIELDS]
-    ints = [pl.col(n).cast(pl.Int64, strict=False) for n in FIELD_NAMES if n not in HEX_FIELDS + ("compare", "atn")]
-    fields = fields.select("_row", *hexed, *ints, "compare", pl.col("atn").is_not_null().alias("atn"))
+    numeric = [n for n in FIELD_NAMES if n not in ("compare", "atn")]
+    value = {n: _lines.checked_int(pl.col(n), *WIDE_FIELDS.get(n, _lines.U32), base=16 if n in HEX_FIELDS else 10)
+             for n in numeric}
+    out_of_range = pl.lit(None, pl.Utf8)
+    for n in reversed(numeric):   # the first field that does not fit its range names the line
+        out_of_range = pl.when(pl.col(n).is_not_null() & value[n].is_null()).then(pl.lit(n)).otherwise(out_of_range)
+    if "_matched" not in fields.columns:
+        fields = fields.with_columns(pl.lit(True).alias("_matched"))
+    out_of_range = pl.when(pl.col("_matched") == False).then(pl.lit("detail")).otherwise(out_of_range)  # noqa: E712
+    fields = fields.select("_row", *(v.alias(n) for n, v in value.items()), "compare",
+                           pl.col("atn").is_not_null().alias("atn"), out_of_range.alias("bad_field"))
     out = ev.join(fields, on="_row", how="left", maintain_order="left").sort("_row").drop("_row")
     return out.with_columns(
         pl.coalesce(pl.col("tag_hex"), pl.col("tag_dec")).alias("tag"),
@@ -220,7 +234,8 @@ def steps_frame(ev: pl.DataFrame) -> pl.DataFrame:
     carry a stamp a microsecond before the one above it; it is taken to happen at the
     later time (counted in `clamped`).
     """
-    ev = _decode_fields(ev)
+    if "bad_field" not in ev.columns:
+        ev = _decode_fields(ev)
     phase_here = pl.coalesce(
         pl.col("event").replace_strict(PHASE_OF_EVENT, default=None),
         pl.when(pl.col("event") == "lsi_execute_script_tc_compp")
@@ -465,7 +480,17 @@ def _chunk_transitions(runs: pl.DataFrame, initiator: int) -> pl.DataFrame:
 
 def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
     cap = Capture(layer="bus", path=str(path), format=ID)
-    ev = _events(str(path), strict, cap, progress)
+    ev = _decode_fields(_events(str(path), strict, cap, progress))
+    bad = ev.filter(pl.col("bad_field").is_not_null())
+    if bad.height:                  # a field out of its range: the line is bad input
+        first = bad.row(0, named=True)
+        why = f"field {first['bad_field']!r} is not a number in range"
+        if strict:
+            raise BadInput(str(path), why, line=first["line_no"], text=first["detail"])
+        cap.records.read -= bad.height
+        cap.records.skip(bad.height, [f"{path}:{r['line_no']}: field {r['bad_field']!r} is not a number in range"
+                                      for r in bad.head(5).iter_rows(named=True)])
+        ev = ev.filter(pl.col("bad_field").is_null())
     steps = steps_frame(ev)
     runs = runs_frame(steps)
     lsi = steps.filter(pl.col("event").str.starts_with("lsi_")).height

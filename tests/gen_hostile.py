@@ -180,7 +180,8 @@ LINE_ATTACKS = [
     # (format, case, regex (first line that matches), replacement, bad)
     ("dmesg", "cdb-garbled", rb"CDB: Read\(10\) [0-9a-f ]+", b"CDB: Read(10) 28 0g zz 00 8", True),
     ("dmesg", "ts-bad-early", rb"^\[\s*\d+\.\d+\]", b"[   1x.2]", True),
-    ("qemu_lsi", "len-huge", rb"(?<=len=)\d+", b"100000000000000000000", True),
+    ("qemu_lsi", "len-huge", rb"(?<=lsi_do_dma DMA addr=0x)[0-9a-f]+ len=\d+", b"46b0000 len=100000000000000000000",
+     True),
     ("qemu_lsi", "sector-huge", rb"(?<=lba )\d+", b"100000000000000000000", True),
     ("vcd", "wide-value", rb"^[01][!-~]+$", None, True),          # replaced by a 1000-bit vector
     ("vcd", "huge-vector", rb"^[01][!-~]+$", None, True),         # a 10 MB vector
