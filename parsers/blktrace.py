@@ -25,6 +25,7 @@ from scsitrace import block, schema
 from scsitrace.errors import BadInput, TruncatedInput
 from scsitrace.model import Capture, LazyFrames
 
+from . import _blktrace_gaps as _gaps
 from . import _blktrace_scan as _scan
 
 ID = "blktrace"
@@ -204,6 +205,7 @@ def _decode_file(path: str, file_cpu: int | None, strict: bool, progress) -> dic
         out["chain"].bad.append((0, reason))
         return out
     chain, heads = _walk(b, order, path, file_cpu, strict)
+    out["gaps"] = _gaps.sequence_gaps(b, heads["offs"], order, LAYOUT["sequence"][0], LAYOUT["cpu"][0])
     notify = _other_records(b, heads["other"], order, path, chain, strict)
     out.update(heads=heads, chain=chain, order=order, texts=_notify_payloads(b, notify, order))
     heads["notify"] = len(notify)
@@ -252,8 +254,19 @@ def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
     files = per_cpu_files(path)
     if len(files) == 1 and not os.path.exists(files[0][0]):
         raise FileNotFoundError(2, "no such file", path)
+    sizes = [os.path.getsize(f) for f, _ in files]
+    if not any(sizes):
+        raise BadInput(path, "empty capture: no records" if len(files) == 1 else
+                       f"empty capture: all {len(files)} per-CPU files are empty")
     decoded = _per_file_threads(lambda fc: _decode_file(fc[0], fc[1], strict, progress), files)
-    return _capture(path, files, decoded, strict)
+    cap = _capture(path, files, decoded, strict)
+    gaps: dict[int, int] = {}
+    for d in decoded:
+        for cpu, n in d.get("gaps", {}).items():
+            gaps[cpu] = gaps.get(cpu, 0) + n
+    cap.meta["sequence_gaps"] = {str(c): n for c, n in sorted(gaps.items())}
+    cap.notes += _gaps.file_notes(files, sizes) + _gaps.gap_notes(gaps)
+    return cap
 
 
 def _capture(path, files, decoded, strict) -> Capture:

@@ -550,10 +550,11 @@ def device_table(base: pl.DataFrame, depth: pl.DataFrame, req: _Requests, device
     out = base.join(per, on="device", how="left").join(depth, on="device", how="left").sort("device")
     out = out.with_columns(_dev_names(pl.col("device")).alias("device")).join(busy, on="device", how="left")
     out = out.with_columns(pl.col("ios_completed", "bytes", "busy_ns", "writes").fill_null(0))
+    known = pl.col("queued") > 0 if secs else pl.lit(False)   # no Q: completions unpaired, rates unknown
     return out.with_columns(
         (100.0 * pl.col("busy_ns") / max(elapsed_ns, 1)).alias("busy_percent"),
-        (pl.col("ios_completed") / secs if secs else pl.lit(None, pl.Float64)).alias("iops"),
-        (pl.col("bytes") / float(1 << 20) / secs if secs else pl.lit(None, pl.Float64)).alias("mib_s"))
+        pl.when(known).then(pl.col("ios_completed") / max(secs, 1e-9)).alias("iops"),
+        pl.when(known).then(pl.col("bytes") / float(1 << 20) / max(secs, 1e-9)).alias("mib_s"))
 
 
 def queue_depth(ev: _Events, start_ns: int, end_ns: int) -> pl.DataFrame:
@@ -672,13 +673,20 @@ def analyze(capture: Capture, options) -> Analysis:
              "time (Q2G+G2I and Q2M are alternatives, so they need not sum to 100)"]
     if keep is not None:
         notes.append("--pid: samples of I/Os queued by the given process(es) only")
+    data_bytes = int(requests.bytes[requests.done].sum())
+    completions = json_extra["events"].get("C", 0)
+    if completions and not len(requests.done):   # e.g. a blkparse text of C events only
+        data_bytes = None
+        notes.append(f"{completions} completion (C) events and no queue (Q) events: the completions were "
+                     "ignored (stages pair them with queued requests), so I/O counts, stage times and the "
+                     "bandwidth are unknown")
     return Analysis(
         layer="block", capture=capture, elapsed_ns=elapsed, start_ns=start_ns,
         segments=lambda: busy_segments(runs, start_ns, end_ns), segment_targets=False,
         ios=lambda: ios_frame(requests.frame(), names), anomalies=capture.anomalies,
-        ios_completed=int(requests.done.sum()), data_bytes=int(requests.bytes[requests.done].sum()),
+        ios_completed=int(requests.done.sum()), data_bytes=data_bytes,
         category_order={"btt": list(OVERHEAD)}, default_profile="btt",
-        categories={"btt": _btt_categories(stats, n_q2c)}, notes=notes,
+        categories={"btt": _btt_categories(stats, n_q2c)}, notes=notes + list(capture.notes),
         source={"path": capture.path, "format": capture.format, "files": capture.meta.get("files")},
         extra={"json": json_extra, "stats": stats},
     )
