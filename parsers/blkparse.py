@@ -17,7 +17,7 @@ import polars as pl
 from scsitrace import block, schema
 from scsitrace.errors import BadInput
 from scsitrace.model import Capture
-from . import _lines
+from . import _blktrace_gaps, _counters, _lines
 
 ID = "blkparse"
 SUFFIXES = (".blkparse", ".blkparse.txt")
@@ -99,15 +99,17 @@ def _decode(lines: pl.DataFrame) -> pl.DataFrame:
 def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
     path = str(path)
     cap = Capture(layer="block", path=path, format=ID)
-    frames, bad_total, examples = [], 0, []
+    frames, bad_total, examples, counters = [], 0, [], {}
     in_summary = False
     for lines in _lines.iter_line_blocks(path, strict=strict, progress=progress):
         if in_summary:
+            _counters.blkparse_counters(lines.select(pl.col("text").str.strip_chars_end("\r\n").alias("t")), counters)
             continue
         df = _decode(lines)
         summary_at = df.filter(pl.col("t").str.contains(SUMMARY_START))
         if summary_at.height:
             first = summary_at["line_no"][0]
+            _counters.blkparse_counters(df.filter(pl.col("line_no") >= first), counters)
             df = df.filter(pl.col("line_no") < first)
             in_summary = True
         bad = df.filter(pl.col("reason").is_not_null())
@@ -127,6 +129,9 @@ def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
     order = block.merge_order([raw["time_abs"].to_numpy()])
     events = block.finish_events(raw if order is None else raw[order])
     cap.records.read = raw.height + messages.height
+    gaps = _sequence_gaps(raw)
+    cap.notes += _blktrace_gaps.gap_notes(gaps) + _counters.blkparse_notes(
+        {k: v for k, v in counters.items() if not (k == "skips" and gaps)}, cap.records.read + bad_total)
     cap.frames["events"] = events.drop("time_abs")
     names = ev.filter(~pl.col("act").is_in(ERROR_IN_BRACKETS) & pl.col("bracket").is_not_null()) \
         .group_by(pl.col("pid").cast(pl.Int64)).agg(pl.col("bracket").first()).sort("pid")
@@ -163,3 +168,13 @@ def _raw_events(ev: pl.DataFrame) -> pl.DataFrame:
         pl.col("line_no").alias("position"),
     )
     return schema.validate(out, block.RAW_EVENTS, "blkparse raw events")
+
+
+def _sequence_gaps(raw: pl.DataFrame) -> dict[int, int]:
+    """{cpu: events missing} from jumps in each CPU's sequence numbers, in file order."""
+    if raw.height < 2:
+        return {}
+    step = raw.select("cpu", "position", "seq").sort("position").with_columns(
+        pl.col("seq").diff().over("cpu").alias("step"))
+    lost = step.filter(pl.col("step") > 1).group_by("cpu").agg((pl.col("step") - 1).sum().alias("n"))
+    return {int(c): int(n) for c, n in lost.iter_rows()}

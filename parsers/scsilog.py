@@ -17,7 +17,7 @@ from scsitrace import schema
 from scsitrace.errors import BadInput
 from scsitrace.model import Capture, RecordCount
 from scsitrace.scsilog import EVENTS
-from . import _lines
+from . import _counters, _lines
 
 ID = "scsilog"
 SUFFIXES = (".ftrace.txt", ".ftrace", ".dmesg", "dmesg.txt", ".trace")
@@ -54,9 +54,9 @@ def sniff(head: bytes) -> bool:
 def parse(path, *, strict: bool = True, progress=None, **_opts) -> Capture:
     path = str(path)
     records = RecordCount()
-    parts = []
+    parts, counters = [], {}
     for block in _lines.iter_line_blocks(path, strict=strict, progress=progress):
-        parts.append(_decode_block(block, path, strict, records))
+        parts.append(_decode_block(block, path, strict, records, counters))
     ev = pl.concat(parts) if parts else pl.DataFrame(schema=EVENTS)
     source = "ftrace" if ev.height and (ev["source"] == "ftrace").all() else (
         "dmesg" if ev.height else "none")
@@ -65,17 +65,19 @@ def parse(path, *, strict: bool = True, progress=None, **_opts) -> Capture:
     schema.validate(ev, EVENTS, "events")
     return Capture(layer="scsilog", path=path, format=ID,
                    meta={"origin_ns": origin, "log": source, "position_unit": "line"},
-                   records=records, frames={"events": ev})
+                   records=records, frames={"events": ev}, notes=_counters.ftrace_notes(counters))
 
 
 def _seconds_ns(col: str) -> pl.Expr:
     return _lines.seconds_ns(pl.col(col))
 
 
-def _decode_block(block: pl.DataFrame, path: str, strict: bool, records: RecordCount) -> pl.DataFrame:
+def _decode_block(block: pl.DataFrame, path: str, strict: bool, records: RecordCount,
+                  counters: dict) -> pl.DataFrame:
     t = pl.col("text").str.strip_chars_end("\r\n")
     lines = block.with_columns(t.alias("t"))
     records.read += lines.height
+    _counters.ftrace_counters(lines, counters)
     _bad(lines.filter(_lines.bad_bytes(pl.col("t"))), "NUL byte or bytes that are not UTF-8 in a log line",
          path, strict, records)
     lines = lines.filter(~_lines.bad_bytes(pl.col("t")))

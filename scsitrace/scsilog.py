@@ -120,7 +120,7 @@ def analyze(capture: Capture, options=None) -> Analysis:
         anomalies=an, ios_completed=paired, data_bytes=None,
         category_order={"scsilog": list(STAGES)}, default_profile="scsilog",
         categories={"scsilog": srt.categories(segments, STAGES, elapsed, paired)},
-        notes=notes, source={"path": capture.path, "format": capture.format, "log": capture.meta.get("log")},
+        notes=notes + list(capture.notes), source={"path": capture.path, "format": capture.format, "log": capture.meta.get("log")},
         extra={"json": {"srt": srt.as_json(table), "commands": srt.commands_json(ios),
                         "srt_histogram": srt.histogram(ios), "devices": srt.devices_json(ios, elapsed)},
                "no_normalized": ["IDLE"]})

@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from . import schema, scsi, srt, usbscan
 from ._keys import dense_ids
+from . import completeness
 from .model import Analysis, Capture
 
 # The urbs frame every usbmon route hands over: one row per URB event.
@@ -552,7 +553,7 @@ def segments_frame(full: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
 def analyze(capture: Capture, options=None) -> Analysis:
     urbs = capture.columns["urbs"] if "urbs" in capture.columns else urb_columns(capture.frames["urbs"])
     elapsed = int(urbs.t_ns.max()) if len(urbs) else 0
-    _, cmds, anomalies = commands(urbs)
+    xf, cmds, anomalies = commands(urbs)
     full = ios_frame(cmds)
     tiles = tile(full, elapsed, segments=False)
     ios = full.select(list({**schema.IOS, **IOS_EXTRA}))
@@ -568,6 +569,7 @@ def analyze(capture: Capture, options=None) -> Analysis:
         notes.append(f"{n_dev} devices: stage percentages are of {n_dev} x the elapsed time")
     if capture.meta.get("text_format") == "1t":
         notes.append("1t text has no bus numbers: devices are shown on bus 0")
+    notes += completeness.usb_notes(xf.s_row, xf.c_row, ios) + list(capture.notes)
     cats = srt.category_table(tiles["totals"], n_dev, STAGES, elapsed, paired)
     return Analysis(
         layer="usb", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=lambda: segments_frame(full, elapsed),
