@@ -105,9 +105,11 @@ def _bad(bad: pl.DataFrame, reason, path: str, strict: bool, records: RecordCoun
     records.skip(bad.height, [f"{path}:{n}: {w}" for n, w in zip(bad["line_no"].head(5), why.head(5))])
 
 
-def _out_of_range(g: pl.DataFrame, extra: list[tuple[pl.Expr, str]]) -> pl.DataFrame:
-    """`reason` per decoded line: the first field that is out of its range (null: none)."""
-    checks = [(pl.col("t_ns").is_null(), "timestamp is not SECONDS.FRACTION within int64 nanoseconds"),
+def _out_of_range(g: pl.DataFrame, extra: list[tuple[pl.Expr, str]], malformed: str) -> pl.DataFrame:
+    """`reason` per line: `malformed` where the pattern did not match, else the first field out
+    of its range (null: none), so that strict mode names the first bad line of the file."""
+    checks = [(pl.col("ts").is_null(), malformed),
+              (pl.col("t_ns").is_null(), "timestamp is not SECONDS.FRACTION within int64 nanoseconds"),
               (pl.any_horizontal(_lines.checked_int(pl.col(c), *_lines.U32).is_null() for c in ("host", "channel", "id")),
                "host, channel or id outside 0..2^32-1"),
               (_lines.checked_int(pl.col("lun"), 0, 2**63 - 1).is_null(), "LUN out of range"),
@@ -121,10 +123,10 @@ def _out_of_range(g: pl.DataFrame, extra: list[tuple[pl.Expr, str]]) -> pl.DataF
 
 def _ftrace(ft: pl.DataFrame, path: str, strict: bool, records: RecordCount) -> pl.DataFrame:
     g = ft.select("line_no", "t", pl.col("t").str.extract_groups(FTRACE).alias("g")).unnest("g")
-    _bad(g.filter(pl.col("ts").is_null()), "malformed scsi_dispatch_cmd event", path, strict, records)
     raw = pl.col("raw").str.replace_all(" ", "")
-    g = _out_of_range(g.filter(pl.col("ts").is_not_null()), [
-        ((raw.str.len_bytes() % 2 == 1) | (raw.str.len_bytes() == 0), "raw= CDB bytes: an odd number of hex digits")])
+    g = _out_of_range(g, [
+        ((raw.str.len_bytes() % 2 == 1) | (raw.str.len_bytes() == 0), "raw= CDB bytes: an odd number of hex digits")],
+        malformed="malformed scsi_dispatch_cmd event")
     _bad(g.filter(pl.col("reason").is_not_null()), "reason", path, strict, records)
     g = g.filter(pl.col("reason").is_null())
     result = pl.col("result")
@@ -146,13 +148,13 @@ def _ftrace(ft: pl.DataFrame, path: str, strict: bool, records: RecordCount) -> 
 def _dmesg(dm: pl.DataFrame, path: str, strict: bool, records: RecordCount) -> pl.DataFrame:
     """Send/Done/FAILED/timing-out lines, each given the CDB of the "CDB:" line after it."""
     g = dm.select("line_no", "t", pl.col("t").str.extract_groups(DMESG).alias("g")).unnest("g")
-    _bad(g.filter(pl.col("ts").is_null()), "malformed SCSI logging line", path, strict, records)
     is_cdb = pl.col("kind") == "CDB:"
     # "CDB: Read(10) 28 00 ..." (older kernels: "CDB: Read(10): 28 00 ..."): at least 6 bytes,
     # nothing after them
     cdb_hex = pl.col("rest").str.extract(r"((?:\s[0-9a-f]{2})+)\s*$").str.replace_all(" ", "")
-    g = _out_of_range(g.filter(pl.col("ts").is_not_null()).with_columns(cdb_hex.alias("cdb_hex")), [
-        (is_cdb & (pl.col("cdb_hex").str.len_bytes().fill_null(0) < 12), "garbled CDB (expected 6 or more hex bytes)")])
+    g = _out_of_range(g.with_columns(cdb_hex.alias("cdb_hex")), [
+        (is_cdb & (pl.col("cdb_hex").str.len_bytes().fill_null(0) < 12), "garbled CDB (expected 6 or more hex bytes)")],
+        malformed="malformed SCSI logging line")
     _bad(g.filter(pl.col("reason").is_not_null()), "reason", path, strict, records)
     g = g.filter(pl.col("reason").is_null()).with_columns(
         pl.format("{}:{}:{}:{}", "host", "channel", "id", "lun").alias("device"))

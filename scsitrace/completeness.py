@@ -36,8 +36,17 @@ def usb_notes(s_row: np.ndarray, c_row: np.ndarray, ios: pl.DataFrame) -> list[s
     return notes
 
 
-def one_record_note(records: int) -> list[str]:
-    """A capture of a single record: nothing to time, and the report says so."""
-    if records == 1:
-        return ["the capture holds a single record: no interval can be measured (elapsed time 0)"]
-    return []
+def unusual_notes(analysis) -> list[str]:
+    """Legal but unusual captures, said in so many words: a single record (nothing to time),
+    no elapsed time, a bus trace of nothing but BUS FREE."""
+    notes = []
+    records = analysis.capture.records
+    if records.read == 1:
+        notes.append("the capture holds a single record: no interval can be measured")
+    elif analysis.elapsed_ns == 0 and records.read > 1:
+        notes.append("all records carry the same time: elapsed time 0, no rates or percentages")
+    if analysis.layer == "bus" and analysis.elapsed_ns > 0 and analysis.ios_completed == 0:
+        phases = analysis.segments["phase"].unique().to_list() if analysis.segments.height else []
+        if phases == ["BUS FREE"]:
+            notes.append("the bus is free for the whole trace: no arbitration, selection or I/O in it")
+    return [n for n in notes if n not in analysis.notes]

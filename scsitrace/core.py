@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from importlib import import_module
 
+from . import completeness
 from .model import Analysis, Capture
 
 # layer -> module under scsitrace with `analyze(capture, options) -> Analysis`
@@ -28,4 +29,6 @@ class Options:
 def analyze(capture: Capture, options: Options | None = None) -> Analysis:
     options = options or Options()
     mod = import_module(f"{__package__}.{LAYERS[capture.layer]}")
-    return mod.analyze(capture, options)
+    analysis = mod.analyze(capture, options)
+    analysis.notes = list(analysis.notes) + completeness.unusual_notes(analysis)
+    return analysis

@@ -8,12 +8,9 @@ passes are cached.
 from __future__ import annotations
 
 import atexit
-import contextlib
-import io
 import json
 import re
 import shutil
-import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -22,36 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import gen_hostile  # noqa: E402
-
-from scsitrace.cli import main  # noqa: E402
-
-TIMEOUT_S = 60          # a hang; the slowest case (a 10 MB line) takes about a second
-
-
-class Hang(BaseException):
-    """Raised by the alarm: a BaseException, so the CLI's internal-error handler lets it through."""
-
-
-def run_cli(argv: list[str], timeout: int = TIMEOUT_S) -> tuple[int, str, str]:
-    """(exit status, stdout, stderr) of `scsitrace ARGV` run in this process."""
-    out, err = io.StringIO(), io.StringIO()
-
-    def alarm(*_):
-        raise Hang(f"scsitrace {' '.join(argv)} ran more than {timeout} s")
-
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.alarm(timeout)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                status = main(argv)
-            except SystemExit as exc:       # argparse
-                status = exc.code if isinstance(exc.code, int) else 2
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
-    return status, out.getvalue(), err.getvalue()
-
+from clirun import run_cli  # noqa: E402
 
 _DIR = Path(tempfile.mkdtemp(prefix="scsitrace-hostile-"))
 atexit.register(shutil.rmtree, _DIR, True)
