@@ -85,6 +85,23 @@ def test_missing_per_cpu_blktrace_file_is_stated(tmp_path):
     assert not notes_with(summary(full / "t"), "incomplete")
 
 
+@pytest.mark.skipif(not (shutil.which("btt") and shutil.which("blkparse")), reason="blkparse/btt not installed")
+def test_missing_cpu_file_figures_equal_btt_and_are_noted(tmp_path):
+    """With CPU 1's file missing, requests queued on CPU 0 lose their completions: the stage
+    figures are btt's own on the same files (checked live), and the note says why they are
+    not the whole story."""
+    import subprocess
+    from test_blktrace_btt import btt_section, ours, printed
+    shutil.copy(LSI / "lsi_randread4k.blktrace.0", tmp_path / "t.blktrace.0")
+    (tmp_path / "t.blktrace.2").write_bytes(b"")      # CPU 2 idle, CPU 1 missing
+    subprocess.run(["blkparse", "-i", "t", "-d", "t.bin", "-O"], cwd=tmp_path, check=True, capture_output=True)
+    ref = subprocess.run(["btt", "-i", str(tmp_path / "t.bin")], capture_output=True, text=True, check=True).stdout
+    stats, _ = ours(str(tmp_path / "t"))
+    assert printed(stats, "all") == btt_section(ref, "All Devices")
+    s = summary(tmp_path / "t")
+    assert notes_with(s, "t.blktrace.1 missing")
+
+
 def _records(raw: bytes) -> list[tuple[int, int]]:
     """(offset, length) of each record of a little-endian blktrace file."""
     pos, out = 0, []
