@@ -125,6 +125,8 @@ def _reason_text(code: int, found: int, header: dict) -> str:
         return "bad DBP value (expected 0, 1 or -)"
     if code == BAD_BACKWARDS:
         return "tick goes backwards"
+    if code == BAD_OVERFLOW:
+        return f"tick x tick_ns {header['tick_ns']} is beyond int64 nanoseconds"
     return f"non-binary value for signal {header['signals'][code - _scan.BAD_SIGNAL]}"
 
 
@@ -132,6 +134,14 @@ def _decode(scanned, header: dict, last_tick: int | None) -> _Decoded:
     """Checks the scanner leaves to bulk code (tick order), then the block's bad lines in
     line order with the reason each one breaks first."""
     (line_idx, tick, lines, db, db_null, dbp), (bad_line, bad_reason, bad_found), decreases = scanned
+    over = tick > np.iinfo(np.int64).max // header["tick_ns"]
+    if over.any():                 # tick x tick_ns beyond int64 nanoseconds: bad lines
+        bad_line = np.concatenate((bad_line, line_idx[over]))
+        bad_reason = np.concatenate((bad_reason, np.full(int(over.sum()), BAD_OVERFLOW, np.int16)))
+        bad_found = np.concatenate((bad_found, np.zeros(int(over.sum()), np.int32)))
+        keep = ~over
+        line_idx, tick, lines = line_idx[keep], tick[keep], lines[keep]
+        db, db_null, dbp = (x[keep] if len(x) else x for x in (db, db_null, dbp))
     in_order = decreases == 0 and (last_tick is None or not len(tick) or tick[0] >= last_tick)
     if not in_order:
         # ticks never decrease: compare with the running maximum of the ticks before
@@ -156,6 +166,7 @@ def _decode(scanned, header: dict, last_tick: int | None) -> _Decoded:
 
 MAX_REPORTED = 5
 BAD_BACKWARDS = 5
+BAD_OVERFLOW = 6
 PARSE_BLOCK_BYTES = 4 << 20   # scanned two at a time (the scanner releases the GIL)
 CHUNK_RECORDS = 1 << 20       # transitions per frame handed to the analysis
 

@@ -151,6 +151,7 @@ FIELD_ATTACKS = [
     ("ancot", "tick-huge", rb"^\s*\d+", b"100000000000000000000", True),
     ("ancot", "tick-negative", rb"^\s*\d+", b"-5", True),
     ("ancot", "tick-nan", rb"^\s*\d+", b"nan", True),
+    ("ancot", "tick-overflow", rb"^\s*\d+", b"999999999999999999", True),   # fits int64, x 50 ns does not
     ("ancot", "signal-2", rb"[01]$", b"2", True),
     ("blkparse", "seconds-huge", rb"\d+\.\d{9}", b"100000000000.000000000", True),
     ("blkparse", "seconds-int64", rb"\d+\.\d{9}", b"100000000000000000000.000000000", True),
@@ -307,6 +308,12 @@ def blktrace_cases(d: Path) -> dict[str, Case]:
     b = bytearray(f0)
     struct.pack_into("<H", b, offs[5] + 46, 0xFFFF)
     put("pdu-len-huge", bytes(b), bad=True, where="offset", count=False)
+    b = bytearray(f0)
+    struct.pack_into("<Q", b, offs[10] + 8, (1 << 63) + 5)        # a time beyond int64 ns
+    put("time-huge", bytes(b), bad=True, where="offset")
+    b = bytearray(f0)
+    struct.pack_into("<Q", b, offs[12] + 16, 2**64 - 1)           # sector -1 as u64
+    put("sector-huge", bytes(b), bad=True, where="offset")
     b = bytearray(f0)
     b[offs[5]] = 0x09
     put("version-9", bytes(b), bad=True, where="offset")
