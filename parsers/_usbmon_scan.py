@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from scsitrace._jit import compiled, inlined
-from scsitrace.usb import UrbColumns
+from scsitrace.usb.urbs import UrbColumns
 
 from ._bytes import u16, u32, u64
 

@@ -261,20 +261,12 @@ def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
         "tick_ns": header["tick_ns"],
         "initiator": header["initiator"],
         "signals": captured,
-        "level": level_of(captured),
+        "level": schema.level_of(captured),
         **header["extra"],
     }
     cap = Capture(layer="bus", path=path, format=ID, meta=meta)
     cap.chunks = _Reader(path, header, offset, first_line, strict, cap.records, progress)
     return cap
-
-
-def level_of(signals: list[str]) -> int:
-    if "DB" in signals:
-        return 3
-    if "REQ" in signals or "ACK" in signals:
-        return 2
-    return 1
 
 
 # ---------------------------------------------------------------- writer

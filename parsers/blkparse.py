@@ -14,7 +14,8 @@ import re
 
 import polars as pl
 
-from scsitrace import block, schema
+from scsitrace import schema
+from scsitrace.block import events as block
 from scsitrace.errors import BadInput
 from scsitrace.model import Capture
 from . import _blktrace_gaps, _counters, _lines

@@ -21,7 +21,8 @@ import construct as cs
 import numpy as np
 import polars as pl
 
-from scsitrace import block, schema
+from scsitrace import schema
+from scsitrace.block import events as block
 from scsitrace.errors import BadInput, TruncatedInput
 from scsitrace.model import Capture, LazyFrames
 

@@ -16,7 +16,7 @@ import polars as pl
 from scsitrace import schema
 from scsitrace.errors import BadInput
 from scsitrace.model import Capture, RecordCount
-from scsitrace.scsilog import EVENTS
+from scsitrace.scsilog.events import EVENTS
 from . import _counters, _lines
 
 ID = "scsilog"

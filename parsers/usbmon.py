@@ -27,7 +27,7 @@ import polars as pl
 from scsitrace import schema
 from scsitrace.errors import BadInput, TruncatedInput, UsageError
 from scsitrace.model import Capture, LazyFrames, RecordCount
-from scsitrace.usb import DATA_PREFIX, EVENT_LETTERS, URBS, UrbColumns, urbs_frame
+from scsitrace.usb.urbs import DATA_PREFIX, EVENT_LETTERS, URBS, UrbColumns, urbs_frame
 from . import _lines, _pcap, _usbmon_scan
 
 ID = "usbmon"

@@ -32,7 +32,6 @@ from . import _vcd_scan as _scan
 from ._vcd_scan import (BAD, KW_COMMENT, KW_DUMPALL, KW_DUMPOFF, KW_DUMPON, KW_DUMPVARS, KW_END,
                         PACKED_BYTES, R_NO_CODE, R_TIME, R_TOKEN, R_VECTOR, REAL, SCALAR, STRING,
                         TIME, VECTOR)
-from .ancot import level_of
 
 ID = "vcd"
 SUFFIXES = (".vcd",)
@@ -676,7 +675,7 @@ def parse(path: str, *, strict: bool = True, progress=None, mapping: dict | None
         "timescale": header.timescale or "1 ns (no $timescale; assumed)",
         "initiator": initiator,
         "signals": signals,
-        "level": level_of(signals),
+        "level": schema.level_of(signals),
         "mapping": {f.bus: f.var.path for f in feeds},
         "inverted": [f.bus for f in feeds if f.inverted],
         **{k: v for k, v in header.info.items() if v},

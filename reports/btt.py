@@ -1,4 +1,5 @@
-"""Block-layer tables in btt's shapes, rendered from the JSON summary (never recomputed):
+"""Block-layer tables in btt's shapes, rendered from the JSON summary (no figure computed
+here; the AVG column is printed with btt's own arithmetic, see stage_tables):
 the ALL table (per device and all devices), Device Overhead, per device, per process, and
 the dispatched request-size histogram."""
 from __future__ import annotations
@@ -27,7 +28,9 @@ def stage_tables(summary: dict) -> list[Table]:
         for col in ("ALL", "MIN", "AVG", "MAX", "N"):
             t.add_column(col, justify="left" if col == "ALL" else "right")
         for r in by_dev[dev]:
-            avg = (r["total_ns"] / 1e9) / r["n"]     # btt: BIT_TIME(total) / n
+            # btt prints BIT_TIME(total) / n: from total and n, so the 9th decimal is btt's too
+            # (avg_ns / 1e9 rounds differently now and then: 0.000082630 for btt's 0.000082629)
+            avg = (r["total_ns"] / 1e9) / r["n"]
             t.add_row(r["name"], _secs(r["min_ns"]), f"{avg:.9f}", _secs(r["max_ns"]), str(r["n"]))
         out.append(t)
     return out

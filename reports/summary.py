@@ -1,13 +1,16 @@
 """The JSON contract of `analyze --json` (README "JSON contract"), built from an Analysis.
 
-Every figure is computed here from the canonical tables, so the terminal table, the CSV,
-the HTML and the regression gate all show the same numbers.
+The one place where an analysis becomes figures: the percentage table (per target too),
+bandwidth, I/O rate, anomalies and records from the canonical tables, and each of the
+layer's declared tables (scsitrace/tables.py) as its JSON key. The terminal, CSV, HTML and
+the regression gate render this summary, so they all show the same numbers.
 """
 from __future__ import annotations
 
 import polars as pl
 
 from scsitrace.model import Analysis
+from scsitrace.tables import percent_table
 
 MIB = float(1 << 20)
 BYTES_SOURCE = {  # where each layer's byte counts come from, said next to every bandwidth
@@ -36,24 +39,10 @@ def categories(analysis: Analysis, profile: str, target: int | None = None) -> p
                                .otherwise(pl.col(col)).alias(col))
         order.append(OTHER_TARGETS)
     totals = dict(seg.group_by(col).agg(pl.col("dur").sum()).iter_rows())
-    extra = [name for name in totals if name not in order]  # e.g. RESET, UNKNOWN when present
-    names = order + sorted(extra)
-    ios = _ios_completed(analysis, target)
-    no_normalized = set(analysis.extra.get("no_normalized", ())) | {OTHER_TARGETS}
-    elapsed = analysis.elapsed_ns
-    rows = []
-    for name in names:
-        total = int(totals.get(name, 0))
-        if name in extra and total == 0:
-            continue
-        rows.append({
-            "name": name,
-            "total_ns": total,
-            "percent": 100.0 * total / elapsed if elapsed else 0.0,
-            "normalized_ns": (total / ios if ios and name not in no_normalized else None),
-        })
-    return pl.DataFrame(rows, schema={"name": pl.Utf8, "total_ns": pl.Int64,
-                                      "percent": pl.Float64, "normalized_ns": pl.Float64})
+    extra = [name for name in totals if name not in order and totals[name]]  # e.g. RESET, UNKNOWN when present
+    no_normalized = set(analysis.no_normalized) | {OTHER_TARGETS}
+    return percent_table(totals, order + sorted(extra), analysis.elapsed_ns, _ios_completed(analysis, target),
+                         no_normalized)
 
 
 def _ios_completed(analysis: Analysis, target: int | None) -> int:
@@ -151,5 +140,6 @@ def summary(analysis: Analysis, profile: str | None = None, target: int | None =
         "records": analysis.capture.records.as_json(),
         "notes": notes,
     }
-    out.update(analysis.extra.get("json", {}))
+    for table in analysis.declared:
+        out[table.name] = table.to_json(analysis.table(table.name))
     return out

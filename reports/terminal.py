@@ -1,14 +1,8 @@
 """Terminal rendering with rich: aligned tables of the summary dict (never recomputes)."""
 from __future__ import annotations
 
-from importlib import import_module
-
 from rich.console import Console
 from rich.table import Table
-
-# layer -> module under scsitrace.reports with `tables(summary) -> list[rich Table]`,
-# for the layer's own JSON keys (stages, srt, ...); explicit, no import magic.
-LAYER_TABLES: dict[str, str] = {"usb": "srt", "scsilog": "srt", "block": "btt"}
 
 
 def fmt_ns(ns) -> str:
@@ -87,9 +81,8 @@ def render(summary: dict, console: Console | None = None) -> None:
     tt = targets_table(summary)
     if tt is not None:
         console.print(tt)
-    if summary.get("layer") in LAYER_TABLES:
-        for table in import_module(f"scsitrace.reports.{LAYER_TABLES[summary['layer']]}").tables(summary):
-            console.print(table)
+    for table in layer_tables(summary):
+        console.print(table)
     an = summary["anomalies"]
     if an["count"]:
         kinds = ", ".join(f"{k} x{v}" for k, v in an["by_kind"].items())
@@ -101,3 +94,12 @@ def render(summary: dict, console: Console | None = None) -> None:
         console.print(f"  skipped {ex}", markup=False, soft_wrap=True)
     for note in summary.get("notes", []):
         console.print(f"Note: {note}", markup=False, highlight=False, soft_wrap=True)
+
+
+def layer_tables(summary: dict) -> list[Table]:
+    """The layer's own tables, rendered from their JSON keys (btt's for block traces, SRT for
+    the usb and kernel-log layers)."""
+    from . import btt, srt
+    renderers = {"block": btt.tables, "usb": srt.tables, "scsilog": srt.tables}
+    render = renderers.get(summary.get("layer"))
+    return render(summary) if render else []

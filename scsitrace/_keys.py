@@ -1,112 +1,130 @@
-"""Integer keys in compiled passes (numba): an open-addressing hash table of uint64 keys with
-int64 values (a value < 0 marks an empty slot), linear probing, and dense ids of keys.
+"""Integer keys in compiled passes (numba): open-addressing hash tables with linear probing,
+and dense ids of keys.
 
-The USB pairing keeps its URBs in flight in such a table; `dense_ids` numbers devices,
-processes and (device, process) pairs for the usb and block layers; `distinct` lists the
-block layer's devices.
+One table: a (slots, 4) int64 array, one 32-byte row per slot holding a two-part key
+(KEY_A >= 0, KEY_B), a VALUE and a spare column, probed linearly (`find_row`), entries
+removed by backward shift (`delete_row`), grown by its user between passes (`doubled`: a
+pass that creates arrays cannot run without numba's reference counting). Its users: the
+block machine's live bios by (device, start sector) and by (device, sector bucket); the USB
+pairing's URBs in flight (key (0, URB id)); `dense_ids`, which numbers devices, processes
+and (device, process) pairs for the usb and block layers; `distinct`.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ._jit import compiled, inlined
+from ._jit import compiled, inlined, no_refcount
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
+# ---------------------------------------------------------------- rows: two-part keys
+
+KEY_A, KEY_B, VALUE = 0, 1, 2        # columns of a table row (a fourth pads it to 32 bytes)
+EMPTY = -1                           # every column of a free slot (KEY_A is never negative)
+
 
 @inlined
-def home(key, mask):
-    """Home slot of `key` in a table of mask + 1 slots (multiplicative hashing)."""
-    return np.int64((np.uint64(key) * _GOLDEN) >> np.uint64(32)) & mask
+def row_home(a, b, mask):
+    """Home slot of the key (a, b) in a table of mask + 1 slots (multiplicative hashing)."""
+    h = (np.uint64(a) * _GOLDEN) ^ (np.uint64(b) * np.uint64(0xC2B2AE3D27D4EB4F))
+    return np.int64((h >> np.uint64(32)) & np.uint64(mask))
+
+
+@inlined
+def find_row(table, a, b):
+    """Slot of key (a, b), or the free slot where it would go."""
+    mask = table.shape[0] - 1
+    s = row_home(a, b, mask)
+    while table[s, KEY_A] != EMPTY and (table[s, KEY_A] != a or table[s, KEY_B] != b):
+        s = (s + 1) & mask
+    return s
+
+
+@no_refcount
+def delete_row(table, s):
+    """Free slot s, shifting back the entries after it that probed past it."""
+    mask = table.shape[0] - 1
+    j = (s + 1) & mask
+    while table[j, KEY_A] != EMPTY:
+        home_slot = row_home(table[j, KEY_A], table[j, KEY_B], mask)
+        stays = (s < home_slot <= j) if s <= j else (home_slot > s or home_slot <= j)
+        if not stays:
+            for c in range(4):
+                table[s, c] = table[j, c]
+            s = j
+        j = (j + 1) & mask
+    for c in range(4):
+        table[s, c] = EMPTY               # a free slot's VALUE reads EMPTY
 
 
 @compiled
-def grow(keys, vals):
-    """The table at twice the capacity."""
-    cap = keys.shape[0] * 2
-    mask = cap - 1
-    nk = np.zeros(cap, np.uint64)
-    nv = np.full(cap, -1, np.int64)
-    for j in range(keys.shape[0]):
-        if vals[j] >= 0:
-            h = home(keys[j], mask)
-            while nv[h] >= 0:
-                h = (h + 1) & mask
-            nk[h] = keys[j]
-            nv[h] = vals[j]
-    return nk, nv
+def doubled(table):
+    """A copy of the table twice as large (callers keep tables at most half full)."""
+    out = np.full((2 * table.shape[0], 4), EMPTY, np.int64)
+    for s in range(table.shape[0]):
+        if table[s, KEY_A] != EMPTY:
+            out[find_row(out, table[s, KEY_A], table[s, KEY_B]), :] = table[s, :]
+    return out
 
 
-@inlined
-def find(keys, vals, key):
-    """Slot of `key` in the table, or the empty slot where it would go."""
-    mask = keys.shape[0] - 1
-    h = home(key, mask)
-    while vals[h] >= 0 and keys[h] != key:
-        h = (h + 1) & mask
-    return h
+# ---------------------------------------------------------------- dense ids
 
-
-@inlined
-def remove(keys, vals, h):
-    """Empty slot `h`, shifting later entries of its probe run back (linear probing)."""
-    mask = keys.shape[0] - 1
-    while True:
-        vals[h] = -1
-        k = h
-        while True:
-            k = (k + 1) & mask
-            if vals[k] < 0:
-                return
-            at = home(keys[k], mask)
-            # the entry at k may move to h unless its home lies cyclically in (h, k]
-            if (h < k and h < at <= k) or (h > k and (at > h or at <= k)):
-                continue
-            break
-        keys[h] = keys[k]
-        vals[h] = vals[k]
-        h = k
-
-
-@compiled
-def dense_ids(key):
+def dense_ids(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(id of each key: 0, 1, ... in order of first appearance; the row where each id first
     appears). Runs of one key, the rule for devices and processes, cost one compare a row."""
-    return _numbered(key, True)
+    return _numbered(_as_int64(key), True)
 
 
-@compiled
-def distinct(key):
+def distinct(key: np.ndarray) -> np.ndarray:
     """The distinct keys, sorted (dense_ids without the per-row ids)."""
-    first = _numbered(key, False)[1]
-    return np.sort(key[first])
+    return np.sort(key[_numbered(_as_int64(key), False)[1]])
+
+
+def _as_int64(key: np.ndarray) -> np.ndarray:
+    """Integer keys as int64 (uint64 reinterpreted: only equality matters)."""
+    key = np.ascontiguousarray(key)
+    return key.view(np.int64) if key.dtype == np.uint64 else key.astype(np.int64, copy=False)
 
 
 @compiled
 def _numbered(key, with_ids):
-    """dense_ids; the per-row ids only `with_ids` (else an empty array)."""
+    """dense_ids; the per-row ids only `with_ids` (else an empty array). The table (key (0, k)
+    -> id) is grown here, between calls of `_number_from` (state: next row, ids so far)."""
     n = key.shape[0]
-    keys = np.zeros(1 << 6, np.uint64)
-    vals = np.full(1 << 6, -1, np.int64)
+    table = np.full((1 << 6, 4), EMPTY, np.int64)
     first = np.empty(n, np.int64)
-    used = 0
     out = np.empty(n if with_ids else 0, np.int64)
-    last_key, last_id = np.uint64(0), np.int64(-1)
-    for r in range(n):
-        if last_id >= 0 and np.uint64(key[r]) == last_key:
+    state = np.zeros(2, np.int64)
+    while state[0] < n:
+        if 2 * (state[1] + 1) > table.shape[0]:
+            table = doubled(table)
+        _number_from(key, with_ids, table, first, out, state)
+    return out, first[:state[1]].copy()
+
+
+@no_refcount
+def _number_from(key, with_ids, table, first, out, state):
+    """Number the keys from state[0] on, until the end or a new key the table has no room for."""
+    r, used = state[0], state[1]
+    last_key, last_id = np.int64(0), np.int64(-1)
+    room = True
+    while r < key.shape[0] and room:
+        k = key[r]
+        if last_id >= 0 and k == last_key:
             if with_ids:
                 out[r] = last_id
+            r += 1
             continue
-        if 2 * (used + 1) > keys.shape[0]:
-            keys, vals = grow(keys, vals)
-        k = np.uint64(key[r])
-        h = find(keys, vals, k)
-        if vals[h] < 0:
-            keys[h] = k
-            vals[h] = used
-            first[used] = r
-            used += 1
-        if with_ids:
-            out[r] = vals[h]
-        last_key, last_id = k, vals[h]
-    return out, first[:used].copy()
+        h = find_row(table, 0, k)
+        new = table[h, KEY_A] == EMPTY
+        room = (not new) or 2 * (used + 1) <= table.shape[0]
+        if room:
+            if new:
+                table[h, KEY_A], table[h, KEY_B], table[h, VALUE] = 0, k, used
+                first[used] = r
+                used += 1
+            if with_ids:
+                out[r] = table[h, VALUE]
+            last_key, last_id = k, table[h, VALUE]
+            r += 1
+    state[0], state[1] = r, used

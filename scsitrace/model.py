@@ -109,7 +109,10 @@ class Analysis:
     `category_order` maps a profile name to its categories in report order; segments
     carry `phase` (profile `scsi`) and `category` (the layer's own buckets). A layer
     whose time does not tile (block, usb) may instead hand over `categories` directly:
-    profile -> frame of name, total_ns, percent, normalized_ns.
+    profile -> percentage table (scsitrace/tables.py CATEGORIES). `tables` holds the
+    layer's own tables, each declared in `declared` (scsitrace/tables.py `Table`: schema,
+    JSON key and shape); a table may be handed over as a function that builds it on first
+    read. `no_normalized`: categories that get no time per I/O (idle time: I/Os overlap).
     """
 
     layer: str
@@ -127,8 +130,29 @@ class Analysis:
     notes: list[str] = field(default_factory=list)
     segment_targets: bool | None = None         # whether segments name targets (None: look at them)
     source: dict = field(default_factory=dict)
-    extra: dict = field(default_factory=dict)   # layer-specific JSON keys ("stages", "srt", ...)
+    declared: tuple = ()                        # the layer's Table declarations, in JSON order
+    tables: dict = field(default_factory=dict)  # name -> frame (or a function building it)
+    no_normalized: tuple = ()
     runs: pl.DataFrame | None = None            # bus: the reduced phase runs (attribution)
+
+    def table(self, name: str) -> pl.DataFrame:
+        """A declared table, built on first read, checked against its declaration."""
+        value = self.tables[name]
+        if callable(value):
+            value = self.tables[name] = self._checked(name, value())
+        return value
+
+    def _checked(self, name: str, frame: pl.DataFrame) -> pl.DataFrame:
+        from .tables import check
+        spec = next((t for t in self.declared if t.name == name), None)
+        if spec is None:
+            raise KeyError(f"{self.layer} analysis: table {name!r} is not declared")
+        return check(spec, frame)
+
+    def __post_init__(self):
+        for name, value in self.tables.items():
+            if not callable(value):
+                self.tables[name] = self._checked(name, value)
 
 
 def _built_on_demand(name: str) -> property:

@@ -5,12 +5,24 @@ Times are int64 nanoseconds from the trace's start; the absolute origin lives in
 """
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
+import pyarrow as pa
 
 # Bus lines: bit n of `transitions.lines`. Spec spelling, 1 = asserted (logical level).
 SIGNALS = ("BSY", "SEL", "ATN", "RST", "MSG", "C/D", "I/O", "REQ", "ACK")
 SIGNAL_BIT = {name: bit for bit, name in enumerate(SIGNALS)}
 REQUIRED_SIGNALS = ("BSY", "SEL", "MSG", "C/D", "I/O")
+
+
+def level_of(signals) -> int:
+    """Level of detail of a bus capture by its signals: 3 with the data bus, 2 with REQ or
+    ACK (handshakes), else 1 (phase lines only)."""
+    if "DB" in signals:
+        return 3
+    if "REQ" in signals or "ACK" in signals:
+        return 2
+    return 1
 
 TRANSITIONS = {
     "t_ns": pl.Int64,
@@ -93,3 +105,14 @@ def frame(rows: dict, schema: dict) -> pl.DataFrame:
     if extra:
         df = df.with_columns(**{c: pl.Series(c, v) for c, v in extra.items()})
     return df
+
+
+NULL = np.iinfo(np.int64).min     # a missing time in numpy columns
+
+
+def nullable(values: np.ndarray, null: np.ndarray | None = None, name: str = "") -> pl.Series:
+    """Series of `values`, null where `null` (default: where the value is NULL)."""
+    null = values == NULL if null is None else null
+    if not null.any():
+        return pl.Series(name, values)
+    return pl.Series(name, pa.array(values, mask=null))

@@ -166,7 +166,7 @@ def decode_cdb_matrix(m, n) -> dict:
     import numpy as np
     import polars as pl
     from . import _cdb_scan
-    from .srt import nullable
+    from .schema import nullable
     rows = len(m)
     names = pl.Series([*_ALL_OPCODE_NAMES, *SERVICE_ACTION_IN_16.values(), ""], dtype=pl.Utf8)
     sa_name = np.full(32, -1, np.int64)

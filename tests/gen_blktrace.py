@@ -29,7 +29,7 @@ import os
 
 import numpy as np
 
-from scsitrace import block
+from scsitrace.block import events as block
 from scsitrace.parsers import blktrace as bt
 
 DISK = (8 << 20) | 0

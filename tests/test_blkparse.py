@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 sys.path.insert(0, os.path.dirname(__file__))
 import gen_blktrace as gen  # noqa: E402
 
-from scsitrace import block, cli, core, parsers  # noqa: E402
+from scsitrace.reports import summary as summ
+from scsitrace import cli, core, parsers
+from scsitrace.block import events as block  # noqa: E402
 from scsitrace.errors import BadInput  # noqa: E402
 from scsitrace.parsers import blkparse, blktrace  # noqa: E402
 
@@ -34,8 +36,8 @@ def test_blkparse_text_reads_like_the_binary_it_came_from(case):
     assert t.select(COLS).equals(b.select(COLS))
     assert (t["bytes"] == b["bytes"]).all()
     assert parsers.detect(str(CAPTURED / f"{case}.ref.blkparse.txt")) == "blkparse"
-    ta = core.analyze(text, core.Options()).extra["stats"]
-    ba = core.analyze(binary, core.Options()).extra["stats"]
+    ta = core.analyze(text, core.Options()).table("stages")
+    ba = core.analyze(binary, core.Options()).table("stages")
     assert ta.equals(ba)
 
 
@@ -49,8 +51,8 @@ def test_completion_only_text_without_summary():
     assert set(ev["device"].to_list()) == {(1 << 20) | 0}
     assert sorted(set(ev["cpu"].to_list())) == [1, 13, 15]
     analysis = core.analyze(cap, core.Options())   # btt would see no Q: no stage samples
-    assert analysis.extra["json"]["events"] == {"C": len(lines)}
-    assert all(s["n"] == 0 for s in analysis.extra["json"]["stages"])
+    assert summ.summary(analysis)["events"] == {"C": len(lines)}
+    assert all(s["n"] == 0 for s in summ.summary(analysis)["stages"])
 
 
 def render(ev: pl.DataFrame, names: dict) -> str:

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 sys.path.insert(0, os.path.dirname(__file__))
 import gen_blktrace as gen  # noqa: E402
 
-from scsitrace import block, cli, parsers  # noqa: E402
+from scsitrace import cli, parsers
+from scsitrace.block import events as block  # noqa: E402
 from scsitrace.errors import BadInput, TruncatedInput  # noqa: E402
 from scsitrace.parsers import blktrace as bt  # noqa: E402
 

@@ -22,6 +22,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 import gen_blktrace as gen  # noqa: E402
 
+from scsitrace.reports import summary as summ
 from scsitrace import core  # noqa: E402
 from scsitrace.parsers import blktrace  # noqa: E402
 
@@ -83,15 +84,15 @@ def btt_overhead(text: str) -> dict:
 
 def ours(path: str) -> tuple[pl.DataFrame, dict]:
     analysis = core.analyze(blktrace.parse(path), core.Options())
-    return analysis.extra["stats"], analysis.extra["json"]
+    return analysis.table("stages").filter(pl.col("n") > 0), summ.summary(analysis)
 
 
 def printed(stats: pl.DataFrame, device: str) -> dict:
     """Our stats at btt's printed precision."""
-    return {r["stage"]: (f"{r['min_ns'] / 1e9:.9f}", f"{(r['total_ns'] / 1e9) / r['n']:.9f}",
+    return {r["name"]: (f"{r['min_ns'] / 1e9:.9f}", f"{(r['total_ns'] / 1e9) / r['n']:.9f}",
                          f"{r['max_ns'] / 1e9:.9f}", r["n"])
             for r in stats.filter(pl.col("device") == device).iter_rows(named=True)
-            if r["stage"] != "S2G" or r["n"]}
+            if r["name"] != "S2G" or r["n"]}
 
 
 def blkparse_counts(text: str) -> tuple[collections.Counter, int | None]:

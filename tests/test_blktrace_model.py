@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 sys.path.insert(0, os.path.dirname(__file__))
 import gen_blktrace as gen  # noqa: E402
 
-from scsitrace import block, core  # noqa: E402
+from scsitrace import core
+from scsitrace.block import events as block_events, machine, stats as block_stats  # noqa: E402
 from scsitrace.parsers import blktrace  # noqa: E402
 
 DEVS = (gen.DISK, (8 << 20) | 16)
@@ -114,43 +115,43 @@ def lifecycles(ios, noise) -> list[tuple]:
 @given(ios=st.lists(IO, min_size=1, max_size=12), noise=st.lists(EVENT, max_size=10))
 def test_vectorized_machine_equals_the_reference(tmp_path, ios, noise):
     events = lifecycles(ios, noise)
-    data = b"".join(gen.record(t, s, n * 512, block.TA[x] | (gen.READ << 16), 1, d, seq=k + 1)
+    data = b"".join(gen.record(t, s, n * 512, block_events.TA[x] | (gen.READ << 16), 1, d, seq=k + 1)
                     for k, (t, x, d, s, n) in enumerate(events))
     path = tmp_path / "r.bin"
     path.write_bytes(data)
     analysis = core.analyze(blktrace.parse(str(path)), core.Options())
-    run = block.machine(block._Events(block.event_columns(analysis.capture)))
+    run = machine.machine(machine._Events(machine.event_columns(analysis.capture)))
     ev, qi = run["ev"], run["qi"]
     want = reference(events)
     mine = collections.defaultdict(list)
-    for name, (q, ns) in block.samples(run).items():
+    for name, (q, ns) in machine.samples(run).items():
         for dev, value in zip(ev.devices[ev.dev[qi[q]]], ns):
             mine[(int(dev), name)].append(int(value))
     mine = {k: sorted(v) for k, v in mine.items() if v}
     assert mine == {k: v for k, v in want.items() if k[1] != "Q2Q"}
     # the tables' per-device figures (Q2Q included) add up the same samples
-    stats = analysis.extra["stats"]
-    tables = {(r["device"], r["stage"]): (r["n"], r["min_ns"], r["max_ns"], r["total_ns"])
+    stats = analysis.table("stages").filter(pl.col("n") > 0)
+    tables = {(r["device"], r["name"]): (r["n"], r["min_ns"], r["max_ns"], r["total_ns"])
               for r in stats.filter(pl.col("device") != "all").iter_rows(named=True)}
-    assert tables == {(block.dev_name(d), name): (len(v), min(v), max(v), sum(v)) for (d, name), v in want.items()}
+    assert tables == {(block_events.dev_name(d), name): (len(v), min(v), max(v), sum(v)) for (d, name), v in want.items()}
     assert (np.asarray(stats["min_ns"]) >= 1).all()
     # the (device, process) pairs indexed directly or listed as found add up the same
-    direct, saved = block.stage_totals(run), block.PAIRS_DIRECT
+    direct, saved = block_stats.stage_totals(run), block_stats.PAIRS_DIRECT
     try:
-        block.PAIRS_DIRECT = 0
-        listed = block.stage_totals(run)
+        block_stats.PAIRS_DIRECT = 0
+        listed = block_stats.stage_totals(run)
     finally:
-        block.PAIRS_DIRECT = saved
+        block_stats.PAIRS_DIRECT = saved
     assert all((a == b).all() for a, b in zip(direct, listed))
 
 
 def cull_reference(action, device, nbytes):
     """btt's pre-culling one event at a time: the kind of each event to the machine."""
-    from scsitrace import _block_machine as bm
+    from scsitrace.block import _machine_scan as bm
     started, kinds = set(), []
     for a, d, b in zip(action, device, nbytes):
-        k = int(block.KIND[a & 0xFF])
-        culled = k == bm.K_OTHER or a & block.TC_PC or (b <= 0 and k not in (bm.K_R, bm.K_A))
+        k = int(machine.KIND[a & 0xFF])
+        culled = k == bm.K_OTHER or a & block_events.TC_PC or (b <= 0 and k not in (bm.K_R, bm.K_A))
         keep = not culled and (d in started or k in (bm.K_Q, bm.K_A))
         if keep:
             started.add(d)
@@ -162,11 +163,11 @@ def cull_reference(action, device, nbytes):
 @given(events=st.lists(st.tuples(st.integers(0, 20), st.booleans(), st.sampled_from([8 << 20, 253 << 20, 9 << 20 | 1]),
                                  st.sampled_from([0, 512, 4096, -1])), max_size=60))
 def test_culling_keeps_what_btt_keeps_and_lists_the_qs_and_ds_in_order(events):
-    from scsitrace import _block_machine as bm
-    action = np.array([c | (block.TC_PC if pc else 0) for c, pc, _, _ in events], np.uint32)
+    from scsitrace.block import _machine_scan as bm
+    action = np.array([c | (block_events.TC_PC if pc else 0) for c, pc, _, _ in events], np.uint32)
     device = np.array([d for _, _, d, _ in events], np.uint32)
     nbytes = np.array([b for *_, b in events], np.int64)
-    ev = block._Events({"action": action, "device": device, "bytes": nbytes, "sector": np.zeros(len(events), np.int64),
+    ev = machine._Events({"action": action, "device": device, "bytes": nbytes, "sector": np.zeros(len(events), np.int64),
                         "t_ns": np.arange(len(events), dtype=np.int64), "pid": np.zeros(len(events), np.int64),
                         "pdu_dev": device.copy(), "pdu_sector": np.zeros(len(events), np.int64)})
     want = cull_reference(action.tolist(), device.tolist(), nbytes.tolist())
@@ -187,6 +188,6 @@ def test_merged_rows_are_the_stable_time_order_of_the_files(files, shuffle):
     times = [np.array(f if shuffle else sorted(f), np.int64) for f in files]
     flat = [(t, fi, k) for fi, f in enumerate(times) for k, t in enumerate(f.tolist())]
     want = sorted(range(len(flat)), key=lambda r: flat[r])       # records in processing order
-    rows = block.merge_rows(times)
+    rows = block_events.merge_rows(times)
     assert sorted(rows.tolist()) == list(range(len(flat)))
     assert [r for _, r in sorted(zip(rows.tolist(), range(len(flat))))] == want

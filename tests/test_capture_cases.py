@@ -19,6 +19,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from scsitrace.reports import summary as summ
 from scsitrace import core, parsers, scsi
 from scsitrace.cli import main as cli_main
 from scsitrace.commands import crosslayer as cmd
@@ -113,7 +114,7 @@ def test_case_is_small_and_complete(case):
 
 @pytest.mark.parametrize("case", BLOCK_CASES)
 def test_block_stage_table_equals_btt(case):
-    ours = {r["name"]: r for r in block_analysis(case).extra["json"]["stages"] if r["device"] == "all"}
+    ours = {r["name"]: r for r in summ.summary(block_analysis(case))["stages"] if r["device"] == "all"}
     theirs = btt_all_devices(btt_text(case))
     assert theirs, "btt printed no All Devices table"
     for name, (mn, avg, mx, n) in theirs.items():
@@ -127,7 +128,7 @@ def test_block_stage_table_equals_btt(case):
 @pytest.mark.parametrize("case", BLOCK_CASES)
 def test_block_overhead_equals_btt(case):
     m = next(OVERHEAD_ROW.match(line) for line in btt_text(case).splitlines() if OVERHEAD_ROW.match(line))
-    overall = next(r for r in block_analysis(case).extra["json"]["overhead"] if r["device"] == "Overall")
+    overall = next(r for r in summ.summary(block_analysis(case))["overhead"] if r["device"] == "Overall")
     for name, theirs in zip(("Q2G", "G2I", "Q2M", "I2D", "D2C"), m.groups()):
         assert abs(overall[name] - float(theirs)) <= 0.00005 + 1e-9, name
 

@@ -14,6 +14,7 @@ import pytest
 from scsitrace import cli, core, parsers
 from scsitrace.parsers import ancot
 from scsitrace.reports import html as html_mod
+from scsitrace.reports import html_figures
 from scsitrace.reports import summary as summ
 from test_attribution_synth import SIGNALS, table11_analysis
 
@@ -164,8 +165,8 @@ def test_timeline_decimation_keeps_category_totals(monkeypatch):
     analysis = core.analyze(synth.capture)
     rows = analysis.segments.select(pl.lit("bus").alias("row"), pl.col("category").alias("what"),
                                     "start_ns", "end_ns")
-    monkeypatch.setattr(html_mod, "TIMELINE_MAX_BARS", 5)
-    monkeypatch.setattr(html_mod, "TIMELINE_BINS", 37)
+    monkeypatch.setattr(html_figures, "TIMELINE_MAX_BARS", 5)
+    monkeypatch.setattr(html_figures, "TIMELINE_BINS", 37)
     bars = html_mod.timeline_bars(rows, analysis.elapsed_ns)
     assert bars.height > 5
     got = dict(bars.group_by("what").agg(pl.col("dur_ns").sum()).iter_rows())

@@ -17,7 +17,7 @@ import gen_blktrace  # noqa: E402
 import gen_usbmon  # noqa: E402
 from clirun import run_cli  # noqa: E402
 
-from scsitrace import block  # noqa: E402
+from scsitrace.block import events as block  # noqa: E402
 from scsitrace.parsers import blktrace as bt  # noqa: E402
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"

@@ -88,7 +88,7 @@ def check_round_trip(tmp_path, case, style: str, rev: bool = False, idle_every: 
     assert got.equals(via_ancot(tmp_path, tr, signals, data))
     expected_signals = signals + data
     assert cap.meta["signals"] == expected_signals
-    assert cap.meta["level"] == ancot.level_of(expected_signals)
+    assert cap.meta["level"] == schema.level_of(expected_signals)
     assert cap.records.skipped == 0
     return cap
 

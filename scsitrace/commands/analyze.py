@@ -6,7 +6,6 @@ import sys
 
 from scsitrace import core, parsers
 from scsitrace.errors import UsageError
-from scsitrace.progress import progress_for
 
 
 def add_input_arguments(p) -> None:
@@ -50,24 +49,17 @@ def parser_options(args) -> dict:
         opts["mapping"] = dict(_split_map(m) for m in args.map)
     if args.active_low:
         opts["active_low"] = list(args.active_low)
-    for key in ("device", "pid", "window", "route"):
-        if getattr(args, key, None) is not None:
-            opts[key] = getattr(args, key)
+    if getattr(args, "route", None) is not None:
+        opts["route"] = args.route
     return opts
 
 
 def load(args, tap=None):
-    """Parse and analyse the trace named on the command line -> Analysis. `tap(capture)`, if
-    given, runs before the analysis (attribution uses it to keep the transitions it re-reads)."""
-    opts = parser_options(args)
-    with progress_for(args.trace) as progress:
-        capture = parsers.parse(args.trace, args.format, strict=not args.lenient, progress=progress, **opts)
-        if tap is not None:
-            tap(capture)
-        settle = args.settle_ns if args.settle_ns is not None else capture.meta.get("settle_ns", 400)
-        options = core.Options(settle_ns=settle, data_polarity=args.data_polarity,
-                               io_size=args.io_size, layer_options=opts)
-        return core.analyze(capture, options)
+    """core.load of the trace and options named on the command line -> Analysis."""
+    return core.load(args.trace, args.format, strict=not args.lenient, settle_ns=args.settle_ns,
+                     data_polarity=args.data_polarity, io_size=args.io_size, window=getattr(args, "window", None),
+                     device=getattr(args, "device", None), pid=getattr(args, "pid", None), tap=tap,
+                     **parser_options(args))
 
 
 def _split_map(item: str):

@@ -14,25 +14,13 @@ from __future__ import annotations
 
 import polars as pl
 
-from . import schema, scsi, srt
-from .model import Analysis, Capture
+from .. import schema, scsi, tiling
+from ..command_tables import TABLES, command_tables
+from ..model import Analysis, Capture
+from .events import MLQUEUE
 
-EVENTS = {
-    "t_ns": pl.Int64,       # from the log's first SCSI event
-    "kind": pl.Utf8,        # start | done | error | timeout
-    "device": pl.Utf8,      # host:channel:id:lun
-    "tag": pl.Int64,        # driver tag (ftrace) or tag# (dmesg); null when not logged
-    "cdb": pl.Binary,
-    "host_byte": pl.Utf8,   # DID_OK, DID_NO_CONNECT, ...
-    "status": pl.Utf8,      # SAM status of a done event (GOOD, CHECK CONDITION, ...)
-    "rtn": pl.Int64,        # dispatch error return code
-    "source": pl.Utf8,      # ftrace | dmesg
-    "pos": pl.Int64,        # line number
-}
 STAGES = ("SERVICE", "IDLE")
 IOS_EXTRA = {"response_ns": pl.Int64, "paired": pl.Boolean, "reason": pl.Utf8, "host_byte": pl.Utf8}
-MLQUEUE = {0x1055: "SCSI_MLQUEUE_HOST_BUSY", 0x1056: "SCSI_MLQUEUE_DEVICE_BUSY",
-           0x1057: "SCSI_MLQUEUE_EH_RETRY", 0x1058: "SCSI_MLQUEUE_TARGET_BUSY"}
 
 
 def commands(events: pl.DataFrame) -> pl.DataFrame:
@@ -101,9 +89,8 @@ def analyze(capture: Capture, options=None) -> Analysis:
         pl.DataFrame(schema={**schema.IOS, **IOS_EXTRA, "kernel_tag": pl.Int64})
     pieces = ios.filter(pl.col("paired")).select(
         "device", "io", "start_ns", "end_ns", pl.lit("SERVICE").alias("phase"), pl.col("data_bytes").alias("bytes"))
-    segments = srt.tile_pieces(pieces, elapsed)
+    segments = tiling.tile_pieces(pieces, elapsed)
     paired = int(ios["paired"].sum()) if ios.height else 0
-    table = srt.table(ios)
     notes = ["SERVICE = at least one command between dispatch and done; kernel logs carry no "
              "transfer sizes, so bandwidth needs --io-size"]
     n_dev = segments["device"].n_unique() if segments.height else 0
@@ -119,8 +106,6 @@ def analyze(capture: Capture, options=None) -> Analysis:
         layer="scsilog", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=segments, ios=ios,
         anomalies=an, ios_completed=paired, data_bytes=None,
         category_order={"scsilog": list(STAGES)}, default_profile="scsilog",
-        categories={"scsilog": srt.categories(segments, STAGES, elapsed, paired)},
+        categories={"scsilog": tiling.categories(segments, STAGES, elapsed, paired)},
         notes=notes + list(capture.notes), source={"path": capture.path, "format": capture.format, "log": capture.meta.get("log")},
-        extra={"json": {"srt": srt.as_json(table), "commands": srt.commands_json(ios),
-                        "srt_histogram": srt.histogram(ios), "devices": srt.devices_json(ios, elapsed)},
-               "no_normalized": ["IDLE"]})
+        declared=TABLES, tables=command_tables(ios, elapsed), no_normalized=("IDLE",))

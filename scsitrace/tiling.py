@@ -1,135 +1,21 @@
-"""Service response time per SCSI opcode, shared by the usb and scsilog layers.
+"""Time of the command layers (usb, scsilog) per stage: pieces of each command's stages tile
+every device's time, with IDLE where no command is in progress; and the percentage table of
+the stage totals.
 
-The statistic is the one `tshark -z scsi,srt,<set>` prints (calls, min, max, avg of the
-time from the command to its response), plus the percentiles and histogram it lacks.
-Percentiles are nearest-rank (the smallest observed time with at least p % of the calls
-at or below it), so they are always times that occurred.
+Per device, each instant goes to the earliest-starting piece covering it (later overlapping
+pieces are clipped): the segments tile [0, elapsed] exactly. One compiled pass (`_tile`).
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from . import schema
 from ._jit import compiled, inlined
+from .schema import NULL, nullable
+from .tables import percent_table
 
-# histogram bucket upper bounds: powers of two of microseconds, from 1 us
-HIST_EDGES_NS = [1000 << k for k in range(0, 24)]
-
-
-def _measured(ios: pl.DataFrame, time_col: str, ok_col: str) -> pl.DataFrame:
-    """opcode, command and time of the commands with a measured response time."""
-    return ios.select("opcode", "command", time_col, ok_col).filter(
-        pl.col(ok_col) & pl.col(time_col).is_not_null() & pl.col("opcode").is_not_null())
-
-
-def nearest_ranks(done: pl.DataFrame, time_col: str, opcodes: list[int], ps: tuple[float, ...]) -> list[list[int]]:
-    """Nearest-rank percentiles `ps` of each opcode's times: of its ascending times, the
-    one at rank ceil(p/100 * n) (at least 1), found by one np.partition per opcode (no
-    sort). Returns one list per percentile, in `opcodes` order."""
-    op, times = done["opcode"].to_numpy(), done[time_col].to_numpy()
-    out = [[] for _ in ps]
-    for opcode in opcodes:
-        t = times[op == opcode]
-        ks = [max(math.ceil(len(t) * (p / 100.0)), 1) - 1 for p in ps]
-        part = np.partition(t, ks)
-        for values, k in zip(out, ks):
-            values.append(int(part[k]))
-    return out
-
-
-def table(ios: pl.DataFrame, time_col: str = "response_ns", ok_col: str = "paired") -> pl.DataFrame:
-    """One row per opcode over commands with a measured response time:
-    opcode, name, calls, min_ns, max_ns, avg_ns, sum_ns, p50_ns, p99_ns (by opcode)."""
-    done = _measured(ios, time_col, ok_col)
-    schema = {"opcode": pl.Int64, "name": pl.Utf8, "calls": pl.Int64, "min_ns": pl.Int64,
-              "max_ns": pl.Int64, "avg_ns": pl.Float64, "sum_ns": pl.Int64, "p50_ns": pl.Int64,
-              "p99_ns": pl.Int64}
-    if not done.height:
-        return pl.DataFrame(schema=schema)
-    agg = (done.group_by("opcode")
-           .agg(pl.col("command").first().alias("name"),
-                pl.len().cast(pl.Int64).alias("calls"),
-                pl.col(time_col).min().alias("min_ns"),
-                pl.col(time_col).max().alias("max_ns"),
-                pl.col(time_col).mean().alias("avg_ns"),
-                pl.col(time_col).sum().alias("sum_ns"))
-           .sort("opcode"))
-    opcodes = agg["opcode"].to_list()
-    p50, p99 = nearest_ranks(done, time_col, opcodes, (50, 99))
-    agg = agg.with_columns(pl.Series("p50_ns", p50, dtype=pl.Int64), pl.Series("p99_ns", p99, dtype=pl.Int64))
-    return agg.with_columns(pl.col("opcode").cast(pl.Int64)).select(list(schema)).cast(schema)
-
-
-def histogram(ios: pl.DataFrame, time_col: str = "response_ns", ok_col: str = "paired") -> list[dict]:
-    """Per opcode, counts of response times in buckets (le_ns = bucket's upper bound):
-    one bincount over (opcode, bucket) pairs."""
-    done = _measured(ios, time_col, ok_col)
-    if not done.height:
-        return []
-    edges = np.asarray(HIST_EDGES_NS, dtype=np.int64)
-    width = len(edges) + 1
-    op = done["opcode"].to_numpy()
-    bucket = np.searchsorted(edges, done[time_col].to_numpy(), side="left")
-    counts = np.bincount(op * width + bucket, minlength=(int(op.max()) + 1) * width).reshape(-1, width)
-    names = dict(done.group_by("opcode").agg(pl.col("command").first()).iter_rows())
-    return [{"opcode": opcode, "name": names[opcode],
-             "buckets": [{"le_ns": int(edges[i]) if i < len(edges) else None, "count": int(c)}
-                         for i, c in enumerate(counts[opcode]) if c]}
-            for opcode in sorted(names)]
-
-
-def as_json(srt: pl.DataFrame) -> list[dict]:
-    """The `"srt"` key of the JSON contract (exactly its fields)."""
-    return [{"opcode": int(r["opcode"]), "name": r["name"], "calls": int(r["calls"]),
-             "min_ns": int(r["min_ns"]), "max_ns": int(r["max_ns"]), "avg_ns": float(r["avg_ns"]),
-             "p50_ns": int(r["p50_ns"]), "p99_ns": int(r["p99_ns"])}
-            for r in srt.iter_rows(named=True)]
-
-
-def commands_json(ios: pl.DataFrame) -> dict:
-    """The `"commands"` key: totals reconcile, total = paired + unpaired."""
-    total = ios.height
-    paired = int(ios["paired"].sum()) if total else 0
-    reasons = (ios.filter(~pl.col("paired")).group_by("reason").len().sort("reason")
-               if total else pl.DataFrame({"reason": [], "len": []}))
-    return {"total": total, "paired": paired, "unpaired": total - paired,
-            "by_reason": {r: int(n) for r, n in reasons.iter_rows()}}
-
-
-def devices_json(ios: pl.DataFrame, elapsed_ns: int) -> list[dict]:
-    """Per device (bus:addr:lun or host:channel:id:lun, in numeric order): commands, bytes,
-    MiB/s, IOPS, average response. Bytes and MiB/s are null when the layer has no sizes."""
-    if not ios.height:
-        return []
-    secs = elapsed_ns / 1e9 if elapsed_ns else 0.0
-    agg = ios.group_by("device").agg(
-        pl.len().alias("commands"), pl.col("paired").sum().alias("paired"),
-        pl.col("data_bytes").sum().alias("data_bytes"), pl.col("data_bytes").is_not_null().any().alias("sized"),
-        pl.col("response_ns").filter(pl.col("paired")).mean().alias("avg_response_ns"))
-    rows = sorted(agg.iter_rows(named=True), key=lambda r: _device_key(r["device"]))
-    out = []
-    for r in rows:
-        data = int(r["data_bytes"]) if r["sized"] else None
-        out.append({"device": r["device"], "commands": int(r["commands"]), "paired": int(r["paired"]),
-                    "data_bytes": data,
-                    "bandwidth_mib_s": data / float(1 << 20) / secs if secs and data is not None else None,
-                    "iops": r["paired"] / secs if secs else None,
-                    "avg_response_ns": r["avg_response_ns"]})
-    return out
-
-
-def _device_key(device: str) -> list:
-    return [int(p) if p.isdigit() else p for p in str(device).split(":")]
-
-
-NULL = np.iinfo(np.int64).min     # a missing time in numpy columns
 IDLE = "IDLE"
-
-
 PIECE_COLUMNS = ("dev", "io", "start", "end", "phase", "bytes")   # a stage piece, as a row of int64
 
 
@@ -267,14 +153,6 @@ def segments_frame(tiles: dict, devices: pl.Series) -> pl.DataFrame:
         null.cast(pl.UInt8).alias("msg"), devices.cast(pl.Utf8).gather(tiles["dev"]).alias("device"))
 
 
-def nullable(values: np.ndarray, null: np.ndarray | None = None, name: str = "") -> pl.Series:
-    """Series of `values`, null where `null` (default: where the value is NULL)."""
-    null = values == NULL if null is None else null
-    if not null.any():
-        return pl.Series(name, values)
-    return pl.Series(name, pa.array(values, mask=null))
-
-
 def categories(segments: pl.DataFrame, stages, elapsed_ns: int, completed: int) -> pl.DataFrame:
     """Stage totals summed over devices; percent of (devices x elapsed), so they sum to 100."""
     n_dev = segments["device"].n_unique() if segments.height else 0
@@ -284,11 +162,6 @@ def categories(segments: pl.DataFrame, stages, elapsed_ns: int, completed: int) 
 
 
 def category_table(totals: dict, n_dev: int, stages, elapsed_ns: int, completed: int) -> pl.DataFrame:
-    """Stage rows from time per phase name over `n_dev` devices."""
-    whole = elapsed_ns * n_dev
-    rows = [{"name": s, "total_ns": int(totals.get(s, 0)),
-             "percent": 100.0 * totals.get(s, 0) / whole if whole else 0.0,
-             "normalized_ns": (totals.get(s, 0) / completed if completed and s != "IDLE" else None)}
-            for s in stages]
-    return pl.DataFrame(rows, schema={"name": pl.Utf8, "total_ns": pl.Int64, "percent": pl.Float64,
-                                      "normalized_ns": pl.Float64})
+    """Stage rows from time per phase name over `n_dev` devices: percentages of n_dev x the
+    elapsed time, so they sum to 100; IDLE has no time per I/O."""
+    return percent_table(totals, stages, elapsed_ns * n_dev, completed, no_normalized=(IDLE,))

@@ -1,30 +1,42 @@
-"""The btt stage machine, compiled (numba): one pass over the events in processing order.
+"""The btt stage machine's compiled passes (numba): serve scsitrace/block/machine.py.
 
-The rules are those of scsitrace/block.py (docs/blktrace.md, "The stage machine"); this
-module holds only the two compiled passes and their small data structures:
+The rules are those of scsitrace/block/machine.py (docs/blktrace.md, "The stage machine");
+this module holds the two compiled passes and their small data structures:
 
 - `select_events`: btt's pre-culling, and the device index of every event.
-- `run`: the machine. Live bios are found three ways, with flat integer arrays: an
-  open-addressing hash table (device, start sector) -> live Q; per device, the chain of all
-  its Qs newest first (the containment lookup of G, S, I, M/F and A looks `LOOKBACK` Qs back,
-  as the vectorized machine did); and for the range queries of D and C, the device's list of
-  live Qs, or when that list is long, the live Qs bucketed by (device, start sector >>
-  `BUCKET_BITS`) in a second hash table. The tables hold live bios only (a bio leaves them
-  when completed or replaced), so they stay as small as the queues: in cache.
+- `run`: the machine. Live bios are found three ways, with flat integer arrays: a hash
+  table (device, start sector) -> live Q (scsitrace/_keys.py); per device, the chain of all
+  its Qs newest first (the containment lookup of G, S, I, M/F and A looks `LOOKBACK` Qs back);
+  and for the range queries of D and C, the device's list of live Qs, or when that list is
+  long, the live Qs bucketed by (device, start sector >> `BUCKET_BITS`) in a second table.
+  The tables hold live bios only (a bio leaves them when completed or replaced), so they stay
+  as small as the queues: in cache.
+- `request_times`: per request, completed, Q2C and D2C.
+
+numba counts references to arrays, with atomic instructions, wherever a function's control
+flow is more than straight-line code or single-level branches and loops; its pruning pass
+does not remove them around `break`, nested branches or inlined calls. The functions the
+per-event loop calls are therefore shaped so that they need none (loops exit through their
+condition or a `return`, branches are not nested), and the state lives in few arrays.
 """
 from __future__ import annotations
 
 import numpy as np
-from ._jit import compiled, inlined, no_refcount
+
+from .._jit import compiled, inlined, no_refcount
+from .._keys import EMPTY, KEY_A, KEY_B, VALUE, delete_row as _delete, doubled as _doubled, find_row as _find
 
 NONE = -1
+MIN_SLOTS = 1024               # initial slots of the live-bio tables
 SECTOR = 512
 LOOKBACK = 256                 # Qs a containment lookup looks back at, per device
 BUCKET_BITS = 7                # 128 sectors (64 KiB) per bucket of live Qs
 KEY_SECTORS = np.int64(1) << 47   # sectors from 2**47 on (64 PiB) never match by key: corrupt
+
 # stages of the samples `run` emits (Q2Q is computed apart)
 Q2G, S2G, G2I, Q2M, I2D, M2D, D2C, Q2C, Q2A = range(9)
 STAGES = ("Q2G", "S2G", "G2I", "Q2M", "I2D", "M2D", "D2C", "Q2C", "Q2A")
+
 # what the action codes mean to `run` (an array indexed by action code); K_OTHER: not seen
 K_OTHER, K_Q, K_G, K_S, K_I, K_M, K_D, K_C, K_A, K_R = range(10)
 
@@ -84,63 +96,6 @@ def _cull(action, device, nbytes, devices, kinds, pc_bit, counts, started, kind,
     found[0], found[1] = nq, nd
 
 
-# ---------------------------------------------------------------- hash tables
-#
-# numba counts references to arrays, with atomic instructions, wherever a function's control
-# flow is more than straight-line code or single-level branches and loops; its pruning pass
-# does not remove them around `break`, nested branches or inlined calls. The functions the
-# per-event loop calls are therefore shaped so that they need none (loops exit through their
-# condition or a `return`, branches are not nested), and the state lives in few arrays.
-
-KEY_A, KEY_B, VALUE = 0, 1, 2        # columns of a table row (a fourth pads it to 32 bytes)
-EMPTY = NONE                         # every column of a free slot (keys are device indexes, >= 0)
-MIN_SLOTS = 1024
-
-
-@inlined
-def _slot(a, b, mask):
-    """Home slot of the key (a, b) in a table of mask + 1 slots (multiplicative hashing)."""
-    h = (np.uint64(a) * np.uint64(0x9E3779B97F4A7C15)) ^ (np.uint64(b) * np.uint64(0xC2B2AE3D27D4EB4F))
-    return np.int64((h >> np.uint64(32)) & np.uint64(mask))
-
-
-@inlined
-def _find(table, a, b):
-    """Slot of key (a, b), or the free slot where it would go (linear probing)."""
-    mask = table.shape[0] - 1
-    s = _slot(a, b, mask)
-    while table[s, KEY_A] != EMPTY and (table[s, KEY_A] != a or table[s, KEY_B] != b):
-        s = (s + 1) & mask
-    return s
-
-
-@no_refcount
-def _delete(table, s):
-    """Free slot s, shifting back the entries after it that probed past it."""
-    mask = table.shape[0] - 1
-    j = (s + 1) & mask
-    while table[j, KEY_A] != EMPTY:
-        home = _slot(table[j, KEY_A], table[j, KEY_B], mask)
-        stays = (s < home <= j) if s <= j else (home > s or home <= j)
-        if not stays:
-            for c in range(4):
-                table[s, c] = table[j, c]
-            s = j
-        j = (j + 1) & mask
-    for c in range(4):
-        table[s, c] = EMPTY               # a free slot's VALUE reads NONE
-
-
-@compiled
-def _doubled(table):
-    """A copy of the table twice as large (the caller keeps tables at most half full)."""
-    out = np.full((2 * table.shape[0], 4), EMPTY, np.int64)
-    for s in range(table.shape[0]):
-        if table[s, KEY_A] != EMPTY:
-            out[_find(out, table[s, KEY_A], table[s, KEY_B]), :] = table[s, :]
-    return out
-
-
 # ---------------------------------------------------------------- the machine
 
 @inlined
@@ -170,21 +125,25 @@ def _grown(stages, qs, vals, n, need):
     s2[:n], q2[:n], v2[:n] = stages[:n], qs[:n], vals[:n]
     return s2, q2, v2
 
-
 # a bio's row (what the machine reads back): where it is; times of its last Q, G, S, I, M/F;
 # flags; the links of its device's list of live bios and of its bucket's, its device's
 # previous Q (a 16th column pads the row to two cache lines)
 (B_DEV, B_START, B_END, B_Q, B_G, B_S, B_I, B_M, B_FLAGS, B_PREV, B_NEXT, B_BPREV, B_BNEXT,
  B_PREV_ON_DEV) = range(14)
+
 BIO_COLUMNS = 16
+
 # per Q, what `run` hands back (rows of its `per_q` array, so that each is a contiguous column):
 # the event that completed it, its last D time, its last Q2G, G2I, Q2M, I2D sample
 O_C_EV, O_D, O_Q2G, O_G2I, O_Q2M, O_I2D = range(6)
+
 # a bio's flags: what it has seen, whether it is still live, and whether its start lies strictly
 # inside some C (ODD_C) or D (ODD_D) of its device (see `_contains`)
 SEEN_G, SEEN_S, SEEN_I, SEEN_M, SEEN_D, CLOSED, DONE, ODD_C, ODD_D = 1, 2, 4, 8, 16, 32, 64, 128, 256
+
 # per device (rows of `heads`): head of its live list, live count, last Q
 H_LIVE, H_COUNT, H_LAST_Q = range(3)
+
 # what `_advance` keeps between calls: samples and Qs so far, keys and buckets in use, room needed
 S_SAMPLES, S_QS, S_KEYS, S_BUCKETS, S_NEED = range(5)
 LIVE_SCAN = 4                           # a D or C looks at every live bio when there are few
@@ -477,188 +436,6 @@ def _chain_hits(q, link, start, stop, odd, hits, nh, bio):
     return nh
 
 
-# stage_totals(): what it adds up, per stage name (STAT_NAMES) and group: count, min, max, sum
-T_COUNT, T_MIN, T_MAX, T_SUM = range(4)
-
-
-@compiled
-def stage_totals(stage, qs, vals, name_of, dm_name_of, q_t, q_dev, q_pid, q_pair, pair_dev, pair_pid, dm, keep, n_names,
-                 n_dev, n_pid):
-    """btt's avg_info, per stage name and device, process, and over all devices, from the
-    machine's samples (stage, Q, ns; the stage's name index is name_of[stage], or
-    dm_name_of[stage] for a Q of an md/dm device) and the Q2Q gaps between consecutive Qs (of
-    any device for "all", of the device, of the process). Only the samples of Qs with keep[q].
-    The samples are added up once, per (device, process) pair of their Q (q_pair; the pair's
-    device and process: pair_dev, pair_pid), and the pairs' totals combined per device, per
-    process and over all. Returns three (n_names, groups, 4) arrays: per device, per process,
-    all (one group); the last axis holds T_COUNT, T_MIN, T_MAX, T_SUM."""
-    per_pair = _new_totals(n_names, pair_dev.shape[0])
-    _add_samples(stage, qs, vals, name_of, dm_name_of, q_dev, q_pair, dm, keep, per_pair)
-    per_dev = _new_totals(n_names, n_dev)
-    per_pid = _new_totals(n_names, n_pid)
-    overall = _new_totals(n_names, 1)
-    _combine(per_pair, pair_dev, per_dev)
-    _combine(per_pair, pair_pid, per_pid)
-    _combine(per_pair, np.zeros(pair_dev.shape[0], np.int64), overall)
-    _add_q2q(q_t, q_dev, q_pid, dm, keep, np.full(n_dev, NONE, np.int64), np.full(n_pid, NONE, np.int64),
-             per_dev, per_pid, overall)
-    return per_dev, per_pid, overall
-
-
-@compiled
-def _new_totals(n_names, n_groups):
-    out = np.zeros((n_names, n_groups, 4), np.int64)
-    out[:, :, T_MIN] = np.iinfo(np.int64).max
-    out[:, :, T_MAX] = np.iinfo(np.int64).min
-    return out
-
-
-@inlined
-def _add(totals, name, group, v):
-    totals[name, group, T_COUNT] += 1
-    totals[name, group, T_MIN] = min(totals[name, group, T_MIN], v)
-    totals[name, group, T_MAX] = max(totals[name, group, T_MAX], v)
-    totals[name, group, T_SUM] += v
-
-
-@no_refcount
-def _add_samples(stage, qs, vals, name_of, dm_name_of, q_dev, q_group, dm, keep, totals):
-    for j in range(stage.shape[0]):
-        q = qs[j]
-        name = dm_name_of[stage[j]] if dm[q_dev[q]] else name_of[stage[j]]
-        if keep[q]:
-            _add(totals, name, q_group[q], vals[j])
-
-
-@no_refcount
-def _combine(parts, group_of, totals):
-    """Add the totals of each part (axis 1 of parts) to those of its group (group_of[part])."""
-    for name in range(parts.shape[0]):
-        for part in range(parts.shape[1]):
-            g = group_of[part]
-            totals[name, g, T_COUNT] += parts[name, part, T_COUNT]
-            totals[name, g, T_MIN] = min(totals[name, g, T_MIN], parts[name, part, T_MIN])
-            totals[name, g, T_MAX] = max(totals[name, g, T_MAX], parts[name, part, T_MAX])
-            totals[name, g, T_SUM] += parts[name, part, T_SUM]
-
-
-@no_refcount
-def _add_q2q(q_t, q_dev, q_pid, dm, keep, last_dev, last_pid, per_dev, per_pid, overall):
-    """Q2Q samples: each Q against the Q before it (overall), the last Q of its device, of its
-    process; the name index is Q2Q_NAME, or Q2QDM_NAME for md/dm devices."""
-    for q in range(q_t.shape[0]):
-        d, p = q_dev[q], q_pid[q]
-        name = Q2QDM_NAME if dm[d] else Q2Q_NAME
-        if keep[q] and q > 0:
-            _add(overall, name, 0, _tdelta(q_t[q - 1], q_t[q]))
-        if keep[q] and last_dev[d] != NONE:
-            _add(per_dev, name, d, _tdelta(q_t[last_dev[d]], q_t[q]))
-        if keep[q] and last_pid[p] != NONE:
-            _add(per_pid, name, p, _tdelta(q_t[last_pid[p]], q_t[q]))
-        last_dev[d] = q
-        last_pid[p] = q
-
-
-# the stage names of the tables, in btt's order; Q2C and Q2A of md/dm devices are kept apart
-STAT_NAMES = ("Q2Qdm", "Q2Adm", "Q2Cdm", "Q2Q", "Q2A", "Q2G", "S2G", "G2I", "Q2M", "I2D", "M2D", "D2C", "Q2C")
-Q2Q_NAME, Q2QDM_NAME = STAT_NAMES.index("Q2Q"), STAT_NAMES.index("Q2Qdm")
-
-
-@compiled
-def depth_totals(kind, dev, t, n_dev, end_ns):
-    """Requests in the driver per device: +1 at each D, -1 at each C or R (as blkparse's depth
-    counts), in processing order. Returns per device: whether it has such events, the maximum,
-    and the sum of depth x time held (up to end_ns)."""
-    seen = np.zeros(n_dev, np.bool_)
-    depth = np.zeros(n_dev, np.int64)
-    peak = np.full(n_dev, np.iinfo(np.int64).min, np.int64)
-    held = np.zeros(n_dev, np.int64)
-    last = np.zeros(n_dev, np.int64)
-    _depths(kind, dev, t, seen, depth, peak, held, last)
-    for d in range(n_dev):
-        held[d] += depth[d] * (max(end_ns, last[d]) - last[d]) if seen[d] else 0
-    return seen, peak, held
-
-
-@no_refcount
-def _depths(kind, dev, t, seen, depth, peak, held, last):
-    for i in range(kind.shape[0]):
-        k = kind[i]
-        if k == K_D or k == K_C or k == K_R:
-            d = dev[i]
-            held[d] += depth[d] * (t[i] - last[d]) if seen[d] else 0
-            depth[d] += 1 if k == K_D else -1
-            peak[d] = max(peak[d], depth[d])
-            last[d] = t[i]
-            seen[d] = True
-
-
-@compiled
-def seeks(events, dev, sector, nbytes, n_dev):
-    """Per event: |its start sector - the end sector of the previous event of its device|, and
-    whether it has such a previous event."""
-    seek, has = np.zeros(events.shape[0], np.int64), np.zeros(events.shape[0], np.bool_)
-    _seeks(events, dev, sector, nbytes, np.zeros(n_dev, np.int64), np.zeros(n_dev, np.bool_), seek, has)
-    return seek, has
-
-
-@no_refcount
-def _seeks(events, dev, sector, nbytes, end, seen, seek, has):
-    for j in range(events.shape[0]):
-        i = events[j]
-        d = dev[i]
-        seek[j] = abs(sector[i] - end[d])
-        has[j] = seen[d]
-        end[d] = sector[i] + nbytes[i] // SECTOR
-        seen[d] = True
-
-
-@compiled
-def size_buckets(events, nbytes, action, write_bit):
-    """Per power of two k (0..63): the events (indexes) whose byte count rounds up to 2**k,
-    and how many of them are writes (action & write_bit)."""
-    counts, writes = np.zeros(64, np.int64), np.zeros(64, np.int64)
-    _size_buckets(events, nbytes, action, write_bit, counts, writes)
-    return counts, writes
-
-
-@no_refcount
-def _size_buckets(events, nbytes, action, write_bit, counts, writes):
-    last, k = np.int64(1), 0
-    for j in range(events.shape[0]):
-        i = events[j]
-        n = max(nbytes[i], np.int64(1))
-        k = _log2_up(n) if n != last else k
-        last = n
-        counts[k] += 1
-        writes[k] += 1 if action[i] & write_bit else 0
-
-
-@inlined
-def _log2_up(n):
-    """The smallest k with 2**k >= n (n >= 1)."""
-    k = 0
-    while (np.int64(1) << k) < n:
-        k += 1
-    return k
-
-
-@compiled
-def group_totals(ids, vals, mask, n_groups):
-    """Per group 0..n_groups-1 (ids), of the vals where mask: count, min, max, sum (last axis:
-    T_COUNT, T_MIN, T_MAX, T_SUM)."""
-    out = _new_totals(1, n_groups)
-    _group_totals(ids, vals, mask, out)
-    return out[0]
-
-
-@no_refcount
-def _group_totals(ids, vals, mask, out):
-    for i in range(ids.shape[0]):
-        if mask[i]:
-            _add(out, 0, ids[i], vals[i])
-
-
 @compiled
 def request_times(q_t, d_t, c_t):
     """Per request: completed, Q2C and D2C (btt's tdelta; NONE when it has none)."""
@@ -674,43 +451,3 @@ def _request_times(q_t, d_t, c_t, done, q2c, d2c):
         done[i] = c_t[i] != NONE
         q2c[i] = _tdelta(q_t[i], c_t[i]) if done[i] else NONE
         d2c[i] = _tdelta(d_t[i], c_t[i]) if done[i] and d_t[i] != NONE else NONE
-
-
-@compiled
-def merge_two(a, b):
-    """merge_sorted of two files, read in place (times a, then b)."""
-    dest = np.empty(a.shape[0] + b.shape[0], np.int64)
-    _merge_two(a, b, dest)
-    return dest
-
-
-@no_refcount
-def _merge_two(a, b, dest):
-    """Without branches on the data: each step takes the earlier head (a's on a tie)."""
-    na, nb = a.shape[0], b.shape[0]
-    i, j = np.int64(0), np.int64(0)
-    for r in range(na + nb):
-        first = j >= nb or (i < na and a[min(i, na - 1)] <= b[min(j, nb - 1)])
-        dest[i if first else na + j] = r
-        i += 1 if first else 0
-        j += 0 if first else 1
-
-
-@compiled
-def merge_sorted(times, bounds):
-    """Rows of the records of several files (files concatenated; file f is
-    times[bounds[f]:bounds[f + 1]]) in their stable time order: by time, then file, then place
-    in the file. Each file must be in time order (the caller checks); a k-way merge, linear for
-    the few files of a capture."""
-    n = times.shape[0]
-    k = bounds.shape[0] - 1
-    dest = np.empty(n, np.int64)
-    head = bounds[:-1].copy()
-    for r in range(n):
-        best = -1
-        for f in range(k):
-            if head[f] < bounds[f + 1] and (best < 0 or times[head[f]] < times[head[best]]):
-                best = f
-        dest[head[best]] = r
-        head[best] += 1
-    return dest

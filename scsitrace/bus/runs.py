@@ -18,8 +18,8 @@ from typing import Iterable, Iterator
 import numpy as np
 import polars as pl
 
-from ._jit import compiled
-from .schema import SIGNAL_BIT
+from .._jit import compiled
+from ..schema import SIGNAL_BIT
 
 BIT = {name: 1 << b for name, b in SIGNAL_BIT.items()}
 REQ_BIT, ACK_BIT, ATN_BIT = BIT["REQ"], BIT["ACK"], BIT["ATN"]
@@ -233,7 +233,6 @@ def _phase_key_table() -> np.ndarray:
 # (BSY toggles inside a selection); nothing in BUS FREE (MSG, C/D, I/O float there); BSY with
 # MSG C/D I/O in information phases.
 PHASE_KEY = _phase_key_table()
-
 
 
 def _info_codes(keys: np.ndarray) -> np.ndarray:

@@ -1,0 +1,179 @@
+"""The HTML report's plots, computed from the canonical tables: the phase timeline (binned per
+row once it has more than TIMELINE_MAX_BARS bars, each bin keeping each category's exact
+time, so totals do not change), shares, latency CDF, I/O and byte rates, attribution,
+anomalies."""
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from scsitrace.model import Analysis
+from . import views as views_mod
+from .html_page import (CDF_POINTS, COMPONENT_COLORS, HIST_BINS, PALETTE, RATE_BINS, TIMELINE_BINS,
+                        TIMELINE_MAX_BARS, _layout, colors, label)
+
+
+def fig_timeline(analysis: Analysis, profile: str, order: list[str] = ()) -> dict | None:
+    """Phase (or I/O) timeline, one row per target/device; totals per category exact."""
+    seg = analysis.segments
+    if seg is not None and seg.height and "start_ns" in seg.columns:
+        col = "phase" if profile == "scsi" else "category"
+        if col not in seg.columns:
+            col = "phase"
+        rows = seg.select(
+            pl.when(pl.col("target").is_not_null()).then(pl.format("target {}", pl.col("target")))
+            .otherwise(pl.lit("bus")).alias("row") if "target" in seg.columns else pl.lit("bus").alias("row"),
+            pl.col(col).cast(pl.Utf8).fill_null("?").alias("what"), "start_ns", "end_ns")
+        return _timeline_figure(rows, "Phase timeline per target", analysis.elapsed_ns, order)
+    ios = views_mod.completed_ios(analysis)
+    if not ios.height:
+        return None
+    rows = ios.select(pl.col("device").alias("row"), pl.col("op").fill_null("I/O").alias("what"), "start_ns", "end_ns")
+    return _timeline_figure(rows, "I/O timeline per device (start to completion)", analysis.elapsed_ns)
+
+
+def timeline_bars(rows: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
+    """row, what, start_ns, dur_ns bars to draw. Adjacent bars of one kind in a row merge;
+    above TIMELINE_MAX_BARS each row is cut into TIMELINE_BINS bins and each bin shows each
+    kind's exact time inside it, stacked from the bin's start (shape approximate, totals exact)."""
+    bars = rows.filter(pl.col("end_ns") > pl.col("start_ns")).sort("row", "start_ns")
+    brk = ((pl.col("what") != pl.col("what").shift(1)) | (pl.col("start_ns") != pl.col("end_ns").shift(1))
+           | (pl.col("row") != pl.col("row").shift(1))).fill_null(True)
+    bars = (bars.with_columns(brk.cum_sum().alias("run"))
+            .group_by("run", maintain_order=True)
+            .agg(pl.col("row").first(), pl.col("what").first(), pl.col("start_ns").min(), pl.col("end_ns").max())
+            .select("row", "what", "start_ns", (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns")))
+    if bars.height <= TIMELINE_MAX_BARS:
+        return bars
+    return _binned(rows, max(elapsed_ns, 1))
+
+
+def _binned(rows: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
+    width = -(-elapsed_ns // TIMELINE_BINS)
+    s = rows["start_ns"].to_numpy()
+    e = rows["end_ns"].to_numpy()
+    b0, b1 = s // width, np.maximum(e - 1, s) // width
+    n = (b1 - b0 + 1).astype(np.int64)
+    idx = np.repeat(np.arange(len(s)), n)
+    bins = b0[idx] + (np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n))
+    lo = np.maximum(s[idx], bins * width)
+    hi = np.minimum(e[idx], (bins + 1) * width)
+    pieces = pl.DataFrame({"row": rows["row"].gather(idx), "what": rows["what"].gather(idx),
+                           "bin": bins, "dur_ns": hi - lo}).filter(pl.col("dur_ns") > 0)
+    agg = pieces.group_by("row", "bin", "what").agg(pl.col("dur_ns").sum()).sort("row", "bin", "what")
+    offset = pl.col("dur_ns").cum_sum().over("row", "bin") - pl.col("dur_ns")
+    return agg.select("row", "what", (pl.col("bin") * width + offset).alias("start_ns"), "dur_ns")
+
+
+def _timeline_figure(rows: pl.DataFrame, title: str, elapsed_ns: int, order: list[str] = ()) -> dict:
+    bars = timeline_bars(rows, elapsed_ns)
+    found = bars["what"].unique(maintain_order=True).to_list()
+    color = colors(list(order), found)
+    kinds = sorted(found, key=lambda k: list(order).index(k) if k in order else len(order))
+    data = []
+    for kind in kinds:
+        b = bars.filter(pl.col("what") == kind)
+        data.append({"type": "bar", "orientation": "h", "name": label(kind),
+                     "y": [label(r) for r in b["row"].to_list()],
+                     "x": (b["dur_ns"] / 1e6).to_list(), "base": (b["start_ns"] / 1e6).to_list(),
+                     "marker": {"color": color[kind]},
+                     "hovertemplate": "%{base:.3f} ms + %{x:.4f} ms<extra>" + label(kind) + "</extra>"})
+    return {"data": data, "layout": _layout(title, barmode="overlay", xaxis={"title": {"text": "time (ms)"}},
+                                            bargap=0.3)}
+
+
+def fig_shares(summary: dict) -> dict | None:
+    order = [c["name"] for c in summary.get("categories", [])]
+    cats = [c for c in summary.get("categories", []) if c.get("total_ns")]
+    if not cats:
+        return None
+    color = colors(order, [c["name"] for c in cats])
+    return {"data": [{"type": "pie", "labels": [label(c["name"]) for c in cats],
+                      "values": [c["total_ns"] for c in cats], "sort": False, "hole": 0.35,
+                      "textposition": "inside", "marker": {"colors": [color[c["name"]] for c in cats]}}],
+            "layout": _layout(f"Share of elapsed time ({summary.get('profile')})")}
+
+
+def response_times(analysis: Analysis) -> np.ndarray:
+    ios = views_mod.completed_ios(analysis)
+    return ios["response_ns"].drop_nulls().to_numpy()
+
+
+def fig_latency(analysis: Analysis) -> dict | None:
+    rt = response_times(analysis)
+    if not len(rt):
+        return None
+    ms = rt / 1e6
+    counts, edges = np.histogram(ms, bins=HIST_BINS)
+    srt = np.sort(ms)
+    pick = np.unique(np.linspace(0, len(srt) - 1, min(len(srt), CDF_POINTS)).astype(int))
+    return {"data": [
+        {"type": "bar", "name": "I/Os", "x": ((edges[:-1] + edges[1:]) / 2).tolist(), "y": counts.tolist(),
+         "width": float(edges[1] - edges[0]) if len(edges) > 1 else None, "marker": {"color": PALETTE[0]}},
+        {"type": "scatter", "mode": "lines", "name": "CDF", "x": srt[pick].tolist(),
+         "y": ((pick + 1) / len(srt)).tolist(), "yaxis": "y2", "line": {"color": PALETTE[2]}}],
+        "layout": _layout(f"Response time, {len(rt)} completed I/Os", xaxis={"title": {"text": "ms"}},
+                          yaxis={"title": {"text": "I/Os"}},
+                          yaxis2={"title": {"text": "fraction"}, "overlaying": "y", "side": "right",
+                                  "range": [0, 1]})}
+
+
+def rate_series(analysis: Analysis) -> dict | None:
+    """Per time bin: I/Os completed per second and MiB/s of their bytes."""
+    ios = views_mod.completed_ios(analysis)
+    if not ios.height or analysis.elapsed_ns <= 0:
+        return None
+    width = max(-(-analysis.elapsed_ns // RATE_BINS), 1)
+    b = (ios["end_ns"].to_numpy() // width).clip(0, RATE_BINS - 1)
+    n = np.bincount(b, minlength=RATE_BINS)
+    nbytes = np.bincount(b, weights=ios["bytes"].fill_null(0).to_numpy(), minlength=RATE_BINS)
+    t = (np.arange(RATE_BINS) * width + width / 2) / 1e6
+    return {"t_ms": t.tolist(), "iops": (n / (width / 1e9)).tolist(),
+            "mib_s": (nbytes / float(1 << 20) / (width / 1e9)).tolist(), "bin_ns": int(width),
+            "has_bytes": bool(ios["bytes"].drop_nulls().len())}
+
+
+def fig_rates(analysis: Analysis) -> dict | None:
+    r = rate_series(analysis)
+    if r is None:
+        return None
+    data = [{"type": "scatter", "mode": "lines", "name": "I/Os per second", "x": r["t_ms"], "y": r["iops"],
+             "line": {"shape": "hv", "color": PALETTE[0]}}]
+    if r["has_bytes"]:
+        data.append({"type": "scatter", "mode": "lines", "name": "MBytes/sec (2^20)", "x": r["t_ms"],
+                     "y": r["mib_s"], "yaxis": "y2", "line": {"shape": "hv", "color": PALETTE[1]}})
+    return {"data": data, "layout": _layout(f"Bandwidth and IOPS over time ({r['bin_ns'] / 1e6:.3f} ms bins)",
+                                            xaxis={"title": {"text": "time (ms)"}},
+                                            yaxis={"title": {"text": "I/Os per second"}},
+                                            yaxis2={"title": {"text": "MBytes/sec"}, "overlaying": "y",
+                                                    "side": "right"})}
+
+
+def fig_attribution(attr: dict) -> dict | None:
+    steps = [s for s in attr.get("steps", []) if s.get("total_ns")]
+    if not steps or not attr.get("available"):
+        return None
+    data = []
+    for comp, color in COMPONENT_COLORS.items():
+        mine = [s for s in steps if s["component"] == comp]
+        if mine:
+            data.append({"type": "bar", "orientation": "h", "name": comp, "marker": {"color": color},
+                         "y": [label(s["step"]) for s in mine], "x": [s["total_ns"] / 1e6 for s in mine]})
+    return {"data": data, "layout": _layout("Overhead per step, total over the trace (ms)", barmode="stack",
+                                            height=max(420, 18 * len(steps) + 120),
+                                            yaxis={"autorange": "reversed", "automargin": True},
+                                            xaxis={"title": {"text": "ms"}})}
+
+
+def fig_anomalies(analysis: Analysis) -> dict | None:
+    an = analysis.anomalies
+    if an is None or not an.height:
+        return None
+    an = an.sort("t_ns").head(20000)
+    return {"data": [{"type": "scatter", "mode": "markers", "name": "anomalies",
+                      "x": (an["t_ns"].fill_null(0) / 1e6).to_list(),
+                      "y": [label(k) for k in an["kind"].to_list()],
+                      "text": [label(d) for d in an["detail"].fill_null("").to_list()],
+                      "marker": {"color": PALETTE[2], "size": 8}}],
+            "layout": _layout("Anomalies over time", xaxis={"title": {"text": "time (ms)"}},
+                              yaxis={"automargin": True})}

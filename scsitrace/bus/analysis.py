@@ -1,0 +1,100 @@
+"""The bus layer's analysis: transitions -> phase runs (`runs`) -> the walk (`machine`) ->
+the canonical tables (segments, ios, anomalies) and the facts the reports state about the
+source (level, polarity, merged skew)."""
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from .. import schema
+from ..errors import MissingSignal
+from ..model import Analysis, Capture
+from .machine import RAID1990, SCSI_PHASES, _Walker
+from .runs import BIT, RUN_SCHEMA, RunReducer
+
+
+def detect_polarity(runs: pl.DataFrame) -> tuple[bool, str]:
+    """Is DB inverted? A (re)selection puts one or two ID bits on the bus: count which reading fits."""
+    sel = runs.filter(((pl.col("key").cast(pl.Int32) & BIT["SEL"]) != 0) & pl.col("db_last").is_not_null())
+    if not sel.height:
+        return False, "no (re)selection with data bus samples; DB taken as captured"
+    ones = np.unpackbits(sel["db_last"].to_numpy()[:, None], axis=1).sum(axis=1)
+    plain = int(((ones == 1) | (ones == 2)).sum())
+    inverted = int(((ones == 7) | (ones == 6)).sum())
+    if inverted > plain:
+        return True, f"low (inverted): {inverted} of {len(ones)} selections read as 1-2 ID bits only when inverted"
+    return False, f"high (as captured): {plain} of {len(ones)} selections put 1-2 ID bits on the bus"
+
+
+def analyze(capture: Capture, options) -> Analysis:
+    meta = capture.meta
+    signals = set(meta.get("signals", ()))
+    missing = [s for s in schema.REQUIRED_SIGNALS if s not in signals]
+    if missing:
+        raise MissingSignal(f"{capture.path}: cannot decode bus phases without {' '.join(missing)} "
+                            f"(captured: {' '.join(sorted(signals)) or 'nothing'})")
+    has_req, has_ack = "REQ" in signals, "ACK" in signals
+    reducer = RunReducer(settle_ns=options.settle_ns, has_req=has_req, has_ack=has_ack)
+    parts = list(reducer.runs(capture.chunks()))
+    runs = pl.concat(parts) if parts else pl.DataFrame(schema=RUN_SCHEMA)
+    has_db = "DB" in signals and runs["db_last"].null_count() < runs.height
+    if options.data_polarity == "auto":
+        invert, polarity_note = detect_polarity(runs) if has_db else (False, "no data bus captured")
+    else:
+        invert = options.data_polarity == "low"
+        polarity_note = f"{options.data_polarity} (given with --data-polarity)"
+    walker = _Walker(meta, invert, has_bytes=has_req or has_ack, has_db=has_db)
+    keys = runs["key"].to_list()
+    for i, run in enumerate(runs.iter_rows(named=True)):
+        walker.step(run, keys[i + 1] if i + 1 < len(keys) else None)
+    return _analysis(capture, options, runs, walker, reducer, invert, polarity_note, has_db)
+
+
+def _analysis(capture, options, runs, walker: _Walker, reducer, invert, polarity_note, has_db) -> Analysis:
+    stats = reducer.stats
+    segments = walker.segments()
+    ios = walker.ios_frame()
+    elapsed = (stats.last_ns - stats.first_ns) if stats.first_ns is not None else 0
+    has_bytes = walker.has_bytes
+    data_bytes = None
+    if has_bytes:
+        data_bytes = int(segments.filter(pl.col("phase").is_in(["DATA IN", "DATA OUT"]))["bytes"].sum() or 0)
+    notes = []
+    if stats.skew_merged:
+        notes.append(f"{stats.skew_merged} transitional line states shorter than the settle delay "
+                     f"({options.settle_ns} ns) were merged into the phase that follows")
+    partial = ios.filter(pl.col("partial"))
+    if partial.height:
+        notes.append(f"{partial.height} I/O(s) began before the trace started (partial)")
+    open_ios = ios.filter(~pl.col("complete") & pl.col("status").is_null())
+    if walker.unmatched_completions:
+        # which of the untied I/Os completed is unknown: say so in the table, not False
+        ios = ios.with_columns(pl.when(~pl.col("complete") & pl.col("status").is_null()).then(None)
+                               .otherwise(pl.col("complete")).alias("complete"))
+        notes.append(f"{walker.unmatched_completions} of {walker.completions} completions could not be tied "
+                     "to their command (without the data bus a reselection does not say which target); "
+                     "their I/Os show complete = unknown")
+    in_flight = open_ios.height - walker.unmatched_completions
+    if in_flight > 0:
+        notes.append(f"{in_flight} I/O(s) still in progress when the trace ends")
+    if walker.recovering:
+        notes.append("the trace ends while the analyzer waits for BUS FREE after a protocol violation")
+    level = schema.level_of(capture.meta.get("signals", ()))
+    source = {
+        "path": capture.path, "format": capture.format, "level": level,
+        "signals": capture.meta.get("signals"), "tick_ns": capture.meta.get("tick_ns"),
+        "initiator": capture.meta.get("initiator"), "transitions": stats.transitions,
+        "runs": runs.height, "settle_ns": options.settle_ns, "skew_merged": stats.skew_merged,
+        "data_polarity": ("low" if invert else "high") if has_db else None,
+        "data_polarity_reason": polarity_note if has_db else None,
+        "meta": {k: v for k, v in capture.meta.items() if k not in ("signals", "tick_ns", "initiator", "level")},
+    }
+    return Analysis(
+        layer="bus", capture=capture, elapsed_ns=elapsed, start_ns=stats.first_ns or 0,
+        segments=segments, ios=ios, ios_completed=walker.completions,
+        anomalies=pl.concat([capture.anomalies.cast(schema.ANOMALIES), walker.anomalies()]),  # the reader's too
+        data_bytes=data_bytes,
+        category_order={"raid1990": RAID1990, "scsi": SCSI_PHASES}, default_profile="raid1990",
+        notes=notes + list(capture.notes), source=source, runs=runs,
+        no_normalized=("Bus Free", "BUS FREE"),
+    )

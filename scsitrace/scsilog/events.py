@@ -1,0 +1,20 @@
+"""Kernel-log events (ftrace scsi_dispatch_cmd_*, kernel SCSI logging in dmesg): the frame the
+scsilog parser hands over, and the codes it carries."""
+from __future__ import annotations
+
+import polars as pl
+
+EVENTS = {
+    "t_ns": pl.Int64,       # from the log's first SCSI event
+    "kind": pl.Utf8,        # start | done | error | timeout
+    "device": pl.Utf8,      # host:channel:id:lun
+    "tag": pl.Int64,        # driver tag (ftrace) or tag# (dmesg); null when not logged
+    "cdb": pl.Binary,
+    "host_byte": pl.Utf8,   # DID_OK, DID_NO_CONNECT, ...
+    "status": pl.Utf8,      # SAM status of a done event (GOOD, CHECK CONDITION, ...)
+    "rtn": pl.Int64,        # dispatch error return code
+    "source": pl.Utf8,      # ftrace | dmesg
+    "pos": pl.Int64,        # line number
+}
+MLQUEUE = {0x1055: "SCSI_MLQUEUE_HOST_BUSY", 0x1056: "SCSI_MLQUEUE_DEVICE_BUSY",
+           0x1057: "SCSI_MLQUEUE_EH_RETRY", 0x1058: "SCSI_MLQUEUE_TARGET_BUSY"}

@@ -1,0 +1,170 @@
+"""URB events -> transfers: each submit paired with its completion by URB id (one compiled
+pass, `_pair_urbs`, with the URBs in flight in a hash table), in time order."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from .._jit import compiled, no_refcount
+from .._keys import EMPTY, KEY_A, KEY_B, VALUE, delete_row, doubled, find_row
+from ..schema import NULL, nullable
+from .urbs import UrbColumns, binary_column
+
+EV_S, EV_C, EV_E = ord("S"), ord("C"), ord("E")
+
+
+@dataclass
+class Transfers:
+    """One row per URB, in time order (submit time, else completion time; then row):
+    submit and completion paired by URB id (ids are reused after completion, so a submit
+    pairs with the next event of its id when that is a completion). Completions whose
+    submit is not in the capture are transfers of their own, without submit time.
+    Times, lengths: NULL where unknown."""
+
+    urbs: UrbColumns
+    s_row: np.ndarray        # submit event row, -1 if none
+    c_row: np.ndarray        # completion event row, -1 if none
+    row: np.ndarray          # the row naming the transfer: submit, else completion
+    data_row: np.ndarray     # the row whose data the transfer moved (IN: completion), -1 if none
+    submit_ns: np.ndarray
+    complete_ns: np.ndarray
+    status: np.ndarray
+    status_null: np.ndarray
+    req_len: np.ndarray
+    actual: np.ndarray
+    dir_in: np.ndarray
+    xfer: np.ndarray
+    bus_dev: np.ndarray      # (bus << 8) | device address
+
+    def frame(self, idx: np.ndarray) -> pl.DataFrame:
+        """The transfers at positions `idx` as a frame (for the rare rows that need one)."""
+        u, row = self.urbs, self.row[idx]
+        c_row, data_row = self.c_row[idx], self.data_row[idx]
+        submit, complete = self.submit_ns[idx], self.complete_ns[idx]
+        present = (data_row >= 0) & (u.data_size[data_row] >= 0)
+        return pl.DataFrame({
+            "bus": u.bus[row], "dev": u.dev[row], "ep": u.ep[row], "xfer": u.xfer[row],
+            "urb_id": u.urb_id[row],
+            "setup": binary_column(u.setup[row], np.full(len(row), 8), u.has_setup[row]),
+            "pos": u.pos[row], "i": row, "submit_ns": nullable(submit), "complete_ns": nullable(complete),
+            "status": nullable(self.status[idx], self.status_null[idx]), "req_len": nullable(self.req_len[idx]),
+            "actual": nullable(self.actual[idx]),
+            "submit_error": (c_row >= 0) & (u.event[c_row] == EV_E),
+            "data": binary_column(u.data_rows(data_row), u.data_size[data_row], present),
+            "dir_in": self.dir_in[idx],
+            "t0": np.where(submit != NULL, submit, complete),
+        })
+
+
+def transfers(u: UrbColumns) -> Transfers:
+    s_row, c_row = pair_urbs(u.urb_id, u.event)
+    columns = (u.t_ns, u.status, u.status_null, u.length, u.ep, u.xfer, u.bus, u.dev)
+    cols, in_order = transfer_columns(s_row, c_row, *columns)
+    if not in_order:
+        # transfers come in row order: sort by time (submit, else completion), then row
+        row, submit, complete = cols[0], cols[2], cols[3]
+        order = np.lexsort((row, np.where(submit != NULL, submit, complete)))
+        s_row, c_row = s_row[order], c_row[order]
+        cols, _ = transfer_columns(s_row, c_row, *columns)
+    row, data_row, submit, complete, status, status_null, req_len, actual, dir_in, xfer, bus_dev = cols
+    return Transfers(urbs=u, s_row=s_row, c_row=c_row, row=row, data_row=data_row, submit_ns=submit,
+                     complete_ns=complete, status=status, status_null=status_null, req_len=req_len,
+                     actual=actual, dir_in=dir_in, xfer=xfer, bus_dev=bus_dev)
+
+
+def pair_urbs(urb_id: np.ndarray, event: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Transfers as (submit row, completion row), -1 where absent, in row order.
+
+    A submit pairs with the next event of its URB id when that is a completion (C or E);
+    a completion not preceded (within its id) by a submit is a transfer on its own. So
+    only submits still waiting for their completion need remembering: the table holds
+    those (the URBs in flight), not every id of the capture."""
+    n = len(urb_id)
+    rows = np.empty((2, n), np.int64)     # big arrays come from numpy (lazy, huge pages)
+    count = _pair_urbs(urb_id.view(np.int64), event, rows)
+    return rows[0, :count], rows[1, :count]
+
+
+@compiled
+def _pair_urbs(urb_id, event, rows):
+    """One pass (`_pair_from`): a transfer is numbered when its naming event (submit, or lone
+    completion) is met, so transfers come out in row order; the table maps a waiting
+    submit's URB id (key (0, id)) to its transfer number, where its completion row is filled
+    in. The table is grown here, between calls (state: next row, transfers, waiting)."""
+    table = np.full((1 << 10, 4), EMPTY, np.int64)
+    state = np.zeros(3, np.int64)
+    while state[0] < urb_id.shape[0]:
+        if 2 * (state[2] + 1) > table.shape[0]:
+            table = doubled(table)
+        _pair_from(urb_id, event, rows, table, state)
+    return state[1]
+
+
+@no_refcount
+def _pair_from(urb_id, event, rows, table, state):
+    """Pair the events from state[0] on, until the end or a submit the table has no room for."""
+    r, count, waiting = state[0], state[1], state[2]
+    room = True
+    while r < urb_id.shape[0] and room:
+        h = find_row(table, 0, urb_id[r])
+        live = table[h, KEY_A] != EMPTY
+        if event[r] == EV_S:
+            room = live or 2 * (waiting + 1) <= table.shape[0]
+            if room:
+                waiting += 0 if live else 1
+                table[h, KEY_A], table[h, KEY_B], table[h, VALUE] = 0, urb_id[r], count
+                rows[0, count], rows[1, count] = r, -1
+                count += 1
+        elif event[r] == EV_C or event[r] == EV_E:
+            if live:
+                rows[1, table[h, VALUE]] = r
+            else:
+                rows[0, count], rows[1, count] = -1, r
+                count += 1
+        # any other event still ends the wait of a submit (it is not its completion)
+        if live and event[r] != EV_S:
+            delete_row(table, h)
+            waiting -= 1
+        r += 1 if room else 0
+    state[0], state[1], state[2] = r, count, waiting
+
+
+def transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer, bus, dev):
+    """Per transfer: (naming row, data row, submit time, completion time, status, status
+    unknown, requested length, actual length, direction IN, transfer type, (bus << 8) |
+    device address), and whether the transfers are in time order of their submit, else
+    completion. IN transfers move the completion's data, OUT transfers the submit's (a
+    lone completion: its own)."""
+    n = len(s_row)
+    ints = np.empty((7, n), np.int64)
+    out = (ints[0], ints[1], ints[2], ints[3], np.zeros(n, np.int32), np.ones(n, np.bool_), ints[4], ints[5],
+           np.empty(n, np.bool_), np.empty(n, np.uint8), ints[6])
+    in_order = _transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer, bus, dev, *out)
+    return out, in_order
+
+
+@compiled
+def _transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer, bus, dev,
+                      row, data_row, submit, complete, st, st_null, req, act, dir_in, kind, bus_dev):
+    in_order = True
+    prev = np.iinfo(np.int64).min
+    for k in range(s_row.shape[0]):
+        s, c = s_row[k], c_row[k]
+        r = s if s >= 0 else c
+        row[k] = r
+        dir_in[k] = (ep[r] & 0x80) != 0
+        data_row[k] = c if (dir_in[k] or s < 0) else s
+        submit[k] = t_ns[s] if s >= 0 else NULL
+        req[k] = length[s] if s >= 0 else NULL
+        complete[k] = t_ns[c] if c >= 0 else NULL
+        act[k] = length[c] if c >= 0 else NULL
+        if c >= 0:
+            st[k] = status[c]
+            st_null[k] = status_null[c]
+        kind[k] = xfer[r]
+        bus_dev[k] = (np.int64(bus[r]) << 8) | dev[r]
+        in_order = in_order and t_ns[r] >= prev
+        prev = t_ns[r]
+    return in_order
