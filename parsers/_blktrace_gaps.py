@@ -6,12 +6,20 @@
 - sequence numbers: the kernel numbers each CPU's data records 1, 2, 3...; a jump is records
   lost (relay buffer overruns: the "N events dropped" blktrace prints at the end).
 
+- blktrace's own report (what it prints when it stops: `CPU  N:  E events, ...` and
+  `Total: E events (dropped D), ...`), when it was saved beside the capture as
+  `<base>.blktrace-stdout.txt` or `blktrace-stdout.txt`: events the kernel dropped (a full
+  relay buffer drops an event before it is numbered, so drops leave no sequence gap) and
+  CPUs that were traced but whose file is absent (even the last one, which the file numbers
+  cannot show).
+
 Each finding is a note naming the figures it affects (the block layer's stage times pair
 events of one request, which may be queued on one CPU and completed on another).
 """
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 
@@ -68,3 +76,35 @@ def gap_notes(gaps: dict[int, int]) -> list[str]:
 
 def _ranges(values: list[int]) -> str:
     return ", ".join(str(v) for v in values)
+
+
+def report_notes(files: list[tuple[str, int | None]]) -> list[str]:
+    """Notes from blktrace's saved report beside the capture (see the module docstring)."""
+    first = files[0][0]
+    base = first.rsplit(".blktrace.", 1)[0] if ".blktrace." in first else None
+    if base is None:
+        return []
+    where = os.path.dirname(first) or "."
+    for name in (base + ".blktrace-stdout.txt", os.path.join(where, "blktrace-stdout.txt")):
+        if os.path.isfile(name):
+            break
+    else:
+        return []
+    try:
+        with open(name, encoding="utf-8", errors="replace") as fh:
+            text = fh.read(1 << 20)
+    except OSError:
+        return []
+    notes = []
+    dropped = sum(int(n) for n in re.findall(r"\(dropped (\d{1,18})\)", text))
+    if dropped:
+        notes.append(f"incomplete capture: blktrace reported {dropped} events dropped "
+                     f"({os.path.basename(name)}); affected: {AFFECTED}")
+    traced = {int(c) for c in re.findall(r"^\s*CPU\s*(\d{1,6}):\s+\d+ events", text, re.M)}
+    have = {cpu for _, cpu in files if cpu is not None}
+    absent = sorted(traced - have - set(range(max(have) + 1 if have else 0)))
+    if absent:
+        names = ", ".join(f"{os.path.basename(base)}.blktrace.{c}" for c in absent)
+        notes.append(f"incomplete capture: blktrace traced CPUs {_ranges(absent)} but {names} is missing "
+                     f"({os.path.basename(name)}); affected: {AFFECTED}")
+    return notes

@@ -282,7 +282,7 @@ def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
         for cpu, n in d.get("gaps", {}).items():
             gaps[cpu] = gaps.get(cpu, 0) + n
     cap.meta["sequence_gaps"] = {str(c): n for c, n in sorted(gaps.items())}
-    cap.notes += _gaps.file_notes(files, sizes) + _gaps.gap_notes(gaps)
+    cap.notes += _gaps.file_notes(files, sizes) + _gaps.gap_notes(gaps) + _gaps.report_notes(files)
     return cap
 
 

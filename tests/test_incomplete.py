@@ -102,6 +102,22 @@ def test_missing_cpu_file_figures_equal_btt_and_are_noted(tmp_path):
     assert notes_with(s, "t.blktrace.1 missing")
 
 
+def test_blktrace_report_beside_the_capture_states_drops_and_a_missing_last_cpu(tmp_path):
+    """blktrace's saved report says what the files cannot: events dropped before they were
+    numbered, and a traced CPU whose file is gone although no number is skipped (the last)."""
+    shutil.copy(LSI / "lsi_randread4k.blktrace.0", tmp_path / "t.blktrace.0")
+    report = (LSI / "blktrace-stdout.txt").read_text()
+    assert "CPU  1:" in report and "(dropped 0)" in report
+    (tmp_path / "t.blktrace-stdout.txt").write_text(report.replace("(dropped 0)", "(dropped 12)"))
+    s = summary(tmp_path / "t")
+    [dropped] = notes_with(s, "12 events dropped")
+    assert "Q2C" in dropped
+    [missing] = notes_with(s, "traced CPUs 1 but t.blktrace.1 is missing")
+    shutil.copy(LSI / "lsi_randread4k.blktrace.1", tmp_path / "t.blktrace.1")
+    (tmp_path / "t.blktrace-stdout.txt").write_text(report)
+    assert not notes_with(summary(tmp_path / "t"), "incomplete")
+
+
 def _records(raw: bytes) -> list[tuple[int, int]]:
     """(offset, length) of each record of a little-endian blktrace file."""
     pos, out = 0, []
