@@ -19,6 +19,7 @@ _MODULES = {
     "blkparse": "blkparse",
     "usbmon": "usbmon",
     "scsilog": "scsilog",
+    "sgio": "sgio",
 }
 
 

@@ -5,6 +5,31 @@ from rich.console import Console
 from rich.table import Table
 
 
+PIPE_WIDTH = 1000       # piped: tables take the width they need (rich would assume 80 columns)
+
+
+def console_for(width: int | None = None, file=None) -> Console:
+    """A console whose tables are never cut: `width` (--width) if given; on a terminal its
+    width (a wider table is printed wider, see print_table); piped, wide enough for any table."""
+    console = Console(file=file, width=width, highlight=False)
+    if width is None and not console.is_terminal:
+        console = Console(file=file, width=PIPE_WIDTH, highlight=False)
+    return console
+
+
+def print_table(console: Console, table: Table) -> None:
+    """Print a table without cutting or wrapping a value: cells never wrap (a number and its
+    unit stay on one line), and a table wider than the console is printed at its own width
+    (the terminal folds the lines; nothing is replaced by an ellipsis)."""
+    for column in table.columns:
+        column.no_wrap = True
+    need = console.measure(table).maximum
+    if need > console.width:
+        console = Console(file=console.file, width=need, force_terminal=console.is_terminal,
+                          color_system=console.color_system, highlight=False)
+    console.print(table)
+
+
 def fmt_ns(ns) -> str:
     if ns is None:
         return ""
@@ -53,6 +78,21 @@ def targets_table(summary: dict) -> Table | None:
     return t
 
 
+def latency_table(summary: dict) -> Table | None:
+    """The layer's latencies (JSON `latency`): count, min, percentiles, max, mean."""
+    rows = [r for r in summary.get("latency") or [] if r["n"]]
+    if not rows:
+        return None
+    t = Table(title="Latency (nearest-rank percentiles)", title_justify="left")
+    t.add_column("Latency")
+    for col in ("N", "Min", "p50", "p90", "p99", "p99.9", "Max", "Mean"):
+        t.add_column(col, justify="right")
+    for r in rows:
+        t.add_row(r["name"], str(r["n"]), *(fmt_ns(r[k]) for k in ("min_ns", "p50_ns", "p90_ns", "p99_ns",
+                                                                      "p999_ns", "max_ns", "avg_ns")))
+    return t
+
+
 def source_lines(src: dict) -> list[str]:
     """What the input gave and how it was read: signals and their capture names, inversions,
     data polarity, merged skew. Only the facts a source has."""
@@ -70,19 +110,17 @@ def source_lines(src: dict) -> list[str]:
 
 
 def render(summary: dict, console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or console_for()
     src = summary["source"]
     console.print(f"{src.get('path', '')}  format {src.get('format', '?')}"
                   + (f", level {src['level']}" if src.get("level") else ""), markup=False, highlight=False,
                   soft_wrap=True, style="bold")
     for line in source_lines(src):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
-    console.print(phase_table(summary))
-    tt = targets_table(summary)
-    if tt is not None:
-        console.print(tt)
-    for table in layer_tables(summary):
-        console.print(table)
+    tables = [phase_table(summary), targets_table(summary), *layer_tables(summary), latency_table(summary)]
+    for table in tables:
+        if table is not None:
+            print_table(console, table)
     an = summary["anomalies"]
     if an["count"]:
         kinds = ", ".join(f"{k} x{v}" for k, v in an["by_kind"].items())

@@ -72,18 +72,12 @@ def doubled(table):
 def dense_ids(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(id of each key: 0, 1, ... in order of first appearance; the row where each id first
     appears). Runs of one key, the rule for devices and processes, cost one compare a row."""
-    return _numbered(_as_int64(key), True)
+    return _numbered(key, True)
 
 
 def distinct(key: np.ndarray) -> np.ndarray:
     """The distinct keys, sorted (dense_ids without the per-row ids)."""
-    return np.sort(key[_numbered(_as_int64(key), False)[1]])
-
-
-def _as_int64(key: np.ndarray) -> np.ndarray:
-    """Integer keys as int64 (uint64 reinterpreted: only equality matters)."""
-    key = np.ascontiguousarray(key)
-    return key.view(np.int64) if key.dtype == np.uint64 else key.astype(np.int64, copy=False)
+    return np.sort(key[_numbered(key, False)[1]])
 
 
 @compiled
@@ -109,7 +103,7 @@ def _number_from(key, with_ids, table, first, out, state):
     last_key, last_id = np.int64(0), np.int64(-1)
     room = True
     while r < key.shape[0] and room:
-        k = key[r]
+        k = np.int64(key[r])        # any integer keys; uint64 wraps (only equality matters)
         if last_id >= 0 and k == last_key:
             if with_ids:
                 out[r] = last_id

@@ -20,6 +20,7 @@ COMMANDS = {
     "report": ("report", "self-contained HTML report of one trace (plots, tables, attribution, views)"),
     "attribute": ("attribute", "who made each pause: target, initiator or neither (Table 11 form)"),
     "crosslayer": ("crosslayer", "one captured case: each I/O at block, SCSI, USB and bus level side by side"),
+    "batch": ("batch", "many traces (files, directories, globs, a manifest) into one Parquet dataset"),
     "simulate": ("simulate", "simulate a SCSI string (RAID-I Table 3 defaults): bus trace + ground truth"),
 }
 

@@ -11,8 +11,7 @@ import polars as pl
 from . import stats
 from .tables import Table
 
-# histogram bucket upper bounds: powers of two of microseconds, from 1 us
-HIST_EDGES_NS = [1000 << k for k in range(0, 24)]
+from .stats import HIST_EDGES_NS
 
 
 def _measured(ios: pl.DataFrame, time_col: str = "response_ns", ok_col: str = "paired") -> pl.DataFrame:

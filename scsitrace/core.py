@@ -30,7 +30,7 @@ class Options:
     data_polarity: str = "auto"      # auto | high | low (DB lines as captured / inverted)
     io_size: int | None = None       # bytes per I/O, for bandwidth without REQ/ACK
     window: tuple[int | None, int | None] | None = None   # block: ns from the trace start (parse_window)
-    device: int | None = None        # block: dev_t, major << 20 | minor (parse_block_device)
+    device: int | str | None = None  # block: dev_t, major << 20 | minor; scsilog: a device name (parse_device)
     pids: tuple[str, ...] | None = None   # block: pids or process names (parse_pids)
 
 
@@ -52,12 +52,13 @@ def load(path: str, fmt: str = "auto", *, strict: bool = True, settle_ns: int | 
     from . import parsers
     from .progress import progress_for
     options = Options(data_polarity=data_polarity, io_size=io_size, window=parse_window(window),
-                      device=parse_block_device(device), pids=parse_pids(pid))
+                      pids=parse_pids(pid))
     with progress_for(path) as progress:
         capture = parsers.parse(path, fmt, strict=strict, progress=progress, **parser_options)
         if tap is not None:
             tap(capture)
         options.settle_ns = settle_ns if settle_ns is not None else capture.meta.get("settle_ns", 400)
+        options.device = parse_device(capture.layer, device)
         return analyze(capture, options)
 
 
@@ -79,6 +80,13 @@ def parse_window(window) -> tuple[int | None, int | None] | None:
     if lo_ns is not None and hi_ns is not None and hi_ns < lo_ns:
         raise UsageError(f"--window {window}: END is before START")
     return lo_ns, hi_ns
+
+
+def parse_device(layer: str, device) -> int | str | None:
+    """--device as the layer names devices: block MAJOR,MINOR -> dev_t; others as given."""
+    if device is None or layer != "block":
+        return device
+    return parse_block_device(device)
 
 
 def parse_block_device(device) -> int | None:

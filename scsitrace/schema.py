@@ -5,9 +5,7 @@ Times are int64 nanoseconds from the trace's start; the absolute origin lives in
 """
 from __future__ import annotations
 
-import numpy as np
 import polars as pl
-import pyarrow as pa
 
 # Bus lines: bit n of `transitions.lines`. Spec spelling, 1 = asserted (logical level).
 SIGNALS = ("BSY", "SEL", "ATN", "RST", "MSG", "C/D", "I/O", "REQ", "ACK")
@@ -107,11 +105,12 @@ def frame(rows: dict, schema: dict) -> pl.DataFrame:
     return df
 
 
-NULL = np.iinfo(np.int64).min     # a missing time in numpy columns
+NULL = -(1 << 63)                 # a missing time in numpy int64 columns
 
 
-def nullable(values: np.ndarray, null: np.ndarray | None = None, name: str = "") -> pl.Series:
-    """Series of `values`, null where `null` (default: where the value is NULL)."""
+def nullable(values, null=None, name: str = "") -> pl.Series:
+    """Series of the numpy array `values`, null where `null` (default: where the value is NULL)."""
+    import pyarrow as pa            # only the layers that build such columns pay for pyarrow
     null = values == NULL if null is None else null
     if not null.any():
         return pl.Series(name, values)

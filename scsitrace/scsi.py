@@ -28,6 +28,14 @@ STATUS_NAMES = {
     0x22: "COMMAND TERMINATED", 0x28: "TASK SET FULL", 0x30: "ACA ACTIVE", 0x40: "TASK ABORTED",
 }
 
+# sense keys (SPC-4 table 27), as sg3_utils names them
+SENSE_KEY_NAMES = {
+    0x0: "No Sense", 0x1: "Recovered Error", 0x2: "Not Ready", 0x3: "Medium Error",
+    0x4: "Hardware Error", 0x5: "Illegal Request", 0x6: "Unit Attention", 0x7: "Data Protect",
+    0x8: "Blank Check", 0x9: "Vendor Specific", 0xA: "Copy Aborted", 0xB: "Aborted Command",
+    0xC: "Equal", 0xD: "Volume Overflow", 0xE: "Miscompare", 0xF: "Completed",
+}
+
 MESSAGE_NAMES = {
     0x00: "COMMAND COMPLETE", 0x01: "EXTENDED MESSAGE", 0x02: "SAVE DATA POINTER",
     0x03: "RESTORE POINTERS", 0x04: "DISCONNECT", 0x05: "INITIATOR DETECTED ERROR",

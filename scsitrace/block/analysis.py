@@ -9,6 +9,8 @@ import polars as pl
 
 from ..errors import UsageError
 from ..model import Analysis, Capture
+from ..stats import LATENCY_TABLES, latency_tables
+from ._machine_scan import NONE
 from .machine import _Events, _Queued, _finish, _run_machine, event_columns
 from .stats import OVERHEAD, _btt_categories, overhead, process_stats, stage_stats, stage_table, stage_totals
 from .tables import (busy_runs, busy_segments, device_counts, device_table, event_counts, ios_frame,
@@ -56,7 +58,7 @@ def analyze(capture: Capture, options) -> Analysis:
     n_q2c = int(stats.filter((pl.col("device") == "all") & (pl.col("name") == "Q2C"))["n"].sum())
     tables = {"stages": stage_table(stats), "events": event_counts(ev), "overhead": overhead(stats),
               "devices": devices, "processes": processes, "process_stages": process_stats(run, names, totals),
-              "size_histogram": sizes}
+              "size_histogram": sizes, **latency_tables(_latencies(requests, run["dm"]))}
     notes = ["block layer: stage times as btt computes them; Device Overhead percentages are of Q2C "
              "time (Q2G+G2I and Q2M are alternatives, so they need not sum to 100)"]
     if keep is not None:
@@ -76,7 +78,7 @@ def analyze(capture: Capture, options) -> Analysis:
         category_order={"btt": list(OVERHEAD)}, default_profile="btt",
         categories={"btt": _btt_categories(stats, n_q2c)}, notes=notes + list(capture.notes),
         source={"path": capture.path, "format": capture.format, "files": capture.meta.get("files")},
-        declared=TABLES, tables=tables)
+        declared=(*TABLES, *LATENCY_TABLES), tables=tables)
 
 
 def _pid_set(items, names: dict) -> list[int]:
@@ -90,4 +92,17 @@ def _pid_set(items, names: dict) -> list[int]:
         if not matches:
             raise UsageError(f"--pid {item!r}: no such pid or process name in the trace")
         out.extend(matches)
+    return out
+
+
+def _latencies(requests, dm: np.ndarray) -> dict[str, np.ndarray]:
+    """Q2C and D2C of every completed request (btt's samples: one per completed Q), md and
+    device-mapper devices apart as btt keeps them (Q2Cdm, D2Cdm), when there are any."""
+    on_dm = dm[requests.dev] if len(dm) else np.zeros(len(requests.q), bool)
+    out = {}
+    for suffix, which in (("", ~on_dm), ("dm", on_dm)):
+        if suffix and not which.any():
+            continue
+        out["Q2C" + suffix] = requests.q2c[requests.done & which]
+        out["D2C" + suffix] = requests.d2c[(requests.d2c != NONE) & which]
     return out

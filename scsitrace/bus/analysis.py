@@ -9,6 +9,7 @@ import polars as pl
 from .. import schema
 from ..errors import MissingSignal
 from ..model import Analysis, Capture
+from ..stats import LATENCY_TABLES, latency_tables
 from .machine import RAID1990, SCSI_PHASES, _Walker
 from .runs import BIT, RUN_SCHEMA, RunReducer
 
@@ -96,5 +97,12 @@ def _analysis(capture, options, runs, walker: _Walker, reducer, invert, polarity
         data_bytes=data_bytes,
         category_order={"raid1990": RAID1990, "scsi": SCSI_PHASES}, default_profile="raid1990",
         notes=notes + list(capture.notes), source=source, runs=runs,
+        declared=LATENCY_TABLES, tables=latency_tables({"response": _responses(ios)}),
         no_normalized=("Bus Free", "BUS FREE"),
     )
+
+
+def _responses(ios: pl.DataFrame) -> np.ndarray:
+    """Response times of the completed I/Os (selection of the command to its completion)."""
+    done = ios.filter(pl.col("complete").fill_null(False) & pl.col("response_ns").is_not_null())
+    return done["response_ns"].to_numpy()

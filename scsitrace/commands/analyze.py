@@ -11,6 +11,11 @@ from scsitrace.errors import UsageError
 def add_input_arguments(p) -> None:
     """Options shared by every command that reads a trace."""
     p.add_argument("trace", metavar="TRACE")
+    add_input_options(p)
+
+
+def add_input_options(p) -> None:
+    """The options of add_input_arguments without the TRACE argument (batch takes many)."""
     p.add_argument("--format", default="auto", help="auto (default) or one of: " + ", ".join(parsers.formats()))
     p.add_argument("--lenient", action="store_true", help="skip bad records, count them, go on")
     p.add_argument("--settle-ns", type=int, default=None, metavar="NS",

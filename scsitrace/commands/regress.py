@@ -2,7 +2,10 @@
 Exit 0 within tolerance, 1 regressed, 2 bad input. Defaults: phase shares +-1 point,
 normalized and response times +-10 %, bandwidth and IOPS +-5 %; --tolerance overrides per
 figure (NAME=VALUE, NAME a figure, a glob such as 'percent.*', or a kind: percent, time,
-rate; VALUE absolute in the figure's unit or relative with '%')."""
+rate; VALUE absolute in the figure's unit or relative with '%'). Over a corpus: --baselines DIR
+TRACE... (or --manifest, or DIR alone: every baseline in it) checks each trace against
+DIR/<name>.baseline.json in one call, one line per trace and a total; --junit FILE writes one
+JUnit test case per trace and figure."""
 from __future__ import annotations
 
 import json
@@ -13,26 +16,40 @@ from rich.table import Table
 
 from scsitrace.commands.attribute import wide_console
 from scsitrace.commands.baseline import args_from, current_figures
+from scsitrace.commands.batch import add_common, execute
+from scsitrace.errors import UsageError
 from scsitrace.reports.terminal import fmt_ns
 
 VERDICT_STYLE = {"ok": "green", "regressed": "bold red", "missing": "bold red", "improved": "cyan", "new": "yellow"}
 
 
 def add_arguments(p) -> None:
-    p.add_argument("baseline", metavar="BASELINE")
-    p.add_argument("trace", metavar="TRACE", nargs="?",
+    p.add_argument("baseline", metavar="BASELINE", nargs="?",
+                   help="baseline JSON (with --baselines DIR: the first trace to check)")
+    p.add_argument("trace", metavar="TRACE", nargs="*",
                    help="trace to check (default: the one the baseline was made from)")
+    p.add_argument("--baselines", metavar="DIR", help="check every TRACE (or the manifest's traces, or "
+                   "every baseline in DIR) against DIR/<name>.baseline.json")
+    p.add_argument("--junit", metavar="FILE", help="write JUnit XML: one test case per trace and figure")
     p.add_argument("--tolerance", action="append", default=[], metavar="NAME=VALUE",
                    help="override a tolerance (repeatable), e.g. percent=2, 'response_ns.*=20%%'")
     p.add_argument("--update", action="store_true", help="rewrite the baseline with the current figures")
     p.add_argument("--json", metavar="FILE|-", help="write the comparison rows as JSON")
+    add_common(p, "analyse")
 
 
 def run(args) -> int:
     from scsitrace.reports import regress
     tolerances = regress.parse_tolerances(args.tolerance)
+    if args.baselines:
+        return run_corpus(args, tolerances)
+    if args.baseline is None:
+        raise UsageError("name the BASELINE to check (or --baselines DIR for a corpus)")
+    if len(args.trace) > 1 or args.manifest:
+        raise UsageError("one baseline checks one trace; check many with --baselines DIR TRACE...")
+    trace = args.trace[0] if args.trace else None
     doc = regress.read_baseline(args.baseline)
-    trace = args.trace or os.path.join(os.path.dirname(os.path.abspath(args.baseline)), doc.get("trace", ""))
+    trace = trace or os.path.join(os.path.dirname(os.path.abspath(args.baseline)), doc.get("trace", ""))
     current = current_figures(args_from(trace, doc.get("options")))
     if args.update:
         doc = regress.make_baseline(trace, doc.get("options") or {}, current, args.baseline)
@@ -49,7 +66,29 @@ def run(args) -> int:
                 fh.write(text + "\n")
     if args.json != "-":
         render(rows, trace)
+    if args.junit:
+        from scsitrace.reports import junit
+        junit.write(args.junit, [{"key": trace, "trace": trace, "rows": rows}])
     return 1 if regress.failed(rows) else 0
+
+
+def run_corpus(args, tolerances) -> int:
+    """The gate over many traces: one line per trace and a total."""
+    from scsitrace import corpus
+    if args.update:
+        raise UsageError("--update rewrites one baseline; rewrite a directory with scsitrace baseline ... -o DIR/")
+    paths = ([args.baseline] if args.baseline else []) + list(args.trace)
+    checks, jobs = corpus.regress_entries(args.baselines, paths, args.manifest, {})
+    results = execute(args, jobs)
+    corpus.judge(checks, results, tolerances)
+    if args.json != "-":
+        corpus.print_checks(checks)
+    if args.json:
+        corpus.write_json(args.json, checks)
+    if args.junit:
+        from scsitrace.reports import junit
+        junit.write(args.junit, checks)
+    return corpus.exit_status(checks)
 
 
 def fmt_value(kind: str, v) -> str:

@@ -16,14 +16,18 @@ UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1 << 20, "mb": 
 
 
 def add_arguments(p) -> None:
-    p.add_argument("-o", "--output", required=True, metavar="TRACE", help="trace file to write")
-    p.add_argument("--disks", type=int, default=4, help="targets on the string, 1-7 (default 4)")
-    p.add_argument("--op", choices=("read", "write"), default="read")
-    p.add_argument("--pattern", choices=("seq", "random"), default="seq")
-    p.add_argument("--size", default="32K", metavar="BYTES|32K",
-                   help="request size, a multiple of 512 up to 128K (default 32K)")
-    p.add_argument("--inflight", type=int, default=1, help="commands in flight per disk, 1-4 (default 1)")
-    span = p.add_mutually_exclusive_group(required=True)
+    p.add_argument("-o", "--output", metavar="TRACE", help="trace file to write (not with --sweep)")
+    p.add_argument("--workload", metavar="NAME",
+                   help="start from a named experiment of the report (--workload list shows them); "
+                   "the other options override it")
+    p.add_argument("--disks", type=int, help="targets on the string, 1-7 (default 4)")
+    p.add_argument("--op", choices=("read", "write"))
+    p.add_argument("--pattern", choices=("seq", "random"))
+    p.add_argument("--size", metavar="BYTES|32K", help="request size, a multiple of 512 up to 128K (default 32K)")
+    p.add_argument("--processes", type=int,
+                   help="host processes per disk, 1-4 (default 1); the Jaguar queues their commands")
+    p.add_argument("--inflight", type=int, help="tagged commands in flight per disk, 1-4 (default 1)")
+    span = p.add_mutually_exclusive_group()
     span.add_argument("--duration", type=float, metavar="SECONDS", help="bus time to simulate")
     span.add_argument("--count", type=int, metavar="N", help="I/Os to issue and complete")
     p.add_argument("--bfr", default="1/2", metavar="RATIO",
@@ -31,7 +35,7 @@ def add_arguments(p) -> None:
                    "32K buffer (512B, 16K); default 1/2")
     p.add_argument("--ber", default="1/2", metavar="RATIO", help="Buffer Empty Ratio, same forms (default 1/2)")
     p.add_argument("--readahead", choices=("on", "off"), default="on")
-    p.add_argument("--host", choices=("no-copy", "user-level"), default="no-copy")
+    p.add_argument("--host", choices=("no-copy", "user-level"))
     p.add_argument("--level", type=int, choices=(1, 2, 3), default=1,
                    help="1 control lines, 2 + REQ/ACK, 3 + data bus (default 1)")
     p.add_argument("--format", choices=("ancot", "vcd"), default="ancot")
@@ -42,6 +46,10 @@ def add_arguments(p) -> None:
                          help="synchronous transfer rate (default 4: 250 ns per byte, Sec 4.1.1)")
     what_if.add_argument("--no-alloc-pauses", action="store_true",
                          help="no host adapter pause at 8 KB buffer allocations (Sec 4.6)")
+    what_if.add_argument("--sweep", metavar="PARAM=v1,v2,...",
+                         help="simulate and analyse once per value, one row each (--sweep list shows PARAMs)")
+    what_if.add_argument("--csv", metavar="FILE", help="with --sweep: write the rows as CSV")
+    what_if.add_argument("--parquet", metavar="FILE", help="with --sweep: write the rows as Parquet")
     faults = p.add_argument_group("faults (fixtures)")
     faults.add_argument("--reset-at", type=float, metavar="SECONDS",
                         help="assert RST in the first data transfer after this time")
@@ -85,15 +93,24 @@ def parse_ratio(text: str, option: str, buffer_bytes: int, sector_bytes: int = 5
 def build(args):
     """Command line -> (Workload, Params), checked."""
     from scsitrace.sim import Params, Workload
+    from scsitrace.sim.workloads import NAMED
+    named = None
+    if args.workload is not None:
+        if args.workload not in NAMED:
+            raise UsageError(f"--workload: unknown {args.workload!r}; one of {', '.join(NAMED)}")
+        named = NAMED[args.workload]
+    elif args.duration is None and args.count is None:
+        raise UsageError("one of --duration, --count or --workload is required")
+    pick = lambda given, attr, default: given if given is not None else (  # noqa: E731
+        getattr(named, attr) if named is not None else default)
+    disks, inflight = pick(args.disks, "disks", 4), args.inflight if args.inflight is not None else 1
+    processes = pick(args.processes, "processes", 1)
+    size = parse_size(args.size) if args.size is not None else pick(None, "size", 32 * 1024)
+    duration = args.duration
+    if duration is None and args.count is None:
+        duration = named.duration_s
     params = Params()
     tick = params.bus.tick_ns
-    if not 1 <= args.disks <= 7:
-        raise UsageError(f"--disks must be 1-7 (the host adapter is ID 7), got {args.disks}")
-    if not 1 <= args.inflight <= 4:
-        raise UsageError(f"--inflight must be 1-4, got {args.inflight}")
-    size = parse_size(args.size)
-    if size <= 0 or size % 512 or size > 128 * 1024:
-        raise UsageError(f"--size must be a multiple of 512 bytes up to 128K (READ(6)/WRITE(6)), got {size}")
     if args.duration is not None and not args.duration > 0:
         raise UsageError("--duration must be positive")
     if args.count is not None and args.count <= 0:
@@ -108,20 +125,81 @@ def build(args):
         byte_ns = max(2 * tick, round(1000 / args.bus_rate / tick) * tick)
         bus = replace(bus, byte_ns=byte_ns)
     hba = replace(params.hba, alloc_pauses=not args.no_alloc_pauses)
-    host = replace(params.host, mode=args.host)
+    host = replace(params.host, mode=pick(args.host, "host", "no-copy"))
     params = Params(bus=bus, disk=disk, hba=hba, host=host)
     to_ns = lambda s: None if s is None else int(round(s * 1e9 / tick)) * tick  # noqa: E731
-    wl = Workload(disks=args.disks, op=args.op, pattern=args.pattern, size=size, inflight=args.inflight,
-                  duration_ns=to_ns(args.duration), count=args.count, seed=args.seed,
+    wl = Workload(disks=disks, op=pick(args.op, "op", "read"), pattern=pick(args.pattern, "pattern", "seq"),
+                  size=size, inflight=inflight, processes=processes,
+                  duration_ns=to_ns(duration), count=args.count, seed=args.seed,
                   reset_at_ns=to_ns(args.reset_at), glitch_at_ns=to_ns(args.glitch_at))
+    check(wl)
     return wl, params
 
 
+def check(wl) -> None:
+    """The limits of the model, as usage errors."""
+    if not 1 <= wl.disks <= 7:
+        raise UsageError(f"--disks must be 1-7 (the host adapter is ID 7), got {wl.disks}")
+    if not 1 <= wl.inflight <= 4:
+        raise UsageError(f"--inflight must be 1-4, got {wl.inflight}")
+    if not 1 <= wl.processes <= 4:
+        raise UsageError(f"--processes must be 1-4, got {wl.processes}")
+    if wl.size <= 0 or wl.size % 512 or wl.size > 128 * 1024:
+        raise UsageError(f"--size must be a multiple of 512 bytes up to 128K (READ(6)/WRITE(6)), got {wl.size}")
+
+
 def run(args) -> int:
+    if args.workload == "list":
+        return _list_workloads()
+    if args.sweep is not None:
+        return _run_sweep(args)
+    if args.output is None:
+        raise UsageError("-o/--output TRACE is required (except with --sweep)")
+    if args.csv or args.parquet:
+        raise UsageError("--csv and --parquet go with --sweep")
     from scsitrace.sim import simulate
     wl, params = build(args)
     res = simulate(wl, args.output, level=args.level, fmt=args.format, params=params, truth_dir=args.truth)
     print(f"wrote {args.output}: level {res.level}, {res.transitions} records, "
           f"{res.end_ns / 1e9:.6f} s of bus time, {res.ios_completed} I/Os completed"
           + (f", ground truth in {args.truth}" if args.truth else ""), file=sys.stderr)
+    return 0
+
+
+def _list_workloads() -> int:
+    from scsitrace.sim.workloads import NAMED
+    for w in NAMED.values():
+        figs = "; ".join(f"{f.metric} {f.value:g}" for f in w.figures) or "no figure in the text"
+        print(f"{w.name:<28} {w.what}\n{'':<28} paper: {figs}")
+    return 0
+
+
+def _run_sweep(args) -> int:
+    from scsitrace.sim import sweep as sw
+    if args.sweep == "list":
+        for name, (what, _, _) in sw.PARAMS.items():
+            print(f"{name:<16} {what}")
+        return 0
+    if args.output is not None or args.truth is not None:
+        raise UsageError("--sweep writes no trace: use --csv/--parquet for its rows, not -o/--truth")
+    name, _, values = sw.parse_spec(args.sweep)     # usage errors before the first run
+    if args.workload is None and args.duration is None and args.count is None:
+        args.workload = "table3"
+    wl, params = build(args)
+    for value in values:
+        check(sw.PARAMS[name][2](wl, params, value)[0])
+    header = ["value", "ios_completed", "bandwidth_mib_s", "iops"] + [sw.column(c) for c in sw.CATEGORIES]
+    print(f"{name} sweep, workload {args.workload or 'table3 set-up'} (level {args.level}, raid1990 profile)")
+    print(" ".join(f"{h[:12]:>12}" for h in header))
+
+    def show(r):
+        print(" ".join(f"{str(r[h])[:12]:>12}" for h in header), flush=True)
+    rows = sw.sweep(wl, params, args.sweep, level=args.level, progress=show)
+    if args.csv or args.parquet:
+        import polars as pl
+        df = pl.DataFrame(rows)
+        if args.csv:
+            df.write_csv(args.csv)
+        if args.parquet:
+            df.write_parquet(args.parquet)
     return 0

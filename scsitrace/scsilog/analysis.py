@@ -15,9 +15,15 @@ from __future__ import annotations
 import polars as pl
 
 from .. import schema, scsi, tiling
-from ..command_tables import TABLES, command_tables
+from ..command_tables import SRT, TABLES, command_tables, srt_table
+from ..errors import UsageError
+from ..tables import Table
 from ..model import Analysis, Capture
-from .events import MLQUEUE
+from ..stats import LATENCY_TABLES, latency_tables
+from .events import COMMAND_EXTRA, MLQUEUE
+
+SRT_DRIVER = Table("srt_driver", SRT.schema, "SRT per opcode over the driver's own durations (sg_io_hdr duration)",
+                   json_columns=SRT.json_columns, json_names=SRT.json_names)
 
 STAGES = ("SERVICE", "IDLE")
 IOS_EXTRA = {"response_ns": pl.Int64, "paired": pl.Boolean, "reason": pl.Utf8, "host_byte": pl.Utf8}
@@ -65,34 +71,50 @@ def ios_frame(cmds: pl.DataFrame) -> pl.DataFrame:
     c = c.with_columns(
         pl.int_range(pl.len(), dtype=pl.Int64).alias("io"),
         dec["opcode"], dec["command"], dec["lba"], dec["blocks"], pl.col("reason").is_null().alias("paired"),
-        pl.col("device").str.split(":").list.get(2).cast(pl.Int8, strict=False).alias("target"),
-        pl.col("device").str.split(":").list.get(3).cast(pl.Int16, strict=False).alias("lun"))
+        pl.col("device").str.split(":").list.get(2, null_on_oob=True).cast(pl.Int8, strict=False).alias("target"),
+        pl.col("device").str.split(":").list.get(3, null_on_oob=True).cast(pl.Int16, strict=False).alias("lun"))
+    given = [k for k in ("response_ns", "bytes", "data_bytes") if k in c.columns]
     c = c.with_columns(
-        pl.when(pl.col("paired")).then(pl.col("end_ns") - pl.col("start_ns")).alias("response_ns"),
+        (pl.coalesce("response_ns", pl.col("end_ns") - pl.col("start_ns")) if "response_ns" in given
+         else pl.col("end_ns") - pl.col("start_ns")).alias("_response"),
+        *[pl.col(k).alias(f"_{k}") for k in given if k != "response_ns"])
+    c = c.with_columns(
+        pl.when(pl.col("paired")).then(pl.col("_response")).alias("response_ns"),
         scsi.op_kind_expr(pl.col("opcode")).alias("op"),
         pl.lit(None, dtype=pl.Int16).alias("tag"),
-        pl.lit(None, dtype=pl.Int64).alias("bytes"),
-        pl.lit(None, dtype=pl.Int64).alias("data_bytes"),
+        (pl.col("_bytes") if "bytes" in given else pl.lit(None, dtype=pl.Int64)).alias("bytes"),
+        (pl.col("_data_bytes") if "data_bytes" in given else pl.lit(None, dtype=pl.Int64)).alias("data_bytes"),
         pl.lit(None, dtype=pl.Int32).alias("connections"),
         pl.lit(None, dtype=pl.Int32).alias("disconnects"),
         pl.col("paired").alias("complete"),
         pl.lit(False).alias("partial"),
         pl.col("tag").alias("kernel_tag"))
-    cols = {**schema.IOS, **IOS_EXTRA, "kernel_tag": pl.Int64}
+    cols = {**schema.IOS, **IOS_EXTRA, "kernel_tag": pl.Int64,
+            **{k: v for k, v in COMMAND_EXTRA.items() if k in c.columns and k not in schema.IOS}}
     return c.select([pl.col(k).cast(v) for k, v in cols.items()])
 
 
 def analyze(capture: Capture, options=None) -> Analysis:
     ev = capture.frames["events"]
-    elapsed = int(ev["t_ns"].max()) if ev.height else 0
-    ios = ios_frame(commands(ev)) if ev.height else \
+    given = capture.frames.get("commands")      # whole commands from the parser (sgio)
+    notes = [] if given is not None else [
+        "SERVICE = at least one command between dispatch and done; kernel logs carry no "
+        "transfer sizes, so bandwidth needs --io-size"]
+    if given is not None:
+        given, kept_note = _filtered(given, options)
+        notes = list(capture.notes) + kept_note
+        elapsed = int(given["end_ns"].max() or 0) if given.height else 0
+    else:
+        elapsed = int(ev["t_ns"].max()) if ev.height else 0
+    cmds = given if given is not None else (commands(ev) if ev.height else None)
+    ios = ios_frame(cmds) if cmds is not None and cmds.height else \
         pl.DataFrame(schema={**schema.IOS, **IOS_EXTRA, "kernel_tag": pl.Int64})
     pieces = ios.filter(pl.col("paired")).select(
         "device", "io", "start_ns", "end_ns", pl.lit("SERVICE").alias("phase"), pl.col("data_bytes").alias("bytes"))
     segments = tiling.tile_pieces(pieces, elapsed)
     paired = int(ios["paired"].sum()) if ios.height else 0
-    notes = ["SERVICE = at least one command between dispatch and done; kernel logs carry no "
-             "transfer sizes, so bandwidth needs --io-size"]
+    sized = given is not None and ios.height and ios["data_bytes"].is_not_null().any()
+    data_bytes = int(ios["data_bytes"].sum()) if sized else None
     n_dev = segments["device"].n_unique() if segments.height else 0
     if n_dev > 1:
         notes.append(f"{n_dev} devices: percentages are of {n_dev} x the elapsed time")
@@ -102,10 +124,41 @@ def analyze(capture: Capture, options=None) -> Analysis:
         an = pl.concat([an, bad.select(pl.col("start_ns").alias("t_ns"), pl.lit("TIMEOUT").alias("kind"),
                                        pl.format("{} on {}", "command", "device").alias("detail"),
                                        pl.lit(None, dtype=pl.Utf8).alias("position"))])
+    responses = ios.filter(pl.col("paired") & pl.col("response_ns").is_not_null())["response_ns"].to_numpy()
+    tables = {**command_tables(ios, elapsed), **latency_tables({"response": responses})}
+    declared = (*TABLES, *LATENCY_TABLES)
+    if "driver_ns" in ios.columns:      # SG_IO: the driver's own duration beside the syscall's
+        tables["srt_driver"] = srt_table(ios, "driver_ns")
+        declared = (*declared, SRT_DRIVER)
     return Analysis(
         layer="scsilog", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=segments, ios=ios,
-        anomalies=an, ios_completed=paired, data_bytes=None,
+        anomalies=an, ios_completed=paired, data_bytes=data_bytes,
         category_order={"scsilog": list(STAGES)}, default_profile="scsilog",
         categories={"scsilog": tiling.categories(segments, STAGES, elapsed, paired)},
-        notes=notes + list(capture.notes), source={"path": capture.path, "format": capture.format, "log": capture.meta.get("log")},
-        declared=TABLES, tables=command_tables(ios, elapsed), no_normalized=("IDLE",))
+        notes=notes if given is not None else notes + list(capture.notes),   # (sgio's are in already)
+        source={"path": capture.path, "format": capture.format, "log": capture.meta.get("log"),
+                             **{k: capture.meta[k] for k in ("skipped_by_design",) if k in capture.meta}},
+        declared=declared, tables=tables, no_normalized=("IDLE",))
+
+
+def _filtered(cmds: pl.DataFrame, options) -> tuple[pl.DataFrame, list[str]]:
+    """--pid, --device (a device name as the trace gives it) and --window (from the first
+    command) keep those commands; times then start at the first kept command."""
+    if options is None or (options.pids is None and options.device is None and options.window is None):
+        return cmds, []
+    keep = pl.lit(True)
+    if options.pids is not None:
+        if not all(p.isdigit() for p in options.pids):
+            raise UsageError(f"--pid expects process ids for SG_IO traces, got {','.join(options.pids)!r}")
+        keep &= pl.col("pid").is_in([int(p) for p in options.pids])
+    if options.device is not None:
+        keep &= pl.col("device") == str(options.device)
+    if options.window is not None:
+        lo, hi = options.window
+        rel = pl.col("start_ns") - (cmds["start_ns"].min() or 0 if cmds.height else 0)
+        keep &= (rel >= lo) if lo is not None else pl.lit(True)
+        keep &= (rel < hi) if hi is not None else pl.lit(True)
+    kept = cmds.filter(keep)
+    origin = int(kept["start_ns"].min()) if kept.height and kept["start_ns"].is_not_null().any() else 0
+    kept = kept.with_columns(pl.col("start_ns") - origin, pl.col("end_ns") - origin)
+    return kept, [f"{kept.height} of {cmds.height} SG_IO commands kept by --pid/--device/--window"]

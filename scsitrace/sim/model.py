@@ -15,7 +15,8 @@ import numpy as np
 
 from .disk import Disk
 from .encode import BIT, Recorder
-from .params import Params
+from . import timelines
+from .params import US, Params
 
 BSY, SEL, ATN, RST, MSG, CD, IO = (BIT[n] for n in ("BSY", "SEL", "ATN", "RST", "MSG", "C/D", "I/O"))
 PHASE_LINES = {"DATA OUT": BSY, "DATA IN": BSY | IO, "COMMAND": BSY | CD, "STATUS": BSY | CD | IO,
@@ -32,7 +33,9 @@ class Workload:
     op: str = "read"               # Table 3: reads
     pattern: str = "seq"           # Table 3: sequential
     size: int = 32 * 1024          # Table 3: 32 KByte requests
-    inflight: int = 1              # Sec 2.3.2: one outstanding operation per disk
+    inflight: int = 1              # Sec 2.3.2: one outstanding operation per disk (>1: tagged what-if)
+    processes: int = 1             # host processes per disk; with inflight 1 the Jaguar holds the
+                                   # others' commands in the disk's work queue (Sec 2.2, 2.3.2)
     duration_ns: int | None = None
     count: int | None = None
     seed: int = 0
@@ -97,8 +100,11 @@ class Sim:
         self.outstanding_on = [set() for _ in range(wl.disks)]   # disconnected, not complete
         self.busy_until = [0] * wl.disks          # mechanism busy with an earlier queued I/O
         self.waiting = [deque() for _ in range(wl.disks)]
+        self.work_queue = [deque() for _ in range(wl.disks)]   # Jaguar work queues (Sec 2.2)
+        self.at_disk = [False] * wl.disks                      # a command of ours is at the disk
         self.next_lba = [int(self.rng.integers(0, params.disk.capacity_sectors // 2)) for _ in range(wl.disks)]
         self.bus_free_at = 0
+        self.host_free_at = 0
         self.end_ns = None
         self.reset_pending = wl.reset_at_ns
         self.glitch_pending = wl.glitch_at_ns
@@ -128,32 +134,42 @@ class Sim:
         else:
             lba = int(self.rng.integers(0, (p.capacity_sectors - self.nsec) // self.nsec)) * self.nsec
         tag = slot if self.wl.inflight > 1 else None
-        if self.wl.op == "write":
-            t += self.host_before_write()
         io = Io(target=target, op=self.wl.op, lba=lba, nsec=self.nsec, submit_ns=self.q(t), tag=tag, slot=slot)
         self.issued += 1
         self.ios.append(io)
+        if self.wl.inflight == 1 and self.at_disk[target]:
+            self.work_queue[target].append(io)       # Sec 2.3.2: at most one outstanding per disk
+            return
+        self.at_disk[target] = True
         self.request(self.hba, io, io.submit_ns)
 
-    def host_delay(self, io: Io) -> int:
-        """Completion -> next command (Sec 4.7: Tables 22-31 no-copy, Tables 12-21 user level)."""
-        h = self.p.host
-        t = self.sample(h.interrupt_to_avail_ns) + self.sample(h.avail_to_submit_ns)
-        if h.mode == "user-level":
-            size = io.nsec * self.p.disk.sector_bytes
-            t += self.sample(h.user_fixed_ns)
-            if io.op == "read":
-                t += self.q(1e9 * size / h.read_flush_rate + 1e9 * size / h.copy_rate(size))
-            else:
-                t += self.q(1e9 * size / self.rng.uniform(*h.write_flush_rate))
-        return t
-
-    def host_before_write(self) -> int:
-        h = self.p.host
-        if h.mode != "user-level":
-            return 0
+    def host_work(self) -> int:
+        """Host time from a completion to the next command of that process (Sec 4.7): the
+        experiment's own timeline row when the report timed it (Tables 12-31), else derived
+        from the ranges of those tables and the copy and flush rates."""
+        h, wl = self.p.host, self.wl
         size = self.nsec * self.p.disk.sector_bytes
-        return self.q(1e9 * size / h.copy_rate(size))    # Sec 4.7: user-to-kernel copy first
+        if h.mode == "user-level":
+            row = timelines.user_level_split(wl.op, wl.pattern, size) if h.timelines else None
+            if row is not None:
+                return self.q(sum(row) * US)
+            t = self.sample(h.interrupt_to_avail_ns) + self.sample(h.avail_to_submit_ns)
+            t += self.sample(h.user_fixed_ns) + self.q(1e9 * size / h.copy_rate(size))
+            if wl.op == "read":
+                return t + self.q(1e9 * size / h.read_flush_rate)
+            return t + self.q(1e9 * size / self.rng.uniform(*h.write_flush_rate))
+        row = timelines.no_copy_row(wl.op, wl.pattern, size) if h.timelines else None
+        if row is not None:
+            return self.q(sum(row) * US)
+        return self.sample(h.interrupt_to_avail_ns) + self.sample(h.avail_to_submit_ns)
+
+    def host_submit(self, target: int, t: int, slot: int) -> None:
+        """The process of `slot` on `target` gets the host at t (or when the one CPU is free)
+        and submits its next command when its host work is done."""
+        start = max(t, self.host_free_at) if self.p.host.one_cpu else t
+        end = start + self.host_work()
+        self.host_free_at = end
+        self.submit(target, end, slot)
 
     def request(self, dev: int, io: Io, ready: int) -> None:
         self.seq += 1
@@ -164,9 +180,9 @@ class Sim:
         """Play the workload; returns the trace's end time."""
         rec = self.rec
         rec.set(0, 0, db=0, phase="BUS FREE")
-        for slot in range(self.wl.inflight):
+        for slot in range(max(self.wl.inflight, self.wl.processes)):
             for d in range(self.wl.disks):
-                self.submit(d, self.host_delay(Io(d, self.wl.op, 0, self.nsec, 0)), slot)
+                self.host_submit(d, 0, slot)
         while self.requests:
             first = min(r.ready_ns for r in self.requests)
             a = self.q(max(self.bus_free_at + self.p.bus.bus_free_delay_ns, first))
@@ -259,7 +275,12 @@ class Sim:
             self.request(io.target, io, ready)
             return None
         if ready is not None and ready <= t + self.settle:
-            return self.data_in(t, conn, io, disk)
+            # no disconnect: the disk sets up the transfer before it changes the phase lines,
+            # so its pause before the first data byte stays in COMMAND (docs/simulator.md, A5)
+            if not self.p.disk.setup_in_command:
+                return self.data_in(t, conn, io, disk)
+            t = self.q(t + self.sample(self.p.disk.first_data_pause_ns))
+            return self.data_in(t, conn, io, disk, pause=False)
         self.request(io.target, io, ready)
         return self.disconnect(t, conn, [DISCONNECT], [h.message_ack_ns])
 
@@ -302,9 +323,9 @@ class Sim:
         return self.complete(t + self.p.disk.reconnect_status_pause_ns, conn, io)
 
     # -- data ------------------------------------------------------------------------------
-    def data_in(self, t: int, conn: Conn, io: Io, disk: Disk) -> int:
+    def data_in(self, t: int, conn: Conn, io: Io, disk: Disk, pause: bool = True) -> int:
         d, h = self.p.disk, self.p.hba
-        t = self.phase(t, conn, "DATA IN") + self.sample(d.first_data_pause_ns)
+        t = self.phase(t, conn, "DATA IN") + (self.sample(d.first_data_pause_ns) if pause else 0)
         sent = 0
         while io.next < io.nsec:
             ready = disk.ready_time(io.lba + io.next)
@@ -384,7 +405,12 @@ class Sim:
         if self.waiting[io.target]:
             nxt = self.waiting[io.target].popleft()
             self.start_mechanism(nxt, None, self.disks[io.target], t)
-        self.submit(io.target, t + self.host_delay(io), io.slot)
+        self.at_disk[io.target] = False
+        if self.work_queue[io.target]:               # the Jaguar sends the next queued command
+            nxt = self.work_queue[io.target].popleft()
+            self.at_disk[io.target] = True
+            self.request(self.hba, nxt, t)
+        self.host_submit(io.target, t, io.slot)
         return t
 
     def maybe_glitch(self, t_pause_end: int) -> None:
@@ -410,6 +436,8 @@ class Sim:
         self.blind_outstanding.clear()
         self.outstanding_on = [set() for _ in self.disks]
         self.waiting = [deque() for _ in self.disks]
+        self.work_queue = [deque() for _ in self.disks]
+        self.at_disk = [False] * len(self.disks)
         self.busy_until = [0] * len(self.disks)
         for disk in self.disks:
             disk.stream, disk.expect_next = None, None

@@ -66,6 +66,8 @@ class DiskParams:
     write_pause_every: int = 512             # DESIGN: every 512 bytes ...
     write_pause_after: int = 8 * 1024        # DESIGN: ... after the first 8 KB
     reconnect_status_pause_ns: int = 5 * US  # CHOICE: a write's reconnection goes to STATUS at once
+    setup_in_command: bool = True            # CHOICE: a read that needs no disconnect spends its
+                                             # pause before the first data byte in COMMAND (A5)
 
     @property
     def rotation_ns(self) -> int:
@@ -106,6 +108,7 @@ class HbaParams:
     alloc_pause_ns: tuple = (300 * US, 1700 * US)  # Table 11: buffer allocation after 8 KBytes
     alloc_block: int = 8 * 1024               # Sec 2.2: buffer allocated 8 KBytes at a time
     alloc_pauses: bool = True                 # what-if knob: --no-alloc-pauses
+    alloc_fixed: bool = False                 # what-if knob: alloc_pause_ns as given, whatever the size
     save_pointer_ack_ns: int = 100 * US       # Table 11: controller ack of save pointer
     disconnect_ack_ns: int = 30 * US          # Table 11: controller ack of disconnect
     status_ack_ns: int = 40 * US              # Table 11: controller ack of status
@@ -121,6 +124,8 @@ class HbaParams:
         This choice decides the Table 3 result (docs/simulator.md, choice 3).
         """
         lo, hi = self.alloc_pause_ns
+        if self.alloc_fixed:
+            return lo, hi
         frac = min(1.0, max(0.0, (request_bytes - self.alloc_block) / (128 * 1024 - self.alloc_block)))
         return lo, int(lo + (hi - lo) * frac)
 
@@ -130,6 +135,8 @@ class HostParams:
     """Sprite host on a Sun4/280: the time from a completion to the next command (Sec 4.7)."""
 
     mode: str = "no-copy"
+    timelines: bool = True     # Sec 4.7: an experiment the report timed uses its own row (timelines.py)
+    one_cpu: bool = True       # Sec 2: one Sun4/280 CPU; the host work of all processes runs in turn
     # Tables 22-31 (no-copy): interrupt -> entry avail 43-180 us; entry avail -> submit 120-442 us
     interrupt_to_avail_ns: tuple = (43 * US, 180 * US)
     avail_to_submit_ns: tuple = (120 * US, 442 * US)

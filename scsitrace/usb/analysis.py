@@ -26,6 +26,7 @@ from .. import completeness, schema, scsi, tiling
 from .._keys import dense_ids
 from ..command_tables import TABLES, command_tables
 from ..model import Analysis, Capture
+from ..stats import LATENCY_TABLES, latency_tables
 from .bot import bot_commands
 from .stages import _with_stages, segments_frame, tile
 from .transfers import Transfers, transfers
@@ -169,4 +170,11 @@ def analyze(capture: Capture, options=None) -> Analysis:
         notes=notes,
         source={"path": capture.path, "format": capture.format, **{k: v for k, v in capture.meta.items()
                                                                     if k in ("container", "route", "text_format")}},
-        declared=TABLES, tables=command_tables(ios, elapsed), no_normalized=("IDLE",))
+        declared=(*TABLES, *LATENCY_TABLES),
+        tables={**command_tables(ios, elapsed), **latency_tables({"response": _responses(ios)})},
+        no_normalized=("IDLE",))
+
+
+def _responses(ios: pl.DataFrame) -> np.ndarray:
+    """Response times of the paired commands (CBW or command IU submit -> status completion)."""
+    return ios.filter(pl.col("paired") & pl.col("response_ns").is_not_null())["response_ns"].to_numpy()

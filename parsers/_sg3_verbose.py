@@ -1,0 +1,97 @@
+"""sg3_utils programs' verbose output (-vv): one SCSI command per "<name> cdb: [..]" line
+(sg_dd at verbose=3: "Read(10) [..]").
+
+    open /dev/sg0 with flags=0x800
+        inquiry cdb: [12 01 de 00 fc 00]
+    Fixed format, current; Sense key: Illegal Request
+     Raw sense data (in hex), sb_len=18, embedded_len=18
+            70 00 05 00 00 00 00 0a  00 00 00 00 24 00 00 00
+          duration=20 ms
+        inquiry: pass-through requested 252 bytes (data-in) but got 36 bytes
+
+What follows a cdb line up to the next one belongs to that command: the device from the
+last "open DEV with flags" line, sense key/ASC/ASCQ from the raw sense bytes, the driver's
+duration (-vvv), bytes requested and received. The programs print no times, so commands
+have no place on a time line; the rest of their output is read and skipped by design. A
+cdb line whose bytes do not decode is bad input.
+"""
+from __future__ import annotations
+
+import re
+
+import polars as pl
+
+from scsitrace import scsi
+
+# "    inquiry cdb: [12 00 ...]" (sg_cmds_*, most programs), "Read(10) [28 00 ...]" (sg_dd verbose=3)
+CDB = (r"^(?:\s+(?P<name>\S.*?) cdb: \[?(?P<hex>[0-9a-fA-F]{2}(?: [0-9a-fA-F]{2})*)\]?"
+       r"|\s*(?P<name2>[A-Z][A-Za-z ]*\(\d+\)) \[(?P<hex2>[0-9a-fA-F]{2}(?: [0-9a-fA-F]{2})*)\])\s*$")
+CDB_HINT = r"^(?:\s+\S.* cdb: |\s*[A-Z][A-Za-z ]*\(\d+\) \[)"
+SNIFF = re.compile(r"(?m)^(?:\s+[^\n]{1,60} cdb: \[?|\s*[A-Z][A-Za-z ]*\(\d+\) \[)[0-9a-f]{2}(?: [0-9a-f]{2}){5,}\]?\s*$")
+OPEN = r"^open (?P<dev>\S+) with flags=0x[0-9a-f]+"
+RAW_SENSE = r"^\s+Raw sense data \(in hex\)"
+HEX_LINE = r"^\s+((?:[0-9a-f]{2}\s+){3,}[0-9a-f]{2})\s*$"
+
+
+def sniff(text: str) -> bool:
+    return bool(SNIFF.search(text))
+
+
+def commands(lines: pl.DataFrame, path: str, strict: bool, records, bad) -> tuple:
+    t = pl.col("t")
+    hint = t.str.contains(CDB_HINT)
+    bad(lines.filter(hint & ~t.str.contains(CDB)).with_columns(
+        pl.lit("malformed sg3_utils cdb line (expected NAME cdb: [hex bytes])").alias("why")), path, strict, records)
+    cdbs = lines.filter(t.str.contains(CDB)).select(
+        "line_no", t.str.extract_groups(CDB).alias("m")).unnest("m").select(
+        "line_no", pl.coalesce("name", "name2").alias("name"), pl.coalesce("hex", "hex2").alias("hex"))
+    opens = lines.filter(t.str.contains(OPEN)).select("line_no", t.str.extract(OPEN, 1).alias("dev"))
+    raw_at = lines.filter(t.str.contains(RAW_SENSE)).select((pl.col("line_no") + 1).alias("line_no"))
+    raw = lines.join(raw_at, on="line_no").select(
+        "line_no", t.str.extract(HEX_LINE, 1).str.replace_all(r"\s+", "").alias("sense"))
+    notes = lines.select(
+        "line_no",
+        t.str.extract(r"Sense key: ([A-Za-z ]+?)\s*$", 1).alias("sense_key"),
+        t.str.extract(r"duration=(\d+) ms", 1).cast(pl.Int64).alias("duration_ms"),
+        t.str.extract(r"requested (\d+) bytes", 1).cast(pl.Int64).alias("requested"),
+        t.str.extract(r"requested \d+ bytes .*?but got (\d+) bytes", 1).cast(pl.Int64).alias("got"),
+        t.str.extract(r"\(data-(in|out)\)", 1).alias("dir"),
+    ).join(raw, on="line_no", how="left")
+    has = pl.any_horizontal(pl.exclude("line_no").is_not_null())
+    notes = notes.filter(has)
+    cdbs = cdbs.sort("line_no")
+    if opens.height:
+        cdbs = cdbs.join_asof(opens.sort("line_no"), on="line_no", strategy="backward")
+    else:
+        cdbs = cdbs.with_columns(pl.lit(None, dtype=pl.Utf8).alias("dev"))
+    owned = notes.sort("line_no").join_asof(cdbs.select(pl.col("line_no").alias("cmd"), pl.col("line_no").alias("k")),
+                                            left_on="line_no", right_on="k", strategy="backward")
+    per = owned.filter(pl.col("cmd").is_not_null()).group_by("cmd").agg(
+        *[pl.col(c).drop_nulls().first() for c in ("sense_key", "duration_ms", "requested", "got", "dir", "sense")])
+    c = cdbs.join(per, left_on="line_no", right_on="cmd", how="left")
+    sb = lambda k: pl.col("sense").str.slice(2 * k, 2).str.to_integer(base=16, strict=False)  # noqa: E731
+    fixed = pl.col("sense").str.slice(0, 2).is_in(["70", "71", "f0", "f1"])
+    null_i = pl.lit(None, dtype=pl.Int64)
+    out = c.select(
+        pl.col("dev").fill_null("?").alias("device"), null_i.alias("tag"),
+        pl.col("hex").str.replace_all(" ", "").str.to_lowercase().str.decode("hex").alias("cdb"),
+        pl.col("line_no").alias("pos"), null_i.alias("start_ns"), null_i.alias("end_ns"),
+        pl.when(pl.col("sense_key").is_not_null() | pl.col("sense").is_not_null())
+        .then(pl.lit(scsi.STATUS_NAMES[0x02])).alias("status"),
+        pl.lit(None, dtype=pl.Utf8).alias("host_byte"), pl.lit(None, dtype=pl.Utf8).alias("reason"),
+        (pl.col("duration_ms") * 1_000_000).alias("response_ns"),
+        pl.col("requested").alias("bytes"), pl.col("got").alias("data_bytes"),
+        pl.col("dir").replace_strict({"in": "in", "out": "out"}, default=None).alias("direction"),
+        pl.coalesce(pl.when(fixed).then(sb(2) & 0x0F).otherwise(sb(1) & 0x0F)
+                    .replace_strict(scsi.SENSE_KEY_NAMES, default=None, return_dtype=pl.Utf8),
+                    pl.col("sense_key")).alias("sense_key"),
+        pl.when(fixed).then(sb(12)).otherwise(sb(2)).alias("asc"),
+        pl.when(fixed).then(sb(13)).otherwise(sb(3)).alias("ascq"),
+        null_i.alias("syscall_ns"), (pl.col("duration_ms") * 1_000_000).alias("driver_ns"), null_i.alias("pid"))
+    other = lines.height - cdbs.height - records.skipped
+    meta = {"log": "sg3_utils", "skipped_by_design": {"program output": other},
+            "timestamps": False, "syscall_times": False}
+    note = [f"{other} lines of the programs' own output are not commands: read, skipped by design",
+            "sg3_utils output has no timestamps: no time line; response time = the driver's duration "
+            "where the output gives it (-vvv)"]
+    return out, meta, note

@@ -1,0 +1,179 @@
+"""The Parquet dataset of a batch run (`scsitrace batch ... -o OUT/`):
+
+    OUT/summary.parquet      one row per trace: trace_id, trace, key, status, error, label.*,
+                             then the JSON summary flattened (nested keys joined with dots:
+                             source.format, records.skipped; the category table as
+                             percent.<name>, total_ns.<name>, normalized_ns.<name>)
+    OUT/categories.parquet   long tables keyed by trace_id (and trace): one row per item of
+    OUT/stages.parquet       the summary's list of the same name, nested keys dotted
+    OUT/srt.parquet          (targets: categories.<name>)
+    OUT/targets.parquet
+    OUT/devices.parquet
+    OUT/skipped.parquet      files met in directories that are not traces: path, reason
+    OUT/ios/trace_id=N/part-0.parquet   the per-I/O table of each trace (hive partitions)
+
+Every file of a table has the same columns, in the same order, with the same types (the
+union over the traces; a column whose values disagree in type across traces is text), so
+`pl.scan_parquet("OUT/ios")` and duckdb's `read_parquet('OUT/ios/*/*.parquet',
+hive_partitioning = true)` read it as it is. Rows are in trace_id order and nothing in the
+dataset depends on where or when a trace ran.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import polars as pl
+
+LONG_TABLES = ("categories", "stages", "srt", "targets", "devices")
+KEY_COLUMNS = {"trace_id": pl.Int64, "trace": pl.Utf8}
+IOS_DIR = "ios"
+ROW_LISTS_LEFT_OUT = {"anomalies.first", "srt_histogram", "overhead"}   # tables, even when empty
+
+
+def flatten(value: dict, prefix: str = "", out: dict | None = None) -> dict:
+    """{"a": {"b": 1}, "c": ["x"]} -> {"a.b": 1, "c": ["x"]}. Lists of tables are left out
+    (the long tables, anomalies.first, histograms): they do not fit in one row."""
+    out = {} if out is None else out
+    for k, v in value.items():
+        name = f"{prefix}{k}"
+        if isinstance(v, dict):
+            flatten(v, name + ".", out)
+        elif name not in ROW_LISTS_LEFT_OUT and not (isinstance(v, list) and any(isinstance(x, (dict, list)) for x in v)):
+            out[name] = v
+    return out
+
+
+def summary_row(summary: dict) -> dict:
+    """The summary's figures as one flat row."""
+    s = {k: v for k, v in summary.items() if k not in LONG_TABLES}
+    row = flatten(s)
+    for c in summary.get("categories", []):
+        for fig in ("percent", "total_ns", "normalized_ns"):
+            row[f"{fig}.{c['name']}"] = c.get(fig)
+    return row
+
+
+def long_rows(summary: dict, table: str) -> list[dict]:
+    return [flatten(item) if isinstance(item, dict) else {"value": item} for item in summary.get(table) or []]
+
+
+def frame(rows: list[dict], first: dict | None = None) -> pl.DataFrame:
+    """Rows with differing keys -> one frame: columns in order of first appearance, each of one
+    type (ints and floats: float; lists of text; anything mixed: text)."""
+    names: dict[str, None] = dict.fromkeys(first or {})
+    for r in rows:
+        names.update(dict.fromkeys(r))
+    cols = {}
+    for name in names:
+        values = [r.get(name) for r in rows]
+        cols[name] = _series(name, values, (first or {}).get(name))
+    return pl.DataFrame(cols) if cols else pl.DataFrame()
+
+
+def _series(name: str, values: list, dtype=None) -> pl.Series:
+    if dtype is not None:
+        return pl.Series(name, values, dtype=dtype)
+    kinds = {_kind(v) for v in values if v is not None}
+    if not kinds:
+        return pl.Series(name, values, dtype=pl.Utf8)
+    if kinds == {"bool"}:
+        return pl.Series(name, values, dtype=pl.Boolean)
+    if kinds == {"int"}:
+        if all(-(1 << 63) <= v < (1 << 63) for v in values if v is not None):
+            return pl.Series(name, values, dtype=pl.Int64)
+        kinds = {"float"}
+    if kinds <= {"int", "float"}:
+        return pl.Series(name, [None if v is None else float(v) for v in values], dtype=pl.Float64)
+    if kinds == {"str"}:
+        return pl.Series(name, values, dtype=pl.Utf8)
+    if kinds == {"list"} and all(isinstance(x, str) for v in values if v is not None for x in v):
+        return pl.Series(name, values, dtype=pl.List(pl.Utf8))
+    return pl.Series(name, [None if v is None else v if isinstance(v, str) else json.dumps(v)
+                            for v in values], dtype=pl.Utf8)
+
+
+def _kind(v) -> str:
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return "int"
+    if isinstance(v, float):
+        return "float"
+    if isinstance(v, str):
+        return "str"
+    if isinstance(v, list):
+        return "list"
+    return "other"
+
+
+class DatasetWriter:
+    """Collects results as they arrive (any order), writes each trace's I/O table at once and
+    the tables at `close()`."""
+
+    def __init__(self, out: str):
+        self.out = out
+        os.makedirs(out, exist_ok=True)
+        for name in ("summary.parquet", "skipped.parquet") + tuple(f"{t}.parquet" for t in LONG_TABLES):
+            if os.path.exists(os.path.join(out, name)):
+                os.remove(os.path.join(out, name))
+        shutil.rmtree(os.path.join(out, IOS_DIR), ignore_errors=True)   # no partitions of an older run
+        os.makedirs(os.path.join(out, IOS_DIR))
+        self.rows: dict[int, dict] = {}
+        self.long: dict[int, dict[str, list[dict]]] = {}
+        self.ios_schemas: dict[int, pl.Schema] = {}
+
+    def add(self, job, result: dict) -> None:
+        row = {"trace_id": job.trace_id, "trace": job.path, "key": job.key, "status": result["status"],
+               "error": result["error"]}
+        row.update({f"label.{k}": v for k, v in job.labels.items()})
+        s = result.get("summary")
+        if s is not None:
+            row.update(summary_row(s))
+            self.long[job.trace_id] = {t: long_rows(s, t) for t in LONG_TABLES}
+        self.rows[job.trace_id] = row
+        ios = result.get("ios")
+        if ios is not None:
+            path = self._ios_path(job.trace_id)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            ios.write_parquet(path)
+            self.ios_schemas[job.trace_id] = ios.schema
+
+    def _ios_path(self, trace_id: int) -> str:
+        return os.path.join(self.out, IOS_DIR, f"trace_id={trace_id}", "part-0.parquet")
+
+    def close(self, skipped: list[tuple[str, str]] = ()) -> None:
+        ids = sorted(self.rows)
+        first = {"trace_id": pl.Int64, "trace": pl.Utf8, "key": pl.Utf8, "status": pl.Utf8, "error": pl.Utf8}
+        frame([self.rows[i] for i in ids], first).write_parquet(os.path.join(self.out, "summary.parquet"))
+        for table in LONG_TABLES:
+            rows = [{"trace_id": i, "trace": self.rows[i]["trace"], **r}
+                    for i in ids for r in self.long.get(i, {}).get(table, [])]
+            frame(rows, KEY_COLUMNS).write_parquet(os.path.join(self.out, f"{table}.parquet"))
+        pl.DataFrame({"path": [p for p, _ in skipped], "reason": [r for _, r in skipped]},
+                     schema={"path": pl.Utf8, "reason": pl.Utf8}).write_parquet(
+            os.path.join(self.out, "skipped.parquet"))
+        self._unify_ios()
+
+    def _unify_ios(self) -> None:
+        """Rewrite the partitions whose columns differ from the union (traces of other layers)."""
+        union: dict[str, pl.DataType] = {}
+        for i in sorted(self.ios_schemas):
+            for name, dtype in self.ios_schemas[i].items():
+                if name not in union:
+                    union[name] = dtype
+                elif union[name] != dtype:
+                    union[name] = pl.Utf8
+        target = pl.Schema(union)
+        for i, schema in self.ios_schemas.items():
+            if schema == target:
+                continue
+            path = self._ios_path(i)
+            df = pl.read_parquet(path)
+            df.select([pl.col(n).cast(t) if n in df.columns else pl.lit(None, dtype=t).alias(n)
+                       for n, t in union.items()]).write_parquet(path)
+
+
+def read_summary(out: str) -> pl.DataFrame:
+    return pl.read_parquet(os.path.join(out, "summary.parquet"))

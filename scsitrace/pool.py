@@ -1,0 +1,219 @@
+"""Where batch jobs run: local worker processes, or a Dask distributed cluster.
+
+Local: `--jobs N` worker processes, each started once (spawned: a fresh interpreter, not a
+fork of a parent that already runs polars' threads) and fed one job at a time through its
+own pipe, so that a trace that runs past `--timeout` or kills its worker costs only that
+worker: it is killed (or found dead), replaced, and the trace gets a result row saying why.
+A worker reports ready once its imports are done; a trace's time limit starts when the
+trace is handed over, so start-up never counts against the first trace.
+
+Dask: the same `run_job` as a task per trace on the cluster's workers. A task that kills
+its worker process is retried by the scheduler (`distributed.scheduler.allowed-failures`)
+and then reported as crashed; the time limit is kept inside the task (the analysis runs in
+a thread the task stops waiting for; Dask cannot kill a running task).
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+from collections import deque
+from multiprocessing.connection import wait
+
+from .batch import Job, failed_result, run_job
+
+READY = "ready"
+
+
+def warm() -> None:
+    """The imports every trace needs, done before a worker takes its first trace."""
+    from scsitrace.commands import analyze  # noqa: F401
+    from scsitrace.reports import summary  # noqa: F401
+
+
+def _worker_main(conn, work, prepare) -> None:
+    """A local worker: heap set-up, imports, then jobs until told to stop."""
+    from scsitrace import heap
+    heap.keep_freed_memory()                     # before numpy (see heap.py)
+    import contextlib
+    import io
+    if prepare is not None:
+        prepare()
+    conn.send(READY)
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:
+            return
+        if job is None:
+            return
+        sink = io.StringIO()                     # a worker has no terminal of its own
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+            result = work(job)
+        conn.send(result)
+
+
+class _Worker:
+    def __init__(self, ctx, work, prepare):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_main, args=(child, work, prepare), daemon=True)
+        self.proc.start()
+        child.close()
+        self.ready = False
+        self.job: Job | None = None
+        self.deadline: float | None = None
+
+    def give(self, job: Job, timeout: float | None) -> None:
+        self.job = job
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.conn.send(job)
+
+    def stop(self, kill: bool = False) -> None:
+        """Idle workers are told to stop; a busy one is killed. An idle worker holds nothing
+        worth a clean exit (tearing down numba and polars takes seconds): it is terminated
+        if it has not gone within a moment."""
+        if kill:
+            self.proc.kill()
+        else:
+            try:
+                self.conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+            self.proc.join(0.2)
+            if self.proc.is_alive():
+                self.proc.terminate()
+        self.proc.join(5)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+        self.conn.close()
+
+
+def timeout_reason(timeout: float) -> str:
+    return f"no result within --timeout {timeout:g} s"
+
+
+def death(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"killed by signal {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exit status {exitcode}"
+
+
+def run_inline(jobs: list[Job], on_result=None, work=run_job) -> list[dict]:
+    """Every job in this process, one after the other (`--jobs 0`: no start-up cost, no time
+    limit, and a trace that crashes the process ends the batch)."""
+    import contextlib
+    import io
+    results = []
+    for job in jobs:
+        with contextlib.redirect_stderr(io.StringIO()):   # no second progress bar under the batch's
+            results.append(work(job))
+        if on_result is not None:
+            on_result(results[-1])
+    return results
+
+
+def run_local(jobs: list[Job], n: int, timeout: float | None = None, on_result=None, work=run_job,
+              prepare=warm) -> list[dict]:
+    """Run `work(job)` for every job in `n` worker processes; results in job order.
+    `work` and `prepare` (run once as each worker starts) must be module-level functions:
+    they are pickled by name into the workers."""
+    ctx = multiprocessing.get_context("spawn")
+    todo = deque(jobs)
+    results: dict[int, dict] = {}
+    workers = [_Worker(ctx, work, prepare) for _ in range(max(1, min(n, len(jobs))))]
+
+    def finish(result: dict) -> None:
+        results[result["trace_id"]] = result
+        if on_result is not None:
+            on_result(result)
+
+    try:
+        while todo or any(w.job is not None for w in workers):
+            for w in workers:
+                if w.ready and w.job is None and todo:
+                    w.give(todo.popleft(), timeout)
+            deadlines = [w.deadline for w in workers if w.job is not None and w.deadline is not None]
+            wait_for = None if not deadlines else max(0.0, min(deadlines) - time.monotonic())
+            ready = set(wait([w.conn for w in workers] + [w.proc.sentinel for w in workers], wait_for))
+            for w in list(workers):
+                if w.conn in ready or w.proc.sentinel in ready:
+                    msg = _receive(w)
+                    if msg == READY:
+                        w.ready = True
+                        continue
+                    if msg is not None:
+                        finish(msg)
+                        w.job = w.deadline = None
+                        continue
+                    w.proc.join(5)               # the worker died
+                    if w.job is not None:
+                        finish(failed_result(w.job, "crashed", f"worker process died ({death(w.proc.exitcode)}) "
+                                                               "while analysing this trace"))
+                    elif not w.ready:
+                        raise RuntimeError(f"a worker process failed to start ({death(w.proc.exitcode)})")
+                elif w.job is not None and w.deadline is not None and time.monotonic() >= w.deadline:
+                    finish(failed_result(w.job, "timeout", timeout_reason(timeout)))
+                else:
+                    continue
+                w.stop(kill=True)                # dead or overdue: replaced while work is left
+                workers.remove(w)
+                if todo:
+                    workers.append(_Worker(ctx, work, prepare))
+    finally:
+        for w in workers:
+            w.stop()
+    return [results[j.trace_id] for j in jobs]
+
+
+def _receive(w: _Worker):
+    """The worker's next message, or None when it is gone."""
+    try:
+        return w.conn.recv() if w.conn.poll() else None
+    except (EOFError, OSError):
+        return None
+
+
+# ------------------------------------------------------------------ Dask
+
+def _dask_task(job: Job, timeout: float | None) -> dict:
+    """One trace on a Dask worker, within the time limit."""
+    import threading
+    box: list[dict] = []
+    t = threading.Thread(target=lambda: box.append(run_job(job)), daemon=True, name=f"scsitrace-{job.trace_id}")
+    t.start()
+    t.join(timeout)
+    if not box:
+        return failed_result(job, "timeout", timeout_reason(timeout))
+    return box[0]
+
+
+def run_dask(address: str, jobs: list[Job], timeout: float | None = None, on_result=None) -> list[dict]:
+    """Run every job on the Dask cluster whose scheduler is at `address`; results in job order."""
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        from .errors import UsageError
+        raise UsageError("--scheduler needs Dask distributed: pip install 'scsitrace[dask]'") from None
+    results: dict[int, dict] = {}
+    with Client(address, timeout=30) as client:
+        client.run(warm)              # imports done before any trace's time limit starts
+        futures = {client.submit(_dask_task, job, timeout, key=f"scsitrace-{os.getpid()}-{job.trace_id}-{time.time_ns()}",
+                                 pure=False): job for job in jobs}
+        for fut in as_completed(futures):
+            job = futures[fut]
+            try:
+                result = fut.result()
+            except Exception as exc:   # KilledWorker after the scheduler's retries, or a lost task
+                kind = type(exc).__name__
+                status = "crashed" if kind == "KilledWorker" else "error"
+                result = failed_result(job, status, f"{kind}: the Dask worker running this trace died"
+                                       if status == "crashed" else f"internal error: {kind}: {exc}")
+            results[job.trace_id] = result
+            if on_result is not None:
+                on_result(result)
+    return [results[j.trace_id] for j in jobs]
