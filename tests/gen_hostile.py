@@ -126,6 +126,8 @@ def base_texts() -> dict[str, dict]:
                       suffix=".dmesg", fmt="scsilog"),
         "qemu_lsi": dict(data=_read(c / "lsi_randread4k/qemu-trace.txt"), count=count_nonblank,
                          suffix=".qemu-trace.log"),
+        "sgio": dict(data=_read(c / "sg/lsi_sg_tools/dd_4k.strace.txt"), count=count_nonblank,
+                     suffix=".strace.txt"),
     }
 
 
@@ -170,6 +172,10 @@ FIELD_ATTACKS = [
     ("ftrace", "tag-huge", rb"driver_tag=0", b"driver_tag=100000000000000000000", True),
     ("dmesg", "ts-huge", rb"\d+\.\d{6}(?=\])", b"100000000000.000000", True),
     ("dmesg", "host-huge", rb"sd 0:", b"sd 100000000000000000000:", True),
+    ("sgio", "dxfer-len-huge", rb"(?<=dxfer_len=)\d+", b"100000000000000000000", True),
+    ("sgio", "resid-huge", rb"(?<=resid=)\d+", b"100000000000000000000", True),
+    ("sgio", "duration-huge", rb"(?<=duration=)\d+", b"100000000000000000000", True),
+    ("sgio", "cmdp-garbled", rb'cmdp="\\x12', b'cmdp="\\xzz', True),
     ("qemu_lsi", "ts-garbled", rb"(?<=@)\d+\.\d+", b"17x5345100.755681", True),
     ("qemu_lsi", "ts-huge", rb"(?<=@)\d+", b"100000000000000000000", True),
     ("qemu_lsi", "pid-huge", rb"^\d+", b"100000000000000000000", True),
