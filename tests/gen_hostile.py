@@ -63,7 +63,8 @@ def count_nonblank(data: bytes) -> int:
 
 
 def count_lines(data: bytes) -> int:
-    """Kernel logs: every line is a record (read and ignored unless it is a SCSI event)."""
+    """Kernel logs, strace and sg3_utils output: every line is a record (read and ignored
+    unless it is a SCSI event or command)."""
     return len(_text_lines(data))
 
 
@@ -126,8 +127,10 @@ def base_texts() -> dict[str, dict]:
                       suffix=".dmesg", fmt="scsilog"),
         "qemu_lsi": dict(data=_read(c / "lsi_randread4k/qemu-trace.txt"), count=count_nonblank,
                          suffix=".qemu-trace.log"),
-        "sgio": dict(data=_read(c / "sg/lsi_sg_tools/dd_4k.strace.txt"), count=count_nonblank,
+        "sgio": dict(data=_read(c / "sg/lsi_sg_tools/dd_4k.strace.txt"), count=count_lines,
                      suffix=".strace.txt"),
+        "sg3": dict(data=_read(c / "sg/lsi_sg_tools/dd_4k.out.txt"), count=count_lines,
+                    suffix=".sg3.txt", fmt="sgio"),
     }
 
 
@@ -143,6 +146,8 @@ def _first_record(name: str, lines: list[bytes]) -> int:
         if name == "ftrace" and b"scsi_dispatch_cmd_" not in s:
             continue
         if name == "dmesg" and b"Send:" not in s:
+            continue
+        if name == "sg3" and b"cdb: [" not in s:
             continue
         return i
     raise AssertionError(name)
@@ -172,6 +177,7 @@ FIELD_ATTACKS = [
     ("ftrace", "tag-huge", rb"driver_tag=0", b"driver_tag=100000000000000000000", True),
     ("dmesg", "ts-huge", rb"\d+\.\d{6}(?=\])", b"100000000000.000000", True),
     ("dmesg", "host-huge", rb"sd 0:", b"sd 100000000000000000000:", True),
+    ("sg3", "cdb-garbled", rb"\[12 00 00 00 24 00\]", b"[12 0g 00 00 24 0]", True),
     ("sgio", "dxfer-len-huge", rb"(?<=dxfer_len=)\d+", b"100000000000000000000", True),
     ("sgio", "resid-huge", rb"(?<=resid=)\d+", b"100000000000000000000", True),
     ("sgio", "duration-huge", rb"(?<=duration=)\d+", b"100000000000000000000", True),
@@ -195,6 +201,7 @@ LINE_ATTACKS = [
     ("vcd", "time-huge", rb"^#\d+$", b"#1000000000000000000000000000000", True),
     ("vcd", "time-negative", rb"^#[1-9]\d*$", b"#-5", True),
     ("vcd", "no-enddefinitions", rb"^\$enddefinitions.*$", b"", True),
+    ("sg3", "duration-huge", rb"(?<=duration=)\d+", b"100000000000000000000", True),
     ("usbmon", "tag-long", rb"^[0-9a-f]+", b"1ffff888000001040", True),
 ]
 
@@ -252,8 +259,10 @@ def text_cases(d: Path) -> dict[str, Case]:
         put("utf16", data.decode("utf-8").encode("utf-16"), bad=True, force_fmt=True, count=False)
         put("bom", b"\xef\xbb\xbf" + data)
         put("crlf", _join(lines, b"\r\n"))
-        # kernel logs read and ignore lines that are not SCSI events: a long one is legal there
-        put("long-line", _join(lines[:mid] + [b"a" * (10 << 20)] + lines[mid:]), bad=fmt != "scsilog", where="line")
+        # kernel logs and sg3_utils output read and ignore lines that are not SCSI events or
+        # commands: a long one is legal there
+        put("long-line", _join(lines[:mid] + [b"a" * (10 << 20)] + lines[mid:]), bad=name not in ("ftrace", "dmesg", "sg3"),
+            where="line")
         put("garbage", bytes(rng.randrange(256) for _ in range(65536)), bad=True, force_fmt=True, count=False)
         for fmt_name, case, rx, new, bad in FIELD_ATTACKS:
             if fmt_name == name:
