@@ -77,4 +77,4 @@ def test_corpus_covers_every_format_and_the_file_system():
     groups = {name.split("/")[0] for name in CASES}
     assert groups >= {"ancot", "vcd", "blkparse", "usbmon", "ftrace", "dmesg", "qemu_lsi", "blktrace",
                       "pcap", "parquet", "sgio", "fs"}
-    assert len(CASES) >= 170
+    assert len(CASES) >= 240
