@@ -40,6 +40,7 @@ case "$what" in
     apt_install blkparse blktrace
     apt_install chromium chromium
     apt_install iverilog iverilog
+    apt_install sigrok-cli sigrok-cli
     shift || true
     "$VENV/bin/python" -m pytest -q "$@"
     ;;

@@ -15,6 +15,11 @@ _MODULES = {
     "ancot": "ancot",
     "transitions-parquet": "transitions_parquet",
     "vcd": "vcd",
+    "sigrok": "sigrok",
+    "dsview": "dsview",
+    "saleae": "saleae",
+    
+    
     "qemu_lsi": "qemu_lsi",
     "blkparse": "blkparse",
     "usbmon": "usbmon",

@@ -26,10 +26,12 @@ import shutil
 
 import polars as pl
 
-LONG_TABLES = ("categories", "stages", "srt", "targets", "devices")
+LONG_TABLES = ("categories", "stages", "srt", "targets", "devices", "latency")
 KEY_COLUMNS = {"trace_id": pl.Int64, "trace": pl.Utf8}
 IOS_DIR = "ios"
-ROW_LISTS_LEFT_OUT = {"anomalies.first", "srt_histogram", "overhead"}   # tables, even when empty
+# tables, even when empty (a summary key holding rows never becomes a summary column)
+ROW_LISTS_LEFT_OUT = {"anomalies.first", "srt_histogram", "overhead", "latency_histogram", "processes",
+                      "process_stages", "size_histogram", "srt_driver"}
 
 
 def flatten(value: dict, prefix: str = "", out: dict | None = None) -> dict:

@@ -117,6 +117,9 @@ def render(summary: dict, console: Console | None = None) -> None:
                   soft_wrap=True, style="bold")
     for line in source_lines(src):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
+    if summary.get("filters"):
+        console.print("Filtered: " + ", ".join(f"--{k} {v}" for k, v in summary["filters"].items()),
+                      markup=False, highlight=False, soft_wrap=True, style="bold")
     tables = [phase_table(summary), targets_table(summary), *layer_tables(summary), latency_table(summary)]
     for table in tables:
         if table is not None:

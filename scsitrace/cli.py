@@ -17,6 +17,7 @@ COMMANDS = {
     "regress": ("regress", "check a trace against a baseline: exit 0 ok, 1 regressed, 2 bad input"),
     "baseline": ("baseline", "save a trace's figures as the baseline for regress"),
     "convert": ("convert", "store a bus trace's transitions as Parquet, for repeated analysis"),
+    "annotate": ("annotate", "write the captured lines plus the decoded phases, I/Os, commands and bytes as VCD"),
     "report": ("report", "self-contained HTML report of one trace (plots, tables, attribution, views)"),
     "attribute": ("attribute", "who made each pause: target, initiator or neither (Table 11 form)"),
     "crosslayer": ("crosslayer", "one captured case: each I/O at block, SCSI, USB and bus level side by side"),

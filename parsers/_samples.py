@@ -1,0 +1,423 @@
+"""Sampled logic-analyzer captures -> `transitions` frames: what the sigrok (`.sr`), DSView
+(`.dsl`) and Saleae CSV readers share.
+
+A capture is a sequence of sample words (bit k = probe k). Probes are mapped to bus lines by
+name (`parsers/_probes.py`, as for VCD, with --map and --active-low). The words are reduced
+to the samples where a mapped probe changes by one compiled pass (`_scan_changes`: no
+Python per sample; unmapped probes never make a row); the bus lines of those rows are then
+extracted in bulk with numpy. One-sample pulses (glitches) and REQ/ACK edges that fall in
+the same sample are counted on the rows, so the report can say what the sample period
+could not resolve (`scsitrace/sampling.py`).
+"""
+from __future__ import annotations
+
+import os
+import re
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Callable, Iterable, Iterator
+
+import numpy as np
+import polars as pl
+
+from scsitrace import schema
+from scsitrace._jit import no_refcount
+from scsitrace.errors import BadInput
+from ._probes import DB_BITS, Var, resolve
+
+OUT_ROWS = 1 << 20          # change rows handed over at a time (bounded memory)
+MAX_GLITCH_EXAMPLES = 5
+
+
+def probe_signals(probes: dict[int, str]) -> list[Var]:
+    """Capture signals for probes {bit: name} (one-bit wires named as the user named them)."""
+    return [Var("wire", 1, str(bit), name, name, None, None, 0) for bit, name in sorted(probes.items())]
+
+
+_RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKMG]?)Hz\s*$")
+_RATE_UNIT = {"": 1, "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9}
+
+
+def parse_samplerate(text: str) -> Fraction | None:
+    """`1 GHz`, `100 MHz`, `2.5 MHz`, `500 kHz`, `10 Hz` (sigrok's and DSView's spelling) or a
+    plain number of Hz -> samples per second; None when unreadable."""
+    text = text.strip()
+    if re.fullmatch(r"\d+", text):
+        return Fraction(int(text)) if int(text) > 0 else None
+    m = _RATE_RE.match(text)
+    if not m:
+        return None
+    rate = Fraction(m.group(1)) * _RATE_UNIT[m.group(2)]
+    return rate if rate > 0 else None
+
+
+def rate_text(rate: Fraction) -> str:
+    for unit, mult in (("GHz", 10**9), ("MHz", 10**6), ("kHz", 10**3)):
+        if rate >= mult:
+            return f"{float(rate / mult):g} {unit}"
+    return f"{float(rate):g} Hz"
+
+
+N_STATE = 4                 # _reduce's state: started, resume position, REQ/ACK same-sample edges, last row's sample
+MAX_BITS = 64
+SKIP = 32                   # samples compared at once while nothing changes
+DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+# bit number of a one-bit word w: BIT_INDEX[(w * DEBRUIJN) >> 58] (the multiply wraps)
+BIT_INDEX = np.zeros(64, dtype=np.int64)
+BIT_INDEX[[((1 << i) * 0x03F79D71B4CB0A89 % (1 << 64)) >> 58 for i in range(64)]] = np.arange(64)
+
+
+@no_refcount
+def _reduce(words, pos, use_pos, base, mask, used_bytes, lut, inv, bit_index, both, last, st, glitches, examples,
+            vals, out_i, out_lines, out_db, out_dbp):
+    """Reduce sample words from st[1] on, at most len(out_lines) - 1 of them per call.
+
+    Pass 1 keeps the samples where a mapped probe changes (and the capture's first sample):
+    SKIP samples are compared at once and skipped when none changes, otherwise each is
+    written and kept only if it changed (no branch to mispredict on busy lines). Pass 2, over
+    the kept rows: bus lines, DB and DBP from one lookup table per byte of the word (lines in
+    bits 0-15, DB in 16-23, DBP in 24), then the active-low inversions (`inv`, same layout); a probe that changes in two consecutive samples made a pulse one sample long
+    (counted per probe, the first few kept in `examples`); samples where REQ and ACK both
+    change are counted in st[2]. A sample's number is pos[i] when use_pos (the rows of a
+    changes-only export), else base + i. Returns the rows written (out_i: positions in
+    `words`); st[1] is where to resume; last[1], st[3] carry the last row's changed probes
+    and sample. `vals` and `out_i` hold SKIP more entries than the outputs."""
+    n = len(words)
+    cap = len(out_lines)
+    prev0 = last[0]
+    prev = prev0
+    i = st[1]
+    started = st[0]
+    end = min(n, i + cap - 1)
+    k = 0
+    if started == 0 and i < end:
+        prev = words[i] & mask
+        out_i[0] = i
+        vals[0] = prev
+        k = 1
+        i += 1
+    while i < end:
+        stop = min(i + SKIP, end)
+        if stop - i == SKIP:
+            acc = np.uint64(0)
+            for j in range(SKIP):                   # no early exit: the compiler vectorizes it
+                acc |= words[i + j] ^ prev
+            if (acc & mask) == 0:
+                i = stop
+                continue
+        while i < stop:
+            v = words[i] & mask
+            out_i[k] = i
+            vals[k] = v
+            k += v != prev
+            prev = v
+            i += 1
+    n_ex = examples.shape[1]
+    pv = prev0
+    prev_f = last[1]
+    prev_s = st[3]
+    same = st[2]
+    for r in range(k):
+        v = vals[r]
+        s = pos[out_i[r]] if use_pos else base + out_i[r]
+        word = np.uint32(0)
+        for j in used_bytes:
+            word |= lut[j, (v >> (np.uint64(8) * j)) & np.uint64(255)]
+        word ^= inv
+        if started != 0:
+            f = v ^ pv
+            if (f & both) == both and both != 0:
+                same += 1
+            if s - prev_s == 1:
+                g = f & prev_f                      # changed in this sample and the one before
+                while g != 0:
+                    low = g & (~g + np.uint64(1))
+                    g ^= low
+                    b = bit_index[(low * DEBRUIJN) >> np.uint64(58)]
+                    if glitches[b] < n_ex:
+                        examples[b, glitches[b]] = prev_s
+                    glitches[b] += 1
+            prev_f = f
+        else:
+            prev_f = np.uint64(0)                   # the first sample is no edge
+            started = 1
+        prev_s = s
+        pv = v
+        out_lines[r] = word & np.uint32(0xFFFF)
+        out_db[r] = (word >> np.uint32(16)) & np.uint32(0xFF)
+        out_dbp[r] = word >> np.uint32(24)
+    last[0] = prev
+    last[1] = prev_f
+    st[0] = started
+    st[1] = i
+    st[2] = same
+    st[3] = prev_s
+    return k
+
+
+def _out_arrays(rows: int) -> tuple:
+    """vals, out_i (SKIP spare entries each), out_lines, out_db, out_dbp for `_reduce`."""
+    return (np.empty(rows + SKIP, dtype=np.uint64), np.empty(rows + SKIP, dtype=np.int64),
+            np.empty(rows, dtype=np.uint16), np.empty(rows, dtype=np.uint8), np.empty(rows, dtype=np.uint8))
+
+
+def widen(raw: np.ndarray, unitsize: int) -> np.ndarray:
+    """Little-endian sample words of `unitsize` bytes -> an unsigned array (views for 1, 2,
+    4, 8 bytes; 3, 5, 6, 7 are padded)."""
+    if unitsize in (1, 2, 4, 8):
+        return raw.view(f"<u{unitsize}")
+    width = 4 if unitsize < 4 else 8
+    out = np.zeros((len(raw) // unitsize, width), dtype=np.uint8)
+    out[:, :unitsize] = raw.reshape(-1, unitsize)
+    return out.reshape(-1).view(f"<u{width}")
+
+
+class ProbeBus:
+    """The mapping of probes to bus lines, the compiled reduction's tables, and the state it
+    carries along a stream of sample words (values, edges, glitch counts)."""
+
+    def __init__(self, path: str, probes: dict[int, str], *, mapping=None, active_low=None):
+        self.path = path
+        self.feeds, self.notes = resolve(probe_signals(probes), path, mapping, active_low)
+        self.bit_of = {f.bus: int(f.var.code) for f in self.feeds}
+        buses = [f.bus for f in self.feeds]
+        self.signals = [s for s in schema.SIGNALS if s in buses]
+        self.has_db = all(b in buses for b in DB_BITS)
+        self.has_dbp = self.has_db and "DBP" in buses
+        if self.has_db:
+            self.signals += ["DB"] + (["DBP"] if self.has_dbp else [])
+        self.inverted = {f.bus for f in self.feeds if f.inverted}
+        self._tables()
+        self.last = np.zeros(2, dtype=np.uint64)
+        self.state = np.zeros(N_STATE, dtype=np.int64)
+        self.glitches = np.zeros(MAX_BITS, dtype=np.int64)
+        self.examples = np.zeros((MAX_BITS, MAX_GLITCH_EXAMPLES), dtype=np.int64)
+        self.last_row: tuple[int, int, int] | None = None      # lines, db, dbp of the last row
+        # blocks reduced on their own (reduce_block) and stitched in order (stitch)
+        self.block_glitches = np.zeros(MAX_BITS, dtype=np.int64)
+        self.block_same = 0
+        self.example_list: list[tuple[int, int]] = []         # (sample, bit), the first few
+        self._prev: tuple[int, int, int] | None = None          # last word, its row's flips, row sample
+        self._out = None
+
+    def _tables(self) -> None:
+        """Per byte of a sample word, 256-entry tables of its bits' contribution to the lines,
+        DB and DBP; the inversions of active-low lines as XOR masks."""
+        lut = np.zeros((8, 256), dtype=np.uint32)
+        values = np.arange(256)
+        inv = 0
+        for bus, bit in self.bit_of.items():
+            on = ((values >> (bit % 8)) & 1).astype(bool)
+            if bus in schema.SIGNAL_BIT:
+                at = schema.SIGNAL_BIT[bus]
+            elif bus in DB_BITS:
+                at = 16 + DB_BITS.index(bus)
+            else:                                   # DBP
+                at = 24
+            lut[bit // 8, on] |= np.uint32(1 << at)
+            inv |= (1 << at) if bus in self.inverted else 0
+        mapped = list(self.bit_of.values())      # resolve() has dropped an incomplete data bus
+        self.mask = np.uint64(sum(1 << b for b in mapped))
+        self.used_bytes = np.array(sorted({b // 8 for b in mapped}), dtype=np.uint64)
+        self.bus_of_bit = {b: bus for bus, b in self.bit_of.items()}
+        both = 0
+        if "REQ" in self.bit_of and "ACK" in self.bit_of:
+            both = (1 << self.bit_of["REQ"]) | (1 << self.bit_of["ACK"])
+        self.both = np.uint64(both)
+        self.lut, self.inv = lut, np.uint32(inv)
+
+    def meta(self) -> dict:
+        return {"signals": list(self.signals), "level": schema.level_of(self.signals),
+                "mapping": {f.bus: f.var.name for f in self.feeds},
+                "probes": {f.bus: int(f.var.code) for f in self.feeds},
+                "inverted": [f.bus for f in self.feeds if f.inverted]}
+
+    def rows(self, words: np.ndarray, base: int = 0, pos: np.ndarray | None = None):
+        """Reduce one block of sample words (in capture order, after the previous block):
+        yields (positions in `words`, sample numbers, lines, db, dbp) of its rows, in pieces
+        of at most OUT_ROWS."""
+        if self._out is None:
+            self._out = _out_arrays(OUT_ROWS)
+        vals, out_i, out_lines, out_db, out_dbp = self._out
+        use_pos = pos is not None
+        pos_arr = pos if use_pos else np.zeros(1, dtype=np.int64)
+        self.state[1] = 0
+        while self.state[1] < len(words):
+            k = _reduce(words, pos_arr, use_pos, np.int64(base), self.mask, self.used_bytes, self.lut, self.inv,
+                        BIT_INDEX, self.both, self.last, self.state, self.glitches, self.examples,
+                        *self._out)
+            if k:
+                at = out_i[:k].copy()
+                samples = pos[at] if use_pos else at + base
+                self.last_row = (int(out_lines[k - 1]), int(out_db[k - 1]), int(out_dbp[k - 1]))
+                yield at, samples, out_lines[:k].copy(), out_db[:k].copy(), out_dbp[:k].copy()
+
+    def frame(self, t_ns: np.ndarray, lines: np.ndarray, db: np.ndarray, dbp: np.ndarray) -> pl.DataFrame:
+        cols = {"t_ns": t_ns.astype(np.int64, copy=False), "lines": lines}
+        if self.has_db:
+            cols["db"] = db
+        if self.has_dbp:
+            cols["dbp"] = dbp.view(bool)
+        out = pl.DataFrame(cols)
+        if not self.has_db:
+            out = out.with_columns(pl.lit(None, dtype=pl.UInt8).alias("db"))
+        if not self.has_dbp:
+            out = out.with_columns(pl.lit(None, dtype=pl.Boolean).alias("dbp"))
+        return out.select(list(schema.TRANSITIONS))
+
+    def sampling_meta(self, period: Fraction | None, period_known: bool = True) -> dict:
+        """What the sample period could not resolve: for scsitrace/sampling.py."""
+        ns = (lambda s: float(s * period)) if period is not None else (lambda s: None)
+        examples = sorted([(int(self.examples[b, j]), self.bus_of_bit[b]) for b in self.bus_of_bit
+                           for j in range(min(int(self.glitches[b]), MAX_GLITCH_EXAMPLES))]
+                          + [(at, self.bus_of_bit[b]) for at, b in self.example_list])
+        glitches = self.glitches + self.block_glitches
+        return {
+            "sample_period_ns": float(period) if period is not None else None,
+            "sample_period_known": period_known,
+            "glitches": {self.bus_of_bit[b]: int(glitches[b]) for b in sorted(self.bus_of_bit) if glitches[b]},
+            "glitch_examples": [{"line": bus, "sample": s, "t_ns": ns(s)}
+                                for s, bus in examples[:MAX_GLITCH_EXAMPLES]],
+            "req_ack_same_sample": int(self.state[2]) + self.block_same,
+        }
+
+
+class SampleTimes:
+    """Sample number -> ns from the capture start, exact for any rate (floor)."""
+
+    def __init__(self, rate: Fraction):
+        self.period = Fraction(10**9) / rate
+        self.num, self.den = self.period.numerator, self.period.denominator
+
+    def __call__(self, idx: np.ndarray) -> np.ndarray:
+        idx = idx.astype(np.int64, copy=False)
+        if self.den == 1:
+            return idx * self.num
+        return (idx // self.den) * self.num + (idx % self.den) * self.num // self.den
+
+
+@dataclass
+class Block:
+    """One block of samples reduced on its own (`reduce_block`), to be stitched in order."""
+
+    n: int                   # samples
+    rows: tuple              # (positions, lines, db, dbp) of its rows; row 0 is always sample 0
+    first_v: int             # masked words: the first and the last sample
+    last_v: int
+    f1: int                  # probes changed between samples 0 and 1
+    last_f: int              # probes changed at its last row (0 when that row is sample 0)
+    glitches: np.ndarray
+    examples: np.ndarray     # block-local sample numbers
+    same: int
+
+
+def reduce_block(bus: ProbeBus, words: np.ndarray) -> Block:
+    """Reduce a block as if it began the capture (its first sample is a row): blocks are
+    independent, so worker threads reduce several at once (the pass releases the GIL)."""
+    if not len(words):
+        return Block(0, (), 0, 0, 0, 0, np.zeros(MAX_BITS, dtype=np.int64), np.zeros((MAX_BITS, 1), dtype=np.int64), 0)
+    last = np.zeros(2, dtype=np.uint64)
+    st = np.zeros(N_STATE, dtype=np.int64)
+    st[3] = -2
+    glitches = np.zeros(MAX_BITS, dtype=np.int64)
+    examples = np.zeros((MAX_BITS, MAX_GLITCH_EXAMPLES), dtype=np.int64)
+    out = _out_arrays(min(OUT_ROWS, len(words) + 1))
+    pieces = []
+    while st[1] < len(words):
+        k = _reduce(words, np.zeros(1, dtype=np.int64), False, np.int64(0), bus.mask, bus.used_bytes, bus.lut,
+                    bus.inv, BIT_INDEX, bus.both, last, st, glitches, examples, *out)
+        if k:
+            pieces.append(tuple(a[:k].copy() for a in out[1:]))
+    rows = tuple(np.concatenate(parts) for parts in zip(*pieces)) if len(pieces) > 1 else pieces[0]
+    first_v = int(words[0] & bus.mask)
+    f1 = int((words[1] ^ words[0]) & bus.mask) if len(words) > 1 else 0
+    return Block(len(words), rows, first_v, int(last[0]), f1, int(last[1]) if len(rows[0]) > 1 else 0,
+                 glitches, examples, int(st[2]))
+
+
+def stitch(bus: ProbeBus, block: Block, base: int) -> tuple:
+    """Join a block to the blocks before it: drop its first row when nothing changed there,
+    and count what the block could not see on its own (edges at its first sample: REQ/ACK in
+    one sample, one-sample pulses across the edge). Returns the block's rows to keep."""
+    at, lines, db, dbp = block.rows
+    ex = block.examples
+    for b in np.flatnonzero(block.glitches):
+        bus.example_list += [(base + int(ex[b, j]), int(b)) for j in range(min(int(block.glitches[b]), ex.shape[1]))]
+    bus.block_glitches += block.glitches
+    bus.block_same += block.same
+    keep_from = 0
+    f0 = 0
+    if bus._prev is not None:
+        prev_v, prev_f, prev_s = bus._prev
+        f0 = block.first_v ^ prev_v
+        if f0 == 0:
+            keep_from = 1
+        else:
+            both = int(bus.both)
+            bus.block_same += int(both != 0 and (f0 & both) == both)
+            for g, at_s in ((f0 & prev_f if prev_s == base - 1 else 0, base - 1), (block.f1 & f0, base)):
+                while g:
+                    low = g & -g
+                    g ^= low
+                    bit = low.bit_length() - 1
+                    bus.block_glitches[bit] += 1
+                    bus.example_list.append((at_s, bit))
+    bus.example_list = sorted(bus.example_list)[:MAX_GLITCH_EXAMPLES]
+    kept = len(at) - keep_from
+    if kept:
+        last_f = block.last_f if len(at) > 1 else f0
+        bus._prev = (block.last_v, last_f, base + int(at[-1]))
+        bus.last_row = (int(lines[-1]), int(db[-1]), int(dbp[-1]))
+    else:
+        bus._prev = (block.last_v, bus._prev[1], bus._prev[2])
+    return at[keep_from:], lines[keep_from:], db[keep_from:], dbp[keep_from:]
+
+
+WORKERS = max(1, min(4, os.cpu_count() or 1))
+
+
+def stream_words(bus: ProbeBus, blocks: Iterable[Callable[[], np.ndarray]], times: SampleTimes,
+                 counter: list[int]) -> Iterator[pl.DataFrame]:
+    """Blocks of sample words (each a function returning them: reading and inflating run in
+    the worker too) in capture order -> transitions frames. Worker threads reduce a few
+    blocks ahead (bounded memory); the blocks are stitched in order here. A last row at the
+    end of the capture (the sample after the last one) gives the trace its full length.
+    counter[0] counts the samples."""
+    base = 0
+    last_sample = -1
+    ahead: deque = deque()
+    blocks = iter(blocks)
+    with ThreadPoolExecutor(WORKERS) as pool:
+        def submit() -> None:
+            make = next(blocks, None)
+            if make is not None:
+                ahead.append(pool.submit(lambda: reduce_block(bus, make())))
+        for _ in range(WORKERS + 1):
+            submit()
+        while ahead:
+            block = ahead.popleft().result()
+            submit()
+            if block.n == 0:
+                continue
+            at, lines, db, dbp = stitch(bus, block, base)
+            if len(at):
+                samples = at + base
+                last_sample = int(samples[-1])
+                yield bus.frame(times(samples), lines, db, dbp)
+            base += block.n
+            counter[0] = base
+    if base and last_sample < base and bus.last_row is not None:
+        lines, db, dbp = bus.last_row
+        yield bus.frame(times(np.array([base], dtype=np.int64)), np.array([lines], dtype=np.uint16),
+                        np.array([db], dtype=np.uint8), np.array([dbp], dtype=np.uint8))
+
+
+def check_rate(path: str, text: str | None, where: str) -> Fraction:
+    rate = parse_samplerate(text) if text else None
+    if rate is None:
+        raise BadInput(path, f"{where}: no readable samplerate (expected e.g. '100 MHz')",
+                       text=text if text else None)
+    return rate
+
