@@ -77,6 +77,7 @@ def load(path: str, fmt: str = "auto", *, strict: bool = True, settle_ns: int | 
         options.settle_ns = settle_ns if settle_ns is not None else capture.meta.get("settle_ns", 400)
         analysis = layer.analyze(capture, options)
         analysis.filters = dict(options.given)
+        analysis.notes = list(analysis.notes) + completeness.unusual_notes(analysis)
         return analysis
 
 

@@ -18,6 +18,7 @@ Mutations of text formats (each on a chosen record line of the base):
   record, bit flips (seeded), huge numbers (10^20 and 10^30), negative numbers, NaN, a NUL
   byte, a whole page of NULs, Latin-1 bytes, the file in UTF-16, a UTF-8 BOM, CRLF line
   ends, a 10 MB line, binary garbage; plus per-format field attacks (FIELD_ATTACKS).
+Logic-analyzer captures (sigrok .sr, DSView .dsl, Saleae CSV): cut, emptied, flipped, garbage.
 Binary formats (blktrace, usbmon pcap, transitions Parquet): truncation at every structural
 boundary of the first and last record (inside the file header, the record header, the PDU
 or data), bit flips, absurd lengths, wrong magic and version.
@@ -439,8 +440,47 @@ def fs_cases(d: Path) -> dict[str, Case]:
 def build(d: Path) -> dict[str, Case]:
     d = Path(d)
     out = {}
-    for make in (text_cases, blktrace_cases, pcap_cases, parquet_cases, fs_cases):
+    for make in (text_cases, blktrace_cases, pcap_cases, parquet_cases, logic_cases, fs_cases):
         sub = d / make.__name__
         sub.mkdir()
         out.update(make(sub))
+    return out
+
+
+# ---------------------------------------------------------------- logic-analyzer captures
+
+def logic_cases(d: Path) -> dict[str, Case]:
+    """sigrok .sr, DSView .dsl (zip containers) and Saleae CSV, written by tests/gen_logic.py
+    from the ancot base's transitions at 10 MHz, then cut, flipped and emptied."""
+    import gen_logic as gl
+    from scsitrace.parsers import ancot
+    tr = ancot.parse(str(FIX / "bus/one-target-l1/trace.ancot")).transitions()
+    probes = [(n, n) for n in ("BSY", "SEL", "ATN", "RST", "MSG", "C/D", "I/O")]
+    names = [n for n, _ in probes]
+    idx, words = gl.changes(tr, probes, 100)
+    samples = gl.expand(idx, words, int(idx[-1]) + 1)
+    out: dict[str, Case] = {}
+    bases = {"sr": d / "base.sr", "dsl": d / "base.dsl", "csv": d / "base.csv"}
+    gl.write_sr(bases["sr"], samples, names, 10_000_000)
+    gl.write_dsl(bases["dsl"], samples, dict(enumerate(names)), 10_000_000)
+    gl.write_saleae_csv(bases["csv"], idx * 100, words, names)
+    fmts = {"sr": "sigrok", "dsl": "dsview", "csv": "saleae"}
+    rng = random.Random(11)
+    for kind, path in bases.items():
+        raw = path.read_bytes()
+
+        def put(case, payload, *, bad=True, fmt="auto"):
+            p = d / f"{kind}-{case}.{kind}"
+            p.write_bytes(payload)
+            out[f"logic/{kind}-{case}"] = Case(str(p), fmt, None, bad, None)
+
+        put("clean", raw, bad=False)
+        put("cut-half", raw[:len(raw) // 2], fmt=fmts[kind])
+        put("cut-end", raw[:-10], fmt=fmts[kind], bad=kind != "csv")
+        put("empty", b"", fmt=fmts[kind])
+        put("garbage", bytes(rng.randrange(256) for _ in range(4096)), fmt=fmts[kind])
+        for k in range(2):
+            b = bytearray(raw)
+            b[rng.randrange(len(b))] ^= 1 << rng.randrange(8)
+            put(f"bitflip-{k}", bytes(b), bad=False, fmt=fmts[kind])
     return out

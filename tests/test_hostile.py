@@ -76,5 +76,5 @@ def test_hostile_case(name):
 def test_corpus_covers_every_format_and_the_file_system():
     groups = {name.split("/")[0] for name in CASES}
     assert groups >= {"ancot", "vcd", "blkparse", "usbmon", "ftrace", "dmesg", "qemu_lsi", "blktrace",
-                      "pcap", "parquet", "sgio", "fs"}
+                      "pcap", "parquet", "sgio", "sg3", "logic", "fs"}
     assert len(CASES) >= 240
