@@ -95,8 +95,9 @@ def bandwidth(analysis: Analysis, io_size: int | None, target: int | None = None
         data = io_size * ios
         note = f"bytes = --io-size {io_size} x {ios} I/Os completed (the trace has no byte counts)"
     else:
-        return None, None, ("bandwidth unknown: the trace has no REQ/ACK handshakes to count bytes; "
-                            "give --io-size BYTES")
+        why = "the trace has no REQ/ACK handshakes to count bytes" if analysis.layer == "bus" else \
+            "the trace gives no byte counts (see the notes)"
+        return None, None, f"bandwidth unknown: {why}; give --io-size BYTES"
     return data, (data / MIB / secs if secs > 0 else None), note
 
 
