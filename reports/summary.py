@@ -102,7 +102,7 @@ def bandwidth(analysis: Analysis, io_size: int | None, target: int | None = None
         data = io_size * ios
         note = f"bytes = --io-size {io_size} x {ios} I/Os completed (the trace has no byte counts)"
     else:
-        return None, None, (f"bandwidth unknown: {NO_BYTES.get(analysis.layer, 'the trace has no byte counts')}; "
+        return None, None, (f"bandwidth unknown: {NO_BYTES.get(analysis.layer, 'the trace gives no byte counts')}; "
                             "give --io-size BYTES")
     return data, (data / MIB / secs if secs > 0 else None), note
 

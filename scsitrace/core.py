@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from importlib import import_module
 
+from . import completeness
 from .errors import UsageError
 from .model import Analysis, Capture
 
@@ -41,7 +42,9 @@ class Options:
 
 def analyze(capture: Capture, options: Options | None = None) -> Analysis:
     options = options or Options()
-    return layer_of(capture).analyze(capture, options)
+    analysis = layer_of(capture).analyze(capture, options)
+    analysis.notes = list(analysis.notes) + completeness.unusual_notes(analysis)
+    return analysis
 
 
 def layer_of(capture: Capture):
@@ -74,6 +77,7 @@ def load(path: str, fmt: str = "auto", *, strict: bool = True, settle_ns: int | 
         options.settle_ns = settle_ns if settle_ns is not None else capture.meta.get("settle_ns", 400)
         analysis = layer.analyze(capture, options)
         analysis.filters = dict(options.given)
+        analysis.notes = list(analysis.notes) + completeness.unusual_notes(analysis)
         return analysis
 
 

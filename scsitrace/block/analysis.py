@@ -79,13 +79,20 @@ def analyze(capture: Capture, options) -> Analysis:
     if options.window is not None:
         notes.append("--window: the events inside the window only (btt -t/-T); elapsed time is from the first "
                      "to the last of them")
+    data_bytes = int(requests.bytes[requests.done].sum())
+    completions = int(tables["events"].filter(pl.col("letter") == "C")["records"].sum())
+    if completions and not len(requests.done):   # e.g. a blkparse text of C events only
+        data_bytes = None
+        notes.append(f"{completions} completion (C) events and no queue (Q) events: the completions were "
+                     "ignored (stages pair them with queued requests), so I/O counts, stage times and the "
+                     "bandwidth are unknown")
     return Analysis(
         layer="block", capture=capture, elapsed_ns=elapsed, start_ns=start_ns,
         segments=lambda: busy_segments(runs, start_ns, end_ns), segment_targets=False,
         ios=lambda: ios_frame(requests.frame(), names), anomalies=capture.anomalies,
-        ios_completed=int(requests.done.sum()), data_bytes=int(requests.bytes[requests.done].sum()),
+        ios_completed=int(requests.done.sum()), data_bytes=data_bytes,
         category_order={"btt": list(OVERHEAD)}, default_profile="btt",
-        categories={"btt": _btt_categories(stats, n_q2c)}, notes=notes,
+        categories={"btt": _btt_categories(stats, n_q2c)}, notes=notes + list(capture.notes),
         source={"path": capture.path, "format": capture.format, "files": capture.meta.get("files")},
         declared=(*TABLES, *LATENCY_TABLES), tables=tables)
 

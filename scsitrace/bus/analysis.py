@@ -110,7 +110,8 @@ def _analysis(capture, options, runs, walker: _Walker, reducer, invert, polarity
         notes += sampling_notes
     return Analysis(
         layer="bus", capture=capture, elapsed_ns=elapsed, start_ns=stats.first_ns or 0,
-        segments=segments, ios=ios, anomalies=walker.anomalies(), ios_completed=walker.completions,
+        segments=segments, ios=ios, ios_completed=walker.completions,
+        anomalies=pl.concat([capture.anomalies.cast(schema.ANOMALIES), walker.anomalies()]),  # the reader's too
         data_bytes=data_bytes,
         category_order={"raid1990": RAID1990, "scsi": SCSI_PHASES}, default_profile="raid1990",
         notes=notes + list(capture.notes), source=source, runs=runs,

@@ -140,7 +140,8 @@ def analyze(capture: Capture, options=None) -> Analysis:
         anomalies=an, ios_completed=paired, data_bytes=data_bytes,
         category_order={"scsilog": list(STAGES)}, default_profile="scsilog",
         categories={"scsilog": tiling.categories(segments, STAGES, elapsed, paired)},
-        notes=notes, source={"path": capture.path, "format": capture.format, "log": capture.meta.get("log"),
+        notes=notes if given is not None else notes + list(capture.notes),   # (sgio's are in already)
+        source={"path": capture.path, "format": capture.format, "log": capture.meta.get("log"),
                              **{k: capture.meta[k] for k in ("skipped_by_design",) if k in capture.meta}},
         declared=declared, tables=tables, no_normalized=("IDLE",))
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from .. import schema, scsi, tiling
+from .. import completeness, schema, scsi, tiling
 from .._keys import dense_ids
 from ..command_tables import TABLES, command_tables
 from ..errors import UsageError
@@ -147,7 +147,7 @@ def _devices(cmds: pl.DataFrame) -> tuple[pl.Series, np.ndarray]:
 def analyze(capture: Capture, options=None) -> Analysis:
     urbs = capture.columns["urbs"] if "urbs" in capture.columns else urb_columns(capture.frames["urbs"])
     urbs, elapsed, window_notes = _windowed(urbs, options)
-    _, cmds, anomalies = commands(urbs)
+    xf, cmds, anomalies = commands(urbs)
     full, filter_notes = _selected(ios_frame(cmds), options)
     tiles = tile(full, elapsed, segments=False)
     ios = full.select(list({**schema.IOS, **IOS_EXTRA}))
@@ -162,6 +162,7 @@ def analyze(capture: Capture, options=None) -> Analysis:
         notes.append(f"{n_dev} devices: stage percentages are of {n_dev} x the elapsed time")
     if capture.meta.get("text_format") == "1t":
         notes.append("1t text has no bus numbers: devices are shown on bus 0")
+    notes += completeness.usb_notes(xf.s_row, xf.c_row, ios) + list(capture.notes)
     cats = tiling.category_table(tiles["totals"], n_dev, STAGES, elapsed, paired)
     return Analysis(
         layer="usb", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=lambda: segments_frame(full, elapsed),
