@@ -19,7 +19,7 @@ class NoRecords(ScsitraceError):
 # layer -> (what its records are called, what the file would need to hold)
 WHAT = {
     "bus": ("bus transitions", "line changes of the SCSI bus signals"),
-    "block": ("block I/O requests", "blktrace queue/issue/complete events of a device"),
+    "block": ("block trace events", "blktrace queue/issue/complete events of a device"),
     "usb": ("USB mass-storage commands",
             "Bulk-Only (CBW/CSW) or UAS transfers of a storage device; other devices' URBs are not analysed"),
     "scsilog": ("SCSI command records",
@@ -29,11 +29,13 @@ WHAT = {
 
 
 def records_of_layer(analysis: Analysis) -> int:
-    """How many records of its own layer the analysis saw: bus transitions, or the I/Os
-    (commands, requests) the other layers rebuilt."""
+    """How many records of its own layer the analysis saw: bus transitions, block trace
+    events, or the commands the usb and kernel-log layers rebuilt."""
     if analysis.layer == "bus":
         n = analysis.source.get("transitions")
         return int(n) if n is not None else analysis.segments.height
+    if analysis.layer == "block":   # any trace event counts (a completion-only trace is analysed, with its note)
+        return int(analysis.table("events")["records"].sum())
     return analysis.ios.height
 
 
