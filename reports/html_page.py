@@ -127,9 +127,12 @@ def fmt_num(v, digits=2) -> str:
     return str(v)
 
 
-def table(tid: str, key: str, columns: list[tuple[str, str, callable]], rows: list[dict]) -> str:
+def table(tid: str, key: str, columns: list[tuple[str, str, callable]], rows: list[dict],
+          formats: dict | None = None) -> str:
     """columns: (header, dict key, formatter). Each cell keeps the raw JSON value in data-value,
-    so a test (or a script) can check the table against the JSON output cell by cell."""
+    so a test (or a script) can check the table against the JSON output cell by cell.
+    formats: {dict key: f(value, row)} for cells whose format depends on their row."""
+    formats = formats or {}
     head = "".join(f"<th data-key=\"{esc(k)}\">{esc(h)}</th>" for h, k, _ in columns)
     body = []
     for r in rows:
@@ -138,7 +141,8 @@ def table(tid: str, key: str, columns: list[tuple[str, str, callable]], rows: li
             v = r.get(k)
             raw = json.dumps(v, default=_json_default)
             cls = ' class="n"' if isinstance(v, (int, float)) and not isinstance(v, bool) else ""
-            cells.append(f"<td{cls} data-value=\"{esc(raw)}\">{esc(f(v))}</td>")
+            shown = formats[k](v, r) if k in formats else f(v)
+            cells.append(f"<td{cls} data-value=\"{esc(raw)}\">{esc(shown)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return (f"<table class=\"t\" id=\"{esc(tid)}\" data-json=\"{esc(key)}\"><thead><tr>{head}</tr></thead>"
             f"<tbody>{''.join(body)}</tbody></table>")

@@ -196,8 +196,11 @@ def fig_latency_time(ios: pl.DataFrame, elapsed_ns: int) -> dict | None:
     slowest always kept) and, per bin, the p50, p90 and p99 lines."""
     if not ios.height:
         return None
-    width = bin_width(elapsed_ns, ios.height)
+    # a percentile line needs samples: about 30 I/Os per bin (p90 drawn from 10 per bin on
+    # average, p99 from 100), so few I/Os give few bins rather than lines through noise
+    width = max(nice(max(elapsed_ns / MAX_BINS, elapsed_ns * 30 / ios.height)), 1)
     nb, cover = _bins(elapsed_ns, width)
+    per_bin = ios.height / nb
     per = (ios.select((pl.col("end_ns") // width).clip(0, nb - 1).alias("bin"), "response_ns")
            .group_by("bin").agg(*(pl.col("response_ns").quantile(q, "nearest").alias(n)
                                   for n, q in (("p50", .5), ("p90", .9), ("p99", .99))),
@@ -208,7 +211,7 @@ def fig_latency_time(ios: pl.DataFrame, elapsed_ns: int) -> dict | None:
     data = []
     pts = ios
     if ios.height > MAX_SCATTER:
-        slow = ios.sort("response_ns", descending=True).head(MAX_SCATTER // 10)
+        slow = ios.top_k(MAX_SCATTER // 10, by="response_ns")
         step = ios.height // (MAX_SCATTER - slow.height) + 1
         pts = pl.concat([ios.gather_every(step), slow]).unique("io", maintain_order=True)
     data.append({"type": "scatter", "mode": "markers", "name": label(
@@ -216,7 +219,9 @@ def fig_latency_time(ios: pl.DataFrame, elapsed_ns: int) -> dict | None:
         "x": _r(pts["end_ns"] / div, 6), "y": _r(pts["response_ns"] / 1e6),
         "marker": {"size": 3, "color": "#9aa7b4", "opacity": 0.6}})
     if per.height >= 2:
-        for name, color in (("p50", PALETTE[4]), ("p90", PALETTE[1]), ("p99", PALETTE[2])):
+        lines = [("p50", PALETTE[4])] + [(n, c) for n, c, need in (("p90", PALETTE[1], 10), ("p99", PALETTE[2], 100))
+                                         if per_bin >= need]
+        for name, color in lines:
             data.append({"type": "scatter", "mode": _mode(per.height), "name": f"{name} per {fmt_width(width)}",
                          "x": t, "y": _r(per[name].to_numpy() / 1e6), "line": {"color": color, "width": 2},
                          "marker": {"size": 4}})

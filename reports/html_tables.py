@@ -136,8 +136,9 @@ def per_device(ios: pl.DataFrame, elapsed_ns: int) -> list[dict]:
         n = len(rt)
         rank = lambda p: int(rt[max(int(np.ceil(n * p)) - 1, 0)])   # noqa: E731
         nbytes = int(g["bytes"].fill_null(0).sum())
-        reads = int((g["op"] == "read").sum())
-        writes = int((g["op"] == "write").sum())
+        first = g["op"].fill_null("").str.slice(0, 1).str.to_lowercase()   # read, R, RS; write, W, WS
+        reads = int((first == "r").sum())
+        writes = int((first == "w").sum())
         rows.append({"device": dev, "ios": n, "reads": reads, "writes": writes, "bytes": nbytes,
                      "mib_s": nbytes / MIB / sec, "iops": n / sec, "p50_ns": rank(.5), "p99_ns": rank(.99),
                      "max_ns": int(rt[-1])})
