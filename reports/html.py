@@ -50,7 +50,8 @@ def section_summary(page: Page, summary: dict, per_device: list[dict] | None = N
             page.h2("Per target" if layer == "bus" else "Per device", "devices")
             page.note("MB/s and IOPS over the whole elapsed time; response: nearest-rank percentiles "
                       "of the completed I/Os (MB = 2^20 bytes).")
-            page.add(T.readable("device-rows", "per_device", rows, first=["device"]))
+            page.add(T.readable("device-rows", "per_device", rows, first=["device"],
+                                names={"device": "target:LUN" if layer == "bus" else "device"}))
     src = summary.get("source") or {}
     src_rows = [{"key": k, "value": v} for k, v in src.items() if not isinstance(v, (dict, list))]
     src_rows += [{"key": f"meta.{k}", "value": v} for k, v in (src.get("meta") or {}).items()]

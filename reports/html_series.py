@@ -217,7 +217,7 @@ def fig_latency_time(ios: pl.DataFrame, elapsed_ns: int) -> dict | None:
     data.append({"type": "scatter", "mode": "markers", "name": label(
         "I/Os" if pts.height == ios.height else f"I/Os (sample of {pts.height} of {ios.height})"),
         "x": _r(pts["end_ns"] / div, 6), "y": _r(pts["response_ns"] / 1e6),
-        "marker": {"size": 3, "color": "#9aa7b4", "opacity": 0.6}})
+        "marker": {"size": 3 if pts.height > 500 else 6, "color": "#8a97a4", "opacity": 0.6 if pts.height > 500 else 0.9}})
     if per.height >= 2:
         lines = [("p50", PALETTE[4])] + [(n, c) for n, c, need in (("p90", PALETTE[1], 10), ("p99", PALETTE[2], 100))
                                          if per_bin >= need]
@@ -249,7 +249,8 @@ def queue_depth_series(ios: pl.DataFrame, elapsed_ns: int, width: int) -> tuple[
     # max: the level entering each bin and every level reached inside it
     entering = lvl[:-1]
     inside = np.zeros(nb, np.int64)
-    np.maximum.at(inside, _index(t, width, nb), level)
+    settled = np.r_[t[1:] != t[:-1], True]        # the level once every edge at that time is applied
+    np.maximum.at(inside, _index(t[settled], width, nb), level[settled])
     return _centres(width, cover), mean, np.maximum(entering, inside)
 
 

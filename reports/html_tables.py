@@ -80,7 +80,7 @@ def wrap(markup: str) -> str:
     return f"<div class=\"tw\">{markup}</div>"
 
 
-def readable(tid: str, key: str, rows: list[dict], first: list[str] = ()) -> str:
+def readable(tid: str, key: str, rows: list[dict], first: list[str] = (), names: dict | None = None) -> str:
     """A table of JSON rows with readable headers and units; columns null in every row left
     out; at most MAX_ROWS rows (a note says how many the JSON has)."""
     cols: list[str] = []
@@ -89,7 +89,8 @@ def readable(tid: str, key: str, rows: list[dict], first: list[str] = ()) -> str
     cols = [c for c in cols if any(r.get(c) is not None for r in rows)]
     cols = [c for c in first if c in cols] + [c for c in cols if c not in first]
     shown = rows[:MAX_ROWS]
-    out = wrap(table(tid, key, [(header(c), c, formatter(c, key)) for c in cols], shown))
+    names = names or {}
+    out = wrap(table(tid, key, [(names.get(c) or header(c), c, formatter(c, key)) for c in cols], shown))
     if len(rows) > len(shown):
         out += f"<p class=\"note\">First {len(shown)} of {len(rows)} rows; the JSON output has them all.</p>"
     return out
