@@ -220,13 +220,24 @@ LAYER_TITLES = {"stages": "Stage times per device (btt)", "events": "Events by a
 
 
 def _as_rows(value) -> list[dict]:
+    """A JSON value as table rows: a list of records (a record with a list of records inside,
+    such as srt_histogram's buckets, gives one row per inner record, its outer fields
+    repeated), a flat dict as key/value rows (nested parts left out), a dict of records."""
     flat = (str, int, float, bool, type(None))
     if isinstance(value, list) and value and all(isinstance(r, dict) for r in value):
-        return [{k: v for k, v in r.items() if isinstance(v, flat)} for r in value]
-    if isinstance(value, dict) and value and all(isinstance(v, flat) for v in value.values()):
-        return [{"key": k, "value": v} for k, v in value.items()]
+        rows = []
+        for r in value:
+            outer = {k: v for k, v in r.items() if isinstance(v, flat)}
+            inner = [v for v in r.values() if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)]
+            if inner:
+                rows += [{**outer, **{k: v for k, v in x.items() if isinstance(v, flat)}} for x in inner[0]]
+            else:
+                rows.append(outer)
+        return rows
     if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
         return [{"key": k, **{kk: vv for kk, vv in v.items() if isinstance(vv, flat)}} for k, v in value.items()]
+    if isinstance(value, dict) and value:
+        return [{"key": k, "value": v} for k, v in value.items() if isinstance(v, flat)]
     return []
 
 
