@@ -188,13 +188,14 @@ def build_page(analysis_a: Analysis, data_a: dict, analysis_b: Analysis, data_b:
                 "Attribution needs REQ/ACK in both traces.")
     page.h2("Side by side (same axes)", "sides")
     left, right = H.Page(na), H.Page(nb)
+    span = max(ea, eb)              # one time unit for both sides
     timelines = [H.fig_timeline(a, d["summary"].get("profile") or a.default_profile,
-                                [c["name"] for c in d["summary"].get("categories") or []])
+                                [c["name"] for c in d["summary"].get("categories") or []], span)
                  for a, d in ((analysis_a, data_a), (analysis_b, data_b))]
     shared_axes(timelines, y=False)
-    lat = [S.fig_latency_time(i, e) for _, i, e, _ in series]
+    lat = [S.fig_latency_time(i, e, span) for _, i, e, _ in series]
     shared_axes(lat)
-    offsets = [S.fig_offset(i, e) for _, i, e, _ in series]
+    offsets = [S.fig_offset(i, e, span) for _, i, e, _ in series]
     shared_axes(offsets)
     for k, (sub, data, tag) in enumerate(((left, data_a, "a"), (right, data_b, "b"))):
         sub.add(f"<h3>{H.esc(sub.title)}</h3>")

@@ -12,7 +12,7 @@ from . import views as views_mod
 from .html_page import COMPONENT_COLORS, PALETTE, TIMELINE_BINS, TIMELINE_MAX_BARS, _layout, colors, label
 
 
-def fig_timeline(analysis: Analysis, profile: str, order: list[str] = ()) -> dict | None:
+def fig_timeline(analysis: Analysis, profile: str, order: list[str] = (), span_ns: int | None = None) -> dict | None:
     """Phase (or I/O) timeline, one row per target/device; totals per category exact."""
     seg = analysis.segments
     if seg is not None and seg.height and "start_ns" in seg.columns:
@@ -22,12 +22,12 @@ def fig_timeline(analysis: Analysis, profile: str, order: list[str] = ()) -> dic
         rows = seg.select(_row_expr(seg, analysis.layer), pl.col(col).cast(pl.Utf8).fill_null("?").alias("what"),
                           "start_ns", "end_ns")
         title = TIMELINE_TITLES.get(analysis.layer, "Timeline per device")
-        return _timeline_figure(rows, title, analysis.elapsed_ns, order)
+        return _timeline_figure(rows, title, analysis.elapsed_ns, order, span_ns)
     ios = views_mod.completed_ios(analysis)
     if not ios.height:
         return None
     rows = ios.select(pl.col("device").alias("row"), pl.col("op").fill_null("I/O").alias("what"), "start_ns", "end_ns")
-    return _timeline_figure(rows, "I/O timeline per device (start to completion)", analysis.elapsed_ns)
+    return _timeline_figure(rows, "I/O timeline per device (start to completion)", analysis.elapsed_ns, (), span_ns)
 
 
 TIMELINE_TITLES = {"bus": "Phase timeline per target (bus-wide phases on the row 'bus')",
@@ -54,6 +54,8 @@ def timeline_bars(rows: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
     bars = rows.filter(pl.col("end_ns") > pl.col("start_ns")).sort("row", "start_ns")
     brk = ((pl.col("what") != pl.col("what").shift(1)) | (pl.col("start_ns") != pl.col("end_ns").shift(1))
            | (pl.col("row") != pl.col("row").shift(1))).fill_null(True)
+    if bars.select(brk.sum()).item() > TIMELINE_MAX_BARS:   # too many bars even merged: bin (no group_by)
+        return _binned(rows, max(elapsed_ns, 1))
     bars = (bars.with_columns(brk.cum_sum().alias("run"))
             .group_by("run", maintain_order=True)
             .agg(pl.col("row").first(), pl.col("what").first(), pl.col("start_ns").min(), pl.col("end_ns").max())
@@ -80,7 +82,10 @@ def _binned(rows: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
     return agg.select("row", "what", (pl.col("bin") * width + offset).alias("start_ns"), "dur_ns")
 
 
-def _timeline_figure(rows: pl.DataFrame, title: str, elapsed_ns: int, order: list[str] = ()) -> dict:
+def _timeline_figure(rows: pl.DataFrame, title: str, elapsed_ns: int, order: list[str] = (),
+                     span_ns: int | None = None) -> dict:
+    from .html_series import time_unit
+    div, unit = time_unit(span_ns or elapsed_ns)
     bars = timeline_bars(rows, elapsed_ns)
     found = bars["what"].unique(maintain_order=True).to_list()
     color = colors(list(order), found)
@@ -90,11 +95,11 @@ def _timeline_figure(rows: pl.DataFrame, title: str, elapsed_ns: int, order: lis
         b = bars.filter(pl.col("what") == kind)
         data.append({"type": "bar", "orientation": "h", "name": label(kind),
                      "y": [label(r) for r in b["row"].to_list()],
-                     "x": (b["dur_ns"] / 1e6).to_list(), "base": (b["start_ns"] / 1e6).to_list(),
+                     "x": (b["dur_ns"] / div).to_list(), "base": (b["start_ns"] / div).to_list(),
                      "marker": {"color": color[kind]},
-                     "hovertemplate": "%{base:.3f} ms + %{x:.4f} ms<extra>" + label(kind) + "</extra>"})
+                     "hovertemplate": f"%{{base:.4g}} {unit} + %{{x:.4g}} {unit}<extra>" + label(kind) + "</extra>"})
     nrows = bars["row"].n_unique()
-    return {"data": data, "layout": _layout(title, barmode="overlay", xaxis={"title": {"text": "time (ms)"}},
+    return {"data": data, "layout": _layout(title, barmode="overlay", xaxis={"title": {"text": f"time ({unit})"}},
                                             yaxis={"automargin": True, "type": "category"},
                                             height=max(260, 60 * nrows + 160), bargap=0.3)}
 

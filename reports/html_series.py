@@ -164,7 +164,7 @@ def fig_rates(ios: pl.DataFrame, elapsed_ns: int, width: int | None = None, x_ra
         yaxis2={"title": {"text": "MB/s"}, "domain": [0, 0.44], "anchor": "x", "rangemode": "tozero"})}
 
 
-def fig_offset(ios: pl.DataFrame, elapsed_ns: int) -> dict | None:
+def fig_offset(ios: pl.DataFrame, elapsed_ns: int, span_ns: int | None = None) -> dict | None:
     """LBA of each I/O against its start time, colored by op; decimated to one point per
     (op, time cell, LBA cell) so a million I/Os draw as at most OFFSET_CELLS points per op."""
     if "lba" not in ios.columns:
@@ -179,7 +179,7 @@ def fig_offset(ios: pl.DataFrame, elapsed_ns: int) -> dict | None:
                            ((pl.col("lba") - lo) / lw).floor().cast(pl.Int64).alias("lc"),
                            pl.col("op").fill_null("other"))
     kept = cells.unique(["op", "tc", "lc"], keep="first", maintain_order=True)
-    div, unit = time_unit(elapsed_ns)
+    div, unit = time_unit(span_ns or elapsed_ns)
     data = []
     for k, op in enumerate(sorted(kept["op"].unique().to_list())):
         o = kept.filter(pl.col("op") == op)
@@ -191,7 +191,7 @@ def fig_offset(ios: pl.DataFrame, elapsed_ns: int) -> dict | None:
                                             yaxis={"title": {"text": "LBA"}, "tickformat": "d"})}
 
 
-def fig_latency_time(ios: pl.DataFrame, elapsed_ns: int) -> dict | None:
+def fig_latency_time(ios: pl.DataFrame, elapsed_ns: int, span_ns: int | None = None) -> dict | None:
     """Response time of the I/Os against their completion time: a sample of the I/Os (the
     slowest always kept) and, per bin, the p50, p90 and p99 lines."""
     if not ios.height:
@@ -206,7 +206,7 @@ def fig_latency_time(ios: pl.DataFrame, elapsed_ns: int) -> dict | None:
                                   for n, q in (("p50", .5), ("p90", .9), ("p99", .99))),
                                 pl.len().alias("n"))
            .sort("bin"))
-    div, unit = time_unit(elapsed_ns)
+    div, unit = time_unit(span_ns or elapsed_ns)
     t = _r(_centres(width, cover)[per["bin"].to_numpy()] / div)
     data = []
     pts = ios

@@ -195,6 +195,7 @@ def test_compare_uses_shared_axes(tmp_path):
     for fid in ("timeline", "latency-time", "offset"):
         fa, fb = figs[f"{fid}-a"]["layout"], figs[f"{fid}-b"]["layout"]
         assert fa["xaxis"]["range"] == fb["xaxis"]["range"], fid
+        assert fa["xaxis"]["title"] == fb["xaxis"]["title"], fid      # one time unit
         if fid != "timeline":
             assert fa["yaxis"]["range"] == fb["yaxis"]["range"], fid
     # the overlaid rates: both traces in one figure, one bin width, one time axis
