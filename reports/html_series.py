@@ -186,7 +186,7 @@ def fig_offset(ios: pl.DataFrame, elapsed_ns: int, span_ns: int | None = None) -
         data.append({"type": "scatter", "mode": "markers", "name": label(op), "x": _r(o["start_ns"] / div, 6),
                      "y": o["lba"].to_list(), "marker": {"size": 4, "color": OP_COLORS.get(op[:1].lower(), PALETTE[3 + k])}})
     note = "" if kept.height == d.height else f", {kept.height} of {d.height} I/Os shown (one per cell)"
-    return {"data": data, "layout": _layout(f"Offset (LBA) vs time{note}", height=380,
+    return {"data": data, "layout": _layout(f"Offset (LBA) vs time{note}", height=380, showlegend=True,
                                             xaxis={"title": {"text": f"start time ({unit})"}},
                                             yaxis={"title": {"text": "LBA"}, "tickformat": "d"})}
 
