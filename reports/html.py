@@ -28,7 +28,7 @@ __all__ = ["CDF_POINTS", "PALETTE", "Page", "_has_points", "_layout", "esc", "fm
 
 SUMMARY_KEYS = {"source", "layer", "profile", "target", "elapsed_ns", "ios_completed", "data_bytes",
                 "bandwidth_mib_s", "iops", "categories", "targets", "anomalies", "records", "notes",
-                "latency", "latency_histogram"}
+                "latency", "latency_histogram", "filters"}
 
 
 def _summary_rows(summary: dict) -> list[dict]:
@@ -39,6 +39,10 @@ def _summary_rows(summary: dict) -> list[dict]:
 def section_summary(page: Page, summary: dict, per_device: list[dict] | None = None):
     """Headline figures first (human labels and units), then one row per device or target,
     the notes, and the source (folded)."""
+    filters = summary.get("filters") or {}
+    if filters:     # what was left out comes before any figure
+        page.add("<p class=\"filtered\" id=\"filters\">Filtered: "
+                 + esc("; ".join(f"{k} {v}" for k, v in filters.items())) + "</p>")
     page.add(T.headline_markup(summary))
     for note in summary.get("notes") or []:
         if note:

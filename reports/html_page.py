@@ -35,6 +35,7 @@ table.t th,table.t td{border:1px solid #ddd;padding:.25em .6em;white-space:nowra
 .card{border:1px solid #ddd;border-radius:6px;padding:.5em .9em;min-width:8.5em;background:#fafbfc}
 .card .v{font-size:1.35em;font-weight:600;font-variant-numeric:tabular-nums;white-space:nowrap}
 .card .l{color:#555;font-size:.85em}
+.filtered{background:#fff4d6;border:1px solid #e8c860;border-radius:4px;padding:.35em .7em}
 details{margin:.6em 0}summary{cursor:pointer;color:#444}
 table.t td.n{text-align:right;font-variant-numeric:tabular-nums}
 table.t th{background:#f5f5f5;text-align:left}
