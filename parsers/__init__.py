@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from scsitrace.errors import UnknownFormat, UsageError
+from scsitrace.errors import BadInput, UnknownFormat, UsageError
 
 # format id -> module name, in sniffing order (most specific magic first)
 _MODULES = {
@@ -41,6 +41,7 @@ def formats() -> list[str]:
 def detect(path: str) -> str:
     """Pick the format by content (magic), then by file name suffix."""
     path = _sniffable(path)
+    check_regular(path)
     with open(path, "rb") as fh:
         head = fh.read(65536)
     for fmt in _MODULES:  # imported one by one: sniffing stops at the first match
@@ -67,6 +68,45 @@ def _sniffable(path: str) -> str:
     return path
 
 
+def check_regular(path: str) -> None:
+    """Refuse what is not a regular file before anything opens it: a FIFO or a terminal would
+    block the read, /dev/zero never ends, a directory or a symlink loop cannot be read. An
+    empty file is refused too (nothing to analyse; a per-CPU blktrace file may be empty,
+    its reader says so when all of them are)."""
+    import os
+    import stat
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise BadInput(path, "no such file") from None
+    except OSError as exc:
+        raise BadInput(path, f"cannot be opened ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(mode):
+        raise BadInput(path, "is a directory, not a trace file")
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if (stat.S_ISCHR(mode) or stat.S_ISBLK(mode)) \
+            else "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+        raise BadInput(path, f"is {kind}, not a regular file (save the capture to a file first)")
+
+
 def parse(path: str, fmt: str = "auto", *, strict: bool = True, **opts):
     fmt = detect(path) if fmt in (None, "auto") else fmt
-    return module(fmt).parse(path, strict=strict, **opts)
+    mod = module(fmt)
+    resolved = path
+    resolve = getattr(mod, "resolve_path", None)
+    if resolve is not None and not _exists(path):
+        resolved = resolve(path) or path
+    check_regular(resolved)
+    if fmt != "blktrace" and _size(resolved) == 0:
+        raise BadInput(path, "empty file: no records")
+    return mod.parse(path, strict=strict, **opts)
+
+
+def _exists(path: str) -> bool:
+    import os
+    return os.path.lexists(path)
+
+
+def _size(path: str) -> int:
+    import os
+    return os.stat(path).st_size

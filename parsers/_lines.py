@@ -205,3 +205,42 @@ def read_head(fh: BinaryIO, n: int = 4096) -> bytes:
     head = fh.read(n)
     fh.seek(pos)
     return head
+
+
+# ---------------------------------------------------------------- checked fields
+# Text fields become numbers here, never by a non-strict cast alone: a field that does not
+# parse or lies outside its range is null, and the parser names the line (the error contract:
+# no value outside its field's range is accepted silently).
+
+MAX_SECONDS = (2**63 - 1) // 10**9 - 1     # the last whole second an int64 of ns can hold
+U32 = (0, 2**32 - 1)
+I32 = (-2**31, 2**31 - 1)
+I64 = (-2**63, 2**63 - 1)
+
+
+def checked_int(text: pl.Expr, lo: int, hi: int, *, base: int = 10) -> pl.Expr:
+    """A decimal (or `base`) integer field as Int64; null when it is not one or lies outside
+    [lo, hi]."""
+    if base == 10:
+        value = text.str.strip_chars().cast(pl.Int64, strict=False)
+    else:
+        value = text.str.strip_chars().str.to_integer(base=base, strict=False)
+    return pl.when(value.is_between(lo, hi)).then(value).otherwise(None)
+
+
+def seconds_ns(text: pl.Expr) -> pl.Expr:
+    """`SECONDS[.FRACTION]` as int64 nanoseconds; null when it is not that or would overflow
+    int64 (more than about 292 years of seconds)."""
+    parts = text.str.strip_chars().str.split(".")
+    whole = parts.list.get(0)
+    frac = parts.list.get(1, null_on_oob=True).fill_null("")
+    sec = checked_int(whole, 0, MAX_SECONDS)
+    ok = whole.str.contains(r"^\d+$") & frac.str.contains(r"^\d*$") & (parts.list.len() <= 2)
+    ns = frac.str.slice(0, 9).str.pad_end(9, "0").cast(pl.Int64, strict=False)
+    return pl.when(ok).then(sec * 1_000_000_000 + ns).otherwise(None)
+
+
+def bad_bytes(text: pl.Expr) -> pl.Expr:
+    """Lines no text format allows: a NUL byte, or bytes that were not UTF-8 (the lenient
+    reader turned them into U+FFFD)."""
+    return text.str.contains("\x00", literal=True) | text.str.contains("\ufffd", literal=True)

@@ -421,3 +421,26 @@ def check_rate(path: str, text: str | None, where: str) -> Fraction:
                        text=text if text else None)
     return rate
 
+
+class ArchiveReader:
+    """Capture.chunks of a zipped logic capture (sigrok .sr, DSView .dsl): its transitions,
+    streamed block by block; a format's reader supplies `_blocks(fd)`, one function per
+    block returning that block's sample words (run in worker threads)."""
+
+    def __init__(self, path: str, md: dict, bus: ProbeBus, cap, strict: bool, progress):
+        self.path, self.md, self.bus, self.cap, self.strict, self.progress = path, md, bus, cap, strict, progress
+        self.samples = [0]
+
+    def _blocks(self, fd: int):
+        raise NotImplementedError
+
+    def __call__(self):
+        times = SampleTimes(self.md["rate"])
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            yield from stream_words(self.bus, self._blocks(fd), times, self.samples)
+        finally:
+            os.close(fd)
+        self.cap.records.read = self.samples[0]
+        self.cap.meta["samples"] = self.samples[0]
+        self.cap.meta.update(self.bus.sampling_meta(times.period))

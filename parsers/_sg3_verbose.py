@@ -23,6 +23,8 @@ import polars as pl
 
 from scsitrace import scsi
 
+from . import _lines
+
 # "    inquiry cdb: [12 00 ...]" (sg_cmds_*, most programs), "Read(10) [28 00 ...]" (sg_dd verbose=3)
 CDB = (r"^(?:\s+(?P<name>\S.*?) cdb: \[?(?P<hex>[0-9a-fA-F]{2}(?: [0-9a-fA-F]{2})*)\]?"
        r"|\s*(?P<name2>[A-Z][A-Za-z ]*\(\d+\)) \[(?P<hex2>[0-9a-fA-F]{2}(?: [0-9a-fA-F]{2})*)\])\s*$")
@@ -37,8 +39,21 @@ def sniff(text: str) -> bool:
     return bool(SNIFF.search(text))
 
 
+NUMBERS = (r"duration=(\d+) ms", r"requested (\d+) bytes", r"requested \d+ bytes .*?but got (\d+) bytes")
+
+
 def commands(lines: pl.DataFrame, path: str, strict: bool, records, bad) -> tuple:
     t = pl.col("t")
+    # a line with bytes that are not text, or a number beyond 32 bits, is bad input
+    why = pl.when(_lines.bad_bytes(t)).then(pl.lit("NUL byte or bytes that are not UTF-8 in a line"))
+    for rx in NUMBERS:
+        value = t.str.extract(rx, 1)
+        why = why.when(value.is_not_null() & _lines.checked_int(value, *_lines.U32).is_null()) \
+            .then(pl.lit("a duration or byte count beyond 32 bits"))
+    broken = lines.with_columns(why.otherwise(None).alias("why")).filter(pl.col("why").is_not_null())
+    skipped_before = records.skipped
+    bad(broken, path, strict, records)
+    lines = lines.join(broken.select("line_no"), on="line_no", how="anti")
     hint = t.str.contains(CDB_HINT)
     bad(lines.filter(hint & ~t.str.contains(CDB)).with_columns(
         pl.lit("malformed sg3_utils cdb line (expected NAME cdb: [hex bytes])").alias("why")), path, strict, records)
@@ -88,7 +103,7 @@ def commands(lines: pl.DataFrame, path: str, strict: bool, records, bad) -> tupl
         pl.when(fixed).then(sb(12)).otherwise(sb(2)).alias("asc"),
         pl.when(fixed).then(sb(13)).otherwise(sb(3)).alias("ascq"),
         null_i.alias("syscall_ns"), (pl.col("duration_ms") * 1_000_000).alias("driver_ns"), null_i.alias("pid"))
-    other = lines.height - cdbs.height - records.skipped
+    other = lines.height - cdbs.height - (records.skipped - skipped_before - broken.height)
     meta = {"log": "sg3_utils", "skipped_by_design": {"program output": other},
             "timestamps": False, "syscall_times": False}
     note = [f"{other} lines of the programs' own output are not commands: read, skipped by design",

@@ -24,6 +24,7 @@ ID = "ancot"
 SUFFIXES = (".ancot", ".ancot.txt", ".act")
 MAGIC = "# ancot-text v1"
 KNOWN_HEADER_KEYS = ("tick_ns", "signals", "data", "initiator")
+MAX_TICK_NS = 10**9      # a tick of more than a second is no bus capture (and overflows int64 ns sooner)
 
 
 def sniff(head: bytes) -> bool:
@@ -61,6 +62,8 @@ def _parse_header(path: str) -> tuple[dict, int, int]:
             offset += len(raw)
         else:
             line_no += 1
+    if line_no <= 1 and offset == 0:
+        raise BadInput(path, "empty file: no header, no records")
     if "signals" not in header:
         raise BadInput(path, "missing header: no '# signals:' line before the first record",
                        line=line_no)
@@ -72,8 +75,8 @@ def _header_field(header: dict, key: str, value: str, path: str, line_no: int, t
         raise BadInput(path, f"bad header {key!r}: {why}", line=line_no, text=text)
 
     if key == "tick_ns":
-        if not value.isdigit() or int(value) <= 0:
-            bad("expected a positive integer")
+        if not value.isdigit() or not 0 < int(value) <= MAX_TICK_NS:
+            bad(f"expected a positive integer up to {MAX_TICK_NS} (one second)")
         header["tick_ns"] = int(value)
     elif key == "initiator":
         if not value.isdigit() or int(value) > 15:
@@ -122,6 +125,8 @@ def _reason_text(code: int, found: int, header: dict) -> str:
         return "bad DBP value (expected 0, 1 or -)"
     if code == BAD_BACKWARDS:
         return "tick goes backwards"
+    if code == BAD_OVERFLOW:
+        return f"tick x tick_ns {header['tick_ns']} is beyond int64 nanoseconds"
     return f"non-binary value for signal {header['signals'][code - _scan.BAD_SIGNAL]}"
 
 
@@ -129,6 +134,14 @@ def _decode(scanned, header: dict, last_tick: int | None) -> _Decoded:
     """Checks the scanner leaves to bulk code (tick order), then the block's bad lines in
     line order with the reason each one breaks first."""
     (line_idx, tick, lines, db, db_null, dbp), (bad_line, bad_reason, bad_found), decreases = scanned
+    over = tick > np.iinfo(np.int64).max // header["tick_ns"]
+    if over.any():                 # tick x tick_ns beyond int64 nanoseconds: bad lines
+        bad_line = np.concatenate((bad_line, line_idx[over]))
+        bad_reason = np.concatenate((bad_reason, np.full(int(over.sum()), BAD_OVERFLOW, np.int16)))
+        bad_found = np.concatenate((bad_found, np.zeros(int(over.sum()), np.int32)))
+        keep = ~over
+        line_idx, tick, lines = line_idx[keep], tick[keep], lines[keep]
+        db, db_null, dbp = (x[keep] if len(x) else x for x in (db, db_null, dbp))
     in_order = decreases == 0 and (last_tick is None or not len(tick) or tick[0] >= last_tick)
     if not in_order:
         # ticks never decrease: compare with the running maximum of the ticks before
@@ -153,6 +166,7 @@ def _decode(scanned, header: dict, last_tick: int | None) -> _Decoded:
 
 MAX_REPORTED = 5
 BAD_BACKWARDS = 5
+BAD_OVERFLOW = 6
 PARSE_BLOCK_BYTES = 4 << 20   # scanned two at a time (the scanner releases the GIL)
 CHUNK_RECORDS = 1 << 20       # transitions per frame handed to the analysis
 

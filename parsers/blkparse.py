@@ -18,7 +18,7 @@ from scsitrace import schema
 from scsitrace.block import events as block
 from scsitrace.errors import BadInput
 from scsitrace.model import Capture
-from . import _lines
+from . import _blktrace_gaps, _counters, _lines
 
 ID = "blkparse"
 SUFFIXES = (".blkparse", ".blkparse.txt")
@@ -31,6 +31,8 @@ SUMMARY_START = r"^(CPU\d+ \(|Total \(|Throughput \(|Events \(|Skips: |Input fil
 LETTER_CODE = {**block.TA, "UT": block.TA["T"], "m": 0}
 RWBS_BITS = {"R": "READ", "W": "WRITE", "D": "DISCARD", "A": "AHEAD", "S": "SYNC", "M": "META"}
 ERROR_IN_BRACKETS = ("C", "R")
+MAX_SECTOR = (0, 2**63 - 1)             # u64 in the kernel; int64 here
+MAX_NSECT = (0, (2**32 - 1) // 512)     # blk_io_trace.bytes is 32 bits
 
 
 def sniff(head: bytes) -> bool:
@@ -66,29 +68,49 @@ def _decode(lines: pl.DataFrame) -> pl.DataFrame:
     df = lines.with_columns(text.alias("t"))
     df = df.with_columns(pl.col("t").str.extract_groups(EVENT).alias("g")).unnest("g")
     df = df.with_columns(pl.col("rest").fill_null("").str.extract_groups(REST).alias("r")).unnest("r")
+    ranges = [(~_lines.bad_bytes(pl.col("t")), "NUL byte or bytes that are not UTF-8 in an event line"),
+              (pl.col("rest").fill_null("").str.contains(REST), "unrecognised event details after the action"),
+              (pl.all_horizontal(_lines.checked_int(pl.col(c), *_lines.U32).is_not_null()
+                                 for c in ("cpu", "seq", "pid")), "CPU, sequence or PID outside 0..2^32-1"),
+              (_lines.checked_int(pl.col("major"), 0, 4095).is_not_null()
+               & _lines.checked_int(pl.col("minor"), 0, (1 << 20) - 1).is_not_null(),
+               "device number out of range (major 0-4095, minor 0-1048575)"),
+              (_lines.seconds_ns(pl.concat_str("sec", pl.lit("."), "nsec")).is_not_null(),
+               "timestamp beyond int64 nanoseconds"),
+              (pl.all_horizontal(pl.col(c).is_null() | _lines.checked_int(pl.col(c), *MAX_SECTOR).is_not_null()
+                                 for c in ("sector", "split_sector", "from_sector")), "sector out of range"),
+              (pl.col("nsect").is_null() | _lines.checked_int(pl.col("nsect"), *MAX_NSECT).is_not_null(),
+               "sector count out of range (blktrace counts bytes in 32 bits)"),
+              (pl.col("unplugs").is_null() | _lines.checked_int(pl.col("unplugs"), *_lines.U32).is_not_null(),
+               "unplug count out of range")]
+    df = df.with_columns([ok.alias(f"_ok{i}") for i, (ok, _) in enumerate(ranges)])
     df = df.with_columns(pl.col("sector", "nsect", "split_sector", "from_sector", "unplugs")
                          .cast(pl.Int64, strict=False))
     blank = pl.col("t").str.strip_chars() == ""
     known = pl.col("act").is_in(list(LETTER_CODE))
     reason = (pl.when(blank).then(None)
               .when(pl.col("major").is_null()).then(pl.lit("not a blkparse event line"))
-              .when(~known).then(pl.lit("unknown action"))
-              .otherwise(None))
-    return df.with_columns(reason.alias("reason"), blank.alias("blank"))
+              .when(~known).then(pl.lit("unknown action")))
+    for i, (_, why) in enumerate(ranges):
+        reason = reason.when(~pl.col(f"_ok{i}")).then(pl.lit(why))
+    reason = reason.otherwise(None)
+    return df.with_columns(reason.alias("reason"), blank.alias("blank")).drop([f"_ok{i}" for i in range(len(ranges))])
 
 
 def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
     path = str(path)
     cap = Capture(layer="block", path=path, format=ID)
-    frames, bad_total, examples = [], 0, []
+    frames, bad_total, examples, counters = [], 0, [], {}
     in_summary = False
     for lines in _lines.iter_line_blocks(path, strict=strict, progress=progress):
         if in_summary:
+            _counters.blkparse_counters(lines.select(pl.col("text").str.strip_chars_end("\r\n").alias("t")), counters)
             continue
         df = _decode(lines)
         summary_at = df.filter(pl.col("t").str.contains(SUMMARY_START))
         if summary_at.height:
             first = summary_at["line_no"][0]
+            _counters.blkparse_counters(df.filter(pl.col("line_no") >= first), counters)
             df = df.filter(pl.col("line_no") < first)
             in_summary = True
         bad = df.filter(pl.col("reason").is_not_null())
@@ -108,6 +130,9 @@ def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
     order = block.merge_order([raw["time_abs"].to_numpy()])
     events = block.finish_events(raw if order is None else raw[order])
     cap.records.read = raw.height + messages.height
+    gaps = _sequence_gaps(raw)
+    cap.notes += _blktrace_gaps.gap_notes(gaps) + _counters.blkparse_notes(
+        {k: v for k, v in counters.items() if not (k == "skips" and gaps)}, cap.records.read + bad_total)
     cap.frames["events"] = events.drop("time_abs")
     names = ev.filter(~pl.col("act").is_in(ERROR_IN_BRACKETS) & pl.col("bracket").is_not_null()) \
         .group_by(pl.col("pid").cast(pl.Int64)).agg(pl.col("bracket").first()).sort("pid")
@@ -144,3 +169,13 @@ def _raw_events(ev: pl.DataFrame) -> pl.DataFrame:
         pl.col("line_no").alias("position"),
     )
     return schema.validate(out, block.RAW_EVENTS, "blkparse raw events")
+
+
+def _sequence_gaps(raw: pl.DataFrame) -> dict[int, int]:
+    """{cpu: events missing} from jumps in each CPU's sequence numbers, in file order."""
+    if raw.height < 2:
+        return {}
+    step = raw.select("cpu", "position", "seq").sort("position").with_columns(
+        pl.col("seq").diff().over("cpu").alias("step"))
+    lost = step.filter(pl.col("step") > 1).group_by("cpu").agg((pl.col("step") - 1).sum().alias("n"))
+    return {int(c): int(n) for c, n in lost.iter_rows()}

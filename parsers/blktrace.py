@@ -26,6 +26,7 @@ from scsitrace.block import events as block
 from scsitrace.errors import BadInput, TruncatedInput
 from scsitrace.model import Capture, LazyFrames
 
+from . import _blktrace_gaps as _gaps
 from . import _blktrace_scan as _scan
 
 ID = "blktrace"
@@ -180,6 +181,21 @@ def _walk(b: np.ndarray, order: str, path: str, file_cpu: int | None, strict: bo
                    "wrong_cpu": int(at[_scan.AT_WRONG_CPU]), "first_wrong": int(at[_scan.AT_FIRST_WRONG])}
 
 
+def _drop_bad_times(b: np.ndarray, order: str, heads: dict, chain: _Chain, path: str, strict: bool) -> None:
+    """A data record whose time or sector has bit 63 set (292 years of trace clock; 4 ZiB
+    into a disk) is a damaged record, not a value that wraps negative in int64."""
+    top = LAYOUT["sector"][0] + (7 if order == "<" else 0)       # the sector's most significant byte
+    bad = (heads["time"] < 0) | (b[heads["offs"] + top] >= 0x80)
+    if not bad.any():
+        return
+    where = heads["offs"][bad]
+    why = "time or sector beyond int64 (a damaged record)"
+    if strict:
+        raise BadInput(path, why, offset=int(where[0]))
+    chain.bad += [(int(pos), why) for pos in where]
+    heads["offs"], heads["time"] = heads["offs"][~bad], heads["time"][~bad]
+
+
 def _why_bad(b, pos, order) -> str:
     magic = int.from_bytes(bytes(b[pos:pos + 4]), "little" if order == "<" else "big")
     return f"bad magic 0x{magic:08x} (expected 0x{MAGIC | VERSION:08x}): not a blk_io_trace record"
@@ -205,6 +221,8 @@ def _decode_file(path: str, file_cpu: int | None, strict: bool, progress) -> dic
         out["chain"].bad.append((0, reason))
         return out
     chain, heads = _walk(b, order, path, file_cpu, strict)
+    _drop_bad_times(b, order, heads, chain, path, strict)
+    out["gaps"] = _gaps.sequence_gaps(b, heads["offs"], order, LAYOUT["sequence"][0], LAYOUT["cpu"][0])
     notify = _other_records(b, heads["other"], order, path, chain, strict)
     out.update(heads=heads, chain=chain, order=order, texts=_notify_payloads(b, notify, order))
     heads["notify"] = len(notify)
@@ -253,8 +271,19 @@ def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
     files = per_cpu_files(path)
     if len(files) == 1 and not os.path.exists(files[0][0]):
         raise FileNotFoundError(2, "no such file", path)
+    sizes = [os.path.getsize(f) for f, _ in files]
+    if not any(sizes):
+        raise BadInput(path, "empty capture: no records" if len(files) == 1 else
+                       f"empty capture: all {len(files)} per-CPU files are empty")
     decoded = _per_file_threads(lambda fc: _decode_file(fc[0], fc[1], strict, progress), files)
-    return _capture(path, files, decoded, strict)
+    cap = _capture(path, files, decoded, strict)
+    gaps: dict[int, int] = {}
+    for d in decoded:
+        for cpu, n in d.get("gaps", {}).items():
+            gaps[cpu] = gaps.get(cpu, 0) + n
+    cap.meta["sequence_gaps"] = {str(c): n for c, n in sorted(gaps.items())}
+    cap.notes += _gaps.file_notes(files, sizes) + _gaps.gap_notes(gaps) + _gaps.report_notes(files)
+    return cap
 
 
 def _capture(path, files, decoded, strict) -> Capture:

@@ -17,7 +17,6 @@ to the changes of the mapped probes (`parsers/_samples.py`), one block at a time
 """
 from __future__ import annotations
 
-import os
 import re
 import zipfile
 
@@ -99,11 +98,7 @@ def read_metadata(path: str, zf: zipfile.ZipFile) -> dict:
             "trigger_time": head.get("trigger time")}
 
 
-class _Reader:
-    def __init__(self, path: str, md: dict, bus: _samples.ProbeBus, cap: Capture, strict: bool, progress):
-        self.path, self.md, self.bus, self.cap, self.strict, self.progress = path, md, bus, cap, strict, progress
-        self.samples = [0]
-
+class _Reader(_samples.ArchiveReader):
     def _blocks(self, fd: int):
         """A function per block returning its sample words (run in a worker thread). Member
         sizes come from the archive directory, so a missing or short member is found before
@@ -146,17 +141,6 @@ class _Reader:
             probe = np.unpackbits(np.frombuffer(raw, dtype=np.uint8), count=n, bitorder="little")
             words |= probe.astype(dtype) << dtype(bit)
         return words
-
-    def __call__(self):
-        times = _samples.SampleTimes(self.md["rate"])
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            yield from _samples.stream_words(self.bus, self._blocks(fd), times, self.samples)
-        finally:
-            os.close(fd)
-        self.cap.records.read = self.samples[0]
-        self.cap.meta["samples"] = self.samples[0]
-        self.cap.meta.update(self.bus.sampling_meta(times.period))
 
 
 def parse(path: str, *, strict: bool = True, progress=None, mapping: dict | None = None,

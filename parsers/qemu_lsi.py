@@ -38,6 +38,7 @@ from scsitrace.errors import BadInput, TruncatedInput
 from scsitrace.model import Capture
 from scsitrace.schema import SIGNAL_BIT
 from . import _lines
+from ._qemu_fields import decode_fields as _decode_fields
 
 ID = "qemu_lsi"
 SUFFIXES = ("qemu-trace.txt", ".qemu-trace.log")
@@ -83,40 +84,6 @@ MSGOUT_FIXED_BYTES = {
 }
 CHUNK_BYTES = 1 << 21  # data bytes of handshakes generated per transitions chunk
 
-# event -> regex with named groups for the fields its text carries (QEMU 7.2 hw/scsi/trace-events);
-# each event's rows are decoded with its own pattern, so no row runs every pattern
-_TAG_HEX = r"tag=0x(?<tag_hex>[0-9a-fA-F]+)"
-_SECTORS = r"\(sector (?<sector>\d+), count (?<sectors>\d+)\)"
-EVENT_FIELDS = {
-    "lsi_execute_script_io_selected": r"^Selected target (?<target>\d+)(?<atn> ATN)?",
-    "lsi_reselect": r"^Reselected target (?<target>\d+)",
-    "lsi_do_msgout_select": r"^Select LUN (?<lun>\d+)",
-    "lsi_do_msgout_simplequeue": _TAG_HEX,
-    "lsi_do_msgout_extended": r"^Extended message 0x(?<ext_code>[0-9a-fA-F]+) \(len (?<ext_len>\d+)\)",
-    "lsi_do_command": r"len=(?<len>\d+)",
-    "lsi_do_dma": r"len=(?<len>\d+)",
-    "lsi_do_status": r"len=(?<len>\d+) status=(?<status>\d+)",
-    "lsi_command_complete": r"status=(?<status>\d+)",
-    "lsi_add_msg_byte": r"^MSG IN 0x(?<msg_byte>[0-9a-fA-F]+)",
-    "lsi_execute_script_tc_compp": r"^Compare phase (?<compare>[A-Z]+)",
-    "lsi_queue_command": _TAG_HEX,
-    "lsi_transfer_data": _TAG_HEX + r" len=(?<len>\d+)",
-    # the USB mass-storage device models: a command received, its status sent
-    "usb_msd_cmd_submit": r"tag 0x(?<tag_hex>[0-9a-fA-F]+)",
-    "usb_msd_send_status": r"tag 0x(?<tag_hex>[0-9a-fA-F]+)",
-    "usb_uas_command": r"tag 0x(?<tag_hex>[0-9a-fA-F]+)",
-    "usb_uas_sense": r"tag 0x(?<tag_hex>[0-9a-fA-F]+)",
-    "scsi_req_parsed": r"target (?<target>\d+) lun (?<lun>\d+) tag (?<tag_dec>\d+) command (?<opcode>\d+) "
-                       r"dir (?<dir>\d+) length (?<length>\d+)",
-    "scsi_req_parsed_lba": r"target (?<target>\d+) lun (?<lun>\d+) tag (?<tag_dec>\d+) command (?<opcode>\d+) "
-                           r"lba (?<lba>\d+)",
-    "scsi_disk_dma_command_READ": _SECTORS,
-    "scsi_disk_dma_command_WRITE": _SECTORS,
-}
-FIELD_NAMES = ("target", "atn", "lun", "tag_hex", "tag_dec", "ext_code", "ext_len", "len", "status",
-               "msg_byte", "compare", "opcode", "dir", "length", "lba", "sector", "sectors")
-HEX_FIELDS = ("tag_hex", "msg_byte", "ext_code")
-
 
 def sniff(head: bytes) -> bool:
     return re.search(SNIFF_RE, head) is not None
@@ -135,7 +102,9 @@ def _split_lines(block: pl.DataFrame) -> pl.DataFrame:
         pl.col("body").str.splitn(" ", 2).struct.rename_fields(["event", "detail"]).alias("b"),
     ).unnest("a", "b")
     df = df.with_columns(pl.col("secs").str.splitn(".", 2).struct.rename_fields(["sec", "frac"]).alias("c")).unnest("c")
-    ok = (pl.col("pid").str.contains(r"^\d+$") & pl.col("sec").str.contains(r"^\d+$")
+    ok = (~_lines.bad_bytes(pl.col("text")) & _lines.checked_int(pl.col("pid"), *_lines.U32).is_not_null()
+          & _lines.seconds_ns(pl.col("secs")).is_not_null()
+          & pl.col("sec").str.contains(r"^\d+$")
           & pl.col("frac").str.contains(r"^\d{1,9}$") & pl.col("event").str.contains(r"^[A-Za-z0-9_]+$")).fill_null(False)
     return df.select("line_no", "text", pl.col("sec").cast(pl.Int64, strict=False), "frac",
                      pl.when(ok).then(pl.col("event")).alias("event"), pl.col("detail").fill_null(""))
@@ -166,6 +135,8 @@ def _events(path: str, strict: bool, cap: Capture, progress) -> pl.DataFrame:
             cap.anomalies = pl.concat([cap.anomalies, schema.frame(
                 {"t_ns": [None], "kind": ["TRUNCATED RECORD"], "detail": ["the file ends inside a trace line"],
                  "position": [f"line {last['line_no']}"]}, schema.ANOMALIES)])
+            cap.records.skip(1, [f"{path}:{last['line_no']}: the file ends inside a trace line"])
+            m = m.filter(pl.col("line_no") != last["line_no"])
             bad = bad.head(bad.height - 1)
         if bad.height:
             first = bad.row(0, named=True)
@@ -174,7 +145,7 @@ def _events(path: str, strict: bool, cap: Capture, progress) -> pl.DataFrame:
                                "was QEMU run with -msg timestamp=on?)", line=first["line_no"], text=first["text"])
             cap.records.skip(bad.height, [f"{path}:{r['line_no']}: not a QEMU trace line"
                                           for r in bad.head(5).iter_rows(named=True)])
-        cap.records.read += m.height
+        cap.records.read += m.height - bad.height     # a bad line is skipped, not read
         parts.append(m.filter(pl.col("event").is_not_null()).drop("text"))
     if not parts:
         return pl.DataFrame(schema={"line_no": pl.Int64, "t_abs_ns": pl.Int64, "event": pl.Utf8, "detail": pl.Utf8})
@@ -187,30 +158,6 @@ def _events(path: str, strict: bool, cap: Capture, progress) -> pl.DataFrame:
     )
 
 
-def _decode_fields(ev: pl.DataFrame) -> pl.DataFrame:
-    """The fields of each event's text (null where an event does not carry them)."""
-    ev = ev.with_row_index("_row")
-    parts = []
-    for name in ev["event"].unique().to_list():
-        rx = EVENT_FIELDS.get(name)
-        if rx is None:
-            continue
-        sub = ev.filter(pl.col("event") == name)
-        parts.append(sub.select("_row", pl.col("detail").str.extract_groups(rx).alias("f")).unnest("f"))
-    fields = pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame({"_row": []}, schema={"_row": pl.UInt32})
-    for name in FIELD_NAMES:
-        if name not in fields.columns:
-            fields = fields.with_columns(pl.lit(None, pl.Utf8).alias(name))
-    hexed = [pl.col(n).str.to_integer(base=16, strict=False) for n in HEX_FIELDS]
-    ints = [pl.col(n).cast(pl.Int64, strict=False) for n in FIELD_NAMES if n not in HEX_FIELDS + ("compare", "atn")]
-    fields = fields.select("_row", *hexed, *ints, "compare", pl.col("atn").is_not_null().alias("atn"))
-    out = ev.join(fields, on="_row", how="left", maintain_order="left").sort("_row").drop("_row")
-    return out.with_columns(
-        pl.coalesce(pl.col("tag_hex"), pl.col("tag_dec")).alias("tag"),
-        pl.col("atn").fill_null(False),
-    ).drop("tag_hex", "tag_dec")
-
-
 # ---------------------------------------------------------------- events -> phase runs
 
 def steps_frame(ev: pl.DataFrame) -> pl.DataFrame:
@@ -220,7 +167,8 @@ def steps_frame(ev: pl.DataFrame) -> pl.DataFrame:
     carry a stamp a microsecond before the one above it; it is taken to happen at the
     later time (counted in `clamped`).
     """
-    ev = _decode_fields(ev)
+    if "bad_field" not in ev.columns:
+        ev = _decode_fields(ev)
     phase_here = pl.coalesce(
         pl.col("event").replace_strict(PHASE_OF_EVENT, default=None),
         pl.when(pl.col("event") == "lsi_execute_script_tc_compp")
@@ -465,7 +413,17 @@ def _chunk_transitions(runs: pl.DataFrame, initiator: int) -> pl.DataFrame:
 
 def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
     cap = Capture(layer="bus", path=str(path), format=ID)
-    ev = _events(str(path), strict, cap, progress)
+    ev = _decode_fields(_events(str(path), strict, cap, progress))
+    bad = ev.filter(pl.col("bad_field").is_not_null())
+    if bad.height:                  # a field out of its range: the line is bad input
+        first = bad.row(0, named=True)
+        why = f"field {first['bad_field']!r} is not a number in range"
+        if strict:
+            raise BadInput(str(path), why, line=first["line_no"], text=first["detail"])
+        cap.records.read -= bad.height
+        cap.records.skip(bad.height, [f"{path}:{r['line_no']}: field {r['bad_field']!r} is not a number in range"
+                                      for r in bad.head(5).iter_rows(named=True)])
+        ev = ev.filter(pl.col("bad_field").is_null())
     steps = steps_frame(ev)
     runs = runs_frame(steps)
     lsi = steps.filter(pl.col("event").str.starts_with("lsi_")).height

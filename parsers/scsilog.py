@@ -17,7 +17,7 @@ from scsitrace import schema
 from scsitrace.errors import BadInput
 from scsitrace.model import Capture, RecordCount
 from scsitrace.scsilog.events import EVENTS
-from . import _lines
+from . import _counters, _lines
 
 ID = "scsilog"
 SUFFIXES = (".ftrace.txt", ".ftrace", ".dmesg", "dmesg.txt", ".trace")
@@ -41,17 +41,22 @@ def sniff(head: bytes) -> bool:
         return True
     if text.startswith("# tracer:"):
         return True
-    lines = text.splitlines()[:50]
-    return bool(lines) and all(re.match(DMESG_LINE, ln) for ln in lines[:-1] if ln) and any(
+    lines = [ln for ln in text.splitlines()[:50] if ln]
+    if not lines:
+        return False
+    # a kernel log: most lines stamped (a damaged line or two among them is the reader's to
+    # report, not a reason to refuse the file), one of them a SCSI device's
+    stamped = sum(bool(re.match(DMESG_LINE, ln)) for ln in lines)
+    return stamped * 5 >= len(lines) * 4 and any(
         re.search(r" (?:sd|scsi) \d+:\d+:\d+:\d+: ", ln) for ln in lines)
 
 
 def parse(path, *, strict: bool = True, progress=None, **_opts) -> Capture:
     path = str(path)
     records = RecordCount()
-    parts = []
+    parts, counters = [], {}
     for block in _lines.iter_line_blocks(path, strict=strict, progress=progress):
-        parts.append(_decode_block(block, path, strict, records))
+        parts.append(_decode_block(block, path, strict, records, counters))
     ev = pl.concat(parts) if parts else pl.DataFrame(schema=EVENTS)
     source = "ftrace" if ev.height and (ev["source"] == "ftrace").all() else (
         "dmesg" if ev.height else "none")
@@ -60,23 +65,26 @@ def parse(path, *, strict: bool = True, progress=None, **_opts) -> Capture:
     schema.validate(ev, EVENTS, "events")
     return Capture(layer="scsilog", path=path, format=ID,
                    meta={"origin_ns": origin, "log": source, "position_unit": "line"},
-                   records=records, frames={"events": ev})
+                   records=records, frames={"events": ev}, notes=_counters.ftrace_notes(counters))
 
 
 def _seconds_ns(col: str) -> pl.Expr:
-    sec = pl.col(col).str.split(".")
-    frac = sec.list.get(1).str.slice(0, 9).str.pad_end(9, "0")
-    return sec.list.get(0).cast(pl.Int64) * 1_000_000_000 + frac.cast(pl.Int64)
+    return _lines.seconds_ns(pl.col(col))
 
 
-def _decode_block(block: pl.DataFrame, path: str, strict: bool, records: RecordCount) -> pl.DataFrame:
+def _decode_block(block: pl.DataFrame, path: str, strict: bool, records: RecordCount,
+                  counters: dict) -> pl.DataFrame:
     t = pl.col("text").str.strip_chars_end("\r\n")
     lines = block.with_columns(t.alias("t"))
+    records.read += lines.height
+    _counters.ftrace_counters(lines, counters)
+    _bad(lines.filter(_lines.bad_bytes(pl.col("t"))), "NUL byte or bytes that are not UTF-8 in a log line",
+         path, strict, records)
+    lines = lines.filter(~_lines.bad_bytes(pl.col("t")))
     ft = lines.filter(pl.col("t").str.contains(FTRACE_HINT, literal=True))
     dm = lines.filter(~pl.col("t").str.contains(FTRACE_HINT, literal=True)
-                      & pl.col("t").str.contains(DMESG_LINE) & pl.col("t").str.contains(DMESG_HINT)
+                      & pl.col("t").str.contains(r"^(?:<\d+>)?\[") & pl.col("t").str.contains(DMESG_HINT)
                       & pl.col("t").str.contains(r" \d+:\d+:\d+:\d+: "))
-    records.read += lines.height
     out = []
     if ft.height:
         out.append(_ftrace(ft, path, strict, records))
@@ -85,23 +93,45 @@ def _decode_block(block: pl.DataFrame, path: str, strict: bool, records: RecordC
     return pl.concat(out) if out else pl.DataFrame(schema=EVENTS)
 
 
-def _bad(bad: pl.DataFrame, reason: str, path: str, strict: bool, records: RecordCount) -> None:
+def _bad(bad: pl.DataFrame, reason, path: str, strict: bool, records: RecordCount) -> None:
+    """Bad lines (`reason`: text, or the name of a column holding each line's reason)."""
     if not bad.height:
         return
+    why = bad[reason] if reason in bad.columns else pl.Series([reason] * bad.height)
     first = bad.row(0, named=True)
     if strict:
-        raise BadInput(path, reason, line=first["line_no"], text=first["t"])
+        raise BadInput(path, why[0], line=first["line_no"], text=first["t"])
     records.read -= bad.height
-    records.skip(bad.height, [f"{path}:{r['line_no']}: {reason}" for r in bad.head(5).iter_rows(named=True)])
+    records.skip(bad.height, [f"{path}:{n}: {w}" for n, w in zip(bad["line_no"].head(5), why.head(5))])
+
+
+def _out_of_range(g: pl.DataFrame, extra: list[tuple[pl.Expr, str]], malformed: str) -> pl.DataFrame:
+    """`reason` per line: `malformed` where the pattern did not match, else the first field out
+    of its range (null: none), so that strict mode names the first bad line of the file."""
+    checks = [(pl.col("ts").is_null(), malformed),
+              (pl.col("t_ns").is_null(), "timestamp is not SECONDS.FRACTION within int64 nanoseconds"),
+              (pl.any_horizontal(_lines.checked_int(pl.col(c), *_lines.U32).is_null() for c in ("host", "channel", "id")),
+               "host, channel or id outside 0..2^32-1"),
+              (_lines.checked_int(pl.col("lun"), 0, 2**63 - 1).is_null(), "LUN out of range"),
+              (pl.col("tag").is_not_null() & _lines.checked_int(pl.col("tag"), *_lines.I32).is_null(),
+               "tag outside the 32-bit range"), *extra]
+    reason = pl.lit(None, pl.Utf8)
+    for cond, why in reversed(checks):
+        reason = pl.when(cond).then(pl.lit(why)).otherwise(reason)
+    return g.with_columns(_seconds_ns("ts").alias("t_ns")).with_columns(reason.alias("reason"))
 
 
 def _ftrace(ft: pl.DataFrame, path: str, strict: bool, records: RecordCount) -> pl.DataFrame:
     g = ft.select("line_no", "t", pl.col("t").str.extract_groups(FTRACE).alias("g")).unnest("g")
-    _bad(g.filter(pl.col("ts").is_null()), "malformed scsi_dispatch_cmd event", path, strict, records)
-    g = g.filter(pl.col("ts").is_not_null())
+    raw = pl.col("raw").str.replace_all(" ", "")
+    g = _out_of_range(g, [
+        ((raw.str.len_bytes() % 2 == 1) | (raw.str.len_bytes() == 0), "raw= CDB bytes: an odd number of hex digits")],
+        malformed="malformed scsi_dispatch_cmd event")
+    _bad(g.filter(pl.col("reason").is_not_null()), "reason", path, strict, records)
+    g = g.filter(pl.col("reason").is_null())
     result = pl.col("result")
     return g.select(
-        _seconds_ns("ts").alias("t_ns"),
+        "t_ns",
         pl.col("kind"),
         pl.format("{}:{}:{}:{}", "host", "channel", "id", "lun").alias("device"),
         pl.col("tag").cast(pl.Int64, strict=False).alias("tag"),
@@ -118,14 +148,17 @@ def _ftrace(ft: pl.DataFrame, path: str, strict: bool, records: RecordCount) -> 
 def _dmesg(dm: pl.DataFrame, path: str, strict: bool, records: RecordCount) -> pl.DataFrame:
     """Send/Done/FAILED/timing-out lines, each given the CDB of the "CDB:" line after it."""
     g = dm.select("line_no", "t", pl.col("t").str.extract_groups(DMESG).alias("g")).unnest("g")
-    _bad(g.filter(pl.col("ts").is_null()), "malformed SCSI logging line", path, strict, records)
-    g = g.filter(pl.col("ts").is_not_null()).with_columns(
+    is_cdb = pl.col("kind") == "CDB:"
+    # "CDB: Read(10) 28 00 ..." (older kernels: "CDB: Read(10): 28 00 ..."): at least 6 bytes,
+    # nothing after them
+    cdb_hex = pl.col("rest").str.extract(r"((?:\s[0-9a-f]{2})+)\s*$").str.replace_all(" ", "")
+    g = _out_of_range(g.with_columns(cdb_hex.alias("cdb_hex")), [
+        (is_cdb & (pl.col("cdb_hex").str.len_bytes().fill_null(0) < 12), "garbled CDB (expected 6 or more hex bytes)")],
+        malformed="malformed SCSI logging line")
+    _bad(g.filter(pl.col("reason").is_not_null()), "reason", path, strict, records)
+    g = g.filter(pl.col("reason").is_null()).with_columns(
         pl.format("{}:{}:{}:{}", "host", "channel", "id", "lun").alias("device"))
     key = ["device", "tag"]
-    is_cdb = pl.col("kind") == "CDB:"
-    # "CDB: Read(10) 28 00 ..." (older kernels: "CDB: Read(10): 28 00 ...")
-    cdb_hex = pl.col("rest").str.extract(r"((?:\s[0-9a-f]{2})+)\s*$").str.replace_all(" ", "")
-    g = g.with_columns(cdb_hex.alias("cdb_hex"))
     nxt = g.sort("line_no").with_columns(
         pl.col("cdb_hex").shift(-1).over(key).alias("next_cdb"),
         is_cdb.shift(-1).over(key).alias("next_is_cdb"))
@@ -141,7 +174,7 @@ def _dmesg(dm: pl.DataFrame, path: str, strict: bool, records: RecordCount) -> p
             .otherwise(pl.lit("done")))
     result = pl.col("rest")
     return ev.select(
-        _seconds_ns("ts").alias("t_ns"),
+        "t_ns",
         kind.alias("kind"),
         "device",
         pl.col("tag").cast(pl.Int64, strict=False).alias("tag"),

@@ -146,6 +146,8 @@ def _strace(lines: pl.DataFrame, path: str, strict: bool, records: RecordCount):
     notes.append("response time = the SG_IO syscall's time (strace -T)" if timed else
                  "response time = the driver's duration (strace without -T; millisecond resolution)")
     out = _decode(cmds, fd_paths, g["pid"].n_unique() > 1)
+    _bad(out.filter(pl.col("why").is_not_null()), path, strict, records)
+    out = out.filter(pl.col("why").is_null()).drop("why", "line_no", "t")
     meta = {"log": "strace", "skipped_by_design": by_design, "timestamps": stamped, "syscall_times": timed}
     return out, meta, notes
 
@@ -237,10 +239,28 @@ def _fields(c: pl.DataFrame) -> pl.DataFrame:
     return c.with_columns([pl.lit(None, dtype=pl.Utf8).alias(f) for f in FIELDS if f not in c.columns])
 
 
+NUMBERS = ("dxfer_len", "status", "host_status", "sb_len_wr", "resid", "duration", "din_xfer_len",
+           "dout_xfer_len", "din_resid", "dout_resid", "device_status", "transport_status", "response_len")
+
+
 def _num(name: str) -> pl.Expr:
+    """A number strace printed (decimal or 0x hex), null unless it fits 32 bits (every field
+    of sg_io_hdr and sg_io_v4 that is read here does)."""
     v = pl.col(name)
-    return pl.when(v.str.starts_with("0x")).then(v.str.slice(2).str.to_integer(base=16, strict=False)) \
-        .otherwise(v.str.to_integer(strict=False))
+    return pl.when(v.str.starts_with("0x")).then(_lines.checked_int(v.str.slice(2), *_lines.U32, base=16)) \
+        .otherwise(_lines.checked_int(v, -2**31, 2**32 - 1))
+
+
+def _why_bad() -> pl.Expr:
+    """Why an SG_IO line's struct does not decode (null: it does): a CDB that is not \\xNN
+    bytes, or a number outside its field's range (the error contract)."""
+    why = pl.lit(None, pl.Utf8)
+    for name in reversed(NUMBERS):
+        why = pl.when(pl.col(name).is_not_null() & _num(name).is_null()) \
+            .then(pl.lit(f"{name} is not a number in range")).otherwise(why)
+    hexed = pl.col("cdb_hex")
+    return pl.when(hexed.is_not_null() & ~hexed.str.contains(r"^(?:[0-9a-fA-F]{2})*$")) \
+        .then(pl.lit("CDB bytes are not \\xNN escapes")).otherwise(why)
 
 
 def _hex(name: str) -> pl.Expr:
@@ -252,7 +272,7 @@ def _hex(name: str) -> pl.Expr:
 
 def _decode(c: pl.DataFrame, fd_paths: pl.DataFrame, many_pids: bool) -> pl.DataFrame:
     if not c.height:
-        return pl.DataFrame(schema=COMMANDS)
+        return pl.DataFrame(schema={**COMMANDS, "why": pl.Utf8, "line_no": pl.Int64, "t": pl.Utf8})
     v4 = pl.col("arg").str.starts_with("{guard='Q'")
     c = _fields(c).with_columns(pl.col("fd").cast(pl.Int64), pl.col("pid").fill_null(-1).alias("_pid"))
     if fd_paths.height:
@@ -286,7 +306,7 @@ def _decode(c: pl.DataFrame, fd_paths: pl.DataFrame, many_pids: bool) -> pl.Data
     return c.select(
         pl.coalesce(pl.col("path"), who).alias("device"),
         pl.lit(None, dtype=pl.Int64).alias("tag"),
-        pl.col("cdb_hex").str.decode("hex").alias("cdb"),
+        pl.col("cdb_hex").str.decode("hex", strict=False).alias("cdb"),   # bad ones: `why`, below
         pl.col("line_no").alias("pos"),
         pl.col("t_ns").alias("start_ns"),
         pl.when(ok).then(pl.col("t_ns") + syscall).alias("end_ns"),
@@ -303,4 +323,5 @@ def _decode(c: pl.DataFrame, fd_paths: pl.DataFrame, many_pids: bool) -> pl.Data
         key.replace_strict(scsi.SENSE_KEY_NAMES, default=None, return_dtype=pl.Utf8).alias("sense_key"),
         pl.when(fixed).then(sbyte(12)).otherwise(sbyte(2)).alias("asc"),
         pl.when(fixed).then(sbyte(13)).otherwise(sbyte(3)).alias("ascq"),
-        pl.when(ok).then(syscall).alias("syscall_ns"), "driver_ns", pl.col("pid"))
+        pl.when(ok).then(syscall).alias("syscall_ns"), "driver_ns", pl.col("pid"),
+        _why_bad().alias("why"), pl.col("line_no"), pl.col("arg").alias("t"))

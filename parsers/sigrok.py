@@ -124,11 +124,7 @@ def member_bytes(path: str, fd: int, info: zipfile.ZipInfo) -> bytes:
     return data
 
 
-class _Reader:
-    def __init__(self, path: str, md: dict, bus: _samples.ProbeBus, cap: Capture, strict: bool, progress):
-        self.path, self.md, self.bus, self.cap, self.strict, self.progress = path, md, bus, cap, strict, progress
-        self.samples = [0]
-
+class _Reader(_samples.ArchiveReader):
     def _blocks(self, fd: int):
         """A function per chunk returning its sample words (run in a worker thread). A chunk
         that is not whole samples (libsigrok writes whole ones) makes the reading sequential,
@@ -170,17 +166,6 @@ class _Reader:
             yield lambda words=words: words
         if carry:
             self._partial(len(carry), infos[-1].header_offset)
-
-    def __call__(self):
-        times = _samples.SampleTimes(self.md["rate"])
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            yield from _samples.stream_words(self.bus, self._blocks(fd), times, self.samples)
-        finally:
-            os.close(fd)
-        self.cap.records.read = self.samples[0]
-        self.cap.meta["samples"] = self.samples[0]
-        self.cap.meta.update(self.bus.sampling_meta(times.period))
 
 
 def parse(path: str, *, strict: bool = True, progress=None, mapping: dict | None = None,

@@ -23,30 +23,61 @@ def sniff(head: bytes) -> bool:
 
 def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
     path = str(path)
+    footer = _footer_offset(path)
     try:
         pf = pq.ParquetFile(path)
     except Exception as exc:  # pyarrow says what is wrong with the footer/magic
-        raise BadInput(path, f"not a readable Parquet file ({exc})", offset=0) from None
+        raise BadInput(path, f"not a readable Parquet file ({_first_line(exc)})", offset=footer) from None
     raw = (pf.schema_arrow.metadata or {}).get(META_KEY)
     if raw is None:
         raise BadInput(path, "Parquet file without scsitrace capture metadata "
-                             "(write it with `scsitrace convert`)", offset=0)
-    stored = json.loads(raw)
+                             "(write it with `scsitrace convert`)", offset=footer)
+    try:
+        stored = json.loads(raw)
+        meta = dict(stored["meta"])
+    except (ValueError, KeyError, TypeError):
+        raise BadInput(path, "damaged scsitrace capture metadata in the Parquet footer", offset=footer) from None
     missing = [c for c in schema.TRANSITIONS if c not in pf.schema_arrow.names]
     if missing:
-        raise BadInput(path, f"Parquet file lacks transitions column(s) {', '.join(missing)}", offset=0)
-    cap = Capture(layer="bus", path=path, format=ID, meta=stored["meta"])
+        raise BadInput(path, f"Parquet file lacks transitions column(s) {', '.join(missing)}", offset=footer)
+    cap = Capture(layer="bus", path=path, format=ID, meta=meta)
 
     def chunks():
         cap.records.read = 0
-        for batch in pf.iter_batches(columns=list(schema.TRANSITIONS)):
-            frame = pl.from_arrow(batch).cast(schema.TRANSITIONS)
+        for group in range(pf.num_row_groups):
+            try:
+                table = pf.read_row_group(group, columns=list(schema.TRANSITIONS))
+                frame = pl.from_arrow(table).cast(schema.TRANSITIONS)
+            except Exception as exc:  # a damaged page: name the row group's first byte
+                chunk = pf.metadata.row_group(group).column(0)
+                start = chunk.dictionary_page_offset or chunk.data_page_offset
+                raise BadInput(path, f"row group {group} cannot be read ({_first_line(exc)})",
+                               offset=int(start)) from None
             cap.records.read += frame.height
             yield frame
 
     cap.chunks = chunks
     cap.notes.append(f"converted from {stored.get('source_path')} ({stored.get('source_format')})")
     return cap
+
+
+def _footer_offset(path: str) -> int:
+    """Where the footer's metadata starts (the length word before the closing magic says),
+    or 0 when the file is too short to have one."""
+    import os
+    size = os.path.getsize(path)
+    if size < 12:
+        return 0
+    with open(path, "rb") as fh:
+        fh.seek(size - 8)
+        length = int.from_bytes(fh.read(4), "little")
+    return max(size - 8 - length, 0) if length <= size - 12 else size - 8
+
+
+def _first_line(exc: Exception) -> str:
+    """A library's message, first line only (the error contract is one line)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def write(path: str, capture: Capture) -> int:

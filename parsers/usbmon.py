@@ -84,11 +84,13 @@ SETUP_PRESENT = "'\\0'"        # tshark shows the usbmon flag byte 0 (present) a
 SETUP_OFFSET = 40               # the setup bytes inside the usbmon header (48 and 64 bytes)
 
 # `1u` text line (1t: no bus number in the address); see usbmon.rst "Text data format".
+# User-space usbmon tools write the same layout with the timestamp in decimal seconds
+# (`1234.567890`) and `-` as a submission's status; both are read.
 TEXT_RECORD = (
-    r"^(?P<tag>[0-9a-fA-F]+) (?P<ts>\d+) (?P<ev>[SCE]) (?P<ty>[CZIB])(?P<dir>[io]):"
+    r"^(?P<tag>[0-9a-fA-F]+) (?P<ts>\d+(?:\.\d+)?) (?P<ev>[SCE]) (?P<ty>[CZIB])(?P<dir>[io]):"
     r"(?:(?P<bus>\d+):)?(?P<dev>\d+):(?P<ep>\d+) "
     r"(?:s (?P<setup>[0-9a-fA-F]{2} [0-9a-fA-F]{2} [0-9a-fA-F]{4} [0-9a-fA-F]{4} [0-9a-fA-F]{4})"
-    r"|(?P<status>-?\d+)(?::-?\d+)*(?: \d+(?: -?\d+:\d+:\d+)+)?) "
+    r"|(?P<status>-?\d+|-)(?::-?\d+)*(?: \d+(?: -?\d+:\d+:\d+)+)?) "
     r"(?P<len>\d+)(?: (?P<flag>\S)(?: (?P<words>[0-9a-fA-F]+(?: [0-9a-fA-F]+)*))?)?$"
 )
 XFER_OF_LETTER = {"Z": 0, "I": 1, "C": 2, "B": 3}
@@ -99,8 +101,12 @@ def sniff(head: bytes) -> bool:
     kind = _pcap.sniff_container(head)
     if kind is not None:
         return kind[2] in LINKTYPES
-    first = head.split(b"\n", 1)[0].decode("ascii", "replace")
-    return re.match(TEXT_RECORD, first.rstrip("\r")) is not None
+    # most of the first lines are records (one damaged line does not hide the format)
+    lines = [ln.decode("ascii", "replace").rstrip("\r") for ln in head.split(b"\n")[:6] if ln.strip()][:5]
+    if len(head) == 65536 or len(lines) > 1:    # the last line of a head may be cut
+        lines = lines[:-1] or lines
+    hits = sum(re.match(TEXT_RECORD, ln) is not None for ln in lines)
+    return bool(lines) and hits * 2 > len(lines)
 
 
 def parse(path, *, strict: bool = True, progress=None, route: str = "native", **_opts) -> Capture:
@@ -160,9 +166,10 @@ def _parse_pcap(path: str, strict: bool) -> Capture:
     anomalies: list[dict] = []
     for off, why in bad:
         records.skip(1, [f"{path}: byte offset {off}: {why}"])
-    if truncated is not None:
+    if truncated is not None:           # a record, cut short: skipped (and counted) as well as flagged
         anomalies.append({"t_ns": None, "kind": "TRUNCATED", "detail": "capture ends inside a record",
                           "position": f"byte offset {truncated}"})
+        records.skip(1, [f"{path}: byte offset {truncated}: capture ends inside a record"])
     linktypes = _linktypes(linktype)
     other = linktypes - set(LINKTYPES)
     if other:
@@ -277,7 +284,16 @@ def _decode_text_block(block: pl.DataFrame, path: str, strict: bool, records: Re
         .when((pl.col("flag") == "=") & (words.str.len_bytes() % 2 == 1))
         .then(pl.lit("odd number of hex digits in the data words"))
         .when(pl.col("ts").str.len_bytes() > 18).then(pl.lit("timestamp out of range"))
+        .when(pl.col("ts").str.contains(".", literal=True) & _lines.seconds_ns(pl.col("ts")).is_null())
+        .then(pl.lit("timestamp out of range"))
         .when(pl.col("tag").str.len_bytes() > 16).then(pl.lit("URB tag longer than 64 bits"))
+        .when(_lines.checked_int(pl.col("bus").fill_null("0"), 0, 65535).is_null()).then(pl.lit("bus number out of range"))
+        .when(_lines.checked_int(pl.col("dev"), 0, 127).is_null()).then(pl.lit("device address outside 0-127"))
+        .when(_lines.checked_int(pl.col("ep"), 0, 15).is_null()).then(pl.lit("endpoint number outside 0-15"))
+        .when((pl.col("status") == "-") & (pl.col("ev") != "S")).then(pl.lit("status '-' on a completion"))
+        .when((pl.col("status") != "-") & _lines.checked_int(pl.col("status"), *_lines.I32).is_null())
+        .then(pl.lit("status outside the 32-bit range"))
+        .when(_lines.checked_int(pl.col("len"), *_lines.U32).is_null()).then(pl.lit("URB length outside 0..2^32-1"))
         .alias("reason"))
     bad = g.filter(pl.col("reason").is_not_null())
     if bad.height:
@@ -294,7 +310,8 @@ def _decode_text_block(block: pl.DataFrame, path: str, strict: bool, records: Re
                                 for i in (2, 3, 4)])
     data_hex = pl.when(pl.col("flag") == "=").then(words)
     out = g.select(
-        (pl.col("ts").cast(pl.Int64) * 1000).alias("t_ns"),
+        pl.when(pl.col("ts").str.contains(".", literal=True)).then(_lines.seconds_ns(pl.col("ts")))
+        .otherwise(pl.col("ts").cast(pl.Int64) * 1000).alias("t_ns"),
         _hex_u64(pl.col("tag")).alias("urb_id"),
         pl.col("ev").alias("event"),
         pl.col("ty").replace_strict(XFER_OF_LETTER, return_dtype=pl.UInt8).alias("xfer"),
@@ -302,6 +319,7 @@ def _decode_text_block(block: pl.DataFrame, path: str, strict: bool, records: Re
         pl.col("bus").cast(pl.Int64).alias("bus"),
         pl.col("dev").cast(pl.Int64).alias("dev"),
         pl.when(pl.col("setup").is_not_null()).then(EINPROGRESS)
+        .when(pl.col("status") == "-").then(EINPROGRESS)
         .otherwise(pl.col("status").cast(pl.Int64, strict=False)).alias("status"),
         pl.col("len").cast(pl.Int64, strict=False).alias("length"),
         setup_hex.str.decode("hex").alias("setup"),

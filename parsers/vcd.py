@@ -79,6 +79,7 @@ class Header:
     data_line: int = 1                      # its line number
     rest: str = ""                          # data tokens on the header's last line
     rest_line: int = 0
+    enddefinitions: bool = False            # the header ended with `$enddefinitions $end`
 
 
 class _HeaderReader:
@@ -128,6 +129,7 @@ class _HeaderReader:
             return None
         cmd, args, self.cmd = self.cmd, self.args, None
         if cmd == "$enddefinitions":
+            self.h.enddefinitions = True
             return toks[i + 1:]
         self._declaration(cmd, args)
         return None
@@ -188,7 +190,7 @@ class _HeaderReader:
 # applied in file order to the mapped slots, closing a row at each new timestamp.
 
 KEYWORDS = tuple(k.decode() for k in _scan.KEYWORD_BYTES)
-R_UNDECLARED, R_BACKWARDS, R_TOO_BIG = range(_scan.R_NO_CODE + 1, _scan.R_NO_CODE + 4)
+R_UNDECLARED, R_BACKWARDS, R_TOO_BIG, R_TOO_WIDE = range(_scan.R_NO_CODE + 1, _scan.R_NO_CODE + 5)
 REASONS = {
     R_TOKEN: "not a timestamp or a value change",
     R_TIME: "bad timestamp (expected '#' and a non-negative integer of at most 18 digits)",
@@ -197,6 +199,7 @@ REASONS = {
     R_UNDECLARED: "undeclared identifier code {code}",
     R_BACKWARDS: "time goes backwards",
     R_TOO_BIG: "timestamp too large for int64 nanoseconds",
+    R_TOO_WIDE: "vector value does not fit the $var width of {code}",
 }
 _I64_MAX = (1 << 63) - 1
 READ_BLOCK_BYTES = 8 << 20
@@ -272,6 +275,11 @@ class _Reader:
         self.tick = header.tick
         codes = {v.code.encode("utf-8", "surrogateescape") for v in header.vars}
         self.declared = np.array(sorted(pack_code(c) for c in codes if pack_code(c)), dtype=np.uint64)
+        width = {}
+        for v in header.vars:          # a code's width (the widest of the vars sharing it)
+            key = pack_code(v.code.encode("utf-8", "surrogateescape"))
+            width[key] = max(width.get(key, 0), v.width)
+        self.declared_width = np.array([width[k] for k in self.declared.tolist()], dtype=np.int64)
         self.declared_long = {c for c in codes if not pack_code(c)}
         self.feed_codes = [f.var.code.encode("utf-8", "surrogateescape") for f in feeds]
         self.feed_keys = np.array([pack_code(c) for c in self.feed_codes], dtype=np.uint64)
@@ -324,6 +332,13 @@ class _Reader:
         for i in np.flatnonzero(change & (items.code == 0)):     # codes too long to pack
             known[i] = bytes(buf[items.code_start[i]:items.code_end[i]]) in self.declared_long
         items.reason[change & ~known] = R_UNDECLARED
+        if len(self.declared):         # a vector wider than its wire (VCD pads shorter ones)
+            wide = change & known & (items.kind == VECTOR) & (items.code != 0) & \
+                (items.val_end - items.val_start > self.declared_width[at])
+            for i in np.flatnonzero(wide):   # (rare) fine when the extra high bits are 0
+                excess = bytes(buf[items.val_start[i]:items.val_end[i] - self.declared_width[at[i]]])
+                if excess.strip(b"0"):
+                    items.reason[i] = R_TOO_WIDE
         is_time = (items.kind == TIME) & (items.reason == 0)
         t = np.where(is_time, items.time, -1)
         prev_max = np.maximum.accumulate(np.concatenate(([-1 if carry.last_time is None else carry.last_time],
@@ -448,7 +463,12 @@ def parse(path: str, *, strict: bool = True, progress=None, mapping: dict | None
     if not header.vars:
         raise BadInput(path, "no $var declaration before the value changes (not a VCD file?)",
                        line=header.data_line - 1 if header.data_line > 1 else 1)
+    if not header.enddefinitions:      # the value changes began inside the declarations
+        if strict:
+            raise BadInput(path, "no '$enddefinitions $end' before the first value change",
+                           line=max(header.rest_line, header.data_line - 1, 1))
     feeds, notes = resolve(header.vars, path, mapping, active_low)
+    missing_end = "the header has no '$enddefinitions $end': the declarations were taken to end at the first value change"
     buses = [f.bus for f in feeds]
     signals = [s for s in schema.SIGNALS if s in buses]
     if "DB" in buses or DB_BITS[0] in buses:
@@ -470,6 +490,9 @@ def parse(path: str, *, strict: bool = True, progress=None, mapping: dict | None
     if header.timescale is None:
         notes.append("no $timescale in the header: 1 ns assumed")
     cap = Capture(layer="bus", path=path, format=ID, meta=meta, notes=notes)
+    if not header.enddefinitions:
+        cap.anomalies = schema.frame({"t_ns": [0], "kind": ["MALFORMED HEADER"], "detail": [missing_end],
+                                      "position": [f"line {header.data_line}"]}, schema.ANOMALIES)
     reader = _Reader(path, header, feeds, cap, strict, progress, block_bytes)
     cap.chunks = reader
     return cap

@@ -19,57 +19,85 @@ BYTES_SOURCE = {  # where each layer's byte counts come from, said next to every
     "block": "bytes of the completed requests (C events)",
 }
 OTHER_TARGETS = "Other targets"
+OTHER_LUNS = "Other LUNs"
 
 
-def categories(analysis: Analysis, profile: str, target: int | None = None) -> pl.DataFrame:
+def _others(target, lun) -> str:
+    return OTHER_LUNS if target is None else OTHER_TARGETS if lun is None else "Other targets and LUNs"
+
+
+def _picked(frame: pl.DataFrame, target: int | None, lun: int | None) -> pl.Expr:
+    """Rows (segments with a `lun` column, or ios) of the selected target and LUN."""
+    keep = pl.lit(True)
+    if target is not None:
+        keep &= pl.col("target").fill_null(-1) == target
+    if lun is not None:
+        keep &= pl.col("lun").fill_null(-1) == lun
+    return keep
+
+
+def _segments_with_lun(analysis: Analysis) -> pl.DataFrame:
+    """The segments, each with the LUN of its I/O (null where it has none)."""
+    seg = analysis.segments
+    if "lun" in seg.columns:
+        return seg
+    return seg.join(analysis.ios.select("io", "lun"), on="io", how="left") if seg.height else \
+        seg.with_columns(pl.lit(None, dtype=pl.Int16).alias("lun"))
+
+
+def categories(analysis: Analysis, profile: str, target: int | None = None, lun: int | None = None) -> pl.DataFrame:
     """name, total_ns, percent, normalized_ns in the profile's order; sums to elapsed time.
 
-    With `target`, only that target's segments keep their category; bus-busy time of other
-    targets is shown as "Other targets", so the percentages still sum to 100.
+    With `target` (and/or `lun`, bus), only that target's (LUN's) segments keep their
+    category; bus-busy time of the others is shown as "Other targets" ("Other LUNs"), so the
+    percentages still sum to 100. Layers that hand over ready-made tables applied their
+    filters themselves.
     """
-    if profile in analysis.categories and target is None:
+    if profile in analysis.categories:
         return analysis.categories[profile]
     order = list(analysis.category_order[profile])
     col = "phase" if profile == "scsi" else "category"
-    seg = analysis.segments.with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur"))
-    if target is not None:
-        other = pl.col("target").is_null() | (pl.col("target") != target)
+    seg = analysis.segments if lun is None else _segments_with_lun(analysis)
+    seg = seg.with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur"))
+    others = _others(target, lun)
+    if target is not None or lun is not None:
         is_free = pl.col(col) == order[-1]
-        seg = seg.with_columns(pl.when(other & ~is_free).then(pl.lit(OTHER_TARGETS))
+        seg = seg.with_columns(pl.when(~_picked(seg, target, lun) & ~is_free).then(pl.lit(others))
                                .otherwise(pl.col(col)).alias(col))
-        order.append(OTHER_TARGETS)
+        order.append(others)
     totals = dict(seg.group_by(col).agg(pl.col("dur").sum()).iter_rows())
     extra = [name for name in totals if name not in order and totals[name]]  # e.g. RESET, UNKNOWN when present
-    no_normalized = set(analysis.no_normalized) | {OTHER_TARGETS}
-    return percent_table(totals, order + sorted(extra), analysis.elapsed_ns, _ios_completed(analysis, target),
-                         no_normalized)
+    no_normalized = set(analysis.no_normalized) | {others}
+    return percent_table(totals, order + sorted(extra), analysis.elapsed_ns,
+                         _ios_completed(analysis, target, lun), no_normalized)
 
 
-def _ios_completed(analysis: Analysis, target: int | None) -> int:
-    if target is None:
+def _ios_completed(analysis: Analysis, target: int | None, lun: int | None = None) -> int:
+    if target is None and lun is None:
         return analysis.ios_completed
     ios = analysis.ios
-    return int(ios.filter(pl.col("complete").fill_null(False) & (pl.col("target") == target)).height)
+    return int(ios.filter(pl.col("complete").fill_null(False) & _picked(ios, target, lun)).height)
 
 
-def bandwidth(analysis: Analysis, io_size: int | None, target: int | None = None):
+def bandwidth(analysis: Analysis, io_size: int | None, target: int | None = None, lun: int | None = None):
     """(data_bytes, MiB/s, note). Bytes from REQ/ACK handshakes, else io_size x I/Os."""
-    ios = _ios_completed(analysis, target)
+    ios = _ios_completed(analysis, target, lun)
     secs = analysis.elapsed_ns / 1e9
     header_size = analysis.capture.meta.get("io_size")
     if io_size is None and header_size is not None and str(header_size).isdigit():
         io_size = int(header_size)
     if analysis.data_bytes is not None:
-        data = analysis.data_bytes if target is None else int(
-            analysis.segments.filter((pl.col("target") == target) & pl.col("phase").str.starts_with("DATA"))
-            ["bytes"].sum() or 0)
+        picked = (analysis.segments if lun is None else _segments_with_lun(analysis))
+        data = analysis.data_bytes if (target is None and lun is None) or analysis.layer != "bus" else int(
+            picked.filter(_picked(picked, target, lun) & pl.col("phase").str.starts_with("DATA"))["bytes"].sum() or 0)
         note = BYTES_SOURCE.get(analysis.layer, "bytes counted by the trace")
     elif io_size:
         data = io_size * ios
         note = f"bytes = --io-size {io_size} x {ios} I/Os completed (the trace has no byte counts)"
     else:
-        return None, None, ("bandwidth unknown: the trace has no REQ/ACK handshakes to count bytes; "
-                            "give --io-size BYTES")
+        why = "the trace has no REQ/ACK handshakes to count bytes" if analysis.layer == "bus" else \
+            "the trace gives no byte counts (see the notes)"
+        return None, None, f"bandwidth unknown: {why}; give --io-size BYTES"
     return data, (data / MIB / secs if secs > 0 else None), note
 
 
@@ -110,15 +138,15 @@ def anomalies(analysis: Analysis) -> dict:
 
 
 def summary(analysis: Analysis, profile: str | None = None, target: int | None = None,
-            io_size: int | None = None) -> dict:
+            io_size: int | None = None, lun: int | None = None) -> dict:
     profile = profile or analysis.default_profile
     if profile not in analysis.category_order and profile not in analysis.categories:
         from scsitrace.errors import UsageError
         raise UsageError(f"profile {profile!r} does not apply to {analysis.layer} traces "
                          f"(use {', '.join(analysis.category_order)})")
-    cats = categories(analysis, profile, target)
-    data, bw, bw_note = bandwidth(analysis, io_size, target)
-    ios = _ios_completed(analysis, target)
+    cats = categories(analysis, profile, target, lun)
+    data, bw, bw_note = bandwidth(analysis, io_size, target, lun)
+    ios = _ios_completed(analysis, target, lun)
     secs = analysis.elapsed_ns / 1e9
     notes = list(analysis.notes)
     notes.append(bw_note)
@@ -139,6 +167,8 @@ def summary(analysis: Analysis, profile: str | None = None, target: int | None =
         "records": analysis.capture.records.as_json(),
         "notes": notes,
     }
+    if analysis.filters:
+        out["filters"] = dict(analysis.filters)
     for table in analysis.declared:
         out[table.name] = table.to_json(analysis.table(table.name))
     return out

@@ -23,7 +23,7 @@ def print_table(console: Console, table: Table) -> None:
     (the terminal folds the lines; nothing is replaced by an ellipsis)."""
     for column in table.columns:
         column.no_wrap = True
-    need = console.measure(table).maximum
+    need = console.measure(table, options=console.options.update_width(PIPE_WIDTH)).maximum
     if need > console.width:
         console = Console(file=console.file, width=need, force_terminal=console.is_terminal,
                           color_system=console.color_system, highlight=False)
@@ -117,6 +117,9 @@ def render(summary: dict, console: Console | None = None) -> None:
                   soft_wrap=True, style="bold")
     for line in source_lines(src):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
+    if summary.get("filters"):
+        console.print("Filtered: " + ", ".join(f"--{k} {v}" for k, v in summary["filters"].items()),
+                      markup=False, highlight=False, soft_wrap=True, style="bold")
     tables = [phase_table(summary), targets_table(summary), *layer_tables(summary), latency_table(summary)]
     for table in tables:
         if table is not None:

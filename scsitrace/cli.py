@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args._run(args) or 0)
     except ScsitraceError as exc:
-        print(f"scsitrace: {exc}", file=sys.stderr)
+        print(f"scsitrace: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_status
     except FileNotFoundError as exc:
         print(f"scsitrace: {exc.filename}: no such file", file=sys.stderr)
@@ -73,14 +73,28 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:  # any other failure to open or read a file (a symlink loop, EIO...)
+        if exc.filename is not None:
+            print(f"scsitrace: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        return _internal(exc, args)
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # an internal error: one line unless --debug
-        if args.debug:
-            raise
-        print(f"scsitrace: internal error: {type(exc).__name__}: {exc} (rerun with --debug)",
-              file=sys.stderr)
-        return 1
+        return _internal(exc, args)
+
+
+def _internal(exc: Exception, args) -> int:
+    if args.debug:
+        raise exc
+    print(f"scsitrace: internal error: {type(exc).__name__}: {one_line(str(exc))} (rerun with --debug)",
+          file=sys.stderr)
+    return 1
+
+
+def one_line(text: str) -> str:
+    """The error contract's one line: a message that spans lines (a library's) is joined."""
+    return " / ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
 if __name__ == "__main__":

@@ -5,9 +5,10 @@ The option values a user types (`--window 0.5:1`, `--device 8,0`, `--pid dd,42`)
 here, once, into the typed fields of `Options`; the analyses only read those."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import import_module
 
+from . import completeness
 from .errors import UsageError
 from .model import Analysis, Capture
 
@@ -30,18 +31,31 @@ class Options:
     io_size: int | None = None       # bytes per I/O, for bandwidth without REQ/ACK
     window: tuple[int | None, int | None] | None = None   # block: ns from the trace start (parse_window)
     device: int | str | None = None  # block: dev_t, major << 20 | minor; scsilog: a device name (parse_device)
-    pids: tuple[str, ...] | None = None   # block: pids or process names (parse_pids)
+    pids: tuple[str, ...] | None = None   # block, sg logs: pids or process names (parse_pids)
+    target: int | None = None        # bus (in the summary: "Other targets"), kernel logs: SCSI target ID
+    lun: int | None = None           # bus, usb, kernel logs: logical unit
+    given: dict = field(default_factory=dict)   # the filters as typed, for the reports to state
+
+    def filtered(self) -> bool:
+        return any(v is not None for v in (self.window, self.device, self.pids, self.target, self.lun))
 
 
 def analyze(capture: Capture, options: Options | None = None) -> Analysis:
     options = options or Options()
-    mod = import_module(f"{__package__}.{LAYERS[capture.layer]}")
-    return mod.analyze(capture, options)
+    analysis = layer_of(capture).analyze(capture, options)
+    analysis.notes = list(analysis.notes) + completeness.unusual_notes(analysis)
+    return analysis
+
+
+def layer_of(capture: Capture):
+    """The package analysing the capture's layer."""
+    return import_module(f"{__package__}.{LAYERS[capture.layer]}")
 
 
 def load(path: str, fmt: str = "auto", *, strict: bool = True, settle_ns: int | None = None,
          data_polarity: str = "auto", io_size: int | None = None, window: str | None = None,
-         device: str | None = None, pid: str | None = None, tap=None, **parser_options) -> Analysis:
+         device: str | None = None, pid: str | None = None, target: int | None = None, lun: int | None = None,
+         tap=None, **parser_options) -> Analysis:
     """Parse and analyse one trace -> Analysis. The filters are the texts a user types
     (see `Options`); `parser_options` go to the format's parser (mapping, active_low, route).
     `tap(capture)`, if given, runs before the analysis (attribution uses it to keep the
@@ -49,14 +63,22 @@ def load(path: str, fmt: str = "auto", *, strict: bool = True, settle_ns: int | 
     from . import parsers
     from .progress import progress_for
     options = Options(data_polarity=data_polarity, io_size=io_size, window=parse_window(window),
-                      pids=parse_pids(pid))
+                      pids=parse_pids(pid), target=target, lun=lun,
+                      given={k: v for k, v in (("window", window), ("device", device), ("pid", pid),
+                                               ("target", target), ("lun", lun)) if v is not None})
     with progress_for(path) as progress:
         capture = parsers.parse(path, fmt, strict=strict, progress=progress, **parser_options)
+        options.device = parse_device(capture.layer, device)
+        layer = layer_of(capture)
+        if hasattr(layer, "select"):    # filters that cut the capture itself, before a tap reads it
+            layer.select(capture, options)
         if tap is not None:
             tap(capture)
         options.settle_ns = settle_ns if settle_ns is not None else capture.meta.get("settle_ns", 400)
-        options.device = parse_device(capture.layer, device)
-        return analyze(capture, options)
+        analysis = layer.analyze(capture, options)
+        analysis.filters = dict(options.given)
+        analysis.notes = list(analysis.notes) + completeness.unusual_notes(analysis)
+        return analysis
 
 
 def parse_window(window) -> tuple[int | None, int | None] | None:

@@ -133,6 +133,7 @@ class Analysis:
     declared: tuple = ()                        # the layer's Table declarations, in JSON order
     tables: dict = field(default_factory=dict)  # name -> frame (or a function building it)
     no_normalized: tuple = ()
+    filters: dict = field(default_factory=dict)  # the filters applied, as the user gave them
     runs: pl.DataFrame | None = None            # bus: the reduced phase runs (attribution)
 
     def table(self, name: str) -> pl.DataFrame:

@@ -257,6 +257,28 @@ def write_text(path, events: list[Event]) -> None:
         fh.write("\n".join(text_line(e) for e in events) + "\n")
 
 
+def user_space_text_line(e: Event) -> str:
+    """The layout a user-space usbmon tool writes: the kernel's `1u` fields with the
+    timestamp in decimal seconds (`1700000012.345678`) and `-` as a submission's status."""
+    line = text_line(e)
+    tag, ts, rest = line.split(" ", 2)
+    sec = BASE_SEC + e.t_us // 1_000_000
+    if e.ev == "S" and e.setup is None:
+        ev, addr, _status, rest = rest.split(" ", 3)
+        rest = f"{ev} {addr} - {rest}"
+    return f"{tag} {sec}.{e.t_us % 1_000_000:06d} {rest}"
+
+
+def write_user_space_text(path, events: list[Event], damaged: dict[int, bytes] | None = None) -> None:
+    """`user_space_text_line` for every event; `damaged` {line index: bytes} appends bytes that
+    are not UTF-8 to those lines (as a real capture with stray bytes in it had)."""
+    lines = [user_space_text_line(e).encode() for e in events]
+    for i, junk in (damaged or {}).items():
+        lines[i] = lines[i][:20] + junk + lines[i][20:]
+    with open(path, "wb") as fh:
+        fh.write(b"\n".join(lines) + b"\n")
+
+
 # ---------------------------------------------------------------- hostile inputs
 
 HOSTILE_TEXT = [

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import gen_logic
 import gen_vcd
-from scsitrace import cli, core, parsers, sampling
+from scsitrace import cli, core, parsers
 from scsitrace.errors import BadInput, MissingSignal, TruncatedInput
 from scsitrace.reports import summary as summ
 
@@ -28,7 +28,6 @@ L1_VCD = "fixtures/bus/random4k-vcd-l1/trace.vcd"
 def analyse(path, **opts):
     """(summary without source and records, segments, ios) of a trace."""
     a = core.load(str(path), settle_ns=400, **opts)
-    sampling.apply(a, 400)
     s = summ.summary(a, None, None, None)
     return {k: v for k, v in s.items() if k not in ("source", "records", "notes")}, a.segments, a.ios, a
 

@@ -220,8 +220,20 @@ def test_db_bits_any_x_bit_nulls_the_byte(tmp_path):
 
 
 def test_scalar_change_on_the_vector_and_over_long_vector(tmp_path):
-    text = HEADER + "#0\n1&\n#1\nb1111000011 &\n"     # 10 bits: the low 8 are kept
+    text = HEADER + "#0\n1&\n#1\nb0011000011 &\n"     # 10 bits, the extra high ones 0: the value fits
     assert vcd.parse(write_text(tmp_path, text)).transitions()["db"].to_list() == [1, 0xC3]
+
+
+def test_vector_that_does_not_fit_its_wire_is_bad_input(tmp_path):
+    """A value outside its field's range is never accepted silently (issue 18): strict names the
+    line, lenient skips and counts it."""
+    path = write_text(tmp_path, HEADER + "#0\n1&\n#1\nb1111000011 &\n#2\nb1 &\n")
+    with pytest.raises(BadInput, match="does not fit") as exc:
+        vcd.parse(path).transitions()
+    assert exc.value.line == HEADER.count("\n") + 4
+    cap = vcd.parse(path, strict=False)
+    assert 0xC3 not in cap.transitions()["db"].to_list()
+    assert cap.records.skipped == 1
 
 
 # ---------------------------------------------------------------- names, polarity, mapping

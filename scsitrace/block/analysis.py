@@ -7,10 +7,13 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import polars as pl
 
+from .._keys import distinct
 from ..errors import UsageError
+from ..filters import check_found, check_window, refuse
 from ..model import Analysis, Capture
 from ..stats import LATENCY_TABLES, latency_tables
 from ._machine_scan import NONE
+from .events import dev_name
 from .machine import _Events, _Queued, _finish, _run_machine, event_columns
 from .stats import OVERHEAD, _btt_categories, overhead, process_stats, stage_stats, stage_table, stage_totals
 from .tables import (busy_runs, busy_segments, device_counts, device_table, event_counts, ios_frame,
@@ -18,10 +21,18 @@ from .tables import (busy_runs, busy_segments, device_counts, device_table, even
 
 
 def _filtered(cols: dict[str, np.ndarray], options) -> dict[str, np.ndarray]:
-    """--device keeps that device's events; --window keeps events inside the window (btt -t/-T)."""
+    """--device keeps that device's events; --window keeps events inside the window (btt -t/-T).
+    A device the trace lacks, or a window outside it, is a usage error saying what it has."""
+    for flag, value in (("--target", options.target), ("--lun", options.lun)):
+        if value is not None:
+            refuse(flag, "block", "blktrace records devices (--device MAJOR,MINOR), not SCSI targets or LUNs")
+    if len(cols["t_ns"]):
+        check_window(options.window, int(cols["t_ns"].min()), int(cols["t_ns"].max()))
     keep = None
     if options.device is not None:
         keep = cols["device"] == options.device
+        if not keep.any():
+            check_found("--device", dev_name(options.device), [dev_name(int(d)) for d in distinct(cols["device"])])
     lo, hi = options.window or (None, None)
     for bound, inside in ((lo, np.greater_equal), (hi, np.less_equal)):
         if bound is not None:
@@ -47,6 +58,8 @@ def analyze(capture: Capture, options) -> Analysis:
         keep = None
         if options.pids is not None:
             keep = np.isin(requests.pid, _pid_set(options.pids, names))
+            if not keep.any():
+                check_found("--pid", ",".join(options.pids), [names.get(int(p), str(int(p))) for p in distinct(requests.pid)])
             requests = requests.subset(keep)
         adding = pool.submit(stage_totals, run, keep)
         runs = busy_runs(requests)
@@ -63,13 +76,23 @@ def analyze(capture: Capture, options) -> Analysis:
              "time (Q2G+G2I and Q2M are alternatives, so they need not sum to 100)"]
     if keep is not None:
         notes.append("--pid: samples of I/Os queued by the given process(es) only")
+    if options.window is not None:
+        notes.append("--window: the events inside the window only (btt -t/-T); elapsed time is from the first "
+                     "to the last of them")
+    data_bytes = int(requests.bytes[requests.done].sum())
+    completions = int(tables["events"].filter(pl.col("letter") == "C")["records"].sum())
+    if completions and not len(requests.done):   # e.g. a blkparse text of C events only
+        data_bytes = None
+        notes.append(f"{completions} completion (C) events and no queue (Q) events: the completions were "
+                     "ignored (stages pair them with queued requests), so I/O counts, stage times and the "
+                     "bandwidth are unknown")
     return Analysis(
         layer="block", capture=capture, elapsed_ns=elapsed, start_ns=start_ns,
         segments=lambda: busy_segments(runs, start_ns, end_ns), segment_targets=False,
         ios=lambda: ios_frame(requests.frame(), names), anomalies=capture.anomalies,
-        ios_completed=int(requests.done.sum()), data_bytes=int(requests.bytes[requests.done].sum()),
+        ios_completed=int(requests.done.sum()), data_bytes=data_bytes,
         category_order={"btt": list(OVERHEAD)}, default_profile="btt",
-        categories={"btt": _btt_categories(stats, n_q2c)}, notes=notes,
+        categories={"btt": _btt_categories(stats, n_q2c)}, notes=notes + list(capture.notes),
         source={"path": capture.path, "format": capture.format, "files": capture.meta.get("files")},
         declared=(*TABLES, *LATENCY_TABLES), tables=tables)
 

@@ -92,10 +92,11 @@ def device_table(base: pl.DataFrame, depth: pl.DataFrame, req: _Requests, device
     out = base.join(per, on="device", how="left").join(depth, on="device", how="left").sort("device")
     out = out.with_columns(_dev_names(pl.col("device")).alias("device")).join(busy, on="device", how="left")
     out = out.with_columns(pl.col("ios_completed", "bytes", "busy_ns", "writes").fill_null(0))
+    known = pl.col("queued") > 0 if secs else pl.lit(False)   # no Q: completions unpaired, rates unknown
     return out.with_columns(
         (100.0 * pl.col("busy_ns") / max(elapsed_ns, 1)).alias("busy_percent"),
-        (pl.col("ios_completed") / secs if secs else pl.lit(None, pl.Float64)).alias("iops"),
-        (pl.col("bytes") / float(1 << 20) / secs if secs else pl.lit(None, pl.Float64)).alias("mib_s"))
+        pl.when(known).then(pl.col("ios_completed") / max(secs, 1e-9)).alias("iops"),
+        pl.when(known).then(pl.col("bytes") / float(1 << 20) / max(secs, 1e-9)).alias("mib_s"))
 
 
 def queue_depth(ev: _Events, start_ns: int, end_ns: int) -> pl.DataFrame:

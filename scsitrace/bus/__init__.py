@@ -1,5 +1,5 @@
 """Bus layer: line transitions (ancot-text, VCD, logic analyzers, simulator) -> phase runs
 (`runs`) -> connections and I/Os (`machine`) -> segments, ios, anomalies (`analysis`)."""
-from .analysis import analyze
+from .analysis import analyze, select
 
-__all__ = ["analyze"]
+__all__ = ["analyze", "select"]

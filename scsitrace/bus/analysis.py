@@ -8,10 +8,13 @@ import polars as pl
 
 from .. import schema
 from ..errors import MissingSignal
+from ..filters import check_found, refuse
 from ..model import Analysis, Capture
 from ..stats import LATENCY_TABLES, latency_tables
+from . import sampling
 from .machine import RAID1990, SCSI_PHASES, _Walker
 from .runs import BIT, RUN_SCHEMA, RunReducer
+from .window import WindowedChunks
 
 
 def detect_polarity(runs: pl.DataFrame) -> tuple[bool, str]:
@@ -25,6 +28,16 @@ def detect_polarity(runs: pl.DataFrame) -> tuple[bool, str]:
     if inverted > plain:
         return True, f"low (inverted): {inverted} of {len(ones)} selections read as 1-2 ID bits only when inverted"
     return False, f"high (as captured): {plain} of {len(ones)} selections put 1-2 ID bits on the bus"
+
+
+def select(capture: Capture, options) -> None:
+    """The filters that cut the capture itself, before anything reads it: --window."""
+    if options.device is not None:
+        refuse("--device", "bus", "a bus trace names targets and LUNs (use --target ID, --lun LUN)")
+    if options.pids is not None:
+        refuse("--pid", "bus", "a bus trace does not record processes")
+    if options.window is not None and capture.chunks is not None:
+        capture.chunks = WindowedChunks(capture.chunks, options.window)
 
 
 def analyze(capture: Capture, options) -> Analysis:
@@ -90,9 +103,15 @@ def _analysis(capture, options, runs, walker: _Walker, reducer, invert, polarity
         "data_polarity_reason": polarity_note if has_db else None,
         "meta": {k: v for k, v in capture.meta.items() if k not in ("signals", "tick_ns", "initiator", "level")},
     }
+    _check_selection(options, segments, ios)
+    review, sampling_notes = sampling.review(capture.meta, options.settle_ns)
+    if review is not None:          # a sampled capture: what its sample period could not resolve
+        source["sampling"] = review
+        notes += sampling_notes
     return Analysis(
         layer="bus", capture=capture, elapsed_ns=elapsed, start_ns=stats.first_ns or 0,
-        segments=segments, ios=ios, anomalies=walker.anomalies(), ios_completed=walker.completions,
+        segments=segments, ios=ios, ios_completed=walker.completions,
+        anomalies=pl.concat([capture.anomalies.cast(schema.ANOMALIES), walker.anomalies()]),  # the reader's too
         data_bytes=data_bytes,
         category_order={"raid1990": RAID1990, "scsi": SCSI_PHASES}, default_profile="raid1990",
         notes=notes + list(capture.notes), source=source, runs=runs,
@@ -105,3 +124,11 @@ def _responses(ios: pl.DataFrame) -> np.ndarray:
     """Response times of the completed I/Os (selection of the command to its completion)."""
     done = ios.filter(pl.col("complete").fill_null(False) & pl.col("response_ns").is_not_null())
     return done["response_ns"].to_numpy()
+
+
+def _check_selection(options, segments: pl.DataFrame, ios: pl.DataFrame) -> None:
+    """--target and --lun must name a target (LUN) the trace has."""
+    if options.target is not None and options.target not in set(segments["target"].drop_nulls().to_list()):
+        check_found("--target", options.target, segments["target"].unique().to_list())
+    if options.lun is not None and options.lun not in set(ios["lun"].drop_nulls().to_list()):
+        check_found("--lun", options.lun, ios["lun"].unique().to_list())

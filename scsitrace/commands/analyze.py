@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
-from scsitrace import core, parsers, sampling
+from scsitrace import core, parsers
 from scsitrace.errors import UsageError
 
 
@@ -34,17 +34,22 @@ def add_arguments(p) -> None:
     add_input_arguments(p)
     p.add_argument("--profile", default=None, help="raid1990 (bus default) or scsi (raw phases); "
                    "other layers name their own")
-    p.add_argument("--target", type=int, metavar="ID", help="only this target's time and I/Os")
+    p.add_argument("--target", type=int, metavar="ID", help="bus: only this target's time and I/Os (other "
+                   "targets' bus time shown as such); kernel logs: only this SCSI target ID")
+    p.add_argument("--width", type=int, metavar="COLUMNS", help="width of the terminal tables (default: the "
+                   "terminal's; piped: what the tables need)")
     p.add_argument("--json", metavar="FILE|-", help="write the JSON summary")
     p.add_argument("--csv", metavar="FILE", help="write the category table as CSV")
     p.add_argument("--ios", metavar="FILE", help="write the per-I/O table as CSV")
     p.add_argument("--html", metavar="FILE", help="write the HTML report")
     p.add_argument("--route", choices=("native", "pyshark"), default=None,
                    help="usbmon pcap: decode natively (default) or through pyshark/tshark")
-    p.add_argument("--device", metavar="MAJ,MIN", help="block layer: only this device (e.g. 8,0)")
-    p.add_argument("--pid", metavar="PID[,PID|NAME...]", help="block layer: only I/Os queued by these processes")
-    p.add_argument("--window", metavar="START:END", help="block layer: only events between START and END "
-                   "seconds from the trace start (either may be empty)")
+    p.add_argument("--device", metavar="DEVICE", help="only this device: block MAJ,MIN (8,0); usb BUS:ADDR or "
+                   "BUS:ADDR:LUN (1:2:0); kernel logs HOST:CHANNEL:ID:LUN (2:0:0:0), or the name an sg log gives")
+    p.add_argument("--lun", type=int, metavar="LUN", help="bus, usb, kernel logs: only this logical unit's I/Os")
+    p.add_argument("--pid", metavar="PID[,PID|NAME...]", help="block, sg logs: only I/Os of these processes")
+    p.add_argument("--window", metavar="START:END", help="only events between START and END seconds from the "
+                   "trace start (either may be empty); every layer")
 
 
 def parser_options(args) -> dict:
@@ -60,14 +65,12 @@ def parser_options(args) -> dict:
 
 
 def load(args, tap=None):
-    """core.load of the trace and options named on the command line -> Analysis (with, for a
-    sampled logic-analyzer capture, what its sample period could not resolve)."""
-    analysis = core.load(args.trace, args.format, strict=not args.lenient, settle_ns=args.settle_ns,
-                         data_polarity=args.data_polarity, io_size=args.io_size,
-                         window=getattr(args, "window", None), device=getattr(args, "device", None),
-                         pid=getattr(args, "pid", None), tap=tap, **parser_options(args))
-    sampling.apply(analysis, analysis.source.get("settle_ns") or 400)
-    return analysis
+    """core.load of the trace and options named on the command line -> Analysis."""
+    return core.load(args.trace, args.format, strict=not args.lenient, settle_ns=args.settle_ns,
+                     data_polarity=args.data_polarity, io_size=args.io_size,
+                     window=getattr(args, "window", None), device=getattr(args, "device", None),
+                     pid=getattr(args, "pid", None), target=getattr(args, "target", None),
+                     lun=getattr(args, "lun", None), tap=tap, **parser_options(args))
 
 
 def _split_map(item: str):
@@ -84,12 +87,12 @@ def run(args) -> int:
         from scsitrace.reports.attribution import Collector
         collector = Collector()
     analysis = load(args, tap=collector.tap if collector else None)
-    s = summ.summary(analysis, args.profile, args.target, args.io_size)
+    s = summ.summary(analysis, args.profile, args.target, args.io_size, getattr(args, "lun", None))
     if args.json == "-":
         json.dump(s, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        terminal.render(s)
+        terminal.render(s, terminal.console_for(args.width))
         if args.json:
             export.write_json(args.json, s)
     if args.csv:

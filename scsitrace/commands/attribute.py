@@ -6,23 +6,17 @@ from __future__ import annotations
 import json
 import sys
 
-from rich.console import Console
 from rich.table import Table
 
 from scsitrace.commands.analyze import add_input_arguments, load
-from scsitrace.reports.terminal import fmt_ns
-
-
-def wide_console() -> Console:
-    """A console for tables: on a terminal its width; in pipes and CI logs wide enough that
-    figure names and verdicts are never cut (rich assumes 80 columns there)."""
-    console = Console()
-    return console if console.is_terminal else Console(width=160)
+from scsitrace.reports.terminal import console_for, fmt_ns, print_table
 
 
 def add_arguments(p) -> None:
     add_input_arguments(p)
     p.add_argument("--json", metavar="FILE|-", help="write the attribution as JSON ('-' for stdout)")
+    p.add_argument("--width", type=int, metavar="COLUMNS", help="width of the terminal tables (default: the "
+                   "terminal's; piped: what the tables need)")
 
 
 def run(args) -> int:
@@ -37,9 +31,9 @@ def run(args) -> int:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(result, fh, indent=1)
             fh.write("\n")
-    console = wide_console()
+    console = console_for(args.width)
     for table in tables(result):
-        console.print(table)
+        print_table(console, table)
     for note in result["notes"]:
         console.print(f"Note: {note}", markup=False, highlight=False)
     return 0

@@ -10,7 +10,6 @@ import sys
 from rich.table import Table
 
 from scsitrace.commands.analyze import add_input_arguments, load
-from scsitrace.commands.attribute import wide_console
 from scsitrace.commands.regress import fmt_value
 
 
@@ -33,6 +32,8 @@ def add_arguments(p) -> None:
     p.add_argument("--profile", default=None, help="category profile (default: the layer's)")
     p.add_argument("--html", metavar="FILE", help="write the side-by-side HTML page")
     p.add_argument("--json", metavar="FILE|-", help="write the compared figures as JSON")
+    p.add_argument("--width", type=int, metavar="COLUMNS", help="width of the terminal tables (default: the "
+                   "terminal's; piped: what the tables need)")
 
 
 def _one(args, trace):
@@ -60,11 +61,11 @@ def run(args) -> int:
             return 0
         with open(args.json, "w", encoding="utf-8") as fh:
             fh.write(text + "\n")
-    render(comp)
+    render(comp, getattr(args, "width", None))
     return 0
 
 
-def render(comp: dict) -> None:
+def render(comp: dict, width: int | None = None) -> None:
     t = Table(title=f"A = {comp['a']}\nB = {comp['b']}", title_justify="left")
     t.add_column("Figure", no_wrap=True)
     for col in ("A", "B", "B - A", "B / A"):
@@ -75,4 +76,5 @@ def render(comp: dict) -> None:
             f"{d:.2f}" if r["kind"] == "percent" else fmt_value(r["kind"], d))
         t.add_row(r["figure"], fmt_value(r["kind"], r["a"]), fmt_value(r["kind"], r["b"]), delta,
                   "" if r["ratio"] is None else f"{r['ratio']:.3f}")
-    wide_console().print(t)
+    from scsitrace.reports.terminal import console_for, print_table
+    print_table(console_for(width), t)

@@ -28,6 +28,8 @@ LOGICAL_BLOCK_RE = re.compile(r"\] \d+ (\d+)-byte logical blocks")
 def add_arguments(p) -> None:
     p.add_argument("case_dir", metavar="CASE_DIR")
     p.add_argument("--json", metavar="FILE|-", help="write the matched table and per-layer summary as JSON")
+    p.add_argument("--width", type=int, metavar="COLUMNS", help="width of the terminal tables (default: the "
+                   "terminal's; piped: what the tables need)")
     p.add_argument("--all", action="store_true", help="show every I/O (default: the first 40)")
     p.add_argument("--block-size", type=int, metavar="BYTES",
                    help="logical block size of the disk (default: from dmesg.txt, else 512)")
@@ -77,7 +79,6 @@ def load_case(case_dir: Path) -> tuple[dict, list[str]]:
 
 
 def run(args) -> int:
-    from rich.console import Console
     from scsitrace.reports import crosslayer
     case_dir = Path(args.case_dir)
     analyses, notes = load_case(case_dir)
@@ -92,11 +93,12 @@ def run(args) -> int:
             sys.stdout.write("\n")
             return 0
         Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
-    console = Console()
+    from scsitrace.reports.terminal import console_for, print_table
+    console = console_for(getattr(args, "width", None))
     console.print(f"[bold]{case_dir.name}[/bold]: {', '.join(crosslayer.LAYER_SPANS[k][0] for k in analyses)}; "
                   f"matched by op, sector and length ({bs}-byte logical blocks)", highlight=False)
-    console.print(crosslayer.rich_table(table, counts, limit=None if args.all else 40))
-    console.print(crosslayer.rich_summary(summ))
+    print_table(console, crosslayer.rich_table(table, counts, limit=None if args.all else 40))
+    print_table(console, crosslayer.rich_summary(summ))
     for note in notes:
         console.print(f"Note: {note}", markup=False, highlight=False)
     return 0

@@ -14,11 +14,10 @@ import sys
 
 from rich.table import Table
 
-from scsitrace.commands.attribute import wide_console
 from scsitrace.commands.baseline import args_from, current_figures
 from scsitrace.commands.batch import add_common, execute
 from scsitrace.errors import UsageError
-from scsitrace.reports.terminal import fmt_ns
+from scsitrace.reports.terminal import console_for, fmt_ns, print_table
 
 VERDICT_STYLE = {"ok": "green", "regressed": "bold red", "missing": "bold red", "improved": "cyan", "new": "yellow"}
 
@@ -35,6 +34,8 @@ def add_arguments(p) -> None:
                    help="override a tolerance (repeatable), e.g. percent=2, 'response_ns.*=20%%'")
     p.add_argument("--update", action="store_true", help="rewrite the baseline with the current figures")
     p.add_argument("--json", metavar="FILE|-", help="write the comparison rows as JSON")
+    p.add_argument("--width", type=int, metavar="COLUMNS", help="width of the terminal tables (default: the "
+                   "terminal's; piped: what the tables need)")
     add_common(p, "analyse")
 
 
@@ -65,7 +66,7 @@ def run(args) -> int:
             with open(args.json, "w", encoding="utf-8") as fh:
                 fh.write(text + "\n")
     if args.json != "-":
-        render(rows, trace)
+        render(rows, trace, getattr(args, "width", None))
     if args.junit:
         from scsitrace.reports import junit
         junit.write(args.junit, [{"key": trace, "trace": trace, "rows": rows}])
@@ -101,8 +102,8 @@ def fmt_value(kind: str, v) -> str:
     return f"{v:.3f}"
 
 
-def render(rows: list[dict], trace: str) -> None:
-    console = wide_console()
+def render(rows: list[dict], trace: str, width: int | None = None) -> None:
+    console = console_for(width)
     t = Table(title=f"Regression check of {trace}", title_justify="left")
     t.add_column("Figure", no_wrap=True)
     for col in ("Baseline", "Current", "Delta", "Tolerance"):
@@ -114,7 +115,7 @@ def render(rows: list[dict], trace: str) -> None:
             f"{delta:.2f}" if r["kind"] == "percent" else fmt_ns(delta) if r["kind"] == "time" else f"{delta:.3f}")
         t.add_row(r["figure"], fmt_value(r["kind"], r["baseline"]), fmt_value(r["kind"], r["current"]), shown,
                   r["tolerance"], f"[{VERDICT_STYLE[r['verdict']]}]{r['verdict']}[/]")
-    console.print(t)
+    print_table(console, t)
     bad = [r["figure"] for r in rows if r["verdict"] in ("regressed", "missing")]
     better = [r["figure"] for r in rows if r["verdict"] == "improved"]
     if bad:

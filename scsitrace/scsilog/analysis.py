@@ -17,6 +17,7 @@ import polars as pl
 from .. import schema, scsi, tiling
 from ..command_tables import SRT, TABLES, command_tables, srt_table
 from ..errors import UsageError
+from ..filters import check_found, check_window, refuse
 from ..tables import Table
 from ..model import Analysis, Capture
 from ..stats import LATENCY_TABLES, latency_tables
@@ -105,10 +106,14 @@ def analyze(capture: Capture, options=None) -> Analysis:
         notes = list(capture.notes) + kept_note
         elapsed = int(given["end_ns"].max() or 0) if given.height else 0
     else:
-        elapsed = int(ev["t_ns"].max()) if ev.height else 0
+        ev, elapsed, window_notes = _windowed(ev, options)
+        notes += window_notes
     cmds = given if given is not None else (commands(ev) if ev.height else None)
     ios = ios_frame(cmds) if cmds is not None and cmds.height else \
         pl.DataFrame(schema={**schema.IOS, **IOS_EXTRA, "kernel_tag": pl.Int64})
+    if given is None:
+        ios, selected_notes = _selected(ios, options)
+        notes += selected_notes
     pieces = ios.filter(pl.col("paired")).select(
         "device", "io", "start_ns", "end_ns", pl.lit("SERVICE").alias("phase"), pl.col("data_bytes").alias("bytes"))
     segments = tiling.tile_pieces(pieces, elapsed)
@@ -135,14 +140,54 @@ def analyze(capture: Capture, options=None) -> Analysis:
         anomalies=an, ios_completed=paired, data_bytes=data_bytes,
         category_order={"scsilog": list(STAGES)}, default_profile="scsilog",
         categories={"scsilog": tiling.categories(segments, STAGES, elapsed, paired)},
-        notes=notes, source={"path": capture.path, "format": capture.format, "log": capture.meta.get("log"),
+        notes=notes if given is not None else notes + list(capture.notes),   # (sgio's are in already)
+        source={"path": capture.path, "format": capture.format, "log": capture.meta.get("log"),
                              **{k: capture.meta[k] for k in ("skipped_by_design",) if k in capture.meta}},
         declared=declared, tables=tables, no_normalized=("IDLE",))
+
+
+def _windowed(ev: pl.DataFrame, options) -> tuple[pl.DataFrame, int, list[str]]:
+    """--window: the events inside it, times from its start (a command cut by an edge is
+    unpaired, with its reason). Returns (events, elapsed, notes)."""
+    last = int(ev["t_ns"].max()) if ev.height else 0
+    if options is None or options.window is None:
+        return ev, last, []
+    check_window(options.window, int(ev["t_ns"].min()) if ev.height else None, last)
+    lo, hi = options.window
+    lo, hi = max(lo or 0, 0), min(last if hi is None else hi, last)
+    kept = ev.filter(pl.col("t_ns").is_between(lo, hi)).with_columns(pl.col("t_ns") - lo)
+    return kept, hi - lo, [f"--window: the events from {lo / 1e9:g} s to {hi / 1e9:g} s only, times from the "
+                           "window's start; commands cut by its edges are unpaired"]
+
+
+def _selected(ios: pl.DataFrame, options) -> tuple[pl.DataFrame, list[str]]:
+    """--device HOST:CHANNEL:ID:LUN, --target and --lun keep those commands; a value the log
+    lacks is a usage error naming what it has."""
+    if options is None:
+        return ios, []
+    if options.pids is not None:
+        refuse("--pid", "kernel-log", "ftrace and dmesg SCSI events do not say which process issued a command")
+    keep, given = pl.lit(True), []
+    for flag, value, col in (("--device", options.device, "device"), ("--target", options.target, "target"),
+                             ("--lun", options.lun, "lun")):
+        if value is None:
+            continue
+        keep &= pl.col(col).cast(pl.Utf8) == str(value)
+        given.append(f"{flag} {value}")
+        if not ios.filter(keep).height:
+            check_found(flag, value, ios[col].unique().to_list() if ios.height else [])
+    if not given:
+        return ios, []
+    kept = ios.filter(keep)
+    return kept, [f"{' '.join(given)}: {kept.height} of {ios.height} commands"]
 
 
 def _filtered(cmds: pl.DataFrame, options) -> tuple[pl.DataFrame, list[str]]:
     """--pid, --device (a device name as the trace gives it) and --window (from the first
     command) keep those commands; times then start at the first kept command."""
+    for flag, value in (("--target", options.target if options else None), ("--lun", options.lun if options else None)):
+        if value is not None:
+            refuse(flag, "sg log", "strace and sg3_utils name devices by path, not by target and LUN (use --device)")
     if options is None or (options.pids is None and options.device is None and options.window is None):
         return cmds, []
     keep = pl.lit(True)

@@ -22,9 +22,11 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from .. import schema, scsi, tiling
+from .. import completeness, schema, scsi, tiling
 from .._keys import dense_ids
 from ..command_tables import TABLES, command_tables
+from ..errors import UsageError
+from ..filters import check_found, check_window, refuse
 from ..model import Analysis, Capture
 from ..stats import LATENCY_TABLES, latency_tables
 from .bot import bot_commands
@@ -144,9 +146,9 @@ def _devices(cmds: pl.DataFrame) -> tuple[pl.Series, np.ndarray]:
 
 def analyze(capture: Capture, options=None) -> Analysis:
     urbs = capture.columns["urbs"] if "urbs" in capture.columns else urb_columns(capture.frames["urbs"])
-    elapsed = int(urbs.t_ns.max()) if len(urbs) else 0
-    _, cmds, anomalies = commands(urbs)
-    full = ios_frame(cmds)
+    urbs, elapsed, window_notes = _windowed(urbs, options)
+    xf, cmds, anomalies = commands(urbs)
+    full, filter_notes = _selected(ios_frame(cmds), options)
     tiles = tile(full, elapsed, segments=False)
     ios = full.select(list({**schema.IOS, **IOS_EXTRA}))
     paired = int(ios["paired"].sum()) if ios.height else 0
@@ -154,12 +156,13 @@ def analyze(capture: Capture, options=None) -> Analysis:
     found = [a.with_columns(pl.format("{} {}", pl.lit(unit), "position").alias("position")) for a in anomalies]
     an = pl.concat([capture.anomalies, *found]).cast(schema.ANOMALIES)
     data_bytes = int(ios["data_bytes"].sum()) if ios.height else 0
-    notes = []
+    notes = window_notes + filter_notes
     n_dev = tiles["devices"]
     if n_dev > 1:
         notes.append(f"{n_dev} devices: stage percentages are of {n_dev} x the elapsed time")
     if capture.meta.get("text_format") == "1t":
         notes.append("1t text has no bus numbers: devices are shown on bus 0")
+    notes += completeness.usb_notes(xf.s_row, xf.c_row, ios) + list(capture.notes)
     cats = tiling.category_table(tiles["totals"], n_dev, STAGES, elapsed, paired)
     return Analysis(
         layer="usb", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=lambda: segments_frame(full, elapsed),
@@ -172,6 +175,51 @@ def analyze(capture: Capture, options=None) -> Analysis:
         declared=(*TABLES, *LATENCY_TABLES),
         tables={**command_tables(ios, elapsed), **latency_tables({"response": _responses(ios)})},
         no_normalized=("IDLE",))
+
+
+def _windowed(urbs: UrbColumns, options) -> tuple[UrbColumns, int, list[str]]:
+    """--window: the URB events inside it, times from its start (as if the capture had started
+    then: a command cut by an edge is unpaired, with its reason). Returns (URBs, elapsed, notes)."""
+    last = int(urbs.t_ns.max()) if len(urbs) else 0
+    if options is None or options.window is None:
+        return urbs, last, []
+    check_window(options.window, int(urbs.t_ns.min()) if len(urbs) else None, last)
+    lo, hi = options.window
+    lo, hi = max(lo or 0, 0), min(last if hi is None else hi, last)
+    kept = urbs.take((urbs.t_ns >= lo) & (urbs.t_ns <= hi))
+    kept.t_ns = kept.t_ns - lo
+    return kept, hi - lo, [f"--window: the URB events from {lo / 1e9:g} s to {hi / 1e9:g} s only, times from "
+                           f"the window's start; commands cut by its edges are unpaired"]
+
+
+def _selected(full: pl.DataFrame, options) -> tuple[pl.DataFrame, list[str]]:
+    """--device BUS:ADDR[:LUN] and --lun keep those commands; a value the capture lacks is a
+    usage error naming what it has."""
+    if options is None:
+        return full, []
+    if options.target is not None:
+        refuse("--target", "usb", "USB mass storage has no SCSI target IDs (use --device BUS:ADDR or --lun)")
+    if options.pids is not None:
+        refuse("--pid", "usb", "usbmon does not record processes")
+    keep, given = pl.lit(True), []
+    if options.device is not None:
+        parts = str(options.device).split(":")
+        if len(parts) not in (2, 3) or not all(p.isdigit() for p in parts):
+            raise UsageError(f"--device expects BUS:ADDR or BUS:ADDR:LUN for usb traces, got {options.device!r}")
+        name = ":".join(str(int(p)) for p in parts)
+        keep &= (pl.col("device") == name) if len(parts) == 3 else pl.col("device").str.starts_with(name + ":")
+        given.append(f"--device {options.device}")
+        if not full.filter(keep).height:
+            check_found("--device", options.device, full["device"].unique().to_list() if full.height else [])
+    if options.lun is not None:
+        keep &= pl.col("lun") == options.lun
+        given.append(f"--lun {options.lun}")
+        if not full.filter(keep).height:
+            check_found("--lun", options.lun, full["lun"].unique().to_list() if full.height else [])
+    if not given:
+        return full, []
+    kept = full.filter(keep)
+    return kept, [f"{' '.join(given)}: {kept.height} of {full.height} commands (the URB anomalies are of every device)"]
 
 
 def _responses(ios: pl.DataFrame) -> np.ndarray:

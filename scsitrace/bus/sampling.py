@@ -77,14 +77,3 @@ def review(meta: dict, settle_ns: int) -> tuple[dict | None, list[str]]:
              "glitches": total, "glitches_by_line": dict(glitches), "glitch_examples": list(examples),
              "affected": affected}
     return block, notes
-
-
-def apply(analysis, settle_ns: int) -> None:
-    """Add the review of a sampled bus capture to an Analysis (notes and source)."""
-    if analysis.layer != "bus":
-        return
-    block, notes = review(analysis.capture.meta, settle_ns)
-    if block is None:
-        return
-    analysis.source["sampling"] = block
-    analysis.notes.extend(notes)

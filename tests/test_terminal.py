@@ -1,0 +1,34 @@
+"""Terminal tables are never cut: piped (as in CI logs) or narrow, no value is replaced by an
+ellipsis and no number is split from its unit, on a trace of every layer."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from scsitrace.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACES = [ROOT / "fixtures/bus/table3-l3/trace.ancot",
+          ROOT / "fixtures/captured/lsi_randread4k/lsi_randread4k.blktrace.0",
+          ROOT / "fixtures/captured/usb_bufread32k/usbmon.txt",
+          ROOT / "fixtures/captured/lsi_randread4k/ftrace.txt"]
+UNIT_ALONE = re.compile(r"│\s*(ms|us|ns|s|%|MBytes/sec|I/Os/sec)\s*│")
+
+
+@pytest.mark.parametrize("trace", TRACES, ids=lambda p: p.parent.name + "/" + p.name)
+@pytest.mark.parametrize("width", [None, 40])
+def test_tables_keep_every_value_whole(capsys, trace, width):
+    argv = ["analyze", str(trace)] + ([] if width is None else ["--width", str(width)])
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "…" not in out
+    assert not UNIT_ALONE.search(out)
+    assert re.search(r"\d+(\.\d+)? (ms|us|ns|s)\b", out)       # numbers shown with their units
+
+
+def test_crosslayer_piped_is_not_cut(capsys):
+    assert main(["crosslayer", str(ROOT / "fixtures/captured/lsi_randread4k")]) == 0
+    out = capsys.readouterr().out
+    assert "…" not in out and not UNIT_ALONE.search(out)
