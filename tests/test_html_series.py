@@ -203,3 +203,17 @@ def test_compare_uses_shared_axes(tmp_path):
     assert {t["yaxis"] for t in rates["data"]} == {"y", "y2"} and len(rates["data"]) == 4
     ends = [max(t["x"]) for t in rates["data"] if t["yaxis"] == "y"]
     assert rates["layout"]["xaxis"]["range"][1] >= max(ends)
+
+
+def test_filtered_report_says_so_first(tmp_path):
+    trace = INPUTS["block"]
+    if not trace.exists():
+        pytest.skip("fixture absent")
+    out = tmp_path / "w.html"
+    assert cli.main(["analyze", str(trace), "--window", "0:0.1", "--html", str(out), "--json",
+                     str(tmp_path / "w.json")]) == 0
+    text = out.read_text(encoding="utf-8")
+    filters = json.loads((tmp_path / "w.json").read_text())["filters"]
+    shown = re.search(r'<p class="filtered" id="filters">([^<]*)</p>', text)
+    assert shown and all(str(v) in shown.group(1) for v in filters.values())
+    assert text.index('id="filters"') < text.index('id="headline"')
