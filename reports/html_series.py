@@ -63,9 +63,11 @@ def time_unit(span_ns: float) -> tuple[float, str]:
 
 
 def fmt_width(ns: int) -> str:
-    div, unit = time_unit(ns * 1.0001)
-    v = ns / div
-    return f"{v:g} {unit}"
+    """A round width in its largest whole unit (1 s, 200 ms, 50 µs)."""
+    for div, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
+        if ns >= div:
+            return f"{ns / div:g} {unit}"
+    return f"{ns} ns"
 
 
 def _r(a, digits=4) -> list:
@@ -218,7 +220,7 @@ def fig_latency_time(ios: pl.DataFrame, elapsed_ns: int, span_ns: int | None = N
         "I/Os" if pts.height == ios.height else f"I/Os (sample of {pts.height} of {ios.height})"),
         "x": _r(pts["end_ns"] / div, 6), "y": _r(pts["response_ns"] / 1e6),
         "marker": {"size": 3 if pts.height > 500 else 6, "color": "#8a97a4", "opacity": 0.6 if pts.height > 500 else 0.9}})
-    if per.height >= 2:
+    if per.height >= 4:       # fewer bins: the latency table's percentiles say it better
         lines = [("p50", PALETTE[4])] + [(n, c) for n, c, need in (("p90", PALETTE[1], 10), ("p99", PALETTE[2], 100))
                                          if per_bin >= need]
         for name, color in lines:
