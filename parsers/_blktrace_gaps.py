@@ -23,6 +23,11 @@ import re
 
 import numpy as np
 
+from scsitrace._jit import compiled
+from scsitrace._keys import dense_ids
+
+from ._bytes import u32
+
 AFFECTED = ("Q2C, D2C and I2D (a request whose completion or dispatch is lost is left unpaired or, "
             "as btt does, paired with a later event of the same sector), the I/O and byte counts, "
             "and the bandwidth")
@@ -47,22 +52,37 @@ def file_notes(files: list[tuple[str, int | None]], sizes: list[int]) -> list[st
 
 def sequence_gaps(b: np.ndarray, offs: np.ndarray, order: str, seq_at: int, cpu_at: int) -> dict[int, int]:
     """{cpu: records missing} from the jumps in each CPU's sequence numbers, data records only
-    (in file order; a sequence that restarts is a new trace session, not a loss)."""
+    (in file order; a sequence that restarts is a new trace session, not a loss). Two
+    compiled passes: the fields read in place, then each record against its CPU's last."""
     if len(offs) < 2:
         return {}
-    dt = np.dtype(np.uint32).newbyteorder("<" if order == "<" else ">")
-    take = np.arange(4, dtype=np.int64)
-    seq = np.ascontiguousarray(b[offs[:, None] + seq_at + take]).view(dt).ravel().astype(np.int64)
-    cpu = np.ascontiguousarray(b[offs[:, None] + cpu_at + take]).view(dt).ravel().astype(np.int64)
-    order_ = np.argsort(cpu, kind="stable")
-    seq, cpu = seq[order_], cpu[order_]
-    same = cpu[1:] == cpu[:-1]
-    step = np.diff(seq)
-    lost = np.where(same & (step > 1), step - 1, 0)
-    out: dict[int, int] = {}
-    for c in np.unique(cpu[1:][lost > 0]).tolist():
-        out[int(c)] = int(lost[cpu[1:] == c].sum())
-    return out
+    seq, cpu = _fields(b, offs.astype(np.int64), seq_at, cpu_at, order != "<")
+    ids, first = dense_ids(cpu)
+    lost = _lost(seq, ids, len(first))
+    return {int(cpu[first[k]]): int(lost[k]) for k in np.flatnonzero(lost)}
+
+
+@compiled
+def _fields(b, offs, seq_at, cpu_at, big):
+    seq, cpu = np.empty(offs.shape[0], np.int64), np.empty(offs.shape[0], np.int64)
+    for i in range(offs.shape[0]):
+        seq[i] = np.int64(u32(b, offs[i] + seq_at, big))
+        cpu[i] = np.int64(u32(b, offs[i] + cpu_at, big))
+    return seq, cpu
+
+
+@compiled
+def _lost(seq, ids, n_ids):
+    """Per id, the sum of the jumps (step - 1 where a record's sequence number is more than
+    one past the last of its id)."""
+    last = np.full(n_ids, -1, np.int64)
+    lost = np.zeros(n_ids, np.int64)
+    for i in range(seq.shape[0]):
+        k = ids[i]
+        step = seq[i] - last[k]
+        lost[k] += step - 1 if last[k] >= 0 and step > 1 else 0
+        last[k] = seq[i]
+    return lost
 
 
 def gap_notes(gaps: dict[int, int]) -> list[str]:

@@ -12,6 +12,7 @@ import numpy as np
 
 from scsitrace.model import Analysis
 from . import html as H
+from . import html_series as S
 from . import regress
 from . import views as views_mod
 
@@ -41,6 +42,28 @@ def comparison(analysis_a: Analysis, data_a: dict, analysis_b: Analysis, data_b:
 
 # ---------------------------------------------------------------- HTML
 
+def figure_name(name: str) -> str:
+    """A regression-gate figure name as a person reads it (percent.D2C -> D2C share)."""
+    head, _, tail = name.partition(".")
+    words = {"percent": "share", "normalized_ns": "per I/O", "bandwidth_mib_s": "Bandwidth (MB/s)",
+             "iops": "IOPS", "response_ns": "response", "elapsed_ns": "Elapsed", "ios_completed": "I/Os"}
+    if tail:
+        return f"{tail} {words.get(head, head)}" if head in ("percent", "normalized_ns") else \
+            f"{words.get(head, head)} {tail}"
+    return words.get(head, head.replace("_", " "))
+
+
+def _cell(v, row):
+    return _fmt(row["kind"], v)
+
+
+def _delta(v, row):
+    if v is None:
+        return ""
+    text = _fmt(row["kind"], abs(v))
+    return ("+" if v > 0 else "-" if v < 0 else "") + text
+
+
 def _fmt(kind, v):
     if v is None:
         return ""
@@ -65,17 +88,64 @@ def fig_shares_ab(sa: dict, sb: dict, na: str, nb: str) -> dict:
 
 
 def fig_cdf_ab(ra: np.ndarray, rb: np.ndarray, na: str, nb: str) -> dict | None:
+    return S.fig_cdf([(na, ra), (nb, rb)], "Latency CDF, A vs B (one axis)")
+
+
+def fig_histogram_ab(sa: dict, sb: dict, na: str, nb: str) -> dict | None:
+    """Both traces' latency histograms on one axis: the first latency of each (bus, usb,
+    kernel log: I/O response; block: Q2C), same buckets."""
+    rows = []
+    for s, n in ((sa, na), (sb, nb)):
+        hist = s.get("latency_histogram") or []
+        first = hist[0]["name"] if hist else None
+        rows += [{**r, "name": n if first == "response" else f"{n} ({first})"} for r in hist if r["name"] == first]
+    return S.fig_histogram(rows, ", A vs B")
+
+
+def fig_queue_ab(series: list, width: int, x_end: int) -> dict | None:
     data = []
-    for rt, name, color in ((ra, na, H.PALETTE[0]), (rb, nb, H.PALETTE[1])):
-        if len(rt):
-            srt = np.sort(rt / 1e6)
-            pick = np.unique(np.linspace(0, len(srt) - 1, min(len(srt), H.CDF_POINTS)).astype(int))
-            data.append({"type": "scatter", "mode": "lines", "name": H.label(name), "x": srt[pick].tolist(),
-                         "y": ((pick + 1) / len(srt)).tolist(), "line": {"color": color}})
+    div, unit = S.time_unit(x_end)
+    for name, ios, elapsed, color in series:
+        if ios.height:
+            t, mean, mx = S.queue_depth_series(ios, elapsed, width)
+            data.append({"type": "scatter", "mode": S._mode(len(t)), "name": H.label(f"{name}: mean in flight"),
+                         "x": S._r(t / div), "y": S._r(mean), "line": {"color": color}, "marker": {"size": 4}})
     if not data:
         return None
-    return {"data": data, "layout": H._layout("Response time CDF, A vs B", xaxis={"title": {"text": "ms"}},
-                                              yaxis={"title": {"text": "fraction"}, "range": [0, 1]})}
+    return {"data": data, "layout": H._layout(f"Queue depth over time, A vs B ({S.fmt_width(width)} bins)",
+                                              height=360, xaxis={"title": {"text": f"time ({unit})"},
+                                                                 "range": [0, x_end / div]},
+                                              yaxis={"title": {"text": "I/Os in flight"}, "rangemode": "tozero"})}
+
+
+def shared_axes(figs: list[dict | None], x: bool = True, y: bool = True):
+    """Give the figures one x range and one y range (the union of theirs), so A and B side by
+    side are read on the same scale."""
+    figs = [f for f in figs if f]
+    for axis, on in (("x", x), ("y", y)):
+        if not on:
+            continue
+        vals = []
+        for f in figs:
+            for tr in f["data"]:
+                if tr.get("orientation") == "h" and axis == "x":
+                    vals += [b + w for b, w in zip(tr.get("base", []), tr.get("x", []))] + list(tr.get("base", []))
+                elif not (tr.get("orientation") == "h" and axis == "y"):
+                    vals += [v for v in tr.get(axis, []) if isinstance(v, (int, float))]
+        if not vals:
+            continue
+        lo, hi = min(vals), max(vals)
+        for f in figs:
+            ax = f["layout"].setdefault(f"{axis}axis", {})
+            if ax.get("type") == "category" or ax.get("range"):
+                continue
+            if ax.get("type") == "log":
+                pos = [v for v in vals if v > 0]
+                if pos:
+                    ax["range"] = [float(np.log10(min(pos))) - 0.05, float(np.log10(max(pos))) + 0.05]
+            else:
+                pad = (hi - lo) * 0.03 or 1
+                ax["range"] = [min(lo, 0) if axis == "y" else lo, hi + pad]
 
 
 def fig_attribution_ab(aa: dict | None, ab: dict | None, na: str, nb: str) -> dict | None:
@@ -93,33 +163,53 @@ def build_page(analysis_a: Analysis, data_a: dict, analysis_b: Analysis, data_b:
     nb = "B: " + os.path.basename(str(comp["b"] or analysis_b.capture.path))
     page = H.Page(f"scsitrace compare: {na[3:]} vs {nb[3:]}")
     page.h2("Figures", "figures")
-    page.add(H.table("compare-table", "compare.rows",
-                     [("Figure", "figure", str), ("A", "a", lambda v: "" if v is None else f"{v:.6g}"),
-                      ("B", "b", lambda v: "" if v is None else f"{v:.6g}"),
-                      ("B - A", "delta", lambda v: "" if v is None else f"{v:+.6g}"),
-                      ("B / A", "ratio", lambda v: "" if v is None else f"{v:.3f}")], comp["rows"]))
-    page.figure("shares-ab", fig_shares_ab(data_a["summary"], data_b["summary"], na, nb), "No phase time.")
-    ra = views_mod.completed_ios(analysis_a)["response_ns"].to_numpy()
-    rb = views_mod.completed_ios(analysis_b)["response_ns"].to_numpy()
-    page.figure("cdf-ab", fig_cdf_ab(ra, rb, na, nb), "No completed I/Os in either trace.")
+    page.add(H.T.wrap(H.table("compare-table", "compare.rows",
+                              [("Figure", "figure", figure_name),
+                               ("A", "a", None), ("B", "b", None), ("B - A", "delta", None),
+                               ("B / A", "ratio", lambda v: "" if v is None else f"{v:.3f}")], comp["rows"],
+                              formats={"a": _cell, "b": _cell, "delta": _delta})))
+    sa, sb = data_a["summary"], data_b["summary"]
+    page.figure("shares-ab", fig_shares_ab(sa, sb, na, nb), "No phase time.")
+    ios_a, ios_b = views_mod.completed_ios(analysis_a), views_mod.completed_ios(analysis_b)
+    ea = int(sa.get("elapsed_ns") or analysis_a.elapsed_ns or 0)
+    eb = int(sb.get("elapsed_ns") or analysis_b.elapsed_ns or 0)
+    series = [(na, ios_a, ea, H.PALETTE[0]), (nb, ios_b, eb, H.PALETTE[1])]
+    busy = [(i, e) for _, i, e, _ in series if i.height]
+    width = min(S.bin_width(e, i.height) for i, e in busy) if busy else None
+    page.h2("A and B on the same axes", "overlaid")
+    page.figure("cdf-ab", fig_cdf_ab(ios_a["response_ns"].to_numpy(), ios_b["response_ns"].to_numpy(), na, nb),
+                "No completed I/Os in either trace.")
+    page.figure("hist-ab", fig_histogram_ab(sa, sb, na, nb), "No latencies in either trace.")
+    if width:
+        rates = S.fig_rates(None, 0, width, x_range=(0, max(ea, eb)), series=series)
+        page.figure("rates-ab", rates, "No completed I/Os.")
+        page.figure("queue-ab", fig_queue_ab(series, width, max(ea, eb)), "No completed I/Os.")
     page.figure("attribution-ab", fig_attribution_ab(data_a.get("attribution"), data_b.get("attribution"), na, nb),
                 "Attribution needs REQ/ACK in both traces.")
-    page.h2("Side by side", "sides")
+    page.h2("Side by side (same axes)", "sides")
     left, right = H.Page(na), H.Page(nb)
-    for sub, analysis, data, tag in ((left, analysis_a, data_a, "a"), (right, analysis_b, data_b, "b")):
+    span = max(ea, eb)              # one time unit for both sides
+    timelines = [H.fig_timeline(a, d["summary"].get("profile") or a.default_profile,
+                                [c["name"] for c in d["summary"].get("categories") or []], span)
+                 for a, d in ((analysis_a, data_a), (analysis_b, data_b))]
+    shared_axes(timelines, y=False)
+    lat = [S.fig_latency_time(i, e, span) for _, i, e, _ in series]
+    shared_axes(lat)
+    offsets = [S.fig_offset(i, e, span) for _, i, e, _ in series]
+    shared_axes(offsets)
+    for k, (sub, data, tag) in enumerate(((left, data_a, "a"), (right, data_b, "b"))):
         sub.add(f"<h3>{H.esc(sub.title)}</h3>")
         s = data["summary"]
-        sub.add(H.table(f"summary-table-{tag}", f"{tag}.summary",
-                        [("Figure", "figure", str), ("Value", "value", H._plain)],
-                        [{"figure": r["figure"], "value": r["value"]} for r in H._summary_rows(s)]))
-        sub.add(H.table(f"phase-table-{tag}", f"{tag}.categories",
-                        [("Phase", "name", str), ("Percentage", "percent", lambda v: f"{v:.2f} %"),
-                         ("Normalized", "normalized_ns", H.fmt_ns), ("Total", "total_ns", H.fmt_ns)],
-                        s.get("categories") or []))
-        sub.figure(f"timeline-{tag}", H.fig_timeline(analysis, s.get("profile") or analysis.default_profile,
-                                                     [c["name"] for c in s.get("categories") or []]),
-                   "No timeline.")
-        sub.figure(f"rates-{tag}", H.fig_rates(analysis), "No completed I/Os.")
+        sub.add(H.T.wrap(H.table(f"summary-table-{tag}", f"{tag}.summary",
+                                 [("Figure", "figure", str), ("Value", "shown", str)],
+                                 H._summary_rows(s))))
+        sub.add(H.T.wrap(H.table(f"phase-table-{tag}", f"{tag}.categories",
+                                 [("Phase", "name", str), ("Share", "percent", lambda v: f"{v:.2f} %"),
+                                  ("Per I/O", "normalized_ns", H.fmt_ns), ("Total", "total_ns", H.fmt_ns)],
+                                 s.get("categories") or [])))
+        sub.figure(f"timeline-{tag}", timelines[k], "No timeline.")
+        sub.figure(f"latency-time-{tag}", lat[k], "No completed I/Os.")
+        sub.figure(f"offset-{tag}", offsets[k], "No LBAs.")
     page.add("<div class=\"cols\"><div>" + "".join(left.parts) + "</div><div>" + "".join(right.parts) + "</div></div>")
     page.figures.update(left.figures)
     page.figures.update(right.figures)

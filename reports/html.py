@@ -16,40 +16,52 @@ import os
 
 from scsitrace.model import Analysis
 from . import views as views_mod
-from .html_figures import (fig_anomalies, fig_attribution, fig_latency, fig_rates, fig_shares, fig_timeline,
-                           timeline_bars)
+from . import html_series as S
+from . import html_tables as T
+from .html_figures import fig_anomalies, fig_attribution, fig_shares, fig_timeline, timeline_bars
 from .html_page import (CDF_POINTS, PALETTE, Page, _has_points, _layout, esc, fmt_ns, fmt_num, label, plotly_js,
                         script_json, table)
 
 __all__ = ["CDF_POINTS", "PALETTE", "Page", "_has_points", "_layout", "esc", "fmt_ns", "fmt_num", "label",
-           "plotly_js", "script_json", "table", "timeline_bars", "fig_timeline", "fig_rates"]
+           "plotly_js", "script_json", "table", "timeline_bars", "fig_timeline"]
 
 
 SUMMARY_KEYS = {"source", "layer", "profile", "target", "elapsed_ns", "ios_completed", "data_bytes",
-                "bandwidth_mib_s", "iops", "categories", "targets", "anomalies", "records", "notes"}
+                "bandwidth_mib_s", "iops", "categories", "targets", "anomalies", "records", "notes",
+                "latency", "latency_histogram", "filters"}
 
 
 def _summary_rows(summary: dict) -> list[dict]:
-    items = [("layer", summary.get("layer"), str), ("profile", summary.get("profile"), str),
-             ("elapsed_ns", summary.get("elapsed_ns"), fmt_ns), ("ios_completed", summary.get("ios_completed"), str),
-             ("data_bytes", summary.get("data_bytes"), str),
-             ("bandwidth_mib_s", summary.get("bandwidth_mib_s"), lambda v: "unknown" if v is None else f"{v:.2f}"),
-             ("iops", summary.get("iops"), lambda v: "" if v is None else f"{v:.1f}")]
-    return [{"figure": k, "value": v, "shown": f(v) if v is not None else ""} for k, v, f in items]
+    """The headline figures as (figure label, raw value) rows (compare's side tables)."""
+    return [{"figure": h["label"], "value": h["value"], "shown": h["shown"]} for h in T.headline(summary)]
 
 
-def section_summary(page: Page, summary: dict):
-    src = summary.get("source") or {}
-    page.h2("Summary", "summary")
-    src_rows = [{"key": k, "value": v} for k, v in src.items() if not isinstance(v, (dict, list))]
-    src_rows += [{"key": f"meta.{k}", "value": v} for k, v in (src.get("meta") or {}).items()]
-    page.add(table("source-table", "source", [("Source", "key", str), ("Value", "value", _plain)], src_rows))
-    rows = _summary_rows(summary)
-    page.add(table("summary-table", "summary", [("Figure", "figure", str), ("Value", "value", _plain)],
-                   [{"figure": r["figure"], "value": r["value"]} for r in rows]))
+def section_summary(page: Page, summary: dict, per_device: list[dict] | None = None):
+    """Headline figures first (human labels and units), then one row per device or target,
+    the notes, and the source (folded)."""
+    filters = summary.get("filters") or {}
+    if filters:     # what was left out comes before any figure
+        page.add("<p class=\"filtered\" id=\"filters\">Filtered: "
+                 + esc("; ".join(f"{k} {v}" for k, v in filters.items())) + "</p>")
+    page.add(T.headline_markup(summary))
     for note in summary.get("notes") or []:
         if note:
             page.note(note)
+    layer = summary.get("layer")
+    if per_device:
+        rows = per_device
+        if rows:
+            page.h2("Per target" if layer == "bus" else "Per device", "devices")
+            page.note("MB/s and IOPS over the whole elapsed time; response: nearest-rank percentiles "
+                      "of the completed I/Os (MB = 2^20 bytes).")
+            page.add(T.readable("device-rows", "per_device", rows, first=["device"],
+                                names={"device": "target:LUN" if layer == "bus" else "device"}))
+    src = summary.get("source") or {}
+    src_rows = [{"key": k, "value": v} for k, v in src.items() if not isinstance(v, (dict, list))]
+    src_rows += [{"key": f"meta.{k}", "value": v} for k, v in (src.get("meta") or {}).items()]
+    page.add("<details><summary>Source of this trace</summary>"
+             + T.wrap(table("source-table", "source", [("Source", "key", str), ("Value", "value", _plain)],
+                            src_rows)) + "</details>")
 
 
 def _plain(v) -> str:
@@ -60,36 +72,61 @@ def _plain(v) -> str:
     return str(v)
 
 
+PHASE_TITLES = {"bus": ("Time in each bus phase", "Phase"),
+                "block": ("Where the Q2C time goes (btt's device overhead)", "Stage"),
+                "usb": ("Time in each command stage, per device", "Stage"),
+                "scsilog": ("Time in each command stage, per device", "Stage")}
+
+
 def section_phases(page: Page, summary: dict, analysis: Analysis):
-    page.h2("Time in each phase", "phases")
-    page.add(table("phase-table", "categories",
-                   [("Phase", "name", str), ("Percentage", "percent", lambda v: f"{v:.2f} %"),
-                    ("Normalized", "normalized_ns", fmt_ns), ("Total", "total_ns", fmt_ns)],
-                   summary.get("categories") or []))
+    title, what = PHASE_TITLES.get(summary.get("layer"), ("Time in each phase", "Phase"))
+    page.h2(title, "phases")
+    page.add(T.wrap(table("phase-table", "categories",
+                          [(what, "name", str), ("Share", "percent", lambda v: f"{v:.2f} %"),
+                           ("Per I/O", "normalized_ns", fmt_ns), ("Total", "total_ns", fmt_ns)],
+                          summary.get("categories") or [])))
     page.figure("shares", fig_shares(summary), "No phase time to show.")
     if summary.get("targets"):
-        page.add(table("targets-table", "targets",
+        page.add(T.wrap(table("targets-table", "targets",
                        [("Target", "target", str), ("I/Os", "ios_completed", str),
                         ("Connections", "connections", str), ("Busy", "busy_ns", fmt_ns),
-                        ("Busy %", "busy_percent", lambda v: f"{v:.2f}"), ("Bytes", "data_bytes", _plain),
-                        ("MBytes/sec", "bandwidth_mib_s", lambda v: "" if v is None else f"{v:.2f}")],
-                       summary["targets"]))
+                        ("Busy %", "busy_percent", lambda v: f"{v:.2f}"), ("Data", "data_bytes", T.fmt_bytes),
+                        ("MB/s", "bandwidth_mib_s", lambda v: "" if v is None else f"{v:.2f}")],
+                       summary["targets"])))
     page.figure("timeline", fig_timeline(analysis, summary.get("profile") or analysis.default_profile,
                                          [c["name"] for c in summary.get("categories") or []]),
                 "No segments or I/Os to draw a timeline from.")
 
 
-def section_latency(page: Page, analysis: Analysis):
-    page.h2("Response time and rates", "latency")
-    page.figure("latency", fig_latency(analysis), "No completed I/Os: no response times.")
-    page.figure("rates", fig_rates(analysis), "No completed I/Os: no rates over time.")
+def section_latency(page: Page, summary: dict, ios, elapsed_ns: int):
+    page.h2("Latency", "latency")
+    lat = [r for r in summary.get("latency") or [] if r.get("n")]
+    if lat:
+        page.add(T.wrap(table("latency-table", "latency",
+                              [("Latency", "name", str), ("I/Os", "n", T.fmt_plain)]
+                              + [(T.header(c), c, fmt_ns) for c in ("min_ns", "avg_ns", "p50_ns", "p90_ns",
+                                                                      "p99_ns", "p999_ns", "max_ns")],
+                              summary["latency"])))
+    page.figure("latency-time", S.fig_latency_time(ios, elapsed_ns), "No completed I/Os: no latency over time.")
+    page.add("<div class=\"cols\">")
+    page.figure("latency-hist", S.fig_histogram(summary.get("latency_histogram") or []),
+                "No latencies to count.")
+    page.figure("latency-cdf", S.fig_cdf([("I/O response" if summary.get("layer") != "block" else "Q2C",
+                                           ios["response_ns"].to_numpy())]), "No completed I/Os: no CDF.")
+    page.add("</div>")
+
+
+def section_rates(page: Page, ios, elapsed_ns: int):
+    page.h2("Throughput, queue depth and offsets over time", "rates")
+    page.figure("rates", S.fig_rates(ios, elapsed_ns), "No completed I/Os: no rates over time.")
+    page.figure("queue-depth", S.fig_queue_depth(ios, elapsed_ns), "No completed I/Os: no queue depth.")
+    page.figure("offset", S.fig_offset(ios, elapsed_ns), "The I/Os of this trace carry no LBA.")
 
 
 def section_attribution(page: Page, attr: dict | None):
-    page.h2("Overhead attribution", "attribution")
-    if attr is None:
-        page.note("Overhead attribution applies to bus traces with REQ/ACK.")
+    if attr is None:          # a layer other than the bus: nothing to attribute
         return
+    page.h2("Overhead attribution", "attribution")
     for note in attr.get("notes", []):
         page.note(note)
     page.add(table("attribution-steps", "attribution.steps",
@@ -142,7 +179,7 @@ def section_views(page: Page, v: dict):
              f"({esc(st.get('count', 0))})</h3>")
     if st.get("ios"):
         page.add(table("view-stalls", "views.stalls.ios",
-                       [("I/O", "io", str), ("Device", "device", str), ("Op", "op", str), ("Bytes", "bytes", _plain),
+                       [("I/O", "io", str), ("Device", "device", str), ("Op", "op", str), ("Size", "bytes", T.fmt_bytes),
                         ("Start", "start_ns", fmt_ns), ("End", "end_ns", fmt_ns), ("Response", "response_ns", fmt_ns),
                         ("x median", "times_median", lambda x: f"{x:.1f}")], st["ios"]))
 
@@ -150,8 +187,9 @@ def section_views(page: Page, v: dict):
 def section_anomalies(page: Page, summary: dict, analysis: Analysis):
     page.h2("Anomalies", "anomalies")
     an = summary.get("anomalies") or {"count": 0, "by_kind": {}, "first": []}
-    page.add(table("anomaly-kinds", "anomalies.by_kind", [("Kind", "kind", str), ("Count", "count", str)],
-                   [{"kind": k, "count": n} for k, n in an.get("by_kind", {}).items()]))
+    if an.get("by_kind"):
+        page.add(table("anomaly-kinds", "anomalies.by_kind", [("Kind", "kind", str), ("Count", "count", str)],
+                       [{"kind": k, "count": n} for k, n in an.get("by_kind", {}).items()]))
     if an.get("first"):
         page.add(table("anomaly-first", "anomalies.first",
                        [("Time", "t_ns", fmt_ns), ("Kind", "kind", str), ("Detail", "detail", str),
@@ -174,21 +212,36 @@ def section_layer(page: Page, summary: dict):
         rows = _as_rows(value)
         if not rows:
             continue
-        cols = []
-        for r in rows:
-            cols += [c for c in r if c not in cols]
-        page.add(f"<h3>{esc(key)}</h3>")
-        page.add(table(f"layer-{key}", key, [(c, c, _plain) for c in cols], rows))
+        page.add(f"<h3>{esc(LAYER_TITLES.get(key, key.replace('_', ' ')))}</h3>")
+        page.add(T.readable(f"layer-{key}", key, rows, first=["device", "process", "pid", "name", "key"]))
+
+
+LAYER_TITLES = {"stages": "Stage times per device (btt)", "events": "Events by action",
+                "overhead": "Device overhead: share of Q2C time per stage (btt)", "devices": "Devices",
+                "processes": "Processes", "process_stages": "Stage times per process",
+                "size_histogram": "Request sizes", "srt": "Service response time per command (SRT)",
+                "commands": "Command pairing", "srt_histogram": "SRT histogram"}
 
 
 def _as_rows(value) -> list[dict]:
+    """A JSON value as table rows: a list of records (a record with a list of records inside,
+    such as srt_histogram's buckets, gives one row per inner record, its outer fields
+    repeated), a flat dict as key/value rows (nested parts left out), a dict of records."""
     flat = (str, int, float, bool, type(None))
     if isinstance(value, list) and value and all(isinstance(r, dict) for r in value):
-        return [{k: v for k, v in r.items() if isinstance(v, flat)} for r in value]
-    if isinstance(value, dict) and value and all(isinstance(v, flat) for v in value.values()):
-        return [{"key": k, "value": v} for k, v in value.items()]
+        rows = []
+        for r in value:
+            outer = {k: v for k, v in r.items() if isinstance(v, flat)}
+            inner = [v for v in r.values() if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)]
+            if inner:
+                rows += [{**outer, **{k: v for k, v in x.items() if isinstance(v, flat)}} for x in inner[0]]
+            else:
+                rows.append(outer)
+        return rows
     if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
         return [{"key": k, **{kk: vv for kk, vv in v.items() if isinstance(vv, flat)}} for k, v in value.items()]
+    if isinstance(value, dict) and value:
+        return [{"key": k, "value": v} for k, v in value.items() if isinstance(v, flat)]
     return []
 
 
@@ -205,17 +258,23 @@ def report_data(analysis: Analysis, summary: dict, attribution: dict | None = "a
                 views: dict | None = None) -> dict:
     """Everything the page shows, as one JSON-able dict (what `report --json` writes)."""
     attr = attribution_for(analysis) if attribution == "auto" else attribution
+    ios = views_mod.completed_ios(analysis)
+    elapsed = int(summary.get("elapsed_ns") or analysis.elapsed_ns or 0)
     return {"summary": summary, "attribution": attr,
-            "views": views if views is not None else views_mod.views(analysis)}
+            "views": views if views is not None else views_mod.views(analysis),
+            "per_device": T.per_device(ios, elapsed)}
 
 
 def build_page(analysis: Analysis, data: dict) -> Page:
     summary = data["summary"]
     path = (summary.get("source") or {}).get("path") or analysis.capture.path
     page = Page(f"scsitrace report: {os.path.basename(str(path))}")
-    section_summary(page, summary)
+    ios = views_mod.completed_ios(analysis)
+    elapsed = int(summary.get("elapsed_ns") or analysis.elapsed_ns or 0)
+    section_summary(page, summary, data.get("per_device"))
+    section_latency(page, summary, ios, elapsed)
+    section_rates(page, ios, elapsed)
     section_phases(page, summary, analysis)
-    section_latency(page, analysis)
     section_attribution(page, data["attribution"])
     section_views(page, data["views"])
     section_anomalies(page, summary, analysis)

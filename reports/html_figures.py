@@ -1,7 +1,7 @@
 """The HTML report's plots, computed from the canonical tables: the phase timeline (binned per
 row once it has more than TIMELINE_MAX_BARS bars, each bin keeping each category's exact
-time, so totals do not change), shares, latency CDF, I/O and byte rates, attribution,
-anomalies."""
+time, so totals do not change), shares, attribution,
+anomalies (the plots over time and of latency: html_series.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,27 +9,42 @@ import polars as pl
 
 from scsitrace.model import Analysis
 from . import views as views_mod
-from .html_page import (CDF_POINTS, COMPONENT_COLORS, HIST_BINS, PALETTE, RATE_BINS, TIMELINE_BINS,
-                        TIMELINE_MAX_BARS, _layout, colors, label)
+from .html_page import COMPONENT_COLORS, PALETTE, TIMELINE_BINS, TIMELINE_MAX_BARS, _layout, colors, label
 
 
-def fig_timeline(analysis: Analysis, profile: str, order: list[str] = ()) -> dict | None:
+def fig_timeline(analysis: Analysis, profile: str, order: list[str] = (), span_ns: int | None = None) -> dict | None:
     """Phase (or I/O) timeline, one row per target/device; totals per category exact."""
     seg = analysis.segments
     if seg is not None and seg.height and "start_ns" in seg.columns:
         col = "phase" if profile == "scsi" else "category"
         if col not in seg.columns:
             col = "phase"
-        rows = seg.select(
-            pl.when(pl.col("target").is_not_null()).then(pl.format("target {}", pl.col("target")))
-            .otherwise(pl.lit("bus")).alias("row") if "target" in seg.columns else pl.lit("bus").alias("row"),
-            pl.col(col).cast(pl.Utf8).fill_null("?").alias("what"), "start_ns", "end_ns")
-        return _timeline_figure(rows, "Phase timeline per target", analysis.elapsed_ns, order)
+        rows = seg.select(_row_expr(seg, analysis.layer), pl.col(col).cast(pl.Utf8).fill_null("?").alias("what"),
+                          "start_ns", "end_ns")
+        title = TIMELINE_TITLES.get(analysis.layer, "Timeline per device")
+        return _timeline_figure(rows, title, analysis.elapsed_ns, order, span_ns)
     ios = views_mod.completed_ios(analysis)
     if not ios.height:
         return None
     rows = ios.select(pl.col("device").alias("row"), pl.col("op").fill_null("I/O").alias("what"), "start_ns", "end_ns")
-    return _timeline_figure(rows, "I/O timeline per device (start to completion)", analysis.elapsed_ns)
+    return _timeline_figure(rows, "I/O timeline per device (start to completion)", analysis.elapsed_ns, (), span_ns)
+
+
+TIMELINE_TITLES = {"bus": "Phase timeline per target (bus-wide phases on the row 'bus')",
+                   "block": "Busy timeline per device (Busy: at least one request between Q and C)",
+                   "usb": "Command-stage timeline per device", "scsilog": "Command-stage timeline per device"}
+
+
+def _row_expr(seg: pl.DataFrame, layer: str) -> pl.Expr:
+    """The timeline row of a segment: its target ('target N'), else its device, else the
+    layer (bus-wide phases such as BUS FREE and ARBITRATION on the bus)."""
+    parts = []
+    if "target" in seg.columns:
+        parts.append(pl.when(pl.col("target").is_not_null()).then(pl.format("target {}", pl.col("target"))))
+    if "device" in seg.columns:
+        parts.append(pl.when(pl.col("device").cast(pl.Utf8) != "").then(pl.col("device").cast(pl.Utf8)))
+    parts.append(pl.lit("bus" if layer == "bus" else "all"))
+    return pl.coalesce(parts).alias("row")
 
 
 def timeline_bars(rows: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
@@ -39,6 +54,8 @@ def timeline_bars(rows: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
     bars = rows.filter(pl.col("end_ns") > pl.col("start_ns")).sort("row", "start_ns")
     brk = ((pl.col("what") != pl.col("what").shift(1)) | (pl.col("start_ns") != pl.col("end_ns").shift(1))
            | (pl.col("row") != pl.col("row").shift(1))).fill_null(True)
+    if bars.select(brk.sum()).item() > TIMELINE_MAX_BARS:   # too many bars even merged: bin (no group_by)
+        return _binned(rows, max(elapsed_ns, 1))
     bars = (bars.with_columns(brk.cum_sum().alias("run"))
             .group_by("run", maintain_order=True)
             .agg(pl.col("row").first(), pl.col("what").first(), pl.col("start_ns").min(), pl.col("end_ns").max())
@@ -65,7 +82,10 @@ def _binned(rows: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
     return agg.select("row", "what", (pl.col("bin") * width + offset).alias("start_ns"), "dur_ns")
 
 
-def _timeline_figure(rows: pl.DataFrame, title: str, elapsed_ns: int, order: list[str] = ()) -> dict:
+def _timeline_figure(rows: pl.DataFrame, title: str, elapsed_ns: int, order: list[str] = (),
+                     span_ns: int | None = None) -> dict:
+    from .html_series import time_unit
+    div, unit = time_unit(span_ns or elapsed_ns)
     bars = timeline_bars(rows, elapsed_ns)
     found = bars["what"].unique(maintain_order=True).to_list()
     color = colors(list(order), found)
@@ -75,11 +95,13 @@ def _timeline_figure(rows: pl.DataFrame, title: str, elapsed_ns: int, order: lis
         b = bars.filter(pl.col("what") == kind)
         data.append({"type": "bar", "orientation": "h", "name": label(kind),
                      "y": [label(r) for r in b["row"].to_list()],
-                     "x": (b["dur_ns"] / 1e6).to_list(), "base": (b["start_ns"] / 1e6).to_list(),
+                     "x": (b["dur_ns"] / div).to_list(), "base": (b["start_ns"] / div).to_list(),
                      "marker": {"color": color[kind]},
-                     "hovertemplate": "%{base:.3f} ms + %{x:.4f} ms<extra>" + label(kind) + "</extra>"})
-    return {"data": data, "layout": _layout(title, barmode="overlay", xaxis={"title": {"text": "time (ms)"}},
-                                            bargap=0.3)}
+                     "hovertemplate": f"%{{base:.4g}} {unit} + %{{x:.4g}} {unit}<extra>" + label(kind) + "</extra>"})
+    nrows = bars["row"].n_unique()
+    return {"data": data, "layout": _layout(title, barmode="overlay", xaxis={"title": {"text": f"time ({unit})"}},
+                                            yaxis={"automargin": True, "type": "category"},
+                                            height=max(260, 60 * nrows + 160), bargap=0.3)}
 
 
 def fig_shares(summary: dict) -> dict | None:
@@ -91,62 +113,12 @@ def fig_shares(summary: dict) -> dict | None:
     return {"data": [{"type": "pie", "labels": [label(c["name"]) for c in cats],
                       "values": [c["total_ns"] for c in cats], "sort": False, "hole": 0.35,
                       "textposition": "inside", "marker": {"colors": [color[c["name"]] for c in cats]}}],
-            "layout": _layout(f"Share of elapsed time ({summary.get('profile')})")}
+            "layout": _layout(SHARE_TITLES.get(summary.get("layer"), "Share of elapsed time")
+                              + f" ({summary.get('profile')})")}
 
 
-def response_times(analysis: Analysis) -> np.ndarray:
-    ios = views_mod.completed_ios(analysis)
-    return ios["response_ns"].drop_nulls().to_numpy()
-
-
-def fig_latency(analysis: Analysis) -> dict | None:
-    rt = response_times(analysis)
-    if not len(rt):
-        return None
-    ms = rt / 1e6
-    counts, edges = np.histogram(ms, bins=HIST_BINS)
-    srt = np.sort(ms)
-    pick = np.unique(np.linspace(0, len(srt) - 1, min(len(srt), CDF_POINTS)).astype(int))
-    return {"data": [
-        {"type": "bar", "name": "I/Os", "x": ((edges[:-1] + edges[1:]) / 2).tolist(), "y": counts.tolist(),
-         "width": float(edges[1] - edges[0]) if len(edges) > 1 else None, "marker": {"color": PALETTE[0]}},
-        {"type": "scatter", "mode": "lines", "name": "CDF", "x": srt[pick].tolist(),
-         "y": ((pick + 1) / len(srt)).tolist(), "yaxis": "y2", "line": {"color": PALETTE[2]}}],
-        "layout": _layout(f"Response time, {len(rt)} completed I/Os", xaxis={"title": {"text": "ms"}},
-                          yaxis={"title": {"text": "I/Os"}},
-                          yaxis2={"title": {"text": "fraction"}, "overlaying": "y", "side": "right",
-                                  "range": [0, 1]})}
-
-
-def rate_series(analysis: Analysis) -> dict | None:
-    """Per time bin: I/Os completed per second and MiB/s of their bytes."""
-    ios = views_mod.completed_ios(analysis)
-    if not ios.height or analysis.elapsed_ns <= 0:
-        return None
-    width = max(-(-analysis.elapsed_ns // RATE_BINS), 1)
-    b = (ios["end_ns"].to_numpy() // width).clip(0, RATE_BINS - 1)
-    n = np.bincount(b, minlength=RATE_BINS)
-    nbytes = np.bincount(b, weights=ios["bytes"].fill_null(0).to_numpy(), minlength=RATE_BINS)
-    t = (np.arange(RATE_BINS) * width + width / 2) / 1e6
-    return {"t_ms": t.tolist(), "iops": (n / (width / 1e9)).tolist(),
-            "mib_s": (nbytes / float(1 << 20) / (width / 1e9)).tolist(), "bin_ns": int(width),
-            "has_bytes": bool(ios["bytes"].drop_nulls().len())}
-
-
-def fig_rates(analysis: Analysis) -> dict | None:
-    r = rate_series(analysis)
-    if r is None:
-        return None
-    data = [{"type": "scatter", "mode": "lines", "name": "I/Os per second", "x": r["t_ms"], "y": r["iops"],
-             "line": {"shape": "hv", "color": PALETTE[0]}}]
-    if r["has_bytes"]:
-        data.append({"type": "scatter", "mode": "lines", "name": "MBytes/sec (2^20)", "x": r["t_ms"],
-                     "y": r["mib_s"], "yaxis": "y2", "line": {"shape": "hv", "color": PALETTE[1]}})
-    return {"data": data, "layout": _layout(f"Bandwidth and IOPS over time ({r['bin_ns'] / 1e6:.3f} ms bins)",
-                                            xaxis={"title": {"text": "time (ms)"}},
-                                            yaxis={"title": {"text": "I/Os per second"}},
-                                            yaxis2={"title": {"text": "MBytes/sec"}, "overlaying": "y",
-                                                    "side": "right"})}
+SHARE_TITLES = {"bus": "Share of elapsed time per phase", "block": "Share of Q2C time per stage (not of elapsed time)",
+                "usb": "Share of device time per command stage", "scsilog": "Share of device time per command stage"}
 
 
 def fig_attribution(attr: dict) -> dict | None:

@@ -94,9 +94,11 @@ def bandwidth(analysis: Analysis, io_size: int | None, target: int | None = None
     if io_size is None and header_size is not None and str(header_size).isdigit():
         io_size = int(header_size)
     if analysis.data_bytes is not None:
-        picked = (analysis.segments if lun is None else _segments_with_lun(analysis))
-        data = analysis.data_bytes if (target is None and lun is None) or analysis.layer != "bus" else int(
-            picked.filter(_picked(picked, target, lun) & pl.col("phase").str.starts_with("DATA"))["bytes"].sum() or 0)
+        data = analysis.data_bytes
+        if (target is not None or lun is not None) and analysis.layer == "bus":
+            picked = analysis.segments if lun is None else _segments_with_lun(analysis)
+            data = int(picked.filter(_picked(picked, target, lun) & pl.col("phase").str.starts_with("DATA"))
+                       ["bytes"].sum() or 0)
         note = BYTES_SOURCE.get(analysis.layer, "bytes counted by the trace")
     elif io_size:
         data = io_size * ios

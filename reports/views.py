@@ -24,11 +24,13 @@ MAX_STALLS = 50
 
 
 def completed_ios(analysis: Analysis) -> pl.DataFrame:
-    """Completed I/Os with device, op, bytes, start_ns, end_ns, response_ns (any layer)."""
+    """Completed I/Os with device, op, bytes, start_ns, end_ns, response_ns (the layer's own when
+    it has one, else end - start), lba (any layer)."""
     ios = analysis.ios
     if ios.height == 0 or "start_ns" not in ios.columns or "end_ns" not in ios.columns:
         return pl.DataFrame(schema={"io": pl.Int64, "device": pl.Utf8, "op": pl.Utf8, "bytes": pl.Int64,
-                                    "start_ns": pl.Int64, "end_ns": pl.Int64, "response_ns": pl.Int64})
+                                    "start_ns": pl.Int64, "end_ns": pl.Int64, "response_ns": pl.Int64,
+                                    "lba": pl.Int64})
     done = pl.col("complete") if "complete" in ios.columns else pl.lit(True)
     size = pl.coalesce([pl.col(c) for c in ("data_bytes", "bytes") if c in ios.columns] or [pl.lit(None)])
     device = _device_expr(ios)
@@ -39,7 +41,9 @@ def completed_ios(analysis: Analysis) -> pl.DataFrame:
         (pl.col("op").cast(pl.Utf8) if "op" in ios.columns else pl.lit(None, dtype=pl.Utf8)).alias("op"),
         size.cast(pl.Int64).alias("bytes"),
         pl.col("start_ns"), pl.col("end_ns"),
-        (pl.col("end_ns") - pl.col("start_ns")).alias("response_ns"),
+        (pl.coalesce("response_ns", pl.col("end_ns") - pl.col("start_ns")) if "response_ns" in ios.columns
+         else pl.col("end_ns") - pl.col("start_ns")).cast(pl.Int64).alias("response_ns"),
+        (pl.col("lba") if "lba" in ios.columns else pl.lit(None)).cast(pl.Int64).alias("lba"),
     ).sort("start_ns")
 
 

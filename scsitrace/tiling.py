@@ -96,6 +96,30 @@ def place(start, end, covered, last_end):
     return True, s, min(max(last_end, 0), s), max(covered, end), max(covered, end)
 
 
+@inlined
+def add_piece(kept, s, idle_from, e, phase, idle, totals, counts):
+    """Add a piece placed by `place` (segment [s, e) of `phase`, when kept) and the IDLE before
+    it ([idle_from, s)) to the time and segment count per phase."""
+    if kept:
+        if idle_from < s:
+            totals[idle] += s - idle_from
+            counts[idle] += 1
+        totals[phase] += e - s
+        counts[phase] += 1
+
+
+@inlined
+def close_device(last_end, elapsed, idle, totals, counts):
+    """The IDLE after a device's last segment up to `elapsed` (none when it has no segment:
+    last_end < 0); returns 1 if the device had segments."""
+    if last_end < 0:
+        return 0
+    if elapsed > last_end:
+        totals[idle] += elapsed - last_end
+        counts[idle] += 1
+    return 1
+
+
 @compiled
 def _tile(order, pieces, idle, elapsed, emit, out, totals, counts):
     """Pieces taken in `order` (by device, then start) -> segments (`place`), written to
@@ -107,36 +131,26 @@ def _tile(order, pieces, idle, elapsed, emit, out, totals, counts):
     k = 0
     while k < n:
         d = pieces[order[k], 0]
-        first_segment = m
         covered = np.int64(-1)
         last_end = np.int64(-1)
         while k < n and pieces[order[k], 0] == d:
             p = order[k]
             e = pieces[p, 3]
             kept, s, idle_from, covered, last_end = place(pieces[p, 2], e, covered, last_end)
-            if kept:
+            add_piece(kept, s, idle_from, e, pieces[p, 4], idle, totals, counts)
+            if kept and emit:
                 if idle_from < s:
-                    if emit:
-                        out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = \
-                            d, NULL, idle_from, s, idle, NULL
-                    totals[idle] += s - idle_from
-                    counts[idle] += 1
-                    m += 1
-                if emit:
                     out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = \
-                        d, pieces[p, 1], s, e, pieces[p, 4], pieces[p, 5]
-                totals[pieces[p, 4]] += e - s
-                counts[pieces[p, 4]] += 1
+                        d, NULL, idle_from, s, idle, NULL
+                    m += 1
+                out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = \
+                    d, pieces[p, 1], s, e, pieces[p, 4], pieces[p, 5]
                 m += 1
             k += 1
-        if m > first_segment and elapsed > last_end:
-            if emit:
-                out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = d, NULL, last_end, elapsed, idle, NULL
-            totals[idle] += elapsed - last_end
-            counts[idle] += 1
+        if emit and last_end >= 0 and elapsed > last_end:
+            out[0, m], out[1, m], out[2, m], out[3, m], out[4, m], out[5, m] = d, NULL, last_end, elapsed, idle, NULL
             m += 1
-        if m > first_segment:
-            devices += 1
+        devices += close_device(last_end, elapsed, idle, totals, counts)
     return m, devices
 
 

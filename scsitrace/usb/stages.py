@@ -9,7 +9,7 @@ import polars as pl
 from .. import tiling
 from .._jit import compiled, inlined
 from ..schema import NULL
-from ..tiling import place
+from ..tiling import add_piece, close_device, place
 
 
 def _with_stages(cmds: pl.DataFrame) -> pl.DataFrame:
@@ -124,8 +124,9 @@ def stage_pieces(dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_
 @compiled
 def stage_totals(dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, phase_code, idle, elapsed, totals, counts):
     """The tiling totals (tiling.tile's `totals`, as time and segments per phase code) of the
-    pieces stage_pieces lists command by command, tiled as they are listed, without a
-    piece table, provided they come in (device, start, block) order. Returns whether they
+    pieces stage_pieces lists command by command, tiled as they are listed by the tiling
+    step (tiling.place, add_piece, close_device), without a piece table (40 MB for 170 000
+    commands), provided they come in (device, start, block) order. Returns whether they
     did (else the totals are incomplete: list and tile the pieces) and how many devices
     have segments."""
     devices = 0
@@ -139,25 +140,10 @@ def stage_totals(dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, phase_code, 
             if not _after(dev[i], start, block, prev_dev, prev_start, prev_block):
                 return False, 0
             if dev[i] != prev_dev:
-                devices += _close_device(last_end, elapsed, idle, totals, counts)
+                devices += close_device(last_end, elapsed, idle, totals, counts)
                 covered, last_end = np.int64(-1), np.int64(-1)
             prev_dev, prev_start, prev_block = dev[i], start, block
             kept, s, idle_from, covered, last_end = place(start, end, covered, last_end)
-            if kept:
-                totals[idle] += s - idle_from
-                counts[idle] += idle_from < s
-                totals[phase_code[stage]] += end - s
-                counts[phase_code[stage]] += 1
-    devices += _close_device(last_end, elapsed, idle, totals, counts)
+            add_piece(kept, s, idle_from, end, phase_code[stage], idle, totals, counts)
+    devices += close_device(last_end, elapsed, idle, totals, counts)
     return True, devices
-
-
-@inlined
-def _close_device(last_end, elapsed, idle, totals, counts):
-    """The IDLE after a device's last segment (none: last_end < 0); 1 if it had segments."""
-    if last_end < 0:
-        return 0
-    if elapsed > last_end:
-        totals[idle] += elapsed - last_end
-        counts[idle] += 1
-    return 1

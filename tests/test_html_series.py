@@ -1,0 +1,219 @@
+"""The HTML report's plots over time (reports/html_series.py) against brute-force
+definitions, and the reports themselves on real inputs of every layer: at most 1.5 MB,
+headline figures with labels and units (no raw JSON keys shown), timelines with one row per
+device, every figure with data and a bounded number of points, compare on shared axes."""
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from scsitrace import cli
+from scsitrace.reports import html_series as S
+
+REPO = Path(__file__).resolve().parents[1]
+CAPTURED = REPO / "fixtures" / "captured"
+MAX_BYTES = 1_500_000
+INPUTS = {"bus": REPO / "fixtures" / "bus" / "table3-l1" / "trace.ancot",
+          "block": CAPTURED / "lsi_seqread32k" / "lsi_seqread32k.blktrace.0",
+          "usb": CAPTURED / "usb_seqread32k" / "usbmon.txt",
+          "scsilog": CAPTURED / "lsi_seqread32k" / "ftrace.txt"}
+
+
+def ios_frame(intervals, sizes=None):
+    s = [a for a, _ in intervals]
+    e = [b for _, b in intervals]
+    return pl.DataFrame({"io": list(range(len(s))), "device": ["d"] * len(s), "op": ["read"] * len(s),
+                         "bytes": sizes if sizes is not None else [4096] * len(s), "start_ns": s, "end_ns": e,
+                         "response_ns": [b - a for a, b in intervals], "lba": list(range(len(s)))},
+                        schema={"io": pl.Int64, "device": pl.Utf8, "op": pl.Utf8, "bytes": pl.Int64,
+                                "start_ns": pl.Int64, "end_ns": pl.Int64, "response_ns": pl.Int64, "lba": pl.Int64})
+
+
+@given(st.integers(1000, 10**13), st.integers(1, 10**7))
+def test_bins_are_round_and_fit_the_trace(elapsed, n):
+    w = S.bin_width(elapsed, n)
+    mant = w / 10 ** int(np.floor(np.log10(w)))
+    assert mant in (1, 2, 5)
+    nb, cover = S._bins(elapsed, w)
+    assert S.MIN_BINS <= nb <= S.MAX_BINS + 1
+    assert cover.sum() == pytest.approx(elapsed)
+    assert 0.5 * w <= cover[-1] <= 1.5 * w or nb == 1
+    if n >= S.MIN_PER_BIN * S.MAX_BINS:   # many I/Os: the finest bins
+        assert nb >= S.MAX_BINS // 2.5
+
+
+intervals = st.lists(st.tuples(st.integers(0, 900), st.integers(1, 300)).map(lambda t: (t[0], t[0] + t[1])),
+                     min_size=1, max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(intervals, st.integers(1, 400))
+def test_queue_depth_is_the_brute_force_count(iv, width):
+    elapsed = max(e for _, e in iv)
+    ios = ios_frame(iv)
+    t, mean, mx = S.queue_depth_series(ios, elapsed, width)
+    nb, cover = S._bins(elapsed, width)
+    depth = np.zeros(elapsed, np.int64)        # I/Os in flight during each ns [k, k+1)
+    for s, e in iv:
+        depth[s:e] += 1
+    edges = np.concatenate([np.arange(nb) * width, [elapsed]])
+    for b in range(nb):
+        part = depth[edges[b]:edges[b + 1]]
+        assert mean[b] == pytest.approx(part.mean())
+        assert mx[b] == part.max()
+
+
+@settings(max_examples=100, deadline=None)
+@given(intervals)
+def test_rates_add_up_to_the_ios_and_bytes(iv):
+    elapsed = max(e for _, e in iv)
+    sizes = [512 * (k + 1) for k in range(len(iv))]
+    r = S.rate_series(ios_frame(iv, sizes), elapsed)
+    nb, cover = S._bins(elapsed, r["bin_ns"])
+    assert (r["iops"] * cover / 1e9).sum() == pytest.approx(len(iv))
+    assert (r["mib_s"] * cover / 1e9).sum() * (1 << 20) == pytest.approx(sum(sizes))
+
+
+def test_cdf_points_are_exact_sample_values():
+    v = np.random.default_rng(1).integers(1, 10**9, 100_000)
+    x, y = S.cdf_points(v)
+    assert len(x) <= 600 and y[-1] == 1.0
+    srt = np.sort(v)
+    for xi, yi in zip(x[::37], y[::37]):       # fraction at or below x is y
+        k = int(round(yi * len(v)))
+        assert srt[k - 1] / 1e6 == pytest.approx(xi, rel=1e-3)
+
+
+class Visible(HTMLParser):
+    """The text a reader sees (no script, no attributes)."""
+
+    def __init__(self):
+        super().__init__()
+        self.text, self._skip = [], 0
+
+    def handle_starttag(self, tag, attrs):
+        self._skip += tag in ("script", "style")
+
+    def handle_endtag(self, tag):
+        self._skip -= tag in ("script", "style")
+
+    def handle_data(self, data):
+        if not self._skip:
+            self.text.append(data)
+
+
+def figures(text: str) -> dict:
+    return {fid: json.loads(body) for fid, body in
+            re.findall(r'<script type="application/json" id="fig-([^"]+)">(.*?)</script>', text, re.S)}
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    d = tmp_path_factory.mktemp("reports")
+    out = {}
+    for layer, path in INPUTS.items():
+        if not path.exists():
+            continue
+        html, js = d / f"{layer}.html", d / f"{layer}.json"
+        assert cli.main(["report", str(path), "-o", str(html), "--json", str(js)]) == 0
+        out[layer] = (html.read_text(encoding="utf-8"), json.loads(js.read_text()))
+    return out
+
+
+@pytest.mark.parametrize("layer", list(INPUTS))
+def test_report_small_with_headline_in_words(reports, layer):
+    if layer not in reports:
+        pytest.skip("fixture absent")
+    text, data = reports[layer]
+    assert len(text.encode()) <= MAX_BYTES
+    p = Visible()
+    p.feed(text)
+    visible = " ".join(p.text)
+    for raw in ("elapsed_ns", "bandwidth_mib_s", "ios_completed", "data_bytes", "e+0"):
+        assert raw not in visible, raw
+    s = data["summary"]
+    cards = dict(re.findall(r'<div class="card" data-key="([^"]+)" data-value="[^"]*"><div class="v">([^<]*)<', text))
+    assert set(cards) >= {"elapsed_ns", "ios_completed", "bandwidth_mib_s", "iops"}
+    if s["bandwidth_mib_s"] is not None:
+        assert cards["bandwidth_mib_s"] == f"{s['bandwidth_mib_s']:.2f} MB/s"
+    lat = [r for r in s["latency"] if r["n"]]
+    if lat:
+        assert f"latency.{lat[0]['name']}.p99_ns" in cards
+    figs = figures(text)
+    for fid, fig in figs.items():   # every figure has data, no figure draws one point per I/O
+        assert any(len(t.get("x") or t.get("values") or []) for t in fig["data"]), fid
+    for fid in ("latency-time", "latency-cdf", "rates", "queue-depth"):
+        if s["ios_completed"] and lat:
+            assert fid in figs, fid
+
+
+@pytest.mark.parametrize("layer", ["block", "usb"])
+def test_timeline_one_row_per_device(reports, layer):
+    if layer not in reports:
+        pytest.skip("fixture absent")
+    text, data = reports[layer]
+    rows = {y for t in figures(text)["timeline"]["data"] for y in t["y"]}
+    devices = {r["device"] for r in data["summary"]["devices"]}
+    assert rows == devices and "bus" not in rows
+
+
+def test_block_pie_says_q2c(reports):
+    if "block" not in reports:
+        pytest.skip("fixture absent")
+    title = figures(reports["block"][0])["shares"]["layout"]["title"]["text"]
+    assert "Q2C" in title and "elapsed" not in title.replace("not of elapsed", "")
+
+
+def test_big_trace_report_is_binned(tmp_path):
+    from gen_blktrace import workload, write
+    base = tmp_path / "big"
+    write(workload(n_ios=200_000, seed=3), str(base))
+    out = tmp_path / "big.html"
+    assert cli.main(["report", str(base) + ".blktrace.0", "-o", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert len(text.encode()) <= MAX_BYTES
+    points = sum(len(t.get("x") or []) for f in figures(text).values() for t in f["data"])
+    assert points < 40_000
+
+
+def test_compare_uses_shared_axes(tmp_path):
+    a, b = INPUTS["block"], CAPTURED / "lsi_randread4k" / "lsi_randread4k.blktrace.0"
+    if not (a.exists() and b.exists()):
+        pytest.skip("fixtures absent")
+    out = tmp_path / "c.html"
+    assert cli.main(["compare", str(a), str(b), "--html", str(out), "--json", str(tmp_path / "c.json")]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert len(text.encode()) <= MAX_BYTES
+    figs = figures(text)
+    for fid in ("timeline", "latency-time", "offset"):
+        fa, fb = figs[f"{fid}-a"]["layout"], figs[f"{fid}-b"]["layout"]
+        assert fa["xaxis"]["range"] == fb["xaxis"]["range"], fid
+        assert fa["xaxis"]["title"] == fb["xaxis"]["title"], fid      # one time unit
+        if fid != "timeline":
+            assert fa["yaxis"]["range"] == fb["yaxis"]["range"], fid
+    # the overlaid rates: both traces in one figure, one bin width, one time axis
+    rates = figs["rates-ab"]
+    assert {t["yaxis"] for t in rates["data"]} == {"y", "y2"} and len(rates["data"]) == 4
+    ends = [max(t["x"]) for t in rates["data"] if t["yaxis"] == "y"]
+    assert rates["layout"]["xaxis"]["range"][1] >= max(ends)
+
+
+def test_filtered_report_says_so_first(tmp_path):
+    trace = INPUTS["block"]
+    if not trace.exists():
+        pytest.skip("fixture absent")
+    out = tmp_path / "w.html"
+    assert cli.main(["analyze", str(trace), "--window", "0:0.1", "--html", str(out), "--json",
+                     str(tmp_path / "w.json")]) == 0
+    text = out.read_text(encoding="utf-8")
+    filters = json.loads((tmp_path / "w.json").read_text())["filters"]
+    shown = re.search(r'<p class="filtered" id="filters">([^<]*)</p>', text)
+    assert shown and all(str(v) in shown.group(1) for v in filters.values())
+    assert text.index('id="filters"') < text.index('id="headline"')
