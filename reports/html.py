@@ -171,17 +171,26 @@ def section_views(page: Page, v: dict):
         if v.get(key):
             shown = True
             page.add(f"<h3>{esc(title)}</h3>")
-            page.add(table(f"view-{key}", f"views.{key}", first + VIEW_COLUMNS, v[key]))
+            page.add(_capped(f"view-{key}", f"views.{key}", first + VIEW_COLUMNS, v[key]))
     if not shown:
         page.note("One request size, one device and one queue depth: no breakdown to show.")
     st = v.get("stalls") or {}
     page.add(f"<h3>Stalls: I/Os slower than {esc(st.get('factor'))} x the median of their kind "
              f"({esc(st.get('count', 0))})</h3>")
     if st.get("ios"):
-        page.add(table("view-stalls", "views.stalls.ios",
+        page.add(_capped("view-stalls", "views.stalls.ios",
                        [("I/O", "io", str), ("Device", "device", str), ("Op", "op", str), ("Size", "bytes", T.fmt_bytes),
                         ("Start", "start_ns", fmt_ns), ("End", "end_ns", fmt_ns), ("Response", "response_ns", fmt_ns),
                         ("x median", "times_median", lambda x: f"{x:.1f}")], st["ios"]))
+
+
+def _capped(tid: str, key: str, columns: list, rows: list[dict]) -> str:
+    """A table of its first MAX_ROWS rows (a note says how many the JSON has), in a box that
+    scrolls sideways rather than widening the page."""
+    out = T.wrap(table(tid, key, columns, rows[:T.MAX_ROWS]))
+    if len(rows) > T.MAX_ROWS:
+        out += f"<p class=\"note\">First {T.MAX_ROWS} of {len(rows)} rows; the JSON output has them all.</p>"
+    return out
 
 
 def section_anomalies(page: Page, summary: dict, analysis: Analysis):
