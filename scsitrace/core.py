@@ -10,6 +10,7 @@ from importlib import import_module
 
 from . import completeness
 from .errors import UsageError
+from .inputcheck import require_records
 from .model import Analysis, Capture
 
 # layer -> package under scsitrace with `analyze(capture, options) -> Analysis` (imported
@@ -75,7 +76,7 @@ def load(path: str, fmt: str = "auto", *, strict: bool = True, settle_ns: int | 
         if tap is not None:
             tap(capture)
         options.settle_ns = settle_ns if settle_ns is not None else capture.meta.get("settle_ns", 400)
-        analysis = layer.analyze(capture, options)
+        analysis = require_records(layer.analyze(capture, options), lenient=not strict)
         analysis.filters = dict(options.given)
         analysis.notes = list(analysis.notes) + completeness.unusual_notes(analysis)
         return analysis

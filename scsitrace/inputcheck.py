@@ -1,10 +1,9 @@
 """Wrong or empty input: a trace that holds no records of its layer is bad input (exit 2),
 said in the layer's own words, instead of a table of zeros.
 
-`require_records(analysis)` is called by the commands that read one trace (analyze, compare,
-report, ...) after the analysis; the parsers themselves keep accepting such files (a batch
-over a directory lists them as analysed with their zero counts, and tests build captures
-piece by piece).
+`require_records(analysis)` is called by `core.load` (so every command, `batch` and the
+Python API) after the analysis; the parsers and `core.analyze` keep accepting such captures
+(tests build captures piece by piece).
 """
 from __future__ import annotations
 

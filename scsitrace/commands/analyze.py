@@ -67,14 +67,12 @@ def parser_options(args) -> dict:
 
 
 def load(args, tap=None):
-    """core.load of the trace and options named on the command line -> Analysis; a trace
-    with no records of its layer is bad input (scsitrace/inputcheck.py)."""
-    from scsitrace.inputcheck import require_records
-    return require_records(core.load(args.trace, args.format, strict=not args.lenient, settle_ns=args.settle_ns,
+    """core.load of the trace and options named on the command line -> Analysis."""
+    return core.load(args.trace, args.format, strict=not args.lenient, settle_ns=args.settle_ns,
                      data_polarity=args.data_polarity, io_size=args.io_size,
                      window=getattr(args, "window", None), device=getattr(args, "device", None),
                      pid=getattr(args, "pid", None), target=getattr(args, "target", None),
-                     lun=getattr(args, "lun", None), tap=tap, **parser_options(args)), lenient=args.lenient)
+                     lun=getattr(args, "lun", None), tap=tap, **parser_options(args))
 
 
 def _split_map(item: str):
