@@ -93,6 +93,22 @@ def latency_table(summary: dict) -> Table | None:
     return t
 
 
+def latency_histogram_table(summary: dict) -> Table | None:
+    """The layer's latencies counted in power-of-two buckets (JSON `latency_histogram`): per
+    latency, each bucket's upper bound and count."""
+    rows = summary.get("latency_histogram") or []
+    if not rows:
+        return None
+    t = Table(title="Latency histogram (I/Os per bucket, upper bound)", title_justify="left")
+    t.add_column("Latency")
+    t.add_column("Buckets")
+    names = list(dict.fromkeys(r["name"] for r in rows))
+    for name in names:
+        t.add_row(name, ", ".join(f"<={fmt_ns(r['le_ns']) if r['le_ns'] is not None else 'inf'}: {r['count']}"
+                                  for r in rows if r["name"] == name))
+    return t
+
+
 def source_lines(src: dict) -> list[str]:
     """What the input gave and how it was read: signals and their capture names, inversions,
     data polarity, merged skew. Only the facts a source has."""
@@ -120,7 +136,8 @@ def render(summary: dict, console: Console | None = None) -> None:
     if summary.get("filters"):
         console.print("Filtered: " + ", ".join(f"--{k} {v}" for k, v in summary["filters"].items()),
                       markup=False, highlight=False, soft_wrap=True, style="bold")
-    tables = [phase_table(summary), targets_table(summary), *layer_tables(summary), latency_table(summary)]
+    tables = [phase_table(summary), targets_table(summary), *layer_tables(summary), latency_table(summary),
+              latency_histogram_table(summary)]
     for table in tables:
         if table is not None:
             print_table(console, table)

@@ -32,3 +32,17 @@ def test_crosslayer_piped_is_not_cut(capsys):
     assert main(["crosslayer", str(ROOT / "fixtures/captured/lsi_randread4k")]) == 0
     out = capsys.readouterr().out
     assert "…" not in out and not UNIT_ALONE.search(out)
+
+
+def test_latency_histogram_counts_every_latency(capsys):
+    """The terminal's latency histogram: per latency, bucket counts that add up to its n."""
+    trace = ROOT / "fixtures/captured/lsi_randread4k/lsi_randread4k.blktrace.0"
+    assert main(["analyze", str(trace)]) == 0
+    out = capsys.readouterr().out
+    assert main(["analyze", str(trace), "--json", "-"]) == 0
+    import json
+    latency = {r["name"]: r["n"] for r in json.loads(capsys.readouterr().out)["latency"]}
+    hist = out[out.index("Latency histogram"):]
+    for name, n in latency.items():
+        row = next(line for line in hist.splitlines() if line.startswith(f"│ {name} "))
+        assert sum(int(c) for c in re.findall(r": (\d+)", row)) == n > 0
