@@ -11,6 +11,8 @@ import os
 
 import numpy as np
 
+from . import units
+
 
 TIMELINE_MAX_BARS = 2500
 TIMELINE_BINS = 200
@@ -108,16 +110,7 @@ def label(text) -> str:
 
 def fmt_ns(ns) -> str:
     """A time with its unit (s, ms, µs, ns)."""
-    if ns is None:
-        return ""
-    ns = float(ns)
-    if abs(ns) >= 1e9:
-        return f"{ns / 1e9:.3f} s"
-    if abs(ns) >= 1e6:
-        return f"{ns / 1e6:.2f} ms"
-    if abs(ns) >= 1e3:
-        return f"{ns / 1e3:.1f} µs"
-    return f"{ns:.0f} ns"
+    return units.fmt_ns(ns, micro="µs")
 
 
 def fmt_num(v, digits=2) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from .units import fmt_ns
+
 
 PIPE_WIDTH = 1000       # piped: tables take the width they need (rich would assume 80 columns)
 
@@ -29,18 +31,6 @@ def print_table(console: Console, table: Table) -> None:
                           color_system=console.color_system, highlight=False)
     console.print(table)
 
-
-def fmt_ns(ns) -> str:
-    if ns is None:
-        return ""
-    ns = float(ns)
-    if abs(ns) >= 1e9:
-        return f"{ns / 1e9:.3f} s"
-    if abs(ns) >= 1e6:
-        return f"{ns / 1e6:.2f} ms"
-    if abs(ns) >= 1e3:
-        return f"{ns / 1e3:.1f} us"
-    return f"{ns:.0f} ns"
 
 
 def phase_table(summary: dict) -> Table:
