@@ -15,7 +15,7 @@ from hypothesis import given, settings, strategies as st
 
 from scsitrace import core, parsers
 from scsitrace.cli import main
-from scsitrace.errors import BadInput
+from scsitrace.errors import BadInput, UsageError
 from scsitrace.reports import summary as summ
 
 from gen_sgio import HOSTILE, OTHER, command, strace_text
@@ -174,7 +174,8 @@ def test_pid_filter_and_regress(capsys):
     early = analyze(CASE / "dd_4k.strace.txt", window=":0.1").ios
     assert early.height == dd.filter(pl.col("start_ns") < 100_000_000).height
     assert 0 < early.height < dd.height
-    assert analyze(CASE / "dd_4k.strace.txt", device="/dev/sg9").ios.height == 0
+    with pytest.raises(UsageError, match="--device /dev/sg9: not in the trace"):
+        analyze(CASE / "dd_4k.strace.txt", device="/dev/sg9")
     assert main(["regress", str(CASE / "baseline.sgio.json")]) == 0
     assert main(["regress", str(CASE / "baseline.sgio.json"), str(CASE / "dd_4k.strace.txt")]) == 1
 

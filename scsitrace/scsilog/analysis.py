@@ -203,6 +203,11 @@ def _filtered(cmds: pl.DataFrame, options) -> tuple[pl.DataFrame, list[str]]:
         keep &= (rel >= lo) if lo is not None else pl.lit(True)
         keep &= (rel < hi) if hi is not None else pl.lit(True)
     kept = cmds.filter(keep)
+    if not kept.height:     # say what the log has, for the filter that emptied it
+        for flag, value, col in (("--pid", ",".join(options.pids or ()), "pid"), ("--device", options.device, "device")):
+            if value and not cmds.filter(pl.col(col).cast(pl.Utf8).is_in(str(value).split(","))).height:
+                check_found(flag, value, cmds[col].unique().to_list())
+        check_window(options.window, 0, int(cmds["end_ns"].max() or 0) - int(cmds["start_ns"].min() or 0))
     origin = int(kept["start_ns"].min()) if kept.height and kept["start_ns"].is_not_null().any() else 0
     kept = kept.with_columns(pl.col("start_ns") - origin, pl.col("end_ns") - origin)
     return kept, [f"{kept.height} of {cmds.height} SG_IO commands kept by --pid/--device/--window"]
