@@ -30,15 +30,12 @@ class Options:
     settle_ns: int = 400             # bus settle delay: shorter line states are skew
     data_polarity: str = "auto"      # auto | high | low (DB lines as captured / inverted)
     io_size: int | None = None       # bytes per I/O, for bandwidth without REQ/ACK
-    window: tuple[int | None, int | None] | None = None   # block: ns from the trace start (parse_window)
+    window: tuple[int | None, int | None] | None = None   # every layer: ns from the trace start (parse_window)
     device: int | str | None = None  # block: dev_t, major << 20 | minor; scsilog: a device name (parse_device)
     pids: tuple[str, ...] | None = None   # block, sg logs: pids or process names (parse_pids)
     target: int | None = None        # bus (in the summary: "Other targets"), kernel logs: SCSI target ID
     lun: int | None = None           # bus, usb, kernel logs: logical unit
     given: dict = field(default_factory=dict)   # the filters as typed, for the reports to state
-
-    def filtered(self) -> bool:
-        return any(v is not None for v in (self.window, self.device, self.pids, self.target, self.lun))
 
 
 def analyze(capture: Capture, options: Options | None = None) -> Analysis:
@@ -76,9 +73,8 @@ def load(path: str, fmt: str = "auto", *, strict: bool = True, settle_ns: int | 
         if tap is not None:
             tap(capture)
         options.settle_ns = settle_ns if settle_ns is not None else capture.meta.get("settle_ns", 400)
-        analysis = require_records(layer.analyze(capture, options), lenient=not strict)
+        analysis = require_records(analyze(capture, options), lenient=not strict)
         analysis.filters = dict(options.given)
-        analysis.notes = list(analysis.notes) + completeness.unusual_notes(analysis)
         return analysis
 
 
