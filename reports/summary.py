@@ -33,7 +33,7 @@ def _others(target, lun) -> str:
     return OTHER_LUNS if target is None else OTHER_TARGETS if lun is None else "Other targets and LUNs"
 
 
-def _picked(frame: pl.DataFrame, target: int | None, lun: int | None) -> pl.Expr:
+def _picked(target: int | None, lun: int | None) -> pl.Expr:
     """Rows (segments with a `lun` column, or ios) of the selected target and LUN."""
     keep = pl.lit(True)
     if target is not None:
@@ -69,7 +69,7 @@ def categories(analysis: Analysis, profile: str, target: int | None = None, lun:
     others = _others(target, lun)
     if target is not None or lun is not None:
         is_free = pl.col(col) == order[-1]
-        seg = seg.with_columns(pl.when(~_picked(seg, target, lun) & ~is_free).then(pl.lit(others))
+        seg = seg.with_columns(pl.when(~_picked(target, lun) & ~is_free).then(pl.lit(others))
                                .otherwise(pl.col(col)).alias(col))
         order.append(others)
     totals = dict(seg.group_by(col).agg(pl.col("dur").sum()).iter_rows())
@@ -83,7 +83,7 @@ def _ios_completed(analysis: Analysis, target: int | None, lun: int | None = Non
     if target is None and lun is None:
         return analysis.ios_completed
     ios = analysis.ios
-    return int(ios.filter(pl.col("complete").fill_null(False) & _picked(ios, target, lun)).height)
+    return int(ios.filter(pl.col("complete").fill_null(False) & _picked(target, lun)).height)
 
 
 def bandwidth(analysis: Analysis, io_size: int | None, target: int | None = None, lun: int | None = None):
@@ -97,7 +97,7 @@ def bandwidth(analysis: Analysis, io_size: int | None, target: int | None = None
         data = analysis.data_bytes
         if (target is not None or lun is not None) and analysis.layer == "bus":
             picked = analysis.segments if lun is None else _segments_with_lun(analysis)
-            data = int(picked.filter(_picked(picked, target, lun) & pl.col("phase").str.starts_with("DATA"))
+            data = int(picked.filter(_picked(target, lun) & pl.col("phase").str.starts_with("DATA"))
                        ["bytes"].sum() or 0)
         note = BYTES_SOURCE.get(analysis.layer, "bytes counted by the trace")
     elif io_size:
