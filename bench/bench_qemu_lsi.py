@@ -20,10 +20,12 @@ import argparse
 import os
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+sys.path.insert(0, HERE)
+
+from _timing import best  # noqa: E402
 DATA = os.path.join(HERE, "data")
 
 
@@ -35,15 +37,6 @@ def generate(path: str, n: int, sectors: int) -> None:
     cmds = [(0x28, (i * 7919) % 1_000_000, sectors, i % 256, True) for i in range(n)]
     with open(path, "w") as fh:
         fh.write("\n".join(qemu_trace_lines(cmds)) + "\n")
-
-
-def best(fn, repeat: int):
-    times, out = [], None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t)
-    return min(times), out
 
 
 def main() -> int:

@@ -18,10 +18,12 @@ import os
 import resource
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+sys.path.insert(0, HERE)
+
+from _timing import best  # noqa: E402
 DATA = os.path.join(HERE, "data")
 
 
@@ -39,15 +41,6 @@ def generate(path: str, n: int) -> None:
                             duration_ms=4, start_us=(i // 4) * 5000 + (i % 4) * 1000, syscall_us=3000))
     with open(path, "w") as fh:
         fh.write(strace_text(cmds, ts="tt", T=True, y=True, f="bracket"))
-
-
-def best(fn, repeat: int):
-    times, out = [], None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t)
-    return min(times), out
 
 
 def main() -> int:

@@ -85,26 +85,27 @@ def count_blkparse(data: bytes) -> int:
     return n
 
 
-def count_blktrace(data: bytes) -> int:
-    """Records of a little-endian blktrace file, following the chain by pdu_len; a tail too
-    short for its record counts as one (it is reported as skipped)."""
-    pos, n = 0, 0
+def _count_chain(data: bytes, start: int, head: int, length_at: int, fmt: str) -> int:
+    """Records of a chain of (header of `head` bytes holding the body length at `length_at`,
+    body) from `start`; a tail too short for its header counts as one (it is reported as
+    skipped)."""
+    pos, n = start, 0
     while pos < len(data):
         n += 1
-        if pos + 48 > len(data):
+        if pos + head > len(data):
             break
-        pos += 48 + struct.unpack_from("<H", data, pos + 46)[0]
+        pos += head + struct.unpack_from(fmt, data, pos + length_at)[0]
     return n
+
+
+def count_blktrace(data: bytes) -> int:
+    """Records of a little-endian blktrace file, following the chain by pdu_len."""
+    return _count_chain(data, 0, 48, 46, "<H")
 
 
 def count_pcap(data: bytes) -> int:
-    pos, n = 24, 0
-    while pos < len(data):
-        n += 1
-        if pos + 16 > len(data):
-            break
-        pos += 16 + struct.unpack_from("<I", data, pos + 8)[0]
-    return n
+    """Records of a little-endian pcap file, following the chain by incl_len."""
+    return _count_chain(data, 24, 16, 8, "<I")
 
 
 # ---------------------------------------------------------------- bases
