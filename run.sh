@@ -18,7 +18,13 @@ apt_install() {  # apt_install CMD PACKAGE...: install PACKAGEs when CMD is miss
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
+rust_toolchain() {  # the compiled core (native/, pyo3) is built by pip install: it needs cargo
+  if [ -x "$HOME/.cargo/bin/cargo" ]; then export PATH="$HOME/.cargo/bin:$PATH"; fi
+  apt_install cargo cargo rustc
+}
+
 python_env() {
+  rust_toolchain
   if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
     apt_install __no_such_cmd__ python3-venv python3-pip
   fi

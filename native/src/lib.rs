@@ -1,0 +1,30 @@
+//! scsitrace's compiled per-record passes: one Rust module per area, each a Python submodule
+//! of `scsitrace._native` (built at install time by setuptools-rust; nothing is compiled at
+//! first use). Every function takes numpy arrays and releases the GIL while it loops.
+use pyo3::prelude::*;
+
+mod block;
+mod bus;
+mod bytes;
+mod scsilog;
+mod stat;
+mod usb;
+
+/// Adds `name` as a submodule of `parent`, built by `fill`.
+fn submodule(parent: &Bound<PyModule>, name: &str, fill: fn(&Bound<PyModule>) -> PyResult<()>) -> PyResult<()> {
+    let m = PyModule::new_bound(parent.py(), name)?;
+    fill(&m)?;
+    parent.add_submodule(&m)?;
+    Ok(())
+}
+
+#[pymodule]
+fn _native(m: &Bound<PyModule>) -> PyResult<()> {
+    submodule(m, "bytes", bytes::register)?;
+    submodule(m, "stat", stat::register)?;
+    submodule(m, "bus", bus::register)?;       // bus captures, logic analyzers, VCD, shared tables
+    submodule(m, "usb", usb::register)?;       // pcap/usbmon readers and the USB machines
+    submodule(m, "block", block::register)?;   // blktrace readers and the btt machine
+    submodule(m, "scsilog", scsilog::register)?;
+    Ok(())
+}

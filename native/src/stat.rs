@@ -1,0 +1,230 @@
+//! The streaming statistic record (scsitrace/stats.py STAT) of one set of latency samples:
+//! exact count, min, max and total; nearest-rank percentiles exact while at most `cap`
+//! samples have been seen, then read from a log-linear histogram whose buckets are at most
+//! 1/1024 of their lower bound wide (a percentile is then the lower bound of its bucket,
+//! clamped to [min, max]: at most 0.1 % below the exact one). Memory: `cap` samples, then
+//! 8 KiB per power of two the samples span.
+use numpy::PyReadonlyArray1;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+const SUB_BITS: u32 = 10; // 1024 buckets per power of two
+const SUB: u64 = 1 << SUB_BITS;
+pub const DEFAULT_CAP: usize = 1 << 21;
+/// scsitrace/stats.py HIST_EDGES_NS: bucket upper bounds 1 us << k, k < 24 (then: above)
+pub const HIST_EDGES: usize = 24;
+
+#[pyclass(module = "scsitrace._native.stat")]
+#[derive(Clone)]
+pub struct Samples {
+    pub n: u64,
+    pub min: i64,
+    pub max: i64,
+    pub total: i128,
+    cap: usize,
+    exact: Option<Vec<i64>>,
+    rows: Vec<Option<Box<[u64]>>>, // per power of two: SUB buckets (values < 2*SUB: row 0, 1)
+    below_zero: u64,
+    hist: [u64; HIST_EDGES + 1],
+}
+
+fn bucket(v: u64) -> (usize, usize) {
+    if v < 2 * SUB {
+        ((v >> SUB_BITS) as usize, (v & (SUB - 1)) as usize)
+    } else {
+        let e = 63 - v.leading_zeros(); // >= SUB_BITS + 1
+        let shift = e - SUB_BITS;
+        ((e - SUB_BITS + 1) as usize, ((v >> shift) & (SUB - 1)) as usize)
+    }
+}
+
+fn bucket_low(row: usize, sub: usize) -> u64 {
+    if row < 2 {
+        ((row as u64) << SUB_BITS) | sub as u64
+    } else {
+        let shift = row as u32 - 1;
+        (SUB | sub as u64) << shift
+    }
+}
+
+fn hist_index(v: i64) -> usize {
+    // first k with v <= 1000 << k (side="left" of np.searchsorted), else HIST_EDGES
+    if v <= 1000 {
+        return 0;
+    }
+    let mut k = 0;
+    while k < HIST_EDGES && v > (1000i64 << k) {
+        k += 1;
+    }
+    k
+}
+
+impl Samples {
+    pub fn with_cap(cap: usize) -> Samples {
+        Samples { n: 0, min: i64::MAX, max: i64::MIN, total: 0, cap, exact: Some(Vec::new()), rows: Vec::new(),
+                  below_zero: 0, hist: [0; HIST_EDGES + 1] }
+    }
+
+    #[inline]
+    pub fn push(&mut self, v: i64) {
+        self.n += 1;
+        self.total += v as i128;
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
+        self.hist[hist_index(v)] += 1;
+        match &mut self.exact {
+            Some(values) if values.len() < self.cap => values.push(v),
+            Some(_) => {
+                let values = self.exact.take().unwrap();
+                for x in values {
+                    self.bin(x);
+                }
+                self.bin(v);
+            }
+            None => self.bin(v),
+        }
+    }
+
+    fn bin(&mut self, v: i64) {
+        if v < 0 {
+            self.below_zero += 1;
+            return;
+        }
+        let (row, sub) = bucket(v as u64);
+        if self.rows.len() <= row {
+            self.rows.resize(row + 1, None);
+        }
+        self.rows[row].get_or_insert_with(|| vec![0u64; SUB as usize].into_boxed_slice())[sub] += 1;
+    }
+
+    /// Adds another set's samples (exactness kept while the union fits the cap).
+    pub fn merge(&mut self, other: &Samples) {
+        if other.n == 0 {
+            return;
+        }
+        match (&mut self.exact, &other.exact) {
+            (Some(a), Some(b)) if a.len() + b.len() <= self.cap => a.extend_from_slice(b),
+            _ => {
+                if let Some(values) = self.exact.take() {
+                    for x in values {
+                        self.bin(x);
+                    }
+                }
+                match &other.exact {
+                    Some(b) => b.iter().for_each(|&x| self.bin(x)),
+                    None => {
+                        self.below_zero += other.below_zero;
+                        if self.rows.len() < other.rows.len() {
+                            self.rows.resize(other.rows.len(), None);
+                        }
+                        for (r, row) in other.rows.iter().enumerate() {
+                            if let Some(row) = row {
+                                let mine = self.rows[r].get_or_insert_with(|| vec![0u64; SUB as usize].into_boxed_slice());
+                                mine.iter_mut().zip(row.iter()).for_each(|(a, b)| *a += b);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.n += other.n;
+        self.total += other.total;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+        self.hist.iter_mut().zip(other.hist.iter()).for_each(|(a, b)| *a += b);
+    }
+
+    pub fn is_exact(&self) -> bool {
+        self.exact.is_some()
+    }
+
+    /// Nearest-rank percentiles (p in percent): rank ceil(p/100 n), at least 1.
+    pub fn percentiles(&mut self, ps: &[f64]) -> Vec<Option<i64>> {
+        if self.n == 0 {
+            return ps.iter().map(|_| None).collect();
+        }
+        let ranks: Vec<u64> = ps.iter().map(|p| ((p / 100.0 * self.n as f64).ceil() as u64).max(1)).collect();
+        if let Some(values) = &mut self.exact {
+            values.sort_unstable();
+            return ranks.iter().map(|&r| Some(values[(r - 1) as usize])).collect();
+        }
+        ranks.iter().map(|&r| Some(self.rank_from_histogram(r))).collect()
+    }
+
+    fn rank_from_histogram(&self, rank: u64) -> i64 {
+        let mut seen = self.below_zero;
+        if seen >= rank {
+            return self.min;
+        }
+        for (r, row) in self.rows.iter().enumerate() {
+            if let Some(row) = row {
+                for (s, &c) in row.iter().enumerate() {
+                    seen += c;
+                    if seen >= rank {
+                        return (bucket_low(r, s) as i64).clamp(self.min, self.max);
+                    }
+                }
+            }
+        }
+        self.max
+    }
+
+    pub fn record<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new_bound(py);
+        d.set_item("n", self.n)?;
+        let empty = self.n == 0;
+        d.set_item("min_ns", if empty { None } else { Some(self.min) })?;
+        d.set_item("avg_ns", if empty { None } else { Some(self.total as f64 / self.n as f64) })?;
+        d.set_item("max_ns", if empty { None } else { Some(self.max) })?;
+        d.set_item("total_ns", self.total as i64)?;
+        let ps = self.percentiles(&[50.0, 90.0, 99.0, 99.9]);
+        for (name, p) in ["p50_ns", "p90_ns", "p99_ns", "p999_ns"].iter().zip(ps) {
+            d.set_item(*name, p)?;
+        }
+        d.set_item("exact", self.is_exact())?;
+        Ok(d)
+    }
+}
+
+#[pymethods]
+impl Samples {
+    #[new]
+    #[pyo3(signature = (cap = DEFAULT_CAP))]
+    fn new(cap: usize) -> Samples {
+        Samples::with_cap(cap)
+    }
+
+    /// Adds an int64 array of samples.
+    fn add(&mut self, py: Python<'_>, values: PyReadonlyArray1<i64>) -> PyResult<()> {
+        let v = values.as_slice()?;
+        py.allow_threads(|| v.iter().for_each(|&x| self.push(x)));
+        Ok(())
+    }
+
+    #[pyo3(name = "merge")]
+    fn py_merge(&mut self, other: &Samples) {
+        self.merge(other)
+    }
+
+    /// The STAT record (scsitrace/stats.py) plus `exact`: False when the percentiles come
+    /// from the histogram (at most 0.1 % below the exact ones).
+    #[pyo3(name = "record")]
+    fn py_record<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.record(py)
+    }
+
+    /// Counts in scsitrace/stats.py HIST_EDGES_NS buckets (exact), the last one: above.
+    fn histogram(&self) -> Vec<u64> {
+        self.hist.to_vec()
+    }
+
+    #[getter]
+    fn n(&self) -> u64 {
+        self.n
+    }
+}
+
+pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
+    m.add_class::<Samples>()?;
+    Ok(())
+}

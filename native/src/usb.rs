@@ -1,0 +1,6 @@
+//! The usb area's compiled passes (see lib.rs).
+use pyo3::prelude::*;
+
+pub fn register(_m: &Bound<PyModule>) -> PyResult<()> {
+    Ok(())
+}
