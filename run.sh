@@ -20,7 +20,7 @@ apt_install() {  # apt_install CMD PACKAGE...: install PACKAGEs when CMD is miss
 
 rust_toolchain() {  # the compiled core (native/, pyo3) is built by pip install: it needs cargo
   if [ -x "$HOME/.cargo/bin/cargo" ]; then export PATH="$HOME/.cargo/bin:$PATH"; fi
-  apt_install cargo cargo rustc
+  apt_install cargo cargo-web rustc-web   # bookworm's rustc 1.63 is too old
 }
 
 python_env() {
