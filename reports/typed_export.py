@@ -111,9 +111,51 @@ def _typed(frame: pl.DataFrame, declared: dict, extra: dict) -> pl.DataFrame:
 
 def ios_export(analysis: Analysis, target: int | None = None) -> pl.DataFrame:
     """The per-I/O table, typed, with device_id: what `--ios` writes."""
-    ios = ios_table(analysis, target)
-    ios = ios.with_columns(device_id(analysis.layer, ios.columns))
-    return _typed(ios, ios_schema(analysis.layer), _format_io_columns(analysis.capture.format))
+    return _typed_ios(ios_table(analysis, target), analysis.layer, analysis.capture.format)
+
+
+def _typed_ios(ios: pl.DataFrame, layer: str, fmt: str) -> pl.DataFrame:
+    ios = ios.with_columns(device_id(layer, ios.columns))
+    return _typed(ios, ios_schema(layer), _format_io_columns(fmt))
+
+
+class IosWriter:
+    """`--ios FILE` for the streaming layers (core.Options.ios_sink): each batch of per-I/O
+    rows is typed as ios_export types the whole table and appended to FILE (Parquet row
+    groups, or CSV), so the table is never held whole. `close()` after the analysis."""
+
+    def __init__(self, path: str, target: int | None = None):
+        self.path, self.target = str(path), target
+        self.rows, self._parquet, self._csv = 0, None, None
+
+    @property
+    def used(self) -> bool:
+        return self._parquet is not None or self._csv is not None
+
+    def __call__(self, batch: pl.DataFrame, capture) -> None:
+        if self.target is not None and "target" in batch.columns:
+            batch = batch.filter(pl.col("target") == self.target)
+        cols = [c for c in IO_CSV_COLUMNS if c in batch.columns]
+        batch = batch.select(cols + [c for c in batch.columns if c not in cols and batch.schema[c] != pl.Object])
+        frame = _typed_ios(batch, capture.layer, capture.format)
+        if self.path.lower().endswith(".parquet"):
+            table = frame.to_arrow()
+            if self._parquet is None:
+                import pyarrow.parquet as pq
+                self._parquet = pq.ParquetWriter(self.path, table.schema)
+            self._parquet.write_table(table)
+        else:
+            if self._csv is None:
+                self._csv = open(self.path, "wb")
+                frame.write_csv(self._csv)
+            else:
+                frame.write_csv(self._csv, include_header=False)
+        self.rows += frame.height
+
+    def close(self) -> None:
+        for handle in (self._parquet, self._csv):
+            if handle is not None:
+                handle.close()
 
 
 def segments_export(analysis: Analysis, target: int | None = None) -> pl.DataFrame:

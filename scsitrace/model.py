@@ -9,6 +9,10 @@ import polars as pl
 from . import schema
 
 MAX_EXAMPLES = 5
+# Per-I/O rows a streaming layer (block, usb, kernel logs) keeps for the reports; beyond it
+# they are evenly thinned over the whole trace (a note says so), and `--ios` gets them all
+# as they are produced (Options.ios_sink).
+KEEP_IOS = 1 << 20
 
 
 @dataclass
@@ -135,6 +139,7 @@ class Analysis:
     no_normalized: tuple = ()
     filters: dict = field(default_factory=dict)  # the filters applied, as the user gave them
     runs: pl.DataFrame | None = None            # bus: the reduced phase runs (attribution)
+    ios_streamed: bool = False                  # every per-I/O row went to Options.ios_sink
 
     def table(self, name: str) -> pl.DataFrame:
         """A declared table, built on first read, checked against its declaration."""

@@ -66,13 +66,13 @@ def parser_options(args) -> dict:
     return opts
 
 
-def load(args, tap=None):
+def load(args, tap=None, ios_sink=None):
     """core.load of the trace and options named on the command line -> Analysis."""
     return core.load(args.trace, args.format, strict=not args.lenient, settle_ns=args.settle_ns,
                      data_polarity=args.data_polarity, io_size=args.io_size,
                      window=getattr(args, "window", None), device=getattr(args, "device", None),
                      pid=getattr(args, "pid", None), target=getattr(args, "target", None),
-                     lun=getattr(args, "lun", None), tap=tap, **parser_options(args))
+                     lun=getattr(args, "lun", None), tap=tap, ios_sink=ios_sink, **parser_options(args))
 
 
 def _split_map(item: str):
@@ -88,7 +88,15 @@ def run(args) -> int:
     if args.html:  # attribution's pass over the transitions rides along with the analysis' read
         from scsitrace.reports.attribution import Collector
         collector = Collector()
-    analysis = load(args, tap=collector.tap if collector else None)
+    sink = None
+    if args.ios:   # streaming layers write the per-I/O rows as they are produced
+        from scsitrace.reports import typed_export
+        sink = typed_export.IosWriter(args.ios, args.target)
+    try:
+        analysis = load(args, tap=collector.tap if collector else None, ios_sink=sink)
+    finally:
+        if sink is not None:
+            sink.close()
     s = summ.summary(analysis, args.profile, args.target, args.io_size, getattr(args, "lun", None))
     if args.json == "-":
         json.dump(s, sys.stdout, indent=1)
@@ -101,7 +109,7 @@ def run(args) -> int:
         export.write_categories_csv(args.csv, s)
     if args.ios or args.segments:
         from scsitrace.reports import typed_export
-        if args.ios:
+        if args.ios and not (analysis.ios_streamed and sink.used):   # (streamed nothing: an empty table)
             typed_export.write(args.ios, typed_export.ios_export(analysis, args.target))
         if args.segments:
             typed_export.write(args.segments, typed_export.segments_export(analysis, args.target))
