@@ -1,6 +1,12 @@
-//! The block area's compiled passes (see lib.rs).
+//! The block layer's compiled passes: the blktrace readers (reader.rs) and the streaming btt
+//! machine with its statistics (machine.rs).
 use pyo3::prelude::*;
 
-pub fn register(_m: &Bound<PyModule>) -> PyResult<()> {
+mod machine;
+mod reader;
+
+pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
+    reader::register(m)?;
+    machine::register(m)?;
     Ok(())
 }

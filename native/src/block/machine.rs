@@ -1,0 +1,5 @@
+use pyo3::prelude::*;
+
+pub fn register(_m: &Bound<PyModule>) -> PyResult<()> {
+    Ok(())
+}
