@@ -10,11 +10,16 @@ mod scsilog;
 mod stat;
 mod usb;
 
-/// Adds `name` as a submodule of `parent`, built by `fill`.
+/// Adds `name` as a submodule of `parent`, built by `fill`, importable by its dotted name
+/// (`from scsitrace._native.stat import Samples`: registered in sys.modules).
 fn submodule(parent: &Bound<PyModule>, name: &str, fill: fn(&Bound<PyModule>) -> PyResult<()>) -> PyResult<()> {
-    let m = PyModule::new_bound(parent.py(), name)?;
+    let py = parent.py();
+    let m = PyModule::new_bound(py, name)?;
     fill(&m)?;
     parent.add_submodule(&m)?;
+    let dotted = format!("scsitrace._native.{}", name);
+    m.setattr("__name__", &dotted)?;
+    py.import_bound("sys")?.getattr("modules")?.set_item(dotted, m)?;
     Ok(())
 }
 
