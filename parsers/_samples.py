@@ -3,7 +3,7 @@
 
 A capture is a sequence of sample words (bit k = probe k). Probes are mapped to bus lines by
 name (`parsers/_probes.py`, as for VCD, with --map and --active-low). The words are reduced
-to the samples where a mapped probe changes by one compiled pass (`_scan_changes`: no
+to the samples where a mapped probe changes by one compiled pass (`_reduce`, Rust: no
 Python per sample; unmapped probes never make a row); the bus lines of those rows are then
 extracted in bulk with numpy. One-sample pulses (glitches) and REQ/ACK edges that fall in
 the same sample are counted on the rows, so the report can say what the sample period
@@ -23,7 +23,7 @@ import numpy as np
 import polars as pl
 
 from scsitrace import schema
-from scsitrace._jit import no_refcount
+from scsitrace._native import bus as _bus
 from scsitrace.errors import BadInput
 from ._probes import DB_BITS, Var, resolve
 
@@ -63,98 +63,29 @@ def rate_text(rate: Fraction) -> str:
 N_STATE = 4                 # _reduce's state: started, resume position, REQ/ACK same-sample edges, last row's sample
 MAX_BITS = 64
 SKIP = 32                   # samples compared at once while nothing changes
-DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
-# bit number of a one-bit word w: BIT_INDEX[(w * DEBRUIJN) >> 58] (the multiply wraps)
-BIT_INDEX = np.zeros(64, dtype=np.int64)
-BIT_INDEX[[((1 << i) * 0x03F79D71B4CB0A89 % (1 << 64)) >> 58 for i in range(64)]] = np.arange(64)
 
 
-@no_refcount
-def _reduce(words, pos, use_pos, base, mask, used_bytes, lut, inv, bit_index, both, last, st, glitches, examples,
-            vals, out_i, out_lines, out_db, out_dbp):
-    """Reduce sample words from st[1] on, at most len(out_lines) - 1 of them per call.
+def _reduce(words, pos, use_pos, base, mask, used_bytes, lut, inv, both, last, st, glitches, examples,
+            vals, out_i, out_lines, out_db, out_dbp) -> int:
+    """Reduce sample words from st[1] on, at most len(out_lines) - 1 of them per call (Rust:
+    native/src/bus/samples.rs).
 
     Pass 1 keeps the samples where a mapped probe changes (and the capture's first sample):
     SKIP samples are compared at once and skipped when none changes, otherwise each is
     written and kept only if it changed (no branch to mispredict on busy lines). Pass 2, over
     the kept rows: bus lines, DB and DBP from one lookup table per byte of the word (lines in
-    bits 0-15, DB in 16-23, DBP in 24), then the active-low inversions (`inv`, same layout); a probe that changes in two consecutive samples made a pulse one sample long
-    (counted per probe, the first few kept in `examples`); samples where REQ and ACK both
-    change are counted in st[2]. A sample's number is pos[i] when use_pos (the rows of a
-    changes-only export), else base + i. Returns the rows written (out_i: positions in
-    `words`); st[1] is where to resume; last[1], st[3] carry the last row's changed probes
-    and sample. `vals` and `out_i` hold SKIP more entries than the outputs."""
-    n = len(words)
-    cap = len(out_lines)
-    prev0 = last[0]
-    prev = prev0
-    i = st[1]
-    started = st[0]
-    end = min(n, i + cap - 1)
-    k = 0
-    if started == 0 and i < end:
-        prev = words[i] & mask
-        out_i[0] = i
-        vals[0] = prev
-        k = 1
-        i += 1
-    while i < end:
-        stop = min(i + SKIP, end)
-        if stop - i == SKIP:
-            acc = np.uint64(0)
-            for j in range(SKIP):                   # no early exit: the compiler vectorizes it
-                acc |= words[i + j] ^ prev
-            if (acc & mask) == 0:
-                i = stop
-                continue
-        while i < stop:
-            v = words[i] & mask
-            out_i[k] = i
-            vals[k] = v
-            k += v != prev
-            prev = v
-            i += 1
-    n_ex = examples.shape[1]
-    pv = prev0
-    prev_f = last[1]
-    prev_s = st[3]
-    same = st[2]
-    for r in range(k):
-        v = vals[r]
-        s = pos[out_i[r]] if use_pos else base + out_i[r]
-        word = np.uint32(0)
-        for j in used_bytes:
-            word |= lut[j, (v >> (np.uint64(8) * j)) & np.uint64(255)]
-        word ^= inv
-        if started != 0:
-            f = v ^ pv
-            if (f & both) == both and both != 0:
-                same += 1
-            if s - prev_s == 1:
-                g = f & prev_f                      # changed in this sample and the one before
-                while g != 0:
-                    low = g & (~g + np.uint64(1))
-                    g ^= low
-                    b = bit_index[(low * DEBRUIJN) >> np.uint64(58)]
-                    if glitches[b] < n_ex:
-                        examples[b, glitches[b]] = prev_s
-                    glitches[b] += 1
-            prev_f = f
-        else:
-            prev_f = np.uint64(0)                   # the first sample is no edge
-            started = 1
-        prev_s = s
-        pv = v
-        out_lines[r] = word & np.uint32(0xFFFF)
-        out_db[r] = (word >> np.uint32(16)) & np.uint32(0xFF)
-        out_dbp[r] = word >> np.uint32(24)
-    last[0] = prev
-    last[1] = prev_f
-    st[0] = started
-    st[1] = i
-    st[2] = same
-    st[3] = prev_s
-    return k
+    bits 0-15, DB in 16-23, DBP in 24), then the active-low inversions (`inv`, same layout);
+    a probe that changes in two consecutive samples made a pulse one sample long (counted
+    per probe, the first few kept in `examples`); samples where REQ and ACK both change are
+    counted in st[2]. A sample's number is pos[i] when use_pos (the rows of a changes-only
+    export), else base + i. Returns the rows written (out_i: positions in `words`); st[1]
+    is where to resume; last[1], st[3] carry the last row's changed probes and sample.
+    `vals` and `out_i` hold SKIP more entries than the outputs."""
+    if words.dtype.byteorder == ">" or not words.flags.c_contiguous:
+        words = np.ascontiguousarray(words, dtype=words.dtype.newbyteorder("="))
+    return _bus.samples_reduce(words, np.ascontiguousarray(pos, dtype=np.int64), bool(use_pos), int(base), int(mask),
+                               used_bytes, lut, int(inv), int(both), last, st, glitches, examples,
+                               vals, out_i, out_lines, out_db, out_dbp)
 
 
 def _out_arrays(rows: int) -> tuple:
@@ -246,7 +177,7 @@ class ProbeBus:
         self.state[1] = 0
         while self.state[1] < len(words):
             k = _reduce(words, pos_arr, use_pos, np.int64(base), self.mask, self.used_bytes, self.lut, self.inv,
-                        BIT_INDEX, self.both, self.last, self.state, self.glitches, self.examples,
+                        self.both, self.last, self.state, self.glitches, self.examples,
                         *self._out)
             if k:
                 at = out_i[:k].copy()
@@ -327,7 +258,7 @@ def reduce_block(bus: ProbeBus, words: np.ndarray) -> Block:
     pieces = []
     while st[1] < len(words):
         k = _reduce(words, np.zeros(1, dtype=np.int64), False, np.int64(0), bus.mask, bus.used_bytes, bus.lut,
-                    bus.inv, BIT_INDEX, bus.both, last, st, glitches, examples, *out)
+                    bus.inv, bus.both, last, st, glitches, examples, *out)
         if k:
             pieces.append(tuple(a[:k].copy() for a in out[1:]))
     rows = tuple(np.concatenate(parts) for parts in zip(*pieces)) if len(pieces) > 1 else pieces[0]

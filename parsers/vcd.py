@@ -7,7 +7,7 @@ software (one wire per probe, often active-low names such as `/SCSI_BSY`, `BSY_N
 
 The header (declarations, small) is read token by token in Python. The value changes are
 streamed in blocks of whole lines (`parsers/_lines.py`) through two compiled passes
-(`parsers/_vcd_scan.py`, numba): one turns the bytes into items (timestamps and value
+(`parsers/_vcd_scan.py`, Rust): one turns the bytes into items (timestamps and value
 changes, identifier codes packed into integers), the other applies the changes of the mapped
 bus "slots" in file order and closes a row of lines/db/dbp at each new timestamp; between
 them the items are checked in bulk with numpy (undeclared codes, time going backwards).
@@ -420,10 +420,8 @@ class _Reader:
         slots = carry.vec[:_scan.N_SLOTS]
         if carry.pending is None and (slots[self.slots] != _initial_slots()[self.slots]).any():
             # value changes but no timestamp at all: one state at time 0
-            row = np.empty((1, 3), dtype=np.int64)
-            _scan.combine(slots, self.present, row, 0)
             carry.vec[[_scan.PENDING, _scan.PENDING_T, _scan.PENDING_LINES, _scan.PENDING_DB,
-                       _scan.PENDING_DBP]] = (1, 0, *row[0])
+                       _scan.PENDING_DBP]] = (1, 0, *_scan.combine(slots, self.present))
 
 
 def _feed_flags(f: Feed) -> int:

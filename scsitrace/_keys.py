@@ -1,124 +1,40 @@
-"""Integer keys in compiled passes (numba): open-addressing hash tables with linear probing,
-and dense ids of keys.
+"""Dense ids of integer keys (Rust: native/src/bus/keys.rs): `dense_ids` numbers devices,
+processes and (device, process) pairs for the usb and block layers; `distinct`.
 
-One table: a (slots, 4) int64 array, one 32-byte row per slot holding a two-part key
-(KEY_A >= 0, KEY_B), a VALUE and a spare column, probed linearly (`find_row`), entries
-removed by backward shift (`delete_row`), grown by its user between passes (`doubled`: a
-pass that creates arrays cannot run without numba's reference counting). Its users: the
-block machine's live bios by (device, start sector) and by (device, sector bucket); the USB
-pairing's URBs in flight (key (0, URB id)); `dense_ids`, which numbers devices, processes
-and (device, process) pairs for the usb and block layers; `distinct`.
+The hash table of the block and usb layers' numba passes (`find_row`, `delete_row`,
+`doubled`, `KEY_A`, `KEY_B`, `VALUE`, `EMPTY`) is still reached through this module's
+names, loaded from scsitrace/_keys_jit.py (numba) only when one of them is asked for.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ._jit import compiled, inlined, no_refcount
+from ._native import bus as _bus
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-
-# ---------------------------------------------------------------- rows: two-part keys
-
-KEY_A, KEY_B, VALUE = 0, 1, 2        # columns of a table row (a fourth pads it to 32 bytes)
-EMPTY = -1                           # every column of a free slot (KEY_A is never negative)
+_JIT_NAMES = ("KEY_A", "KEY_B", "VALUE", "EMPTY", "row_home", "find_row", "delete_row", "doubled")
 
 
-@inlined
-def row_home(a, b, mask):
-    """Home slot of the key (a, b) in a table of mask + 1 slots (multiplicative hashing)."""
-    h = (np.uint64(a) * _GOLDEN) ^ (np.uint64(b) * np.uint64(0xC2B2AE3D27D4EB4F))
-    return np.int64((h >> np.uint64(32)) & np.uint64(mask))
+def __getattr__(name: str):
+    if name in _JIT_NAMES:
+        from . import _keys_jit
+        return getattr(_keys_jit, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-@inlined
-def find_row(table, a, b):
-    """Slot of key (a, b), or the free slot where it would go."""
-    mask = table.shape[0] - 1
-    s = row_home(a, b, mask)
-    while table[s, KEY_A] != EMPTY and (table[s, KEY_A] != a or table[s, KEY_B] != b):
-        s = (s + 1) & mask
-    return s
+def _as_int64(key: np.ndarray) -> np.ndarray:
+    """Any integer keys as int64 (64-bit unsigned keys by their bits: only equality matters)."""
+    key = np.asarray(key)
+    if key.dtype.itemsize == 8 and key.dtype.kind in "iu":
+        return np.ascontiguousarray(key).view(np.int64)
+    return np.ascontiguousarray(key, dtype=np.int64)
 
-
-@no_refcount
-def delete_row(table, s):
-    """Free slot s, shifting back the entries after it that probed past it."""
-    mask = table.shape[0] - 1
-    j = (s + 1) & mask
-    while table[j, KEY_A] != EMPTY:
-        home_slot = row_home(table[j, KEY_A], table[j, KEY_B], mask)
-        stays = (s < home_slot <= j) if s <= j else (home_slot > s or home_slot <= j)
-        if not stays:
-            for c in range(4):
-                table[s, c] = table[j, c]
-            s = j
-        j = (j + 1) & mask
-    for c in range(4):
-        table[s, c] = EMPTY               # a free slot's VALUE reads EMPTY
-
-
-@compiled
-def doubled(table):
-    """A copy of the table twice as large (callers keep tables at most half full)."""
-    out = np.full((2 * table.shape[0], 4), EMPTY, np.int64)
-    for s in range(table.shape[0]):
-        if table[s, KEY_A] != EMPTY:
-            out[find_row(out, table[s, KEY_A], table[s, KEY_B]), :] = table[s, :]
-    return out
-
-
-# ---------------------------------------------------------------- dense ids
 
 def dense_ids(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(id of each key: 0, 1, ... in order of first appearance; the row where each id first
     appears). Runs of one key, the rule for devices and processes, cost one compare a row."""
-    return _numbered(key, True)
+    return _bus.dense_ids(_as_int64(key), True)
 
 
 def distinct(key: np.ndarray) -> np.ndarray:
     """The distinct keys, sorted (dense_ids without the per-row ids)."""
-    return np.sort(key[_numbered(key, False)[1]])
-
-
-@compiled
-def _numbered(key, with_ids):
-    """dense_ids; the per-row ids only `with_ids` (else an empty array). The table (key (0, k)
-    -> id) is grown here, between calls of `_number_from` (state: next row, ids so far)."""
-    n = key.shape[0]
-    table = np.full((1 << 6, 4), EMPTY, np.int64)
-    first = np.empty(n, np.int64)
-    out = np.empty(n if with_ids else 0, np.int64)
-    state = np.zeros(2, np.int64)
-    while state[0] < n:
-        if 2 * (state[1] + 1) > table.shape[0]:
-            table = doubled(table)
-        _number_from(key, with_ids, table, first, out, state)
-    return out, first[:state[1]].copy()
-
-
-@no_refcount
-def _number_from(key, with_ids, table, first, out, state):
-    """Number the keys from state[0] on, until the end or a new key the table has no room for."""
-    r, used = state[0], state[1]
-    last_key, last_id = np.int64(0), np.int64(-1)
-    room = True
-    while r < key.shape[0] and room:
-        k = np.int64(key[r])        # any integer keys; uint64 wraps (only equality matters)
-        if last_id >= 0 and k == last_key:
-            if with_ids:
-                out[r] = last_id
-            r += 1
-            continue
-        h = find_row(table, 0, k)
-        new = table[h, KEY_A] == EMPTY
-        room = (not new) or 2 * (used + 1) <= table.shape[0]
-        if room:
-            if new:
-                table[h, KEY_A], table[h, KEY_B], table[h, VALUE] = 0, k, used
-                first[used] = r
-                used += 1
-            if with_ids:
-                out[r] = table[h, VALUE]
-            last_key, last_id = k, table[h, VALUE]
-            r += 1
-    state[0], state[1] = r, used
+    return np.sort(key[_bus.dense_ids(_as_int64(key), False)[1]])

@@ -170,21 +170,20 @@ def _opcode_table(*groups) -> "np.ndarray":
 def decode_cdb_matrix(m, n) -> dict:
     """decode_cdbs of CDBs given as rows of at least 16 bytes (`m`, uint8) and their
     lengths (`n`, -1 for none); bytes past a CDB's length are never used. One compiled
-    pass (scsitrace/_cdb_scan.py) over lookup tables of the opcode groups."""
+    pass (Rust: native/src/bus/cdb.rs) over lookup tables of the opcode groups."""
     import numpy as np
     import polars as pl
-    from . import _cdb_scan
+    from ._native import bus
     from .schema import nullable
     rows = len(m)
     names = pl.Series([*_ALL_OPCODE_NAMES, *SERVICE_ACTION_IN_16.values(), ""], dtype=pl.Utf8)
     sa_name = np.full(32, -1, np.int64)
     sa_name[list(SERVICE_ACTION_IN_16)] = 256 + np.arange(len(SERVICE_ACTION_IN_16))
     ints, flags = np.empty((5, rows), np.int64), np.empty((4, rows), np.bool_)
+    bus.decode_cdbs(np.asarray(m, np.uint8), np.asarray(n, np.int64), _opcode_table(_RW6), _opcode_table(_RW10),
+                    _opcode_table(_RW12), _opcode_table(_RW16), _lun_groups(), sa_name, len(names) - 1, ints, flags)
     opcode, name_at, lba, blocks, lun = ints
     has_op, lba_known, blocks_known, has_lun = flags
-    _cdb_scan.decode(m, np.asarray(n, np.int64), _opcode_table(_RW6), _opcode_table(_RW10), _opcode_table(_RW12),
-                     _opcode_table(_RW16), _lun_groups(), sa_name, len(names) - 1,
-                     opcode, has_op, name_at, lba, lba_known, blocks, blocks_known, lun, has_lun)
     return {"opcode": nullable(opcode, ~has_op, "opcode"), "command": names.gather(name_at).alias("command"),
             "lba": nullable(lba, ~lba_known, "lba"), "blocks": nullable(blocks, ~blocks_known, "blocks"),
             "cdb_lun": nullable(lun, ~has_lun, "cdb_lun")}

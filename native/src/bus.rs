@@ -1,6 +1,26 @@
-//! The bus area's compiled passes (see lib.rs).
+//! The bus area's compiled passes (see lib.rs): the bus-capture readers (Ancot text, VCD,
+//! sampled logic-analyzer captures), the bus machine's phase runs and attribution's
+//! handshake pass, and the tables every layer shares (dense ids of keys, the CDB decode,
+//! the command layers' tiling). One file per Python module served, under native/src/bus/.
 use pyo3::prelude::*;
 
-pub fn register(_m: &Bound<PyModule>) -> PyResult<()> {
+mod ancot;
+mod cdb;
+mod handshakes;
+mod keys;
+mod runs;
+mod samples;
+mod tiling;
+mod vcd;
+
+pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
+    ancot::register(m)?;
+    cdb::register(m)?;
+    handshakes::register(m)?;
+    keys::register(m)?;
+    runs::register(m)?;
+    samples::register(m)?;
+    tiling::register(m)?;
+    vcd::register(m)?;
     Ok(())
 }

@@ -6,9 +6,9 @@ the bytes of message/command/status phases, the ID bits of (re)selection).
 
 Line skew: a run shorter than the settle delay is a transitional state and belongs to the
 run that follows it; afterwards equal neighbours are coalesced. The two passes over every
-transition (cutting runs, summing handshakes per run) are compiled (numba); the rest is
-numpy over the runs. The Python walk in `bus.py` then sees thousands of runs, not millions
-of transitions.
+transition (cutting runs, summing handshakes per run) are compiled (Rust:
+native/src/bus/runs.rs); the rest is numpy over the runs. The Python walk in `bus.py` then
+sees thousands of runs, not millions of transitions.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Iterable, Iterator
 import numpy as np
 import polars as pl
 
-from .._jit import compiled
+from .._native import bus as _bus
 from ..schema import SIGNAL_BIT
 
 BIT = {name: 1 << b for name, b in SIGNAL_BIT.items()}
@@ -242,46 +242,13 @@ def _info_codes(keys: np.ndarray) -> np.ndarray:
     return (msg << 2) | (cd << 1) | io
 
 
-@compiled
-def _raw_runs(lines, key_table):
+def _raw_runs(lines: np.ndarray, key_table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """First transition and phase key of each run of equal key (before skew folding)."""
-    n = lines.shape[0]
-    idx = np.empty(n, np.int64)
-    keys = np.empty(n, np.uint16)
-    m = 0
-    prev = -1
-    for i in range(n):
-        k = np.int64(key_table[lines[i]])
-        if k != prev:
-            idx[m] = i
-            keys[m] = k
-            m += 1
-            prev = k
-    return idx[:m], keys[:m]
+    return _bus.raw_runs(np.ascontiguousarray(lines, dtype=np.uint16), key_table)
 
 
-@compiled
-def _run_sums(t, lines, prev_lines, first):
+def _run_sums(t: np.ndarray, lines: np.ndarray, prev_lines: int, first: np.ndarray) -> tuple:
     """Per run (transitions first[r] up to first[r+1]): REQ and ACK assertions, whether ATN
     was asserted, time of the first REQ assertion (-1: none)."""
-    n_runs = first.shape[0]
-    n_req = np.zeros(n_runs, np.int64)
-    n_ack = np.zeros(n_runs, np.int64)
-    has_atn = np.zeros(n_runs, np.bool_)
-    first_req = np.full(n_runs, -1, np.int64)
-    prev = np.int64(prev_lines)
-    for r in range(n_runs):
-        stop = first[r + 1] if r + 1 < n_runs else t.shape[0]
-        for i in range(first[r], stop):
-            ln = np.int64(lines[i])
-            rising = ln & ~prev
-            if rising & REQ_BIT:
-                n_req[r] += 1
-                if first_req[r] < 0:
-                    first_req[r] = t[i]
-            if rising & ACK_BIT:
-                n_ack[r] += 1
-            if ln & ATN_BIT:
-                has_atn[r] = True
-            prev = ln
-    return n_req, n_ack, has_atn, first_req
+    return _bus.run_sums(np.ascontiguousarray(t, dtype=np.int64), np.ascontiguousarray(lines, dtype=np.uint16),
+                         int(prev_lines), np.ascontiguousarray(first, dtype=np.int64), REQ_BIT, ACK_BIT, ATN_BIT)

@@ -1,0 +1,241 @@
+//! The ancot-text record scanner (parsers/_ancot_scan.py): one pass over a block of whole
+//! lines, each byte read once, the format's record rules applied in the order the reader
+//! reports them (field count, tick, each signal, DB, DBP).
+use numpy::{PyReadonlyArray1, PyReadwriteArray1};
+use pyo3::prelude::*;
+
+const BAD_COUNT: i16 = 1;
+const BAD_TICK: i16 = 2;
+const BAD_DB: i16 = 3;
+const BAD_DBP: i16 = 4;
+const BAD_SIGNAL: i16 = 16; // + index of the signal
+const MAX_DIGITS: usize = 18; // any 18-digit tick fits int64
+
+#[inline(always)]
+fn blank(c: u8) -> bool {
+    c == b' ' || c == b'\t' || c == b'\r'
+}
+
+#[inline(always)]
+fn hex(c: u8) -> i64 {
+    match c {
+        b'0'..=b'9' => (c - b'0') as i64,
+        b'a'..=b'f' => (c - b'a' + 10) as i64,
+        b'A'..=b'F' => (c - b'A' + 10) as i64,
+        _ => -1,
+    }
+}
+
+/// The good-record columns and the bad-record columns of one block.
+struct Out<'a> {
+    line_idx: &'a mut [i64],
+    tick: &'a mut [i64],
+    lines: &'a mut [u16],
+    db: &'a mut [u8],
+    db_null: &'a mut [bool],
+    dbp: &'a mut [i8],
+    bad_line: &'a mut [i64],
+    bad_reason: &'a mut [i16],
+    bad_found: &'a mut [i32],
+}
+
+/// Returns (good, bad, lines seen, tick decreases among the good records).
+fn scan_into(a: &[u8], sig_bits: &[u16], n_data: usize, o: &mut Out) -> (usize, usize, i64, i64) {
+    let n = a.len();
+    let n_sig = sig_bits.len();
+    let n_fields = 1 + n_sig + n_data;
+    let fixed_width = 2 * n_sig + 3 * n_data.min(1) + 2 * n_data.saturating_sub(1); // after the tick
+    let (mut i, mut line, mut rec, mut nbad) = (0usize, 0i64, 0usize, 0usize);
+    while i < n {
+        while i < n && blank(a[i]) {
+            i += 1;
+        }
+        if i >= n {
+            break;
+        }
+        let c = a[i];
+        if c == b'\n' || c == b'#' {
+            // blank line, or a comment: skip to the next line
+            while i < n && a[i] != b'\n' {
+                i += 1;
+            }
+            i += 1;
+            line += 1;
+            continue;
+        }
+        // the usual layout (digits, each field after one blank, end of line), read straight through
+        let mut j = i;
+        let mut t = 0i64;
+        let digits_end = n.min(i + MAX_DIGITS);
+        while j < digits_end && a[j].is_ascii_digit() {
+            t = t * 10 + (a[j] - b'0') as i64;
+            j += 1;
+        }
+        let mut fast = j > i && j + fixed_width <= n;
+        let mut ln = 0u16;
+        if fast {
+            let mut off = 0u8;
+            for (f, &bit) in sig_bits.iter().enumerate() {
+                // " 0" or " 1" per signal; any other byte sets `off`
+                let c = a[j + 2 * f + 1];
+                off |= (a[j + 2 * f] ^ b' ') | (c.wrapping_sub(b'0') & 0xFE);
+                if c & 1 != 0 {
+                    ln |= bit;
+                }
+            }
+            fast = off == 0;
+            j += 2 * n_sig;
+        }
+        if fast && n_data >= 1 {
+            let (c0, c1) = (a[j + 1], a[j + 2]);
+            if a[j] != b' ' {
+                fast = false;
+            } else if c0 == b'-' && c1 == b'-' {
+                o.db[rec] = 0;
+                o.db_null[rec] = true;
+            } else if hex(c0) >= 0 && hex(c1) >= 0 {
+                o.db[rec] = (hex(c0) * 16 + hex(c1)) as u8;
+                o.db_null[rec] = false;
+            } else {
+                fast = false;
+            }
+            j += 3;
+        }
+        if fast && n_data == 2 {
+            let c0 = a[j + 1];
+            if a[j] != b' ' || !(c0 == b'0' || c0 == b'1' || c0 == b'-') {
+                fast = false;
+            }
+            o.dbp[rec] = if c0 != b'-' { c0.wrapping_sub(b'0') as i8 } else { -1 };
+            j += 2;
+        }
+        if fast {
+            while j < n && blank(a[j]) {
+                j += 1;
+            }
+            fast = j >= n || a[j] == b'\n';
+        }
+        if fast {
+            o.tick[rec] = t;
+            o.lines[rec] = ln;
+            o.line_idx[rec] = line;
+            rec += 1;
+            line += 1;
+            i = j + 1;
+            continue;
+        }
+        let mut why = 0i16;
+        let mut nf = 0usize;
+        let (mut t, mut ln, mut d, mut dnull, mut p) = (0i64, 0u16, 0u8, true, -1i8);
+        while i < n {
+            let c = a[i];
+            if c == b'\n' {
+                break;
+            }
+            if blank(c) {
+                i += 1;
+                continue;
+            }
+            let s = i;
+            while i < n && a[i] != b'\n' && !blank(a[i]) {
+                i += 1;
+            }
+            let f = nf;
+            nf += 1;
+            if why != 0 || f >= n_fields {
+                continue;
+            }
+            let field = &a[s..i];
+            let c0 = field[0];
+            if f == 0 {
+                if field.len() > MAX_DIGITS {
+                    why = BAD_TICK;
+                } else {
+                    for &c in field {
+                        if !c.is_ascii_digit() {
+                            why = BAD_TICK;
+                            break;
+                        }
+                        t = t * 10 + (c - b'0') as i64;
+                    }
+                }
+            } else if f <= n_sig {
+                if field.len() != 1 || (c0 != b'0' && c0 != b'1') {
+                    why = BAD_SIGNAL + f as i16 - 1;
+                } else if c0 == b'1' {
+                    ln |= sig_bits[f - 1];
+                }
+            } else if f == n_sig + 1 {
+                if field.len() == 2 && c0 == b'-' && field[1] == b'-' {
+                    dnull = true;
+                } else if field.len() == 2 && hex(c0) >= 0 && hex(field[1]) >= 0 {
+                    d = (hex(c0) * 16 + hex(field[1])) as u8;
+                    dnull = false;
+                } else {
+                    why = BAD_DB;
+                }
+            } else if field.len() == 1 && (c0 == b'0' || c0 == b'1') {
+                p = (c0 - b'0') as i8;
+            } else if field.len() == 1 && c0 == b'-' {
+                p = -1;
+            } else {
+                why = BAD_DBP;
+            }
+        }
+        if nf != n_fields {
+            why = BAD_COUNT;
+        }
+        if why == 0 {
+            o.line_idx[rec] = line;
+            o.tick[rec] = t;
+            o.lines[rec] = ln;
+            if n_data >= 1 {
+                o.db[rec] = d;
+                o.db_null[rec] = dnull;
+            }
+            if n_data == 2 {
+                o.dbp[rec] = p;
+            }
+            rec += 1;
+        } else {
+            o.bad_line[nbad] = line;
+            o.bad_reason[nbad] = why;
+            o.bad_found[nbad] = nf as i32;
+            nbad += 1;
+        }
+        line += 1;
+        i += 1;
+    }
+    let decreases = o.tick[..rec].windows(2).filter(|w| w[1] < w[0]).count() as i64;
+    (rec, nbad, line, decreases)
+}
+
+/// See parsers/_ancot_scan.py `scan_block`: the arrays hold len(a) / 2 + 1 records (db,
+/// db_null as many when n_data >= 1, dbp when n_data == 2, else empty).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn ancot_scan(py: Python, a: PyReadonlyArray1<u8>, sig_bits: PyReadonlyArray1<u16>, n_data: usize,
+              mut line_idx: PyReadwriteArray1<i64>, mut tick: PyReadwriteArray1<i64>, mut lines: PyReadwriteArray1<u16>,
+              mut db: PyReadwriteArray1<u8>, mut db_null: PyReadwriteArray1<bool>, mut dbp: PyReadwriteArray1<i8>,
+              mut bad_line: PyReadwriteArray1<i64>, mut bad_reason: PyReadwriteArray1<i16>,
+              mut bad_found: PyReadwriteArray1<i32>) -> PyResult<(usize, usize, i64, i64)> {
+    let (a, sig_bits) = (a.as_slice()?, sig_bits.as_slice()?);
+    let mut o = Out {
+        line_idx: line_idx.as_slice_mut()?, tick: tick.as_slice_mut()?, lines: lines.as_slice_mut()?,
+        db: db.as_slice_mut()?, db_null: db_null.as_slice_mut()?, dbp: dbp.as_slice_mut()?,
+        bad_line: bad_line.as_slice_mut()?, bad_reason: bad_reason.as_slice_mut()?, bad_found: bad_found.as_slice_mut()?,
+    };
+    let cap = a.len() / 2 + 1;
+    let data_cap = |k: usize| if n_data >= k { cap } else { 0 };
+    if n_data > 2 || o.line_idx.len() < cap || o.tick.len() < cap || o.lines.len() < cap || o.db.len() < data_cap(1)
+        || o.db_null.len() < data_cap(1) || o.dbp.len() < data_cap(2) || o.bad_line.len() < cap
+        || o.bad_reason.len() < cap || o.bad_found.len() < cap {
+        return Err(pyo3::exceptions::PyValueError::new_err("ancot_scan: array shapes"));
+    }
+    Ok(py.allow_threads(|| scan_into(a, sig_bits, n_data, &mut o)))
+}
+
+pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(ancot_scan, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,106 @@
+//! The command layers' tiling (scsitrace/tiling.py): stage pieces -> segments tiling each
+//! device's time with IDLE.
+use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray1, PyReadwriteArray2,
+            PyUntypedArrayMethods};
+use pyo3::prelude::*;
+
+const NULL: i64 = i64::MIN; // scsitrace/schema.py NULL
+const COLS: usize = 6; // tiling.PIECE_COLUMNS: dev, io, start, end, phase, bytes
+
+fn err(what: &str) -> PyErr {
+    pyo3::exceptions::PyValueError::new_err(format!("tiling: {what}"))
+}
+
+/// dev * span + start of each piece, span past every time and `elapsed`; whether they ascend.
+#[pyfunction]
+fn device_start_key<'py>(py: Python<'py>, pieces: PyReadonlyArray2<'py, i64>, elapsed: i64)
+                         -> PyResult<(Bound<'py, PyArray1<i64>>, bool)> {
+    let p = pieces.as_slice()?;
+    if pieces.shape()[1] != COLS {
+        return Err(err("pieces need 6 columns"));
+    }
+    let (key, in_order) = py.allow_threads(|| {
+        let span = p.chunks_exact(COLS).fold(elapsed, |s, r| s.max(r[2]).max(r[3])) + 1;
+        let key: Vec<i64> = p.chunks_exact(COLS).map(|r| r[0].wrapping_mul(span).wrapping_add(r[2])).collect();
+        let in_order = key.windows(2).all(|w| w[1] >= w[0]);
+        (key, in_order)
+    });
+    Ok((key.into_pyarray_bound(py), in_order))
+}
+
+/// Pieces taken in `order` (by device, then start) -> segments written to the `out` rows
+/// (PIECE_COLUMNS) when `emit`; time and segments per phase added to `totals` and
+/// `counts`. Returns (segments, devices with segments).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn tile(py: Python, order: PyReadonlyArray1<i64>, pieces: PyReadonlyArray2<i64>, idle: usize, elapsed: i64,
+        emit: bool, mut out: PyReadwriteArray2<i64>, mut totals: PyReadwriteArray1<i64>,
+        mut counts: PyReadwriteArray1<i64>) -> PyResult<(usize, i64)> {
+    let order = order.as_slice()?;
+    let p = pieces.as_slice()?;
+    let width = out.shape()[1];
+    let out = out.as_slice_mut()?;
+    let totals = totals.as_slice_mut()?;
+    let counts = counts.as_slice_mut()?;
+    if pieces.shape()[1] != COLS || (emit && width < 3 * order.len() + 1) || out.len() != COLS * width {
+        return Err(err("array shapes"));
+    }
+    Ok(py.allow_threads(|| {
+        let mut m = 0usize;
+        let mut put = |m: &mut usize, row: [i64; COLS]| {
+            for (c, v) in row.into_iter().enumerate() {
+                out[c * width + *m] = v;
+            }
+            *m += 1;
+        };
+        let mut devices = 0i64;
+        let n = order.len();
+        let mut k = 0;
+        while k < n {
+            let d = p[order[k] as usize * COLS];
+            let (mut covered, mut last_end) = (-1i64, -1i64);
+            while k < n && p[order[k] as usize * COLS] == d {
+                let r = &p[order[k] as usize * COLS..][..COLS];
+                let (start, e, phase) = (r[2], r[3], r[4] as usize);
+                let s = start.max(covered);
+                if e > s {
+                    let idle_from = last_end.max(0).min(s);
+                    covered = covered.max(e);
+                    last_end = covered;
+                    if idle_from < s {
+                        totals[idle] += s - idle_from;
+                        counts[idle] += 1;
+                        if emit {
+                            put(&mut m, [d, NULL, idle_from, s, idle as i64, NULL]);
+                        }
+                    }
+                    totals[phase] += e - s;
+                    counts[phase] += 1;
+                    if emit {
+                        put(&mut m, [d, r[1], s, e, r[4], r[5]]);
+                    }
+                } else {
+                    covered = covered.max(e);
+                }
+                k += 1;
+            }
+            if last_end >= 0 {
+                if elapsed > last_end {
+                    totals[idle] += elapsed - last_end;
+                    counts[idle] += 1;
+                    if emit {
+                        put(&mut m, [d, NULL, last_end, elapsed, idle as i64, NULL]);
+                    }
+                }
+                devices += 1;
+            }
+        }
+        (m, devices)
+    }))
+}
+
+pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(device_start_key, m)?)?;
+    m.add_function(wrap_pyfunction!(tile, m)?)?;
+    Ok(())
+}

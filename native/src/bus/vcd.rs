@@ -1,0 +1,394 @@
+//! The VCD value-change passes (parsers/_vcd_scan.py): bytes of a block of whole lines ->
+//! items (timestamps and value changes) in file order; items -> the bus state at each
+//! timestamp. The constants are parsers/_vcd_scan.py's.
+use numpy::{PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray1, PyReadwriteArray2};
+use pyo3::prelude::*;
+
+const KW_COMMENT: i8 = 2;
+const KW_DUMPOFF: i8 = 6;
+const BAD: i8 = 0;
+const TIME: i8 = 1;
+const SCALAR: i8 = 2;
+const VECTOR: i8 = 3;
+const REAL: i8 = 4;
+const STRING: i8 = 5;
+const R_TOKEN: i8 = 1;
+const R_TIME: i8 = 2;
+const R_VECTOR: i8 = 3;
+const R_NO_CODE: i8 = 4;
+const PACKED_BYTES: usize = 7; // identifier codes up to this long are compared as integers
+const MAX_TIME_DIGITS: usize = 18;
+
+const DB_SLOT: usize = 9;
+const DB_BIT_SLOT0: usize = 10;
+const DBP_SLOT: usize = 18;
+const N_SLOTS: usize = 19;
+const PENDING: usize = N_SLOTS;
+const PENDING_T: usize = N_SLOTS + 1;
+const PENDING_LINES: usize = N_SLOTS + 2; // then PENDING_DB, PENDING_DBP
+const FINAL: usize = N_SLOTS + 5;
+const FINAL_LINES: usize = N_SLOTS + 6;
+const FINAL_DB: usize = N_SLOTS + 7;
+const FINAL_DBP: usize = N_SLOTS + 8;
+const CARRY_SIZE: usize = N_SLOTS + 9;
+
+#[inline(always)]
+fn blank(c: u8) -> bool {
+    c == b' ' || c == b'\n' || c == b'\t' || c == b'\r'
+}
+
+#[inline(always)]
+fn vector_char(c: u8) -> bool {
+    matches!(c, b'0' | b'1' | b'x' | b'X' | b'z' | b'Z')
+}
+
+#[inline(always)]
+fn value_letter(c: u8) -> bool {
+    // b B r R s S: a value whose identifier code is the next token
+    matches!(c, b'b' | b'B' | b'r' | b'R' | b's' | b'S')
+}
+
+/// An identifier code as an integer (bytes, length in the top byte); 0 when too long.
+fn pack(code: &[u8]) -> u64 {
+    if code.is_empty() || code.len() > PACKED_BYTES {
+        return 0;
+    }
+    code.iter().enumerate().fold((code.len() as u64) << 56, |k, (j, &b)| k | (b as u64) << (8 * j))
+}
+
+/// The item columns of one block (parsers/_vcd_scan.py scan_block).
+struct Items<'a> {
+    line: &'a mut [i64],
+    start: &'a mut [i64],
+    end: &'a mut [i64],
+    kind: &'a mut [i8],
+    ctx: &'a mut [i8],
+    time: &'a mut [i64],
+    code_start: &'a mut [i64],
+    code_end: &'a mut [i64],
+    code: &'a mut [u64],
+    val_start: &'a mut [i64],
+    val_end: &'a mut [i64],
+    reason: &'a mut [i8],
+}
+
+/// Fill the item columns; returns (items, keyword context at the end of the block).
+fn scan_into(a: &[u8], first_line: i64, context: i8, keywords: &[&[u8]], it: &mut Items) -> (usize, i8) {
+    let n = a.len();
+    let mut i = 0usize;
+    let mut line_no = first_line;
+    let mut cur_ctx = context;
+    let mut m = 0usize;
+    let mut prev_line = -1i64; // line of the previous kept token (-1: none yet)
+    let mut prev_letter = false; // the previous kept token starts with b/r/s
+    let mut prev_pos = 0usize; // its position in its run of such tokens
+    let mut open_value: Option<usize> = None; // a value waiting for the token after it
+    while i < n {
+        let c = a[i];
+        if c == b'\n' {
+            line_no += 1;
+            i += 1;
+            continue;
+        }
+        if blank(c) {
+            i += 1;
+            continue;
+        }
+        let s = i;
+        while i < n && !blank(a[i]) {
+            i += 1;
+        }
+        let e = i;
+        let tok = &a[s..e];
+        if tok.len() >= 2 && tok[0] == b'$' {
+            if let Some(k) = keywords.iter().position(|k| *k == tok) {
+                cur_ctx = k as i8 + 1;
+                continue;
+            }
+        }
+        if cur_ctx == KW_COMMENT {
+            continue;
+        }
+        let same_line = line_no == prev_line;
+        let letter = value_letter(a[s]);
+        let pos = if letter && prev_letter && same_line { prev_pos + 1 } else { 0 };
+        let was_code = open_value.is_some() && same_line;
+        if let Some(v) = open_value.take() {
+            // the token after a value: its code when on its line
+            it.code_start[v] = s as i64;
+            if same_line {
+                it.code_end[v] = e as i64;
+            } else {
+                it.code_end[v] = s as i64;
+                if it.reason[v] == 0 && it.kind[v] >= VECTOR {
+                    it.reason[v] = R_NO_CODE;
+                }
+            }
+        }
+        (prev_line, prev_letter, prev_pos) = (line_no, letter, pos);
+        if was_code {
+            let v = m - 1;
+            it.code[v] = if it.kind[v] >= SCALAR { pack(tok) } else { 0 };
+            continue;
+        }
+        it.line[m] = line_no;
+        it.start[m] = s as i64;
+        it.end[m] = e as i64;
+        it.ctx[m] = cur_ctx;
+        it.time[m] = 0;
+        it.code[m] = 0;
+        it.reason[m] = 0;
+        let c0 = a[s];
+        if letter && pos % 2 == 0 {
+            open_value = Some(m);
+            it.code_start[m] = s as i64; // until the next token is known: a value last in the
+            it.code_end[m] = s as i64; // block has no code
+            it.val_start[m] = s as i64 + 1;
+            it.val_end[m] = e as i64;
+            if c0 == b'b' || c0 == b'B' {
+                it.kind[m] = VECTOR;
+                if e - s < 2 || !tok[1..].iter().all(|&c| vector_char(c)) {
+                    it.reason[m] = R_VECTOR;
+                }
+            } else if c0 == b'r' || c0 == b'R' {
+                it.kind[m] = REAL;
+            } else {
+                it.kind[m] = STRING;
+            }
+        } else {
+            it.code_start[m] = s as i64 + 1;
+            it.code_end[m] = e as i64;
+            if c0 == b'#' {
+                it.kind[m] = TIME;
+                it.val_start[m] = s as i64 + 1;
+                it.val_end[m] = e as i64;
+                let digits = &tok[1..];
+                if (1..=MAX_TIME_DIGITS).contains(&digits.len()) && digits.iter().all(|c| c.is_ascii_digit()) {
+                    it.time[m] = digits.iter().fold(0i64, |t, &d| t * 10 + (d - b'0') as i64);
+                } else {
+                    it.reason[m] = R_TIME;
+                }
+            } else if vector_char(c0) && e - s >= 2 {
+                it.kind[m] = SCALAR;
+                it.val_start[m] = s as i64;
+                it.val_end[m] = s as i64 + 1;
+                it.code[m] = pack(&tok[1..]);
+            } else {
+                it.kind[m] = BAD;
+                it.val_start[m] = s as i64 + 1;
+                it.val_end[m] = e as i64;
+                it.reason[m] = R_TOKEN;
+            }
+        }
+        m += 1;
+    }
+    if let Some(v) = open_value {
+        if it.reason[v] == 0 {
+            it.reason[v] = R_NO_CODE;
+        }
+    }
+    (m, cur_ctx)
+}
+
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn vcd_scan(py: Python, a: PyReadonlyArray1<u8>, first_line: i64, context: i8, table: PyReadonlyArray2<u8>,
+            lengths: PyReadonlyArray1<i64>, mut line: PyReadwriteArray1<i64>, mut start: PyReadwriteArray1<i64>,
+            mut end: PyReadwriteArray1<i64>, mut kind: PyReadwriteArray1<i8>, mut ctx: PyReadwriteArray1<i8>,
+            mut time: PyReadwriteArray1<i64>, mut code_start: PyReadwriteArray1<i64>,
+            mut code_end: PyReadwriteArray1<i64>, mut code: PyReadwriteArray1<u64>,
+            mut val_start: PyReadwriteArray1<i64>, mut val_end: PyReadwriteArray1<i64>,
+            mut reason: PyReadwriteArray1<i8>) -> PyResult<(usize, i8)> {
+    let a = a.as_slice()?;
+    let table = table.as_array();
+    let lengths = lengths.as_slice()?;
+    let words: Vec<Vec<u8>> = (0..lengths.len())
+        .map(|k| (0..lengths[k] as usize).map(|j| table[[k, j]]).collect()).collect();
+    let mut it = Items {
+        line: line.as_slice_mut()?, start: start.as_slice_mut()?, end: end.as_slice_mut()?,
+        kind: kind.as_slice_mut()?, ctx: ctx.as_slice_mut()?, time: time.as_slice_mut()?,
+        code_start: code_start.as_slice_mut()?, code_end: code_end.as_slice_mut()?, code: code.as_slice_mut()?,
+        val_start: val_start.as_slice_mut()?, val_end: val_end.as_slice_mut()?, reason: reason.as_slice_mut()?,
+    };
+    let cap = a.len() / 2 + 1; // a token and the blank after it take at least two bytes
+    let lens = [it.line.len(), it.start.len(), it.end.len(), it.kind.len(), it.ctx.len(), it.time.len(),
+                it.code_start.len(), it.code_end.len(), it.code.len(), it.val_start.len(), it.val_end.len(),
+                it.reason.len()];
+    if lens.iter().any(|&l| l < cap) {
+        return Err(pyo3::exceptions::PyValueError::new_err("vcd_scan: array shapes"));
+    }
+    Ok(py.allow_threads(|| {
+        let keywords: Vec<&[u8]> = words.iter().map(|w| w.as_slice()).collect();
+        scan_into(a, first_line, context, &keywords, &mut it)
+    }))
+}
+
+#[inline(always)]
+fn bit(c: u8) -> i64 {
+    match c {
+        b'0' => 0,
+        b'1' => 1,
+        _ => -1,
+    }
+}
+
+/// Low 8 bits of a vector value left-extended as IEEE 1364 says (x or z pad with
+/// themselves, anything else with 0); -1 if any of them is x or z.
+fn byte_value(v: &[u8]) -> i64 {
+    let pad = match v[0] {
+        b'x' | b'X' => b'x',
+        b'z' | b'Z' => b'z',
+        _ => b'0',
+    };
+    let mut value = 0;
+    for j in 0..8 {
+        let b = bit(if j < v.len() { v[v.len() - 1 - j] } else { pad });
+        if b < 0 {
+            return -1;
+        }
+        value |= b << j;
+    }
+    value
+}
+
+/// Slot states -> (lines, db, dbp), -1 where not sampled.
+fn combine(state: &[i64], present: &[u8]) -> [i64; 3] {
+    let mut lines = 0;
+    for s in 0..DB_SLOT {
+        if present[s] != 0 && state[s] > 0 {
+            lines |= 1 << s;
+        }
+    }
+    let mut db = -1;
+    if present[DB_SLOT] != 0 {
+        db = state[DB_SLOT];
+    } else if present[DB_BIT_SLOT0] != 0 {
+        db = 0;
+        for i in 0..8 {
+            if state[DB_BIT_SLOT0 + i] < 0 {
+                db = -1;
+                break;
+            }
+            db |= state[DB_BIT_SLOT0 + i] << i;
+        }
+    }
+    [lines, db, if present[DBP_SLOT] != 0 { state[DBP_SLOT] } else { -1 }]
+}
+
+#[pyfunction]
+fn vcd_combine(state: PyReadonlyArray1<i64>, present: PyReadonlyArray1<u8>) -> PyResult<(i64, i64, i64)> {
+    let (state, present) = (state.as_slice()?, present.as_slice()?);
+    if state.len() < N_SLOTS || present.len() < N_SLOTS {
+        return Err(pyo3::exceptions::PyValueError::new_err("vcd_combine: array shapes"));
+    }
+    let [l, d, p] = combine(state, present);
+    Ok((l, d, p))
+}
+
+/// Apply a block's value changes in file order and close a row at each new timestamp: see
+/// parsers/_vcd_scan.py `rows`. Returns how many rows were emitted.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn vcd_rows(py: Python, a: PyReadonlyArray1<u8>, kind: PyReadonlyArray1<i8>, ctx: PyReadonlyArray1<i8>,
+            time: PyReadonlyArray1<i64>, val_start: PyReadonlyArray1<i64>, val_end: PyReadonlyArray1<i64>,
+            code: PyReadonlyArray1<u64>, feed_keys: PyReadonlyArray1<u64>, long_hits: PyReadonlyArray1<i64>,
+            feed_slot: PyReadonlyArray1<i64>, feed_flags: PyReadonlyArray1<i64>, present: PyReadonlyArray1<u8>,
+            origin: i64, num: i64, den: i64, mut carry: PyReadwriteArray1<i64>, mut xz: PyReadwriteArray1<i64>,
+            mut out_t: PyReadwriteArray1<i64>, mut out_row: PyReadwriteArray2<i64>) -> PyResult<usize> {
+    let (a, kind, ctx, time) = (a.as_slice()?, kind.as_slice()?, ctx.as_slice()?, time.as_slice()?);
+    let (val_start, val_end, code) = (val_start.as_slice()?, val_end.as_slice()?, code.as_slice()?);
+    let (feed_keys, long_hits, feed_slot) = (feed_keys.as_slice()?, long_hits.as_slice()?, feed_slot.as_slice()?);
+    let (feed_flags, present) = (feed_flags.as_slice()?, present.as_slice()?);
+    let carry = carry.as_slice_mut()?;
+    let xz = xz.as_slice_mut()?;
+    let out_t = out_t.as_slice_mut()?;
+    let out_row = out_row.as_slice_mut()?;
+    let n = kind.len();
+    let ok = [ctx.len(), time.len(), val_start.len(), val_end.len(), code.len()].iter().all(|&l| l == n)
+        && (long_hits.is_empty() || long_hits.len() == n) && feed_slot.len() == feed_keys.len()
+        && feed_flags.len() == feed_keys.len() && feed_keys.len() <= 64 && present.len() >= N_SLOTS
+        && carry.len() >= CARRY_SIZE && xz.len() >= 2 && out_t.len() >= n && out_row.len() >= 3 * n && den > 0
+        && feed_slot.iter().all(|&s| (0..N_SLOTS as i64).contains(&s))
+        && (0..n).all(|i| !(kind[i] == SCALAR || kind[i] == VECTOR)
+            || (0 <= val_start[i] && val_start[i] < val_end[i] && val_end[i] as usize <= a.len()));
+    if !ok {
+        return Err(pyo3::exceptions::PyValueError::new_err("vcd_rows: array shapes"));
+    }
+    Ok(py.allow_threads(|| {
+        let mut has_group = carry[PENDING] != 0;
+        let mut group_t = carry[PENDING_T];
+        let mut n_out = 0usize;
+        for i in 0..n {
+            let k = kind[i];
+            if ctx[i] == KW_DUMPOFF {
+                continue;
+            }
+            if k == TIME {
+                let t = (time[i].wrapping_sub(origin)).wrapping_mul(num).div_euclid(den);
+                if has_group && t != group_t {
+                    // the previous timestamp is final
+                    let row = combine(&carry[..N_SLOTS], present);
+                    if carry[FINAL] == 0 || row != [carry[FINAL_LINES], carry[FINAL_DB], carry[FINAL_DBP]] {
+                        out_t[n_out] = group_t;
+                        out_row[3 * n_out..3 * n_out + 3].copy_from_slice(&row);
+                        n_out += 1;
+                    }
+                    carry[FINAL] = 1;
+                    carry[FINAL_LINES..FINAL_LINES + 3].copy_from_slice(&row);
+                }
+                group_t = t;
+                has_group = true;
+                continue;
+            }
+            if k != SCALAR && k != VECTOR {
+                continue;
+            }
+            let mut mask = if long_hits.is_empty() { 0u64 } else { long_hits[i] as u64 };
+            for (f, &key) in feed_keys.iter().enumerate() {
+                if key != 0 && code[i] == key {
+                    mask |= 1 << f;
+                }
+            }
+            let value = &a[val_start[i] as usize..val_end[i] as usize];
+            while mask != 0 {
+                let f = mask.trailing_zeros() as usize;
+                mask &= mask - 1;
+                let flags = feed_flags[f];
+                let mut v;
+                if flags & 1 != 0 {
+                    v = byte_value(value);
+                    if v >= 0 && flags & 2 != 0 {
+                        v = (v as u8).reverse_bits() as i64;
+                    }
+                    if v >= 0 && flags & 4 != 0 {
+                        v ^= 0xFF;
+                    }
+                } else {
+                    v = bit(value[value.len() - 1]);
+                    if v >= 0 && flags & 4 != 0 {
+                        v = 1 - v;
+                    }
+                }
+                let slot = feed_slot[f] as usize;
+                if v < 0 {
+                    xz[if slot < DB_SLOT { 0 } else { 1 }] += 1;
+                }
+                carry[slot] = v;
+            }
+        }
+        if has_group {
+            let row = combine(&carry[..N_SLOTS], present);
+            carry[PENDING] = 1;
+            carry[PENDING_T] = group_t;
+            carry[PENDING_LINES..PENDING_LINES + 3].copy_from_slice(&row);
+        }
+        n_out
+    }))
+}
+
+pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(vcd_scan, m)?)?;
+    m.add_function(wrap_pyfunction!(vcd_combine, m)?)?;
+    m.add_function(wrap_pyfunction!(vcd_rows, m)?)?;
+    Ok(())
+}
