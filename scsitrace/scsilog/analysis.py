@@ -179,7 +179,7 @@ class _Run:
             declared = (*declared, SRT_DRIVER)
         else:
             tables.pop("srt_driver", None)
-        an = pl.concat([capture.anomalies, *t.timeouts]) if t.timeouts else capture.anomalies
+        an = pl.concat([capture.anomalies, *t.timeout_anomalies()]) if t.timeouts else capture.anomalies
         analysis = Analysis(
             layer="scsilog", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=segments, ios=ios,
             anomalies=an, ios_completed=t.paired, data_bytes=t.data_bytes if self.sgio and t.sized else None,

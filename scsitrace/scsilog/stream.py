@@ -72,7 +72,7 @@ class Tables:
             self.timeouts.append(bad.select(
                 pl.col("start_ns").alias("t_ns"), pl.lit("TIMEOUT").alias("kind"),
                 pl.format("{} on {}", "command", "device").alias("detail"),
-                pl.lit(None, dtype=pl.Utf8).alias("position")))
+                pl.lit(None, dtype=pl.Utf8).alias("position"), "io"))
 
     def tables(self, elapsed_ns: int) -> dict[str, pl.DataFrame]:
         latency = self.latency.record()
@@ -85,6 +85,10 @@ class Tables:
         if self.driver is not None:
             out["srt_driver"] = _srt(self.driver)
         return out
+
+    def timeout_anomalies(self) -> list[pl.DataFrame]:
+        """TIMEOUT anomalies of the commands that timed out, in command order."""
+        return [pl.concat(self.timeouts).sort("io").drop("io")] if self.timeouts else []
 
     def inexact(self) -> list[str]:
         """The records whose percentiles came from the histogram (over 2 M samples)."""
