@@ -62,6 +62,7 @@ def sniff(head: bytes) -> bool:
     return bool(SNIFF.search(text)) or _sg3_verbose.sniff(text)
 
 
+HOLD = 1 << 20          # commands held back behind a call waiting for its resumed half, at most
 HEAD_BYTES = 8 << 20     # the head read to tell strace from sg3_utils output, and one process from several
 
 
@@ -116,7 +117,7 @@ class _Commands:
 
     def __init__(self, path: str, strict: bool, chunk_bytes: int, sg3: bool, many: bool):
         self.path, self.strict, self.chunk_bytes, self.sg3, self.many = path, strict, chunk_bytes, sg3, many
-        self.held = self.fd_paths = self.tail = self.dev = None
+        self.held = self.fd_paths = self.tail = self.dev = self.waiting = None
         self.clock = (None, 0)
         self.by_design = {"other syscalls": 0, "signals and exits": 0, "strace messages": 0, "blank": 0}
         self.other = 0
@@ -130,13 +131,27 @@ class _Commands:
             lines = _text(block)
             records.read += lines.height
             out = self._sg3(lines, records, False) if self.sg3 else _strace(lines, self, records, False)
+            out = self._release(out, False)
             if out.height:
                 yield self._out(out, cap)
         out = self._sg3(None, records, True) if self.sg3 else _strace(None, self, records, True)
+        out = self._release(out, True)
         if out.height:
             yield self._out(out, cap)
         cap.notes[:] = self._notes()
         cap.meta.update(self._meta())
+
+    def _release(self, cmds: pl.DataFrame, final: bool) -> pl.DataFrame:
+        """The commands that can go: those before the first call still waiting for its resumed
+        half (so that commands stay in log order), or all (`final`, or more than HOLD wait)."""
+        if self.waiting is not None:
+            cmds = pl.concat([self.waiting, cmds]) if cmds.height else self.waiting
+            self.waiting = None
+        if final or self.held is None or not self.held.height or cmds.height > HOLD:
+            return cmds
+        cut = int(self.held["line_no"].min())
+        self.waiting = cmds.filter(pl.col("pos") > cut)
+        return cmds.filter(pl.col("pos") < cut)
 
     def _out(self, cmds: pl.DataFrame, cap: Capture) -> pl.DataFrame:
         """Commands with times from the first command's start (the earliest of the first block
