@@ -104,6 +104,8 @@ def test_strace_any_block_size(tmp_path_factory, cmds, ts, T, f, chunk):
     p = tmp_path_factory.mktemp("sg") / "t.strace"
     p.write_text(strace_text(cmds, ts=ts, T=T, y=False, f=f, other=True))
     same(analyze(p, "sgio", chunk), analyze(p, "sgio"))
+    same_outcome(p, "sgio", chunk, pids=(str(cmds[0]["pid"]),))
+    same_outcome(p, "sgio", chunk, device=cmds[-1]["path"], window=(1_000_000, None))
 
 
 def test_sg3_any_block_size(tmp_path):
