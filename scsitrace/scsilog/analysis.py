@@ -127,8 +127,8 @@ def analyze(capture: Capture, options=None) -> Analysis:
     sgio = "commands" in capture.frames           # whole commands from the parser (sgio)
     run = _Run(capture, options, sgio)
     batches = _sgio_batches(run) if sgio else _kernel_batches(run)
-    for ios, before in batches:
-        run.add(ios, before)
+    for ios, before, lowest in batches:
+        run.add(ios, before, lowest)
     return run.finish()
 
 
@@ -140,16 +140,32 @@ class _Run:
         self.tables, self.tiler, self.kept = stream.Tables(driver=sgio), stream.Tiler(), stream.Kept("io")
         self.sink = getattr(options, "ios_sink", None)
         self.elapsed, self.rows, self.notes = 0, 0, []
+        self.waiting, self.unordered = None, False
 
-    def add(self, ios: pl.DataFrame, before) -> None:
+    def add(self, ios: pl.DataFrame, before, lowest) -> None:
+        """A batch of finished commands; `before`: no command still to come starts earlier;
+        `lowest`: none still to come has a lower io (None: the log has ended)."""
         if ios.height:
             self.rows += ios.height
             self.tables.add(ios)
             self.kept.add(ios)
-            if self.sink is not None:
-                self.sink(ios, self.capture)
+        if self.sink is not None:
+            self._to_sink(ios, lowest)
         self.tiler.add(ios.filter(pl.col("paired")).select(
             "device", "io", "start_ns", "end_ns", pl.col("data_bytes").alias("bytes")), before)
+
+    def _to_sink(self, ios: pl.DataFrame, lowest) -> None:
+        """The sink gets the rows in io order: rows behind a command still waiting for its
+        end wait too (at most stream.HOLD of them; then they go as they are, said in a note)."""
+        if self.waiting is not None and self.waiting.height:
+            ios = pl.concat([self.waiting, ios]).sort("io") if ios.height else self.waiting
+        self.waiting = None
+        if lowest is not None and ios.height <= stream.HOLD:
+            self.waiting, ios = ios.filter(pl.col("io") > lowest), ios.filter(pl.col("io") < lowest)
+        elif lowest is not None:
+            self.unordered = True
+        if ios.height:
+            self.sink(ios, self.capture)
 
     def finish(self) -> Analysis:
         capture, t = self.capture, self.tables
@@ -164,6 +180,9 @@ class _Run:
             notes.append(f"per-command rows: {self.kept.rows} of {self.rows} kept for the reports (every "
                          f"{self.kept.stride}th, evenly over the log)" + (
                              "; all of them went to the I/O sink" if self.sink is not None else ""))
+        if self.unordered:
+            notes.append(f"per-command rows went to the I/O sink out of io order where more than {stream.HOLD} "
+                         "finished behind a command still waiting for its end")
         if self.tiler.kept.thinned:
             notes.append(f"segments: every {self.tiler.kept.stride}th kept for the reports; the stage "
                          "percentages count all of them")
@@ -217,9 +236,10 @@ def _kernel_batches(run: _Run):
         held = getattr(run.capture, "held_from", None)
         waiting = [v for v in (seen, held - lo if held is not None else None,
                                int(carry["t_ns"].min()) if carry.height else None) if v is not None]
-        yield select(ios_frame(cmds)) if cmds.height else _EMPTY_IOS, min(waiting) if waiting else None
+        lowest = int(carry["io"].min()) if carry.height else next_io
+        yield select(ios_frame(cmds)) if cmds.height else _EMPTY_IOS, min(waiting) if waiting else None, lowest
     cmds, carry, next_io = pair(_EMPTY_EVENTS, carry, next_io, final=True)
-    yield select(ios_frame(cmds)) if cmds.height else _EMPTY_IOS, None
+    yield select(ios_frame(cmds)) if cmds.height else _EMPTY_IOS, None, None
     last = last or 0
     if window is not None:
         check_window(window, first, last)
@@ -319,7 +339,7 @@ def _sgio_batches(run: _Run):
         held = getattr(run.capture, "held_from", None)
         latest = ios["start_ns"].max() if ios.height else None
         waiting = [v - (origin or 0) for v in (held,) if v is not None] + ([latest] if latest is not None else [])
-        yield ios, min(waiting) if waiting else None
+        yield ios, min(waiting) if waiting else None, None
     run.notes[:0] = list(run.capture.notes)
     if filtered:
         if not kept:     # say what the log has, for the filter that emptied it

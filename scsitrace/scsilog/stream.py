@@ -23,6 +23,7 @@ from ..schema import NULL
 from ..stats import HIST_EDGES_NS, LATENCY_SCHEMA, HISTOGRAM_SCHEMA
 
 EDGES = [*HIST_EDGES_NS, None]
+HOLD = 1 << 18      # finished rows held back for the I/O sink behind a command still in flight, at most
 
 
 class Tables:
