@@ -177,8 +177,23 @@ def _out_of_range(g: pl.DataFrame, extra: list[tuple[pl.Expr, str]], malformed: 
     return g.with_columns(_seconds_ns("ts").alias("t_ns")).with_columns(reason.alias("reason"))
 
 
+def _extracted(lines: pl.DataFrame, pattern: str) -> pl.DataFrame:
+    """line_no, t and the named groups of `pattern` in each line: the lines cut in one part
+    per thread, matched in parallel (one regex over a column runs on one core)."""
+    expr = pl.col("t").str.extract_groups(pattern).alias("g")
+    parts = max(1, min(pl.thread_pool_size(), lines.height // PER_THREAD))
+    if parts == 1:
+        return lines.select("line_no", "t", expr).unnest("g")
+    size = -(-lines.height // parts)
+    return pl.concat(pl.collect_all([lines.slice(k * size, size).lazy().select("line_no", "t", expr)
+                                     for k in range(parts)])).unnest("g")
+
+
+PER_THREAD = 20_000     # lines worth a thread of their own
+
+
 def _ftrace(ft: pl.DataFrame, path: str, strict: bool, records: RecordCount) -> pl.DataFrame:
-    g = ft.select("line_no", "t", pl.col("t").str.extract_groups(FTRACE).alias("g")).unnest("g")
+    g = _extracted(ft, FTRACE)
     raw = pl.col("raw").str.replace_all(" ", "")
     g = _out_of_range(g, [
         ((raw.str.len_bytes() % 2 == 1) | (raw.str.len_bytes() == 0), "raw= CDB bytes: an odd number of hex digits")],
