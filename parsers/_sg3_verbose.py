@@ -42,7 +42,9 @@ def sniff(text: str) -> bool:
 NUMBERS = (r"duration=(\d+) ms", r"requested (\d+) bytes", r"requested \d+ bytes .*?but got (\d+) bytes")
 
 
-def commands(lines: pl.DataFrame, path: str, strict: bool, records, bad) -> tuple:
+def commands(lines: pl.DataFrame, path: str, strict: bool, records, bad, dev: str | None = None) -> tuple:
+    """(commands, meta, notes, the device last opened) of whole commands' lines; `dev`: the
+    device opened before them."""
     t = pl.col("t")
     # a line with bytes that are not text, or a number beyond 32 bits, is bad input
     why = pl.when(_lines.bad_bytes(t)).then(pl.lit("NUL byte or bytes that are not UTF-8 in a line"))
@@ -77,8 +79,10 @@ def commands(lines: pl.DataFrame, path: str, strict: bool, records, bad) -> tupl
     cdbs = cdbs.sort("line_no")
     if opens.height:
         cdbs = cdbs.join_asof(opens.sort("line_no"), on="line_no", strategy="backward")
+        cdbs = cdbs.with_columns(pl.col("dev").fill_null(pl.lit(dev, dtype=pl.Utf8)))
+        dev = opens.sort("line_no")["dev"][-1]
     else:
-        cdbs = cdbs.with_columns(pl.lit(None, dtype=pl.Utf8).alias("dev"))
+        cdbs = cdbs.with_columns(pl.lit(dev, dtype=pl.Utf8).alias("dev"))
     owned = notes.sort("line_no").join_asof(cdbs.select(pl.col("line_no").alias("cmd"), pl.col("line_no").alias("k")),
                                             left_on="line_no", right_on="k", strategy="backward")
     per = owned.filter(pl.col("cmd").is_not_null()).group_by("cmd").agg(
@@ -106,7 +110,10 @@ def commands(lines: pl.DataFrame, path: str, strict: bool, records, bad) -> tupl
     other = lines.height - cdbs.height - (records.skipped - skipped_before - broken.height)
     meta = {"log": "sg3_utils", "skipped_by_design": {"program output": other},
             "timestamps": False, "syscall_times": False}
-    note = [f"{other} lines of the programs' own output are not commands: read, skipped by design",
+    return out, meta, notes_of(other), dev
+
+
+def notes_of(other: int) -> list[str]:
+    return [f"{other} lines of the programs' own output are not commands: read, skipped by design",
             "sg3_utils output has no timestamps: no time line; response time = the driver's duration "
             "where the output gives it (-vvv)"]
-    return out, meta, note

@@ -15,7 +15,7 @@ import polars as pl
 
 from scsitrace import schema
 from scsitrace.errors import BadInput
-from scsitrace.model import Capture, RecordCount
+from scsitrace.model import Capture, LazyFrames, RecordCount
 from scsitrace.scsilog.events import EVENTS
 from . import _counters, _lines
 
@@ -51,29 +51,85 @@ def sniff(head: bytes) -> bool:
         re.search(r" (?:sd|scsi) \d+:\d+:\d+:\d+: ", ln) for ln in lines)
 
 
-def parse(path, *, strict: bool = True, progress=None, **_opts) -> Capture:
+def parse(path, *, strict: bool = True, progress=None, chunk_bytes: int = _lines.BLOCK_BYTES, **_opts) -> Capture:
+    """A streaming capture: `chunks()` yields the `events` of each block of lines as it is
+    read (a dmesg event waits for the line after it, its CDB, across block edges); the
+    first block is read here (a bad line in it is raised here), the rest as the analysis
+    consumes them. `frames["events"]` reads the whole log (tests, `convert`)."""
     path = str(path)
-    records = RecordCount()
-    parts, counters = [], {}
-    for block in _lines.iter_line_blocks(path, strict=strict, progress=progress):
-        parts.append(_decode_block(block, path, strict, records, counters))
+    cap = Capture(layer="scsilog", path=path, format=ID, records=RecordCount(),
+                  meta={"origin_ns": 0, "log": "none", "position_unit": "line"})
+    stream = _Events(path, strict, chunk_bytes)
+    first = stream.run(cap, progress)
+    primed = [next(first, None)]
+
+    def chunks():
+        if primed:      # the stream parse() started, once; any later call reads the log again
+            head = primed.pop()
+            if head is not None:
+                yield head
+                yield from first
+            return
+        again = Capture(layer="scsilog", path=path, format=ID, records=RecordCount(), meta=dict(cap.meta))
+        yield from _Events(path, strict, chunk_bytes).run(again, None)
+
+    cap.chunks = chunks
+    cap.frames = LazyFrames({"events": lambda: _concat(chunks())})
+    return cap
+
+
+def _concat(parts) -> pl.DataFrame:
+    parts = list(parts)
     ev = pl.concat(parts) if parts else pl.DataFrame(schema=EVENTS)
-    source = "ftrace" if ev.height and (ev["source"] == "ftrace").all() else (
-        "dmesg" if ev.height else "none")
-    origin = int(ev["t_ns"].min()) if ev.height else 0
-    ev = ev.with_columns((pl.col("t_ns") - origin).alias("t_ns"))
     schema.validate(ev, EVENTS, "events")
-    return Capture(layer="scsilog", path=path, format=ID,
-                   meta={"origin_ns": origin, "log": source, "position_unit": "line"},
-                   records=records, frames={"events": ev}, notes=_counters.ftrace_notes(counters))
+    return ev
+
+
+class _Events:
+    """The events of one pass over the log, block by block; what spans a block edge is
+    carried: the last dmesg line of each (device, tag), whose CDB line may follow."""
+
+    def __init__(self, path: str, strict: bool, chunk_bytes: int):
+        self.path, self.strict, self.chunk_bytes = path, strict, chunk_bytes
+        self.origin = None
+        self.carry = None       # dmesg rows of the previous blocks still needed (see _dmesg)
+        self.events = self.ftrace = 0
+
+    def run(self, cap: Capture, progress):
+        counters = {}
+        for block in _lines.iter_line_blocks(self.path, strict=self.strict, progress=progress,
+                                             block_bytes=self.chunk_bytes):
+            ev = self._out(_decode_block(block, self, cap.records, counters), cap)
+            if ev.height:
+                yield ev
+        ev = self._out(_dmesg_events(None, self, final=True), cap) if self.carry is not None else None
+        if ev is not None and ev.height:
+            yield ev
+        cap.meta["log"] = "ftrace" if self.events and self.events == self.ftrace else (
+            "dmesg" if self.events else "none")
+        cap.notes[:] = _counters.ftrace_notes(counters)
+
+    def _out(self, ev: pl.DataFrame, cap: Capture) -> pl.DataFrame:
+        """Events with times from the log's first SCSI event: the earliest of the first block
+        that has any (kernel logs are in time order)."""
+        self.events += ev.height
+        self.ftrace += int((ev["source"] == "ftrace").sum())
+        if self.origin is None and ev.height:
+            self.origin = int(ev["t_ns"].min()) if self.first_t is None else min(self.first_t, int(ev["t_ns"].min()))
+            cap.meta["origin_ns"] = self.origin
+        held = self.carry.filter(~pl.col("_emitted")) if self.carry is not None else None
+        cap.held_from = int(held["t_ns"].min()) - (self.origin or 0) if held is not None and held.height else None
+        return ev.with_columns(pl.col("t_ns") - (self.origin or 0))
+
+    first_t = None      # the earliest dmesg event line of the block being decoded (held or not)
 
 
 def _seconds_ns(col: str) -> pl.Expr:
     return _lines.seconds_ns(pl.col(col))
 
 
-def _decode_block(block: pl.DataFrame, path: str, strict: bool, records: RecordCount,
-                  counters: dict) -> pl.DataFrame:
+def _decode_block(block: pl.DataFrame, st: _Events, records: RecordCount, counters: dict) -> pl.DataFrame:
+    path, strict = st.path, st.strict
     t = pl.col("text").str.strip_chars_end("\r\n")
     lines = block.with_columns(t.alias("t"))
     records.read += lines.height
@@ -88,8 +144,8 @@ def _decode_block(block: pl.DataFrame, path: str, strict: bool, records: RecordC
     out = []
     if ft.height:
         out.append(_ftrace(ft, path, strict, records))
-    if dm.height:
-        out.append(_dmesg(dm, path, strict, records))
+    if dm.height or st.carry is not None:
+        out.append(_dmesg_events(_dmesg(dm, path, strict, records) if dm.height else None, st))
     return pl.concat(out) if out else pl.DataFrame(schema=EVENTS)
 
 
@@ -121,8 +177,23 @@ def _out_of_range(g: pl.DataFrame, extra: list[tuple[pl.Expr, str]], malformed: 
     return g.with_columns(_seconds_ns("ts").alias("t_ns")).with_columns(reason.alias("reason"))
 
 
+def _extracted(lines: pl.DataFrame, pattern: str) -> pl.DataFrame:
+    """line_no, t and the named groups of `pattern` in each line: the lines cut in one part
+    per thread, matched in parallel (one regex over a column runs on one core)."""
+    expr = pl.col("t").str.extract_groups(pattern).alias("g")
+    parts = max(1, min(pl.thread_pool_size(), lines.height // PER_THREAD))
+    if parts == 1:
+        return lines.select("line_no", "t", expr).unnest("g")
+    size = -(-lines.height // parts)
+    return pl.concat(pl.collect_all([lines.slice(k * size, size).lazy().select("line_no", "t", expr)
+                                     for k in range(parts)])).unnest("g")
+
+
+PER_THREAD = 20_000     # lines worth a thread of their own
+
+
 def _ftrace(ft: pl.DataFrame, path: str, strict: bool, records: RecordCount) -> pl.DataFrame:
-    g = ft.select("line_no", "t", pl.col("t").str.extract_groups(FTRACE).alias("g")).unnest("g")
+    g = _extracted(ft, FTRACE)
     raw = pl.col("raw").str.replace_all(" ", "")
     g = _out_of_range(g, [
         ((raw.str.len_bytes() % 2 == 1) | (raw.str.len_bytes() == 0), "raw= CDB bytes: an odd number of hex digits")],
@@ -146,7 +217,7 @@ def _ftrace(ft: pl.DataFrame, path: str, strict: bool, records: RecordCount) -> 
 
 
 def _dmesg(dm: pl.DataFrame, path: str, strict: bool, records: RecordCount) -> pl.DataFrame:
-    """Send/Done/FAILED/timing-out lines, each given the CDB of the "CDB:" line after it."""
+    """Send/Done/FAILED/timing-out and CDB lines of a block, parsed and checked."""
     g = dm.select("line_no", "t", pl.col("t").str.extract_groups(DMESG).alias("g")).unnest("g")
     is_cdb = pl.col("kind") == "CDB:"
     # "CDB: Read(10) 28 00 ..." (older kernels: "CDB: Read(10): 28 00 ..."): at least 6 bytes,
@@ -156,18 +227,40 @@ def _dmesg(dm: pl.DataFrame, path: str, strict: bool, records: RecordCount) -> p
         (is_cdb & (pl.col("cdb_hex").str.len_bytes().fill_null(0) < 12), "garbled CDB (expected 6 or more hex bytes)")],
         malformed="malformed SCSI logging line")
     _bad(g.filter(pl.col("reason").is_not_null()), "reason", path, strict, records)
-    g = g.filter(pl.col("reason").is_null()).with_columns(
-        pl.format("{}:{}:{}:{}", "host", "channel", "id", "lun").alias("device"))
+    return g.filter(pl.col("reason").is_null()).select(
+        "line_no", "t_ns", "kind", pl.format("{}:{}:{}:{}", "host", "channel", "id", "lun").alias("device"),
+        "tag", "cdb_hex", "rest", pl.lit(False).alias("_emitted"))
+
+
+def _dmesg_events(g: pl.DataFrame | None, st: _Events, final: bool = False) -> pl.DataFrame:
+    """Events of the parsed dmesg lines `g` (and of the rows carried from earlier blocks),
+    each given the CDB of the "CDB:" line after it. An event whose (device, tag) has no line
+    after it in the block waits in `st.carry` for the next block (`final`: the log ended);
+    the event before it is carried too, already emitted (a failed command's second end is
+    dropped)."""
+    parts = [p for p in (st.carry, g) if p is not None]
+    g = pl.concat(parts) if len(parts) > 1 else parts[0]
+    is_cdb = pl.col("kind") == "CDB:"
     key = ["device", "tag"]
     nxt = g.sort("line_no").with_columns(
         pl.col("cdb_hex").shift(-1).over(key).alias("next_cdb"),
         is_cdb.shift(-1).over(key).alias("next_is_cdb"))
     ev = nxt.filter(~is_cdb).sort("line_no")
+    held = pl.col("next_is_cdb").is_null() & ~pl.col("_emitted") & pl.lit(not final)
+    pending = ev.filter(~pl.col("_emitted"))
+    if pending.height:
+        first = int(pending["t_ns"].min())
+        st.first_t = first if st.first_t is None else min(st.first_t, first)
+    # per (device, tag): the last two events (the one before a held event decides whether it
+    # is a failed command's second end), marked emitted unless held
+    st.carry = None if final else ev.group_by(key, maintain_order=True).tail(2).with_columns(
+        (pl.col("_emitted") | pl.col("next_is_cdb").is_not_null()).alias("_emitted")).select(g.columns)
     # a failed command is logged twice ("FAILED Result:" from the midlayer, then "Done:" from
     # the logging hook): keep the first end of a command
     prev_kind = pl.col("kind").shift(1).over(key)
     ends = pl.col("kind").is_in(["Done:", "FAILED"])
     ev = ev.filter(~(ends & prev_kind.is_in(["Done:", "FAILED"]).fill_null(False)))
+    ev = ev.filter(~pl.col("_emitted") & ~held)
     kind = (pl.when(pl.col("kind") == "Send:").then(pl.lit("start"))
             .when(pl.col("kind") == "timing out command").then(pl.lit("timeout"))
             .when(pl.col("rest").str.contains("TIMEOUT")).then(pl.lit("timeout"))

@@ -25,7 +25,7 @@ import polars as pl
 
 from scsitrace import schema, scsi
 from scsitrace.errors import BadInput
-from scsitrace.model import Capture, RecordCount
+from scsitrace.model import Capture, LazyFrames, RecordCount
 from scsitrace.scsilog.events import EVENTS
 from . import _lines, _sg3_verbose
 
@@ -62,25 +62,145 @@ def sniff(head: bytes) -> bool:
     return bool(SNIFF.search(text)) or _sg3_verbose.sniff(text)
 
 
-def parse(path, *, strict: bool = True, progress=None, **_opts) -> Capture:
+HOLD = 1 << 20          # commands held back behind a call waiting for its resumed half, at most
+HEAD_BYTES = 8 << 20     # the head read to tell strace from sg3_utils output, and one process from several
+
+
+def parse(path, *, strict: bool = True, progress=None, chunk_bytes: int = _lines.BLOCK_BYTES, **_opts) -> Capture:
+    """A streaming capture: `chunks()` yields the `commands` of each block of lines as it is
+    read (an SG_IO call split by -f waits for its resumed half, an sg3_utils command for the
+    line after its output); the first block is read here, the rest as the analysis consumes
+    them. `frames["commands"]` reads the whole log (tests, `convert`)."""
     path = str(path)
-    records = RecordCount()
-    parts = list(_lines.iter_line_blocks(path, strict=strict, progress=progress))
-    lines = pl.concat(parts) if parts else pl.DataFrame(schema={"line_no": pl.Int64, "text": pl.Utf8})
-    lines = lines.select("line_no", pl.col("text").str.strip_chars_end("\r\n").alias("t"))
-    records.read = lines.height
+    cap = Capture(layer="scsilog", path=path, format=ID, records=RecordCount(), meta={"origin_ns": 0, "position_unit": "line"})
     with open(path, "rb") as fh:
         head = fh.read(65536).decode("utf-8", "replace")
-    if not SNIFF.search(head) and _sg3_verbose.sniff(head):
-        cmds, meta, notes = _sg3_verbose.commands(lines, path, strict, records, _bad)
-    else:
-        cmds, meta, notes = _strace(lines, path, strict, records)
-    origin = int(cmds["start_ns"].min()) if cmds.height and cmds["start_ns"].is_not_null().any() else 0
-    cmds = cmds.with_columns(pl.col("start_ns") - origin, pl.col("end_ns") - origin).select(
-        [pl.col(k).cast(v) for k, v in COMMANDS.items()])
-    return Capture(layer="scsilog", path=path, format=ID, records=records, notes=notes,
-                   meta={"origin_ns": origin, "position_unit": "line", **meta},
-                   frames={"events": schema.empty(EVENTS), "commands": cmds})
+    sg3 = not SNIFF.search(head) and _sg3_verbose.sniff(head)
+    many = False if sg3 else _many_pids(path)
+    first = _Commands(path, strict, chunk_bytes, sg3, many).run(cap, progress)
+    primed = [next(first, None)]
+
+    def chunks():
+        if primed:      # the stream parse() started, once; any later call reads the log again
+            head = primed.pop()
+            if head is not None:
+                yield head
+                yield from first
+            return
+        again = Capture(layer="scsilog", path=path, format=ID, records=RecordCount(), meta={})
+        yield from _Commands(path, strict, chunk_bytes, sg3, many).run(again, None)
+
+    cap.chunks = chunks
+    cap.frames = LazyFrames({"commands": lambda: pl.concat([pl.DataFrame(schema=COMMANDS), *chunks()])})
+    cap.frames["events"] = schema.empty(EVENTS)
+    return cap
+
+
+def _many_pids(path: str) -> bool:
+    """Whether the strace lines (good ones) name more than one process (-f): devices are then
+    named "pid N fd M". Decided on the log's first HEAD_BYTES."""
+    for block in _lines.iter_line_blocks(path, strict=False, block_bytes=HEAD_BYTES):
+        g = _classify(_text(block), None)
+        return g.filter(~pl.col("kind").is_in(["bad", "alien"]))["pid"].n_unique() > 1
+    return False
+
+
+def _text(block: pl.DataFrame) -> pl.DataFrame:
+    return block.select("line_no", pl.col("text").str.strip_chars_end("\r\n").alias("t"))
+
+
+class _Commands:
+    """The commands of one pass over the log, block by block, with what spans block edges:
+    strace: -f halves waiting for their resumed half, the last open() of each (pid, fd), the
+    clock for -t/-tt midnights; sg3_utils: the lines from the last command on, the device
+    last opened."""
+
+    def __init__(self, path: str, strict: bool, chunk_bytes: int, sg3: bool, many: bool):
+        self.path, self.strict, self.chunk_bytes, self.sg3, self.many = path, strict, chunk_bytes, sg3, many
+        self.held = self.fd_paths = self.tail = self.dev = self.waiting = None
+        self.clock = (None, 0)
+        self.by_design = {"other syscalls": 0, "signals and exits": 0, "strace messages": 0, "blank": 0}
+        self.other = 0
+        self.stamped = self.timed = False
+        self.origin = None
+
+    def run(self, cap: Capture, progress):
+        records = cap.records
+        for block in _lines.iter_line_blocks(self.path, strict=self.strict, progress=progress,
+                                             block_bytes=self.chunk_bytes):
+            lines = _text(block)
+            records.read += lines.height
+            out = self._sg3(lines, records, False) if self.sg3 else _strace(lines, self, records, False)
+            out = self._release(out, False)
+            if out.height:
+                yield self._out(out, cap)
+        out = self._sg3(None, records, True) if self.sg3 else _strace(None, self, records, True)
+        out = self._release(out, True)
+        if out.height:
+            yield self._out(out, cap)
+        cap.notes[:] = self._notes()
+        cap.meta.update(self._meta())
+
+    def _release(self, cmds: pl.DataFrame, final: bool) -> pl.DataFrame:
+        """The commands that can go: those before the first call still waiting for its resumed
+        half (so that commands stay in log order), or all (`final`, or more than HOLD wait)."""
+        if self.waiting is not None:
+            cmds = pl.concat([self.waiting, cmds]) if cmds.height else self.waiting
+            self.waiting = None
+        if final or self.held is None or not self.held.height or cmds.height > HOLD:
+            return cmds
+        cut = int(self.held["line_no"].min())
+        self.waiting = cmds.filter(pl.col("pos") > cut)
+        return cmds.filter(pl.col("pos") < cut)
+
+    def _out(self, cmds: pl.DataFrame, cap: Capture) -> pl.DataFrame:
+        """Commands with times from the first command's start (the earliest of the first block
+        that has one, calls still open included: logs are in time order)."""
+        if self.origin is None and cmds["start_ns"].is_not_null().any():
+            held = self.held["t_ns"].min() if self.held is not None and self.held.height else None
+            self.origin = min(v for v in (cmds["start_ns"].min(), held) if v is not None)
+            cap.meta["origin_ns"] = self.origin
+        held = self.held["t_ns"].min() if self.held is not None and self.held.height else None
+        cap.held_from = held - (self.origin or 0) if held is not None else None
+        o = self.origin or 0
+        return cmds.with_columns(pl.col("start_ns") - o, pl.col("end_ns") - o).select(
+            [pl.col(k).cast(v) for k, v in COMMANDS.items()])
+
+    def _sg3(self, lines, records, final: bool) -> pl.DataFrame:
+        """sg3_utils output up to the last "cdb:" line of the block (the lines from it on wait
+        for the next block: they belong to that command)."""
+        parts = [p for p in (self.tail, lines) if p is not None]
+        if not parts:
+            return pl.DataFrame(schema=COMMANDS)
+        lines = pl.concat(parts) if len(parts) > 1 else parts[0]
+        self.tail = None
+        if not final:
+            cdb = lines.filter(pl.col("t").str.contains(_sg3_verbose.CDB))["line_no"]
+            if cdb.len():
+                cut = int(cdb.max())
+                self.tail, lines = lines.filter(pl.col("line_no") >= cut), lines.filter(pl.col("line_no") < cut)
+        # lines carried in the tail were counted when read; the module counts what it is handed
+        cmds, meta, _, self.dev = _sg3_verbose.commands(lines, self.path, self.strict, records, _bad, self.dev)
+        self.other += meta["skipped_by_design"]["program output"]
+        return cmds
+
+    def _meta(self) -> dict:
+        if self.sg3:
+            return {"log": "sg3_utils", "skipped_by_design": {"program output": self.other},
+                    "timestamps": False, "syscall_times": False}
+        return {"log": "strace", "skipped_by_design": dict(self.by_design), "timestamps": self.stamped,
+                "syscall_times": self.timed}
+
+    def _notes(self) -> list[str]:
+        if self.sg3:
+            return _sg3_verbose.notes_of(self.other)
+        notes = [f"{sum(self.by_design.values())} strace lines are not SG_IO commands (other syscalls, signals, "
+                 "exits, strace's messages, second halves of interrupted calls): read, skipped by design"]
+        if not self.stamped:
+            notes.append("strace without -t/-tt/-ttt: no timestamps, so no time line (segments, elapsed, IOPS)")
+        notes.append("response time = the SG_IO syscall's time (strace -T)" if self.timed else
+                     "response time = the driver's duration (strace without -T; millisecond resolution)")
+        return notes
 
 
 def _bad(bad: pl.DataFrame, path: str, strict: bool, records: RecordCount) -> None:
@@ -96,8 +216,10 @@ def _bad(bad: pl.DataFrame, path: str, strict: bool, records: RecordCount) -> No
     records.skip(bad.height, [f"{path}:{r['line_no']}: {r['why']}" for r in bad.head(5).iter_rows(named=True)])
 
 
-def _strace(lines: pl.DataFrame, path: str, strict: bool, records: RecordCount):
-    g = _split(lines)
+def _classify(lines: pl.DataFrame, st) -> pl.DataFrame:
+    """Each line split (`_split`) and given its kind: whole, unfinished or resumed SG_IO,
+    other (read, skipped by design), bad (a broken SG_IO line) or alien (no strace line)."""
+    g = _split(lines, st)
     body = pl.col("body")
     sg = g.filter(pl.col("sg") | body.str.starts_with("<... ioctl resumed>"))
     rest = g.filter(~(pl.col("sg") | body.str.starts_with("<... ioctl resumed>")))
@@ -113,47 +235,66 @@ def _strace(lines: pl.DataFrame, path: str, strict: bool, records: RecordCount):
         .otherwise(pl.lit("bad")).alias("kind"))
     rest = rest.with_columns(pl.when(body.str.contains(STRACE_OTHER)).then(pl.lit("other"))
                              .otherwise(pl.lit("alien")).alias("kind"))
-    g = pl.concat([sg, rest], how="diagonal_relaxed").sort("line_no")
-    _bad(g.filter(pl.col("kind").is_in(["bad", "alien"])).with_columns(
-        pl.when(pl.col("kind") == "bad").then(pl.lit("malformed SG_IO ioctl line (expected "
-                                                     "ioctl(FD, SG_IO, {...}) = RET)"))
-        .otherwise(pl.lit("not an strace line")).alias("why")), path, strict, records)
-    g = g.filter(~pl.col("kind").is_in(["bad", "alien"]))
-    fd_paths = _fd_paths(g)
-    other = g.filter(pl.col("kind") == "other").select("body")
-    # from here on only the struct text is carried (sorting three copies of each line cost a third)
-    g = g.select("line_no", "pid", "t_ns", "ts", "fd", "path", "arg", "ret", "errno", "dur", "kind",
-                 (body.str.starts_with("ioctl(") & body.str.ends_with("<unfinished ...>")).alias("opens"),
-                 body.str.starts_with("<... ioctl resumed>").alias("closes"))
+    return pl.concat([sg, rest], how="diagonal_relaxed").sort("line_no")
+
+
+SLIM = ("line_no", "pid", "t_ns", "ts", "fd", "path", "arg", "ret", "errno", "dur", "kind", "opens", "closes")
+
+
+def _strace(lines: pl.DataFrame | None, st: _Commands, records: RecordCount, final: bool) -> pl.DataFrame:
+    """The SG_IO commands of one block of strace lines (`final`: the log has ended: calls still
+    waiting for their resumed half have no return)."""
+    body = pl.col("body")
+    if lines is not None and lines.height:
+        g = _classify(lines, st)
+        _bad(g.filter(pl.col("kind").is_in(["bad", "alien"])).with_columns(
+            pl.when(pl.col("kind") == "bad").then(pl.lit("malformed SG_IO ioctl line (expected "
+                                                         "ioctl(FD, SG_IO, {...}) = RET)"))
+            .otherwise(pl.lit("not an strace line")).alias("why")), st.path, st.strict, records)
+        g = g.filter(~pl.col("kind").is_in(["bad", "alien"]))
+        opens = _fd_paths(g)
+        if st.fd_paths is not None:
+            opens = pl.concat([st.fd_paths, opens])
+        st.fd_paths = opens.group_by("pid", "fd", maintain_order=True).last().select(opens.columns)
+        other = g.filter(pl.col("kind") == "other").select("body")
+        for name, n in (("other syscalls", other.filter(~body.str.contains(r"^(?:---|\+\+\+|strace: )")
+                                                        & (body != "")).height),
+                        ("signals and exits", int(other["body"].str.contains(r"^(?:---|\+\+\+)").sum())),
+                        ("strace messages", int(other["body"].str.starts_with("strace: ").sum())),
+                        ("blank", int((other["body"] == "").sum()))):
+            st.by_design[name] += n
+        st.stamped |= bool(g["ts"].is_not_null().any())
+        # from here on only the struct text is carried (sorting three copies of each line cost a third)
+        g = g.select(*SLIM[:-2], (body.str.starts_with("ioctl(") & body.str.ends_with("<unfinished ...>")).alias("opens"),
+                     body.str.starts_with("<... ioctl resumed>").alias("closes"))
+        if st.held is not None:
+            g = pl.concat([st.held, g], how="vertical_relaxed").sort("line_no")
+    elif st.held is not None:
+        g = st.held
+    else:
+        return pl.DataFrame(schema=COMMANDS)
     whole = g.filter(pl.col("kind") == "whole").select(
         "line_no", "pid", "t_ns", "fd", "path", "arg", "ret", "errno", "dur",
         pl.lit(None, dtype=pl.Int64).alias("end_t_ns"))
-    calls, resumed_sg = _pairs(g)
+    calls, resumed_sg, st.held = _pairs(g, final)
     cmds = pl.concat([whole, calls], how="diagonal_relaxed").sort("line_no")
     # resumed halves not joined to an SG_IO start: other ioctls' (or the trace began mid-call)
-    leftover = int((g["kind"] == "resumed").sum()) - resumed_sg
-    by_design = {"other syscalls": int(other.filter(~pl.col("body").str.contains(r"^(?:---|\+\+\+|strace: )")
-                                                   & (pl.col("body") != "")).height) + leftover,
-                 "signals and exits": int(other["body"].str.contains(r"^(?:---|\+\+\+)").sum()),
-                 "strace messages": int(other["body"].str.starts_with("strace: ").sum()),
-                 "blank": int((other["body"] == "").sum())}
-    stamped = bool(g["ts"].is_not_null().any())
-    timed = bool(cmds.height and cmds["dur"].is_not_null().any())
-    notes = [f"{sum(by_design.values())} strace lines are not SG_IO commands (other syscalls, signals, "
-             "exits, strace's messages, second halves of interrupted calls): read, skipped by design"]
-    if not stamped:
-        notes.append("strace without -t/-tt/-ttt: no timestamps, so no time line (segments, elapsed, IOPS)")
-    notes.append("response time = the SG_IO syscall's time (strace -T)" if timed else
-                 "response time = the driver's duration (strace without -T; millisecond resolution)")
-    out = _decode(cmds, fd_paths, g["pid"].n_unique() > 1)
-    _bad(out.filter(pl.col("why").is_not_null()), path, strict, records)
-    out = out.filter(pl.col("why").is_null()).drop("why", "line_no", "t")
-    meta = {"log": "strace", "skipped_by_design": by_design, "timestamps": stamped, "syscall_times": timed}
-    return out, meta, notes
+    st.by_design["other syscalls"] += int((g["kind"] == "resumed").sum()) - resumed_sg
+    st.timed |= bool(cmds.height and cmds["dur"].is_not_null().any())
+    fd_paths = st.fd_paths if st.fd_paths is not None else pl.DataFrame(
+        schema={"line_no": pl.Int64, "pid": pl.Int64, "fd": pl.Int64, "opath": pl.Utf8})
+    out = _decode(cmds, fd_paths, st.many)
+    _bad(out.filter(pl.col("why").is_not_null()), st.path, st.strict, records)
+    return out.filter(pl.col("why").is_null()).drop("why", "line_no", "t")
 
 
-def _ts_ns(ts: pl.Expr) -> pl.Expr:
-    """-ttt (epoch seconds) or -t/-tt (time of day; a step back of over 12 h is midnight)."""
+DAY = 86_400_000_000_000
+
+
+def _clock(ts: pl.Expr, before: tuple) -> tuple[pl.Expr, pl.Expr]:
+    """-ttt (epoch seconds) or -t/-tt (time of day; a step back of over 12 h is midnight):
+    (the time as printed, midnights passed), `before`: (the last time printed in earlier
+    blocks, midnights passed by then)."""
     clock = ts.str.contains(":")
     hms = ts.str.extract_groups(r"^(\d\d):(\d\d):(\d\d)(?:\.(\d+))?$")
     frac = lambda s: s.str.slice(0, 9).str.pad_end(9, "0").cast(pl.Int64).fill_null(0)  # noqa: E731
@@ -162,15 +303,17 @@ def _ts_ns(ts: pl.Expr) -> pl.Expr:
     epoch = ts.str.split(".")
     sec = epoch.list.get(0, null_on_oob=True).cast(pl.Int64) * 1_000_000_000 + frac(epoch.list.get(1, null_on_oob=True))
     raw = pl.when(clock).then(tod).otherwise(sec)
-    day = 86_400_000_000_000
-    wraps = (pl.when(clock).then(raw.forward_fill().diff() < -day // 2).otherwise(False)).fill_null(False).cum_sum()
-    return raw + wraps.cast(pl.Int64) * day
+    last, wraps = before
+    filled = raw.forward_fill()
+    step = filled.diff() if last is None else filled.fill_null(last) - filled.fill_null(last).shift(1, fill_value=last)
+    return raw, (pl.when(clock).then(step < -DAY // 2).otherwise(False)).fill_null(False).cum_sum() + wraps
 
 
-def _split(lines: pl.DataFrame) -> pl.DataFrame:
+def _split(lines: pl.DataFrame, st=None) -> pl.DataFrame:
     """Each line's -f pid, timestamp and body; for SG_IO lines (and ioctl resumed halves) the
     fd, -y path, struct text, return value, errno and -T time. Patterns run on the short head
-    and tail of a line only (a capture over a whole 600-byte line costs 30 times more)."""
+    and tail of a line only (a capture over a whole 600-byte line costs 30 times more). `st`:
+    the stream, whose clock (-t/-tt midnights) goes on from block to block."""
     t = pl.col("t")
     pre = t.str.slice(0, 64).str.extract(r"^(\s*(?:\[pid\s+\d+\]\s+|\d+\s+)?"
                                          r"(?:(?:\d\d:\d\d:\d\d(?:\.\d+)?|\d+\.\d+)\s+)?)", 1)
@@ -179,9 +322,16 @@ def _split(lines: pl.DataFrame) -> pl.DataFrame:
                        t.str.slice(pl.col("pre").str.len_chars()).str.strip_chars_end().alias("body")).unnest("p")
     body = pl.col("body")
     resumed = body.str.starts_with("<... ioctl resumed>")
+    raw, wraps = _clock(pl.col("ts"), st.clock if st is not None else (None, 0))
+    g = g.with_columns(raw.alias("_raw"), wraps.cast(pl.Int64).alias("_wraps"))
+    if st is not None and g.height:
+        stamped = g.filter(pl.col("_raw").is_not_null())
+        if stamped.height:
+            st.clock = (int(stamped["_raw"][-1]), int(g["_wraps"][-1]))
     g = g.with_columns(
-        pl.coalesce(pl.col("pid_b"), pl.col("pid_o")).cast(pl.Int64).alias("pid"), _ts_ns(pl.col("ts")).alias("t_ns"),
-        (body.str.starts_with("ioctl(") & body.str.contains(", SG_IO, ", literal=True)).alias("sg"))
+        pl.coalesce(pl.col("pid_b"), pl.col("pid_o")).cast(pl.Int64).alias("pid"),
+        (pl.col("_raw") + pl.col("_wraps") * DAY).alias("t_ns"),
+        (body.str.starts_with("ioctl(") & body.str.contains(", SG_IO, ", literal=True)).alias("sg")).drop("_raw", "_wraps")
     part = g.filter(pl.col("sg") | resumed).with_columns(
         body.str.slice(0, 300).str.extract_groups("^" + FD).alias("f"),
         body.str.slice(-200).str.extract_groups(RET).alias("r")).unnest("f").unnest("r")
@@ -192,10 +342,11 @@ def _split(lines: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([part, g.filter(~(pl.col("sg") | resumed))], how="diagonal_relaxed")
 
 
-def _pairs(g: pl.DataFrame):
+def _pairs(g: pl.DataFrame, final: bool = True):
     """SG_IO calls split by -f into `<unfinished ...>` and `<... ioctl resumed>`: each resumed
-    half belongs to its pid's previous unfinished ioctl. Returns the joined SG_IO calls and
-    how many resumed halves they used."""
+    half belongs to its pid's previous unfinished ioctl. Returns the joined SG_IO calls, how
+    many resumed halves they used, and (unless `final`) the unfinished halves that are their
+    pid's last line so far (rows of `g`: their resumed half may come in the next block)."""
     halves = g.filter(pl.col("opens") | pl.col("closes")).sort("pid", "line_no")
     cols = ("kind", "arg", "line_no", "t_ns", "fd", "path")
     halves = halves.with_columns([pl.col(c).shift(1).over("pid").alias(f"p_{c}") for c in cols])
@@ -204,11 +355,13 @@ def _pairs(g: pl.DataFrame):
         pl.col("p_path").alias("path"), pl.concat_str("p_arg", "arg").alias("arg"), "ret", "errno", "dur",
         pl.col("t_ns").alias("end_t_ns"))
     # an unfinished SG_IO whose pid has no resumed half after it: the trace ended (or the process died)
-    nxt_resumed = pl.col("closes").shift(-1).over("pid").fill_null(False)
-    open_ = halves.filter((pl.col("kind") == "unfinished") & ~nxt_resumed).select(
+    nxt = pl.col("closes").shift(-1).over("pid")
+    last = nxt.is_null() & pl.lit(not final)
+    held = halves.filter((pl.col("kind") == "unfinished") & last).select(g.columns)
+    open_ = halves.filter((pl.col("kind") == "unfinished") & ~nxt.fill_null(False) & ~last).select(
         "line_no", "pid", "t_ns", "fd", "path", "arg", pl.lit("?").alias("ret"),
         pl.lit(None, dtype=pl.Int64).alias("end_t_ns"))
-    return pl.concat([done, open_], how="diagonal_relaxed"), done.height
+    return pl.concat([done, open_], how="diagonal_relaxed"), done.height, held
 
 
 def _fd_paths(g: pl.DataFrame) -> pl.DataFrame:

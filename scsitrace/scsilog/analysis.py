@@ -15,13 +15,14 @@ from __future__ import annotations
 import polars as pl
 
 from .. import schema, scsi, tiling
-from ..command_tables import SRT, TABLES, command_tables, srt_table
+from ..command_tables import SRT, TABLES
 from ..errors import UsageError
 from ..filters import check_found, check_window, refuse
 from ..tables import Table
 from ..model import Analysis, Capture
-from ..stats import LATENCY_TABLES, latency_tables
-from .events import COMMAND_EXTRA, MLQUEUE
+from ..stats import LATENCY_TABLES
+from . import stream
+from .events import COMMAND_EXTRA, EVENTS, MLQUEUE
 
 SRT_DRIVER = Table("srt_driver", SRT.schema, "SRT per opcode over the driver's own durations (sg_io_hdr duration)",
                    json_columns=SRT.json_columns, json_names=SRT.json_names)
@@ -32,14 +33,33 @@ IOS_EXTRA = {"response_ns": pl.Int64, "paired": pl.Boolean, "reason": pl.Utf8, "
 
 def commands(events: pl.DataFrame) -> pl.DataFrame:
     """One row per command: start event joined to the end event that follows it."""
+    return pair(events, None, 0, final=True)[0].drop("io")
+
+
+def pair(events: pl.DataFrame, carry: pl.DataFrame | None, next_io: int, final: bool = False):
+    """One block of events (with the starts `carry`ed from earlier blocks) -> (commands that
+    are finished, starts still waiting for their next event, the next io number). A command
+    is numbered (`io`) when its first event comes: its start, or a done without start; in
+    (time, line) order within a block, blocks in order."""
     key = ["device", "tag"]
-    e = events.sort(["device", "tag", "t_ns", "pos"], nulls_last=True)
+    e = events.with_columns(pl.lit(None, dtype=pl.Int64).alias("io"))
+    if carry is not None and carry.height:
+        e = pl.concat([carry, e])
+    e = e.sort(["device", "tag", "t_ns", "pos"], nulls_last=True)
     e = e.with_columns(
         pl.col("kind").shift(-1).over(key).alias("n_kind"), pl.col("t_ns").shift(-1).over(key).alias("n_t"),
         pl.col("status").shift(-1).over(key).alias("n_status"),
         pl.col("host_byte").shift(-1).over(key).alias("n_host"),
         pl.col("rtn").shift(-1).over(key).alias("n_rtn"),
         pl.col("kind").shift(1).over(key).alias("p_kind"))
+    orphan = (pl.col("kind") == "done") & (pl.col("p_kind").is_null() | (pl.col("p_kind") != "start"))
+    begins = e.filter(pl.col("io").is_null() & ((pl.col("kind") == "start") | orphan)).sort("t_ns", "pos")
+    if begins.height:
+        numbers = begins.select("pos", pl.int_range(next_io, next_io + begins.height, dtype=pl.Int64).alias("_io"))
+        e = e.join(numbers, on="pos", how="left").with_columns(pl.coalesce("io", "_io").alias("io")).drop("_io")
+        next_io += begins.height
+    waiting = (pl.col("kind") == "start") & pl.col("n_kind").is_null() & pl.lit(not final)
+    carry = e.filter(waiting).select(events.columns + ["io"])
     n_kind = pl.col("n_kind")
     rtn_name = pl.col("n_rtn").replace_strict(MLQUEUE, default=None, return_dtype=pl.Utf8)
     reason = (pl.when(n_kind == "done").then(None)
@@ -50,7 +70,7 @@ def commands(events: pl.DataFrame) -> pl.DataFrame:
               .when(n_kind == "timeout").then(pl.lit("timed out"))
               .when(n_kind == "start").then(pl.lit("no done before the tag was reused"))
               .otherwise(pl.lit("no done (trace ended)")))
-    starts = e.filter(pl.col("kind") == "start").select(
+    starts = e.filter((pl.col("kind") == "start") & ~waiting).select(
         "device", "tag", "cdb", "pos", pl.col("t_ns").alias("start_ns"),
         pl.when(n_kind == "done").then(pl.col("n_t")).alias("end_ns"),
         # a command the host adapter could not deliver (DID_NO_CONNECT...) shows its host byte
@@ -58,19 +78,24 @@ def commands(events: pl.DataFrame) -> pl.DataFrame:
             pl.when(pl.col("n_host").is_null() | (pl.col("n_host") == "DID_OK")).then(pl.col("n_status"))
             .otherwise(pl.col("n_host"))).alias("status"),
         pl.when(n_kind == "done").then(pl.col("n_host")).alias("host_byte"),
-        reason.alias("reason"))
-    orphans = e.filter((pl.col("kind") == "done") & (pl.col("p_kind").is_null() | (pl.col("p_kind") != "start"))) \
+        reason.alias("reason"), "io")
+    orphans = e.filter(orphan) \
         .select("device", "tag", "cdb", "pos", pl.lit(None, dtype=pl.Int64).alias("start_ns"),
                 pl.col("t_ns").alias("end_ns"), "status", "host_byte",
-                pl.lit("done without start (trace started mid-command)").alias("reason"))
-    return pl.concat([starts, orphans], how="diagonal_relaxed")
+                pl.lit("done without start (trace started mid-command)").alias("reason"), "io")
+    return pl.concat([starts, orphans], how="diagonal_relaxed"), carry, next_io
 
 
-def ios_frame(cmds: pl.DataFrame) -> pl.DataFrame:
-    c = cmds.sort(pl.coalesce("start_ns", "end_ns"), "pos")
+def ios_frame(cmds: pl.DataFrame, first_io: int = 0) -> pl.DataFrame:
+    """The ios rows of commands: numbered from `first_io` in (start, line) order unless they
+    carry their `io` already."""
+    if "io" in cmds.columns:
+        c = cmds.sort("io")
+    else:
+        c = cmds.sort(pl.coalesce("start_ns", "end_ns"), "pos").with_columns(
+            pl.int_range(first_io, first_io + pl.len(), dtype=pl.Int64).alias("io"))
     dec = scsi.decode_cdbs(c["cdb"])
     c = c.with_columns(
-        pl.int_range(pl.len(), dtype=pl.Int64).alias("io"),
         dec["opcode"], dec["command"], dec["lba"], dec["blocks"], pl.col("reason").is_null().alias("paired"),
         pl.col("device").str.split(":").list.get(2, null_on_oob=True).cast(pl.Int8, strict=False).alias("target"),
         pl.col("device").str.split(":").list.get(3, null_on_oob=True).cast(pl.Int16, strict=False).alias("lun"))
@@ -96,118 +121,234 @@ def ios_frame(cmds: pl.DataFrame) -> pl.DataFrame:
 
 
 def analyze(capture: Capture, options=None) -> Analysis:
-    ev = capture.frames["events"]
-    given = capture.frames.get("commands")      # whole commands from the parser (sgio)
-    notes = [] if given is not None else [
-        "SERVICE = at least one command between dispatch and done; kernel logs carry no "
-        "transfer sizes, so bandwidth needs --io-size"]
-    if given is not None:
-        given, kept_note = _filtered(given, options)
-        notes = list(capture.notes) + kept_note
-        elapsed = int(given["end_ns"].max() or 0) if given.height else 0
-    else:
-        ev, elapsed, window_notes = _windowed(ev, options)
-        notes += window_notes
-    cmds = given if given is not None else (commands(ev) if ev.height else None)
-    ios = ios_frame(cmds) if cmds is not None and cmds.height else \
-        pl.DataFrame(schema={**schema.IOS, **IOS_EXTRA, "kernel_tag": pl.Int64})
-    if given is None:
-        ios, selected_notes = _selected(ios, options)
-        notes += selected_notes
-    pieces = ios.filter(pl.col("paired")).select(
-        "device", "io", "start_ns", "end_ns", pl.lit("SERVICE").alias("phase"), pl.col("data_bytes").alias("bytes"))
-    segments = tiling.tile_pieces(pieces, elapsed)
-    paired = int(ios["paired"].sum()) if ios.height else 0
-    sized = given is not None and ios.height and ios["data_bytes"].is_not_null().any()
-    data_bytes = int(ios["data_bytes"].sum()) if sized else None
-    n_dev = segments["device"].n_unique() if segments.height else 0
-    if n_dev > 1:
-        notes.append(f"{n_dev} devices: percentages are of {n_dev} x the elapsed time")
-    an = capture.anomalies
-    bad = ios.filter(pl.col("reason").str.starts_with("timed out").fill_null(False))
-    if bad.height:
-        an = pl.concat([an, bad.select(pl.col("start_ns").alias("t_ns"), pl.lit("TIMEOUT").alias("kind"),
-                                       pl.format("{} on {}", "command", "device").alias("detail"),
-                                       pl.lit(None, dtype=pl.Utf8).alias("position"))])
-    responses = ios.filter(pl.col("paired") & pl.col("response_ns").is_not_null())["response_ns"].to_numpy()
-    tables = {**command_tables(ios, elapsed), **latency_tables({"response": responses})}
-    declared = (*TABLES, *LATENCY_TABLES)
-    if "driver_ns" in ios.columns:      # SG_IO: the driver's own duration beside the syscall's
-        tables["srt_driver"] = srt_table(ios, "driver_ns")
-        declared = (*declared, SRT_DRIVER)
-    return Analysis(
-        layer="scsilog", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=segments, ios=ios,
-        anomalies=an, ios_completed=paired, data_bytes=data_bytes,
-        category_order={"scsilog": list(STAGES)}, default_profile="scsilog",
-        categories={"scsilog": tiling.categories(segments, STAGES, elapsed, paired)},
-        notes=notes if given is not None else notes + list(capture.notes),   # (sgio's are in already)
-        source={"path": capture.path, "format": capture.format, "log": capture.meta.get("log"),
-                             **{k: capture.meta[k] for k in ("skipped_by_design",) if k in capture.meta}},
-        declared=declared, tables=tables, no_normalized=("IDLE",))
+    """Stream the capture's blocks (kernel-log events, or the sgio parser's whole commands)
+    through the pairing, the tables and the tiling; keep at most KEEP_IOS ios rows (and
+    hand every batch to `options.ios_sink` when set)."""
+    sgio = "commands" in capture.frames           # whole commands from the parser (sgio)
+    run = _Run(capture, options, sgio)
+    batches = _sgio_batches(run) if sgio else _kernel_batches(run)
+    for ios, before, lowest in batches:
+        run.add(ios, before, lowest)
+    return run.finish()
 
 
-def _windowed(ev: pl.DataFrame, options) -> tuple[pl.DataFrame, int, list[str]]:
-    """--window: the events inside it, times from its start (a command cut by an edge is
-    unpaired, with its reason). Returns (events, elapsed, notes)."""
-    last = int(ev["t_ns"].max()) if ev.height else 0
-    if options is None or options.window is None:
-        return ev, last, []
-    check_window(options.window, int(ev["t_ns"].min()) if ev.height else None, last)
-    lo, hi = options.window
-    lo, hi = max(lo or 0, 0), min(last if hi is None else hi, last)
-    kept = ev.filter(pl.col("t_ns").is_between(lo, hi)).with_columns(pl.col("t_ns") - lo)
-    return kept, hi - lo, [f"--window: the events from {lo / 1e9:g} s to {hi / 1e9:g} s only, times from the "
-                           "window's start; commands cut by its edges are unpaired"]
+class _Run:
+    """One analysis as the batches of finished commands come."""
+
+    def __init__(self, capture: Capture, options, sgio: bool):
+        self.capture, self.options, self.sgio = capture, options, sgio
+        self.tables, self.tiler, self.kept = stream.Tables(driver=sgio), stream.Tiler(), stream.Kept("io")
+        self.sink = getattr(options, "ios_sink", None)
+        self.elapsed, self.rows, self.notes = 0, 0, []
+        self.waiting, self.unordered = None, False
+
+    def add(self, ios: pl.DataFrame, before, lowest) -> None:
+        """A batch of finished commands; `before`: no command still to come starts earlier;
+        `lowest`: none still to come has a lower io (None: the log has ended)."""
+        if ios.height:
+            self.rows += ios.height
+            self.tables.add(ios)
+            self.kept.add(ios)
+        if self.sink is not None:
+            self._to_sink(ios, lowest)
+        self.tiler.add(ios.filter(pl.col("paired")).select(
+            "device", "io", "start_ns", "end_ns", pl.col("data_bytes").alias("bytes")), before)
+
+    def _to_sink(self, ios: pl.DataFrame, lowest) -> None:
+        """The sink gets the rows in io order: rows behind a command still waiting for its
+        end wait too (at most stream.HOLD of them; then they go as they are, said in a note)."""
+        if self.waiting is not None and self.waiting.height:
+            ios = pl.concat([self.waiting, ios]).sort("io") if ios.height else self.waiting
+        self.waiting = None
+        if lowest is not None and ios.height <= stream.HOLD:
+            self.waiting, ios = ios.filter(pl.col("io") > lowest), ios.filter(pl.col("io") < lowest)
+        elif lowest is not None:
+            self.unordered = True
+        if ios.height:
+            self.sink(ios, self.capture)
+
+    def finish(self) -> Analysis:
+        capture, t = self.capture, self.tables
+        elapsed = self.elapsed
+        segments, totals, n_dev = self.tiler.finish(elapsed)
+        notes = self.notes
+        if n_dev > 1:
+            notes.append(f"{n_dev} devices: percentages are of {n_dev} x the elapsed time")
+        if not self.sgio:
+            notes += list(capture.notes)
+        if self.kept.thinned:
+            notes.append(f"per-command rows: {self.kept.rows} of {self.rows} kept for the reports (every "
+                         f"{self.kept.stride}th, evenly over the log)" + (
+                             "; all of them went to the I/O sink" if self.sink is not None else ""))
+        if self.unordered:
+            notes.append(f"per-command rows went to the I/O sink out of io order where more than {stream.HOLD} "
+                         "finished behind a command still waiting for its end")
+        if self.tiler.kept.thinned:
+            notes.append(f"segments: every {self.tiler.kept.stride}th kept for the reports; the stage "
+                         "percentages count all of them")
+        inexact = t.inexact()
+        if inexact:
+            notes.append(f"percentiles of {', '.join(inexact)}: over 2 M samples, read from a log-linear "
+                         "histogram (at most 0.1 % low); count, min, max and mean exact")
+        empty = {**schema.IOS, **IOS_EXTRA, "kernel_tag": pl.Int64}
+        ios = self.kept.frame(pl.DataFrame(schema=empty), ["io"])
+        tables = t.tables(elapsed)
+        declared = (*TABLES, *LATENCY_TABLES)
+        if self.sgio and self.rows:      # SG_IO: the driver's own duration beside the syscall's
+            declared = (*declared, SRT_DRIVER)
+        else:
+            tables.pop("srt_driver", None)
+        an = pl.concat([capture.anomalies, *t.timeout_anomalies()]) if t.timeouts else capture.anomalies
+        analysis = Analysis(
+            layer="scsilog", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=segments, ios=ios,
+            anomalies=an, ios_completed=t.paired, data_bytes=t.data_bytes if self.sgio and t.sized else None,
+            category_order={"scsilog": list(STAGES)}, default_profile="scsilog",
+            categories={"scsilog": tiling.category_table(totals, n_dev, STAGES, elapsed, t.paired)},
+            notes=notes, source={"path": capture.path, "format": capture.format, "log": capture.meta.get("log"),
+                                 **{k: capture.meta[k] for k in ("skipped_by_design",) if k in capture.meta}},
+            declared=declared, tables=tables, no_normalized=("IDLE",))
+        analysis.ios_streamed = self.sink is not None
+        return analysis
 
 
-def _selected(ios: pl.DataFrame, options) -> tuple[pl.DataFrame, list[str]]:
-    """--device HOST:CHANNEL:ID:LUN, --target and --lun keep those commands; a value the log
-    lacks is a usage error naming what it has."""
-    if options is None:
-        return ios, []
-    if options.pids is not None:
-        refuse("--pid", "kernel-log", "ftrace and dmesg SCSI events do not say which process issued a command")
-    keep, given = pl.lit(True), []
-    for flag, value, col in (("--device", options.device, "device"), ("--target", options.target, "target"),
-                             ("--lun", options.lun, "lun")):
-        if value is None:
+def _kernel_batches(run: _Run):
+    """Kernel-log events, block by block: --window, dispatch -> done pairing, --device/
+    --target/--lun; yields (ios rows, the earliest time a command still to come can start)."""
+    options = run.options
+    run.notes.append("SERVICE = at least one command between dispatch and done; kernel logs carry no "
+                     "transfer sizes, so bandwidth needs --io-size")
+    select = _Selection(options)
+    window = options.window if options is not None else None
+    lo, hi = (max(window[0] or 0, 0), window[1]) if window is not None else (0, None)
+    first = last = seen = None
+    carry, next_io = None, 0
+    for ev in run.capture.chunks():
+        if not ev.height:
             continue
-        keep &= pl.col(col).cast(pl.Utf8) == str(value)
-        given.append(f"{flag} {value}")
-        if not ios.filter(keep).height:
-            check_found(flag, value, ios[col].unique().to_list() if ios.height else [])
-    if not given:
-        return ios, []
-    kept = ios.filter(keep)
-    return kept, [f"{' '.join(given)}: {kept.height} of {ios.height} commands"]
+        t0, t1 = int(ev["t_ns"].min()), int(ev["t_ns"].max())
+        first, last = t0 if first is None else min(first, t0), t1 if last is None else max(last, t1)
+        if window is not None:
+            inside = pl.col("t_ns") >= lo if hi is None else pl.col("t_ns").is_between(lo, hi)
+            ev = ev.filter(inside).with_columns(pl.col("t_ns") - lo)
+        if ev.height:
+            seen = int(ev["t_ns"].max()) if seen is None else max(seen, int(ev["t_ns"].max()))
+        cmds, carry, next_io = pair(ev, carry, next_io)
+        held = getattr(run.capture, "held_from", None)
+        waiting = [v for v in (seen, held - lo if held is not None else None,
+                               int(carry["t_ns"].min()) if carry.height else None) if v is not None]
+        lowest = int(carry["io"].min()) if carry.height else next_io
+        yield select(ios_frame(cmds)) if cmds.height else _EMPTY_IOS, min(waiting) if waiting else None, lowest
+    cmds, carry, next_io = pair(_EMPTY_EVENTS, carry, next_io, final=True)
+    yield select(ios_frame(cmds)) if cmds.height else _EMPTY_IOS, None, None
+    last = last or 0
+    if window is not None:
+        check_window(window, first, last)
+        hi = min(last if hi is None else hi, last)
+        run.notes.append(f"--window: the events from {lo / 1e9:g} s to {hi / 1e9:g} s only, times from the "
+                         "window's start; commands cut by its edges are unpaired")
+        run.elapsed = hi - lo
+    else:
+        run.elapsed = last
+    run.notes += select.finish()
 
 
-def _filtered(cmds: pl.DataFrame, options) -> tuple[pl.DataFrame, list[str]]:
-    """--pid, --device (a device name as the trace gives it) and --window (from the first
-    command) keep those commands; times then start at the first kept command."""
+class _Selection:
+    """--device HOST:CHANNEL:ID:LUN, --target and --lun keep those commands; a value the log
+    lacks is a usage error naming what it has (once the log has been read)."""
+
+    def __init__(self, options):
+        self.filters = []
+        if options is None:
+            return
+        if options.pids is not None:
+            refuse("--pid", "kernel-log", "ftrace and dmesg SCSI events do not say which process issued a command")
+        self.filters = [(flag, value, col) for flag, value, col in (
+            ("--device", options.device, "device"), ("--target", options.target, "target"),
+            ("--lun", options.lun, "lun")) if value is not None]
+        self.kept = [0] * len(self.filters)
+        self.values = {col: set() for _, _, col in self.filters}
+        self.total = 0
+
+    def __call__(self, ios: pl.DataFrame) -> pl.DataFrame:
+        if not self.filters:
+            return ios
+        self.total += ios.height
+        keep = pl.lit(True)
+        for k, (_, value, col) in enumerate(self.filters):
+            self.values[col].update(ios[col].unique().to_list())
+            keep &= pl.col(col).cast(pl.Utf8) == str(value)
+            self.kept[k] += ios.filter(keep).height
+        return ios.filter(keep)
+
+    def finish(self) -> list[str]:
+        for (flag, value, col), n in zip(self.filters, self.kept):
+            if not n:
+                check_found(flag, value, self.values[col])
+        if not self.filters:
+            return []
+        given = " ".join(f"{flag} {value}" for flag, value, _ in self.filters)
+        return [f"{given}: {self.kept[-1]} of {self.total} commands"]
+
+
+def _sgio_batches(run: _Run):
+    """The sgio parser's commands, block by block: --pid, --device (a device name as the trace
+    gives it) and --window (from the first command) keep those commands; times then start at
+    the first kept command."""
+    options = run.options
     for flag, value in (("--target", options.target if options else None), ("--lun", options.lun if options else None)):
         if value is not None:
             refuse(flag, "sg log", "strace and sg3_utils name devices by path, not by target and LUN (use --device)")
-    if options is None or (options.pids is None and options.device is None and options.window is None):
-        return cmds, []
+    filtered = options is not None and (options.pids is not None or options.device is not None
+                                        or options.window is not None)
     keep = pl.lit(True)
-    if options.pids is not None:
+    if filtered and options.pids is not None:
         if not all(p.isdigit() for p in options.pids):
             raise UsageError(f"--pid expects process ids for SG_IO traces, got {','.join(options.pids)!r}")
         keep &= pl.col("pid").is_in([int(p) for p in options.pids])
-    if options.device is not None:
+    if filtered and options.device is not None:
         keep &= pl.col("device") == str(options.device)
-    if options.window is not None:
+    if filtered and options.window is not None:
         lo, hi = options.window
-        rel = pl.col("start_ns") - (cmds["start_ns"].min() or 0 if cmds.height else 0)
-        keep &= (rel >= lo) if lo is not None else pl.lit(True)
-        keep &= (rel < hi) if hi is not None else pl.lit(True)
-    kept = cmds.filter(keep)
-    if not kept.height:     # say what the log has, for the filter that emptied it
-        for flag, value, col in (("--pid", ",".join(options.pids or ()), "pid"), ("--device", options.device, "device")):
-            if value and not cmds.filter(pl.col(col).cast(pl.Utf8).is_in(str(value).split(","))).height:
-                check_found(flag, value, cmds[col].unique().to_list())
-        check_window(options.window, 0, int(cmds["end_ns"].max() or 0) - int(cmds["start_ns"].min() or 0))
-    origin = int(kept["start_ns"].min()) if kept.height and kept["start_ns"].is_not_null().any() else 0
-    kept = kept.with_columns(pl.col("start_ns") - origin, pl.col("end_ns") - origin)
-    return kept, [f"{kept.height} of {cmds.height} SG_IO commands kept by --pid/--device/--window"]
+        keep &= (pl.col("start_ns") >= lo) if lo is not None else pl.lit(True)   # from the first command (0)
+        keep &= (pl.col("start_ns") < hi) if hi is not None else pl.lit(True)
+    checks = [(flag, value, col) for flag, value, col in (
+        ("--pid", ",".join(options.pids or ()) if filtered else None, "pid"),
+        ("--device", options.device if filtered else None, "device")) if value]
+    found, values = [0] * len(checks), {col: set() for _, _, col in checks}
+    total = kept = next_io = 0
+    origin = end = start = None
+    chunks = run.capture.chunks() if run.capture.chunks else [run.capture.frames["commands"]]
+    for cmds in chunks:
+        total += cmds.height
+        if filtered and cmds.height:
+            for k, (_, value, col) in enumerate(checks):
+                values[col].update(cmds[col].unique().to_list())
+                found[k] += cmds.filter(pl.col(col).cast(pl.Utf8).is_in(str(value).split(","))).height
+            e, s = cmds["end_ns"].max(), cmds["start_ns"].min()
+            end = e if end is None or (e is not None and e > end) else end
+            start = s if start is None or (s is not None and s < start) else start
+            cmds = cmds.filter(keep)
+            if origin is None and cmds["start_ns"].is_not_null().any():
+                origin = int(cmds["start_ns"].min())
+            cmds = cmds.with_columns(pl.col("start_ns") - (origin or 0), pl.col("end_ns") - (origin or 0))
+        kept += cmds.height
+        if cmds.height and cmds["end_ns"].is_not_null().any():
+            run.elapsed = max(run.elapsed, int(cmds["end_ns"].max()))
+        ios = ios_frame(cmds, next_io) if cmds.height else _EMPTY_IOS
+        next_io += cmds.height
+        held = getattr(run.capture, "held_from", None)
+        latest = ios["start_ns"].max() if ios.height else None
+        waiting = [v - (origin or 0) for v in (held,) if v is not None] + ([latest] if latest is not None else [])
+        yield ios, min(waiting) if waiting else None, None
+    run.notes[:0] = list(run.capture.notes)
+    if filtered:
+        if not kept:     # say what the log has, for the filter that emptied it
+            for (flag, value, col), n in zip(checks, found):
+                if not n:
+                    check_found(flag, value, values[col])
+            check_window(options.window, 0, int(end or 0) - int(start or 0))
+        run.notes.append(f"{kept} of {total} SG_IO commands kept by --pid/--device/--window")
+
+
+_EMPTY_EVENTS = pl.DataFrame(schema=EVENTS)
+_EMPTY_IOS = pl.DataFrame(schema={**schema.IOS, **IOS_EXTRA, "kernel_tag": pl.Int64})

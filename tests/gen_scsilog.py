@@ -1,0 +1,93 @@
+"""Synthetic SCSI kernel logs, written the way the kernel prints them (ftrace
+`scsi:scsi_dispatch_cmd_*` events; dmesg with scsi_logging_level: "Send:", "CDB:", "Done:"
+or "FAILED" lines), for the streaming tests and bench/bench_scsilog.py.
+
+`ftrace_text(events)` and `dmesg_text(events)` write events (t_ns, kind, (host, channel, id,
+lun), tag, cdb, status) in order; `bulk_ftrace(path, commands)` writes a large log without a
+Python loop per line (blocks of commands on 8 devices, 32 tags each, overlapping).
+"""
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+NAMES = {0x28: "READ_10", 0x2A: "WRITE_10", 0x00: "TEST_UNIT_READY", 0x12: "INQUIRY"}
+HEX = np.array([f"{v:02x}" for v in range(256)])
+RESULT = {"GOOD": "driver=DRIVER_OK host=DID_OK message=COMMAND_COMPLETE status=SAM_STAT_GOOD",
+          "CHECK CONDITION": "driver=DRIVER_OK host=DID_OK message=COMMAND_COMPLETE status=SAM_STAT_CHECK_CONDITION"}
+
+
+def _ts(t_ns: int) -> str:
+    return f"{t_ns // 10**9}.{t_ns % 10**9 // 1000:06d}"
+
+
+def ftrace_line(t_ns, kind, dev, tag, cdb: bytes, status="GOOD", rtn=4181) -> str:
+    h, c, i, lun = dev
+    name = NAMES.get(cdb[0], "UNKNOWN") if cdb else "UNKNOWN"
+    line = (f"    kworker/0:1H-44      [000] .....  {_ts(t_ns):>12}: scsi_dispatch_cmd_{kind}: host_no={h} "
+            f"channel={c} id={i} lun={lun} data_sgl=6 prot_sgl=0 prot_op=SCSI_PROT_NORMAL driver_tag={tag} "
+            f"scheduler_tag={tag} cmnd=({name} raw={cdb.hex(' ')})")
+    if kind == "error":
+        return line + f" rtn={rtn}"
+    if kind in ("done", "timeout"):
+        return line + f" result=({RESULT[status]})"
+    return line
+
+
+def ftrace_text(events) -> str:
+    return "# tracer: nop\n#\n" + "".join(ftrace_line(*e) + "\n" for e in events)
+
+
+def dmesg_lines(t_ns, kind, dev, tag, cdb: bytes, status="GOOD", rtn=None) -> list[str]:
+    """A Send: or Done:/FAILED event and its CDB: line (dmesg has no dispatch errors)."""
+    h, c, i, lun = dev
+    head = f"[{_ts(t_ns):>12}] sd {h}:{c}:{i}:{lun}: [sda] tag#{tag} "
+    word = {"start": "Send: scmd 0x00000000c37893e6",
+            "done": ("Done: SUCCESS Result: hostbyte=DID_OK driverbyte=DRIVER_OK cmd_age=0s" if status == "GOOD"
+                     else "FAILED Result: hostbyte=DID_OK driverbyte=DRIVER_OK cmd_age=0s"),
+            "timeout": "Done: TIMEOUT Result: hostbyte=DID_TIME_OUT driverbyte=DRIVER_OK cmd_age=30s"}[kind]
+    out = [head + word, head + f"CDB: Read(10) {cdb.hex(' ')}"]
+    if kind == "done" and status != "GOOD":      # the logging hook's second end of a failed command
+        out += [head + "Done: SUCCESS Result: hostbyte=DID_OK driverbyte=DRIVER_OK cmd_age=0s", out[1]]
+    return out
+
+
+def dmesg_text(events) -> str:
+    return "".join(line + "\n" for e in events for line in dmesg_lines(*e))
+
+
+def bulk_ftrace(path, commands: int, *, seed: int = 1, block: int = 1 << 18) -> int:
+    """`commands` READ(10)/WRITE(10) commands (start and done lines, interleaved by time as
+    ftrace prints them), 8 devices x 32 tags, 20-400 us each; returns the bytes written."""
+    rng = np.random.default_rng(seed)
+    written, t0 = 0, 1_000_000_000
+    with open(path, "w") as fh:
+        fh.write("# tracer: nop\n#\n")
+        for first in range(0, commands, block):
+            n = min(block, commands - first)
+            i = np.arange(first, first + n)
+            start = t0 + i * 50_000 + rng.integers(0, 20_000, n)
+            took = rng.integers(20_000, 400_000, n)
+            dev, tag = i % 8, (i // 8) % 32
+            op = np.where(rng.random(n) < 0.7, "28", "2a")
+            lba = rng.integers(0, 1 << 31, n)
+            b = [HEX[(lba >> s) & 255] for s in (24, 16, 8, 0)]
+            frame = pl.DataFrame({"dev": dev, "tag": tag, "op": op, "lba": lba, "start": start,
+                                  "end": start + took, "b0": b[0], "b1": b[1], "b2": b[2], "b3": b[3]})
+            raw = pl.format("{} 00 {} {} {} {} 00 00 40 00", "op", "b0", "b1", "b2", "b3")
+            name = pl.when(pl.col("op") == "28").then(pl.lit("READ_10")).otherwise(pl.lit("WRITE_10"))
+            common = pl.format("host_no=0 channel=0 id={} lun=0 data_sgl=6 prot_sgl=0 prot_op=SCSI_PROT_NORMAL "
+                               "driver_tag={} scheduler_tag={} cmnd=({} lba={} txlen=64 protect=0 raw={})",
+                               "dev", "tag", "tag", name, "lba", raw.alias("raw"))
+            ts = lambda c: pl.format("{}.{}", pl.col(c) // 10**9,  # noqa: E731
+                                     (pl.col(c) % 10**9 // 1000).cast(pl.Utf8).str.zfill(6)).str.pad_start(12)
+            lines = pl.concat([
+                frame.select(pl.col("start").alias("t"), pl.format("    kworker/0:1H-44      [000] .....  {}: "
+                                                                   "scsi_dispatch_cmd_start: {}", ts("start"), common).alias("l")),
+                frame.select(pl.col("end").alias("t"), pl.format("          <idle>-0       [000] d.h2.  {}: "
+                                                                 "scsi_dispatch_cmd_done: {} result=({})", ts("end"), common,
+                                                                 pl.lit(RESULT["GOOD"])).alias("l"))]).sort("t")
+            text = "\n".join(lines["l"].to_list()) + "\n"
+            fh.write(text)
+            written += len(text)
+    return written
