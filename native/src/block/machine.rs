@@ -15,7 +15,7 @@
 //! depth, dispatched sizes, seeks, busy runs (the union of D..C intervals, closed when no
 //! request in flight can touch them any more), the latency samples (crate::stat::Samples),
 //! and the per-I/O rows, handed out in Q order as they finish.
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use numpy::{PyArray1, PyReadonlyArray1};
@@ -151,6 +151,13 @@ struct Row {
     c_t: i64,
 }
 
+#[derive(Clone, Copy)]
+enum RowSlot {
+    Waiting,
+    Done(u32),
+    Skip,
+}
+
 struct Bio {
     dev: u32,
     pid: u32,
@@ -164,39 +171,28 @@ struct Bio {
     row: Row,
 }
 
-/// The union of one device's D..C intervals: runs still open to merging (`pending`), the
-/// last D times of its requests in flight, and what has been closed.
+/// The union of one device's D..C intervals: runs still open to merging (`pending`: disjoint,
+/// by start), the requests in flight by their last D time (`inflight`, in D order: processing
+/// order is time order; entries whose request has moved on are dropped lazily), and the time
+/// of the runs closed.
 struct Busy {
-    pending: BTreeMap<i64, i64>,
-    inflight: BTreeMap<i64, u32>,
+    pending: VecDeque<(i64, i64)>,
+    inflight: VecDeque<(i64, i64, u32)>, // (d_t, q, slot)
+    compact_at: usize,
     busy_ns: i64,
 }
 
 impl Busy {
-    fn add_inflight(&mut self, t: i64) {
-        *self.inflight.entry(t).or_insert(0) += 1;
-    }
-    fn remove_inflight(&mut self, t: i64) {
-        if let Some(c) = self.inflight.get_mut(&t) {
-            *c -= 1;
-            if *c == 0 {
-                self.inflight.remove(&t);
-            }
-        }
-    }
     fn add(&mut self, mut s: i64, mut e: i64) {
-        loop {
-            let found = self.pending.range(..=e).next_back().map(|(&a, &b)| (a, b));
-            match found {
-                Some((a, b)) if b >= s => {
-                    self.pending.remove(&a);
-                    s = s.min(a);
-                    e = e.max(b);
-                }
-                _ => break,
-            }
+        let i = self.pending.partition_point(|&(_, b)| b < s);
+        let mut j = i;
+        while j < self.pending.len() && self.pending[j].0 <= e {
+            s = s.min(self.pending[j].0);
+            e = e.max(self.pending[j].1);
+            j += 1;
         }
-        self.pending.insert(s, e);
+        self.pending.drain(i..j);
+        self.pending.insert(i, (s, e));
     }
 }
 
@@ -281,8 +277,8 @@ pub struct Machine {
     runs_dropped: i64,
     runs_forced: i64,
     // rows
-    live_rows: BTreeSet<i64>,
-    finished: BTreeMap<i64, Row>,
+    rows: VecDeque<RowSlot>, // per Q from rows_base on: in flight, finished (its bio slot), not kept
+    rows_base: i64,
     out_rows: Vec<Row>,
     kept_rows: Vec<Row>,
     stride: i64,
@@ -322,7 +318,7 @@ impl Machine {
                     done: 0,
                     bytes: 0,
                     writes: 0,
-                    busy: Busy { pending: BTreeMap::new(), inflight: BTreeMap::new(), busy_ns: 0 },
+                    busy: Busy { pending: VecDeque::new(), inflight: VecDeque::new(), compact_at: 4096, busy_ns: 0 },
                 });
                 self.devs.len() - 1
             }
@@ -359,7 +355,7 @@ impl Machine {
     }
 
     /// A sample of a bio's stage (name, or its md/dm alternative) to its device, process and all.
-    #[inline]
+    #[inline(always)]
     fn sample(&mut self, slot: u32, name: usize, v: i64) {
         let b = &self.bios[slot as usize];
         if !b.kept {
@@ -387,23 +383,44 @@ impl Machine {
         None
     }
 
+    #[inline]
+    fn in_flight(&self, entry: &(i64, i64, u32)) -> bool {
+        let b = &self.bios[entry.2 as usize];
+        b.row.q == entry.1 && b.flags & CLOSED == 0 && b.row.d_t == entry.0
+    }
+
+    /// The earliest last-D time of device d's requests in flight.
+    fn first_in_flight(&mut self, d: usize) -> Option<i64> {
+        let mut inflight = std::mem::take(&mut self.devs[d].busy.inflight);
+        while let Some(e) = inflight.front() {
+            if self.in_flight(e) {
+                break;
+            }
+            inflight.pop_front();
+        }
+        let first = inflight.front().map(|e| e.0);
+        self.devs[d].busy.inflight = inflight;
+        first
+    }
+
     fn close(&mut self, slot: u32) {
-        let (d, start, kept, seen_d, d_t, q) = {
+        let (d, start, kept, q) = {
             let b = &mut self.bios[slot as usize];
             b.flags |= CLOSED;
-            (b.dev as usize, b.row.sector, b.kept, b.flags & SEEN_D != 0, b.row.d_t, b.row.q)
+            (b.dev as usize, b.row.sector, b.kept, b.row.q)
         };
         let dev = &mut self.devs[d];
         if dev.live.get(&start) == Some(&slot) {
             dev.live.remove(&start);
         }
         if kept {
-            if seen_d {
-                dev.busy.remove_inflight(d_t);
+            if q >= self.rows_base {
+                self.rows[(q - self.rows_base) as usize] = RowSlot::Done(slot);
+                return; // the slot is freed when its row goes out
             }
-            self.live_rows.remove(&q);
+            self.rows_out_of_order += 1;
             let row = self.bios[slot as usize].row;
-            self.finished.insert(q, row);
+            self.emit(row);
         }
         self.free.push(slot);
     }
@@ -469,9 +486,7 @@ impl Machine {
             dev.recent.pop_back();
         }
         dev.recent.push_front((q, slot));
-        if kept {
-            self.live_rows.insert(q);
-        }
+        self.rows.push_back(if kept { RowSlot::Waiting } else { RowSlot::Skip });
     }
 
     fn bio_event(&mut self, k: u8, slot: u32, t: i64) {
@@ -533,16 +548,23 @@ impl Machine {
         } else if seen & SEEN_M != 0 {
             self.sample(slot, M2D, tdelta(m_t, t));
         }
+        let _ = old_d;
+        let q = {
+            let b = &mut self.bios[slot as usize];
+            b.row.d_t = t;
+            b.flags |= SEEN_D;
+            b.row.q
+        };
         if kept {
-            let busy = &mut self.devs[d].busy;
-            if seen & SEEN_D != 0 {
-                busy.remove_inflight(old_d);
+            self.devs[d].busy.inflight.push_back((t, q, slot));
+            if self.devs[d].busy.inflight.len() > self.devs[d].busy.compact_at {
+                let mut inflight = std::mem::take(&mut self.devs[d].busy.inflight);
+                inflight.retain(|e| self.in_flight(e));
+                let busy = &mut self.devs[d].busy;
+                busy.compact_at = (2 * inflight.len()).max(4096);
+                busy.inflight = inflight;
             }
-            busy.add_inflight(t);
         }
-        let b = &mut self.bios[slot as usize];
-        b.row.d_t = t;
-        b.flags |= SEEN_D;
     }
 
     fn complete(&mut self, slot: u32, t: i64) {
@@ -586,17 +608,17 @@ impl Machine {
 
     /// Busy runs of device d that no request in flight can reach any more (all, at the end).
     fn settle_runs(&mut self, d: usize, now: Option<i64>) {
-        let dev = &mut self.devs[d];
         let horizon = match now {
             None => i64::MAX,
-            Some(t) => dev.busy.inflight.keys().next().map_or(t, |&f| f.min(t)),
+            Some(t) => self.first_in_flight(d).map_or(t, |f| f.min(t)),
         };
+        let dev = &mut self.devs[d];
         loop {
-            let first = dev.busy.pending.iter().next().map(|(&a, &b)| (a, b));
+            let first = dev.busy.pending.front().copied();
             let forced = dev.busy.pending.len() > PENDING_RUNS;
             match first {
                 Some((a, b)) if b < horizon || forced => {
-                    dev.busy.pending.remove(&a);
+                    dev.busy.pending.pop_front();
                     dev.busy.busy_ns += b - a;
                     self.runs_forced += forced as i64;
                     if self.runs.len() < self.keep_rows {
@@ -721,25 +743,24 @@ impl Machine {
                 _ => self.depth_step(d, K_R, ti),
             }
         }
-        self.release_rows(false);
+        self.release_rows();
     }
 
-    /// Finished rows of Qs older than every kept Q in flight go out (all at the end; the
-    /// oldest when too many wait), in Q order.
-    fn release_rows(&mut self, all: bool) {
-        let limit = if all { i64::MAX } else { self.live_rows.iter().next().copied().unwrap_or(i64::MAX) };
-        loop {
-            let first = self.finished.iter().next().map(|(&q, _)| q);
-            match first {
-                Some(q) if q < limit || self.finished.len() > READY_ROWS => {
-                    if q >= limit {
-                        self.rows_out_of_order += 1;
-                    }
-                    let row = self.finished.remove(&q).unwrap();
+    /// Finished rows of Qs older than every kept Q in flight go out, in Q order (when too
+    /// many wait behind one in flight, the oldest go out and it follows when it finishes).
+    fn release_rows(&mut self) {
+        while let Some(front) = self.rows.front() {
+            match *front {
+                RowSlot::Waiting if self.rows.len() <= READY_ROWS => break,
+                RowSlot::Done(slot) => {
+                    let row = self.bios[slot as usize].row;
                     self.emit(row);
+                    self.free.push(slot);
                 }
-                _ => break,
+                _ => {}
             }
+            self.rows.pop_front();
+            self.rows_base += 1;
         }
     }
 
@@ -763,23 +784,32 @@ fn arr<'py, T: numpy::Element>(py: Python<'py>, v: Vec<T>) -> Bound<'py, PyArray
 }
 
 fn rows_dict<'py>(py: Python<'py>, rows: &[Row]) -> PyResult<Bound<'py, PyDict>> {
+    const NAMES: [&str; 13] = ["q", "sector", "bytes", "pid", "q_t", "q2g_ns", "g2i_ns", "q2m_ns", "i2d_ns", "d_t",
+                               "c_t", "d2c_ns", "q2c_ns"];
+    let mut cols: Vec<Vec<i64>> = (0..NAMES.len()).map(|_| Vec::with_capacity(rows.len())).collect();
+    let mut device = Vec::with_capacity(rows.len());
+    let mut action = Vec::with_capacity(rows.len());
+    for r in rows {
+        let d2c = if r.c_t != NONE && r.d_t != NONE { tdelta(r.d_t, r.c_t) } else { NONE };
+        let q2c = if r.c_t != NONE { tdelta(r.q_t, r.c_t) } else { NONE };
+        for (col, v) in cols.iter_mut().zip([r.q, r.sector, r.bytes, r.pid, r.q_t, r.q2g, r.g2i, r.q2m, r.i2d, r.d_t,
+                                             r.c_t, d2c, q2c]) {
+            col.push(v);
+        }
+        device.push(r.device);
+        action.push(r.action);
+    }
     let d = PyDict::new_bound(py);
-    let col = |f: fn(&Row) -> i64| rows.iter().map(f).collect::<Vec<i64>>();
-    d.set_item("q", arr(py, col(|r| r.q)))?;
-    d.set_item("device", arr(py, rows.iter().map(|r| r.device).collect::<Vec<u32>>()))?;
-    d.set_item("sector", arr(py, col(|r| r.sector)))?;
-    d.set_item("bytes", arr(py, col(|r| r.bytes)))?;
-    d.set_item("pid", arr(py, col(|r| r.pid)))?;
-    d.set_item("action", arr(py, rows.iter().map(|r| r.action).collect::<Vec<u32>>()))?;
-    d.set_item("q_t", arr(py, col(|r| r.q_t)))?;
-    d.set_item("q2g_ns", arr(py, col(|r| r.q2g)))?;
-    d.set_item("g2i_ns", arr(py, col(|r| r.g2i)))?;
-    d.set_item("q2m_ns", arr(py, col(|r| r.q2m)))?;
-    d.set_item("i2d_ns", arr(py, col(|r| r.i2d)))?;
-    d.set_item("d_t", arr(py, col(|r| r.d_t)))?;
-    d.set_item("c_t", arr(py, col(|r| r.c_t)))?;
-    d.set_item("d2c_ns", arr(py, col(|r| if r.c_t != NONE && r.d_t != NONE { tdelta(r.d_t, r.c_t) } else { NONE })))?;
-    d.set_item("q2c_ns", arr(py, col(|r| if r.c_t != NONE { tdelta(r.q_t, r.c_t) } else { NONE })))?;
+    let mut cols = cols.into_iter();
+    for (k, name) in NAMES.iter().enumerate() {
+        d.set_item(*name, arr(py, cols.next().unwrap()))?;
+        if k == 0 {
+            d.set_item("device", arr(py, std::mem::take(&mut device)))?;
+        }
+        if k == 3 {
+            d.set_item("action", arr(py, std::mem::take(&mut action)))?;
+        }
+    }
     Ok(d)
 }
 
@@ -849,8 +879,8 @@ impl Machine {
             runs: Vec::new(),
             runs_dropped: 0,
             runs_forced: 0,
-            live_rows: BTreeSet::new(),
-            finished: BTreeMap::new(),
+            rows: VecDeque::new(),
+            rows_base: 0,
             out_rows: Vec::new(),
             kept_rows: Vec::new(),
             stride: 1,
@@ -898,13 +928,16 @@ impl Machine {
         for (_, slot) in live {
             let b = &mut self.bios[slot as usize];
             b.flags |= CLOSED;
-            if b.kept {
-                let row = b.row;
-                self.live_rows.remove(&row.q);
-                self.finished.insert(row.q, row);
+            let (q, kept) = (b.row.q, b.kept);
+            if kept && q >= self.rows_base {
+                self.rows[(q - self.rows_base) as usize] = RowSlot::Done(slot);
+            } else if kept {
+                self.rows_out_of_order += 1;
+                let row = self.bios[slot as usize].row;
+                self.emit(row);
             }
         }
-        self.release_rows(true);
+        self.release_rows();
         for d in 0..self.devs.len() {
             self.devs[d].busy.inflight.clear();
             self.settle_runs(d, None);
