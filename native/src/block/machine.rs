@@ -1027,5 +1027,35 @@ impl Machine {
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_class::<Machine>()?;
+    m.add_function(wrap_pyfunction!(merge_sorted_rows, m)?)?;
     Ok(())
+}
+
+/// Rows of the records of several files (files concatenated; file f is
+/// times[bounds[f]..bounds[f + 1]], each in time order) in processing order: by time, then
+/// file, then place in the file (scsitrace/block/events.py merge_rows). A k-way merge.
+#[pyfunction]
+fn merge_sorted_rows<'py>(py: Python<'py>, times: PyReadonlyArray1<i64>, bounds: PyReadonlyArray1<i64>)
+                          -> PyResult<Bound<'py, PyArray1<i64>>> {
+    let (times, bounds) = (times.as_slice()?, bounds.as_slice()?);
+    if bounds.is_empty() || bounds.windows(2).any(|w| w[0] > w[1]) || *bounds.last().unwrap() as usize != times.len() {
+        return Err(pyo3::exceptions::PyValueError::new_err("merge_sorted_rows: bad bounds"));
+    }
+    let dest = py.allow_threads(|| {
+        let mut dest = vec![0i64; times.len()];
+        let mut head: Vec<usize> = bounds[..bounds.len() - 1].iter().map(|&b| b as usize).collect();
+        let ends: Vec<usize> = bounds[1..].iter().map(|&b| b as usize).collect();
+        for r in 0..times.len() {
+            let mut best = usize::MAX;
+            for f in 0..head.len() {
+                if head[f] < ends[f] && (best == usize::MAX || times[head[f]] < times[head[best]]) {
+                    best = f;
+                }
+            }
+            dest[head[best]] = r as i64;
+            head[best] += 1;
+        }
+        dest
+    });
+    Ok(PyArray1::from_vec_bound(py, dest))
 }
