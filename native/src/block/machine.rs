@@ -371,6 +371,13 @@ impl Machine {
     /// containing it among its last LOOKBACK Qs.
     fn lookup(&self, d: usize, sector: i64) -> Option<u32> {
         let dev = &self.devs[d];
+        for &(q, slot) in dev.recent.iter().take(2) {
+            // the newest Qs first: a live bio at the sector is the one the key finds
+            let b = &self.bios[slot as usize];
+            if b.row.q == q && b.flags & CLOSED == 0 && b.row.sector == sector {
+                return Some(slot);
+            }
+        }
         if let Some(&slot) = dev.live.get(&sector) {
             return Some(slot);
         }
