@@ -15,7 +15,7 @@
 //! depth, dispatched sizes, seeks, busy runs (the union of D..C intervals, closed when no
 //! request in flight can touch them any more), the latency samples (crate::stat::Samples),
 //! and the per-I/O rows, handed out in Q order as they finish.
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use numpy::{PyArray1, PyReadonlyArray1};
@@ -196,11 +196,49 @@ impl Busy {
     }
 }
 
+/// One device's live bios by start sector: a sorted deque (requests mostly arrive in order
+/// and leave oldest first, so inserts and removals shift little).
+struct LiveMap(VecDeque<(i64, u32)>);
+
+impl LiveMap {
+    #[inline]
+    fn find(&self, k: i64) -> Result<usize, usize> {
+        match self.0.back() {
+            Some(&(last, _)) if last < k => Err(self.0.len()),
+            _ => self.0.binary_search_by_key(&k, |e| e.0),
+        }
+    }
+    #[inline]
+    fn get(&self, k: i64) -> Option<u32> {
+        self.find(k).ok().map(|i| self.0[i].1)
+    }
+    fn insert(&mut self, k: i64, v: u32) {
+        match self.find(k) {
+            Ok(i) => self.0[i].1 = v,
+            Err(i) if i == self.0.len() => self.0.push_back((k, v)),
+            Err(i) => self.0.insert(i, (k, v)),
+        }
+    }
+    /// Removes k when it maps to v.
+    fn remove_if(&mut self, k: i64, v: u32) {
+        if let Ok(i) = self.find(k) {
+            if self.0[i].1 != v {
+                return;
+            }
+            if i == 0 {
+                self.0.pop_front();
+            } else {
+                self.0.remove(i);
+            }
+        }
+    }
+}
+
 struct Dev {
     value: u32,
     dm: bool,
     started: bool,
-    live: BTreeMap<i64, u32>,     // start sector -> bio slot
+    live: LiveMap,                // start sector -> bio slot
     recent: VecDeque<(i64, u32)>, // last LOOKBACK Qs (q, slot), newest first
     last_q_t: i64,
     counts: Box<[i64; 256]>,
@@ -298,7 +336,7 @@ impl Machine {
                     value,
                     dm: major == 9 || major == 253 || major == 254,
                     started: false,
-                    live: BTreeMap::new(),
+                    live: LiveMap(VecDeque::new()),
                     recent: VecDeque::with_capacity(LOOKBACK + 1),
                     last_q_t: NONE,
                     counts: Box::new([0; 256]),
@@ -378,7 +416,7 @@ impl Machine {
                 return Some(slot);
             }
         }
-        if let Some(&slot) = dev.live.get(&sector) {
+        if let Some(slot) = dev.live.get(sector) {
             return Some(slot);
         }
         for &(q, slot) in dev.recent.iter() {
@@ -417,9 +455,7 @@ impl Machine {
             (b.dev as usize, b.row.sector, b.kept, b.row.q)
         };
         let dev = &mut self.devs[d];
-        if dev.live.get(&start) == Some(&slot) {
-            dev.live.remove(&start);
-        }
+        dev.live.remove_if(start, slot);
         if kept {
             if q >= self.rows_base {
                 self.rows[(q - self.rows_base) as usize] = RowSlot::Done(slot);
@@ -458,7 +494,7 @@ impl Machine {
         self.last_q_t = t;
         self.devs[d].last_q_t = t;
         self.pids[p as usize].last_q_t = t;
-        if let Some(&old) = self.devs[d].live.get(&sector) {
+        if let Some(old) = self.devs[d].live.get(sector) {
             self.close(old);
         }
         let row = Row {
@@ -642,7 +678,12 @@ impl Machine {
     fn range_event(&mut self, k: u8, d: usize, start: i64, stop: i64, t: i64) {
         let mut hits = std::mem::take(&mut self.hits);
         hits.clear();
-        for (_, &slot) in self.devs[d].live.range(start..=stop) {
+        let live = &self.devs[d].live.0;
+        let first = live.partition_point(|e| e.0 < start);
+        for &(s, slot) in live.range(first..) {
+            if s > stop {
+                break;
+            }
             if self.bios[slot as usize].end <= stop {
                 hits.push(slot);
             }
