@@ -140,10 +140,22 @@ def test_streamed_machine_equals_the_reference_over_any_chunking(tmp_path, ios, 
               for r in stats.filter(pl.col("device") != "all").iter_rows(named=True)}
     assert tables == {(block_events.dev_name(d), name): (len(v), min(v), max(v), sum(v)) for (d, name), v in want.items()}
     assert (np.asarray(stats["min_ns"]) >= 1).all()
-    # the same analysis, the events handed over in chunks of `size` (down to one event)
+    # the same analysis, the events handed over in chunks of `size` (down to one event); with
+    # the filters too (they apply as the events stream)
+    filtered = [core.Options(pids=("2", "3")), core.Options(window=(2_000, 15_000), device=gen.DISK)]
+    wants = [_tables(whole)] + [_filtered(capture, options) for options in filtered]
     cols = machine.event_columns(capture)
     capture.chunks = lambda: machine.sliced(cols, size)
-    assert _tables(core.analyze(capture, core.Options())) == _tables(whole)
+    assert _tables(core.analyze(capture, core.Options())) == wants[0]
+    assert [_filtered(capture, options) for options in filtered] == wants[1:]
+
+
+def _filtered(capture, options):
+    """_tables of the analysis with these filters, or the usage error they give."""
+    try:
+        return _tables(core.analyze(capture, options))
+    except core.UsageError as exc:
+        return str(exc)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
