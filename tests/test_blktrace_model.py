@@ -1,4 +1,4 @@
-"""The vectorized stage machine against a one-event-at-a-time reference of the same rules
+"""The streamed stage machine against a one-event-at-a-time reference of the same rules
 (docs/blktrace.md, "The stage machine"), on random event streams: few sectors and sizes so
 that replacements, merges, containment, requeues and stray events happen often."""
 from __future__ import annotations
@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import gen_blktrace as gen  # noqa: E402
 
 from scsitrace import core
-from scsitrace.block import events as block_events, machine, stats as block_stats  # noqa: E402
+from scsitrace.block import events as block_events, machine  # noqa: E402
 from scsitrace.parsers import blktrace  # noqa: E402
 
 DEVS = (gen.DISK, (8 << 20) | 16)
@@ -111,73 +111,68 @@ def lifecycles(ios, noise) -> list[tuple]:
     return sorted(out, key=lambda e: e[0])
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ios=st.lists(IO, min_size=1, max_size=12), noise=st.lists(EVENT, max_size=10))
-def test_vectorized_machine_equals_the_reference(tmp_path, ios, noise):
-    events = lifecycles(ios, noise)
-    data = b"".join(gen.record(t, s, n * 512, block_events.TA[x] | (gen.READ << 16), 1, d, seq=k + 1)
+def _tables(analysis) -> dict:
+    """Every table of a block analysis, the per-I/O rows and the segments, as text (NaN == NaN)."""
+    out = {name: repr(analysis.table(name).to_dicts()) for name in analysis.tables}
+    out["ios"] = repr(analysis.ios.to_dicts())
+    out["segments"] = repr(analysis.segments.to_dicts())
+    out["figures"] = (analysis.elapsed_ns, analysis.start_ns, analysis.ios_completed, analysis.data_bytes)
+    return out
+
+
+def _capture(tmp_path, events):
+    data = b"".join(gen.record(t, s, n * 512, block_events.TA[x] | (gen.READ << 16), 1 + k % 3, d, seq=k + 1)
                     for k, (t, x, d, s, n) in enumerate(events))
     path = tmp_path / "r.bin"
     path.write_bytes(data)
-    analysis = core.analyze(blktrace.parse(str(path)), core.Options())
-    run = machine.machine(machine._Events(machine.event_columns(analysis.capture)))
-    ev, qi = run["ev"], run["qi"]
+    return blktrace.parse(str(path))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ios=st.lists(IO, min_size=1, max_size=12), noise=st.lists(EVENT, max_size=10), size=st.integers(1, 40))
+def test_streamed_machine_equals_the_reference_over_any_chunking(tmp_path, ios, noise, size):
+    events = lifecycles(ios, noise)
+    capture = _capture(tmp_path, events)
+    whole = core.analyze(capture, core.Options())
     want = reference(events)
-    mine = collections.defaultdict(list)
-    for name, (q, ns) in machine.samples(run).items():
-        for dev, value in zip(ev.devices[ev.dev[qi[q]]], ns):
-            mine[(int(dev), name)].append(int(value))
-    mine = {k: sorted(v) for k, v in mine.items() if v}
-    assert mine == {k: v for k, v in want.items() if k[1] != "Q2Q"}
-    # the tables' per-device figures (Q2Q included) add up the same samples
-    stats = analysis.table("stages").filter(pl.col("n") > 0)
+    stats = whole.table("stages").filter(pl.col("n") > 0)
     tables = {(r["device"], r["name"]): (r["n"], r["min_ns"], r["max_ns"], r["total_ns"])
               for r in stats.filter(pl.col("device") != "all").iter_rows(named=True)}
     assert tables == {(block_events.dev_name(d), name): (len(v), min(v), max(v), sum(v)) for (d, name), v in want.items()}
     assert (np.asarray(stats["min_ns"]) >= 1).all()
-    # the (device, process) pairs indexed directly or listed as found add up the same
-    direct, saved = block_stats.stage_totals(run), block_stats.PAIRS_DIRECT
+    # the same analysis, the events handed over in chunks of `size` (down to one event); with
+    # the filters too (they apply as the events stream)
+    filtered = [core.Options(pids=("2", "3")), core.Options(window=(2_000, 15_000), device=gen.DISK)]
+    wants = [_tables(whole)] + [_filtered(capture, options) for options in filtered]
+    cols = machine.event_columns(capture)
+    capture.chunks = lambda: machine.sliced(cols, size)
+    assert _tables(core.analyze(capture, core.Options())) == wants[0]
+    assert [_filtered(capture, options) for options in filtered] == wants[1:]
+
+
+def _filtered(capture, options):
+    """_tables of the analysis with these filters, or the usage error they give."""
     try:
-        block_stats.PAIRS_DIRECT = 0
-        listed = block_stats.stage_totals(run)
-    finally:
-        block_stats.PAIRS_DIRECT = saved
-    assert all((a == b).all() for a, b in zip(direct, listed))
+        return _tables(core.analyze(capture, options))
+    except core.UsageError as exc:
+        return str(exc)
 
 
-def cull_reference(action, device, nbytes):
-    """btt's pre-culling one event at a time: the kind of each event to the machine."""
-    from scsitrace.block import _machine_scan as bm
-    started, kinds = set(), []
-    for a, d, b in zip(action, device, nbytes):
-        k = int(machine.KIND[a & 0xFF])
-        culled = k == bm.K_OTHER or a & block_events.TC_PC or (b <= 0 and k not in (bm.K_R, bm.K_A))
-        keep = not culled and (d in started or k in (bm.K_Q, bm.K_A))
-        if keep:
-            started.add(d)
-        kinds.append(k if keep else bm.K_OTHER)
-    return kinds
-
-
-@settings(max_examples=300, deadline=None)
-@given(events=st.lists(st.tuples(st.integers(0, 20), st.booleans(), st.sampled_from([8 << 20, 253 << 20, 9 << 20 | 1]),
-                                 st.sampled_from([0, 512, 4096, -1])), max_size=60))
-def test_culling_keeps_what_btt_keeps_and_lists_the_qs_and_ds_in_order(events):
-    from scsitrace.block import _machine_scan as bm
-    action = np.array([c | (block_events.TC_PC if pc else 0) for c, pc, _, _ in events], np.uint32)
-    device = np.array([d for _, _, d, _ in events], np.uint32)
-    nbytes = np.array([b for *_, b in events], np.int64)
-    ev = machine._Events({"action": action, "device": device, "bytes": nbytes, "sector": np.zeros(len(events), np.int64),
-                        "t_ns": np.arange(len(events), dtype=np.int64), "pid": np.zeros(len(events), np.int64),
-                        "pdu_dev": device.copy(), "pdu_sector": np.zeros(len(events), np.int64)})
-    want = cull_reference(action.tolist(), device.tolist(), nbytes.tolist())
-    assert ev.kind.tolist() == want
-    for k in (bm.K_Q, bm.K_D, bm.K_C):
-        assert ev.of(k).tolist() == [i for i, kind in enumerate(want) if kind == k]
-    assert [int(ev.devices[d]) for d in ev.dev] == device.tolist()
-    counted = collections.Counter(zip(device.tolist(), (action & 0xFF).tolist()))
-    assert {(int(ev.devices[d]), c): int(n) for d, c in zip(*np.nonzero(ev.all_counts))
-            for n in [ev.all_counts[d, c]]} == counted
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ios=st.lists(IO, min_size=1, max_size=12), size=st.integers(1, 30), keep=st.integers(1, 6))
+def test_rows_streamed_to_the_sink_are_every_row_and_the_kept_ones_evenly_thinned(tmp_path, ios, size, keep):
+    events = lifecycles(ios, [])
+    capture = _capture(tmp_path, events)
+    whole = core.analyze(capture, core.Options()).ios
+    cols = machine.event_columns(capture)
+    batches = []
+    run = machine.run(machine.sliced(cols, size), rows_sink=batches.append, keep_rows=keep)
+    streamed = pl.concat([machine.rows_frame(b) for b in batches]) if batches else None
+    assert streamed is not None and streamed["q"].to_list() == whole["io"].to_list()
+    assert streamed["c_t"].to_list() == whole["end_ns"].to_list()
+    kept = run["rows"]["q"].tolist()
+    stride = run["rows_stride"]
+    assert len(kept) <= keep and kept == [q for q in whole["io"].to_list() if q % stride == 0]
 
 
 @settings(max_examples=300, deadline=None)

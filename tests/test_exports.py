@@ -139,3 +139,15 @@ def test_real_json_outputs_follow_the_published_schema(tmp_path, name, filtered,
         bad = copy.deepcopy(doc)
         mutate(bad)
         assert not validator.is_valid(bad)
+
+
+@pytest.mark.parametrize("suffix", ["csv", "parquet"])
+def test_a_failing_command_leaves_no_streamed_ios_file(tmp_path, suffix, capsys):
+    """The block layer writes --ios as it analyses; a command that then fails (exit 2: a
+    profile the layer lacks) leaves no file behind, as the whole-table writers never did."""
+    ios = tmp_path / f"x.ios.{suffix}"
+    assert main(["analyze", str(TRACES["block"]), "--profile", "scsi", "--ios", str(ios)]) == 2
+    assert "profile 'scsi' does not apply" in capsys.readouterr().err
+    assert not ios.exists()
+    assert main(["analyze", str(TRACES["block"]), "--ios", str(ios), "--json", str(tmp_path / "s.json")]) == 0
+    assert ios.exists()

@@ -3,15 +3,15 @@ over, and the order in which the analysis processes the records.
 
 blktrace's action codes (`TA`), categories (`TC`), notify kinds (`TN`), the raw and
 processed event frames, device names (`dev_name`), RWBS text (`rwbs_expr`) and the
-processing order of the records of several per-CPU files (`merge_rows`: a compiled k-way
-merge). Parsers import this module, never the analysis.
+processing order of the records of several per-CPU files (`merge_rows`: a k-way merge in
+Rust). Parsers import this module, never the analysis.
 """
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
 
-from .._jit import compiled, no_refcount
+from .._native import block as _native
 
 # __BLK_TA_* action codes (low 16 bits of `action`), by blkparse's letter; T is blkparse's "UT"
 TA = {"Q": 1, "M": 2, "F": 3, "G": 4, "S": 5, "R": 6, "D": 7, "C": 8, "P": 9, "U": 10, "T": 11,
@@ -104,11 +104,9 @@ def merge_rows(times: list[np.ndarray], in_order: bool | None = None) -> np.ndar
     writes them; `in_order` when the caller knows), else a stable sort."""
     if in_order is None:
         in_order = all(np.all(t[1:] >= t[:-1]) for t in times)
-    if in_order and len(times) == 2:
-        return merge_two(times[0], times[1])
     if in_order and len(times) <= MERGE_FILES:
         bounds = np.cumsum([0] + [len(t) for t in times]).astype(np.int64)
-        return merge_sorted(np.concatenate(times) if times else np.zeros(0, np.int64), bounds)
+        return _native.merge_sorted_rows(np.concatenate(times) if times else np.zeros(0, np.int64), bounds)
     allt = np.concatenate(times)
     rows = np.empty(len(allt), np.int64)
     rows[np.argsort(allt, kind="stable")] = np.arange(len(allt), dtype=np.int64)
@@ -145,43 +143,3 @@ def finish_events(raw: pl.DataFrame) -> pl.DataFrame:
         pl.when(pl.col("has_int") & ~is_x).then("pdu_int").alias("pdu_int"),
         "file", "position", "time_abs",
     )
-
-
-@compiled
-def merge_two(a, b):
-    """merge_sorted of two files, read in place (times a, then b)."""
-    dest = np.empty(a.shape[0] + b.shape[0], np.int64)
-    _merge_two(a, b, dest)
-    return dest
-
-
-@no_refcount
-def _merge_two(a, b, dest):
-    """Without branches on the data: each step takes the earlier head (a's on a tie)."""
-    na, nb = a.shape[0], b.shape[0]
-    i, j = np.int64(0), np.int64(0)
-    for r in range(na + nb):
-        first = j >= nb or (i < na and a[min(i, na - 1)] <= b[min(j, nb - 1)])
-        dest[i if first else na + j] = r
-        i += 1 if first else 0
-        j += 0 if first else 1
-
-
-@compiled
-def merge_sorted(times, bounds):
-    """Rows of the records of several files (files concatenated; file f is
-    times[bounds[f]:bounds[f + 1]]) in their stable time order: by time, then file, then place
-    in the file. Each file must be in time order (the caller checks); a k-way merge, linear for
-    the few files of a capture."""
-    n = times.shape[0]
-    k = bounds.shape[0] - 1
-    dest = np.empty(n, np.int64)
-    head = bounds[:-1].copy()
-    for r in range(n):
-        best = -1
-        for f in range(k):
-            if head[f] < bounds[f + 1] and (best < 0 or times[head[f]] < times[head[best]]):
-                best = f
-        dest[head[best]] = r
-        head[best] += 1
-    return dest

@@ -1,22 +1,21 @@
 """btt's statistics of the block layer: every stage's samples added up (count, min, max,
-total) per device, per process and over all devices in one compiled pass; the stage
-tables (btt's avg_info), Device Overhead, and the btt profile's percentage table."""
+total) per device, per process and over all devices (by the streaming machine,
+native/src/block/machine.rs); the stage tables (btt's avg_info), Device Overhead, and the
+btt profile's percentage table."""
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
 
-from .._jit import compiled, inlined, no_refcount
 from ..stats import STAT, from_totals
 from ..tables import percent_table
-from ._machine_scan import NONE, STAGES, _tdelta
-from .machine import _dense_ids
 from .events import dev_name
 
 # stage_totals(): what it adds up, per stage name (STAT_NAMES) and group: count, min, max, sum
 T_COUNT, T_MIN, T_MAX, T_SUM = range(4)
 
 # the stage names of the tables, in btt's order; Q2C and Q2A of md/dm devices are kept apart
+# (native/src/block/machine.rs adds them up in this order)
 STAT_NAMES = ("Q2Qdm", "Q2Adm", "Q2Cdm", "Q2Q", "Q2A", "Q2G", "S2G", "G2I", "Q2M", "I2D", "M2D", "D2C", "Q2C")
 Q2Q_NAME, Q2QDM_NAME = STAT_NAMES.index("Q2Q"), STAT_NAMES.index("Q2Qdm")
 STAGE_ORDER = STAT_NAMES
@@ -24,121 +23,15 @@ JSON_STAGES = ("Q2Q", "Q2G", "G2I", "Q2M", "I2D", "D2C", "Q2C")
 OVERHEAD = ("Q2G", "G2I", "Q2M", "I2D", "D2C")
 STATS = {"device": pl.Utf8, "name": pl.Utf8, **STAT}           # btt's avg_info per device and "all"
 PROCESS_STATS = {"process": pl.Utf8, "pid": pl.Int64, "name": pl.Utf8, **STAT}
-_NAME_OF = np.array([STAT_NAMES.index(name) for name in STAGES], np.int64)
-_DM_NAME_OF = np.array([STAT_NAMES.index(name + "dm" if name in ("Q2C", "Q2A") else name)
-                        for name in STAGES], np.int64)
 
 
-def stage_totals(run: dict, keep_q: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Count, min, max and sum of every stage's samples per device, per process and over all
-    (stage_totals), of the Qs keep_q selects (all by default)."""
-    ev, qi = run["ev"], run["qi"]
-    stage, q, ns = run["raw_samples"]
-    keep = np.ones(len(qi), bool) if keep_q is None else keep_q
-    q_dev, q_pid, n_pid = ev.dev[qi], run["pid_of_q"], max(len(run["pids"]), 1)
-    pair = q_dev.astype(np.int64) * n_pid + q_pid                 # (device, process) of each Q
-    if len(ev.devices) * n_pid <= PAIRS_DIRECT:
-        pairs, q_pair = np.arange(len(ev.devices) * n_pid), pair
-    else:
-        pairs, q_pair = _dense_ids(pair)
-    return _stage_totals(stage, q, ns, _NAME_OF, _DM_NAME_OF, ev.t[qi], q_dev, q_pid, q_pair, pairs // n_pid,
-                            pairs % n_pid, run["dm"], keep, len(STAT_NAMES), len(ev.devices), len(run["pids"]))
-
-PAIRS_DIRECT = 4096          # (device, process) pairs indexed directly up to this many, else only those present
-
-
-@compiled
-def _stage_totals(stage, qs, vals, name_of, dm_name_of, q_t, q_dev, q_pid, q_pair, pair_dev, pair_pid, dm, keep, n_names,
-                 n_dev, n_pid):
-    """btt's avg_info, per stage name and device, process, and over all devices, from the
-    machine's samples (stage, Q, ns; the stage's name index is name_of[stage], or
-    dm_name_of[stage] for a Q of an md/dm device) and the Q2Q gaps between consecutive Qs (of
-    any device for "all", of the device, of the process). Only the samples of Qs with keep[q].
-    The samples are added up once, per (device, process) pair of their Q (q_pair; the pair's
-    device and process: pair_dev, pair_pid), and the pairs' totals combined per device, per
-    process and over all. Returns three (n_names, groups, 4) arrays: per device, per process,
-    all (one group); the last axis holds T_COUNT, T_MIN, T_MAX, T_SUM."""
-    per_pair = _new_totals(n_names, pair_dev.shape[0])
-    _add_samples(stage, qs, vals, name_of, dm_name_of, q_dev, q_pair, dm, keep, per_pair)
-    per_dev = _new_totals(n_names, n_dev)
-    per_pid = _new_totals(n_names, n_pid)
-    overall = _new_totals(n_names, 1)
-    _combine(per_pair, pair_dev, per_dev)
-    _combine(per_pair, pair_pid, per_pid)
-    _combine(per_pair, np.zeros(pair_dev.shape[0], np.int64), overall)
-    _add_q2q(q_t, q_dev, q_pid, dm, keep, np.full(n_dev, NONE, np.int64), np.full(n_pid, NONE, np.int64),
-             per_dev, per_pid, overall)
-    return per_dev, per_pid, overall
-
-
-@compiled
-def _new_totals(n_names, n_groups):
-    out = np.zeros((n_names, n_groups, 4), np.int64)
-    out[:, :, T_MIN] = np.iinfo(np.int64).max
-    out[:, :, T_MAX] = np.iinfo(np.int64).min
-    return out
-
-
-@inlined
-def _add(totals, name, group, v):
-    totals[name, group, T_COUNT] += 1
-    totals[name, group, T_MIN] = min(totals[name, group, T_MIN], v)
-    totals[name, group, T_MAX] = max(totals[name, group, T_MAX], v)
-    totals[name, group, T_SUM] += v
-
-
-@no_refcount
-def _add_samples(stage, qs, vals, name_of, dm_name_of, q_dev, q_group, dm, keep, totals):
-    for j in range(stage.shape[0]):
-        q = qs[j]
-        name = dm_name_of[stage[j]] if dm[q_dev[q]] else name_of[stage[j]]
-        if keep[q]:
-            _add(totals, name, q_group[q], vals[j])
-
-
-@no_refcount
-def _combine(parts, group_of, totals):
-    """Add the totals of each part (axis 1 of parts) to those of its group (group_of[part])."""
-    for name in range(parts.shape[0]):
-        for part in range(parts.shape[1]):
-            g = group_of[part]
-            totals[name, g, T_COUNT] += parts[name, part, T_COUNT]
-            totals[name, g, T_MIN] = min(totals[name, g, T_MIN], parts[name, part, T_MIN])
-            totals[name, g, T_MAX] = max(totals[name, g, T_MAX], parts[name, part, T_MAX])
-            totals[name, g, T_SUM] += parts[name, part, T_SUM]
-
-
-@no_refcount
-def _add_q2q(q_t, q_dev, q_pid, dm, keep, last_dev, last_pid, per_dev, per_pid, overall):
-    """Q2Q samples: each Q against the Q before it (overall), the last Q of its device, of its
-    process; the name index is Q2Q_NAME, or Q2QDM_NAME for md/dm devices."""
-    for q in range(q_t.shape[0]):
-        d, p = q_dev[q], q_pid[q]
-        name = Q2QDM_NAME if dm[d] else Q2Q_NAME
-        if keep[q] and q > 0:
-            _add(overall, name, 0, _tdelta(q_t[q - 1], q_t[q]))
-        if keep[q] and last_dev[d] != NONE:
-            _add(per_dev, name, d, _tdelta(q_t[last_dev[d]], q_t[q]))
-        if keep[q] and last_pid[p] != NONE:
-            _add(per_pid, name, p, _tdelta(q_t[last_pid[p]], q_t[q]))
-        last_dev[d] = q
-        last_pid[p] = q
-
-
-@compiled
-def group_totals(ids, vals, mask, n_groups):
-    """Per group 0..n_groups-1 (ids), of the vals where mask: count, min, max, sum (last axis:
-    T_COUNT, T_MIN, T_MAX, T_SUM)."""
-    out = _new_totals(1, n_groups)
-    _group_totals(ids, vals, mask, out)
-    return out[0]
-
-
-@no_refcount
-def _group_totals(ids, vals, mask, out):
-    for i in range(ids.shape[0]):
-        if mask[i]:
-            _add(out, 0, ids[i], vals[i])
+def stage_totals(run: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """btt's avg_info of every stage name per device, per process and over all devices, as the
+    machine added them up: three (len(STAT_NAMES), groups, 4) arrays (last axis T_COUNT,
+    T_MIN, T_MAX, T_SUM)."""
+    n_dev, n_pid = len(run["devices"]), len(run["pids"])
+    return (run["per_dev"].reshape(len(STAT_NAMES), n_dev, 4), run["per_pid"].reshape(len(STAT_NAMES), n_pid, 4),
+            run["overall"].reshape(len(STAT_NAMES), 1, 4))
 
 
 def _stat_rows(totals: np.ndarray, group: int):
@@ -154,7 +47,7 @@ def stage_stats(run: dict, totals) -> pl.DataFrame:
     """btt's avg_info per (device, stage) and for device "all": n, min, avg, max, total."""
     per_dev, _, overall = totals
     rows = [{"device": dev_name(int(dev)), **row}
-            for k, dev in sorted(enumerate(run["ev"].devices), key=lambda kd: _dev_sort(dev_name(int(kd[1]))))
+            for k, dev in sorted(enumerate(run["devices"]), key=lambda kd: _dev_sort(dev_name(int(kd[1]))))
             for row in _stat_rows(per_dev, k)]
     rows += [{"device": "all", **row} for row in _stat_rows(overall, 0)]
     return pl.DataFrame(rows, schema=STATS)

@@ -7,29 +7,18 @@ import numpy as np
 import polars as pl
 
 from .. import schema
-from .._jit import compiled, inlined, no_refcount
-from .._keys import distinct
-from ._machine_scan import K_C, K_D, K_R, NONE
-from .events import ACT_LETTERS, SECTOR, TA, TC, TC_SHIFT, dev_name, rwbs_expr
-from .machine import _Events, _Requests
+from .events import ACT_LETTERS, SECTOR, TA, dev_name, rwbs_expr
 from ..tables import Table, mapping
-from .stats import PROCESS_STATS, STATS, T_COUNT, T_MAX, T_SUM, group_totals
+from .stats import PROCESS_STATS, STATS
 
 
-def busy_runs(req: _Requests) -> list[tuple[int, np.ndarray, np.ndarray]]:
+def busy_runs(run: dict) -> list[tuple[int, np.ndarray, np.ndarray]]:
     """Per device: (device, starts, ends) of the runs when at least one request is between its D
-    and its C."""
-    iv = req.done & (req.d_t != NONE)
-    dev, d_t, c_t = req.device[iv], req.d_t[iv], req.c_t[iv]
-    out = []
-    for device in distinct(dev):
-        sel = dev == device
-        order = np.argsort(d_t[sel], kind="stable")
-        s, e = d_t[sel][order], np.maximum(c_t[sel][order], d_t[sel][order])
-        reach = np.maximum.accumulate(e)
-        first = np.flatnonzero(np.concatenate(([True], s[1:] > reach[:-1])))   # a new busy run
-        out.append((int(device), s[first], reach[np.concatenate((first[1:] - 1, [len(s) - 1]))]))
-    return out
+    and its C (the machine's busy runs kept for the reports)."""
+    dev, starts, ends = run["run_device"], run["run_start"], run["run_end"]
+    cut = np.flatnonzero(np.diff(dev.astype(np.int64))) + 1
+    return [(int(d[0]), s, e) for d, s, e in zip(np.split(dev, cut), np.split(starts, cut), np.split(ends, cut))
+            if len(d)]
 
 
 def busy_segments(runs: list, start_ns: int, end_ns: int) -> pl.DataFrame:
@@ -57,36 +46,28 @@ def _dev_names(col: pl.Expr) -> pl.Expr:
     return pl.format("{},{}", (col.cast(pl.Int64) // (1 << 20)), (col.cast(pl.Int64) % (1 << 20)))
 
 
-def device_counts(ev: _Events) -> pl.DataFrame:
+def device_counts(run: dict) -> pl.DataFrame:
     """Per device: records seen (Q, D, merges, requeues) and the mean and median |D sector -
     previous D end| (seek) in sectors."""
-    counts = ev.all_counts
-    d = ev.of(K_D)
-    d_seek, d_has = seeks(d, ev.dev, ev.sector, ev.bytes, len(ev.devices))
-    d_dev = ev.dev[d]
+    counts = run["counts"].reshape(len(run["devices"]), 256)
     rows = []
-    for k, dev in enumerate(ev.devices):
-        seek = d_seek[d_has & (d_dev == k)]
+    for k, dev in enumerate(run["devices"]):
         rows.append({"device": int(dev), "queued": int(counts[k, TA["Q"]]), "dispatched": int(counts[k, TA["D"]]),
                      "merges": int(counts[k, TA["M"]] + counts[k, TA["F"]]), "requeues": int(counts[k, TA["R"]]),
-                     "seek_mean_sectors": float(seek.mean()) if len(seek) else None,
-                     "seek_median_sectors": float(np.median(seek)) if len(seek) else None,
-                     "seeks": int(np.count_nonzero(seek))})
+                     "seek_mean_sectors": run["seek_mean"][k], "seek_median_sectors": run["seek_median"][k],
+                     "seeks": int(run["seeks"][k])})
     return pl.DataFrame(rows, schema={"device": pl.UInt32, "queued": pl.Int64, "dispatched": pl.Int64,
                                       "merges": pl.Int64, "requeues": pl.Int64, "seek_mean_sectors": pl.Float64,
                                       "seek_median_sectors": pl.Float64, "seeks": pl.Int64})
 
 
-def device_table(base: pl.DataFrame, depth: pl.DataFrame, req: _Requests, devices: np.ndarray, runs: list,
-                 elapsed_ns: int) -> pl.DataFrame:
+def device_table(base: pl.DataFrame, depth: pl.DataFrame, run: dict, elapsed_ns: int) -> pl.DataFrame:
     """device_counts plus completions, bytes, busy time, queue depth, rates."""
-    done = group_totals(req.dev, req.bytes, req.done, len(devices))
-    writes = group_totals(req.dev, req.q, req.done & ((req.action & (TC["WRITE"] << TC_SHIFT)) != 0), len(devices))
-    seen = done[:, T_COUNT] > 0
-    per = pl.DataFrame({"device": devices[seen].astype(np.uint32), "ios_completed": done[seen, T_COUNT],
-                        "bytes": done[seen, T_SUM], "writes": writes[seen, T_COUNT]})
-    busy = pl.DataFrame({"device": [dev_name(device) for device, _, _ in runs],
-                         "busy_ns": [int((ends - starts).sum()) for _, starts, ends in runs]},
+    seen = run["done"] > 0
+    devices = run["devices"]
+    per = pl.DataFrame({"device": devices[seen].astype(np.uint32), "ios_completed": run["done"][seen],
+                        "bytes": run["bytes"][seen], "writes": run["writes"][seen]})
+    busy = pl.DataFrame({"device": [dev_name(int(d)) for d in devices], "busy_ns": run["busy_ns"]},
                         schema={"device": pl.Utf8, "busy_ns": pl.Int64})
     secs = elapsed_ns / 1e9
     out = base.join(per, on="device", how="left").join(depth, on="device", how="left").sort("device")
@@ -99,29 +80,26 @@ def device_table(base: pl.DataFrame, depth: pl.DataFrame, req: _Requests, device
         pl.when(known).then(pl.col("bytes") / float(1 << 20) / max(secs, 1e-9)).alias("mib_s"))
 
 
-def queue_depth(ev: _Events, start_ns: int, end_ns: int) -> pl.DataFrame:
+def queue_depth(run: dict) -> pl.DataFrame:
     """Requests in the driver per device: +1 at each D, -1 at each C or R (as blkparse's depth
     counts), in processing order. Per device with such events: the maximum and the
-    time-weighted average from the first event of the trace up to `end_ns`."""
-    seen, peak, held = depth_totals(ev.kind, ev.dev, ev.t, len(ev.devices), end_ns)
-    span = max(end_ns - start_ns, 1)
-    return pl.DataFrame({"device": ev.devices[seen].astype(np.uint32), "max_depth": peak[seen],
-                         "avg_depth": held[seen] / span},
+    time-weighted average from the first event of the trace up to its last."""
+    seen = np.asarray(run["depth_seen"], bool)
+    span = max(run["end_ns"] - run["start_ns"], 1)
+    return pl.DataFrame({"device": run["devices"][seen].astype(np.uint32), "max_depth": run["max_depth"][seen],
+                         "avg_depth": run["depth_held"][seen] / span},
                         schema={"device": pl.UInt32, "max_depth": pl.Int64, "avg_depth": pl.Float64})
 
 
-def process_table(req: _Requests, n_pids: int, pids: np.ndarray, names: dict) -> pl.DataFrame:
+def process_table(run: dict, names: dict) -> pl.DataFrame:
     """Per process (the name of the Q's pid): I/Os queued and completed, bytes, Q2C and D2C."""
-    queued = group_totals(req.pid_id, req.q, np.ones(len(req.q), bool), n_pids)
-    done = group_totals(req.pid_id, req.bytes, req.done, n_pids)
-    q2c = group_totals(req.pid_id, req.q2c, req.done, n_pids)
-    d2c = group_totals(req.pid_id, req.d2c, req.d2c != NONE, n_pids)
-    seen = queued[:, T_COUNT] > 0
+    seen = run["pid_queued"] > 0
+    done = run["pid_done"][seen]
     per = pl.DataFrame({
-        "pid": pids[seen], "queued": queued[seen, T_COUNT], "ios_completed": done[seen, T_COUNT],
-        "bytes": done[seen, T_SUM], "q2c_total": q2c[seen, T_SUM],
-        "q2c_max_ns": pl.Series(q2c[seen, T_MAX]).set(pl.Series(q2c[seen, T_COUNT] == 0), None),
-        "d2c_total": d2c[seen, T_SUM], "d2c_n": d2c[seen, T_COUNT]})
+        "pid": run["pids"][seen], "queued": run["pid_queued"][seen], "ios_completed": done,
+        "bytes": run["pid_bytes"][seen], "q2c_total": run["pid_q2c_sum"][seen],
+        "q2c_max_ns": pl.Series(run["pid_q2c_max"][seen]).set(pl.Series(done == 0), None),
+        "d2c_total": run["pid_d2c_sum"][seen], "d2c_n": run["pid_d2c_n"][seen]})
     per = per.with_columns(_process_names(pl.col("pid"), names).alias("process"))
     out = per.group_by("process").agg(
         pl.col("queued", "ios_completed", "bytes").sum(),
@@ -135,9 +113,10 @@ def _process_names(pid: pl.Expr, names: dict) -> pl.Expr:
     return pid.replace_strict(names, default=None, return_dtype=pl.Utf8).fill_null(pid.cast(pl.Utf8))
 
 
-def size_histogram(ev: _Events) -> pl.DataFrame:
+def size_histogram(run: dict) -> pl.DataFrame:
     """Sizes of the requests btt sees dispatched (D), in power-of-two buckets of bytes."""
-    counts, writes = size_buckets(ev.of(K_D), ev.bytes, ev.action, TC["WRITE"] << TC_SHIFT)
+    sizes = run["sizes"].reshape(64, 2)
+    counts, writes = sizes[:, 0], sizes[:, 1]
     k = np.flatnonzero(counts)
     return pl.DataFrame({"bytes_max": np.left_shift(1, k).astype(np.int64), "requests": counts[k],
                          "writes": writes[k], "reads_other": counts[k] - writes[k]})
@@ -162,92 +141,11 @@ def ios_frame(queues: pl.DataFrame, names: dict) -> pl.DataFrame:
     return schema.validate(queues.select(*exprs, *extra), schema.IOS, "block ios")
 
 
-def event_counts(ev: _Events) -> pl.DataFrame:
+def event_counts(run: dict) -> pl.DataFrame:
     """Records per blkparse action letter (T = timer unplug, blkparse's UT), as blkparse counts."""
-    per_code = ev.all_counts.sum(axis=0)
+    per_code = run["counts"].reshape(len(run["devices"]), 256).sum(axis=0)
     return pl.DataFrame([(ACT_LETTERS[min(code, len(ACT_LETTERS) - 1)], int(n)) for code, n in enumerate(per_code)
                          if n], schema=EVENTS_TABLE.schema, orient="row")
-
-
-# ---------------------------------------------------------------- compiled passes
-
-@compiled
-def depth_totals(kind, dev, t, n_dev, end_ns):
-    """Requests in the driver per device: +1 at each D, -1 at each C or R (as blkparse's depth
-    counts), in processing order. Returns per device: whether it has such events, the maximum,
-    and the sum of depth x time held (up to end_ns)."""
-    seen = np.zeros(n_dev, np.bool_)
-    depth = np.zeros(n_dev, np.int64)
-    peak = np.full(n_dev, np.iinfo(np.int64).min, np.int64)
-    held = np.zeros(n_dev, np.int64)
-    last = np.zeros(n_dev, np.int64)
-    _depths(kind, dev, t, seen, depth, peak, held, last)
-    for d in range(n_dev):
-        held[d] += depth[d] * (max(end_ns, last[d]) - last[d]) if seen[d] else 0
-    return seen, peak, held
-
-
-@no_refcount
-def _depths(kind, dev, t, seen, depth, peak, held, last):
-    for i in range(kind.shape[0]):
-        k = kind[i]
-        if k == K_D or k == K_C or k == K_R:
-            d = dev[i]
-            held[d] += depth[d] * (t[i] - last[d]) if seen[d] else 0
-            depth[d] += 1 if k == K_D else -1
-            peak[d] = max(peak[d], depth[d])
-            last[d] = t[i]
-            seen[d] = True
-
-
-@compiled
-def seeks(events, dev, sector, nbytes, n_dev):
-    """Per event: |its start sector - the end sector of the previous event of its device|, and
-    whether it has such a previous event."""
-    seek, has = np.zeros(events.shape[0], np.int64), np.zeros(events.shape[0], np.bool_)
-    _seeks(events, dev, sector, nbytes, np.zeros(n_dev, np.int64), np.zeros(n_dev, np.bool_), seek, has)
-    return seek, has
-
-
-@no_refcount
-def _seeks(events, dev, sector, nbytes, end, seen, seek, has):
-    for j in range(events.shape[0]):
-        i = events[j]
-        d = dev[i]
-        seek[j] = abs(sector[i] - end[d])
-        has[j] = seen[d]
-        end[d] = sector[i] + nbytes[i] // SECTOR
-        seen[d] = True
-
-
-@compiled
-def size_buckets(events, nbytes, action, write_bit):
-    """Per power of two k (0..63): the events (indexes) whose byte count rounds up to 2**k,
-    and how many of them are writes (action & write_bit)."""
-    counts, writes = np.zeros(64, np.int64), np.zeros(64, np.int64)
-    _size_buckets(events, nbytes, action, write_bit, counts, writes)
-    return counts, writes
-
-
-@no_refcount
-def _size_buckets(events, nbytes, action, write_bit, counts, writes):
-    last, k = np.int64(1), 0
-    for j in range(events.shape[0]):
-        i = events[j]
-        n = max(nbytes[i], np.int64(1))
-        k = _log2_up(n) if n != last else k
-        last = n
-        counts[k] += 1
-        writes[k] += 1 if action[i] & write_bit else 0
-
-
-@inlined
-def _log2_up(n):
-    """The smallest k with 2**k >= n (n >= 1)."""
-    k = 0
-    while (np.int64(1) << k) < n:
-        k += 1
-    return k
 
 
 # ---------------------------------------------------------------- declared tables (JSON order)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from scsitrace import core, parsers
@@ -83,7 +84,7 @@ def _split_map(item: str):
 
 
 def run(args) -> int:
-    from scsitrace.reports import summary as summ, terminal, export
+    from scsitrace.reports import summary as summ
     collector = None
     if args.html:  # attribution's pass over the transitions rides along with the analysis' read
         from scsitrace.reports.attribution import Collector
@@ -94,10 +95,31 @@ def run(args) -> int:
         sink = typed_export.IosWriter(args.ios, args.target)
     try:
         analysis = load(args, tap=collector.tap if collector else None, ios_sink=sink)
+    except BaseException:
+        _discard(sink, args.ios)
+        raise
     finally:
         if sink is not None:
             sink.close()
-    s = summ.summary(analysis, args.profile, args.target, args.io_size, getattr(args, "lun", None))
+    try:
+        s = summ.summary(analysis, args.profile, args.target, args.io_size, getattr(args, "lun", None))
+    except BaseException:   # a command that fails here writes no --ios file, streamed or not
+        _discard(sink, args.ios)
+        raise
+    return _report(args, analysis, sink, collector, s)
+
+
+def _discard(sink, path) -> None:
+    """Remove what a streaming layer already wrote to --ios, when the command fails."""
+    if sink is not None and sink.used:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+
+
+def _report(args, analysis, sink, collector, s: dict) -> int:
+    from scsitrace.reports import terminal, export
     if args.json == "-":
         json.dump(s, sys.stdout, indent=1)
         sys.stdout.write("\n")

@@ -1,5 +1,1109 @@
-use pyo3::prelude::*;
+//! The streaming btt stage machine (scsitrace/block/machine.py): events in processing order,
+//! fed as chunks of any size, carried across chunk edges; memory bounded by what is in flight.
+//!
+//! Rules (docs/blktrace.md, "The stage machine"): a Q is tracked by (device, start sector),
+//! a later Q at the same start replaces it; G, S, I, M/F (and an A, on the device it came
+//! from) find their Q by that key, else the latest live Q of the device containing the
+//! sector among its last LOOKBACK Qs; a D applies to every live Q its range contains (I2D,
+//! else M2D), a C completes every live Q its range contains (Q2C, D2C); a sample is
+//! `to - from`, or 1 ns when `to <= from` (btt's tdelta). btt's pre-culling: a device's
+//! events before its first Q or A, Q G S I M D C records of 0 bytes, BLK_TC_PC records.
+//!
+//! Live Qs of a device sit in an ordered map by start sector: the key lookup and the range
+//! of a D or C are one ordered-map query each. Besides the machine, per device, process and
+//! over all: btt's avg_info of every stage (count, min, max, sum), record counts, queue
+//! depth, dispatched sizes, seeks, busy runs (the union of D..C intervals, closed when no
+//! request in flight can touch them any more), the latency samples (crate::stat::Samples),
+//! and the per-I/O rows, handed out in Q order as they finish.
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 
-pub fn register(_m: &Bound<PyModule>) -> PyResult<()> {
+use numpy::{PyArray1, PyReadonlyArray1};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::stat::Samples;
+
+const NONE: i64 = -1;
+const SECTOR: i64 = 512;
+const LOOKBACK: usize = 256; // Qs a containment lookup looks back at, per device
+const TC_PC: u32 = (1 << 9) << 16;
+const TC_WRITE: u32 = (1 << 1) << 16;
+const SEEK_EXACT: usize = 1 << 21; // seek distances kept for an exact median, per device
+const PENDING_RUNS: usize = 1 << 16; // busy runs waiting per device for requests in flight
+const READY_ROWS: usize = 1 << 18; // finished rows waiting for an older Q still in flight
+
+const K_OTHER: u8 = 0;
+const K_Q: u8 = 1;
+const K_G: u8 = 2;
+const K_S: u8 = 3;
+const K_I: u8 = 4;
+const K_M: u8 = 5;
+const K_D: u8 = 6;
+const K_C: u8 = 7;
+const K_A: u8 = 8;
+const K_R: u8 = 9;
+
+/// What each action code (blktrace __BLK_TA_*) is to the machine.
+fn kind_of(code: u32) -> u8 {
+    match code {
+        1 => K_Q,
+        2 | 3 => K_M,
+        4 => K_G,
+        5 => K_S,
+        6 => K_R,
+        7 => K_D,
+        8 => K_C,
+        12 => K_I,
+        15 => K_A,
+        _ => K_OTHER,
+    }
+}
+
+// scsitrace/block/stats.py STAT_NAMES
+pub const N_NAMES: usize = 13;
+const Q2QDM: usize = 0;
+const Q2ADM: usize = 1;
+const Q2CDM: usize = 2;
+const Q2Q: usize = 3;
+const Q2A: usize = 4;
+const Q2G: usize = 5;
+const S2G: usize = 6;
+const G2I: usize = 7;
+const Q2M: usize = 8;
+const I2D: usize = 9;
+const M2D: usize = 10;
+const D2C: usize = 11;
+const Q2C: usize = 12;
+
+const SEEN_G: u8 = 1;
+const SEEN_S: u8 = 2;
+const SEEN_I: u8 = 4;
+const SEEN_M: u8 = 8;
+const SEEN_D: u8 = 16;
+const CLOSED: u8 = 32;
+
+#[inline]
+fn tdelta(from: i64, to: i64) -> i64 {
+    if from < to {
+        to - from
+    } else {
+        1
+    }
+}
+
+/// Fibonacci hashing of one integer key (pids): no hashing crate needed.
+#[derive(Default)]
+struct IntHasher(u64);
+
+impl Hasher for IntHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_i64(&mut self, v: i64) {
+        self.0 = (v as u64 ^ self.0).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (v ^ self.0).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
+
+/// btt's avg_info of every stage name: count, min, max, sum.
+#[derive(Clone)]
+struct Totals([[i64; 4]; N_NAMES]);
+
+impl Totals {
+    fn new() -> Totals {
+        Totals([[0, i64::MAX, i64::MIN, 0]; N_NAMES])
+    }
+    #[inline]
+    fn add(&mut self, name: usize, v: i64) {
+        let t = &mut self.0[name];
+        t[0] += 1;
+        t[1] = t[1].min(v);
+        t[2] = t[2].max(v);
+        t[3] += v;
+    }
+}
+
+/// One per-I/O row (scsitrace/block/tables.py ios_frame's input), NONE where it has none.
+#[derive(Clone, Copy)]
+struct Row {
+    q: i64,
+    device: u32,
+    action: u32,
+    sector: i64,
+    bytes: i64,
+    pid: i64,
+    q_t: i64,
+    q2g: i64,
+    g2i: i64,
+    q2m: i64,
+    i2d: i64,
+    d_t: i64,
+    c_t: i64,
+}
+
+#[derive(Clone, Copy)]
+enum RowSlot {
+    Waiting,
+    Done(u32),
+    Skip,
+}
+
+struct Bio {
+    dev: u32,
+    pid: u32,
+    kept: bool,
+    flags: u8,
+    end: i64,
+    g: i64,
+    s: i64,
+    i: i64,
+    m: i64,
+    row: Row,
+}
+
+/// The union of one device's D..C intervals: runs still open to merging (`pending`: disjoint,
+/// by start), the requests in flight by their last D time (`inflight`, in D order: processing
+/// order is time order; entries whose request has moved on are dropped lazily), and the time
+/// of the runs closed.
+struct Busy {
+    pending: VecDeque<(i64, i64)>,
+    inflight: VecDeque<(i64, i64, u32)>, // (d_t, q, slot)
+    compact_at: usize,
+    busy_ns: i64,
+}
+
+impl Busy {
+    fn add(&mut self, mut s: i64, mut e: i64) {
+        let i = self.pending.partition_point(|&(_, b)| b < s);
+        let mut j = i;
+        while j < self.pending.len() && self.pending[j].0 <= e {
+            s = s.min(self.pending[j].0);
+            e = e.max(self.pending[j].1);
+            j += 1;
+        }
+        self.pending.drain(i..j);
+        self.pending.insert(i, (s, e));
+    }
+}
+
+/// One device's live bios by start sector: a sorted deque (requests mostly arrive in order
+/// and leave oldest first, so inserts and removals shift little).
+struct LiveMap(VecDeque<(i64, u32)>);
+
+impl LiveMap {
+    #[inline]
+    fn find(&self, k: i64) -> Result<usize, usize> {
+        match self.0.back() {
+            Some(&(last, _)) if last < k => Err(self.0.len()),
+            _ => self.0.binary_search_by_key(&k, |e| e.0),
+        }
+    }
+    #[inline]
+    fn get(&self, k: i64) -> Option<u32> {
+        self.find(k).ok().map(|i| self.0[i].1)
+    }
+    fn insert(&mut self, k: i64, v: u32) {
+        match self.find(k) {
+            Ok(i) => self.0[i].1 = v,
+            Err(i) if i == self.0.len() => self.0.push_back((k, v)),
+            Err(i) => self.0.insert(i, (k, v)),
+        }
+    }
+    /// Removes k when it maps to v.
+    fn remove_if(&mut self, k: i64, v: u32) {
+        if let Ok(i) = self.find(k) {
+            if self.0[i].1 != v {
+                return;
+            }
+            if i == 0 {
+                self.0.pop_front();
+            } else {
+                self.0.remove(i);
+            }
+        }
+    }
+}
+
+struct Dev {
+    value: u32,
+    dm: bool,
+    started: bool,
+    live: LiveMap,                // start sector -> bio slot
+    recent: VecDeque<(i64, u32)>, // last LOOKBACK Qs (q, slot), newest first
+    last_q_t: i64,
+    counts: Box<[i64; 256]>,
+    // queue depth
+    depth_seen: bool,
+    depth: i64,
+    peak: i64,
+    held: i64,
+    depth_last: i64,
+    // seeks between Ds
+    seek_end: i64,
+    seek_seen: bool,
+    seek_sum: i128,
+    seek_n: i64,
+    seek_nonzero: i64,
+    seek_exact: Vec<i64>,
+    seek_hist: Option<Samples>,
+    // requests of kept processes
+    totals: Totals,
+    done: i64,
+    bytes: i64,
+    writes: i64,
+    busy: Busy,
+}
+
+struct Pid {
+    value: i64,
+    kept: bool,
+    last_q_t: i64,
+    totals: Totals,
+    queued: i64,
+    done: i64,
+    bytes: i64,
+    q2c_sum: i64,
+    q2c_max: i64,
+    d2c_sum: i64,
+    d2c_n: i64,
+}
+
+#[pyclass(module = "scsitrace._native.block")]
+pub struct Machine {
+    // filters
+    device: Option<u32>,
+    lo: Option<i64>,
+    hi: Option<i64>,
+    keep: Option<IntMap<i64, ()>>,
+    emit_rows: bool,
+    keep_rows: usize,
+    // state
+    devs: Vec<Dev>,
+    last_dev: (u32, usize),
+    pids: Vec<Pid>,
+    pid_ids: IntMap<i64, u32>,
+    bios: Vec<Bio>,
+    free: Vec<u32>,
+    hits: Vec<u32>,
+    nq: i64,
+    last_q_t: i64,
+    overall: Totals,
+    events: i64,
+    all_devices: Vec<u32>,
+    all_t: (i64, i64),
+    t_min: i64,
+    t_max: i64,
+    sizes: [[i64; 2]; 64],
+    q2c: Samples,
+    d2c: Samples,
+    q2c_dm: Samples,
+    d2c_dm: Samples,
+    any_kept_dm: bool,
+    kept_qs: i64,
+    // busy runs kept for the segments table
+    runs: Vec<(u32, i64, i64)>,
+    runs_dropped: i64,
+    runs_forced: i64,
+    // rows
+    rows: VecDeque<RowSlot>, // per Q from rows_base on: in flight, finished (its bio slot), not kept
+    rows_base: i64,
+    out_rows: Vec<Row>,
+    kept_rows: Vec<Row>,
+    stride: i64,
+    rows_out_of_order: i64,
+}
+
+impl Machine {
+    fn dev_index(&mut self, value: u32) -> usize {
+        if self.last_dev.0 == value && self.last_dev.1 < self.devs.len() {
+            return self.last_dev.1;
+        }
+        let idx = match self.devs.iter().position(|d| d.value == value) {
+            Some(i) => i,
+            None => {
+                let major = value >> 20;
+                self.devs.push(Dev {
+                    value,
+                    dm: major == 9 || major == 253 || major == 254,
+                    started: false,
+                    live: LiveMap(VecDeque::new()),
+                    recent: VecDeque::with_capacity(LOOKBACK + 1),
+                    last_q_t: NONE,
+                    counts: Box::new([0; 256]),
+                    depth_seen: false,
+                    depth: 0,
+                    peak: i64::MIN,
+                    held: 0,
+                    depth_last: 0,
+                    seek_end: 0,
+                    seek_seen: false,
+                    seek_sum: 0,
+                    seek_n: 0,
+                    seek_nonzero: 0,
+                    seek_exact: Vec::new(),
+                    seek_hist: None,
+                    totals: Totals::new(),
+                    done: 0,
+                    bytes: 0,
+                    writes: 0,
+                    busy: Busy { pending: VecDeque::new(), inflight: VecDeque::new(), compact_at: 4096, busy_ns: 0 },
+                });
+                self.devs.len() - 1
+            }
+        };
+        self.last_dev = (value, idx);
+        idx
+    }
+
+    fn find_dev(&self, value: u32) -> Option<usize> {
+        self.devs.iter().position(|d| d.value == value)
+    }
+
+    fn pid_index(&mut self, value: i64) -> u32 {
+        if let Some(&p) = self.pid_ids.get(&value) {
+            return p;
+        }
+        let p = self.pids.len() as u32;
+        let kept = self.keep.as_ref().map_or(true, |k| k.contains_key(&value));
+        self.pids.push(Pid {
+            value,
+            kept,
+            last_q_t: NONE,
+            totals: Totals::new(),
+            queued: 0,
+            done: 0,
+            bytes: 0,
+            q2c_sum: 0,
+            q2c_max: i64::MIN,
+            d2c_sum: 0,
+            d2c_n: 0,
+        });
+        self.pid_ids.insert(value, p);
+        p
+    }
+
+    /// A sample of a bio's stage (name, or its md/dm alternative) to its device, process and all.
+    #[inline(always)]
+    fn sample(&mut self, slot: u32, name: usize, v: i64) {
+        let b = &self.bios[slot as usize];
+        if !b.kept {
+            return;
+        }
+        let (d, p) = (b.dev as usize, b.pid as usize);
+        self.devs[d].totals.add(name, v);
+        self.pids[p].totals.add(name, v);
+        self.overall.add(name, v);
+    }
+
+    /// btt's dip_find_sec: the live Q at the sector, else the latest live Q of the device
+    /// containing it among its last LOOKBACK Qs.
+    fn lookup(&self, d: usize, sector: i64) -> Option<u32> {
+        let dev = &self.devs[d];
+        for &(q, slot) in dev.recent.iter().take(2) {
+            // the newest Qs first: a live bio at the sector is the one the key finds
+            let b = &self.bios[slot as usize];
+            if b.row.q == q && b.flags & CLOSED == 0 && b.row.sector == sector {
+                return Some(slot);
+            }
+        }
+        if let Some(slot) = dev.live.get(sector) {
+            return Some(slot);
+        }
+        for &(q, slot) in dev.recent.iter() {
+            let b = &self.bios[slot as usize];
+            if b.row.q == q && b.flags & CLOSED == 0 && b.row.sector <= sector && sector < b.end {
+                return Some(slot);
+            }
+        }
+        None
+    }
+
+    #[inline]
+    fn in_flight(&self, entry: &(i64, i64, u32)) -> bool {
+        let b = &self.bios[entry.2 as usize];
+        b.row.q == entry.1 && b.flags & CLOSED == 0 && b.row.d_t == entry.0
+    }
+
+    /// The earliest last-D time of device d's requests in flight.
+    fn first_in_flight(&mut self, d: usize) -> Option<i64> {
+        let mut inflight = std::mem::take(&mut self.devs[d].busy.inflight);
+        while let Some(e) = inflight.front() {
+            if self.in_flight(e) {
+                break;
+            }
+            inflight.pop_front();
+        }
+        let first = inflight.front().map(|e| e.0);
+        self.devs[d].busy.inflight = inflight;
+        first
+    }
+
+    fn close(&mut self, slot: u32) {
+        let (d, start, kept, q) = {
+            let b = &mut self.bios[slot as usize];
+            b.flags |= CLOSED;
+            (b.dev as usize, b.row.sector, b.kept, b.row.q)
+        };
+        let dev = &mut self.devs[d];
+        dev.live.remove_if(start, slot);
+        if kept {
+            if q >= self.rows_base {
+                self.rows[(q - self.rows_base) as usize] = RowSlot::Done(slot);
+                return; // the slot is freed when its row goes out
+            }
+            self.rows_out_of_order += 1;
+            let row = self.bios[slot as usize].row;
+            self.emit(row);
+        }
+        self.free.push(slot);
+    }
+
+    fn queue(&mut self, d: usize, t: i64, sector: i64, nbytes: i64, pid: i64, action: u32) {
+        let q = self.nq;
+        self.nq += 1;
+        let p = self.pid_index(pid);
+        let kept = self.pids[p as usize].kept;
+        let dm = self.devs[d].dm;
+        let name = if dm { Q2QDM } else { Q2Q };
+        if kept {
+            if q > 0 {
+                self.overall.add(name, tdelta(self.last_q_t, t));
+            }
+            let last = self.devs[d].last_q_t;
+            if last != NONE {
+                self.devs[d].totals.add(name, tdelta(last, t));
+            }
+            let last = self.pids[p as usize].last_q_t;
+            if last != NONE {
+                self.pids[p as usize].totals.add(name, tdelta(last, t));
+            }
+            self.pids[p as usize].queued += 1;
+            self.any_kept_dm |= dm;
+            self.kept_qs += 1;
+        }
+        self.last_q_t = t;
+        self.devs[d].last_q_t = t;
+        self.pids[p as usize].last_q_t = t;
+        if let Some(old) = self.devs[d].live.get(sector) {
+            self.close(old);
+        }
+        let row = Row {
+            q,
+            device: self.devs[d].value,
+            action,
+            sector,
+            bytes: nbytes,
+            pid,
+            q_t: t,
+            q2g: NONE,
+            g2i: NONE,
+            q2m: NONE,
+            i2d: NONE,
+            d_t: NONE,
+            c_t: NONE,
+        };
+        let bio = Bio { dev: d as u32, pid: p, kept, flags: 0, end: sector + nbytes / SECTOR, g: NONE, s: NONE, i: NONE, m: NONE, row };
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.bios[s as usize] = bio;
+                s
+            }
+            None => {
+                self.bios.push(bio);
+                (self.bios.len() - 1) as u32
+            }
+        };
+        let dev = &mut self.devs[d];
+        dev.live.insert(sector, slot);
+        if dev.recent.len() == LOOKBACK {
+            dev.recent.pop_back();
+        }
+        dev.recent.push_front((q, slot));
+        self.rows.push_back(if kept { RowSlot::Waiting } else { RowSlot::Skip });
+    }
+
+    fn bio_event(&mut self, k: u8, slot: u32, t: i64) {
+        let (seen, q_t, s_t, g_t) = {
+            let b = &self.bios[slot as usize];
+            (b.flags, b.row.q_t, b.s, b.g)
+        };
+        let dm = self.devs[self.bios[slot as usize].dev as usize].dm;
+        match k {
+            K_G => {
+                let v = tdelta(q_t, t);
+                self.sample(slot, Q2G, v);
+                if seen & SEEN_S != 0 {
+                    self.sample(slot, S2G, tdelta(s_t, t));
+                }
+                let b = &mut self.bios[slot as usize];
+                b.row.q2g = v;
+                b.g = t;
+                b.flags |= SEEN_G;
+            }
+            K_S => {
+                let b = &mut self.bios[slot as usize];
+                b.s = t;
+                b.flags |= SEEN_S;
+            }
+            K_I => {
+                if seen & SEEN_G != 0 {
+                    let v = tdelta(g_t, t);
+                    self.sample(slot, G2I, v);
+                    self.bios[slot as usize].row.g2i = v;
+                }
+                let b = &mut self.bios[slot as usize];
+                b.i = t;
+                b.flags |= SEEN_I;
+            }
+            K_M => {
+                let v = tdelta(q_t, t);
+                self.sample(slot, Q2M, v);
+                let b = &mut self.bios[slot as usize];
+                b.row.q2m = v;
+                b.m = t;
+                b.flags |= SEEN_M;
+            }
+            _ => {
+                self.sample(slot, if dm { Q2ADM } else { Q2A }, tdelta(q_t, t));
+            }
+        }
+    }
+
+    fn dispatch(&mut self, slot: u32, t: i64) {
+        let (seen, i_t, m_t, old_d, kept, d) = {
+            let b = &self.bios[slot as usize];
+            (b.flags, b.i, b.m, b.row.d_t, b.kept, b.dev as usize)
+        };
+        if seen & SEEN_I != 0 {
+            let v = tdelta(i_t, t);
+            self.sample(slot, I2D, v);
+            self.bios[slot as usize].row.i2d = v;
+        } else if seen & SEEN_M != 0 {
+            self.sample(slot, M2D, tdelta(m_t, t));
+        }
+        let _ = old_d;
+        let q = {
+            let b = &mut self.bios[slot as usize];
+            b.row.d_t = t;
+            b.flags |= SEEN_D;
+            b.row.q
+        };
+        if kept {
+            self.devs[d].busy.inflight.push_back((t, q, slot));
+            if self.devs[d].busy.inflight.len() > self.devs[d].busy.compact_at {
+                let mut inflight = std::mem::take(&mut self.devs[d].busy.inflight);
+                inflight.retain(|e| self.in_flight(e));
+                let busy = &mut self.devs[d].busy;
+                busy.compact_at = (2 * inflight.len()).max(4096);
+                busy.inflight = inflight;
+            }
+        }
+    }
+
+    fn complete(&mut self, slot: u32, t: i64) {
+        let (seen, q_t, d_t, kept, d, p, nbytes, action) = {
+            let b = &self.bios[slot as usize];
+            (b.flags, b.row.q_t, b.row.d_t, b.kept, b.dev as usize, b.pid as usize, b.row.bytes, b.row.action)
+        };
+        let dm = self.devs[d].dm;
+        let q2c = tdelta(q_t, t);
+        self.sample(slot, if dm { Q2CDM } else { Q2C }, q2c);
+        let d2c = if seen & SEEN_D != 0 { tdelta(d_t, t) } else { NONE };
+        if d2c != NONE {
+            self.sample(slot, D2C, d2c);
+        }
+        self.bios[slot as usize].row.c_t = t;
+        if kept {
+            let (lq, ld) = if dm { (&mut self.q2c_dm, &mut self.d2c_dm) } else { (&mut self.q2c, &mut self.d2c) };
+            lq.push(q2c);
+            if d2c != NONE {
+                ld.push(d2c);
+            }
+            let pid = &mut self.pids[p];
+            pid.done += 1;
+            pid.bytes += nbytes;
+            pid.q2c_sum += q2c;
+            pid.q2c_max = pid.q2c_max.max(q2c);
+            if d2c != NONE {
+                pid.d2c_sum += d2c;
+                pid.d2c_n += 1;
+            }
+            let dev = &mut self.devs[d];
+            dev.done += 1;
+            dev.bytes += nbytes;
+            dev.writes += (action & TC_WRITE != 0) as i64;
+            if d2c != NONE {
+                dev.busy.add(d_t, t.max(d_t));
+            }
+        }
+        self.close(slot);
+    }
+
+    /// Busy runs of device d that no request in flight can reach any more (all, at the end).
+    fn settle_runs(&mut self, d: usize, now: Option<i64>) {
+        let horizon = match now {
+            None => i64::MAX,
+            Some(t) => self.first_in_flight(d).map_or(t, |f| f.min(t)),
+        };
+        let dev = &mut self.devs[d];
+        loop {
+            let first = dev.busy.pending.front().copied();
+            let forced = dev.busy.pending.len() > PENDING_RUNS;
+            match first {
+                Some((a, b)) if b < horizon || forced => {
+                    dev.busy.pending.pop_front();
+                    dev.busy.busy_ns += b - a;
+                    self.runs_forced += forced as i64;
+                    if self.runs.len() < self.keep_rows {
+                        self.runs.push((dev.value, a, b));
+                    } else {
+                        self.runs_dropped += 1;
+                    }
+                }
+                _ => break,
+            }
+        }
+    }
+
+    fn range_event(&mut self, k: u8, d: usize, start: i64, stop: i64, t: i64) {
+        let mut hits = std::mem::take(&mut self.hits);
+        hits.clear();
+        let live = &self.devs[d].live.0;
+        let first = live.partition_point(|e| e.0 < start);
+        for &(s, slot) in live.range(first..) {
+            if s > stop {
+                break;
+            }
+            if self.bios[slot as usize].end <= stop {
+                hits.push(slot);
+            }
+        }
+        for &slot in hits.iter() {
+            if k == K_D {
+                self.dispatch(slot, t);
+            } else {
+                self.complete(slot, t);
+            }
+        }
+        if k == K_C && !hits.is_empty() {
+            self.settle_runs(d, Some(t));
+        }
+        self.hits = hits;
+    }
+
+    fn depth_step(&mut self, d: usize, k: u8, t: i64) {
+        let dev = &mut self.devs[d];
+        if dev.depth_seen {
+            dev.held += dev.depth * (t - dev.depth_last);
+        }
+        dev.depth += if k == K_D { 1 } else { -1 };
+        dev.peak = dev.peak.max(dev.depth);
+        dev.depth_last = t;
+        dev.depth_seen = true;
+    }
+
+    fn dispatched(&mut self, d: usize, sector: i64, nbytes: i64, action: u32) {
+        let n = nbytes.max(1);
+        let k = (64 - ((n - 1) as u64).leading_zeros()) as usize; // smallest k with 2**k >= n
+        let k = k.min(63);
+        self.sizes[k][0] += 1;
+        self.sizes[k][1] += (action & TC_WRITE != 0) as i64;
+        let dev = &mut self.devs[d];
+        if dev.seek_seen {
+            let seek = (sector - dev.seek_end).abs();
+            dev.seek_sum += seek as i128;
+            dev.seek_n += 1;
+            dev.seek_nonzero += (seek != 0) as i64;
+            match &mut dev.seek_hist {
+                Some(h) => h.push(seek),
+                None if dev.seek_exact.len() < SEEK_EXACT => dev.seek_exact.push(seek),
+                None => {
+                    let mut h = Samples::with_cap(0);
+                    dev.seek_exact.drain(..).for_each(|x| h.push(x));
+                    h.push(seek);
+                    dev.seek_exact.shrink_to_fit();
+                    dev.seek_hist = Some(h);
+                }
+            }
+        }
+        dev.seek_end = sector + nbytes / SECTOR;
+        dev.seek_seen = true;
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run(&mut self, t: &[i64], action: &[u32], device: &[u32], sector: &[i64], nbytes: &[i64], pid: &[i64],
+           pdu_dev: &[u32], pdu_sector: &[i64]) {
+        for i in 0..t.len() {
+            let (ti, a, dv) = (t[i], action[i], device[i]);
+            self.all_t = (self.all_t.0.min(ti), self.all_t.1.max(ti));
+            if dv != self.last_dev.0 && !self.all_devices.contains(&dv) {
+                self.all_devices.push(dv);
+            }
+            if self.device.map_or(false, |x| x != dv) || self.lo.map_or(false, |lo| ti < lo)
+                || self.hi.map_or(false, |hi| ti > hi) {
+                continue;
+            }
+            self.events += 1;
+            self.t_min = self.t_min.min(ti);
+            self.t_max = self.t_max.max(ti);
+            let d = self.dev_index(dv);
+            let code = a & 0xFF;
+            self.devs[d].counts[code as usize] += 1;
+            let k = kind_of(code);
+            let culled = k == K_OTHER || a & TC_PC != 0 || (nbytes[i] <= 0 && k != K_R && k != K_A);
+            let keep = !culled && (self.devs[d].started || k == K_Q || k == K_A);
+            if !keep {
+                continue;
+            }
+            self.devs[d].started = true;
+            let s = sector[i];
+            match k {
+                K_Q => self.queue(d, ti, s, nbytes[i], pid[i], a),
+                K_G | K_S | K_I | K_M => {
+                    if let Some(slot) = self.lookup(d, s) {
+                        self.bio_event(k, slot, ti);
+                    }
+                }
+                K_A => {
+                    if let Some(src) = self.find_dev(pdu_dev[i]) {
+                        if let Some(slot) = self.lookup(src, pdu_sector[i]) {
+                            self.bio_event(k, slot, ti);
+                        }
+                    }
+                }
+                K_D | K_C => {
+                    if k == K_D {
+                        self.dispatched(d, s, nbytes[i], a);
+                    }
+                    self.depth_step(d, k, ti);
+                    self.range_event(k, d, s, s + nbytes[i] / SECTOR, ti);
+                }
+                _ => self.depth_step(d, K_R, ti),
+            }
+        }
+        self.release_rows();
+    }
+
+    /// Finished rows of Qs older than every kept Q in flight go out, in Q order (when too
+    /// many wait behind one in flight, the oldest go out and it follows when it finishes).
+    fn release_rows(&mut self) {
+        while let Some(front) = self.rows.front() {
+            match *front {
+                RowSlot::Waiting if self.rows.len() <= READY_ROWS => break,
+                RowSlot::Done(slot) => {
+                    let row = self.bios[slot as usize].row;
+                    self.emit(row);
+                    self.free.push(slot);
+                }
+                _ => {}
+            }
+            self.rows.pop_front();
+            self.rows_base += 1;
+        }
+    }
+
+    fn emit(&mut self, row: Row) {
+        if self.emit_rows {
+            self.out_rows.push(row);
+        }
+        if row.q % self.stride == 0 {
+            self.kept_rows.push(row);
+            if self.kept_rows.len() > self.keep_rows {
+                let twice = 2 * self.stride;
+                self.kept_rows.retain(|r| r.q % twice == 0);
+                self.stride = twice;
+            }
+        }
+    }
+}
+
+fn arr<'py, T: numpy::Element>(py: Python<'py>, v: Vec<T>) -> Bound<'py, PyArray1<T>> {
+    PyArray1::from_vec_bound(py, v)
+}
+
+fn rows_dict<'py>(py: Python<'py>, rows: &[Row]) -> PyResult<Bound<'py, PyDict>> {
+    const NAMES: [&str; 13] = ["q", "sector", "bytes", "pid", "q_t", "q2g_ns", "g2i_ns", "q2m_ns", "i2d_ns", "d_t",
+                               "c_t", "d2c_ns", "q2c_ns"];
+    let mut cols: Vec<Vec<i64>> = (0..NAMES.len()).map(|_| Vec::with_capacity(rows.len())).collect();
+    let mut device = Vec::with_capacity(rows.len());
+    let mut action = Vec::with_capacity(rows.len());
+    for r in rows {
+        let d2c = if r.c_t != NONE && r.d_t != NONE { tdelta(r.d_t, r.c_t) } else { NONE };
+        let q2c = if r.c_t != NONE { tdelta(r.q_t, r.c_t) } else { NONE };
+        for (col, v) in cols.iter_mut().zip([r.q, r.sector, r.bytes, r.pid, r.q_t, r.q2g, r.g2i, r.q2m, r.i2d, r.d_t,
+                                             r.c_t, d2c, q2c]) {
+            col.push(v);
+        }
+        device.push(r.device);
+        action.push(r.action);
+    }
+    let d = PyDict::new_bound(py);
+    let mut cols = cols.into_iter();
+    for (k, name) in NAMES.iter().enumerate() {
+        d.set_item(*name, arr(py, cols.next().unwrap()))?;
+        if k == 0 {
+            d.set_item("device", arr(py, std::mem::take(&mut device)))?;
+        }
+        if k == 3 {
+            d.set_item("action", arr(py, std::mem::take(&mut action)))?;
+        }
+    }
+    Ok(d)
+}
+
+/// Totals of groups as one flat (N_NAMES, groups, 4) array, C order.
+fn totals_array<'py>(py: Python<'py>, groups: &[&Totals]) -> Bound<'py, PyArray1<i64>> {
+    let mut out = Vec::with_capacity(N_NAMES * groups.len() * 4);
+    for name in 0..N_NAMES {
+        for g in groups {
+            out.extend_from_slice(&g.0[name]);
+        }
+    }
+    arr(py, out)
+}
+
+fn median(values: &mut [i64]) -> Option<f64> {
+    let n = values.len();
+    if n == 0 {
+        return None;
+    }
+    let (_, &mut hi, _) = values.select_nth_unstable(n / 2);
+    if n % 2 == 1 {
+        return Some(hi as f64);
+    }
+    let lo = *values[..n / 2].iter().max().unwrap();
+    Some((lo as f64 + hi as f64) / 2.0)
+}
+
+#[pymethods]
+impl Machine {
+    /// device: keep only that dev_t; lo, hi: keep events with lo <= t_ns <= hi; pids: keep
+    /// only the Qs (and their samples, rows, tables) of these pids; emit_rows: hand the
+    /// finished per-I/O rows out (take_rows); keep_rows: per-I/O rows (and busy runs) kept
+    /// for the reports, evenly thinned beyond it.
+    #[new]
+    #[pyo3(signature = (device=None, lo=None, hi=None, pids=None, emit_rows=false, keep_rows=1 << 20))]
+    fn new(device: Option<u32>, lo: Option<i64>, hi: Option<i64>, pids: Option<Vec<i64>>, emit_rows: bool,
+           keep_rows: usize) -> Machine {
+        Machine {
+            device,
+            lo,
+            hi,
+            keep: pids.map(|v| v.into_iter().map(|p| (p, ())).collect()),
+            emit_rows,
+            keep_rows: keep_rows.max(1),
+            devs: Vec::new(),
+            last_dev: (u32::MAX, usize::MAX),
+            pids: Vec::new(),
+            pid_ids: IntMap::default(),
+            bios: Vec::new(),
+            free: Vec::new(),
+            hits: Vec::new(),
+            nq: 0,
+            last_q_t: NONE,
+            overall: Totals::new(),
+            events: 0,
+            all_devices: Vec::new(),
+            all_t: (i64::MAX, i64::MIN),
+            t_min: i64::MAX,
+            t_max: i64::MIN,
+            sizes: [[0; 2]; 64],
+            q2c: Samples::with_cap(crate::stat::DEFAULT_CAP),
+            d2c: Samples::with_cap(crate::stat::DEFAULT_CAP),
+            q2c_dm: Samples::with_cap(crate::stat::DEFAULT_CAP),
+            d2c_dm: Samples::with_cap(crate::stat::DEFAULT_CAP),
+            any_kept_dm: false,
+            kept_qs: 0,
+            runs: Vec::new(),
+            runs_dropped: 0,
+            runs_forced: 0,
+            rows: VecDeque::new(),
+            rows_base: 0,
+            out_rows: Vec::new(),
+            kept_rows: Vec::new(),
+            stride: 1,
+            rows_out_of_order: 0,
+        }
+    }
+
+    /// One chunk of events (scsitrace/block/events.py MACHINE_COLUMNS), in processing order.
+    #[allow(clippy::too_many_arguments)]
+    fn feed(&mut self, py: Python<'_>, t: PyReadonlyArray1<i64>, action: PyReadonlyArray1<u32>,
+            device: PyReadonlyArray1<u32>, sector: PyReadonlyArray1<i64>, nbytes: PyReadonlyArray1<i64>,
+            pid: PyReadonlyArray1<i64>, pdu_dev: PyReadonlyArray1<u32>, pdu_sector: PyReadonlyArray1<i64>)
+            -> PyResult<()> {
+        let (t, action, device, sector) = (t.as_slice()?, action.as_slice()?, device.as_slice()?, sector.as_slice()?);
+        let (nbytes, pid, pdu_dev, pdu_sector) = (nbytes.as_slice()?, pid.as_slice()?, pdu_dev.as_slice()?,
+                                                 pdu_sector.as_slice()?);
+        let n = t.len();
+        if [action.len(), device.len(), sector.len(), nbytes.len(), pid.len(), pdu_dev.len(), pdu_sector.len()]
+            .iter().any(|&m| m != n) {
+            return Err(pyo3::exceptions::PyValueError::new_err("block machine: columns of different lengths"));
+        }
+        py.allow_threads(|| self.run(t, action, device, sector, nbytes, pid, pdu_dev, pdu_sector));
+        Ok(())
+    }
+
+    /// The per-I/O rows finished since the last call, in Q order (None when there are none).
+    fn take_rows<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        if self.out_rows.is_empty() {
+            return Ok(None);
+        }
+        let rows = std::mem::take(&mut self.out_rows);
+        Ok(Some(rows_dict(py, &rows)?))
+    }
+
+    /// Ends the stream: every Q still in flight is an I/O without completion. Returns what
+    /// the tables are built from (scsitrace/block/machine.py `Run`).
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let live: Vec<(i64, u32)> = self
+            .bios
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.flags & CLOSED == 0)
+            .map(|(s, b)| (b.row.q, s as u32))
+            .collect();
+        for (_, slot) in live {
+            let b = &mut self.bios[slot as usize];
+            b.flags |= CLOSED;
+            let (q, kept) = (b.row.q, b.kept);
+            if kept && q >= self.rows_base {
+                self.rows[(q - self.rows_base) as usize] = RowSlot::Done(slot);
+            } else if kept {
+                self.rows_out_of_order += 1;
+                let row = self.bios[slot as usize].row;
+                self.emit(row);
+            }
+        }
+        self.release_rows();
+        for d in 0..self.devs.len() {
+            self.devs[d].busy.inflight.clear();
+            self.settle_runs(d, None);
+        }
+        let out = PyDict::new_bound(py);
+        let (start, end) = if self.events > 0 { (self.t_min, self.t_max) } else { (0, 0) };
+        out.set_item("events", self.events)?;
+        let mut all = self.all_devices.clone();
+        all.sort_unstable();
+        out.set_item("all_devices", all)?;
+        out.set_item("all_t", if self.all_t.0 <= self.all_t.1 { Some(self.all_t) } else { None })?;
+        out.set_item("start_ns", start)?;
+        out.set_item("end_ns", end)?;
+        // devices, sorted by dev_t
+        let mut order: Vec<usize> = (0..self.devs.len()).collect();
+        order.sort_by_key(|&d| self.devs[d].value);
+        let devs: Vec<&Dev> = order.iter().map(|&d| &self.devs[d]).collect();
+        out.set_item("devices", arr(py, devs.iter().map(|d| d.value as i64).collect::<Vec<i64>>()))?;
+        out.set_item("dm", devs.iter().map(|d| d.dm).collect::<Vec<bool>>())?;
+        out.set_item("counts", arr(py, devs.iter().flat_map(|d| d.counts.iter().copied()).collect::<Vec<i64>>()))?;
+        out.set_item("depth_seen", devs.iter().map(|d| d.depth_seen).collect::<Vec<bool>>())?;
+        out.set_item("max_depth", arr(py, devs.iter().map(|d| d.peak).collect::<Vec<i64>>()))?;
+        out.set_item("depth_held", arr(py, devs.iter().map(|d| {
+            if d.depth_seen { d.held + d.depth * (end.max(d.depth_last) - d.depth_last) } else { 0 }
+        }).collect::<Vec<i64>>()))?;
+        let mut seek_mean = Vec::new();
+        let mut seek_median = Vec::new();
+        let mut seek_exact = true;
+        for &d in &order {
+            let dev = &mut self.devs[d];
+            seek_mean.push(if dev.seek_n > 0 { Some(dev.seek_sum as f64 / dev.seek_n as f64) } else { None });
+            seek_median.push(match &mut dev.seek_hist {
+                Some(h) => {
+                    seek_exact = false;
+                    h.percentiles(&[50.0])[0].map(|v| v as f64)
+                }
+                None => median(&mut dev.seek_exact),
+            });
+        }
+        let devs: Vec<&Dev> = order.iter().map(|&d| &self.devs[d]).collect();
+        out.set_item("seek_mean", seek_mean)?;
+        out.set_item("seek_median", seek_median)?;
+        out.set_item("seek_median_exact", seek_exact)?;
+        out.set_item("seeks", devs.iter().map(|d| d.seek_nonzero).collect::<Vec<i64>>())?;
+        out.set_item("done", arr(py, devs.iter().map(|d| d.done).collect::<Vec<i64>>()))?;
+        out.set_item("bytes", arr(py, devs.iter().map(|d| d.bytes).collect::<Vec<i64>>()))?;
+        out.set_item("writes", arr(py, devs.iter().map(|d| d.writes).collect::<Vec<i64>>()))?;
+        out.set_item("busy_ns", arr(py, devs.iter().map(|d| d.busy.busy_ns).collect::<Vec<i64>>()))?;
+        out.set_item("per_dev", totals_array(py, &devs.iter().map(|d| &d.totals).collect::<Vec<_>>()))?;
+        out.set_item("overall", totals_array(py, &[&self.overall]))?;
+        // processes, in order of their first Q
+        let pids = &self.pids;
+        out.set_item("pids", arr(py, pids.iter().map(|p| p.value).collect::<Vec<i64>>()))?;
+        out.set_item("pid_kept", pids.iter().map(|p| p.kept).collect::<Vec<bool>>())?;
+        out.set_item("pid_queued", arr(py, pids.iter().map(|p| p.queued).collect::<Vec<i64>>()))?;
+        out.set_item("pid_done", arr(py, pids.iter().map(|p| p.done).collect::<Vec<i64>>()))?;
+        out.set_item("pid_bytes", arr(py, pids.iter().map(|p| p.bytes).collect::<Vec<i64>>()))?;
+        out.set_item("pid_q2c_sum", arr(py, pids.iter().map(|p| p.q2c_sum).collect::<Vec<i64>>()))?;
+        out.set_item("pid_q2c_max", arr(py, pids.iter().map(|p| p.q2c_max).collect::<Vec<i64>>()))?;
+        out.set_item("pid_d2c_sum", arr(py, pids.iter().map(|p| p.d2c_sum).collect::<Vec<i64>>()))?;
+        out.set_item("pid_d2c_n", arr(py, pids.iter().map(|p| p.d2c_n).collect::<Vec<i64>>()))?;
+        out.set_item("per_pid", totals_array(py, &pids.iter().map(|p| &p.totals).collect::<Vec<_>>()))?;
+        out.set_item("sizes", arr(py, self.sizes.iter().flat_map(|s| s.iter().copied()).collect::<Vec<i64>>()))?;
+        out.set_item("kept_qs", self.kept_qs)?;
+        out.set_item("any_kept_dm", self.any_kept_dm)?;
+        let lat = PyDict::new_bound(py);
+        lat.set_item("Q2C", Py::new(py, self.q2c.clone())?)?;
+        lat.set_item("D2C", Py::new(py, self.d2c.clone())?)?;
+        lat.set_item("Q2Cdm", Py::new(py, self.q2c_dm.clone())?)?;
+        lat.set_item("D2Cdm", Py::new(py, self.d2c_dm.clone())?)?;
+        out.set_item("latency", lat)?;
+        let mut runs = std::mem::take(&mut self.runs);
+        runs.sort_unstable();
+        out.set_item("run_device", arr(py, runs.iter().map(|r| r.0).collect::<Vec<u32>>()))?;
+        out.set_item("run_start", arr(py, runs.iter().map(|r| r.1).collect::<Vec<i64>>()))?;
+        out.set_item("run_end", arr(py, runs.iter().map(|r| r.2).collect::<Vec<i64>>()))?;
+        out.set_item("runs_dropped", self.runs_dropped)?;
+        out.set_item("runs_forced", self.runs_forced)?;
+        let mut kept = std::mem::take(&mut self.kept_rows);
+        kept.sort_unstable_by_key(|r| r.q);
+        out.set_item("rows", rows_dict(py, &kept)?)?;
+        out.set_item("rows_stride", self.stride)?;
+        out.set_item("rows_out_of_order", self.rows_out_of_order)?;
+        Ok(out)
+    }
+}
+
+pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
+    m.add_class::<Machine>()?;
+    m.add_function(wrap_pyfunction!(merge_sorted_rows, m)?)?;
     Ok(())
+}
+
+/// Rows of the records of several files (files concatenated; file f is
+/// times[bounds[f]..bounds[f + 1]], each in time order) in processing order: by time, then
+/// file, then place in the file (scsitrace/block/events.py merge_rows). A k-way merge.
+#[pyfunction]
+fn merge_sorted_rows<'py>(py: Python<'py>, times: PyReadonlyArray1<i64>, bounds: PyReadonlyArray1<i64>)
+                          -> PyResult<Bound<'py, PyArray1<i64>>> {
+    let (times, bounds) = (times.as_slice()?, bounds.as_slice()?);
+    if bounds.is_empty() || bounds.windows(2).any(|w| w[0] > w[1]) || *bounds.last().unwrap() as usize != times.len() {
+        return Err(pyo3::exceptions::PyValueError::new_err("merge_sorted_rows: bad bounds"));
+    }
+    let dest = py.allow_threads(|| {
+        let mut dest = vec![0i64; times.len()];
+        let mut head: Vec<usize> = bounds[..bounds.len() - 1].iter().map(|&b| b as usize).collect();
+        let ends: Vec<usize> = bounds[1..].iter().map(|&b| b as usize).collect();
+        for r in 0..times.len() {
+            let mut best = usize::MAX;
+            for f in 0..head.len() {
+                if head[f] < ends[f] && (best == usize::MAX || times[head[f]] < times[head[best]]) {
+                    best = f;
+                }
+            }
+            dest[head[best]] = r as i64;
+            head[best] += 1;
+        }
+        dest
+    });
+    Ok(PyArray1::from_vec_bound(py, dest))
 }
