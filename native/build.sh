@@ -7,4 +7,6 @@ py=${1:-.venv/bin/python}
 if [ -x "$HOME/.cargo/bin/cargo" ]; then export PATH="$HOME/.cargo/bin:$PATH"; fi
 cargo build --release --locked --quiet --manifest-path native/Cargo.toml
 suffix=$("$py" -c 'import importlib.machinery as m; print(m.EXTENSION_SUFFIXES[0])')
-cp native/target/release/lib_native.so "scsitrace/_native$suffix"
+# a new file renamed over the old one: a process still running the old one keeps its mapping
+cp native/target/release/lib_native.so "scsitrace/.native$suffix.new"
+mv -f "scsitrace/.native$suffix.new" "scsitrace/_native$suffix"
