@@ -1,4 +1,4 @@
-"""The usbmon records of a capture decoded in one compiled pass (numba): each record's
+"""The usbmon records of a capture decoded in one compiled pass (Rust, scsitrace._native.usb): each record's
 usbmon header is checked and turned into the URB columns (`scsitrace.usb.UrbColumns`),
 and the first bytes of its data copied to a compact buffer, while the record is in cache
 (reading CBWs and CSWs back from the mapped file later costs a cache miss each). For pcap the same pass walks the record chain; pcapng
@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from scsitrace._jit import compiled, inlined
+from scsitrace._native import usb as _usb
 from scsitrace.usb.urbs import UrbColumns
-
-from ._bytes import u16, u32, u64
 
 SHORT, BAD_TYPE, BAD_XFER, BAD_LEN_CAP = 1, 2, 3, 4    # why a record is bad, in checking order
 ISO = 0
@@ -59,82 +57,21 @@ class Columns:
             data_len=self.data_len[:n], pos=self.pos[:n])
 
 
-@compiled
 def decode(buf, walk, start, big_endian, max_len, data_offset, caplens, sizes, mmapped, at, iso_descriptor_bytes,
            data_prefix, pos, bad, t_ns, urb_id, event, xfer, ep, bus, dev, status, length, setup, has_setup,
            data_at, data_size, data_head, data_len, data):
-    """Decodes the usbmon records: walking the pcap record chain from `start` when `walk`
-    (`sizes`, `mmapped`: one header size and link type 220 flag for all, `pos` filled with
-    the records' offsets), else the packets located beforehand (pcapng: data at
-    `data_offset`, `caplens`, per-packet `sizes` and `mmapped`). Per record: `bad` (0 or
-    the first failed check), the URB columns, and the first `data_prefix` data bytes
-    packed into `data` (`data_at` says where). Returns (records, where a walk stopped,
-    how): END_OF_FILE when the last record ends the file; TOO_LONG at a record longer
-    than `max_len` (left out); CUT at a record or header that the end of the file cuts
-    short (left out). One loop body for both modes: numba passes arrays to a helper
-    with reference counting that costs more than the decoding."""
-    end = buf.shape[0]
-    n = 0
-    kept = 0
-    p = np.int64(start)
-    stop = END_OF_FILE
-    while True:
-        if walk:
-            if p > end - PCAP_RECORD_HEADER:
-                stop = END_OF_FILE if p == end else CUT
-                break
-            caplen = np.int64(u32(buf, p + INCL_LEN_AT, big_endian))
-            if caplen > max_len:
-                stop = TOO_LONG
-                break
-            if p + PCAP_RECORD_HEADER + caplen > end:
-                stop = CUT
-                break
-            pos[n] = p
-            base, size, mm = p + PCAP_RECORD_HEADER, sizes[0], mmapped[0]
-            p += PCAP_RECORD_HEADER + caplen
-        else:
-            if n == data_offset.shape[0]:
-                break
-            base, caplen, size, mm = data_offset[n], caplens[n], sizes[n], mmapped[n]
-        i = np.uint64(n)     # unsigned indices: no negative-index checks
-        n += 1
-        if caplen < size:
-            bad[i] = SHORT
-            continue
-        ev = buf[base + at[TYPE]]
-        xf = buf[base + at[XFER]]
-        len_cap = np.int64(u32(buf, base + at[LEN_CAP], False))
-        iso = np.int64(u32(buf, base + at[NDESC], False)) * iso_descriptor_bytes if (xf == ISO and mm) else 0
-        why = 0
-        if not (ev == 83 or ev == 67 or ev == 69):      # S C E
-            why = BAD_TYPE
-        elif xf > 3:
-            why = BAD_XFER
-        elif size + iso + len_cap > caplen:
-            why = BAD_LEN_CAP
-        bad[i] = why
-        event[i], xfer[i] = ev, xf
-        urb_id[i] = u64(buf, base + at[ID], False)
-        ep[i], dev[i] = buf[base + at[EP]], buf[base + at[DEV]]
-        bus[i] = np.uint16(u16(buf, base + at[BUS], False))
-        status[i] = np.int32(np.uint32(u32(buf, base + at[STATUS], False)))
-        length[i] = np.int64(u32(buf, base + at[LENGTH], False))
-        t_ns[i] = np.int64(u64(buf, base + at[TS_SEC], False)) * 1_000_000_000 \
-            + np.int64(np.int32(np.uint32(u32(buf, base + at[TS_USEC], False)))) * 1000
-        for b in range(8):
-            setup[i, np.uint64(b)] = buf[np.uint64(base + at[SETUP] + b)]
-        has_setup[i] = buf[base + at[FLAG_SETUP]] == 0 and ev == 83
-        has_data = buf[base + at[FLAG_DATA]] == 0 and len_cap > 0
-        data_size[i] = min(len_cap, data_prefix) if has_data else -1
-        data_len[i] = len_cap if has_data else 0
-        data_at[i] = kept
-        data_head[i] = 0
-        if why == 0 and has_data:
-            first = np.uint64(base + size + iso)
-            for b in range(data_size[i]):
-                data[np.uint64(kept + b)] = buf[first + np.uint64(b)]
-            if data_size[i] >= 4:
-                data_head[i] = np.uint32(u32(data, kept, False))
-            kept += data_size[i]
-    return n, p, stop
+    """Decodes the usbmon records (scsitrace._native.usb.decode): walking the pcap record
+    chain from `start` when `walk` (`sizes`, `mmapped`: one header size and link type 220
+    flag for all, `pos` filled with the records' offsets), else the packets located
+    beforehand (pcapng: data at `data_offset`, `caplens`, per-packet `sizes` and
+    `mmapped`). Per record: `bad` (0 or the first failed check), the URB columns, and the
+    first `data_prefix` data bytes packed into `data` (`data_at` says where). Returns
+    (records, where a walk stopped, how): END_OF_FILE when the last record ends the
+    buffer; TOO_LONG at a record longer than `max_len` (left out); CUT at a record or
+    header that the end of the buffer cuts short, or when the outputs are full (left out)."""
+    i64 = np.int64
+    return _usb.decode(buf, bool(walk), int(start), bool(big_endian), int(max_len),
+                       np.ascontiguousarray(data_offset, i64), np.ascontiguousarray(caplens, i64), np.ascontiguousarray(sizes, i64),
+                       np.ascontiguousarray(mmapped, np.bool_), np.ascontiguousarray(at, i64), int(iso_descriptor_bytes),
+                       int(data_prefix), pos, bad, t_ns, urb_id, event, xfer, ep, bus, dev, status, length,
+                       setup.reshape(-1), has_setup, data_at, data_size, data_head, data_len, data)

@@ -23,7 +23,6 @@ import numpy as np
 import polars as pl
 
 from .. import completeness, schema, scsi, tiling
-from .._keys import dense_ids
 from ..command_tables import TABLES, command_tables
 from ..errors import UsageError
 from ..filters import check_found, check_window, refuse
@@ -33,7 +32,7 @@ from .bot import bot_commands
 from .stages import _with_stages, segments_frame, tile
 from .transfers import Transfers, transfers
 from .uas import uas_commands
-from .urbs import EPIPE, EREMOTEIO, UrbColumns, _anomalies, _u8, urb_columns
+from .urbs import EPIPE, EREMOTEIO, UrbColumns, _anomalies, _u8, dense_ids, urb_columns
 
 STAGES = ("COMMAND", "DATA IN", "DATA OUT", "STATUS", "GAP", "IDLE")
 

@@ -10,7 +10,7 @@ import polars as pl
 import pyarrow as pa
 
 from .. import scsi
-from .._jit import compiled
+from .._native import usb as _usb
 from ..schema import NULL, nullable
 
 # The urbs frame every usbmon route hands over: one row per URB event.
@@ -153,13 +153,17 @@ def _anomalies(rows: pl.DataFrame, t_col: str, kind: str, detail: pl.Expr) -> pl
                        detail.alias("detail"), pl.col("pos").cast(pl.Utf8).alias("position"))
 
 
-@compiled
 def take_bytes(buf, at, counts, width):
     """(len(at), width) bytes: the first `counts[i]` (at most `width`) bytes from each
     position, zero after them."""
-    out = np.zeros((at.shape[0], width), np.uint8)
-    for i in range(at.shape[0]):
-        p = at[i]
-        for b in range(min(counts[i], width)):
-            out[i, b] = buf[p + b]
+    out = np.empty((len(at), width), np.uint8)
+    _usb.take_bytes(buf, np.asarray(at, np.int64), np.asarray(counts, np.int64), int(width), out.reshape(-1))
     return out
+
+
+def dense_ids(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(id of each key: 0, 1, ... in order of first appearance; the row where each id first
+    appears)."""
+    ids = np.empty(len(key), np.int64)
+    first = _usb.dense_ids(np.ascontiguousarray(key, np.int64), ids)
+    return ids, first
