@@ -75,3 +75,57 @@ def decode(buf, walk, start, big_endian, max_len, data_offset, caplens, sizes, m
                        np.ascontiguousarray(mmapped, np.bool_), np.ascontiguousarray(at, i64), int(iso_descriptor_bytes),
                        int(data_prefix), pos, bad, t_ns, urb_id, event, xfer, ep, bus, dev, status, length,
                        setup.reshape(-1), has_setup, data_at, data_size, data_head, data_len, data)
+
+
+READ_BYTES = 1 << 24     # bytes read from a pcap file at a time
+
+
+class PcapBatches:
+    """A pcap file's usbmon records decoded batch by batch from bounded reads (`read_bytes`
+    at a time; a record cut by a read's end is carried over to the next read). Iterating
+    yields (URB columns of every record of the batch, absolute times, `pos` file offsets;
+    each record's `bad` code). Afterwards `stop` says how the record chain ended
+    (END_OF_FILE, TOO_LONG, CUT), `stop_at` where, and `too_long` the length read there."""
+
+    def __init__(self, path: str, start: int, network: int, big_endian: bool, max_len: int, header_size: int, mmapped: bool,
+                 at: np.ndarray, iso_descriptor_bytes: int, data_prefix: int, read_bytes: int = READ_BYTES):
+        self.path, self.start, self.network, self.big_endian, self.max_len = path, start, network, big_endian, max_len
+        self.sizes, self.mmapped = np.array([header_size], np.int64), np.array([mmapped], np.bool_)
+        self.at, self.iso, self.prefix, self.read_bytes = at, iso_descriptor_bytes, data_prefix, max(1, read_bytes)
+        self.stop, self.stop_at, self.too_long = END_OF_FILE, start, 0
+
+    def __iter__(self):
+        none = np.zeros(0, np.int64)
+        buf = np.empty(self.read_bytes, np.uint8)
+        have, base, eof = 0, self.start, False        # bytes in buf, file offset of buf[0]
+        with open(self.path, "rb") as fh:
+            fh.seek(self.start)
+            while True:
+                if have == len(buf):                  # one record longer than the buffer
+                    buf = np.concatenate([buf, np.empty(len(buf), np.uint8)])
+                got = fh.readinto(memoryview(buf)[have:]) if not eof else 0
+                eof = eof or got == 0
+                have += got
+                if not eof and have < len(buf):
+                    continue                          # a short read: fill the buffer first
+                view = buf[:have]
+                cols = Columns(have // PCAP_RECORD_HEADER + 1, self.prefix)
+                n, p, stop = decode(view, True, 0, self.big_endian, self.max_len, none, none, self.sizes,
+                                    self.mmapped, self.at, self.iso, self.prefix, *cols.outputs())
+                n, p = int(n), int(p)
+                if n:
+                    urbs = cols.urbs(n)
+                    urbs.pos += base
+                    yield urbs, cols.bad[:n]
+                if stop == TOO_LONG or (stop == CUT and eof):
+                    self.stop, self.stop_at = stop, base + p
+                    if stop == TOO_LONG:
+                        tail = view[p + INCL_LEN_AT:p + INCL_LEN_AT + 4].view("<u4" if not self.big_endian else ">u4")
+                        self.too_long = int(tail[0])
+                    return
+                if eof and p == have:
+                    self.stop, self.stop_at = END_OF_FILE, base + p
+                    return
+                rest = have - p                       # a record cut by this read's end
+                buf[:rest] = buf[p:have]
+                have, base = rest, base + p

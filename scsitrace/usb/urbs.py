@@ -77,6 +77,22 @@ class UrbColumns:
         return take_bytes(self.data_buf, self.data_at[rows], counts, width)
 
 
+def concat_urbs(parts: list[UrbColumns]) -> UrbColumns:
+    """The URB columns of consecutive batches as one (each batch's kept data bytes packed
+    after the previous one's)."""
+    if len(parts) == 1:
+        return parts[0]
+    bufs, shifted, used = [], [], 0
+    for u in parts:
+        end = int((u.data_at + np.maximum(u.data_size, 0)).max()) if len(u) else 0
+        bufs.append(u.data_buf[:end])
+        shifted.append(u.data_at + used)
+        used += end
+    cols = {f.name: np.concatenate([getattr(u, f.name) for u in parts])
+            for f in fields(UrbColumns) if f.name not in ("data_buf", "data_at")}
+    return UrbColumns(**cols, data_buf=np.concatenate(bufs), data_at=np.concatenate(shifted))
+
+
 def binary_column(matrix: np.ndarray, lengths: np.ndarray, present: np.ndarray) -> pl.Series:
     """Binary series of each row's first `lengths` bytes of `matrix` (null where not present)."""
     lengths = np.where(present, np.clip(lengths, 0, matrix.shape[1]), 0).astype(np.int64)
