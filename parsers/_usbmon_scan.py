@@ -84,18 +84,23 @@ class PcapBatches:
     """A pcap file's usbmon records decoded batch by batch from bounded reads (`read_bytes`
     at a time; a record cut by a read's end is carried over to the next read). Iterating
     yields (URB columns of every record of the batch, absolute times, `pos` file offsets;
-    each record's `bad` code). Afterwards `stop` says how the record chain ended
+    each record's `bad` code). With `into` (Columns for every record of the file), the
+    batches are decoded into it, one after the other (their columns are views of it, the
+    data buffer is `into.data` and `data_at` indexes it). Afterwards `stop` says how the record chain ended
     (END_OF_FILE, TOO_LONG, CUT), `stop_at` where, and `too_long` the length read there."""
 
     def __init__(self, path: str, start: int, network: int, big_endian: bool, max_len: int, header_size: int, mmapped: bool,
-                 at: np.ndarray, iso_descriptor_bytes: int, data_prefix: int, read_bytes: int = READ_BYTES):
+                 at: np.ndarray, iso_descriptor_bytes: int, data_prefix: int, read_bytes: int = READ_BYTES,
+                 into: Columns | None = None):
         self.path, self.start, self.network, self.big_endian, self.max_len = path, start, network, big_endian, max_len
         self.sizes, self.mmapped = np.array([header_size], np.int64), np.array([mmapped], np.bool_)
         self.at, self.iso, self.prefix, self.read_bytes = at, iso_descriptor_bytes, data_prefix, max(1, read_bytes)
         self.stop, self.stop_at, self.too_long = END_OF_FILE, start, 0
+        self.into = into        # decode every batch into these columns, one after the other
 
     def __iter__(self):
         none = np.zeros(0, np.int64)
+        done, kept = 0, 0                             # records and data bytes in `into` so far
         buf = np.empty(self.read_bytes, np.uint8)
         have, base, eof = 0, self.start, False        # bytes in buf, file offset of buf[0]
         with open(self.path, "rb") as fh:
@@ -109,14 +114,20 @@ class PcapBatches:
                 if not eof and have < len(buf):
                     continue                          # a short read: fill the buffer first
                 view = buf[:have]
-                cols = Columns(have // PCAP_RECORD_HEADER + 1, self.prefix)
+                cols = self.into or Columns(have // PCAP_RECORD_HEADER + 1, self.prefix)
+                outputs = [o[kept:] if o is cols.data else o[done:] for o in cols.outputs()]
                 n, p, stop = decode(view, True, 0, self.big_endian, self.max_len, none, none, self.sizes,
-                                    self.mmapped, self.at, self.iso, self.prefix, *cols.outputs())
+                                    self.mmapped, self.at, self.iso, self.prefix, *outputs)
                 n, p = int(n), int(p)
                 if n:
-                    urbs = cols.urbs(n)
+                    urbs = cols.urbs(done + n)
+                    urbs = UrbColumns(**{f: (v if f == "data_buf" else v[done:]) for f, v in vars(urbs).items()})
                     urbs.pos += base
-                    yield urbs, cols.bad[:n]
+                    if self.into is not None:
+                        urbs.data_at += kept
+                        kept = int((urbs.data_at + np.maximum(urbs.data_size, 0)).max())
+                        done += n
+                    yield urbs, cols.bad[done - n:done] if self.into is not None else cols.bad[:n]
                 if stop == TOO_LONG or (stop == CUT and eof):
                     self.stop, self.stop_at = stop, base + p
                     if stop == TOO_LONG:

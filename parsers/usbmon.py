@@ -166,25 +166,32 @@ def _parse_pcap(path: str, strict: bool, read_bytes: int = _usbmon_scan.READ_BYT
     meta = {"container": container, "linktypes": [], "route": "native", "position_unit": "byte offset"}
     records = RecordCount(read=0)
     anomalies: list[dict] = []
+    into = None
     if container == "pcap":
         hdr = _pcap.pcap_header(path, buf, le)
+        size = len(buf)
         del buf                             # read in bounded blocks from here on
         header = HEADER.get(hdr.network, USBMON_PACKET_MMAPPED)
 
-        def batches():
+        def batches(into=None):
             return _usbmon_scan.PcapBatches(path, hdr.start, hdr.network, not le, hdr.max_len, header.sizeof(),
                                             hdr.network == LINKTYPE_USB_LINUX_MMAPPED, FIELD_AT,
-                                            ISO_DESCRIPTOR_BYTES, DATA_PREFIX, read_bytes)
+                                            ISO_DESCRIPTOR_BYTES, DATA_PREFIX, read_bytes, into)
+        # the whole capture's columns, sized for the worst case (pages never written cost nothing)
+        into = _usbmon_scan.Columns(max(0, size - hdr.start) // _usbmon_scan.PCAP_RECORD_HEADER + 1, DATA_PREFIX)
     else:
         pk = _decode_pcapng(path, buf, le, strict)
 
-        def batches():
+        def batches(into=None):
             return _PcapngBatches(pk)
     capture = Capture(layer="usb", path=path, format=ID, meta=meta, records=records,
                       anomalies=_anomaly_frame(anomalies))
     capture.chunks = lambda: _good_batches(path, batches(), strict, capture)
-    parts = list(prefetched(capture.chunks()))
-    urbs = concat_urbs(parts) if parts else _usbmon_scan.Columns(0, DATA_PREFIX).urbs(0)
+    parts = list(prefetched(_good_batches(path, batches(into), strict, capture)))
+    if into is not None and all(np.shares_memory(u.t_ns, into.t_ns) for u in parts):
+        urbs = into.urbs(sum(map(len, parts)))       # every record good: the batches are `into`
+    else:
+        urbs = concat_urbs(parts) if parts else _usbmon_scan.Columns(0, DATA_PREFIX).urbs(0)
     origin = int(urbs.t_ns.min()) if len(urbs) else 0
     urbs.t_ns -= origin
     meta["origin_ns"] = origin

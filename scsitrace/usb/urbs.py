@@ -79,17 +79,19 @@ class UrbColumns:
 
 def concat_urbs(parts: list[UrbColumns]) -> UrbColumns:
     """The URB columns of consecutive batches as one (each batch's kept data bytes packed
-    after the previous one's)."""
+    after the previous one's, unless they share one data buffer)."""
     if len(parts) == 1:
         return parts[0]
+    cols = {f.name: np.concatenate([getattr(u, f.name) for u in parts])
+            for f in fields(UrbColumns) if f.name not in ("data_buf", "data_at")}
+    if all(u.data_buf is parts[0].data_buf for u in parts):
+        return UrbColumns(**cols, data_buf=parts[0].data_buf, data_at=np.concatenate([u.data_at for u in parts]))
     bufs, shifted, used = [], [], 0
     for u in parts:
         end = int((u.data_at + np.maximum(u.data_size, 0)).max()) if len(u) else 0
         bufs.append(u.data_buf[:end])
         shifted.append(u.data_at + used)
         used += end
-    cols = {f.name: np.concatenate([getattr(u, f.name) for u in parts])
-            for f in fields(UrbColumns) if f.name not in ("data_buf", "data_at")}
     return UrbColumns(**cols, data_buf=np.concatenate(bufs), data_at=np.concatenate(shifted))
 
 
