@@ -28,12 +28,12 @@ class Columns:
     numpy, sized for the worst case: pages never written cost nothing)."""
 
     def __init__(self, capacity: int, data_prefix: int):
-        ints = np.empty((5, capacity), np.int64)
-        self.t_ns, self.length, self.data_at, self.data_size, self.data_len = ints
+        # one array per column: the compiled pass borrows each one apart
+        self.t_ns, self.length, self.data_at, self.data_size, self.data_len = \
+            (np.empty(capacity, np.int64) for _ in range(5))
         self.pos = np.empty(capacity, np.int64)
         self.urb_id = np.empty(capacity, np.uint64)
-        small = np.empty((5, capacity), np.uint8)
-        self.event, self.xfer, self.ep, self.dev, self.bad = small
+        self.event, self.xfer, self.ep, self.dev, self.bad = (np.empty(capacity, np.uint8) for _ in range(5))
         self.bus = np.empty(capacity, np.uint16)
         self.status = np.empty(capacity, np.int32)
         self.setup = np.empty((capacity, 8), np.uint8)

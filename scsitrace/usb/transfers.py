@@ -82,10 +82,11 @@ def pair_urbs(urb_id: np.ndarray, event: np.ndarray) -> tuple[np.ndarray, np.nda
     (scsitrace._native.usb.pair_urbs) holds those (the URBs in flight) in a hash table,
     not every id of the capture."""
     n = len(urb_id)
-    rows = np.empty((2, n), np.int64)     # big arrays come from numpy (lazy, huge pages)
+    # big arrays come from numpy (lazy, huge pages); one each (the pass borrows each apart)
+    s_rows, c_rows = np.empty(n, np.int64), np.empty(n, np.int64)
     count = _usb.pair_urbs(np.ascontiguousarray(urb_id, np.uint64), np.ascontiguousarray(event, np.uint8),
-                           rows[0], rows[1])
-    return rows[0, :count], rows[1, :count]
+                           s_rows, c_rows)
+    return s_rows[:count], c_rows[:count]
 
 
 def transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer, bus, dev):
@@ -95,7 +96,7 @@ def transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer, 
     completion. IN transfers move the completion's data, OUT transfers the submit's (a
     lone completion: its own)."""
     n = len(s_row)
-    ints = np.empty((7, n), np.int64)
+    ints = [np.empty(n, np.int64) for _ in range(7)]     # one array each (the pass borrows each apart)
     out = (ints[0], ints[1], ints[2], ints[3], np.zeros(n, np.int32), np.ones(n, np.bool_), ints[4], ints[5],
            np.empty(n, np.bool_), np.empty(n, np.uint8), ints[6])
     in_order = _usb.transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer, bus, dev, *out)
