@@ -359,6 +359,80 @@ fn stage_pieces(py: Python, dev: PyReadonlyArray1<i64>, io: PyReadonlyArray1<i64
     }))
 }
 
+/// The tiling totals (time and segments per phase code, scsitrace/tiling.py `tile` with
+/// segments=False) of the pieces `stage_pieces` lists command by command, tiled as they are
+/// listed, without a piece table, provided they come in (device, start, block) order.
+/// Returns whether they did (else the totals are incomplete: list and tile the pieces) and
+/// how many devices have segments. The placing rule is tiling.py's `place`, `add_piece`,
+/// `close_device` (tests/test_usbmon.py checks the two agree).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn stage_totals(py: Python, dev: PyReadonlyArray1<i64>, cmd_s: PyReadonlyArray1<i64>, cmd_c: PyReadonlyArray1<i64>,
+                d0: PyReadonlyArray1<i64>, s0: PyReadonlyArray1<i64>, data_c: PyReadonlyArray1<i64>,
+                sts_c: PyReadonlyArray1<i64>, data_in: PyReadonlyArray1<bool>, phase_code: PyReadonlyArray1<i64>,
+                idle: usize, elapsed: i64, mut totals: PyReadwriteArray1<i64>, mut counts: PyReadwriteArray1<i64>)
+                -> PyResult<(bool, i64)> {
+    let (dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, phase_code) = (
+        dev.as_slice()?, cmd_s.as_slice()?, cmd_c.as_slice()?, d0.as_slice()?, s0.as_slice()?, data_c.as_slice()?,
+        sts_c.as_slice()?, data_in.as_slice()?, phase_code.as_slice()?);
+    let (totals, counts) = (totals.as_slice_mut()?, counts.as_slice_mut()?);
+    Ok(py.allow_threads(move || {
+        let close = |last_end: i64, totals: &mut [i64], counts: &mut [i64]| -> i64 {
+            if last_end < 0 {
+                return 0;
+            }
+            if elapsed > last_end {
+                totals[idle] += elapsed - last_end;
+                counts[idle] += 1;
+            }
+            1
+        };
+        let mut devices = 0i64;
+        let (mut prev_dev, mut prev_start, mut prev_block) = (-1i64, NULL, -1i64);
+        let (mut covered, mut last_end) = (-1i64, -1i64);
+        for i in 0..dev.len() {
+            for block in 0..5usize {
+                let (start, end, stage) = piece(block, cmd_s[i], cmd_c[i], d0[i], s0[i], data_c[i], sts_c[i], data_in[i]);
+                if start == NULL || end == NULL {
+                    continue;
+                }
+                let b = block as i64;
+                let after = dev[i] > prev_dev
+                    || (dev[i] == prev_dev && (start > prev_start || (start == prev_start && b >= prev_block)));
+                if !after {
+                    return (false, 0);
+                }
+                if dev[i] != prev_dev {
+                    devices += close(last_end, totals, counts);
+                    covered = -1;
+                    last_end = -1;
+                }
+                prev_dev = dev[i];
+                prev_start = start;
+                prev_block = b;
+                // tiling.place, then tiling.add_piece
+                let s = start.max(covered);
+                if end <= s {
+                    covered = covered.max(end);
+                    continue;
+                }
+                let idle_from = last_end.max(0).min(s);
+                covered = covered.max(end);
+                last_end = covered;
+                if idle_from < s {
+                    totals[idle] += s - idle_from;
+                    counts[idle] += 1;
+                }
+                let phase = phase_code[stage] as usize;
+                totals[phase] += end - s;
+                counts[phase] += 1;
+            }
+        }
+        devices += close(last_end, totals, counts);
+        (true, devices)
+    }))
+}
+
 /// (len(at) * width) bytes: the first `counts[i]` (at most `width`) bytes from each
 /// position of `buf`, zero after them, written to `out`.
 #[pyfunction]
@@ -409,6 +483,7 @@ pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bot_pass, m)?)?;
     m.add_function(wrap_pyfunction!(bot_fields, m)?)?;
     m.add_function(wrap_pyfunction!(stage_pieces, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_totals, m)?)?;
     m.add_function(wrap_pyfunction!(take_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(dense_ids, m)?)?;
     Ok(())
