@@ -92,7 +92,7 @@ def whole_process(argv: list[str]) -> tuple[float, float, int]:
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
 
 
-def scaled(path: str, scales: list[int]) -> None:
+def scaled(path: str, scales: list[int], tshark: bool = True) -> None:
     """Peak RSS and wall time per scale of the base file, ours and tshark side by side."""
     scsitrace = os.path.join(os.path.dirname(sys.executable), "scsitrace")
     for k in scales:
@@ -101,7 +101,7 @@ def scaled(path: str, scales: list[int]) -> None:
         w, c, rss = whole_process([scsitrace, "analyze", big])
         line = (f"x{k} ({os.path.getsize(big) / 1e9:.2f} GB): ours {w:.2f} s wall, {c:.2f} s CPU, "
                 f"peak RSS {rss / 1e9:.2f} GB")
-        if shutil.which("tshark"):
+        if tshark and shutil.which("tshark"):
             tw, tc, trss = whole_process(["tshark", "-q", "-z", "scsi,srt,0", "-r", big])
             line += (f"; tshark -q -z scsi,srt,0 {tw:.2f} s wall, {tc:.2f} s CPU, peak RSS {trss / 1e9:.2f} GB; "
                      f"ratio {tw / w:.1f}x wall, {tc / c:.1f}x CPU")
@@ -157,11 +157,12 @@ def main() -> int:
     ap.add_argument("--pyshark-packets", type=int, default=3000)
     ap.add_argument("--scales", default="1,4,16", help="sizes (x the base file) for peak RSS and tshark")
     ap.add_argument("--scales-only", action="store_true", help="only the per-scale runs")
+    ap.add_argument("--no-tshark", action="store_true", help="per-scale runs without tshark")
     args = ap.parse_args()
     path = os.path.join(DATA, f"usbmon_{args.commands}.pcap")
     generate(path, args.commands)
     if args.scales_only:
-        scaled(path, [int(k) for k in args.scales.split(",") if k])
+        scaled(path, [int(k) for k in args.scales.split(",") if k], not args.no_tshark)
         return 0
     runs = [ours(path) for _ in range(args.repeat)]
     cold = runs[0]

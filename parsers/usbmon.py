@@ -159,9 +159,16 @@ assert [_LAYOUT.fields[name][0].itemsize for name in _usbmon_scan.FIELDS] == \
     [8, 1, 1, 1, 1, 2, 1, 1, 8, 4, 4, 4, 4, 8, 4], "the usbmon declaration and _usbmon_scan disagree"
 
 
-def _parse_pcap(path: str, strict: bool, read_bytes: int = _usbmon_scan.READ_BYTES) -> Capture:
+STREAM_BYTES = 1 << 26     # pcap files from this size on are read as a stream by the analysis
+
+
+def _parse_pcap(path: str, strict: bool, read_bytes: int = _usbmon_scan.READ_BYTES,
+                stream_bytes: int = STREAM_BYTES) -> Capture:
     """A pcap or pcapng capture: `chunks()` yields its URB columns batch by batch (times
-    absolute, in file order); `columns` holds them all (times from the first event)."""
+    absolute, in file order); `columns` holds them all (times from the first event). A
+    pcap file of `stream_bytes` or more is only read when someone consumes it: by the
+    analysis, as a stream (scsitrace/usb/streamed.py; bad records are then raised by the
+    analysis that meets them), or by the first access to `columns` or `frames`."""
     buf, (container, le, _) = _pcap.mapped(path)
     meta = {"container": container, "linktypes": [], "route": "native", "position_unit": "byte offset"}
     records = RecordCount(read=0)
@@ -187,6 +194,20 @@ def _parse_pcap(path: str, strict: bool, read_bytes: int = _usbmon_scan.READ_BYT
     capture = Capture(layer="usb", path=path, format=ID, meta=meta, records=records,
                       anomalies=_anomaly_frame(anomalies))
     capture.chunks = lambda: _good_batches(path, batches(), strict, capture)
+    if into is not None and size >= stream_bytes:
+        meta["streamable"] = True
+        capture.columns = LazyFrames({"urbs": lambda: _whole(path, batches, into, strict, capture)})
+        capture.frames = LazyFrames({"urbs": lambda: _validated_frame(capture.columns["urbs"])})
+        return capture
+    _whole(path, batches, into, strict, capture)
+    urbs = capture.columns["urbs"]
+    capture.frames = LazyFrames({"urbs": lambda: _validated_frame(urbs)})
+    return capture
+
+
+def _whole(path: str, batches, into, strict: bool, capture: Capture) -> UrbColumns:
+    """Every good record of the capture as URB columns (times from the first event),
+    also put in `capture.columns`."""
     parts = list(prefetched(_good_batches(path, batches(into), strict, capture)))
     if into is not None and all(np.shares_memory(u.t_ns, into.t_ns) for u in parts):
         urbs = into.urbs(sum(map(len, parts)))       # every record good: the batches are `into`
@@ -194,10 +215,10 @@ def _parse_pcap(path: str, strict: bool, read_bytes: int = _usbmon_scan.READ_BYT
         urbs = concat_urbs(parts) if parts else _usbmon_scan.Columns(0, DATA_PREFIX).urbs(0)
     origin = int(urbs.t_ns.min()) if len(urbs) else 0
     urbs.t_ns -= origin
-    meta["origin_ns"] = origin
-    capture.columns = {"urbs": urbs}
-    capture.frames = LazyFrames({"urbs": lambda: _validated_frame(urbs)})
-    return capture
+    capture.meta["origin_ns"] = origin
+    if not isinstance(capture.columns, LazyFrames):
+        capture.columns = {"urbs": urbs}
+    return urbs
 
 
 class _PcapngBatches:
@@ -217,7 +238,7 @@ def _good_batches(path: str, batches, strict: bool, capture: Capture):
     """The good records of each batch as URB columns (times absolute); the capture's
     records, anomalies and link types are filled in as they go (skips counted in the
     order the whole-file reader listed them: chain end, truncation, bad records)."""
-    records, bad_count, bad_examples, linktypes = capture.records, 0, [], set()
+    records, bad_count, bad_examples, linktypes = RecordCount(read=0), 0, [], set()
     for batch in batches:
         urbs, bad = batch[0], batch[1]
         linktype = batch[2] if len(batch) > 2 else np.broadcast_to(np.int64(batches.network), (len(urbs),))
@@ -244,6 +265,7 @@ def _good_batches(path: str, batches, strict: bool, capture: Capture):
     if bad_count:
         records.skip(bad_count, bad_examples)
     capture.meta["linktypes"] = sorted(linktypes)
+    capture.records = records           # counted once the whole capture has been read
 
 
 def _chain_end(path: str, batches, strict: bool):

@@ -4,9 +4,11 @@ use pyo3::prelude::*;
 
 mod machine;
 mod reader;
+mod stream;
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     reader::register(m)?;
     machine::register(m)?;
+    stream::register(m)?;
     Ok(())
 }

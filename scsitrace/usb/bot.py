@@ -27,23 +27,33 @@ def _cdb_fields(decoded: dict) -> list[pl.Series]:
     return [decoded[k] for k in ("opcode", "command", "lba", "blocks")]
 
 
-def bot_commands(xf: Transfers) -> tuple[pl.DataFrame, list[pl.DataFrame], np.ndarray]:
+def bot_commands(xf: Transfers, streamed: dict | None = None) -> tuple[pl.DataFrame, list[pl.DataFrame], np.ndarray]:
     """Commands of Bulk-Only devices (devices that sent a CBW: the bulk transfers of other
-    devices are returned, as positions, for UAS), and their anomalies."""
+    devices are returned, as positions, for UAS), and their anomalies. `streamed`: the
+    commands found by scsitrace/usb/streamed.py's machine instead (then `xf` has no rows)."""
     u = xf.urbs
-    device, first_rows = dense_ids(xf.bus_dev)
-    a, cbw, csw, csw_size, kind = bot_pass(
-        xf.xfer, xf.dir_in, device, xf.data_row, xf.submit_ns, xf.complete_ns, xf.status, xf.status_null,
-        xf.req_len, xf.actual, u.data_buf, u.data_at, u.data_size, u.data_head, len(first_rows))
+    if streamed is None:
+        device, first_rows = dense_ids(xf.bus_dev)
+        a, cbw, csw, csw_size, kind = bot_pass(
+            xf.xfer, xf.dir_in, device, xf.data_row, xf.submit_ns, xf.complete_ns, xf.status, xf.status_null,
+            xf.req_len, xf.actual, u.data_buf, u.data_at, u.data_size, u.data_head, len(first_rows))
+        row = xf.row[a["first"]]
+        at = {"bus": u.bus[row], "dev": u.dev[row], "pos": u.pos[row], "cmd_s": xf.submit_ns[a["first"]],
+              "cmd_c": xf.complete_ns[a["first"]]}
+    else:
+        a = {k: streamed[k] for k in BOT_AGGREGATES}
+        a["last"] = a["last"] == 1
+        cbw, csw = streamed["cbw"].reshape(-1, CBW_BYTES), streamed["csw_bytes"].reshape(-1, CSW_BYTES)
+        csw_size, kind = streamed["csw_size"], np.zeros(0, np.int8)
+        at = {"bus": streamed["bus"].astype(np.uint16), "dev": streamed["dev"].astype(np.uint8),
+              **{k: streamed[k] for k in ("pos", "cmd_s", "cmd_c")}}
     not_bot = np.flatnonzero(kind == NOT_BOT)
     if not len(a["first"]):
         return pl.DataFrame(), [], not_bot
-    first = a["first"]
-    row = xf.row[first]
     f = bot_fields(cbw, csw, csw_size, a["n_csw"], a["last"], a["sts_c"])
     cmds = pl.DataFrame({
-        "bus": u.bus[row], "dev": u.dev[row], "pos": u.pos[row],
-        "cmd_s": nullable(xf.submit_ns[first]), "cmd_c": nullable(xf.complete_ns[first]),
+        "bus": at["bus"], "dev": at["dev"], "pos": at["pos"],
+        "cmd_s": nullable(at["cmd_s"]), "cmd_c": nullable(at["cmd_c"]),
         "sts_s": nullable(a["sts_s"]), "sts_c": nullable(a["sts_c"]),
         "data_s": nullable(a["data_s"]), "data_c": nullable(a["data_c"]),
         "stalls": a["stalls"], "data_bytes": a["data_bytes"],
