@@ -77,7 +77,8 @@ def decode(buf, walk, start, big_endian, max_len, data_offset, caplens, sizes, m
                        setup.reshape(-1), has_setup, data_at, data_size, data_head, data_len, data)
 
 
-READ_BYTES = 1 << 24     # bytes read from a pcap file at a time
+READ_BYTES = 1 << 23     # bytes read from a pcap file at a time
+BATCH_RECORD_BYTES = 64  # a batch's columns have room for a record per this many bytes (more rounds if not)
 
 
 class PcapBatches:
@@ -114,20 +115,24 @@ class PcapBatches:
                 if not eof and have < len(buf):
                     continue                          # a short read: fill the buffer first
                 view = buf[:have]
-                cols = self.into or Columns(have // PCAP_RECORD_HEADER + 1, self.prefix)
-                outputs = [o[kept:] if o is cols.data else o[done:] for o in cols.outputs()]
-                n, p, stop = decode(view, True, 0, self.big_endian, self.max_len, none, none, self.sizes,
-                                    self.mmapped, self.at, self.iso, self.prefix, *outputs)
-                n, p = int(n), int(p)
-                if n:
-                    urbs = cols.urbs(done + n)
-                    urbs = UrbColumns(**{f: (v if f == "data_buf" else v[done:]) for f, v in vars(urbs).items()})
-                    urbs.pos += base
-                    if self.into is not None:
-                        urbs.data_at += kept
-                        kept = int((urbs.data_at + np.maximum(urbs.data_size, 0)).max())
-                        done += n
-                    yield urbs, cols.bad[done - n:done] if self.into is not None else cols.bad[:n]
+                p = 0
+                while True:     # batches of the block (more than one when records are short)
+                    cols = self.into or Columns((have - p) // BATCH_RECORD_BYTES + 1, self.prefix)
+                    outputs = [o[kept:] if o is cols.data else o[done:] for o in cols.outputs()]
+                    n, p, stop = decode(view, True, p, self.big_endian, self.max_len, none, none, self.sizes,
+                                        self.mmapped, self.at, self.iso, self.prefix, *outputs)
+                    n, p = int(n), int(p)
+                    if n:
+                        urbs = cols.urbs(done + n)
+                        urbs = UrbColumns(**{f: (v if f == "data_buf" else v[done:]) for f, v in vars(urbs).items()})
+                        urbs.pos += base
+                        if self.into is not None:
+                            urbs.data_at += kept
+                            kept = int((urbs.data_at + np.maximum(urbs.data_size, 0)).max())
+                            done += n
+                        yield urbs, cols.bad[done - n:done] if self.into is not None else cols.bad[:n]
+                    if not (stop == CUT and self.into is None and n == len(cols.pos)):
+                        break   # else the batch was full: decode on from p
                 if stop == TOO_LONG or (stop == CUT and eof):
                     self.stop, self.stop_at = stop, base + p
                     if stop == TOO_LONG:

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import gen_usbmon as gen
 from scsitrace import core
-from scsitrace.parsers import usbmon
+from scsitrace.parsers import _usbmon_scan, usbmon
 from scsitrace.usb.urbs import UrbColumns, concat_urbs
 
 
@@ -23,8 +23,8 @@ def _columns_equal(a: UrbColumns, b: UrbColumns) -> None:
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.integers(1, 3), st.integers(1, 4096), st.booleans())
-def test_any_read_size_gives_the_tables_of_one_read(tmp_path, seed, read_bytes, damaged):
+@given(st.integers(1, 3), st.integers(1, 4096), st.booleans(), st.sampled_from([64, 1000, 1 << 20]))
+def test_any_read_size_gives_the_tables_of_one_read(tmp_path, seed, read_bytes, damaged, record_bytes):
     path = tmp_path / f"s{seed}.pcap"
     gen.write_pcap(path, gen.traffic(seed))
     if damaged:                                  # a truncated last record
@@ -32,6 +32,11 @@ def test_any_read_size_gives_the_tables_of_one_read(tmp_path, seed, read_bytes, 
         path.write_bytes(raw[:-7])
     whole = usbmon._parse_pcap(str(path), strict=False, read_bytes=1 << 24)
     small = usbmon._parse_pcap(str(path), strict=False, read_bytes=read_bytes)
+    saved, _usbmon_scan.BATCH_RECORD_BYTES = _usbmon_scan.BATCH_RECORD_BYTES, record_bytes
+    try:        # batches with room for few records: a block is decoded in several rounds
+        parts = list(small.chunks())
+    finally:
+        _usbmon_scan.BATCH_RECORD_BYTES = saved
     _columns_equal(whole.columns["urbs"], small.columns["urbs"])
     assert whole.records.as_json() == small.records.as_json()
     assert whole.anomalies.equals(small.anomalies)
@@ -41,7 +46,6 @@ def test_any_read_size_gives_the_tables_of_one_read(tmp_path, seed, read_bytes, 
     for name in ("srt", "commands", "devices", "srt_histogram"):
         assert a.table(name).equals(b.table(name)), name
     # the chunks, in file order, are the records (times absolute)
-    parts = list(small.chunks())
     assert len(parts) >= min(len(whole.columns["urbs"]), 1)
     joined = concat_urbs(parts)
     joined.t_ns = joined.t_ns - whole.meta["origin_ns"]

@@ -326,12 +326,13 @@ impl BotStream {
             let col: Vec<i64> = self.ints.iter().map(|row| row[j]).collect();
             out.set_item(*name, PyArray1::from_vec_bound(py, col))?;
         }
-        out.set_item("cbw", PyArray1::from_slice_bound(py, &self.cbw))?;
-        out.set_item("csw_bytes", PyArray1::from_slice_bound(py, &self.csw))?;
-        out.set_item("csw_size", PyArray1::from_slice_bound(py, &self.csw_size))?;
-        for (name, col) in [("bus", &self.bus), ("dev", &self.dev), ("pos", &self.pos), ("cmd_s", &self.cmd_s),
-                            ("cmd_c", &self.cmd_c)] {
-            out.set_item(name, PyArray1::from_slice_bound(py, col))?;
+        self.ints = Vec::new();
+        out.set_item("cbw", PyArray1::from_vec_bound(py, std::mem::take(&mut self.cbw)))?;
+        out.set_item("csw_bytes", PyArray1::from_vec_bound(py, std::mem::take(&mut self.csw)))?;
+        out.set_item("csw_size", PyArray1::from_vec_bound(py, std::mem::take(&mut self.csw_size)))?;
+        for (name, col) in [("bus", &mut self.bus), ("dev", &mut self.dev), ("pos", &mut self.pos),
+                            ("cmd_s", &mut self.cmd_s), ("cmd_c", &mut self.cmd_c)] {
+            out.set_item(name, PyArray1::from_vec_bound(py, std::mem::take(col)))?;
         }
         for (j, name) in ["ctl_t", "ctl_bus", "ctl_dev", "ctl_pos", "ctl_bm", "ctl_req"].iter().enumerate() {
             let col: Vec<i64> = self.ctl.iter().map(|row| row[j]).collect();
