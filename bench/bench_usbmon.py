@@ -1,6 +1,7 @@
 """Benchmark: scsitrace's native usbmon pcap route against `tshark -z scsi,srt,0` and pyshark.
 
     python bench/bench_usbmon.py [--commands 170000] [--repeat 3] [--pyshark-packets 3000]
+                                 [--scales 1,4,16]
 
 Generates (once) a usbmon pcap (link type 220) of Bulk-Only READ(10)/WRITE(10) traffic
 with tests/gen_usbmon.py under bench/data/ (6 URB events per command, so 170 000 commands
@@ -14,7 +15,10 @@ are 1.02 M packets; data stages capture their first 64 bytes), then times:
             usb fields our pyshark route reads, on the first P packets, extrapolated
             linearly to the whole file
 
-and prints packets/s and the ratios. It also checks that our per-opcode calls and min/max/avg
+and prints packets/s and the ratios. Then, for each scale of `--scales` (the base file
+repeated that many times, each copy's times shifted past the previous one: 4x is 4 M packets,
+16x 16 M), ours (`scsitrace analyze FILE`) and `tshark -q -z scsi,srt,0` each run as a whole
+process, one after the other: wall time, peak RSS of each, and the ratio. It also checks that our per-opcode calls and min/max/avg
 equal tshark's (to its 6 printed decimals) on this input. Wall-clock ratios depend on the
 machine's load; CPU-time ratios (ours: process CPU; tshark and pyshark: children's CPU
 too) are the steadier figure on a shared machine.
@@ -47,6 +51,61 @@ def generate(path: str, n_commands: int) -> None:
     t = time.perf_counter()
     gen_usbmon.write_pcap_bulk(path, gen_usbmon.bulk_traffic(n_commands, seed=7, data_cap=64))
     print(f"generated {path} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+
+
+def replicate(src: str, dst: str, times: int) -> None:
+    """`dst`: the records of the pcap `src` `times` over, copy k's times (pcap record and
+    usbmon header) shifted by k x the source's span in whole seconds (built in numpy)."""
+    import numpy as np
+    from scsitrace._native import usb
+    if os.path.exists(dst):
+        return
+    t = time.perf_counter()
+    raw = np.fromfile(src, np.uint8)
+    body = raw[24:]
+    offsets = np.empty(len(body) // 16 + 1, np.int64)
+    n, _ = usb.walk_chain(body, 0, 16, 8, False, offsets)
+    offsets = offsets[:n]
+    sec = body[offsets[:, None] + np.arange(4)].copy().view("<u4").reshape(-1).astype(np.int64)
+    span = int(sec.max() - sec.min()) + 1
+    with open(dst + ".tmp", "wb") as fh:
+        fh.write(raw[:24].tobytes())
+        for k in range(times):
+            copy = body.copy()
+            for at in (0, 16 + 16):               # pcap record ts_sec; usbmon ts_sec (low 32 bits)
+                v = (sec + k * span).astype("<u4").view(np.uint8).reshape(-1, 4)
+                for b in range(4):
+                    copy[offsets + at + b] = v[:, b]
+            copy.tofile(fh)
+    os.replace(dst + ".tmp", dst)
+    print(f"generated {dst} ({times} x {n} packets) in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+
+
+def whole_process(argv: list[str]) -> tuple[float, float, int]:
+    """(wall s, CPU s, peak RSS bytes) of one run of `argv`, its output discarded."""
+    t = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{argv[0]} failed: {proc.stderr.read().decode()[-500:]}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
+
+
+def scaled(path: str, scales: list[int], tshark: bool = True) -> None:
+    """Peak RSS and wall time per scale of the base file, ours and tshark side by side."""
+    scsitrace = os.path.join(os.path.dirname(sys.executable), "scsitrace")
+    for k in scales:
+        big = path if k == 1 else path.replace(".pcap", f"_x{k}.pcap")
+        replicate(path, big, k)
+        w, c, rss = whole_process([scsitrace, "analyze", big])
+        line = (f"x{k} ({os.path.getsize(big) / 1e9:.2f} GB): ours {w:.2f} s wall, {c:.2f} s CPU, "
+                f"peak RSS {rss / 1e9:.2f} GB")
+        if tshark and shutil.which("tshark"):
+            tw, tc, trss = whole_process(["tshark", "-q", "-z", "scsi,srt,0", "-r", big])
+            line += (f"; tshark -q -z scsi,srt,0 {tw:.2f} s wall, {tc:.2f} s CPU, peak RSS {trss / 1e9:.2f} GB; "
+                     f"ratio {tw / w:.1f}x wall, {tc / c:.1f}x CPU")
+        print(line, flush=True)
 
 
 def children_cpu() -> float:
@@ -96,9 +155,15 @@ def main() -> int:
     ap.add_argument("--commands", type=int, default=170_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--pyshark-packets", type=int, default=3000)
+    ap.add_argument("--scales", default="1,4,16", help="sizes (x the base file) for peak RSS and tshark")
+    ap.add_argument("--scales-only", action="store_true", help="only the per-scale runs")
+    ap.add_argument("--no-tshark", action="store_true", help="per-scale runs without tshark")
     args = ap.parse_args()
     path = os.path.join(DATA, f"usbmon_{args.commands}.pcap")
     generate(path, args.commands)
+    if args.scales_only:
+        scaled(path, [int(k) for k in args.scales.split(",") if k], not args.no_tshark)
+        return 0
     runs = [ours(path) for _ in range(args.repeat)]
     cold = runs[0]
     warm = runs[1:] or runs
@@ -106,7 +171,7 @@ def main() -> int:
     cpu = min(r[1] for r in warm)
     print(f"input: {path}: {packets} packets, {os.path.getsize(path) / 1e6:.1f} MB, "
           f"{s['commands']['total']} commands; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    print(f"ours, first run (cold: numba kernels loaded or compiled): {cold[0]:.3f} s wall, {cold[1]:.3f} s CPU")
+    print(f"ours, first run (cold: modules loaded): {cold[0]:.3f} s wall, {cold[1]:.3f} s CPU")
     print(f"ours (native parse + analysis, warm, best of {len(warm)}): {total:.3f} s wall, {cpu:.3f} s CPU "
           f"(parse {t_parse:.3f} s) = {packets / total / 1e3:.0f} k packets/s")
     if shutil.which("tshark") is None:
@@ -127,6 +192,7 @@ def main() -> int:
           f"whole file extrapolated: {extrapolated:.0f} s wall, {extrapolated_cpu:.0f} s CPU")
     print(f"ratio vs pyshark: {extrapolated / total:.0f}x wall, {extrapolated_cpu / cpu:.0f}x CPU "
           "(target >= 1000x)")
+    scaled(path, [int(k) for k in args.scales.split(",") if k])
     return 0
 
 

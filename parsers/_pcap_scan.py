@@ -1,4 +1,4 @@
-"""Compiled (numba) walk of a capture file's record chain: one loop, no per-record Python.
+"""Walk of a capture file's record chain in one compiled pass (scsitrace._native.usb).
 
 The layout is not written here: callers pass the header size and where its length field
 sits, from the construct declarations (parsers/_pcap.py `dtype_of`). (The usbmon reader
@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scsitrace._jit import compiled
-
-from ._bytes import u32
+from scsitrace._native import usb as _usb
 
 
 def walk_chain(buf: np.ndarray, start: int, hdr_size: int, len_pos: int, big_endian: bool):
@@ -19,17 +17,5 @@ def walk_chain(buf: np.ndarray, start: int, hdr_size: int, len_pos: int, big_end
     position after the last one (past the end of `buf` when its data is cut)."""
     capacity = max(0, len(buf) - start) // hdr_size + 1
     offsets = np.empty(capacity, np.int64)
-    n, pos = _walk(buf, offsets, start, hdr_size, len_pos, big_endian)
+    n, pos = _usb.walk_chain(buf, int(start), int(hdr_size), int(len_pos), bool(big_endian), offsets)
     return offsets[:n], pos
-
-
-@compiled
-def _walk(buf, offsets, start, hdr_size, len_pos, big_endian):
-    end = buf.shape[0]
-    n = 0
-    pos = np.int64(start)
-    while pos <= end - hdr_size:
-        offsets[n] = pos
-        n += 1
-        pos += hdr_size + np.int64(u32(buf, pos + len_pos, big_endian))
-    return n, pos

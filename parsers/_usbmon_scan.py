@@ -1,4 +1,4 @@
-"""The usbmon records of a capture decoded in one compiled pass (numba): each record's
+"""The usbmon records of a capture decoded in one compiled pass (Rust, scsitrace._native.usb): each record's
 usbmon header is checked and turned into the URB columns (`scsitrace.usb.UrbColumns`),
 and the first bytes of its data copied to a compact buffer, while the record is in cache
 (reading CBWs and CSWs back from the mapped file later costs a cache miss each). For pcap the same pass walks the record chain; pcapng
@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from scsitrace._jit import compiled, inlined
+from scsitrace._native import usb as _usb
 from scsitrace.usb.urbs import UrbColumns
-
-from ._bytes import u16, u32, u64
 
 SHORT, BAD_TYPE, BAD_XFER, BAD_LEN_CAP = 1, 2, 3, 4    # why a record is bad, in checking order
 ISO = 0
@@ -30,12 +28,12 @@ class Columns:
     numpy, sized for the worst case: pages never written cost nothing)."""
 
     def __init__(self, capacity: int, data_prefix: int):
-        ints = np.empty((5, capacity), np.int64)
-        self.t_ns, self.length, self.data_at, self.data_size, self.data_len = ints
+        # one array per column: the compiled pass borrows each one apart
+        self.t_ns, self.length, self.data_at, self.data_size, self.data_len = \
+            (np.empty(capacity, np.int64) for _ in range(5))
         self.pos = np.empty(capacity, np.int64)
         self.urb_id = np.empty(capacity, np.uint64)
-        small = np.empty((5, capacity), np.uint8)
-        self.event, self.xfer, self.ep, self.dev, self.bad = small
+        self.event, self.xfer, self.ep, self.dev, self.bad = (np.empty(capacity, np.uint8) for _ in range(5))
         self.bus = np.empty(capacity, np.uint16)
         self.status = np.empty(capacity, np.int32)
         self.setup = np.empty((capacity, 8), np.uint8)
@@ -59,82 +57,91 @@ class Columns:
             data_len=self.data_len[:n], pos=self.pos[:n])
 
 
-@compiled
 def decode(buf, walk, start, big_endian, max_len, data_offset, caplens, sizes, mmapped, at, iso_descriptor_bytes,
            data_prefix, pos, bad, t_ns, urb_id, event, xfer, ep, bus, dev, status, length, setup, has_setup,
            data_at, data_size, data_head, data_len, data):
-    """Decodes the usbmon records: walking the pcap record chain from `start` when `walk`
-    (`sizes`, `mmapped`: one header size and link type 220 flag for all, `pos` filled with
-    the records' offsets), else the packets located beforehand (pcapng: data at
-    `data_offset`, `caplens`, per-packet `sizes` and `mmapped`). Per record: `bad` (0 or
-    the first failed check), the URB columns, and the first `data_prefix` data bytes
-    packed into `data` (`data_at` says where). Returns (records, where a walk stopped,
-    how): END_OF_FILE when the last record ends the file; TOO_LONG at a record longer
-    than `max_len` (left out); CUT at a record or header that the end of the file cuts
-    short (left out). One loop body for both modes: numba passes arrays to a helper
-    with reference counting that costs more than the decoding."""
-    end = buf.shape[0]
-    n = 0
-    kept = 0
-    p = np.int64(start)
-    stop = END_OF_FILE
-    while True:
-        if walk:
-            if p > end - PCAP_RECORD_HEADER:
-                stop = END_OF_FILE if p == end else CUT
-                break
-            caplen = np.int64(u32(buf, p + INCL_LEN_AT, big_endian))
-            if caplen > max_len:
-                stop = TOO_LONG
-                break
-            if p + PCAP_RECORD_HEADER + caplen > end:
-                stop = CUT
-                break
-            pos[n] = p
-            base, size, mm = p + PCAP_RECORD_HEADER, sizes[0], mmapped[0]
-            p += PCAP_RECORD_HEADER + caplen
-        else:
-            if n == data_offset.shape[0]:
-                break
-            base, caplen, size, mm = data_offset[n], caplens[n], sizes[n], mmapped[n]
-        i = np.uint64(n)     # unsigned indices: no negative-index checks
-        n += 1
-        if caplen < size:
-            bad[i] = SHORT
-            continue
-        ev = buf[base + at[TYPE]]
-        xf = buf[base + at[XFER]]
-        len_cap = np.int64(u32(buf, base + at[LEN_CAP], False))
-        iso = np.int64(u32(buf, base + at[NDESC], False)) * iso_descriptor_bytes if (xf == ISO and mm) else 0
-        why = 0
-        if not (ev == 83 or ev == 67 or ev == 69):      # S C E
-            why = BAD_TYPE
-        elif xf > 3:
-            why = BAD_XFER
-        elif size + iso + len_cap > caplen:
-            why = BAD_LEN_CAP
-        bad[i] = why
-        event[i], xfer[i] = ev, xf
-        urb_id[i] = u64(buf, base + at[ID], False)
-        ep[i], dev[i] = buf[base + at[EP]], buf[base + at[DEV]]
-        bus[i] = np.uint16(u16(buf, base + at[BUS], False))
-        status[i] = np.int32(np.uint32(u32(buf, base + at[STATUS], False)))
-        length[i] = np.int64(u32(buf, base + at[LENGTH], False))
-        t_ns[i] = np.int64(u64(buf, base + at[TS_SEC], False)) * 1_000_000_000 \
-            + np.int64(np.int32(np.uint32(u32(buf, base + at[TS_USEC], False)))) * 1000
-        for b in range(8):
-            setup[i, np.uint64(b)] = buf[np.uint64(base + at[SETUP] + b)]
-        has_setup[i] = buf[base + at[FLAG_SETUP]] == 0 and ev == 83
-        has_data = buf[base + at[FLAG_DATA]] == 0 and len_cap > 0
-        data_size[i] = min(len_cap, data_prefix) if has_data else -1
-        data_len[i] = len_cap if has_data else 0
-        data_at[i] = kept
-        data_head[i] = 0
-        if why == 0 and has_data:
-            first = np.uint64(base + size + iso)
-            for b in range(data_size[i]):
-                data[np.uint64(kept + b)] = buf[first + np.uint64(b)]
-            if data_size[i] >= 4:
-                data_head[i] = np.uint32(u32(data, kept, False))
-            kept += data_size[i]
-    return n, p, stop
+    """Decodes the usbmon records (scsitrace._native.usb.decode): walking the pcap record
+    chain from `start` when `walk` (`sizes`, `mmapped`: one header size and link type 220
+    flag for all, `pos` filled with the records' offsets), else the packets located
+    beforehand (pcapng: data at `data_offset`, `caplens`, per-packet `sizes` and
+    `mmapped`). Per record: `bad` (0 or the first failed check), the URB columns, and the
+    first `data_prefix` data bytes packed into `data` (`data_at` says where). Returns
+    (records, where a walk stopped, how): END_OF_FILE when the last record ends the
+    buffer; TOO_LONG at a record longer than `max_len` (left out); CUT at a record or
+    header that the end of the buffer cuts short, or when the outputs are full (left out)."""
+    i64 = np.int64
+    return _usb.decode(buf, bool(walk), int(start), bool(big_endian), int(max_len),
+                       np.ascontiguousarray(data_offset, i64), np.ascontiguousarray(caplens, i64), np.ascontiguousarray(sizes, i64),
+                       np.ascontiguousarray(mmapped, np.bool_), np.ascontiguousarray(at, i64), int(iso_descriptor_bytes),
+                       int(data_prefix), pos, bad, t_ns, urb_id, event, xfer, ep, bus, dev, status, length,
+                       setup.reshape(-1), has_setup, data_at, data_size, data_head, data_len, data)
+
+
+READ_BYTES = 1 << 23     # bytes read from a pcap file at a time
+BATCH_RECORD_BYTES = 64  # a batch's columns have room for a record per this many bytes (more rounds if not)
+
+
+class PcapBatches:
+    """A pcap file's usbmon records decoded batch by batch from bounded reads (`read_bytes`
+    at a time; a record cut by a read's end is carried over to the next read). Iterating
+    yields (URB columns of every record of the batch, absolute times, `pos` file offsets;
+    each record's `bad` code). With `into` (Columns for every record of the file), the
+    batches are decoded into it, one after the other (their columns are views of it, the
+    data buffer is `into.data` and `data_at` indexes it). Afterwards `stop` says how the record chain ended
+    (END_OF_FILE, TOO_LONG, CUT), `stop_at` where, and `too_long` the length read there."""
+
+    def __init__(self, path: str, start: int, network: int, big_endian: bool, max_len: int, header_size: int, mmapped: bool,
+                 at: np.ndarray, iso_descriptor_bytes: int, data_prefix: int, read_bytes: int = READ_BYTES,
+                 into: Columns | None = None):
+        self.path, self.start, self.network, self.big_endian, self.max_len = path, start, network, big_endian, max_len
+        self.sizes, self.mmapped = np.array([header_size], np.int64), np.array([mmapped], np.bool_)
+        self.at, self.iso, self.prefix, self.read_bytes = at, iso_descriptor_bytes, data_prefix, max(1, read_bytes)
+        self.stop, self.stop_at, self.too_long = END_OF_FILE, start, 0
+        self.into = into        # decode every batch into these columns, one after the other
+
+    def __iter__(self):
+        none = np.zeros(0, np.int64)
+        done, kept = 0, 0                             # records and data bytes in `into` so far
+        buf = np.empty(self.read_bytes, np.uint8)
+        have, base, eof = 0, self.start, False        # bytes in buf, file offset of buf[0]
+        with open(self.path, "rb") as fh:
+            fh.seek(self.start)
+            while True:
+                if have == len(buf):                  # one record longer than the buffer
+                    buf = np.concatenate([buf, np.empty(len(buf), np.uint8)])
+                got = fh.readinto(memoryview(buf)[have:]) if not eof else 0
+                eof = eof or got == 0
+                have += got
+                if not eof and have < len(buf):
+                    continue                          # a short read: fill the buffer first
+                view = buf[:have]
+                p = 0
+                while True:     # batches of the block (more than one when records are short)
+                    cols = self.into or Columns((have - p) // BATCH_RECORD_BYTES + 1, self.prefix)
+                    outputs = [o[kept:] if o is cols.data else o[done:] for o in cols.outputs()]
+                    n, p, stop = decode(view, True, p, self.big_endian, self.max_len, none, none, self.sizes,
+                                        self.mmapped, self.at, self.iso, self.prefix, *outputs)
+                    n, p = int(n), int(p)
+                    if n:
+                        urbs = cols.urbs(done + n)
+                        urbs = UrbColumns(**{f: (v if f == "data_buf" else v[done:]) for f, v in vars(urbs).items()})
+                        urbs.pos += base
+                        if self.into is not None:
+                            urbs.data_at += kept
+                            kept = int((urbs.data_at + np.maximum(urbs.data_size, 0)).max())
+                            done += n
+                        yield urbs, cols.bad[done - n:done] if self.into is not None else cols.bad[:n]
+                    if not (stop == CUT and self.into is None and n == len(cols.pos)):
+                        break   # else the batch was full: decode on from p
+                if stop == TOO_LONG or (stop == CUT and eof):
+                    self.stop, self.stop_at = stop, base + p
+                    if stop == TOO_LONG:
+                        tail = view[p + INCL_LEN_AT:p + INCL_LEN_AT + 4].view("<u4" if not self.big_endian else ">u4")
+                        self.too_long = int(tail[0])
+                    return
+                if eof and p == have:
+                    self.stop, self.stop_at = END_OF_FILE, base + p
+                    return
+                rest = have - p                       # a record cut by this read's end
+                buf[:rest] = buf[p:have]
+                have, base = rest, base + p

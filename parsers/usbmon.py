@@ -27,7 +27,8 @@ import polars as pl
 from scsitrace import schema
 from scsitrace.errors import BadInput, TruncatedInput, UsageError
 from scsitrace.model import Capture, LazyFrames, RecordCount
-from scsitrace.usb.urbs import DATA_PREFIX, EVENT_LETTERS, URBS, UrbColumns, urbs_frame
+from scsitrace.streams import prefetched
+from scsitrace.usb.urbs import DATA_PREFIX, EVENT_LETTERS, URBS, UrbColumns, concat_urbs, urbs_frame
 from . import _lines, _pcap, _usbmon_scan
 
 ID = "usbmon"
@@ -158,55 +159,127 @@ assert [_LAYOUT.fields[name][0].itemsize for name in _usbmon_scan.FIELDS] == \
     [8, 1, 1, 1, 1, 2, 1, 1, 8, 4, 4, 4, 4, 8, 4], "the usbmon declaration and _usbmon_scan disagree"
 
 
-def _parse_pcap(path: str, strict: bool) -> Capture:
+STREAM_BYTES = 1 << 26     # pcap files from this size on are read as a stream by the analysis
+
+
+def _parse_pcap(path: str, strict: bool, read_bytes: int = _usbmon_scan.READ_BYTES,
+                stream_bytes: int = STREAM_BYTES) -> Capture:
+    """A pcap or pcapng capture: `chunks()` yields its URB columns batch by batch (times
+    absolute, in file order); `columns` holds them all (times from the first event). A
+    pcap file of `stream_bytes` or more is only read when someone consumes it: by the
+    analysis, as a stream (scsitrace/usb/streamed.py; bad records are then raised by the
+    analysis that meets them), or by the first access to `columns` or `frames`."""
     buf, (container, le, _) = _pcap.mapped(path)
-    read = _walk_pcap if container == "pcap" else _decode_pcapng
-    cols, n, linktype, bad, truncated = read(path, buf, le, strict)
+    meta = {"container": container, "linktypes": [], "route": "native", "position_unit": "byte offset"}
     records = RecordCount(read=0)
     anomalies: list[dict] = []
-    for off, why in bad:
-        records.skip(1, [f"{path}: byte offset {off}: {why}"])
-    if truncated is not None:           # a record, cut short: skipped (and counted) as well as flagged
-        anomalies.append({"t_ns": None, "kind": "TRUNCATED", "detail": "capture ends inside a record",
-                          "position": f"byte offset {truncated}"})
-        records.skip(1, [f"{path}: byte offset {truncated}: capture ends inside a record"])
-    linktypes = _linktypes(linktype)
-    other = linktypes - set(LINKTYPES)
-    if other:
-        raise BadInput(path, f"link type {sorted(other)[0]} is not usbmon (expected 189 or 220)",
-                       offset=int(cols.pos[np.flatnonzero(~np.isin(linktype, LINKTYPES))[0]]))
-    urbs = _good_records(path, cols.urbs(n), cols.bad[:n], linktype, sorted(linktypes), strict, records)
+    into = None
+    if container == "pcap":
+        hdr = _pcap.pcap_header(path, buf, le)
+        size = len(buf)
+        del buf                             # read in bounded blocks from here on
+        header = HEADER.get(hdr.network, USBMON_PACKET_MMAPPED)
+
+        def batches(into=None):
+            return _usbmon_scan.PcapBatches(path, hdr.start, hdr.network, not le, hdr.max_len, header.sizeof(),
+                                            hdr.network == LINKTYPE_USB_LINUX_MMAPPED, FIELD_AT,
+                                            ISO_DESCRIPTOR_BYTES, DATA_PREFIX, read_bytes, into)
+        # the whole capture's columns, sized for the worst case (pages never written cost nothing)
+        into = _usbmon_scan.Columns(max(0, size - hdr.start) // _usbmon_scan.PCAP_RECORD_HEADER + 1, DATA_PREFIX)
+    else:
+        pk = _decode_pcapng(path, buf, le, strict)
+
+        def batches(into=None):
+            return _PcapngBatches(pk)
+    capture = Capture(layer="usb", path=path, format=ID, meta=meta, records=records,
+                      anomalies=_anomaly_frame(anomalies))
+    capture.chunks = lambda: _good_batches(path, batches(), strict, capture)
+    if into is not None and size >= stream_bytes:
+        meta["streamable"] = True
+        capture.columns = LazyFrames({"urbs": lambda: _whole(path, batches, into, strict, capture)})
+        capture.frames = LazyFrames({"urbs": lambda: _validated_frame(capture.columns["urbs"])})
+        return capture
+    _whole(path, batches, into, strict, capture)
+    urbs = capture.columns["urbs"]
+    capture.frames = LazyFrames({"urbs": lambda: _validated_frame(urbs)})
+    return capture
+
+
+def _whole(path: str, batches, into, strict: bool, capture: Capture) -> UrbColumns:
+    """Every good record of the capture as URB columns (times from the first event),
+    also put in `capture.columns`."""
+    parts = list(prefetched(_good_batches(path, batches(into), strict, capture)))
+    if into is not None and all(np.shares_memory(u.t_ns, into.t_ns) for u in parts):
+        urbs = into.urbs(sum(map(len, parts)))       # every record good: the batches are `into`
+    else:
+        urbs = concat_urbs(parts) if parts else _usbmon_scan.Columns(0, DATA_PREFIX).urbs(0)
     origin = int(urbs.t_ns.min()) if len(urbs) else 0
     urbs.t_ns -= origin
-    return Capture(layer="usb", path=path, format=ID,
-                   meta={"container": container, "linktypes": sorted(linktypes), "route": "native",
-                         "position_unit": "byte offset", "origin_ns": origin},
-                   records=records, frames=LazyFrames({"urbs": lambda: _validated_frame(urbs)}),
-                   columns={"urbs": urbs}, anomalies=_anomaly_frame(anomalies))
+    capture.meta["origin_ns"] = origin
+    if not isinstance(capture.columns, LazyFrames):
+        capture.columns = {"urbs": urbs}
+    return urbs
 
 
-def _walk_pcap(path: str, buf: np.ndarray, le: bool, strict: bool):
-    """(URB columns, records, link type per record, bad records, truncated offset) of a
-    pcap file: one compiled pass walks the records and decodes their usbmon headers."""
-    hdr = _pcap.pcap_header(path, buf, le)
-    header = HEADER.get(hdr.network, USBMON_PACKET_MMAPPED)
-    cols = _usbmon_scan.Columns(max(0, len(buf) - hdr.start) // _usbmon_scan.PCAP_RECORD_HEADER + 1, DATA_PREFIX)
-    none = np.zeros(0, np.int64)
-    n, stop_at, stop = _usbmon_scan.decode(
-        buf, True, hdr.start, not le, hdr.max_len, none, none, np.array([header.sizeof()]),
-        np.array([hdr.network == LINKTYPE_USB_LINUX_MMAPPED]), FIELD_AT, ISO_DESCRIPTOR_BYTES, DATA_PREFIX,
-        *cols.outputs())
-    bad, truncated = [], None
-    if stop == _usbmon_scan.TOO_LONG:
-        length = int(_pcap.u32_at(buf, np.array([stop_at + _usbmon_scan.INCL_LEN_AT]), le)[0])
-        bad, truncated = _pcap.chain_end(path, strict, "too long", int(stop_at), length, hdr.max_len)
-    elif stop == _usbmon_scan.CUT:
-        bad, truncated = _pcap.chain_end(path, strict, "cut", int(stop_at))
-    return cols, int(n), np.broadcast_to(np.int64(hdr.network), (int(n),)), bad, truncated
+class _PcapngBatches:
+    """The decoded pcapng packets as one batch (pcapng blocks are walked whole)."""
+
+    def __init__(self, decoded):
+        self.decoded = decoded
+
+    def __iter__(self):
+        cols, n, linktype, self.bad, self.truncated = self.decoded
+        self.linktype = linktype
+        if n:
+            yield cols.urbs(n), cols.bad[:n], linktype
+
+
+def _good_batches(path: str, batches, strict: bool, capture: Capture):
+    """The good records of each batch as URB columns (times absolute); the capture's
+    records, anomalies and link types are filled in as they go (skips counted in the
+    order the whole-file reader listed them: chain end, truncation, bad records)."""
+    records, bad_count, bad_examples, linktypes = RecordCount(read=0), 0, [], set()
+    for batch in batches:
+        urbs, bad = batch[0], batch[1]
+        linktype = batch[2] if len(batch) > 2 else np.broadcast_to(np.int64(batches.network), (len(urbs),))
+        found = _linktypes(linktype)
+        other = found - set(LINKTYPES)
+        if other:
+            raise BadInput(path, f"link type {sorted(other)[0]} is not usbmon (expected 189 or 220)",
+                           offset=int(urbs.pos[np.flatnonzero(~np.isin(linktype, LINKTYPES))[0]]))
+        linktypes |= found
+        skipped = RecordCount()
+        good = _good_records(path, urbs, bad, linktype, sorted(found), strict, skipped)
+        records.read += skipped.read
+        bad_count += skipped.skipped
+        bad_examples += skipped.examples[:5 - len(bad_examples)]
+        if len(good):
+            yield good
+    chain_bad, truncated = _chain_end(path, batches, strict)
+    for off, why in chain_bad:
+        records.skip(1, [f"{path}: byte offset {off}: {why}"])
+    if truncated is not None:           # a record, cut short: skipped (and counted) as well as flagged
+        capture.anomalies = _anomaly_frame([{"t_ns": None, "kind": "TRUNCATED", "position": f"byte offset {truncated}",
+                                             "detail": "capture ends inside a record"}])
+        records.skip(1, [f"{path}: byte offset {truncated}: capture ends inside a record"])
+    if bad_count:
+        records.skip(bad_count, bad_examples)
+    capture.meta["linktypes"] = sorted(linktypes)
+    capture.records = records           # counted once the whole capture has been read
+
+
+def _chain_end(path: str, batches, strict: bool):
+    if isinstance(batches, _PcapngBatches):
+        return batches.bad, batches.truncated
+    if batches.stop == _usbmon_scan.TOO_LONG:
+        return _pcap.chain_end(path, strict, "too long", batches.stop_at, batches.too_long, batches.max_len)
+    if batches.stop == _usbmon_scan.CUT:
+        return _pcap.chain_end(path, strict, "cut", batches.stop_at)
+    return [], None
 
 
 def _decode_pcapng(path: str, buf: np.ndarray, le: bool, strict: bool):
-    """Like _walk_pcap for pcapng: blocks are walked by parsers/_pcap.py, then the
+    """The URB columns of a pcapng capture: blocks are walked by parsers/_pcap.py, then the
     packets' usbmon headers decoded in one compiled pass."""
     pk = _pcap.read_pcapng(path, buf, le, strict)
     n = len(pk.data_offset)

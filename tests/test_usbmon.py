@@ -437,3 +437,40 @@ def test_stage_totals_equal_tiled_pieces(seed, commands):
     assert in_order == listed_in_order
     if in_order:
         assert tiling.tile_totals(names, totals, counts, devices) == want
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 3), st.lists(st.tuples(st.integers(0, 1), st.integers(0, 40), st.integers(0, 6),
+                                             st.integers(0, 6), st.integers(0, 6), st.booleans(), st.booleans()),
+                                   min_size=1, max_size=40))
+def test_pieces_listed_by_command_tile_as_sorted_pieces(seed, commands):
+    """When the pieces listed command by command (stages.stage_pieces) say they are in
+    (device, start, block) order, tiling them as listed gives the segments and totals of
+    tiling the block-by-block pieces sorted (what stages.tile relies on)."""
+    from scsitrace import tiling
+    from scsitrace.schema import NULL
+    from scsitrace.usb import stages
+    n = len(commands)
+    dev = np.array(sorted(c[0] for c in commands), np.int64) if seed % 2 else np.array([c[0] for c in commands])
+    cmd_s = np.cumsum([c[1] for c in commands]).astype(np.int64)
+    cmd_c = cmd_s + [c[2] for c in commands]
+    d0 = np.where([c[5] for c in commands], cmd_c + [c[3] for c in commands], NULL)
+    data_c = np.where(d0 != NULL, d0 + [c[4] for c in commands], NULL)
+    s0 = np.where(data_c != NULL, data_c, cmd_c) + 1
+    sts_c = np.where([c[6] for c in commands], s0 + 2, NULL)
+    data_in = np.array([c[5] for c in commands])
+    code = np.array([stages.PIECE_PHASES.index(p) for p in stages.STAGE_ORDER], np.int64)
+    elapsed = int(max(cmd_s.max(), np.max(np.where(sts_c != NULL, sts_c, 0))) + seed)
+    pieces = np.empty((5 * n, 6), np.int64)
+    m, _ = stages.stage_pieces(dev, np.arange(n), cmd_s, cmd_c, d0, s0, data_c, sts_c, np.zeros(n, np.int64),
+                                data_in, code, False, pieces)
+    want = tiling.tile(pieces[:m].copy(), elapsed, stages.PIECE_PHASES)
+    listed = np.empty((5 * n, 6), np.int64)
+    k, in_order = stages.stage_pieces(dev, np.arange(n), cmd_s, cmd_c, d0, s0, data_c, sts_c,
+                                      np.zeros(n, np.int64), data_in, code, True, listed)
+    assert k == m
+    if in_order:
+        got = tiling.tile(listed[:k], elapsed, stages.PIECE_PHASES, in_order=True)
+        assert got["totals"] == want["totals"] and got["devices"] == want["devices"]
+        for c in tiling.PIECE_COLUMNS:
+            assert np.array_equal(got[c], want[c])

@@ -1,6 +1,14 @@
-//! The usb area's compiled passes (see lib.rs).
+//! The usb area's compiled passes (see lib.rs): the usbmon record decoder of pcap/pcapng
+//! captures (`reader`) and the mass-storage machines over URB columns (`machine`).
 use pyo3::prelude::*;
 
-pub fn register(_m: &Bound<PyModule>) -> PyResult<()> {
+mod machine;
+mod reader;
+mod stream;
+
+pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
+    reader::register(m)?;
+    machine::register(m)?;
+    stream::register(m)?;
     Ok(())
 }

@@ -23,7 +23,6 @@ import numpy as np
 import polars as pl
 
 from .. import completeness, schema, scsi, tiling
-from .._keys import dense_ids
 from ..command_tables import TABLES, command_tables
 from ..errors import UsageError
 from ..filters import check_found, check_window, refuse
@@ -33,19 +32,25 @@ from .bot import bot_commands
 from .stages import _with_stages, segments_frame, tile
 from .transfers import Transfers, transfers
 from .uas import uas_commands
-from .urbs import EPIPE, EREMOTEIO, UrbColumns, _anomalies, _u8, urb_columns
+from .streamed import streamed_commands
+from .urbs import EPIPE, EREMOTEIO, URBS, UrbColumns, _anomalies, _u8, dense_ids, urb_columns
 
 STAGES = ("COMMAND", "DATA IN", "DATA OUT", "STATUS", "GAP", "IDLE")
 
 
-def _control_anomalies(transfers: Transfers) -> list[pl.DataFrame]:
-    """Mass-storage resets and endpoint-halt clears (control transfers), URB errors."""
+def _control_anomalies(transfers: Transfers, streamed: dict | None = None) -> list[pl.DataFrame]:
+    """Mass-storage resets and endpoint-halt clears (control transfers), URB errors
+    (`streamed`: the resets and clears the stream machine listed; then `transfers` is empty)."""
     u, xfer = transfers.urbs, transfers.xfer
     st = transfers.status
     errors = ~transfers.status_null & (st != 0) & (st != EREMOTEIO) & (st != EPIPE)
     xf = transfers.frame(np.flatnonzero(((xfer == 2) & u.has_setup[transfers.row]) | ((xfer == 3) & errors)))
     ctl = xf.filter((pl.col("xfer") == 2) & pl.col("setup").is_not_null()).with_columns(
         _u8("setup", 0).alias("bm"), _u8("setup", 1).alias("req"))
+    if streamed is not None:
+        ctl = pl.DataFrame({"t0": streamed["ctl_t"], "bus": streamed["ctl_bus"].astype(np.uint16),
+                            "dev": streamed["ctl_dev"].astype(np.uint8), "pos": streamed["ctl_pos"],
+                            "bm": streamed["ctl_bm"], "req": streamed["ctl_req"]})
     err = xf.filter((pl.col("xfer") == 3) & pl.col("status").is_not_null()
                     & ~pl.col("status").is_in([0, EREMOTEIO, EPIPE]))
     where = pl.format("{}:{} ep {}", "bus", "dev", "ep")
@@ -145,9 +150,18 @@ def _devices(cmds: pl.DataFrame) -> tuple[pl.Series, np.ndarray]:
 
 
 def analyze(capture: Capture, options=None) -> Analysis:
-    urbs = capture.columns["urbs"] if "urbs" in capture.columns else urb_columns(capture.frames["urbs"])
-    urbs, elapsed, window_notes = _windowed(urbs, options)
-    xf, cmds, anomalies = commands(urbs)
+    streamed = streamed_commands(capture, options)
+    if streamed is not None:      # a Bulk-Only capture read as a stream: no URB columns held
+        xf = transfers(urb_columns(pl.DataFrame(schema=URBS)))
+        cmds, anomalies, _ = bot_commands(xf, streamed)
+        anomalies += _control_anomalies(xf, streamed)
+        elapsed, window_notes = int(streamed["elapsed"]), []
+        s_row, c_row = np.full(streamed["no_submit"], -1), np.full(streamed["no_complete"], -1)
+    else:
+        urbs = capture.columns["urbs"] if "urbs" in capture.columns else urb_columns(capture.frames["urbs"])
+        urbs, elapsed, window_notes = _windowed(urbs, options)
+        xf, cmds, anomalies = commands(urbs)
+        s_row, c_row = xf.s_row, xf.c_row
     full, filter_notes = _selected(ios_frame(cmds), options)
     tiles = tile(full, elapsed, segments=False)
     ios = full.select(list({**schema.IOS, **IOS_EXTRA}))
@@ -162,7 +176,7 @@ def analyze(capture: Capture, options=None) -> Analysis:
         notes.append(f"{n_dev} devices: stage percentages are of {n_dev} x the elapsed time")
     if capture.meta.get("text_format") == "1t":
         notes.append("1t text has no bus numbers: devices are shown on bus 0")
-    notes += completeness.usb_notes(xf.s_row, xf.c_row, ios) + list(capture.notes)
+    notes += completeness.usb_notes(s_row, c_row, ios) + list(capture.notes)
     cats = tiling.category_table(tiles["totals"], n_dev, STAGES, elapsed, paired)
     return Analysis(
         layer="usb", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=lambda: segments_frame(full, elapsed),

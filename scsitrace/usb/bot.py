@@ -1,18 +1,17 @@
 """Bulk-Only Transport: a device's bulk transfers from a CBW to the next CBW are one
-command; its CSW must carry the CBW's tag. One compiled pass groups the transfers into
-commands and aggregates their times and counts (`_bot_pass`), one decodes the CBW and
-CSW fields (`_bot_fields`)."""
+command; its CSW must carry the CBW's tag. One compiled pass (scsitrace._native.usb) groups the transfers into
+commands and aggregates their times and counts (`bot_pass`), one decodes the CBW and
+CSW fields (`bot_fields`)."""
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
 
 from .. import scsi
-from .._jit import compiled, inlined
-from .._keys import dense_ids
+from .._native import usb as _usb
 from ..schema import NULL, nullable
 from .transfers import Transfers
-from .urbs import CSW_STATUS, EPIPE, EREMOTEIO, _anomalies, _le32 as _le32_expr, _u8
+from .urbs import CSW_STATUS, dense_ids, EPIPE, EREMOTEIO, _anomalies, _le32 as _le32_expr, _u8
 
 CSW_BYTES = 13
 CBW_BYTES = 31
@@ -28,23 +27,33 @@ def _cdb_fields(decoded: dict) -> list[pl.Series]:
     return [decoded[k] for k in ("opcode", "command", "lba", "blocks")]
 
 
-def bot_commands(xf: Transfers) -> tuple[pl.DataFrame, list[pl.DataFrame], np.ndarray]:
+def bot_commands(xf: Transfers, streamed: dict | None = None) -> tuple[pl.DataFrame, list[pl.DataFrame], np.ndarray]:
     """Commands of Bulk-Only devices (devices that sent a CBW: the bulk transfers of other
-    devices are returned, as positions, for UAS), and their anomalies."""
+    devices are returned, as positions, for UAS), and their anomalies. `streamed`: the
+    commands found by scsitrace/usb/streamed.py's machine instead (then `xf` has no rows)."""
     u = xf.urbs
-    device, first_rows = dense_ids(xf.bus_dev)
-    a, cbw, csw, csw_size, kind = bot_pass(
-        xf.xfer, xf.dir_in, device, xf.data_row, xf.submit_ns, xf.complete_ns, xf.status, xf.status_null,
-        xf.req_len, xf.actual, u.data_buf, u.data_at, u.data_size, u.data_head, len(first_rows))
+    if streamed is None:
+        device, first_rows = dense_ids(xf.bus_dev)
+        a, cbw, csw, csw_size, kind = bot_pass(
+            xf.xfer, xf.dir_in, device, xf.data_row, xf.submit_ns, xf.complete_ns, xf.status, xf.status_null,
+            xf.req_len, xf.actual, u.data_buf, u.data_at, u.data_size, u.data_head, len(first_rows))
+        row = xf.row[a["first"]]
+        at = {"bus": u.bus[row], "dev": u.dev[row], "pos": u.pos[row], "cmd_s": xf.submit_ns[a["first"]],
+              "cmd_c": xf.complete_ns[a["first"]]}
+    else:
+        a = {k: streamed[k] for k in BOT_AGGREGATES}
+        a["last"] = a["last"] == 1
+        cbw, csw = streamed["cbw"].reshape(-1, CBW_BYTES), streamed["csw_bytes"].reshape(-1, CSW_BYTES)
+        csw_size, kind = streamed["csw_size"], np.zeros(0, np.int8)
+        at = {"bus": streamed["bus"].astype(np.uint16), "dev": streamed["dev"].astype(np.uint8),
+              **{k: streamed[k] for k in ("pos", "cmd_s", "cmd_c")}}
     not_bot = np.flatnonzero(kind == NOT_BOT)
     if not len(a["first"]):
         return pl.DataFrame(), [], not_bot
-    first = a["first"]
-    row = xf.row[first]
     f = bot_fields(cbw, csw, csw_size, a["n_csw"], a["last"], a["sts_c"])
     cmds = pl.DataFrame({
-        "bus": u.bus[row], "dev": u.dev[row], "pos": u.pos[row],
-        "cmd_s": nullable(xf.submit_ns[first]), "cmd_c": nullable(xf.complete_ns[first]),
+        "bus": at["bus"], "dev": at["dev"], "pos": at["pos"],
+        "cmd_s": nullable(at["cmd_s"]), "cmd_c": nullable(at["cmd_c"]),
         "sts_s": nullable(a["sts_s"]), "sts_c": nullable(a["sts_c"]),
         "data_s": nullable(a["data_s"]), "data_c": nullable(a["data_c"]),
         "stalls": a["stalls"], "data_bytes": a["data_bytes"],
@@ -89,17 +98,6 @@ def _csw_status_names(status: np.ndarray, csw_size: np.ndarray) -> pl.Series:
     return pl.Series("status", names, dtype=pl.Utf8).gather(code)
 
 
-# ---------------------------------------------------------------- compiled passes
-
-@inlined
-def _min(cur, v):
-    return v if v != NULL and (cur == NULL or v < cur) else cur
-
-
-@inlined
-def _max(cur, v):
-    return v if v != NULL and (cur == NULL or v > cur) else cur
-
 BOT_AGGREGATES = ("first", "last", "csw", "n_csw", "sts_s", "sts_c", "data_s", "data_c", "data_bytes",
                   "stalls", "data_in")
 
@@ -125,85 +123,13 @@ def bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, sta
     ints = np.empty((len(BOT_AGGREGATES), n), np.int64)
     cbw, csw = np.empty((n, CBW_BYTES), np.uint8), np.empty((n, CSW_BYTES), np.uint8)
     csw_size, kind = np.empty(n, np.int64), np.zeros(n, np.int8)
-    n_cmd = _bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, status_null, req_len,
-                      actual, data_buf, data_at, data_size, data_head, n_devices, ints, cbw, csw, csw_size, kind)
+    n_cmd = _usb.bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, status_null, req_len,
+                          actual, data_buf, data_at, data_size, data_head, n_devices, ints.reshape(-1),
+                          cbw.reshape(-1), csw.reshape(-1), csw_size, kind)
     agg = dict(zip(BOT_AGGREGATES, ints[:, :n_cmd]))
     agg["last"] = agg["last"] == 1
     return agg, cbw[:n_cmd], csw[:n_cmd], csw_size[:n_cmd], kind
 
-
-@compiled
-def _bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, status_null, req_len, actual,
-              data_buf, data_at, data_size, data_head, n_devices, ints, cbw, csw, csw_size, kind):
-    n = xfer.shape[0]
-    bot = np.zeros(n_devices, np.bool_)
-    before_cbw = False
-    # each device's open command is aggregated in a row of `acc` (a cache line, not 11
-    # output streams) and written out to `ints` once, when its device's next CBW or the
-    # end of the capture closes it
-    acc = np.empty((n_devices, ints.shape[0]), np.int64)
-    current = np.full(n_devices, -1, np.int64)
-    m = 0
-    for k in range(n):
-        if xfer[k] != 3:
-            continue
-        d = device[k]
-        r = data_row[k]
-        signed = r >= 0 and data_size[r] >= 4
-        is_cbw = signed and not dir_in[k] and data_head[r] == CBW_SIGNATURE and data_size[r] >= CBW_BYTES
-        is_csw = signed and dir_in[k] and data_head[r] == CSW_SIGNATURE and actual[k] == CSW_BYTES
-        if is_cbw:
-            bot[d] = True
-            for b in range(CBW_BYTES):
-                cbw[m, b] = data_buf[data_at[r] + b]
-            if current[d] >= 0:
-                _close(acc, d, ints, current[d])
-            acc[d, FIRST], acc[d, LAST], acc[d, CSW_K], acc[d, N_CSW] = k, 0, -1, 0
-            acc[d, STS_S], acc[d, STS_C], acc[d, DATA_S], acc[d, DATA_C] = NULL, NULL, NULL, NULL
-            acc[d, DATA_BYTES], acc[d, STALLS], acc[d, DATA_IN] = 0, 0, -1
-            csw_size[m] = -1
-            current[d] = m
-            m += 1
-        c = current[d]
-        if c < 0:     # NOT_BOT instead, below, if the device never sends a CBW
-            kind[k] = BEFORE_CBW_CSW if is_csw else BEFORE_CBW_DATA
-            before_cbw = True
-            continue
-        has_status = not status_null[k]
-        st = status[k]
-        if is_csw:
-            if acc[d, N_CSW] == 0:
-                acc[d, CSW_K] = k
-                acc[d, STS_C] = complete_ns[k]
-                r = data_row[k]
-                csw_size[c] = data_size[r]
-                for b in range(min(data_size[r], CSW_BYTES)):
-                    csw[c, b] = data_buf[data_at[r] + b]
-            acc[d, N_CSW] += 1
-        # a failed read of CSW size is a status-stage retry (unknown when a value is null)
-        retry_known = (not dir_in[k]) or is_csw or (req_len[k] != NULL and req_len[k] != CSW_BYTES) \
-            or (has_status and st == 0)
-        retry = dir_in[k] and not is_csw and req_len[k] == CSW_BYTES and has_status and st != 0
-        if is_csw or retry:
-            acc[d, STS_S] = _min(acc[d, STS_S], submit_ns[k])
-        if not is_cbw and not is_csw and retry_known:
-            acc[d, DATA_S] = _min(acc[d, DATA_S], submit_ns[k])
-            acc[d, DATA_C] = _max(acc[d, DATA_C], complete_ns[k])
-            if has_status and (st == 0 or st == EREMOTEIO) and actual[k] != NULL:
-                acc[d, DATA_BYTES] += actual[k]
-            if acc[d, DATA_IN] < 0:
-                acc[d, DATA_IN] = 1 if dir_in[k] else 0
-        if has_status and st == EPIPE:
-            acc[d, STALLS] += 1
-    for d in range(n_devices):
-        if current[d] >= 0:
-            acc[d, LAST] = 1
-            _close(acc, d, ints, current[d])
-    if before_cbw:
-        for k in range(n):
-            if xfer[k] == 3 and not bot[device[k]]:
-                kind[k] = NOT_BOT
-    return m
 
 BOT_FIELDS = ("usb_tag", "bytes", "lun", "cb_len", "csw_tag", "residue", "csw_status", "reason")
 NO_CSW_AT_END, NO_CSW_BEFORE_NEXT, TAG_DIFFERS, PAIRED = range(4)    # `reason` codes
@@ -217,36 +143,7 @@ def bot_fields(cbw, csw, csw_size, n_csw, last, sts_c) -> dict:
     next CBW, a CSW with another tag, a CSW not completed (end of capture); else PAIRED)."""
     n = len(cbw)
     ints, flag_in = np.empty((len(BOT_FIELDS), n), np.int64), np.empty(n, np.bool_)
-    _bot_fields(cbw, csw, csw_size, n_csw, last, sts_c, ints, flag_in)
+    _usb.bot_fields(np.ascontiguousarray(cbw).reshape(-1), np.ascontiguousarray(csw).reshape(-1), csw_size,
+                    np.ascontiguousarray(n_csw), np.ascontiguousarray(last), np.ascontiguousarray(sts_c),
+                    ints.reshape(-1), flag_in)
     return {**dict(zip(BOT_FIELDS, ints)), "flag_in": flag_in}
-
-
-@compiled
-def _bot_fields(cbw, csw, csw_size, n_csw, last, sts_c, ints, flag_in):
-    for c in range(cbw.shape[0]):
-        tag = _le32(cbw, c, 4)
-        ints[0, c], ints[1, c], ints[2, c], ints[3, c] = tag, _le32(cbw, c, 8), cbw[c, 13] & 0x0F, cbw[c, 14] & 0x1F
-        ints[4, c], ints[5, c], ints[6, c] = _le32(csw, c, 4), _le32(csw, c, 8), csw[c, 12]
-        flag_in[c] = (cbw[c, 12] & 0x80) != 0
-        if n_csw[c] == 0:
-            ints[7, c] = NO_CSW_AT_END if last[c] else NO_CSW_BEFORE_NEXT
-        elif csw_size[c] >= 8 and ints[4, c] != tag:
-            ints[7, c] = TAG_DIFFERS
-        elif sts_c[c] == NULL:
-            ints[7, c] = NO_CSW_AT_END
-        else:
-            ints[7, c] = PAIRED
-
-
-@inlined
-def _le32(rows, r, at):
-    """The little-endian uint32 at byte `at` of row `r`."""
-    return np.int64(rows[r, at]) | (np.int64(rows[r, at + 1]) << 8) | (np.int64(rows[r, at + 2]) << 16) \
-        | (np.int64(rows[r, at + 3]) << 24)
-
-
-@inlined
-def _close(acc, d, ints, c):
-    """Write device `d`'s aggregates out as those of command `c`."""
-    for j in range(acc.shape[1]):
-        ints[j, c] = acc[d, j]

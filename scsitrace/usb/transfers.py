@@ -1,5 +1,5 @@
 """URB events -> transfers: each submit paired with its completion by URB id (one compiled
-pass, `_pair_urbs`, with the URBs in flight in a hash table), in time order."""
+pass, scsitrace._native.usb.pair_urbs, with the URBs in flight in a hash table), in time order."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,8 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from .._jit import compiled, no_refcount
-from .._keys import EMPTY, KEY_A, KEY_B, VALUE, delete_row, doubled, find_row
+from .._native import usb as _usb
 from ..schema import NULL, nullable
 from .urbs import UrbColumns, binary_column
 
@@ -79,56 +78,15 @@ def pair_urbs(urb_id: np.ndarray, event: np.ndarray) -> tuple[np.ndarray, np.nda
 
     A submit pairs with the next event of its URB id when that is a completion (C or E);
     a completion not preceded (within its id) by a submit is a transfer on its own. So
-    only submits still waiting for their completion need remembering: the table holds
-    those (the URBs in flight), not every id of the capture."""
+    only submits still waiting for their completion need remembering: the compiled pass
+    (scsitrace._native.usb.pair_urbs) holds those (the URBs in flight) in a hash table,
+    not every id of the capture."""
     n = len(urb_id)
-    rows = np.empty((2, n), np.int64)     # big arrays come from numpy (lazy, huge pages)
-    count = _pair_urbs(urb_id.view(np.int64), event, rows)
-    return rows[0, :count], rows[1, :count]
-
-
-@compiled
-def _pair_urbs(urb_id, event, rows):
-    """One pass (`_pair_from`): a transfer is numbered when its naming event (submit, or lone
-    completion) is met, so transfers come out in row order; the table maps a waiting
-    submit's URB id (key (0, id)) to its transfer number, where its completion row is filled
-    in. The table is grown here, between calls (state: next row, transfers, waiting)."""
-    table = np.full((1 << 10, 4), EMPTY, np.int64)
-    state = np.zeros(3, np.int64)
-    while state[0] < urb_id.shape[0]:
-        if 2 * (state[2] + 1) > table.shape[0]:
-            table = doubled(table)
-        _pair_from(urb_id, event, rows, table, state)
-    return state[1]
-
-
-@no_refcount
-def _pair_from(urb_id, event, rows, table, state):
-    """Pair the events from state[0] on, until the end or a submit the table has no room for."""
-    r, count, waiting = state[0], state[1], state[2]
-    room = True
-    while r < urb_id.shape[0] and room:
-        h = find_row(table, 0, urb_id[r])
-        live = table[h, KEY_A] != EMPTY
-        if event[r] == EV_S:
-            room = live or 2 * (waiting + 1) <= table.shape[0]
-            if room:
-                waiting += 0 if live else 1
-                table[h, KEY_A], table[h, KEY_B], table[h, VALUE] = 0, urb_id[r], count
-                rows[0, count], rows[1, count] = r, -1
-                count += 1
-        elif event[r] == EV_C or event[r] == EV_E:
-            if live:
-                rows[1, table[h, VALUE]] = r
-            else:
-                rows[0, count], rows[1, count] = -1, r
-                count += 1
-        # any other event still ends the wait of a submit (it is not its completion)
-        if live and event[r] != EV_S:
-            delete_row(table, h)
-            waiting -= 1
-        r += 1 if room else 0
-    state[0], state[1], state[2] = r, count, waiting
+    # big arrays come from numpy (lazy, huge pages); one each (the pass borrows each apart)
+    s_rows, c_rows = np.empty(n, np.int64), np.empty(n, np.int64)
+    count = _usb.pair_urbs(np.ascontiguousarray(urb_id, np.uint64), np.ascontiguousarray(event, np.uint8),
+                           s_rows, c_rows)
+    return s_rows[:count], c_rows[:count]
 
 
 def transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer, bus, dev):
@@ -138,33 +96,8 @@ def transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer, 
     completion. IN transfers move the completion's data, OUT transfers the submit's (a
     lone completion: its own)."""
     n = len(s_row)
-    ints = np.empty((7, n), np.int64)
+    ints = [np.empty(n, np.int64) for _ in range(7)]     # one array each (the pass borrows each apart)
     out = (ints[0], ints[1], ints[2], ints[3], np.zeros(n, np.int32), np.ones(n, np.bool_), ints[4], ints[5],
            np.empty(n, np.bool_), np.empty(n, np.uint8), ints[6])
-    in_order = _transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer, bus, dev, *out)
+    in_order = _usb.transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer, bus, dev, *out)
     return out, in_order
-
-
-@compiled
-def _transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer, bus, dev,
-                      row, data_row, submit, complete, st, st_null, req, act, dir_in, kind, bus_dev):
-    in_order = True
-    prev = np.iinfo(np.int64).min
-    for k in range(s_row.shape[0]):
-        s, c = s_row[k], c_row[k]
-        r = s if s >= 0 else c
-        row[k] = r
-        dir_in[k] = (ep[r] & 0x80) != 0
-        data_row[k] = c if (dir_in[k] or s < 0) else s
-        submit[k] = t_ns[s] if s >= 0 else NULL
-        req[k] = length[s] if s >= 0 else NULL
-        complete[k] = t_ns[c] if c >= 0 else NULL
-        act[k] = length[c] if c >= 0 else NULL
-        if c >= 0:
-            st[k] = status[c]
-            st_null[k] = status_null[c]
-        kind[k] = xfer[r]
-        bus_dev[k] = (np.int64(bus[r]) << 8) | dev[r]
-        in_order = in_order and t_ns[r] >= prev
-        prev = t_ns[r]
-    return in_order

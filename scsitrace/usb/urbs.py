@@ -10,7 +10,7 @@ import polars as pl
 import pyarrow as pa
 
 from .. import scsi
-from .._jit import compiled
+from .._native import usb as _usb
 from ..schema import NULL, nullable
 
 # The urbs frame every usbmon route hands over: one row per URB event.
@@ -75,6 +75,24 @@ class UrbColumns:
         """(len(rows), width) first data bytes of those URBs, zero-padded (row -1: none)."""
         counts = np.where(rows >= 0, np.clip(self.data_size[rows], 0, width), 0)
         return take_bytes(self.data_buf, self.data_at[rows], counts, width)
+
+
+def concat_urbs(parts: list[UrbColumns]) -> UrbColumns:
+    """The URB columns of consecutive batches as one (each batch's kept data bytes packed
+    after the previous one's, unless they share one data buffer)."""
+    if len(parts) == 1:
+        return parts[0]
+    cols = {f.name: np.concatenate([getattr(u, f.name) for u in parts])
+            for f in fields(UrbColumns) if f.name not in ("data_buf", "data_at")}
+    if all(u.data_buf is parts[0].data_buf for u in parts):
+        return UrbColumns(**cols, data_buf=parts[0].data_buf, data_at=np.concatenate([u.data_at for u in parts]))
+    bufs, shifted, used = [], [], 0
+    for u in parts:
+        end = int((u.data_at + np.maximum(u.data_size, 0)).max()) if len(u) else 0
+        bufs.append(u.data_buf[:end])
+        shifted.append(u.data_at + used)
+        used += end
+    return UrbColumns(**cols, data_buf=np.concatenate(bufs), data_at=np.concatenate(shifted))
 
 
 def binary_column(matrix: np.ndarray, lengths: np.ndarray, present: np.ndarray) -> pl.Series:
@@ -153,13 +171,17 @@ def _anomalies(rows: pl.DataFrame, t_col: str, kind: str, detail: pl.Expr) -> pl
                        detail.alias("detail"), pl.col("pos").cast(pl.Utf8).alias("position"))
 
 
-@compiled
 def take_bytes(buf, at, counts, width):
     """(len(at), width) bytes: the first `counts[i]` (at most `width`) bytes from each
     position, zero after them."""
-    out = np.zeros((at.shape[0], width), np.uint8)
-    for i in range(at.shape[0]):
-        p = at[i]
-        for b in range(min(counts[i], width)):
-            out[i, b] = buf[p + b]
+    out = np.empty((len(at), width), np.uint8)
+    _usb.take_bytes(buf, np.asarray(at, np.int64), np.asarray(counts, np.int64), int(width), out.reshape(-1))
     return out
+
+
+def dense_ids(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(id of each key: 0, 1, ... in order of first appearance; the row where each id first
+    appears)."""
+    ids = np.empty(len(key), np.int64)
+    first = _usb.dense_ids(np.ascontiguousarray(key, np.int64), ids)
+    return ids, first

@@ -1,0 +1,490 @@
+//! The mass-storage machines over URB columns (scsitrace/usb/): URB pairing, transfer
+//! columns, the Bulk-Only command pass and its CBW/CSW fields, stage pieces, dense ids.
+use std::collections::HashMap;
+
+use numpy::{PyArray1, PyReadonlyArray1, PyReadwriteArray1};
+use pyo3::prelude::*;
+
+const NULL: i64 = i64::MIN;
+const EV_S: u8 = b'S';
+const EV_C: u8 = b'C';
+const EV_E: u8 = b'E';
+const EPIPE: i32 = -32;
+const EREMOTEIO: i32 = -121;
+const CBW_BYTES: usize = 31;
+const CSW_BYTES: usize = 13;
+const CBW_SIGNATURE: u32 = 0x4342_5355;
+const CSW_SIGNATURE: u32 = 0x5342_5355;
+const BEFORE_CBW_DATA: i8 = 1;
+const BEFORE_CBW_CSW: i8 = 2;
+const NOT_BOT: i8 = 3;
+// BOT aggregates (scsitrace/usb/bot.py BOT_AGGREGATES)
+const FIRST: usize = 0;
+const LAST: usize = 1;
+const CSW_K: usize = 2;
+const N_CSW: usize = 3;
+const STS_S: usize = 4;
+const STS_C: usize = 5;
+const DATA_S: usize = 6;
+const DATA_C: usize = 7;
+const DATA_BYTES: usize = 8;
+const STALLS: usize = 9;
+const DATA_IN: usize = 10;
+const N_AGG: usize = 11;
+
+/// Transfers as (submit row, completion row), -1 where absent, in row order, written to
+/// `s_rows` and `c_rows`; returns their count. A submit pairs with the next event of its
+/// URB id when that is a completion (C or E); only submits waiting for it are remembered.
+#[pyfunction]
+fn pair_urbs(py: Python, urb_id: PyReadonlyArray1<u64>, event: PyReadonlyArray1<u8>,
+             mut s_rows: PyReadwriteArray1<i64>, mut c_rows: PyReadwriteArray1<i64>) -> PyResult<i64> {
+    let (ids, ev) = (urb_id.as_slice()?, event.as_slice()?);
+    let (s_rows, c_rows) = (s_rows.as_slice_mut()?, c_rows.as_slice_mut()?);
+    Ok(py.allow_threads(move || {
+        let mut waiting: HashMap<u64, usize> = HashMap::new();
+        let mut count = 0usize;
+        for r in 0..ids.len() {
+            let e = ev[r];
+            if e == EV_S {
+                waiting.insert(ids[r], count);
+                s_rows[count] = r as i64;
+                c_rows[count] = -1;
+                count += 1;
+            } else {
+                let live = waiting.remove(&ids[r]);
+                if e == EV_C || e == EV_E {
+                    match live {
+                        Some(k) => c_rows[k] = r as i64,
+                        None => {
+                            s_rows[count] = -1;
+                            c_rows[count] = r as i64;
+                            count += 1;
+                        }
+                    }
+                }
+            }
+        }
+        count as i64
+    }))
+}
+
+/// Per transfer (scsitrace/usb/transfers.py transfer_columns): naming row, data row, submit
+/// and completion times, status (and unknown), requested and actual length, direction IN,
+/// transfer type, (bus << 8) | address; returns whether the naming times ascend.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn transfer_columns(py: Python, s_row: PyReadonlyArray1<i64>, c_row: PyReadonlyArray1<i64>,
+                    t_ns: PyReadonlyArray1<i64>, status: PyReadonlyArray1<i32>, status_null: PyReadonlyArray1<bool>,
+                    length: PyReadonlyArray1<i64>, ep: PyReadonlyArray1<u8>, xfer: PyReadonlyArray1<u8>,
+                    bus: PyReadonlyArray1<u16>, dev: PyReadonlyArray1<u8>, mut row: PyReadwriteArray1<i64>,
+                    mut data_row: PyReadwriteArray1<i64>, mut submit: PyReadwriteArray1<i64>,
+                    mut complete: PyReadwriteArray1<i64>, mut st: PyReadwriteArray1<i32>,
+                    mut st_null: PyReadwriteArray1<bool>, mut req: PyReadwriteArray1<i64>,
+                    mut act: PyReadwriteArray1<i64>, mut dir_in: PyReadwriteArray1<bool>,
+                    mut kind: PyReadwriteArray1<u8>, mut bus_dev: PyReadwriteArray1<i64>) -> PyResult<bool> {
+    let (s_row, c_row, t_ns, status, status_null, length, ep, xfer, bus, dev) = (
+        s_row.as_slice()?, c_row.as_slice()?, t_ns.as_slice()?, status.as_slice()?, status_null.as_slice()?,
+        length.as_slice()?, ep.as_slice()?, xfer.as_slice()?, bus.as_slice()?, dev.as_slice()?);
+    let (row, data_row, submit, complete, st, st_null, req, act, dir_in, kind, bus_dev) = (
+        row.as_slice_mut()?, data_row.as_slice_mut()?, submit.as_slice_mut()?, complete.as_slice_mut()?,
+        st.as_slice_mut()?, st_null.as_slice_mut()?, req.as_slice_mut()?, act.as_slice_mut()?,
+        dir_in.as_slice_mut()?, kind.as_slice_mut()?, bus_dev.as_slice_mut()?);
+    Ok(py.allow_threads(move || {
+        let mut in_order = true;
+        let mut prev = i64::MIN;
+        for k in 0..s_row.len() {
+            let (s, c) = (s_row[k], c_row[k]);
+            let r = if s >= 0 { s } else { c } as usize;
+            row[k] = r as i64;
+            let din = ep[r] & 0x80 != 0;
+            dir_in[k] = din;
+            data_row[k] = if din || s < 0 { c } else { s };
+            submit[k] = if s >= 0 { t_ns[s as usize] } else { NULL };
+            req[k] = if s >= 0 { length[s as usize] } else { NULL };
+            complete[k] = if c >= 0 { t_ns[c as usize] } else { NULL };
+            act[k] = if c >= 0 { length[c as usize] } else { NULL };
+            if c >= 0 {
+                st[k] = status[c as usize];
+                st_null[k] = status_null[c as usize];
+            }
+            kind[k] = xfer[r];
+            bus_dev[k] = ((bus[r] as i64) << 8) | dev[r] as i64;
+            in_order = in_order && t_ns[r] >= prev;
+            prev = t_ns[r];
+        }
+        in_order
+    }))
+}
+
+#[inline(always)]
+fn min_t(cur: i64, v: i64) -> i64 {
+    if v != NULL && (cur == NULL || v < cur) { v } else { cur }
+}
+
+#[inline(always)]
+fn max_t(cur: i64, v: i64) -> i64 {
+    if v != NULL && (cur == NULL || v > cur) { v } else { cur }
+}
+
+/// Bulk-Only commands from transfers in time order (scsitrace/usb/bot.py bot_pass): per
+/// command the aggregates (rows of `ints`, `n` apart), CBW bytes, first CSW bytes and
+/// count; per transfer its class. Returns the number of commands.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn bot_pass(py: Python, xfer: PyReadonlyArray1<u8>, dir_in: PyReadonlyArray1<bool>, device: PyReadonlyArray1<i64>,
+            data_row: PyReadonlyArray1<i64>, submit_ns: PyReadonlyArray1<i64>, complete_ns: PyReadonlyArray1<i64>,
+            status: PyReadonlyArray1<i32>, status_null: PyReadonlyArray1<bool>, req_len: PyReadonlyArray1<i64>,
+            actual: PyReadonlyArray1<i64>, data_buf: PyReadonlyArray1<u8>, data_at: PyReadonlyArray1<i64>,
+            data_size: PyReadonlyArray1<i64>, data_head: PyReadonlyArray1<u32>, n_devices: usize,
+            mut ints: PyReadwriteArray1<i64>, mut cbw: PyReadwriteArray1<u8>, mut csw: PyReadwriteArray1<u8>,
+            mut csw_size: PyReadwriteArray1<i64>, mut kind: PyReadwriteArray1<i8>) -> PyResult<i64> {
+    let (xfer, dir_in, device, data_row, submit_ns, complete_ns, status, status_null, req_len, actual) = (
+        xfer.as_slice()?, dir_in.as_slice()?, device.as_slice()?, data_row.as_slice()?, submit_ns.as_slice()?,
+        complete_ns.as_slice()?, status.as_slice()?, status_null.as_slice()?, req_len.as_slice()?,
+        actual.as_slice()?);
+    let (data_buf, data_at, data_size, data_head) =
+        (data_buf.as_slice()?, data_at.as_slice()?, data_size.as_slice()?, data_head.as_slice()?);
+    let (ints, cbw, csw, csw_size, kind) =
+        (ints.as_slice_mut()?, cbw.as_slice_mut()?, csw.as_slice_mut()?, csw_size.as_slice_mut()?, kind.as_slice_mut()?);
+    Ok(py.allow_threads(move || {
+        let n = xfer.len();
+        let stride = ints.len() / N_AGG;
+        let mut bot = vec![false; n_devices];
+        let mut before_cbw = false;
+        let mut acc = vec![0i64; n_devices * N_AGG];
+        let mut current = vec![-1i64; n_devices];
+        let close = |acc: &[i64], d: usize, ints: &mut [i64], c: usize| {
+            for j in 0..N_AGG {
+                ints[j * stride + c] = acc[d * N_AGG + j];
+            }
+        };
+        let mut m = 0usize;
+        for k in 0..n {
+            if xfer[k] != 3 {
+                continue;
+            }
+            let d = device[k] as usize;
+            let r = data_row[k];
+            let signed = r >= 0 && data_size[r as usize] >= 4;
+            let ru = r.max(0) as usize;
+            let is_cbw = signed && !dir_in[k] && data_head[ru] == CBW_SIGNATURE && data_size[ru] >= CBW_BYTES as i64;
+            let is_csw = signed && dir_in[k] && data_head[ru] == CSW_SIGNATURE && actual[k] == CSW_BYTES as i64;
+            if is_cbw {
+                bot[d] = true;
+                let from = data_at[ru] as usize;
+                cbw[m * CBW_BYTES..(m + 1) * CBW_BYTES].copy_from_slice(&data_buf[from..from + CBW_BYTES]);
+                if current[d] >= 0 {
+                    let c = current[d] as usize;
+                    let a = &acc[d * N_AGG..(d + 1) * N_AGG];
+                    for j in 0..N_AGG {
+                        ints[j * stride + c] = a[j];
+                    }
+                }
+                let a = &mut acc[d * N_AGG..(d + 1) * N_AGG];
+                a[FIRST] = k as i64;
+                a[LAST] = 0;
+                a[CSW_K] = -1;
+                a[N_CSW] = 0;
+                a[STS_S] = NULL;
+                a[STS_C] = NULL;
+                a[DATA_S] = NULL;
+                a[DATA_C] = NULL;
+                a[DATA_BYTES] = 0;
+                a[STALLS] = 0;
+                a[DATA_IN] = -1;
+                csw_size[m] = -1;
+                current[d] = m as i64;
+                m += 1;
+            }
+            let c = current[d];
+            if c < 0 {
+                kind[k] = if is_csw { BEFORE_CBW_CSW } else { BEFORE_CBW_DATA };
+                before_cbw = true;
+                continue;
+            }
+            let c = c as usize;
+            let a = &mut acc[d * N_AGG..(d + 1) * N_AGG];
+            let has_status = !status_null[k];
+            let st = status[k];
+            if is_csw {
+                if a[N_CSW] == 0 {
+                    a[CSW_K] = k as i64;
+                    a[STS_C] = complete_ns[k];
+                    csw_size[c] = data_size[ru];
+                    let take = (data_size[ru].max(0) as usize).min(CSW_BYTES);
+                    let from = data_at[ru] as usize;
+                    csw[c * CSW_BYTES..c * CSW_BYTES + take].copy_from_slice(&data_buf[from..from + take]);
+                }
+                a[N_CSW] += 1;
+            }
+            let retry_known = !dir_in[k] || is_csw || (req_len[k] != NULL && req_len[k] != CSW_BYTES as i64)
+                || (has_status && st == 0);
+            let retry = dir_in[k] && !is_csw && req_len[k] == CSW_BYTES as i64 && has_status && st != 0;
+            if is_csw || retry {
+                a[STS_S] = min_t(a[STS_S], submit_ns[k]);
+            }
+            if !is_cbw && !is_csw && retry_known {
+                a[DATA_S] = min_t(a[DATA_S], submit_ns[k]);
+                a[DATA_C] = max_t(a[DATA_C], complete_ns[k]);
+                if has_status && (st == 0 || st == EREMOTEIO) && actual[k] != NULL {
+                    a[DATA_BYTES] = a[DATA_BYTES].wrapping_add(actual[k]);
+                }
+                if a[DATA_IN] < 0 {
+                    a[DATA_IN] = if dir_in[k] { 1 } else { 0 };
+                }
+            }
+            if has_status && st == EPIPE {
+                a[STALLS] += 1;
+            }
+        }
+        for d in 0..n_devices {
+            if current[d] >= 0 {
+                acc[d * N_AGG + LAST] = 1;
+                close(&acc, d, ints, current[d] as usize);
+            }
+        }
+        if before_cbw {
+            for k in 0..n {
+                if xfer[k] == 3 && !bot[device[k] as usize] {
+                    kind[k] = NOT_BOT;
+                }
+            }
+        }
+        m as i64
+    }))
+}
+
+#[inline(always)]
+fn le32(rows: &[u8], at: usize) -> i64 {
+    rows[at] as i64 | (rows[at + 1] as i64) << 8 | (rows[at + 2] as i64) << 16 | (rows[at + 3] as i64) << 24
+}
+
+/// Per Bulk-Only command (scsitrace/usb/bot.py bot_fields): CBW tag, transfer length, LUN,
+/// CDB length, CSW tag, residue, status, unpaired reason (rows of `ints`), direction flag.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn bot_fields(py: Python, cbw: PyReadonlyArray1<u8>, csw: PyReadonlyArray1<u8>, csw_size: PyReadonlyArray1<i64>,
+              n_csw: PyReadonlyArray1<i64>, last: PyReadonlyArray1<bool>, sts_c: PyReadonlyArray1<i64>,
+              mut ints: PyReadwriteArray1<i64>, mut flag_in: PyReadwriteArray1<bool>) -> PyResult<()> {
+    let (cbw, csw, csw_size, n_csw, last, sts_c) =
+        (cbw.as_slice()?, csw.as_slice()?, csw_size.as_slice()?, n_csw.as_slice()?, last.as_slice()?, sts_c.as_slice()?);
+    let (ints, flag_in) = (ints.as_slice_mut()?, flag_in.as_slice_mut()?);
+    py.allow_threads(move || {
+        let n = flag_in.len();
+        for c in 0..n {
+            let (b, s) = (c * CBW_BYTES, c * CSW_BYTES);
+            let tag = le32(cbw, b + 4);
+            ints[c] = tag;
+            ints[n + c] = le32(cbw, b + 8);
+            ints[2 * n + c] = (cbw[b + 13] & 0x0F) as i64;
+            ints[3 * n + c] = (cbw[b + 14] & 0x1F) as i64;
+            ints[4 * n + c] = le32(csw, s + 4);
+            ints[5 * n + c] = le32(csw, s + 8);
+            ints[6 * n + c] = csw[s + 12] as i64;
+            flag_in[c] = cbw[b + 12] & 0x80 != 0;
+            ints[7 * n + c] = if n_csw[c] == 0 {
+                if last[c] { 0 } else { 1 }
+            } else if csw_size[c] >= 8 && ints[4 * n + c] != tag {
+                2
+            } else if sts_c[c] == NULL {
+                0
+            } else {
+                3
+            };
+        }
+    });
+    Ok(())
+}
+
+/// A command's piece `block` (0 COMMAND, 1 GAP to its data or status, 2 DATA, 3 GAP after
+/// the data, 4 STATUS): (start, end, index in scsitrace/usb/stages.py STAGE_ORDER).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn piece(block: usize, cmd_s: i64, cmd_c: i64, d0: i64, s0: i64, data_c: i64, sts_c: i64, data_in: bool) -> (i64, i64, usize) {
+    if cmd_s == NULL {
+        return (NULL, NULL, 0);
+    }
+    match block {
+        0 => (cmd_s, cmd_c, 0),
+        1 => (cmd_c, if d0 != NULL { d0 } else { s0 }, 1),
+        2 if data_c != NULL => (d0, data_c, if data_in { 2 } else { 3 }),
+        3 if data_c != NULL => (data_c, s0, 1),
+        4 => (s0, sts_c, 4),
+        _ => (NULL, NULL, 0),
+    }
+}
+
+/// Stage pieces of commands as rows of `out` (tiling.PIECE_COLUMNS), block by block or
+/// command by command (`by_command`); returns the count and whether they came out in
+/// (device, start, block) order (scsitrace/usb/stages.py stage_pieces).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn stage_pieces(py: Python, dev: PyReadonlyArray1<i64>, io: PyReadonlyArray1<i64>, cmd_s: PyReadonlyArray1<i64>,
+                cmd_c: PyReadonlyArray1<i64>, d0: PyReadonlyArray1<i64>, s0: PyReadonlyArray1<i64>,
+                data_c: PyReadonlyArray1<i64>, sts_c: PyReadonlyArray1<i64>, data_bytes: PyReadonlyArray1<i64>,
+                data_in: PyReadonlyArray1<bool>, phase_code: PyReadonlyArray1<i64>, by_command: bool,
+                mut out: PyReadwriteArray1<i64>) -> PyResult<(i64, bool)> {
+    let (dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_in, phase_code) = (
+        dev.as_slice()?, io.as_slice()?, cmd_s.as_slice()?, cmd_c.as_slice()?, d0.as_slice()?, s0.as_slice()?,
+        data_c.as_slice()?, sts_c.as_slice()?, data_bytes.as_slice()?, data_in.as_slice()?, phase_code.as_slice()?);
+    let out = out.as_slice_mut()?;
+    Ok(py.allow_threads(move || {
+        let n = dev.len();
+        let mut m = 0usize;
+        let mut in_order = true;
+        let (mut prev_dev, mut prev_start, mut prev_block) = (-1i64, NULL, -1i64);
+        for a in 0..5 * n {
+            let (block, i) = if by_command { (a % 5, a / 5) } else { (a / n, a % n) };
+            let (start, end, stage) = piece(block, cmd_s[i], cmd_c[i], d0[i], s0[i], data_c[i], sts_c[i], data_in[i]);
+            if start == NULL || end == NULL {
+                continue;
+            }
+            let row = &mut out[m * 6..m * 6 + 6];
+            row[0] = dev[i];
+            row[1] = io[i];
+            row[2] = start;
+            row[3] = end;
+            row[4] = phase_code[stage];
+            row[5] = if block == 2 { data_bytes[i] } else { NULL };
+            m += 1;
+            let b = block as i64;
+            let after = dev[i] > prev_dev
+                || (dev[i] == prev_dev && (start > prev_start || (start == prev_start && b >= prev_block)));
+            in_order = in_order && after;
+            prev_dev = dev[i];
+            prev_start = start;
+            prev_block = b;
+        }
+        (m as i64, in_order)
+    }))
+}
+
+/// The tiling totals (time and segments per phase code, scsitrace/tiling.py `tile` with
+/// segments=False) of the pieces `stage_pieces` lists command by command, tiled as they are
+/// listed, without a piece table, provided they come in (device, start, block) order.
+/// Returns whether they did (else the totals are incomplete: list and tile the pieces) and
+/// how many devices have segments. The placing rule is tiling.py's `place`, `add_piece`,
+/// `close_device` (tests/test_usbmon.py checks the two agree).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn stage_totals(py: Python, dev: PyReadonlyArray1<i64>, cmd_s: PyReadonlyArray1<i64>, cmd_c: PyReadonlyArray1<i64>,
+                d0: PyReadonlyArray1<i64>, s0: PyReadonlyArray1<i64>, data_c: PyReadonlyArray1<i64>,
+                sts_c: PyReadonlyArray1<i64>, data_in: PyReadonlyArray1<bool>, phase_code: PyReadonlyArray1<i64>,
+                idle: usize, elapsed: i64, mut totals: PyReadwriteArray1<i64>, mut counts: PyReadwriteArray1<i64>)
+                -> PyResult<(bool, i64)> {
+    let (dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, phase_code) = (
+        dev.as_slice()?, cmd_s.as_slice()?, cmd_c.as_slice()?, d0.as_slice()?, s0.as_slice()?, data_c.as_slice()?,
+        sts_c.as_slice()?, data_in.as_slice()?, phase_code.as_slice()?);
+    let (totals, counts) = (totals.as_slice_mut()?, counts.as_slice_mut()?);
+    Ok(py.allow_threads(move || {
+        let close = |last_end: i64, totals: &mut [i64], counts: &mut [i64]| -> i64 {
+            if last_end < 0 {
+                return 0;
+            }
+            if elapsed > last_end {
+                totals[idle] += elapsed - last_end;
+                counts[idle] += 1;
+            }
+            1
+        };
+        let mut devices = 0i64;
+        let (mut prev_dev, mut prev_start, mut prev_block) = (-1i64, NULL, -1i64);
+        let (mut covered, mut last_end) = (-1i64, -1i64);
+        for i in 0..dev.len() {
+            for block in 0..5usize {
+                let (start, end, stage) = piece(block, cmd_s[i], cmd_c[i], d0[i], s0[i], data_c[i], sts_c[i], data_in[i]);
+                if start == NULL || end == NULL {
+                    continue;
+                }
+                let b = block as i64;
+                let after = dev[i] > prev_dev
+                    || (dev[i] == prev_dev && (start > prev_start || (start == prev_start && b >= prev_block)));
+                if !after {
+                    return (false, 0);
+                }
+                if dev[i] != prev_dev {
+                    devices += close(last_end, totals, counts);
+                    covered = -1;
+                    last_end = -1;
+                }
+                prev_dev = dev[i];
+                prev_start = start;
+                prev_block = b;
+                // tiling.place, then tiling.add_piece
+                let s = start.max(covered);
+                if end <= s {
+                    covered = covered.max(end);
+                    continue;
+                }
+                let idle_from = last_end.max(0).min(s);
+                covered = covered.max(end);
+                last_end = covered;
+                if idle_from < s {
+                    totals[idle] += s - idle_from;
+                    counts[idle] += 1;
+                }
+                let phase = phase_code[stage] as usize;
+                totals[phase] += end - s;
+                counts[phase] += 1;
+            }
+        }
+        devices += close(last_end, totals, counts);
+        (true, devices)
+    }))
+}
+
+/// (len(at) * width) bytes: the first `counts[i]` (at most `width`) bytes from each
+/// position of `buf`, zero after them, written to `out`.
+#[pyfunction]
+fn take_bytes(py: Python, buf: PyReadonlyArray1<u8>, at: PyReadonlyArray1<i64>, counts: PyReadonlyArray1<i64>,
+              width: usize, mut out: PyReadwriteArray1<u8>) -> PyResult<()> {
+    let (buf, at, counts) = (buf.as_slice()?, at.as_slice()?, counts.as_slice()?);
+    let out = out.as_slice_mut()?;
+    py.allow_threads(move || {
+        for i in 0..at.len() {
+            let k = (counts[i].max(0) as usize).min(width);
+            let p = at[i] as usize;
+            out[i * width..i * width + k].copy_from_slice(&buf[p..p + k]);
+            out[i * width + k..(i + 1) * width].fill(0);
+        }
+    });
+    Ok(())
+}
+
+/// (id of each key: 0, 1, ... in order of first appearance, the row where each id first
+/// appears), ids written to `ids`.
+#[pyfunction]
+fn dense_ids<'py>(py: Python<'py>, key: PyReadonlyArray1<i64>, mut ids: PyReadwriteArray1<i64>)
+                  -> PyResult<Bound<'py, PyArray1<i64>>> {
+    let key = key.as_slice()?;
+    let ids = ids.as_slice_mut()?;
+    let first = py.allow_threads(move || {
+        let mut seen: HashMap<i64, i64> = HashMap::new();
+        let mut first = Vec::new();
+        let (mut last_key, mut last_id) = (0i64, -1i64);
+        for (r, &k) in key.iter().enumerate() {
+            if last_id < 0 || k != last_key {
+                last_id = *seen.entry(k).or_insert_with(|| {
+                    first.push(r as i64);
+                    first.len() as i64 - 1
+                });
+                last_key = k;
+            }
+            ids[r] = last_id;
+        }
+        first
+    });
+    Ok(PyArray1::from_vec_bound(py, first))
+}
+
+pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(pair_urbs, m)?)?;
+    m.add_function(wrap_pyfunction!(transfer_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(bot_pass, m)?)?;
+    m.add_function(wrap_pyfunction!(bot_fields, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_pieces, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_totals, m)?)?;
+    m.add_function(wrap_pyfunction!(take_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(dense_ids, m)?)?;
+    Ok(())
+}

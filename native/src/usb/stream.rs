@@ -1,0 +1,353 @@
+//! The Bulk-Only machine fed URB batches in capture order (scsitrace/usb/streamed.py): URB
+//! pairing, transfers and Bulk-Only commands, their state (URBs in flight, bulk transfers
+//! waiting for their completion, each device's open command) carried across batch edges,
+//! so memory holds what is in flight plus one row per command. The rules are those of
+//! pair_urbs, transfer_columns and bot_pass (machine.rs). A capture this machine does not
+//! cover (transfers out of time order, bulk traffic before a device's first CBW, bulk URB
+//! errors) makes `feed` return false: the caller analyses it whole instead.
+use std::collections::{HashMap, VecDeque};
+
+use numpy::{PyArray1, PyReadonlyArray1};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+const NULL: i64 = i64::MIN;
+const EPIPE: i32 = -32;
+const EREMOTEIO: i32 = -121;
+const CBW_BYTES: usize = 31;
+const CSW_BYTES: usize = 13;
+const PREFIX: usize = 32;
+const CBW_SIGNATURE: u32 = 0x4342_5355;
+const CSW_SIGNATURE: u32 = 0x5342_5355;
+const N_AGG: usize = 11;
+const FIRST: usize = 0;
+const LAST: usize = 1;
+const CSW_K: usize = 2;
+const N_CSW: usize = 3;
+const STS_S: usize = 4;
+const STS_C: usize = 5;
+const DATA_S: usize = 6;
+const DATA_C: usize = 7;
+const DATA_BYTES: usize = 8;
+const STALLS: usize = 9;
+const DATA_IN: usize = 10;
+
+/// A bulk transfer waiting for its completion (or for the transfers before it).
+struct Xfer {
+    done: bool,
+    has_c: bool,
+    submit: i64,
+    complete: i64,
+    status: i32,
+    req: i64,
+    act: i64,
+    dir_in: bool,
+    bus_dev: i64,
+    bus: u16,
+    dev: u8,
+    pos: i64,
+    size: i64,            // data bytes kept from its data row, -1 for none
+    head: u32,
+    data: [u8; PREFIX],
+}
+
+#[pyclass]
+pub struct BotStream {
+    waiting: HashMap<u64, (bool, u64)>,    // URB id -> (bulk, transfer number in `queue`)
+    queue: VecDeque<Xfer>,
+    base: u64,                             // bulk transfer number of queue[0]
+    next: u64,
+    devices: HashMap<i64, ([i64; N_AGG], i64)>,   // (open command's aggregates, its number or -1)
+    prev_t: i64,
+    t_min: i64,
+    t_max: i64,
+    no_submit: i64,
+    no_complete: i64,
+    ok: bool,
+    k: i64,
+    ints: Vec<[i64; N_AGG]>,
+    cbw: Vec<u8>,
+    csw: Vec<u8>,
+    csw_size: Vec<i64>,
+    bus: Vec<i64>,
+    dev: Vec<i64>,
+    pos: Vec<i64>,
+    cmd_s: Vec<i64>,
+    cmd_c: Vec<i64>,
+    ctl: Vec<[i64; 6]>,                    // Mass Storage Reset, CLEAR HALT: t, bus, dev, pos, bm, req
+}
+
+#[inline(always)]
+fn min_t(cur: i64, v: i64) -> i64 {
+    if v != NULL && (cur == NULL || v < cur) { v } else { cur }
+}
+
+#[inline(always)]
+fn max_t(cur: i64, v: i64) -> i64 {
+    if v != NULL && (cur == NULL || v > cur) { v } else { cur }
+}
+
+impl BotStream {
+    fn close(&mut self, acc: &[i64; N_AGG], c: i64) {
+        self.ints[c as usize] = *acc;
+    }
+
+    /// One bulk transfer, in transfer order (bot_pass' loop body).
+    fn process(&mut self, x: Xfer) {
+        let k = self.k;
+        self.k += 1;
+        let signed = x.size >= 4;
+        let is_cbw = signed && !x.dir_in && x.head == CBW_SIGNATURE && x.size >= CBW_BYTES as i64;
+        let is_csw = signed && x.dir_in && x.head == CSW_SIGNATURE && x.act == CSW_BYTES as i64;
+        let (mut acc, mut current) = *self.devices.entry(x.bus_dev).or_insert(([0; N_AGG], -1));
+        if is_cbw {
+            if current >= 0 {
+                self.close(&acc, current);
+            }
+            acc = [k, 0, -1, 0, NULL, NULL, NULL, NULL, 0, 0, -1];
+            current = self.ints.len() as i64;
+            self.ints.push([0; N_AGG]);
+            self.cbw.extend_from_slice(&x.data[..CBW_BYTES]);
+            self.csw.extend_from_slice(&[0u8; CSW_BYTES]);
+            self.csw_size.push(-1);
+            self.bus.push(x.bus as i64);
+            self.dev.push(x.dev as i64);
+            self.pos.push(x.pos);
+            self.cmd_s.push(x.submit);
+            self.cmd_c.push(if x.has_c { x.complete } else { NULL });
+        }
+        if current < 0 {
+            self.ok = false;     // bulk traffic before the device's first CBW: analysed whole
+            return;
+        }
+        let c = current as usize;
+        let has_status = x.has_c;
+        let st = x.status;
+        if is_csw {
+            if acc[N_CSW] == 0 {
+                acc[CSW_K] = k;
+                acc[STS_C] = x.complete;
+                self.csw_size[c] = x.size;
+                let take = (x.size.max(0) as usize).min(CSW_BYTES);
+                self.csw[c * CSW_BYTES..c * CSW_BYTES + take].copy_from_slice(&x.data[..take]);
+            }
+            acc[N_CSW] += 1;
+        }
+        let retry_known = !x.dir_in || is_csw || (x.req != NULL && x.req != CSW_BYTES as i64) || (has_status && st == 0);
+        let retry = x.dir_in && !is_csw && x.req == CSW_BYTES as i64 && has_status && st != 0;
+        if is_csw || retry {
+            acc[STS_S] = min_t(acc[STS_S], x.submit);
+        }
+        if !is_cbw && !is_csw && retry_known {
+            acc[DATA_S] = min_t(acc[DATA_S], x.submit);
+            acc[DATA_C] = max_t(acc[DATA_C], x.complete);
+            if has_status && (st == 0 || st == EREMOTEIO) && x.act != NULL {
+                acc[DATA_BYTES] = acc[DATA_BYTES].wrapping_add(x.act);
+            }
+            if acc[DATA_IN] < 0 {
+                acc[DATA_IN] = if x.dir_in { 1 } else { 0 };
+            }
+        }
+        if has_status && st == EPIPE {
+            acc[STALLS] += 1;
+        }
+        self.devices.insert(x.bus_dev, (acc, current));
+    }
+
+    /// Process the bulk transfers at the front of the queue that are final.
+    fn drain(&mut self, all: bool) {
+        while let Some(front) = self.queue.front() {
+            if !(front.done || all) {
+                break;
+            }
+            let x = self.queue.pop_front().unwrap();
+            self.base += 1;
+            self.process(x);
+        }
+    }
+
+    fn name(&mut self, t: i64) -> u64 {
+        if t < self.prev_t {
+            self.ok = false;     // out of time order: the whole capture is sorted instead
+        }
+        self.prev_t = t;
+        let n = self.next;
+        self.next += 1;
+        n
+    }
+}
+
+#[pymethods]
+impl BotStream {
+    #[new]
+    fn new() -> Self {
+        BotStream {
+            waiting: HashMap::new(), queue: VecDeque::new(), base: 0, next: 0, devices: HashMap::new(),
+            prev_t: i64::MIN, t_min: i64::MAX, t_max: i64::MIN, no_submit: 0, no_complete: 0, ok: true, k: 0,
+            ints: Vec::new(), cbw: Vec::new(), csw: Vec::new(), csw_size: Vec::new(), bus: Vec::new(),
+            dev: Vec::new(), pos: Vec::new(), cmd_s: Vec::new(), cmd_c: Vec::new(), ctl: Vec::new(),
+        }
+    }
+
+    /// One batch of URB events (columns of scsitrace.usb.urbs.UrbColumns, times absolute);
+    /// returns whether the machine still covers the capture.
+    #[allow(clippy::too_many_arguments)]
+    fn feed(&mut self, py: Python, t_ns: PyReadonlyArray1<i64>, urb_id: PyReadonlyArray1<u64>,
+            event: PyReadonlyArray1<u8>, xfer: PyReadonlyArray1<u8>, ep: PyReadonlyArray1<u8>,
+            bus: PyReadonlyArray1<u16>, dev: PyReadonlyArray1<u8>, status: PyReadonlyArray1<i32>,
+            length: PyReadonlyArray1<i64>, has_setup: PyReadonlyArray1<bool>, setup: PyReadonlyArray1<u8>,
+            data_buf: PyReadonlyArray1<u8>,
+            data_at: PyReadonlyArray1<i64>, data_size: PyReadonlyArray1<i64>, data_head: PyReadonlyArray1<u32>,
+            pos: PyReadonlyArray1<i64>) -> PyResult<bool> {
+        let (t_ns, urb_id, event, xfer, ep, bus, dev, status, length, has_setup) = (
+            t_ns.as_slice()?, urb_id.as_slice()?, event.as_slice()?, xfer.as_slice()?, ep.as_slice()?,
+            bus.as_slice()?, dev.as_slice()?, status.as_slice()?, length.as_slice()?, has_setup.as_slice()?);
+        let setup = setup.as_slice()?;
+        let (data_buf, data_at, data_size, data_head, pos) =
+            (data_buf.as_slice()?, data_at.as_slice()?, data_size.as_slice()?, data_head.as_slice()?, pos.as_slice()?);
+        let this = &mut *self;
+        py.allow_threads(move || {
+            for r in 0..t_ns.len() {
+                if !this.ok {
+                    break;
+                }
+                let t = t_ns[r];
+                this.t_min = this.t_min.min(t);
+                this.t_max = this.t_max.max(t);
+                let ev = event[r];
+                let bulk = xfer[r] == 3;
+                let dir_in = ep[r] & 0x80 != 0;
+                let fill = |x: &mut Xfer| {
+                    x.size = data_size[r];
+                    x.head = data_head[r];
+                    let take = (data_size[r].max(0) as usize).min(PREFIX);
+                    let from = data_at[r] as usize;
+                    x.data[..take].copy_from_slice(&data_buf[from..from + take]);
+                };
+                let error = |st: i32| st != 0 && st != EREMOTEIO && st != EPIPE;
+                if ev == b'S' {
+                    if let Some((was_bulk, n)) = this.waiting.remove(&urb_id[r]) {
+                        this.no_complete += 1;           // its wait ends without a completion
+                        if was_bulk {
+                            this.queue[(n - this.base) as usize].done = true;
+                        }
+                    }
+                    if xfer[r] == 2 && has_setup[r] {
+                        let (bm, req) = (setup[r * 8], setup[r * 8 + 1]);
+                        if (bm == 0x21 && req == 0xFF) || (bm == 0x02 && req == 0x01) {
+                            this.ctl.push([t, bus[r] as i64, dev[r] as i64, pos[r], bm as i64, req as i64]);
+                        }
+                    }
+                    let _ = this.name(t);
+                    if bulk {
+                        let n = this.base + this.queue.len() as u64;
+                        let mut x = Xfer {
+                            done: false, has_c: false, submit: t, complete: NULL, status: 0, req: length[r],
+                            act: NULL, dir_in, bus_dev: ((bus[r] as i64) << 8) | dev[r] as i64, bus: bus[r],
+                            dev: dev[r], pos: pos[r], size: -1, head: 0, data: [0; PREFIX],
+                        };
+                        if !dir_in {
+                            fill(&mut x);
+                        }
+                        this.queue.push_back(x);
+                        this.waiting.insert(urb_id[r], (true, n));
+                    } else {
+                        this.waiting.insert(urb_id[r], (false, 0));
+                    }
+                } else if ev == b'C' || ev == b'E' {
+                    let st = status[r];
+                    match this.waiting.remove(&urb_id[r]) {
+                        Some((was_bulk, n)) => {
+                            if was_bulk {
+                                if error(st) {
+                                    this.ok = false;     // URB errors: analysed whole
+                                }
+                                let x = &mut this.queue[(n - this.base) as usize];
+                                x.done = true;
+                                x.has_c = true;
+                                x.complete = t;
+                                x.status = st;
+                                x.act = length[r];
+                                if x.dir_in {
+                                    fill(x);
+                                }
+                            }
+                        }
+                        None => {
+                            this.no_submit += 1;
+                            let _ = this.name(t);
+                            if bulk {
+                                if error(st) {
+                                    this.ok = false;
+                                }
+                                let mut x = Xfer {
+                                    done: true, has_c: true, submit: NULL, complete: t, status: st, req: NULL,
+                                    act: length[r], dir_in, bus_dev: ((bus[r] as i64) << 8) | dev[r] as i64,
+                                    bus: bus[r], dev: dev[r], pos: pos[r], size: -1, head: 0, data: [0; PREFIX],
+                                };
+                                fill(&mut x);
+                                this.queue.push_back(x);
+                            }
+                        }
+                    }
+                } else if let Some((was_bulk, n)) = this.waiting.remove(&urb_id[r]) {
+                    this.no_complete += 1;
+                    if was_bulk {
+                        this.queue[(n - this.base) as usize].done = true;
+                    }
+                }
+                this.drain(false);
+            }
+        });
+        Ok(self.ok)
+    }
+
+    /// The end of the capture: every transfer still waiting is final, every device's open
+    /// command closes. Returns the commands' columns (bot_pass' aggregates by name, cbw,
+    /// csw, csw_size, bus, dev, pos, cmd_s, cmd_c), the unpaired URB counts and the time range.
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        self.no_complete += self.waiting.len() as i64;
+        self.waiting.clear();
+        self.drain(true);
+        if !self.ok {
+            return Ok(None);
+        }
+        let open: Vec<([i64; N_AGG], i64)> = self.devices.values().cloned().collect();
+        for (mut acc, current) in open {
+            if current >= 0 {
+                acc[LAST] = 1;
+                self.close(&acc, current);
+            }
+        }
+        let out = PyDict::new_bound(py);
+        let names = ["first", "last", "csw", "n_csw", "sts_s", "sts_c", "data_s", "data_c", "data_bytes", "stalls",
+                     "data_in"];
+        for (j, name) in names.iter().enumerate() {
+            let col: Vec<i64> = self.ints.iter().map(|row| row[j]).collect();
+            out.set_item(*name, PyArray1::from_vec_bound(py, col))?;
+        }
+        self.ints = Vec::new();
+        out.set_item("cbw", PyArray1::from_vec_bound(py, std::mem::take(&mut self.cbw)))?;
+        out.set_item("csw_bytes", PyArray1::from_vec_bound(py, std::mem::take(&mut self.csw)))?;
+        out.set_item("csw_size", PyArray1::from_vec_bound(py, std::mem::take(&mut self.csw_size)))?;
+        for (name, col) in [("bus", &mut self.bus), ("dev", &mut self.dev), ("pos", &mut self.pos),
+                            ("cmd_s", &mut self.cmd_s), ("cmd_c", &mut self.cmd_c)] {
+            out.set_item(name, PyArray1::from_vec_bound(py, std::mem::take(col)))?;
+        }
+        for (j, name) in ["ctl_t", "ctl_bus", "ctl_dev", "ctl_pos", "ctl_bm", "ctl_req"].iter().enumerate() {
+            let col: Vec<i64> = self.ctl.iter().map(|row| row[j]).collect();
+            out.set_item(*name, PyArray1::from_vec_bound(py, col))?;
+        }
+        out.set_item("no_submit", self.no_submit)?;
+        out.set_item("no_complete", self.no_complete)?;
+        out.set_item("t_min", if self.t_min == i64::MAX { None } else { Some(self.t_min) })?;
+        out.set_item("t_max", if self.t_max == i64::MIN { None } else { Some(self.t_max) })?;
+        let _ = (FIRST, CSW_K, STS_S, STS_C, DATA_S, DATA_C, DATA_BYTES, STALLS, DATA_IN);
+        Ok(Some(out))
+    }
+}
+
+pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
+    m.add_class::<BotStream>()?;
+    Ok(())
+}

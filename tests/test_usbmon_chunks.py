@@ -1,0 +1,98 @@
+"""The usbmon pcap reader reads in bounded blocks: any block size (down to a few bytes,
+records split across reads, one record per batch) gives the URB columns, records and tables
+of one read of the whole file; `chunks()` yields the same records in file order."""
+from __future__ import annotations
+
+from dataclasses import fields
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import gen_usbmon as gen
+from scsitrace import core
+from scsitrace.parsers import _usbmon_scan, usbmon
+from scsitrace.usb.urbs import UrbColumns, concat_urbs
+
+
+def _columns_equal(a: UrbColumns, b: UrbColumns) -> None:
+    for f in fields(UrbColumns):
+        if f.name not in ("data_buf", "data_at"):
+            assert np.array_equal(getattr(a, f.name), getattr(b, f.name)), f.name
+    rows = np.arange(len(a))
+    assert np.array_equal(a.data_rows(rows), b.data_rows(rows))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(1, 3), st.integers(1, 4096), st.booleans(), st.sampled_from([64, 1000, 1 << 20]))
+def test_any_read_size_gives_the_tables_of_one_read(tmp_path, seed, read_bytes, damaged, record_bytes):
+    path = tmp_path / f"s{seed}.pcap"
+    gen.write_pcap(path, gen.traffic(seed))
+    if damaged:                                  # a truncated last record
+        raw = path.read_bytes()
+        path.write_bytes(raw[:-7])
+    whole = usbmon._parse_pcap(str(path), strict=False, read_bytes=1 << 24)
+    small = usbmon._parse_pcap(str(path), strict=False, read_bytes=read_bytes)
+    saved, _usbmon_scan.BATCH_RECORD_BYTES = _usbmon_scan.BATCH_RECORD_BYTES, record_bytes
+    try:        # batches with room for few records: a block is decoded in several rounds
+        parts = list(small.chunks())
+    finally:
+        _usbmon_scan.BATCH_RECORD_BYTES = saved
+    _columns_equal(whole.columns["urbs"], small.columns["urbs"])
+    assert whole.records.as_json() == small.records.as_json()
+    assert whole.anomalies.equals(small.anomalies)
+    assert whole.meta == small.meta
+    a, b = core.analyze(whole), core.analyze(small)
+    assert a.ios.equals(b.ios)
+    for name in ("srt", "commands", "devices", "srt_histogram"):
+        assert a.table(name).equals(b.table(name)), name
+    # the chunks, in file order, are the records (times absolute)
+    assert len(parts) >= min(len(whole.columns["urbs"]), 1)
+    joined = concat_urbs(parts)
+    joined.t_ns = joined.t_ns - whole.meta["origin_ns"]
+    _columns_equal(joined, whole.columns["urbs"])
+
+
+def _same_analysis(a, b) -> None:
+    assert a.ios.equals(b.ios)
+    assert a.elapsed_ns == b.elapsed_ns and a.ios_completed == b.ios_completed and a.data_bytes == b.data_bytes
+    assert a.notes == b.notes
+    assert a.anomalies.equals(b.anomalies)
+    assert a.categories["usb"].equals(b.categories["usb"])
+    for name in ("srt", "commands", "devices", "srt_histogram", "latency"):
+        assert a.table(name).equals(b.table(name)), name
+    assert a.segments().equals(b.segments()) if callable(a.segments) else True
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(1, 60), st.integers(1, 5), st.integers(64, 8192), st.sampled_from([0, 1, 2, 3]))
+def test_streamed_machine_gives_the_tables_of_the_whole_capture(tmp_path, n_commands, seed, read_bytes, cut):
+    """A Bulk-Only capture analysed as a stream (any read size, records split across
+    reads; the capture cut anywhere: commands and URBs left open) equals its analysis
+    whole; a capture the machine does not cover (enumeration: control requests) falls
+    back to the whole analysis."""
+    from scsitrace.usb.streamed import streamed_commands
+    path = tmp_path / f"b{seed}.pcap"
+    gen.write_pcap(path, gen.bulk_traffic(n_commands, seed=seed, data_cap=64))
+    if cut:
+        raw = path.read_bytes()
+        path.write_bytes(raw[:24 + (len(raw) - 24) * cut // 4])
+    whole = usbmon._parse_pcap(str(path), strict=False)
+    streamed = usbmon._parse_pcap(str(path), strict=False, read_bytes=read_bytes, stream_bytes=0)
+    assert streamed.meta.get("streamable") and "urbs" not in dict.keys(streamed.columns)
+    assert streamed_commands(usbmon._parse_pcap(str(path), strict=False, stream_bytes=0), None) is not None
+    b = core.analyze(streamed)
+    assert "urbs" not in dict.keys(streamed.columns)       # never built
+    _same_analysis(core.analyze(whole), b)
+    assert whole.records.as_json() == streamed.records.as_json()
+    assert whole.meta == {k: v for k, v in streamed.meta.items() if k != "streamable"}
+    # enumeration, stalls, CLEAR HALT, a failed command: still streamed
+    mixed = tmp_path / "mixed.pcap"
+    gen.write_pcap(mixed, gen.traffic(seed))
+    assert streamed_commands(usbmon._parse_pcap(str(mixed), strict=False, stream_bytes=0), None) is not None
+    _same_analysis(core.analyze(usbmon._parse_pcap(str(mixed), strict=False)),
+                   core.analyze(usbmon._parse_pcap(str(mixed), strict=False, stream_bytes=0)))
+    # started mid-command (bulk traffic before the first CBW): analysed whole
+    late = tmp_path / "late.pcap"
+    gen.write_pcap(late, gen.bulk_traffic(n_commands, seed=seed)[3 + 2 + 2:])
+    _same_analysis(core.analyze(usbmon._parse_pcap(str(late), strict=False)),
+                   core.analyze(usbmon._parse_pcap(str(late), strict=False, stream_bytes=0)))
