@@ -102,7 +102,7 @@ def main() -> None:
         t = time.perf_counter()
         build(path, args.samples)
         print(f"built {path} ({path.stat().st_size / 2**20:.1f} MiB) in {time.perf_counter() - t:.1f} s")
-    run_child(path, False)           # first run: numba's cache, page cache
+    run_child(path, False)           # first run: page cache
     for analyse in (False, True):
         what = "parse + analysis" if analyse else "parse (reader only)"
         for _ in range(args.runs):

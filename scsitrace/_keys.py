@@ -1,9 +1,9 @@
 """Dense ids of integer keys (Rust: native/src/bus/keys.rs): `dense_ids` numbers devices,
 processes and (device, process) pairs for the usb and block layers; `distinct`.
 
-The hash table of the block and usb layers' numba passes (`find_row`, `delete_row`,
-`doubled`, `KEY_A`, `KEY_B`, `VALUE`, `EMPTY`) is still reached through this module's
-names, loaded from scsitrace/_keys_jit.py (numba) only when one of them is asked for.
+The hash table of the block and usb layers' passes not yet in Rust (`find_row`,
+`delete_row`, `doubled`, `KEY_A`, `KEY_B`, `VALUE`, `EMPTY`) is still reached through this
+module's names, loaded from scsitrace/_hash_rows.py only when one of them is asked for.
 """
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import numpy as np
 
 from ._native import bus as _bus
 
-_JIT_NAMES = ("KEY_A", "KEY_B", "VALUE", "EMPTY", "row_home", "find_row", "delete_row", "doubled")
+_TABLE_NAMES = ("KEY_A", "KEY_B", "VALUE", "EMPTY", "row_home", "find_row", "delete_row", "doubled")
 
 
 def __getattr__(name: str):
-    if name in _JIT_NAMES:
-        from . import _keys_jit
-        return getattr(_keys_jit, name)
+    if name in _TABLE_NAMES:
+        from . import _hash_rows
+        return getattr(_hash_rows, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -1,5 +1,5 @@
 """Dense ids shared by the usb and block layers (scsitrace/_keys.py, Rust) and the hash table of
-their numba passes (two-part integer keys, scsitrace/_keys_jit.py) against Python dicts, on
+their numba passes (two-part integer keys, scsitrace/_hash_rows.py) against Python dicts, on
 random keys chosen to collide often."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from scsitrace import _keys, _keys_jit    # _keys_jit: numba, until the block and usb passes are ported
+from scsitrace import _keys, _hash_rows    # _hash_rows: numba, until the block and usb passes are ported
 
 KEYS = st.one_of(st.integers(0, 40), st.integers(0, 2**63 - 1))
 
@@ -27,7 +27,7 @@ def test_dense_ids_number_keys_in_order_of_first_appearance(keys):
     assert _keys.distinct(np.array(keys, np.int64)).tolist() == sorted(numbering)
 
 
-@_keys_jit.compiled
+@_hash_rows.compiled
 def _apply(ops, table_in):
     """Insert (op value >= 0) or remove (< 0) each two-part key, doubling at half full;
     returns what `find_row` gives for every key afterwards (EMPTY when absent)."""
@@ -35,17 +35,17 @@ def _apply(ops, table_in):
     used = 0
     for j in range(ops.shape[0]):
         if 2 * (used + 1) > table.shape[0]:
-            table = _keys_jit.doubled(table)
-        h = _keys_jit.find_row(table, ops[j, 0], ops[j, 1])
+            table = _hash_rows.doubled(table)
+        h = _hash_rows.find_row(table, ops[j, 0], ops[j, 1])
         if ops[j, 2] >= 0:
-            used += 1 if table[h, _keys_jit.KEY_A] == _keys_jit.EMPTY else 0
-            table[h, _keys_jit.KEY_A], table[h, _keys_jit.KEY_B], table[h, _keys_jit.VALUE] = ops[j, 0], ops[j, 1], ops[j, 2]
-        elif table[h, _keys_jit.KEY_A] != _keys_jit.EMPTY:
-            _keys_jit.delete_row(table, h)
+            used += 1 if table[h, _hash_rows.KEY_A] == _hash_rows.EMPTY else 0
+            table[h, _hash_rows.KEY_A], table[h, _hash_rows.KEY_B], table[h, _hash_rows.VALUE] = ops[j, 0], ops[j, 1], ops[j, 2]
+        elif table[h, _hash_rows.KEY_A] != _hash_rows.EMPTY:
+            _hash_rows.delete_row(table, h)
             used -= 1
     found = np.empty(ops.shape[0], np.int64)
     for j in range(ops.shape[0]):
-        found[j] = table[_keys_jit.find_row(table, ops[j, 0], ops[j, 1]), _keys_jit.VALUE]
+        found[j] = table[_hash_rows.find_row(table, ops[j, 0], ops[j, 1]), _hash_rows.VALUE]
     return found
 
 
@@ -62,8 +62,8 @@ def test_table_inserts_and_removes_as_a_dict_does(ops):
         else:
             want.pop((a, b), None)
     arr = np.array(ops, np.int64).reshape(-1, 3)
-    found = _apply(arr, np.full((4, 4), _keys_jit.EMPTY, np.int64))
-    assert found.tolist() == [want.get((a, b), _keys_jit.EMPTY) for a, b, _ in ops]
+    found = _apply(arr, np.full((4, 4), _hash_rows.EMPTY, np.int64))
+    assert found.tolist() == [want.get((a, b), _hash_rows.EMPTY) for a, b, _ in ops]
 
 
 @settings(max_examples=100, deadline=None)

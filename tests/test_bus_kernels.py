@@ -1,0 +1,127 @@
+"""The bus area's compiled passes (native/src/bus/*.rs) against plain-Python references of
+the rules they implement, on random inputs: the command layers' tiling (scsitrace/tiling.py),
+the bus runs (scsitrace/bus/runs.py) and attribution's handshake pass (reports/_handshakes.py)."""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scsitrace import tiling
+from scsitrace.bus import runs
+from scsitrace.reports import _handshakes as hs
+from scsitrace.schema import NULL
+
+PHASES = ["A", "B", "C"]
+
+
+@st.composite
+def piece_sets(draw):
+    n = draw(st.integers(0, 25))
+    rows = []
+    for i in range(n):
+        start = draw(st.integers(0, 60))
+        rows.append((draw(st.integers(0, 2)), i, start, start + draw(st.integers(-3, 25)),
+                     draw(st.integers(0, len(PHASES) - 1)), draw(st.sampled_from([NULL, 512]))))
+    return np.array(rows, np.int64).reshape(-1, 6), draw(st.integers(0, 100))
+
+
+def _tiles_by_instant(pieces, elapsed):
+    """Each instant of each device goes to the earliest-starting piece covering it (first
+    listed on a tie), IDLE elsewhere in [0, elapsed) once the device has a segment; a
+    segment is a maximal run of instants of one owner."""
+    idle = len(PHASES)
+    segs, totals, counts = [], [0] * (idle + 1), [0] * (idle + 1)
+    for d in sorted(set(pieces[:, 0].tolist())):
+        mine = sorted((p for p in pieces.tolist() if p[0] == d), key=lambda p: p[2])
+        horizon = max([elapsed] + [p[3] for p in mine])
+        owner = []
+        for t in range(horizon):
+            covering = [p for p in mine if p[2] <= t < p[3]]
+            owner.append(tuple(covering[0]) if covering else None)
+        if all(o is None for o in owner):
+            continue
+        last = max(t for t, o in enumerate(owner) if o is not None)
+        owner = owner[:max(last + 1, elapsed)]
+        t = 0
+        while t < len(owner):
+            e = t
+            while e < len(owner) and owner[e] == owner[t]:
+                e += 1
+            o = owner[t]
+            row = (d, NULL, t, e, idle, NULL) if o is None else (d, o[1], t, e, o[4], o[5])
+            segs.append(row)
+            totals[row[4]] += e - t
+            counts[row[4]] += 1
+            t = e
+    return segs, totals, counts
+
+
+@settings(max_examples=200, deadline=None)
+@given(piece_sets())
+def test_tiling_gives_each_instant_to_the_earliest_starting_piece(case):
+    pieces, elapsed = case
+    got = tiling.tile(pieces, elapsed, PHASES)
+    segs, totals, counts = _tiles_by_instant(pieces, elapsed)
+    assert list(zip(*(got[c].tolist() for c in tiling.PIECE_COLUMNS))) == segs
+    names = [*PHASES, tiling.IDLE]
+    assert got["totals"] == {names[k]: totals[k] for k in range(len(names)) if counts[k]}
+    assert got["devices"] == len({s[0] for s in segs})
+    assert tiling.tile(pieces, elapsed, PHASES, segments=False)["totals"] == got["totals"]
+
+
+LINES = st.lists(st.integers(0, (1 << 9) - 1), min_size=1, max_size=300)
+
+
+@settings(max_examples=200, deadline=None)
+@given(LINES, st.integers(0, (1 << 9) - 1), st.data())
+def test_runs_and_their_handshake_sums_follow_the_rules(lines, prev_lines, data):
+    lines = np.array(lines, np.uint16)
+    t = np.cumsum(np.array(data.draw(st.lists(st.integers(0, 50), min_size=len(lines), max_size=len(lines)))))
+    idx, keys = runs._raw_runs(lines, runs.PHASE_KEY)
+    want = [i for i in range(len(lines)) if i == 0 or runs.PHASE_KEY[lines[i]] != runs.PHASE_KEY[lines[i - 1]]]
+    assert idx.tolist() == want and keys.tolist() == [int(runs.PHASE_KEY[lines[i]]) for i in want]
+    n_req, n_ack, atn, first_req = runs._run_sums(t, lines, prev_lines, idx)
+    prev = [prev_lines, *lines[:-1].tolist()]
+    for r, (a, b) in enumerate(zip(want, [*want[1:], len(lines)])):
+        rising = [int(lines[i]) & ~prev[i] for i in range(a, b)]
+        reqs = [t[i] for i, x in zip(range(a, b), rising) if x & runs.REQ_BIT]
+        assert n_req[r] == len(reqs) and first_req[r] == (reqs[0] if reqs else -1)
+        assert n_ack[r] == sum(1 for x in rising if x & runs.ACK_BIT)
+        assert atn[r] == any(int(lines[i]) & runs.ATN_BIT for i in range(a, b))
+
+
+def _collect(t, lines, cuts, data_keys, hist_ns=64, min_long_ns=30):
+    """Attribution's pass over the transitions fed in pieces cut at `cuts`."""
+    state = np.zeros(5, np.int64)
+    state[hs.PREV_T], state[hs.KEY] = -(1 << 62), -1
+    table = np.zeros((1, hs.RUN_COLUMNS), np.int64)
+    hist = np.zeros((hist_ns, 2), np.int64)
+    kept = []
+    for a, b in zip([0, *cuts], [*cuts, len(t)]):
+        need = int(state[hs.N_RUNS]) + hs.new_runs(lines[a:b], runs.PHASE_KEY, state[hs.KEY])
+        if need > len(table):
+            table = np.concatenate((table, np.zeros((need - len(table), hs.RUN_COLUMNS), np.int64)))
+        out = np.empty((5, 2 * (b - a)), np.int64)
+        n = hs.collect(t[a:b], lines[a:b], runs.PHASE_KEY, runs.REQ_BIT, runs.ACK_BIT, state, table, hist, out,
+                       data_keys, hist_ns, min_long_ns)
+        kept += out[:, :n].T.tolist()
+    return table[:int(state[hs.N_RUNS])].tolist(), hist.tolist(), kept, state.tolist()
+
+
+@settings(max_examples=150, deadline=None)
+@given(LINES, st.data())
+def test_handshake_pass_is_the_same_in_any_pieces_and_sums_every_edge(lines, data):
+    lines = np.array(lines, np.uint16)
+    t = np.cumsum(np.array(data.draw(st.lists(st.integers(0, 80), min_size=len(lines), max_size=len(lines)))))
+    cuts = sorted(set(data.draw(st.lists(st.integers(1, max(1, len(lines) - 1)), max_size=5))) - {len(lines)})
+    data_keys = np.array([int(runs.PHASE_KEY[lines[0]]), -1], np.int64)
+    whole = _collect(t, lines, [], data_keys)
+    assert _collect(t, lines, cuts, data_keys) == whole
+    table, hist, kept, state = whole
+    changed = np.bitwise_xor(lines, np.concatenate(([0], lines[:-1])).astype(np.uint16))
+    edges = int(np.count_nonzero(changed & runs.REQ_BIT)) + int(np.count_nonzero(changed & runs.ACK_BIT))
+    assert sum(r[hs.EDGES] for r in table) == edges
+    assert sum(r[hs.UP] for r in table) == state[hs.REQ_SEEN] == \
+        int(np.count_nonzero(lines & ~np.concatenate(([0], lines[:-1])).astype(np.uint16) & runs.REQ_BIT))
+    assert [r[hs.START] for r in table] == [int(t[i]) for i in runs._raw_runs(lines, runs.PHASE_KEY)[0]]
