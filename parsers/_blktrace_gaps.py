@@ -55,10 +55,10 @@ def gap_notes(gaps: dict[int, int]) -> list[str]:
 
 
 def disorder_notes(found: list[tuple[str, int]]) -> list[str]:
-    """Files whose records go back in time after the stream's first chunk (the reader sorts a
-    capture only when that shows in its first chunk): merged as they come."""
+    """Files whose records go back in time only after the reader's first million records (it
+    sorts a capture when that shows among them): merged as read."""
     return [f"{os.path.basename(path)}: {n} records earlier than the record before them in the file, "
-            f"after the stream's first chunk was handed on: merged as read, not sorted; "
+            f"after the first million records: merged as read, not sorted; "
             f"affected: {AFFECTED}" for path, n in found if n]
 
 

@@ -139,9 +139,11 @@ EAGER_BYTES = 64 << 20       # captures up to this size are read whole by parse 
 
 
 def parse(path: str, *, strict: bool = True, progress=None, chunk: int = CHUNK, read_size: int = READ_SIZE,
-          eager: bool | None = None, **_opts) -> Capture:
+          eager: bool | None = None, probe: int = CHUNK, **_opts) -> Capture:
     """A blktrace capture (all per-CPU files of it) as a streaming block-layer Capture. A
-    small capture (EAGER_BYTES, or `eager`) is read whole here; a larger one as it is streamed."""
+    small capture (EAGER_BYTES, or `eager`) is read whole here; a larger one as it is streamed.
+    chunk: records per chunk; read_size: bytes per read; probe: records merged ahead before the
+    first chunk (a file going back in time among them: the capture is read whole and sorted)."""
     path = str(path)
     files = per_cpu_files(path)
     if len(files) == 1 and not os.path.exists(files[0][0]):
@@ -150,7 +152,7 @@ def parse(path: str, *, strict: bool = True, progress=None, chunk: int = CHUNK, 
     if not any(sizes):
         raise BadInput(path, "empty capture: no records" if len(files) == 1 else
                        f"empty capture: all {len(files)} per-CPU files are empty")
-    stream = _Stream(path, files, sizes, strict, progress, chunk, read_size)
+    stream = _Stream(path, files, sizes, strict, progress, (chunk, read_size, probe))
     if eager if eager is not None else sum(sizes) <= EAGER_BYTES:
         stream.capture.columns["events"]
     return stream.capture
@@ -160,9 +162,9 @@ class _Stream:
     """One capture's stream: `chunks()` (a new native reader each call), the whole-trace
     columns and frames built from it, and what the files held, filled in at its end."""
 
-    def __init__(self, path, files, sizes, strict, progress, chunk, read_size):
+    def __init__(self, path, files, sizes, strict, progress, sizing):
         self.files, self.sizes, self.strict, self.progress = files, sizes, strict, progress
-        self.chunk, self.read_size = chunk, read_size
+        self.chunk, self.read_size, self.probe = sizing
         self.finished = False
         cap = self.capture = Capture(layer="block", path=path, format=ID)
         cap.chunks = self.chunks
@@ -177,7 +179,7 @@ class _Stream:
     def _reader(self, raw: bool):
         return _native.BlktraceReader([f for f, _ in self.files], [-1 if c is None else c for _, c in self.files],
                                       FILL_PDU, strict=self.strict, raw=raw, chunk=self.chunk,
-                                      read_size=self.read_size)
+                                      read_size=self.read_size, probe=self.probe)
 
     def chunks(self, raw: bool = False):
         """Dicts of block.MACHINE_COLUMNS (plus RAW_EVENTS' fields when `raw`) in processing

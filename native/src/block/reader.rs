@@ -12,8 +12,8 @@
 //! - a data record whose time or sector has bit 63 set is bad; a record of another version
 //!   is bad; strict mode raises the first error of the first file that has one, in the
 //!   one-shot precedence (bad magic, truncated tail, bad time, bad version);
-//! - a file whose records go back in time cannot be k-way merged: when that shows before the
-//!   first chunk is handed out, the whole capture is read and sorted (piped streams); later,
+//! - a file whose records go back in time cannot be k-way merged: when that shows among the
+//!   first `probe` records (1 M), the whole capture is read and sorted (piped streams); later,
 //!   the records are merged as they come and counted (`disorder`).
 use std::collections::BinaryHeap;
 use std::cmp::Reverse;
@@ -594,6 +594,21 @@ impl Out {
         self.t.len()
     }
 
+    /// A copy of rows [lo, hi).
+    fn slice(&self, lo: usize, hi: usize) -> Out {
+        fn part<T: Copy>(v: &[T], lo: usize, hi: usize) -> Vec<T> {
+            if v.is_empty() { Vec::new() } else { v[lo..hi].to_vec() }
+        }
+        Out { raw: self.raw, t: part(&self.t, lo, hi), action: part(&self.action, lo, hi),
+              device: part(&self.device, lo, hi), sector: part(&self.sector, lo, hi),
+              bytes: part(&self.bytes, lo, hi), pid: part(&self.pid, lo, hi), pdu_dev: part(&self.pdu_dev, lo, hi),
+              pdu_sector: part(&self.pdu_sector, lo, hi), time_abs: part(&self.time_abs, lo, hi),
+              seq: part(&self.seq, lo, hi), cpu: part(&self.cpu, lo, hi), error: part(&self.error, lo, hi),
+              pdu_int: part(&self.pdu_int, lo, hi), has_remap: part(&self.has_remap, lo, hi),
+              has_int: part(&self.has_int, lo, hi), file: part(&self.file, lo, hi),
+              position: part(&self.position, lo, hi) }
+    }
+
     fn into_dict<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new_bound(py);
         d.set_item("t_ns", PyArray1::from_vec_bound(py, self.t))?;
@@ -651,6 +666,8 @@ pub struct BlktraceReader {
     emitted: u64,
     sorted: Option<Sorted>,
     heap: Option<BinaryHeap<Reverse<(i64, usize)>>>,
+    probe: usize,
+    pending: Option<(Out, usize)>,
 }
 
 const HEAP_FROM: usize = 9; // more files than this: a heap picks the next record
@@ -725,9 +742,9 @@ impl BlktraceReader {
         Ok(())
     }
 
-    fn fill_merged(&mut self, out: &mut Out) -> io::Result<()> {
+    fn fill_merged(&mut self, out: &mut Out, upto: usize) -> io::Result<()> {
         let rules = self.rules;
-        while out.len() < self.chunk {
+        while out.len() < upto {
             let k = if let Some(heap) = self.heap.as_mut() {
                 match heap.pop() {
                     Some(Reverse((_, k))) => k,
@@ -762,9 +779,9 @@ impl BlktraceReader {
         Ok(())
     }
 
-    fn fill_sorted(&mut self, out: &mut Out) {
+    fn fill_sorted(&mut self, out: &mut Out, upto: usize) {
         let s = self.sorted.as_mut().unwrap();
-        while out.len() < self.chunk && s.next < s.keys.len() {
+        while out.len() < upto && s.next < s.keys.len() {
             let (_, k, pos) = s.keys[s.next];
             s.next += 1;
             let lane = &self.lanes[k as usize];
@@ -774,37 +791,57 @@ impl BlktraceReader {
         }
     }
 
-    /// The next chunk's columns (empty at the end or at a strict-mode error).
+    /// The next chunk's columns (empty at the end or at a strict-mode error). Before the first
+    /// chunk, `probe` records (at least a chunk) are merged ahead: a file going back in time
+    /// among them turns the reader to sorting the capture.
     fn next_out(&mut self) -> io::Result<Out> {
-        let mut out = Out::new(self.raw, self.chunk.min(1 << 16));
         if self.finished || self.fault.is_some() {
-            return Ok(out);
+            return Ok(Out::new(self.raw, 0));
         }
         if !self.started {
             self.start()?;
             if self.fault.is_some() {
-                return Ok(out);
+                return Ok(Out::new(self.raw, 0));
             }
-        }
-        out = Out::new(self.raw, self.chunk);
-        if self.sorted.is_some() {
-            self.fill_sorted(&mut out);
-        } else {
-            self.fill_merged(&mut out)?;
+            let ahead = self.probe.max(self.chunk);
+            let mut first = Out::new(self.raw, ahead.min(1 << 24));
+            self.fill_merged(&mut first, ahead)?;
             if self.fault.is_some() {
                 return Ok(Out::new(self.raw, 0));
             }
-            if self.emitted == 0 && self.lanes.iter().any(|l| l.disorder > 0) {
-                // a file goes back in time before anything was handed out: sort the capture
+            if self.lanes.iter().any(|l| l.disorder > 0) {
                 self.origin = None;
                 self.start_sorted()?;
                 if self.fault.is_some() {
                     return Ok(Out::new(self.raw, 0));
                 }
-                out = Out::new(self.raw, self.chunk);
-                self.fill_sorted(&mut out);
+            } else {
+                self.pending = Some((first, 0));
             }
         }
+        let out = if let Some((buf, at)) = self.pending.take() {
+            if buf.len() <= self.chunk && at == 0 {
+                buf
+            } else {
+                let hi = (at + self.chunk).min(buf.len());
+                let out = buf.slice(at, hi);
+                if hi < buf.len() {
+                    self.pending = Some((buf, hi));
+                }
+                out
+            }
+        } else {
+            let mut out = Out::new(self.raw, self.chunk);
+            if self.sorted.is_some() {
+                self.fill_sorted(&mut out, self.chunk);
+            } else {
+                self.fill_merged(&mut out, self.chunk)?;
+                if self.fault.is_some() {
+                    return Ok(Out::new(self.raw, 0));
+                }
+            }
+            out
+        };
         self.emitted += out.len() as u64;
         if out.len() == 0 {
             self.finished = true;
@@ -817,11 +854,13 @@ impl BlktraceReader {
 impl BlktraceReader {
     /// paths: the capture's files in order; cpus: each file's CPU from its name (-1: none);
     /// pdu: the PDU rules (parsers/blktrace.py FILL_PDU); chunk: records per chunk;
-    /// read_size: bytes per read; raw: also every field of RAW_EVENTS.
+    /// read_size: bytes per read; raw: also every field of RAW_EVENTS; probe: records merged
+    /// ahead before the first chunk (a file going back in time among them: the capture is sorted).
     #[new]
-    #[pyo3(signature = (paths, cpus, pdu, *, strict=true, raw=false, chunk=1 << 20, read_size=4 << 20))]
+    #[pyo3(signature = (paths, cpus, pdu, *, strict=true, raw=false, chunk=1 << 20, read_size=4 << 20,
+                        probe=1 << 20))]
     fn new(paths: Vec<String>, cpus: Vec<i64>, pdu: Vec<i64>, strict: bool, raw: bool, chunk: usize,
-           read_size: usize) -> PyResult<Self> {
+           read_size: usize, probe: usize) -> PyResult<Self> {
         if paths.len() != cpus.len() || pdu.len() != 10 || chunk == 0 {
             return Err(PyValueError::new_err("BlktraceReader: paths and cpus differ in length, or bad pdu/chunk"));
         }
@@ -843,7 +882,7 @@ impl BlktraceReader {
         }
         Ok(BlktraceReader { paths, cpus, strict, raw, chunk, read_size, rules, lanes: Vec::new(), start_bad, bigs,
                             origin: None, fault: None, started: false, finished: false, emitted: 0, sorted: None,
-                            heap: None })
+                            heap: None, probe, pending: None })
     }
 
     /// The next chunk: a dict of numpy columns (MACHINE_COLUMNS, plus RAW_EVENTS' when raw),
