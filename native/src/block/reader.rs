@@ -78,6 +78,7 @@ struct Rec {
     pos: i64,
 }
 
+#[inline(always)]
 fn decode(b: &[u8], p: usize, pos: u64, big: bool, r: &Pdu) -> Rec {
     let action = u32_at(b, p + F_ACTION, big);
     let mut rec = Rec {
@@ -152,12 +153,18 @@ impl Walker {
 
     /// Makes [at, at + len) readable in `buf` (at >= base: the walk only moves forward);
     /// false when the file ends before.
+    #[inline(always)]
     fn ensure(&mut self, at: u64, len: usize) -> io::Result<bool> {
-        if at + len as u64 > self.n {
-            return Ok(false);
-        }
         if at + len as u64 <= self.base + self.filled as u64 {
             return Ok(true);
+        }
+        self.refill(at, len)
+    }
+
+    #[inline(never)]
+    fn refill(&mut self, at: u64, len: usize) -> io::Result<bool> {
+        if at + len as u64 > self.n {
+            return Ok(false);
         }
         let keep_from = ((at - self.base) as usize).min(self.filled);
         self.buf.copy_within(keep_from..self.filled, 0);
@@ -204,6 +211,7 @@ impl Walker {
         Ok(self.n)
     }
 
+    #[inline(always)]
     fn next(&mut self) -> io::Result<Step> {
         if self.done {
             return Ok(Step::End);
@@ -398,9 +406,10 @@ impl Lane {
                   wrong_cpu: 0, seqs: Vec::new(), notify: Vec::new(), records: 0, disorder: 0 })
     }
 
-    /// The next kept data record of the file (or None at its end, or at an error in strict
-    /// mode: `faulted`), counting and noting what it passes.
-    fn next_data(&mut self, rules: &Pdu) -> io::Result<Option<(u64, usize)>> {
+    /// The next kept data record of the file, decoded (or None at its end, or at an error in
+    /// strict mode: `faulted`), counting and noting what it passes.
+    #[inline(always)]
+    fn next_data(&mut self, rules: &Pdu) -> io::Result<Option<Rec>> {
         loop {
             match self.walker.next()? {
                 Step::Rec(pos) => {
@@ -408,19 +417,7 @@ impl Lane {
                     let p = self.walker.idx(pos);
                     let b = &self.walker.buf;
                     let version = u32_at(b, p + F_MAGIC, big) & 0xFF;
-                    let known = version == VERSION;
-                    let action = u32_at(b, p + F_ACTION, big);
-                    if known && self.file_cpu >= 0 {
-                        let cpu = u32_at(b, p + F_CPU, big);
-                        if cpu as i64 != self.file_cpu {
-                            if self.wrong == 0 {
-                                self.first_wrong = pos as i64;
-                                self.wrong_cpu = cpu;
-                            }
-                            self.wrong += 1;
-                        }
-                    }
-                    if !known {
+                    if version != VERSION {
                         self.bad_version.push((pos, bad_version(version)));
                         if self.strict {
                             self.faulted = true;
@@ -428,23 +425,29 @@ impl Lane {
                         }
                         continue;
                     }
-                    if action & rules.notify != 0 {
+                    let rec = decode(b, p, pos, big, rules);
+                    if self.file_cpu >= 0 && rec.cpu as u32 as i64 != self.file_cpu {
+                        if self.wrong == 0 {
+                            self.first_wrong = pos as i64;
+                            self.wrong_cpu = rec.cpu as u32 as u64;
+                        }
+                        self.wrong += 1;
+                    }
+                    if rec.action as u64 & rules.notify != 0 {
                         self.records += 1;
                         let pdu_len = u16_at(b, p + F_PDU_LEN, big);
                         if pdu_len > 0 {
-                            let skip = if action & rules.cgroup != 0 { rules.cgroup_bytes } else { 0 };
+                            let skip = if rec.action as u64 & rules.cgroup != 0 { rules.cgroup_bytes } else { 0 };
                             let start = p + HEADER + skip as usize;
                             let len = pdu_len.saturating_sub(skip) as usize;
                             let end = (start + len).min(p + HEADER + pdu_len as usize);
                             let payload = if start < end { b[start..end].to_vec() } else { Vec::new() };
-                            self.notify.push(Notify { action, pid: u32_at(b, p + F_PID, big),
-                                                      time: u64_at(b, p + F_TIME, big),
-                                                      device: u32_at(b, p + F_DEVICE, big), payload });
+                            self.notify.push(Notify { action: rec.action as u64, pid: rec.pid as u64,
+                                                      time: rec.time as u64, device: rec.device as u64, payload });
                         }
                         continue;
                     }
-                    let time = u64_at(b, p + F_TIME, big) as i64;
-                    if time < 0 || (u64_at(b, p + F_SECTOR, big) as i64) < 0 {
+                    if rec.time < 0 || rec.sector < 0 {
                         self.bad_time.push(pos);
                         if self.strict {
                             self.faulted = true;
@@ -453,9 +456,8 @@ impl Lane {
                         continue;
                     }
                     self.records += 1;
-                    let (seq, cpu) = (u32_at(b, p + F_SEQ, big) as i64, u32_at(b, p + F_CPU, big));
-                    self.sequence(cpu, seq);
-                    return Ok(Some((pos, p)));
+                    self.sequence(rec.cpu as u32 as u64, rec.seq);
+                    return Ok(Some(rec));
                 }
                 Step::Bad(pos) => {
                     let magic = self.walker.u32(pos);
@@ -503,10 +505,10 @@ impl Lane {
     }
 
     /// Moves to the next kept data record: the lane's head.
+    #[inline(always)]
     fn advance(&mut self, rules: &Pdu) -> io::Result<()> {
         self.head = match self.next_data(rules)? {
-            Some((pos, p)) => {
-                let rec = decode(&self.walker.buf, p, pos, self.walker.big, rules);
+            Some(rec) => {
                 if rec.time < self.last_time {
                     self.disorder += 1;
                 }
@@ -567,7 +569,7 @@ impl Out {
         o
     }
 
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, r: &Rec, file: usize, origin: i64) {
         self.t.push(r.time - origin);
         self.action.push(r.action);
@@ -730,8 +732,8 @@ impl BlktraceReader {
         let mut keys = Vec::new();
         for (k, l) in self.lanes.iter_mut().enumerate() {
             l.walker.load_all()?;
-            while let Some((pos, p)) = l.next_data(&self.rules)? {
-                keys.push((u64_at(&l.walker.buf, p + F_TIME, l.walker.big) as i64, k as u32, pos));
+            while let Some(rec) = l.next_data(&self.rules)? {
+                keys.push((rec.time, k as u32, rec.pos as u64));
             }
             if l.faulted {
                 return self.resolve_fault();
