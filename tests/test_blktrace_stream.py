@@ -6,8 +6,10 @@ skips, anomalies and counts whatever the sizes; strict: the same error)."""
 from __future__ import annotations
 
 import os
+import re
 import struct
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -175,3 +177,51 @@ def test_late_disorder_is_merged_as_read_and_stated(tmp_path):
     assert any("merged as read" in note for note in cap.notes)
     sorted_cap, sorted_cols = streamed(path, 7, 1 << 20)          # probe 1 M: sorted
     assert np.all(np.diff(sorted_cols["t_ns"]) >= 0) and not any("merged as read" in x for x in sorted_cap.notes)
+
+
+# ---------------------------------------------------------------- blkparse text
+
+from scsitrace.parsers import blkparse  # noqa: E402
+
+BLKPARSE = sorted(str(p) for p in (Path(__file__).parent.parent / "fixtures" / "captured").rglob("ref.blkparse.txt"))
+
+
+def _text_columns(cap) -> dict:
+    parts = list(cap.chunks())
+    return {name: np.concatenate([p[name] for p in parts]) if parts else np.zeros(0, dtype)
+            for name, dtype in block.MACHINE_COLUMNS.items()}
+
+
+def _text_summary(cap) -> tuple:
+    return (cap.records.as_json(), cap.notes, cap.frames["processes"].to_dicts(), cap.meta.get("messages"))
+
+
+@SLOW
+@given(k=st.integers(0, len(BLKPARSE) - 1), block_bytes=st.integers(100, 20_000), probe=st.integers(1, 10**6),
+       swaps=st.integers(0, 40), seed=st.integers(0, 10**6))
+def test_blkparse_chunks_equal_the_whole_file(tmp_path_factory, k, block_bytes, probe, swaps, seed):
+    """A blkparse text (its events in time order, then `swaps` neighbouring lines swapped, as
+    blkparse's own output has them) read in blocks of any size: the events, counts, notes and
+    names of the whole file read at once; a note (and the lines where they were read) only
+    where a swap straddles blocks after the first `probe` events."""
+    d = tmp_path_factory.mktemp("b")
+    lines = open(BLKPARSE[k], encoding="utf-8").read().splitlines(keepends=True)
+    n_ev = next((i for i, line in enumerate(lines) if not line.strip() or re.match(blkparse.SUMMARY_START, line)),
+                len(lines))
+    rng = np.random.default_rng(seed)
+    body = lines[:n_ev]
+    for _ in range(swaps if len(body) > 2 else 0):
+        i = int(rng.integers(0, len(body) - 1))
+        body[i], body[i + 1] = body[i + 1], body[i]
+    path = d / "t.blkparse.txt"
+    path.write_text("".join(body + lines[n_ev:]), encoding="utf-8")
+    one = blkparse.parse(str(path), eager=True)
+    cap = blkparse.parse(str(path), eager=False, block_bytes=block_bytes, probe=probe)
+    cols = _text_columns(cap)
+    if not any("not in time order" in note for note in cap.notes):
+        assert_same(cols, one.columns["events"])
+        assert _text_summary(cap) == _text_summary(one)
+        raw = blkparse.parse(str(path), eager=False, block_bytes=block_bytes, probe=probe).frames["events"]
+        assert raw.equals(one.frames["events"])
+    else:
+        assert len(cols["t_ns"]) == len(one.columns["events"]["t_ns"]) and probe < n_ev
