@@ -78,23 +78,31 @@ struct Rec {
     pos: i64,
 }
 
+/// Decodes the record whose header starts at b[p] (its PDU follows it in `b`).
 #[inline(always)]
 fn decode(b: &[u8], p: usize, pos: u64, big: bool, r: &Pdu) -> Rec {
-    let action = u32_at(b, p + F_ACTION, big);
+    if big { decode_in::<true>(b, p, pos, r) } else { decode_in::<false>(b, p, pos, r) }
+}
+
+#[inline(always)]
+fn decode_in<const BIG: bool>(b: &[u8], p: usize, pos: u64, r: &Pdu) -> Rec {
+    // the header as a fixed-size array: one bounds check, the field reads at constant offsets
+    let h: &[u8; HEADER] = b[p..p + HEADER].try_into().unwrap();
+    let action = u32_at(h, F_ACTION, BIG);
     let mut rec = Rec {
-        time: u64_at(b, p + F_TIME, big) as i64,
-        seq: u32_at(b, p + F_SEQ, big) as i64,
-        sector: u64_at(b, p + F_SECTOR, big) as i64,
-        bytes: u32_at(b, p + F_BYTES, big) as i64,
-        pid: u32_at(b, p + F_PID, big) as i64,
+        time: u64_at(h, F_TIME, BIG) as i64,
+        seq: u32_at(h, F_SEQ, BIG) as i64,
+        sector: u64_at(h, F_SECTOR, BIG) as i64,
+        bytes: u32_at(h, F_BYTES, BIG) as i64,
+        pid: u32_at(h, F_PID, BIG) as i64,
         action: action as u32,
-        device: u32_at(b, p + F_DEVICE, big) as u32,
-        cpu: u32_at(b, p + F_CPU, big) as u32 as i32,
-        error: u16_at(b, p + F_ERROR, big) as u16 as i16,
+        device: u32_at(h, F_DEVICE, BIG) as u32,
+        cpu: u32_at(h, F_CPU, BIG) as u32 as i32,
+        error: u16_at(h, F_ERROR, BIG) as u16 as i16,
         pos: pos as i64,
         ..Default::default()
     };
-    let pdu_len = u16_at(b, p + F_PDU_LEN, big);
+    let pdu_len = u16_at(h, F_PDU_LEN, BIG);
     if pdu_len == 0 || action & r.notify != 0 {
         return rec;
     }
@@ -747,32 +755,47 @@ impl BlktraceReader {
     fn fill_merged(&mut self, out: &mut Out, upto: usize) -> io::Result<()> {
         let rules = self.rules;
         while out.len() < upto {
-            let k = if let Some(heap) = self.heap.as_mut() {
+            // the lane holding the next record, and the first record of another lane (time,
+            // lane) that must come after it: lane k is emitted from until it reaches that
+            let (k, bound) = if let Some(heap) = self.heap.as_mut() {
                 match heap.pop() {
-                    Some(Reverse((_, k))) => k,
+                    Some(Reverse((_, k))) => (k, heap.peek().map(|Reverse(b)| *b)),
                     None => break,
                 }
             } else {
-                let mut best: Option<(i64, usize)> = None;
+                let (mut best, mut second): (Option<(i64, usize)>, Option<(i64, usize)>) = (None, None);
                 for (k, l) in self.lanes.iter().enumerate() {
                     if let Some(h) = &l.head {
-                        if best.map_or(true, |(t, _)| h.time < t) {
-                            best = Some((h.time, k));
+                        let key = (h.time, k);
+                        if best.map_or(true, |b| key < b) {
+                            second = best;
+                            best = Some(key);
+                        } else if second.map_or(true, |s| key < s) {
+                            second = Some(key);
                         }
                     }
                 }
                 match best {
-                    Some((_, k)) => k,
+                    Some((_, k)) => (k, second),
                     None => break,
                 }
             };
             let lane = &mut self.lanes[k];
-            let rec = lane.head.unwrap();
-            let origin = *self.origin.get_or_insert(rec.time);
-            out.push(&rec, lane.file, origin);
-            lane.advance(&rules)?;
-            if lane.faulted {
-                return self.resolve_fault();
+            let file = lane.file;
+            loop {
+                let rec = match lane.head {
+                    Some(rec) if bound.map_or(true, |b| (rec.time, k) < b) => rec,
+                    _ => break,
+                };
+                let origin = *self.origin.get_or_insert(rec.time);
+                out.push(&rec, file, origin);
+                lane.advance(&rules)?;
+                if lane.faulted {
+                    return self.resolve_fault();
+                }
+                if out.len() >= upto {
+                    break;
+                }
             }
             if let (Some(heap), Some(h)) = (self.heap.as_mut(), &self.lanes[k].head) {
                 heap.push(Reverse((h.time, k)));
