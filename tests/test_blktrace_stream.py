@@ -225,3 +225,18 @@ def test_blkparse_chunks_equal_the_whole_file(tmp_path_factory, k, block_bytes, 
         assert raw.equals(one.frames["events"])
     else:
         assert len(cols["t_ns"]) == len(one.columns["events"]["t_ns"]) and probe < n_ev
+
+
+def test_prefetched_chunks_fill_the_capture_at_their_end(tmp_path):
+    """Read ahead in a worker thread (streams.prefetched, as the analysis reads them): the same
+    chunks, and the counts, names and notes are there once the last chunk is handed on."""
+    from scsitrace.streams import prefetched
+    ev = gen.workload(300, seed=12)
+    paths = gen.write(ev, str(tmp_path / "t"))
+    whole = bt.parse(paths[0], eager=True)
+    cap = bt.parse(paths[0], eager=False, chunk=100)
+    assert cap.records.read == 0
+    parts = list(prefetched(cap.chunks()))
+    assert len(parts) == -(-len(ev["time"]) // 100)
+    assert_same({k: np.concatenate([p[k] for p in parts]) for k in parts[0]}, whole.columns["events"])
+    assert summary(cap) == summary(whole)
