@@ -181,8 +181,7 @@ class _Stream:
         first = [part for raw in ahead for part in order.feed(raw)]
         if order.disorder:                         # out of order early: sort the whole file
             whole = pl.concat(ahead + list(blocks))
-            rows = block.merge_order([whole["time_abs"].to_numpy()])
-            yield whole if rows is None else whole[rows]
+            yield whole.sort("time_abs", maintain_order=True)      # stable: by time, then line
             return
         yield from first
         for raw in blocks:
