@@ -23,7 +23,7 @@ from scsitrace.block import events as block  # noqa: E402
 from scsitrace.errors import BadInput  # noqa: E402
 from scsitrace.parsers import blktrace as bt  # noqa: E402
 
-SLOW = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+SLOW = settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 
 
 def reference(paths: list[str]) -> dict[str, np.ndarray]:
