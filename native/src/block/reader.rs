@@ -196,10 +196,12 @@ impl Walker {
         Ok(true)
     }
 
+    #[inline(always)]
     fn idx(&self, abs: u64) -> usize {
         (abs - self.base) as usize
     }
 
+    #[inline(always)]
     fn u32(&self, abs: u64) -> u64 {
         u32_at(&self.buf, self.idx(abs), self.big)
     }
