@@ -1,26 +1,32 @@
-"""Benchmark: scsitrace's blktrace reader + btt tables against blkparse and btt on the same input.
+"""Benchmark: `scsitrace analyze` on per-CPU blktrace captures against `blkparse -d` + `btt`, whole
+processes side by side, at 1x, 4x and 16x a base of about 5 M events.
 
-    python bench/bench_blktrace.py [--ios 700000] [--repeat 3]
+    python bench/bench_blktrace.py [--scales 1,4,16] [--base-ios 700000] [--repeat 1]
+                                   [--reader-only] [--no-tools]
+    python bench/bench_blktrace.py --read BASE      (the reader alone, one process: what it prints)
 
-Generates (once) a per-CPU blktrace capture of about 5 M events under bench/data/ with
-tests/gen_blktrace.py (merges, requeues, splits, dm remaps, plug/unplug), then times:
+Generates (once) each capture under bench/data/ with tests/gen_blktrace.py (merges,
+requeues, splits, dm remaps, plug/unplug), in pieces of the base size appended to the
+per-CPU files (times, sectors and sequence numbers continued), so generating stays in
+bounded memory. Per scale it prints, each as wall seconds and peak RSS of the process:
 
-  ours:      parse all per-CPU files + the full block analysis + every btt table (rendered)
-  pipeline:  `blkparse -i BASE -d DUMP -o /dev/null` followed by `btt -i DUMP`
-  blkparse:  `blkparse -i BASE -o /dev/null` (text decode only)
+  reader:    the blktrace reader alone: every chunk of the stream read and dropped
+  ours:      `scsitrace analyze BASE --json FILE` (whatever the block analysis on this checkout is)
+  pipeline:  `blkparse -i BASE -d DUMP -o /dev/null`, then `btt -i DUMP` (wall: the sum; peak:
+             the larger)
 
-and prints events/s and the ratios. Also checks that our ALL table equals btt's on this input.
+and the ratio pipeline / ours (target >= 10x), and whether our ALL stage table equals btt's.
 """
 from __future__ import annotations
 
 import argparse
-import io
+import json
 import os
-import resource
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -31,41 +37,62 @@ from scsitrace import heap  # noqa: E402
 
 heap.keep_freed_memory()         # as the scsitrace command does: before any import starts a thread
 
+PERIOD_NS = 20_000               # gen_blktrace.workload's default: one I/O per period
+SECTORS = 256                    # gen_blktrace.workload: sectors per I/O slot
 
-def generate(base: str, n_ios: int) -> None:
-    import gen_blktrace
+
+def generate(base: str, n_ios: int, pieces: int) -> None:
+    """`pieces` workloads of n_ios I/Os, one after the other in time and on the disk."""
+    import numpy as np
+    import gen_blktrace as gen
     if os.path.exists(base + ".blktrace.0"):
         return
     os.makedirs(DATA, exist_ok=True)
     t = time.perf_counter()
-    gen_blktrace.write(gen_blktrace.workload(n_ios, seed=5), base)
+    seq = {}
+    for k in range(pieces):
+        ev = gen.workload(n_ios, seed=5 + k)
+        ev["time"] += k * n_ios * PERIOD_NS
+        shift = k * n_ios * SECTORS
+        ev["sector"] += shift
+        ev["pdu_a"] = np.where(ev["action"] & 0xFFFF == gen.ACT["X"], ev["pdu_a"] + shift, ev["pdu_a"])
+        ev["pdu_b"] = np.where(ev["pdu_kind"] == gen.PDU_REMAP, ev["pdu_b"] + shift, ev["pdu_b"])
+        for cpu in (0, 1):
+            sel = ev["cpu"] == cpu
+            part = {name: col[sel] for name, col in ev.items()}
+            with open(f"{base}.blktrace.{cpu}", "ab" if k else "wb") as fh:
+                fh.write(gen.encode(part, seq_start=seq.get(cpu, 1), names=gen.PIDS if k == 0 and cpu == 0 else {}))
+            seq[cpu] = seq.get(cpu, 1) + int(sel.sum())
     print(f"generated {base}.blktrace.* in {time.perf_counter() - t:.1f} s", file=sys.stderr)
 
 
-def ours(base: str):
-    from rich.console import Console
-    from scsitrace import core
-    from scsitrace.parsers import blktrace
-    from scsitrace.reports import btt, summary
-    t, cpu = time.perf_counter(), time.process_time()
-    cap = blktrace.parse(base)
-    t_parse = time.perf_counter() - t
-    analysis = core.analyze(cap, core.Options())
-    s = summary.summary(analysis)
-    console = Console(file=io.StringIO(), width=160)
-    for table in btt.tables(s):
-        console.print(table)
-    return time.perf_counter() - t, t_parse, cap.records.read, s, time.process_time() - cpu
-
-
-def timed(cmd: list[str], **kw) -> tuple[float, float]:
-    """(wall, CPU) seconds of one run of a command."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+def measured(cmd: list[str], **kw) -> tuple[float, float, str]:
+    """(wall seconds, peak RSS in GB, stdout) of one run of a command, as a whole process."""
     t = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, **kw)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(cmd)}: exit {proc.returncode}")
+    return wall, usage.ru_maxrss / 1e6, out
+
+
+def best(runs: list[tuple]) -> tuple:
+    """The fastest run, with the largest peak of all runs."""
+    fastest = min(runs, key=lambda r: r[0])
+    return (fastest[0], max(r[1] for r in runs), *fastest[2:])
+
+
+def read_only(base: str) -> None:
+    """The reader alone (this process is what --reader measures)."""
+    from scsitrace.parsers import blktrace
+    cap = blktrace.parse(base, eager=False)
+    n = 0
+    for part in cap.chunks():
+        n += len(part["t_ns"])
+    print(json.dumps({"events": n, "records": cap.records.read}))
 
 
 def btt_all(text: str) -> dict:
@@ -78,36 +105,58 @@ def btt_all(text: str) -> dict:
     return rows
 
 
+def ours_all(summary: dict) -> dict:
+    rows = {r["name"]: (f"{r['min_ns'] / 1e9:.9f}", f"{(r['total_ns'] / 1e9) / r['n']:.9f}",
+                        f"{r['max_ns'] / 1e9:.9f}", r["n"])
+            for r in summary.get("stages", []) if r["device"] == "all" and r["n"]}
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ios", type=int, default=700_000, help="I/Os to generate (about 7 events each)")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--scales", default="1,4,16", help="multiples of the base capture (comma-separated)")
+    ap.add_argument("--base-ios", type=int, default=700_000, help="I/Os of the 1x capture (about 7 events each)")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--reader-only", action="store_true", help="time the reader alone, not the analysis")
+    ap.add_argument("--no-tools", action="store_true", help="do not run blkparse and btt")
+    ap.add_argument("--read", metavar="BASE", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    base = os.path.join(DATA, f"bench{args.ios}")
-    generate(base, args.ios)
-    dump_path = base + ".dump"
-    best = min((ours(base) for _ in range(args.repeat)), key=lambda r: r[0])
-    t_ours, t_parse, n_events, s, cpu_ours = best
-    print(f"events: {n_events:,}")
-    print(f"ours (parse + analysis + btt tables): {t_ours:.2f} s wall, {cpu_ours:.2f} s CPU "
-          f"({n_events / t_ours / 1e6:.2f} M events/s; parse alone {t_parse:.2f} s)")
-    if not (shutil.which("blkparse") and shutil.which("btt")):
-        print("blkparse/btt not installed: no ratios")
+    if args.read:
+        read_only(args.read)
         return 0
-    text = min((timed(["blkparse", "-i", base, "-o", "/dev/null"]) for _ in range(args.repeat)))
-    dump = min((timed(["blkparse", "-i", base, "-d", dump_path, "-o", "/dev/null"]) for _ in range(args.repeat)))
-    btt = min((timed(["btt", "-i", dump_path], cwd=DATA) for _ in range(args.repeat)))
-    pipe_wall, pipe_cpu = dump[0] + btt[0], dump[1] + btt[1]
-    print(f"blkparse -i > /dev/null: {text[0]:.2f} s wall, {text[1]:.2f} s CPU ({n_events / text[0] / 1e6:.2f} M/s)")
-    print(f"blkparse -d: {dump[0]:.2f} s wall ({n_events / dump[0] / 1e6:.2f} M/s); btt: {btt[0]:.2f} s wall "
-          f"({n_events / btt[0] / 1e6:.2f} M/s); pipeline {pipe_wall:.2f} s wall, {pipe_cpu:.2f} s CPU")
-    print(f"ratio vs blkparse -d + btt: {pipe_wall / t_ours:.1f}x wall, {pipe_cpu / cpu_ours:.1f}x CPU (target >= 10x)")
-    print(f"ratio vs blkparse -i > /dev/null: {text[0] / t_ours:.1f}x wall, {text[1] / cpu_ours:.1f}x CPU")
-    ref = btt_all(subprocess.run(["btt", "-i", dump_path], cwd=DATA, capture_output=True, text=True).stdout)
-    mine = {r["name"]: (f"{r['min_ns'] / 1e9:.9f}", f"{(r['total_ns'] / 1e9) / r['n']:.9f}",
-                        f"{r['max_ns'] / 1e9:.9f}", r["n"]) for r in s["stages"] if r["device"] == "all" and r["n"]}
-    mine = {k: v for k, v in mine.items() if k in ref or k != "S2G"}
-    print("ALL table equals btt's:", mine == ref)
+    scsitrace = os.path.join(os.path.dirname(sys.executable), "scsitrace")
+    tools = not args.no_tools and shutil.which("blkparse") and shutil.which("btt")
+    print(f"{'scale':>5} {'events':>12} {'GB in':>6} | {'reader s':>8} {'GB':>5} | {'ours s':>7} {'GB':>5} | "
+          f"{'blkparse -d + btt s':>19} {'GB':>5} | {'ratio':>6} | ALL = btt")
+    for scale in (int(s) for s in args.scales.split(",")):
+        base = os.path.join(DATA, f"bench{args.base_ios}" + (f"x{scale}" if scale > 1 else ""))
+        generate(base, args.base_ios, scale)
+        size = sum(os.path.getsize(f"{base}.blktrace.{c}") for c in (0, 1)) / 1e9
+        reader = best([measured([sys.executable, __file__, "--read", base]) for _ in range(args.repeat)])
+        events = json.loads(reader[2])["events"]
+        row = f"{scale:>4}x {events:>12,} {size:>6.2f} | {reader[0]:>8.2f} {reader[1]:>5.2f} |"
+        if args.reader_only:
+            print(row, flush=True)
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "s.json")
+            ours = best([measured([scsitrace, "analyze", base, "--json", out]) for _ in range(args.repeat)])
+            with open(out) as fh:
+                summary = json.load(fh)
+            row += f" {ours[0]:>7.2f} {ours[1]:>5.2f} |"
+            if not tools:
+                print(row + " (blkparse/btt not installed)", flush=True)
+                continue
+            dump = os.path.join(tmp, "dump")
+            runs = []
+            for _ in range(args.repeat):
+                parse = measured(["blkparse", "-i", base, "-d", dump, "-o", "/dev/null"])
+                btt = measured(["btt", "-i", dump], cwd=tmp)
+                runs.append((parse[0] + btt[0], max(parse[1], btt[1]), btt[2]))
+            pipe = best(runs)
+        ref = btt_all(pipe[2])
+        same = {k: v for k, v in ours_all(summary).items() if k in ref or k != "S2G"} == ref
+        print(row + f" {pipe[0]:>19.2f} {pipe[1]:>5.2f} | {pipe[0] / ours[0]:>5.1f}x | {same}", flush=True)
     return 0
 
 

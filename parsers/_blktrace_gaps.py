@@ -4,7 +4,9 @@
   the numbers (`.0` and `.2` without `.1`) is a file that is missing; an empty file is a CPU
   that recorded nothing;
 - sequence numbers: the kernel numbers each CPU's data records 1, 2, 3...; a jump is records
-  lost (relay buffer overruns: the "N events dropped" blktrace prints at the end).
+  lost (relay buffer overruns: the "N events dropped" blktrace prints at the end). The native
+  reader (native/src/block/reader.rs) counts them per file and CPU, in file order (a sequence
+  that restarts is a new trace session, not a loss); `gap_notes` states them.
 
 - blktrace's own report (what it prints when it stops: `CPU  N:  E events, ...` and
   `Total: E events (dropped D), ...`), when it was saved beside the capture as
@@ -20,13 +22,6 @@ from __future__ import annotations
 
 import os
 import re
-
-import numpy as np
-
-from scsitrace._jit import compiled
-from scsitrace._keys import dense_ids
-
-from ._bytes import u32
 
 AFFECTED = ("Q2C, D2C and I2D (a request whose completion or dispatch is lost is left unpaired or, "
             "as btt does, paired with a later event of the same sector), the I/O and byte counts, "
@@ -50,41 +45,6 @@ def file_notes(files: list[tuple[str, int | None]], sizes: list[int]) -> list[st
     return notes
 
 
-def sequence_gaps(b: np.ndarray, offs: np.ndarray, order: str, seq_at: int, cpu_at: int) -> dict[int, int]:
-    """{cpu: records missing} from the jumps in each CPU's sequence numbers, data records only
-    (in file order; a sequence that restarts is a new trace session, not a loss). Two
-    compiled passes: the fields read in place, then each record against its CPU's last."""
-    if len(offs) < 2:
-        return {}
-    seq, cpu = _fields(b, offs.astype(np.int64), seq_at, cpu_at, order != "<")
-    ids, first = dense_ids(cpu)
-    lost = _lost(seq, ids, len(first))
-    return {int(cpu[first[k]]): int(lost[k]) for k in np.flatnonzero(lost)}
-
-
-@compiled
-def _fields(b, offs, seq_at, cpu_at, big):
-    seq, cpu = np.empty(offs.shape[0], np.int64), np.empty(offs.shape[0], np.int64)
-    for i in range(offs.shape[0]):
-        seq[i] = np.int64(u32(b, offs[i] + seq_at, big))
-        cpu[i] = np.int64(u32(b, offs[i] + cpu_at, big))
-    return seq, cpu
-
-
-@compiled
-def _lost(seq, ids, n_ids):
-    """Per id, the sum of the jumps (step - 1 where a record's sequence number is more than
-    one past the last of its id)."""
-    last = np.full(n_ids, -1, np.int64)
-    lost = np.zeros(n_ids, np.int64)
-    for i in range(seq.shape[0]):
-        k = ids[i]
-        step = seq[i] - last[k]
-        lost[k] += step - 1 if last[k] >= 0 and step > 1 else 0
-        last[k] = seq[i]
-    return lost
-
-
 def gap_notes(gaps: dict[int, int]) -> list[str]:
     if not gaps:
         return []
@@ -92,6 +52,14 @@ def gap_notes(gaps: dict[int, int]) -> list[str]:
     per = ", ".join(f"CPU {c}: {n}" for c, n in sorted(gaps.items()))
     return [f"incomplete capture: {total} events lost (gaps in the per-CPU sequence numbers; {per}); "
             f"affected: {AFFECTED}"]
+
+
+def disorder_notes(found: list[tuple[str, int]]) -> list[str]:
+    """Files whose records go back in time only after the reader's first million records (it
+    sorts a capture when that shows among them): merged as read."""
+    return [f"{os.path.basename(path)}: {n} records earlier than the record before them in the file, "
+            f"after the first million records: merged as read, not sorted; "
+            f"affected: {AFFECTED}" for path, n in found if n]
 
 
 def _ranges(values: list[int]) -> str:

@@ -10,14 +10,16 @@ summary block is recognised and skipped; any other line that is not an event is 
 """
 from __future__ import annotations
 
+import os
 import re
 
+import numpy as np
 import polars as pl
 
 from scsitrace import schema
 from scsitrace.block import events as block
 from scsitrace.errors import BadInput
-from scsitrace.model import Capture
+from scsitrace.model import Capture, LazyFrames
 from . import _blktrace_gaps, _counters, _lines
 
 ID = "blkparse"
@@ -97,51 +99,204 @@ def _decode(lines: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(reason.alias("reason"), blank.alias("blank")).drop([f"_ok{i}" for i in range(len(ranges))])
 
 
-def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
+PROBE = 1 << 20             # events read ahead before the first chunk: out of time order among them, the file is sorted
+EAGER_BYTES = 64 << 20      # files up to this size are read whole by parse (errors raised there)
+
+
+def parse(path: str, *, strict: bool = True, progress=None, block_bytes: int | None = None, probe: int = PROBE,
+          eager: bool | None = None, **_opts) -> Capture:
+    """A blkparse text as a streaming block-layer Capture: `chunks()` yields dicts of
+    block.MACHINE_COLUMNS in processing order (time, then line), one block of lines each;
+    counts, notes, process names and messages are filled in when the stream ends. A small
+    file (EAGER_BYTES, or `eager`) is read whole here."""
     path = str(path)
-    cap = Capture(layer="block", path=path, format=ID)
-    frames, bad_total, examples, counters = [], 0, [], {}
-    in_summary = False
-    for lines in _lines.iter_line_blocks(path, strict=strict, progress=progress):
-        if in_summary:
-            _counters.blkparse_counters(lines.select(pl.col("text").str.strip_chars_end("\r\n").alias("t")), counters)
-            continue
-        df = _decode(lines)
-        summary_at = df.filter(pl.col("t").str.contains(SUMMARY_START))
-        if summary_at.height:
-            first = summary_at["line_no"][0]
-            _counters.blkparse_counters(df.filter(pl.col("line_no") >= first), counters)
-            df = df.filter(pl.col("line_no") < first)
-            in_summary = True
-        bad = df.filter(pl.col("reason").is_not_null())
-        if bad.height:
-            row = bad.row(0, named=True)
-            if strict:
-                raise BadInput(path, row["reason"], line=row["line_no"], text=row["t"])
-            bad_total += bad.height
-            examples += [f"{path}:{r['line_no']}: {r['reason']}" for r in bad.head(5).iter_rows(named=True)]
-        frames.append(df.filter(pl.col("reason").is_null() & ~pl.col("blank")))
-    if bad_total:
-        cap.records.skip(bad_total, examples)
-    ev = pl.concat(frames) if frames else _decode(pl.DataFrame(schema={"line_no": pl.Int64, "text": pl.Utf8}))
-    messages = ev.filter(pl.col("act") == "m")
-    ev = ev.filter(pl.col("act") != "m")
-    raw = _raw_events(ev)
-    order = block.merge_order([raw["time_abs"].to_numpy()])
-    events = block.finish_events(raw if order is None else raw[order])
-    cap.records.read = raw.height + messages.height
-    gaps = _sequence_gaps(raw)
-    cap.notes += _blktrace_gaps.gap_notes(gaps) + _counters.blkparse_notes(
-        {k: v for k, v in counters.items() if not (k == "skips" and gaps)}, cap.records.read + bad_total)
-    cap.frames["events"] = events.drop("time_abs")
-    names = ev.filter(~pl.col("act").is_in(ERROR_IN_BRACKETS) & pl.col("bracket").is_not_null()) \
-        .group_by(pl.col("pid").cast(pl.Int64)).agg(pl.col("bracket").first()).sort("pid")
-    cap.frames["processes"] = pl.DataFrame({"pid": names["pid"], "name": names["bracket"]},
-                                           schema=block.PROCESSES)
-    cap.meta.update({"files": [path], "origin_ns": 0,
-                     "messages": [{"t_ns": int(r["sec"]) * 10**9 + int(r["nsec"]), "text": r["rest"]}
-                                  for r in messages.head(1000).iter_rows(named=True)]})
-    return cap
+    stream = _Stream(path, strict, progress, block_bytes, probe)
+    if eager if eager is not None else _lines.file_size(path) <= EAGER_BYTES:
+        stream.capture.columns["events"]
+    return stream.capture
+
+
+class _Stream:
+    """One blkparse file's stream (see parse): each block of lines decoded, its events put in
+    time order with those held back from earlier blocks (`_Reorder`); a file whose order that
+    cannot restore among its first `probe` events is read whole and sorted, later such blocks
+    are handed on as read (and said so in a note)."""
+
+    def __init__(self, path, strict, progress, block_bytes, probe):
+        self.path, self.strict, self.progress, self.probe = path, strict, progress, probe
+        self.block_bytes = block_bytes
+        self.finished = False
+        cap = self.capture = Capture(layer="block", path=path, format=ID)
+        cap.chunks = self.chunks
+        cap.columns = LazyFrames({"events": self._machine_columns})
+        cap.frames = LazyFrames({"events": self._events_frame, "processes": self._processes})
+        cap.meta.update({"files": [path], "origin_ns": 0})
+
+    def _raw_blocks(self, state: dict):
+        """RAW_EVENTS of each block of lines, in file order; `state` gathers the rest."""
+        in_summary = False
+        kw = {} if self.block_bytes is None else {"block_bytes": self.block_bytes}
+        for lines in _lines.iter_line_blocks(self.path, strict=self.strict, progress=self.progress, **kw):
+            if in_summary:
+                _counters.blkparse_counters(lines.select(pl.col("text").str.strip_chars_end("\r\n").alias("t")),
+                                            state["counters"])
+                continue
+            df = _decode(lines)
+            summary_at = df.filter(pl.col("t").str.contains(SUMMARY_START))
+            if summary_at.height:
+                first = summary_at["line_no"][0]
+                _counters.blkparse_counters(df.filter(pl.col("line_no") >= first), state["counters"])
+                df = df.filter(pl.col("line_no") < first)
+                in_summary = True
+            bad = df.filter(pl.col("reason").is_not_null())
+            if bad.height:
+                row = bad.row(0, named=True)
+                if self.strict:
+                    raise BadInput(self.path, row["reason"], line=row["line_no"], text=row["t"])
+                state["bad"] += bad.height
+                state["examples"] += [f"{self.path}:{r['line_no']}: {r['reason']}"
+                                      for r in bad.head(5).iter_rows(named=True)]
+            ev = df.filter(pl.col("reason").is_null() & ~pl.col("blank"))
+            messages = ev.filter(pl.col("act") == "m")
+            state["messages"] += messages.height
+            room = 1000 - len(state["message_rows"])
+            if room > 0:
+                state["message_rows"] += messages.head(room).select("sec", "nsec", "rest").rows()
+            ev = ev.filter(pl.col("act") != "m")
+            _names(ev, state["names"])
+            raw = _raw_events(ev)
+            _sequence_gaps(raw, state["seq"], state["gaps"])
+            yield raw
+
+    def _raw_sorted(self, state: dict):
+        """The raw blocks in processing order (see the class docstring)."""
+        blocks = self._raw_blocks(state)
+        ahead, n = [], 0
+        for raw in blocks:
+            ahead.append(raw)
+            n += raw.height
+            if n >= self.probe:
+                break
+        order = _Reorder()
+        first = [part for raw in ahead for part in order.feed(raw)]
+        if order.disorder:                         # out of order early: sort the whole file
+            whole = pl.concat(ahead + list(blocks))
+            yield whole.sort("time_abs", maintain_order=True)      # stable: by time, then line
+            return
+        yield from first
+        for raw in blocks:
+            yield from order.feed(raw)
+        yield from order.rest()
+        state["disorder"] = order.disorder
+
+    def chunks(self, raw: bool = False):
+        """Dicts of MACHINE_COLUMNS (plus RAW_EVENTS' columns when `raw`) in processing order."""
+        if not raw and dict.__contains__(self.capture.columns, "events"):     # already read whole
+            yield self.capture.columns["events"]
+            return
+        state = {"counters": {}, "bad": 0, "examples": [], "messages": 0, "message_rows": [], "names": {},
+                 "seq": {}, "gaps": {}, "disorder": 0, "events": 0}
+        origin = None
+        for part in self._raw_sorted(state):
+            if origin is None:
+                origin = int(part["time_abs"][0])
+            state["events"] += part.height
+            cols = _machine(part, origin)
+            if raw:
+                cols.update({name: part[name].to_numpy() for name in block.RAW_EVENTS})
+            yield cols
+        self._finish(state)
+
+    def _machine_columns(self) -> dict[str, np.ndarray]:
+        parts = list(self.chunks())
+        return {name: np.concatenate([p[name] for p in parts]) if parts else np.zeros(0, dtype)
+                for name, dtype in block.MACHINE_COLUMNS.items()}
+
+    def _events_frame(self) -> pl.DataFrame:
+        parts = list(self.chunks(raw=True))
+        raw = (pl.DataFrame({name: np.concatenate([p[name] for p in parts]) for name in block.RAW_EVENTS},
+                            schema=block.RAW_EVENTS) if parts else schema.empty(block.RAW_EVENTS))
+        return block.finish_events(raw).drop("time_abs")
+
+    def _processes(self) -> pl.DataFrame:
+        if not self.finished:
+            self.capture.columns["events"]
+        return self.capture.frames["processes"]
+
+    def _finish(self, state: dict) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        cap = self.capture
+        if state["bad"]:
+            cap.records.skip(state["bad"], state["examples"])
+        cap.records.read = state["events"] + state["messages"]
+        gaps = state["gaps"]
+        cap.notes += _blktrace_gaps.gap_notes(gaps) + _counters.blkparse_notes(
+            {k: v for k, v in state["counters"].items() if not (k == "skips" and gaps)},
+            cap.records.read + state["bad"])
+        if state["disorder"]:
+            cap.notes.append(f"{os.path.basename(self.path)}: {state['disorder']} blocks of event lines hold events "
+                             f"earlier than events of blocks before them, after the first {self.probe} events: "
+                             "those events are analysed where they were read, not in time order")
+        names = state["names"]
+        cap.frames["processes"] = pl.DataFrame({"pid": sorted(names), "name": [names[p] for p in sorted(names)]},
+                                               schema=block.PROCESSES)
+        cap.meta["messages"] = [{"t_ns": int(sec) * 10**9 + int(nsec), "text": rest}
+                                for sec, nsec, rest in state["message_rows"]]
+
+
+class _Reorder:
+    """Events of blocks of lines in processing order (time, then line), as long as no block
+    holds an event earlier than the first event of a block before it (blkparse's output is
+    in time order but for small local swaps): each block's events are merged with those held
+    back, and those up to the block's earliest time are handed on. `disorder`: blocks that
+    broke the rule (their early events come later than the one-shot order puts them)."""
+
+    def __init__(self):
+        self.held: pl.DataFrame | None = None
+        self.last: int | None = None
+        self.disorder = 0
+
+    def feed(self, raw: pl.DataFrame):
+        if not raw.height:
+            return
+        t = raw["time_abs"]
+        low = t.min()
+        if self.last is not None and low < self.last:
+            self.disorder += 1
+        both = raw if self.held is None else pl.concat([self.held, raw])
+        if not (t.is_sorted() and (self.held is None or self.held.height == 0 or self.held["time_abs"][-1] <= t[0])):
+            both = both.sort("time_abs", maintain_order=True)
+        cut = both["time_abs"].search_sorted(low, side="right")
+        out, self.held = both[:cut], both[cut:]
+        if out.height:
+            self.last = out["time_abs"][-1]
+            yield out
+
+    def rest(self):
+        if self.held is not None and self.held.height:
+            yield self.held
+
+
+def _machine(raw: pl.DataFrame, origin: int) -> dict[str, np.ndarray]:
+    """MACHINE_COLUMNS of raw events (as block.finish_events gives them: a remap's source
+    device and sector, a split's new sector; else 0)."""
+    is_x = (raw["action"] & 0xFF) == block.TA["X"]
+    pdu_sector = (pl.when(raw["has_remap"]).then(raw["pdu_sector"])
+                  .when(is_x & raw["has_int"]).then(raw["pdu_int"]).otherwise(0))
+    out = raw.select((pl.col("time_abs") - origin).alias("t_ns"), "action", "device", "sector", "bytes", "pid",
+                     pl.when("has_remap").then("pdu_dev").otherwise(0).cast(pl.UInt32).alias("pdu_dev"),
+                     pdu_sector.cast(pl.Int64).alias("pdu_sector"))
+    return {name: out[name].to_numpy().astype(dtype, copy=False) for name, dtype in block.MACHINE_COLUMNS.items()}
+
+
+def _names(ev: pl.DataFrame, names: dict) -> None:
+    """pid -> the first name in brackets (not an error code) of its event lines."""
+    found = ev.filter(~pl.col("act").is_in(ERROR_IN_BRACKETS) & pl.col("bracket").is_not_null()) \
+        .group_by(pl.col("pid").cast(pl.Int64), maintain_order=True).agg(pl.col("bracket").first())
+    for pid, name in found.iter_rows():
+        names.setdefault(pid, name)
 
 
 def _raw_events(ev: pl.DataFrame) -> pl.DataFrame:
@@ -171,11 +326,17 @@ def _raw_events(ev: pl.DataFrame) -> pl.DataFrame:
     return schema.validate(out, block.RAW_EVENTS, "blkparse raw events")
 
 
-def _sequence_gaps(raw: pl.DataFrame) -> dict[int, int]:
-    """{cpu: events missing} from jumps in each CPU's sequence numbers, in file order."""
-    if raw.height < 2:
-        return {}
-    step = raw.select("cpu", "position", "seq").sort("position").with_columns(
+def _sequence_gaps(raw: pl.DataFrame, last: dict, gaps: dict) -> None:
+    """Add to {cpu: events missing} the jumps in each CPU's sequence numbers in these lines (in
+    file order), from `last` (cpu -> its last sequence number, carried across blocks)."""
+    if not raw.height:
+        return
+    prev = pl.DataFrame({"cpu": list(last), "seq": list(last.values()), "position": [-1] * len(last)},
+                        schema={"cpu": pl.Int32, "seq": pl.Int64, "position": pl.Int64})
+    step = pl.concat([prev, raw.select("cpu", "seq", "position")]).sort("position").with_columns(
         pl.col("seq").diff().over("cpu").alias("step"))
     lost = step.filter(pl.col("step") > 1).group_by("cpu").agg((pl.col("step") - 1).sum().alias("n"))
-    return {int(c): int(n) for c, n in lost.iter_rows()}
+    for cpu, n in lost.iter_rows():
+        gaps[int(cpu)] = gaps.get(int(cpu), 0) + int(n)
+    for cpu, seq in step.group_by("cpu").agg(pl.col("seq").last()).iter_rows():
+        last[int(cpu)] = int(seq)
