@@ -1,25 +1,10 @@
 """Dense ids of integer keys (Rust: native/src/bus/keys.rs): `dense_ids` numbers devices,
-processes and (device, process) pairs for the usb and block layers; `distinct`.
-
-The hash table of the block and usb layers' passes not yet in Rust (`find_row`,
-`delete_row`, `doubled`, `KEY_A`, `KEY_B`, `VALUE`, `EMPTY`) is still reached through this
-module's names, loaded from scsitrace/_hash_rows.py only when one of them is asked for.
-"""
+processes and (device, process) pairs for the usb and block layers; `distinct`."""
 from __future__ import annotations
 
 import numpy as np
 
 from ._native import bus as _bus
-
-_TABLE_NAMES = ("KEY_A", "KEY_B", "VALUE", "EMPTY", "row_home", "find_row", "delete_row", "doubled")
-
-
-def __getattr__(name: str):
-    if name in _TABLE_NAMES:
-        from . import _hash_rows
-        return getattr(_hash_rows, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 def _as_int64(key: np.ndarray) -> np.ndarray:
     """Any integer keys as int64 (64-bit unsigned keys by their bits: only equality matters)."""

@@ -71,7 +71,7 @@ class _Worker:
 
     def stop(self, kill: bool = False) -> None:
         """Idle workers are told to stop; a busy one is killed. An idle worker holds nothing
-        worth a clean exit (tearing down numba and polars takes seconds): it is terminated
+        worth a clean exit (tearing down polars and its threads takes seconds): it is terminated
         if it has not gone within a moment."""
         if kill:
             self.proc.kill()

@@ -4,9 +4,7 @@ the stage totals.
 
 Per device, each instant goes to the earliest-starting piece covering it (later overlapping
 pieces are clipped): the segments tile [0, elapsed] exactly. One compiled pass (Rust:
-native/src/bus/tiling.rs). The usb layer's pass that tiles pieces as it lists them, not
-yet in Rust, takes the same steps (`place`, `add_piece`, `close_device`): they come from
-scsitrace/_tiling_steps.py, loaded only when asked for.
+native/src/bus/tiling.rs).
 """
 from __future__ import annotations
 
@@ -20,16 +18,6 @@ from .tables import percent_table
 
 IDLE = "IDLE"
 PIECE_COLUMNS = ("dev", "io", "start", "end", "phase", "bytes")   # a stage piece, as a row of int64
-
-
-_STEP_NAMES = ("place", "add_piece", "close_device")
-
-
-def __getattr__(name: str):
-    if name in _STEP_NAMES:
-        from . import _tiling_steps
-        return getattr(_tiling_steps, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def tile_pieces(pieces: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
