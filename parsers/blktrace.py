@@ -220,8 +220,9 @@ class _Stream:
         return block.finish_events(raw).drop("time_abs")
 
     def _processes(self) -> pl.DataFrame:
-        if not self.finished:
-            self.capture.columns["events"]
+        if not self.finished:      # the names are notify records anywhere in the files: read them all
+            for _ in self.chunks():
+                pass
         return self.capture.frames["processes"]
 
     def _finish(self, reader) -> None:

@@ -240,3 +240,24 @@ def test_prefetched_chunks_fill_the_capture_at_their_end(tmp_path):
     assert len(parts) == -(-len(ev["time"]) // 100)
     assert_same({k: np.concatenate([p[k] for p in parts]) for k in parts[0]}, whole.columns["events"])
     assert summary(cap) == summary(whole)
+
+
+@pytest.mark.parametrize("pid", [None, "NAME", "PID"])
+def test_the_analysis_of_a_streamed_capture_never_holds_the_whole_trace(tmp_path, pid):
+    """The block analysis reads a streamed capture chunk by chunk: the whole-trace columns are
+    never built, and process names (notify records anywhere in the files) reach its tables,
+    through one more streamed pass when `--pid NAME` needs them before."""
+    from scsitrace import core
+    ev = gen.workload(400, seed=3)
+    paths = gen.write(ev, str(tmp_path / "t"))
+    whole = bt.parse(paths[0], eager=True)
+    names = dict(whole.frames["processes"].iter_rows())
+    some_pid, some_name = next(iter(names.items()))
+    pids = {None: None, "NAME": (some_name,), "PID": (str(some_pid),)}[pid]
+    cap = bt.parse(paths[0], eager=False, chunk=64)
+    got = core.analyze(cap, core.Options(pids=pids))
+    assert not dict.__contains__(cap.columns, "events")
+    want = core.analyze(whole, core.Options(pids=pids))
+    for name in ("stages", "processes", "process_stages", "devices"):
+        assert got.table(name).equals(want.table(name)), name
+    assert got.ios.equals(want.ios)

@@ -19,12 +19,15 @@ def analyze(capture: Capture, options) -> Analysis:
     for flag, value in (("--target", options.target), ("--lun", options.lun)):
         if value is not None:
             refuse(flag, "block", "blktrace records devices (--device MAJOR,MINOR), not SCSI targets or LUNs")
-    names = dict(capture.frames["processes"].iter_rows()) if "processes" in capture.frames else {}
-    keep_pids = _pid_set(options.pids, names) if options.pids is not None else None
     sink = options.ios_sink
+    # process names come with the records (blktrace notify records): a streamed capture has them
+    # all only at its end, so they are read first (one more pass, bounded) only when needed before
+    names = _names(capture) if sink is not None or _pids_by_name(options.pids) else {}
+    keep_pids = _pid_set(options.pids, names) if options.pids is not None else None
     rows_sink = (lambda rows: sink(ios_frame(rows_frame(rows), names), capture)) if sink is not None else None
     run = run_machine(event_chunks(capture), device=options.device, window=options.window, pids=keep_pids,
                       rows_sink=rows_sink, keep_rows=KEEP_IOS)
+    names = names or _names(capture)
     _check_filters(run, options, names)
     start_ns, end_ns = run["start_ns"], run["end_ns"]
     elapsed = end_ns - start_ns
@@ -63,6 +66,15 @@ def analyze(capture: Capture, options) -> Analysis:
         categories={"btt": _btt_categories(stats, n_q2c)}, notes=notes + list(capture.notes),
         source={"path": capture.path, "format": capture.format, "files": capture.meta.get("files")},
         declared=(*TABLES, *LATENCY_TABLES), tables=tables)
+
+
+def _names(capture: Capture) -> dict:
+    """pid -> process name, as the capture records them."""
+    return dict(capture.frames["processes"].iter_rows()) if "processes" in capture.frames else {}
+
+
+def _pids_by_name(pids) -> bool:
+    return pids is not None and any(not p.isdigit() for p in pids)
 
 
 def _check_filters(run: dict, options, names: dict) -> None:
