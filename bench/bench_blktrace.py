@@ -120,9 +120,13 @@ def main() -> int:
     ap.add_argument("--reader-only", action="store_true", help="time the reader alone, not the analysis")
     ap.add_argument("--no-tools", action="store_true", help="do not run blkparse and btt")
     ap.add_argument("--read", metavar="BASE", help=argparse.SUPPRESS)
+    ap.add_argument("--generate", nargs=3, metavar=("BASE", "IOS", "PIECES"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.read:
         read_only(args.read)
+        return 0
+    if args.generate:
+        generate(args.generate[0], int(args.generate[1]), int(args.generate[2]))
         return 0
     scsitrace = os.path.join(os.path.dirname(sys.executable), "scsitrace")
     tools = not args.no_tools and shutil.which("blkparse") and shutil.which("btt")
@@ -130,7 +134,9 @@ def main() -> int:
           f"{'blkparse -d + btt s':>19} {'GB':>5} | {'ratio':>6} | ALL = btt")
     for scale in (int(s) for s in args.scales.split(",")):
         base = os.path.join(DATA, f"bench{args.base_ios}" + (f"x{scale}" if scale > 1 else ""))
-        generate(base, args.base_ios, scale)
+        if not os.path.exists(base + ".blktrace.0"):   # in a child: a process forked after generating
+            subprocess.run([sys.executable, __file__, "--generate", base, str(args.base_ios), str(scale)],
+                           check=True)                  # would inherit its peak RSS (ru_maxrss)
         size = sum(os.path.getsize(f"{base}.blktrace.{c}") for c in (0, 1)) / 1e9
         reader = best([measured([sys.executable, __file__, "--read", base]) for _ in range(args.repeat)])
         events = json.loads(reader[2])["events"]
