@@ -20,6 +20,7 @@ from scsitrace import schema
 from scsitrace.block import events as block
 from scsitrace.errors import BadInput
 from scsitrace.model import Capture, LazyFrames
+from scsitrace.streams import concatenated
 from . import _blktrace_gaps, _counters, _lines
 
 ID = "blkparse"
@@ -208,9 +209,7 @@ class _Stream:
         self._finish(state)
 
     def _machine_columns(self) -> dict[str, np.ndarray]:
-        parts = list(self.chunks())
-        return {name: np.concatenate([p[name] for p in parts]) if parts else np.zeros(0, dtype)
-                for name, dtype in block.MACHINE_COLUMNS.items()}
+        return concatenated(self.chunks(), block.MACHINE_COLUMNS)
 
     def _events_frame(self) -> pl.DataFrame:
         parts = list(self.chunks(raw=True))

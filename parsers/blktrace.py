@@ -32,6 +32,7 @@ from scsitrace.block import events as block
 from scsitrace.errors import BadInput, TruncatedInput
 from scsitrace._native import block as _native
 from scsitrace.model import Capture, LazyFrames
+from scsitrace.streams import concatenated
 
 from . import _blktrace_gaps as _gaps
 
@@ -207,9 +208,7 @@ class _Stream:
         self._finish(reader)
 
     def _machine_columns(self) -> dict[str, np.ndarray]:
-        parts = list(self.chunks())
-        return {name: np.concatenate([p[name] for p in parts]) if parts else np.zeros(0, dtype)
-                for name, dtype in block.MACHINE_COLUMNS.items()}
+        return concatenated(self.chunks(), block.MACHINE_COLUMNS)
 
     def _events_frame(self) -> pl.DataFrame:
         parts = list(self.chunks(raw=True))

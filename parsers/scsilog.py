@@ -17,6 +17,7 @@ from scsitrace import schema
 from scsitrace.errors import BadInput
 from scsitrace.model import Capture, LazyFrames, RecordCount
 from scsitrace.scsilog.events import EVENTS
+from scsitrace.streams import started
 from . import _counters, _lines
 
 ID = "scsilog"
@@ -61,18 +62,8 @@ def parse(path, *, strict: bool = True, progress=None, chunk_bytes: int = _lines
                   meta={"origin_ns": 0, "log": "none", "position_unit": "line"})
     stream = _Events(path, strict, chunk_bytes)
     first = stream.run(cap, progress)
-    primed = [next(first, None)]
-
-    def chunks():
-        if primed:      # the stream parse() started, once; any later call reads the log again
-            head = primed.pop()
-            if head is not None:
-                yield head
-                yield from first
-            return
-        again = Capture(layer="scsilog", path=path, format=ID, records=RecordCount(), meta=dict(cap.meta))
-        yield from _Events(path, strict, chunk_bytes).run(again, None)
-
+    chunks = started(first, lambda: _Events(path, strict, chunk_bytes).run(
+        Capture(layer="scsilog", path=path, format=ID, records=RecordCount(), meta=dict(cap.meta)), None))
     cap.chunks = chunks
     cap.frames = LazyFrames({"events": lambda: _concat(chunks())})
     return cap

@@ -27,6 +27,7 @@ from scsitrace import schema, scsi
 from scsitrace.errors import BadInput
 from scsitrace.model import Capture, LazyFrames, RecordCount
 from scsitrace.scsilog.events import EVENTS
+from scsitrace.streams import started
 from . import _lines, _sg3_verbose
 
 ID = "sgio"
@@ -78,18 +79,8 @@ def parse(path, *, strict: bool = True, progress=None, chunk_bytes: int = _lines
     sg3 = not SNIFF.search(head) and _sg3_verbose.sniff(head)
     many = False if sg3 else _many_pids(path)
     first = _Commands(path, strict, chunk_bytes, sg3, many).run(cap, progress)
-    primed = [next(first, None)]
-
-    def chunks():
-        if primed:      # the stream parse() started, once; any later call reads the log again
-            head = primed.pop()
-            if head is not None:
-                yield head
-                yield from first
-            return
-        again = Capture(layer="scsilog", path=path, format=ID, records=RecordCount(), meta={})
-        yield from _Commands(path, strict, chunk_bytes, sg3, many).run(again, None)
-
+    chunks = started(first, lambda: _Commands(path, strict, chunk_bytes, sg3, many).run(
+        Capture(layer="scsilog", path=path, format=ID, records=RecordCount(), meta={}), None))
     cap.chunks = chunks
     cap.frames = LazyFrames({"commands": lambda: pl.concat([pl.DataFrame(schema=COMMANDS), *chunks()])})
     cap.frames["events"] = schema.empty(EVENTS)

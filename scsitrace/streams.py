@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Iterable, Iterator, TypeVar
+from typing import Callable, Iterable, Iterator, TypeVar
 
 T = TypeVar("T")
 _DONE = object()
@@ -48,3 +48,29 @@ def prefetched(chunks: Iterable[T], depth: int = 2) -> Iterator[T]:
                 slots.get_nowait()
             except queue.Empty:
                 worker.join(0.01)
+
+
+def started(first: Iterator[T], again: Callable[[], Iterator[T]]) -> Callable[[], Iterator[T]]:
+    """`Capture.chunks` of a parser that began reading in `parse` (so a bad record in the first
+    block is raised there): its first block is pulled now; the first call yields it and the
+    rest of `first`, any later call a new stream from `again()`."""
+    primed = [next(first, None)]
+
+    def chunks() -> Iterator[T]:
+        if primed:
+            head = primed.pop()
+            if head is not None:
+                yield head
+                yield from first
+            return
+        yield from again()
+
+    return chunks
+
+
+def concatenated(chunks: Iterable[dict], columns: dict) -> dict:
+    """Chunks of numpy columns as whole columns (`columns`: name -> dtype, for an empty stream)."""
+    import numpy as np
+    parts = list(chunks)
+    return {name: np.concatenate([p[name] for p in parts]) if parts else np.zeros(0, dtype)
+            for name, dtype in columns.items()}
