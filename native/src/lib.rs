@@ -6,7 +6,6 @@ use pyo3::prelude::*;
 mod block;
 mod bus;
 mod bytes;
-mod scsilog;
 mod stat;
 mod usb;
 
@@ -30,6 +29,5 @@ fn _native(m: &Bound<PyModule>) -> PyResult<()> {
     submodule(m, "bus", bus::register)?;       // bus captures, logic analyzers, VCD, shared tables
     submodule(m, "usb", usb::register)?;       // pcap/usbmon readers and the USB machines
     submodule(m, "block", block::register)?;   // blktrace readers and the btt machine
-    submodule(m, "scsilog", scsilog::register)?;
     Ok(())
 }

@@ -1,6 +1,0 @@
-//! The scsilog area's compiled passes (see lib.rs).
-use pyo3::prelude::*;
-
-pub fn register(_m: &Bound<PyModule>) -> PyResult<()> {
-    Ok(())
-}
