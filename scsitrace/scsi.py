@@ -180,8 +180,9 @@ def decode_cdb_matrix(m, n) -> dict:
     sa_name = np.full(32, -1, np.int64)
     sa_name[list(SERVICE_ACTION_IN_16)] = 256 + np.arange(len(SERVICE_ACTION_IN_16))
     ints, flags = np.empty((5, rows), np.int64), np.empty((4, rows), np.bool_)
-    bus.decode_cdbs(np.asarray(m, np.uint8), np.asarray(n, np.int64), _opcode_table(_RW6), _opcode_table(_RW10),
-                    _opcode_table(_RW12), _opcode_table(_RW16), _lun_groups(), sa_name, len(names) - 1, ints, flags)
+    if rows:    # (rust-numpy refuses the zero strides numpy gives a (5, 0) array)
+        bus.decode_cdbs(np.asarray(m, np.uint8), np.asarray(n, np.int64), _opcode_table(_RW6), _opcode_table(_RW10),
+                        _opcode_table(_RW12), _opcode_table(_RW16), _lun_groups(), sa_name, len(names) - 1, ints, flags)
     opcode, name_at, lba, blocks, lun = ints
     has_op, lba_known, blocks_known, has_lun = flags
     return {"opcode": nullable(opcode, ~has_op, "opcode"), "command": names.gather(name_at).alias("command"),

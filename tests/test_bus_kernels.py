@@ -125,3 +125,13 @@ def test_handshake_pass_is_the_same_in_any_pieces_and_sums_every_edge(lines, dat
     assert sum(r[hs.UP] for r in table) == state[hs.REQ_SEEN] == \
         int(np.count_nonzero(lines & ~np.concatenate(([0], lines[:-1])).astype(np.uint16) & runs.REQ_BIT))
     assert [r[hs.START] for r in table] == [int(t[i]) for i in runs._raw_runs(lines, runs.PHASE_KEY)[0]]
+
+
+def test_no_cdbs_decode_to_empty_columns():
+    """Zero CDBs (a capture whose commands are all of another kind) decode to empty columns
+    (numpy's zero strides of an empty (5, 0) output made the compiled pass panic)."""
+    import numpy as np
+    from scsitrace import scsi
+    out = scsi.decode_cdb_matrix(np.zeros((0, 16), np.uint8), np.zeros(0, np.int64))
+    assert set(out) == {"opcode", "command", "lba", "blocks", "cdb_lun"}
+    assert all(len(col) == 0 for col in out.values())
