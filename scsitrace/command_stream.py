@@ -186,6 +186,20 @@ class Kept:
         return whole.drop("_n") if self.key is None else whole
 
 
+def _in_order(p: pl.DataFrame, keys: list[str]) -> bool:
+    """Whether the pieces of one device are in (start, ...) order already (then no sort could move one)."""
+    if p["device"].n_unique() != 1:
+        return False
+    cols = [p[k].to_numpy() for k in keys[1:]]
+    ahead = np.zeros(p.height - 1, np.bool_)      # row i+1 is after row i on an earlier key
+    for c in cols:
+        d = np.diff(c)
+        if (d[~ahead] < 0).any():
+            return False
+        ahead |= d > 0
+    return bool(ahead.all())
+
+
 class Tiler:
     """Stage pieces (device, io, start_ns, end_ns, bytes; `phase`: index into `phases`, all
     the first without it; `_block`: the order of pieces of equal start, before io) ->
@@ -212,8 +226,9 @@ class Tiler:
         p = pl.concat(self.waiting) if len(self.waiting) > 1 else self.waiting[0]
         ready = p if before is None else p.filter(pl.col("start_ns") < before)
         self.waiting = [p.filter(pl.col("start_ns") >= before)] if before is not None else []
+        keys = ["device", "start_ns", *(["_block"] if "_block" in ready.columns else []), "io"]
         if ready.height:
-            self._tile(ready.sort("device", "start_ns", *(["_block"] if "_block" in ready.columns else []), "io"))
+            self._tile(ready if _in_order(ready, keys) else ready.sort(keys))
 
     def _tile(self, p: pl.DataFrame) -> None:
         devices = p["device"].unique().sort()

@@ -97,7 +97,7 @@ class _Run:
         data_in = full.select(pl.col("data_in").fill_null(pl.col("flag_in")).fill_null(True)).to_series().to_numpy()
         out = np.empty((5 * full.height, len(tiling.PIECE_COLUMNS)), np.int64)
         blocks = np.empty(5 * full.height, np.int64)
-        n, _ = stage_pieces(*(times[c].to_numpy() for c in times.columns), data_in, self.phase_code, False, out,
+        n, _ = stage_pieces(*(times[c].to_numpy() for c in times.columns), data_in, self.phase_code, True, out,
                             blocks)
         p = out[:n]
         names = full.select("_dev", "device").unique("_dev").sort("_dev")["device"]
