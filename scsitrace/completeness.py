@@ -16,9 +16,16 @@ SRT_FIGURES = "the response-time table (SRT) and the stage percentages"
 def usb_notes(s_row: np.ndarray, c_row: np.ndarray, ios: pl.DataFrame) -> list[str]:
     """URBs whose submit or completion is not in the capture, and commands left unpaired
     (by reason), each with the figures they leave out."""
+    unpaired = {}
+    if ios.height and "reason" in ios.columns:
+        unpaired = dict(ios.filter(pl.col("reason").is_not_null()).group_by("reason").len().iter_rows())
+    return usb_notes_counted(int((s_row < 0).sum()), int((c_row < 0).sum()), unpaired)
+
+
+def usb_notes_counted(no_submit: int, no_complete: int, unpaired: dict) -> list[str]:
+    """`usb_notes` from the counts: URBs without submit, without completion, unpaired
+    commands per reason."""
     notes = []
-    no_submit = int((s_row < 0).sum())
-    no_complete = int((c_row < 0).sum())
     if no_submit or no_complete:
         parts = []
         if no_submit:
@@ -27,12 +34,10 @@ def usb_notes(s_row: np.ndarray, c_row: np.ndarray, ios: pl.DataFrame) -> list[s
             parts.append(f"{no_complete} submit(s) without their completion (the capture ended, or lost "
                          "events)")
         notes.append("unpaired URBs: " + "; ".join(parts) + f"; they are not in {SRT_FIGURES}")
-    if ios.height and "reason" in ios.columns:
-        unpaired = ios.filter(pl.col("reason").is_not_null()).group_by("reason").len().sort("reason")
-        if unpaired.height:
-            listed = "; ".join(f"{n} x {why}" for why, n in unpaired.iter_rows())
-            notes.append(f"{int(unpaired['len'].sum())} command(s) unpaired ({listed}): counted, "
-                         f"without a response time, not in {SRT_FIGURES}")
+    if unpaired:
+        listed = "; ".join(f"{unpaired[why]} x {why}" for why in sorted(unpaired))
+        notes.append(f"{sum(unpaired.values())} command(s) unpaired ({listed}): counted, "
+                     f"without a response time, not in {SRT_FIGURES}")
     return notes
 
 

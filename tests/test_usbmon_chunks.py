@@ -6,10 +6,11 @@ from __future__ import annotations
 from dataclasses import fields
 
 import numpy as np
+import polars as pl
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import gen_usbmon as gen
-from scsitrace import core
+from scsitrace import core, model
 from scsitrace.parsers import _usbmon_scan, usbmon
 from scsitrace.usb.urbs import UrbColumns, concat_urbs
 
@@ -58,7 +59,8 @@ def _same_analysis(a, b) -> None:
     assert a.notes == b.notes
     assert a.anomalies.equals(b.anomalies)
     assert a.categories["usb"].equals(b.categories["usb"])
-    for name in ("srt", "commands", "devices", "srt_histogram", "latency"):
+    assert set(a.tables) == set(b.tables)
+    for name in a.tables:     # srt, commands, srt_histogram, devices, latency, latency_histogram
         assert a.table(name).equals(b.table(name)), name
     assert a.segments().equals(b.segments()) if callable(a.segments) else True
 
@@ -70,7 +72,7 @@ def test_streamed_machine_gives_the_tables_of_the_whole_capture(tmp_path, n_comm
     reads; the capture cut anywhere: commands and URBs left open) equals its analysis
     whole; a capture the machine does not cover (enumeration: control requests) falls
     back to the whole analysis."""
-    from scsitrace.usb.streamed import streamed_commands
+    from scsitrace.usb.streamed import streamed_analysis as streamed_commands
     path = tmp_path / f"b{seed}.pcap"
     gen.write_pcap(path, gen.bulk_traffic(n_commands, seed=seed, data_cap=64))
     if cut:
@@ -96,3 +98,38 @@ def test_streamed_machine_gives_the_tables_of_the_whole_capture(tmp_path, n_comm
     gen.write_pcap(late, gen.bulk_traffic(n_commands, seed=seed)[3 + 2 + 2:])
     _same_analysis(core.analyze(usbmon._parse_pcap(str(late), strict=False)),
                    core.analyze(usbmon._parse_pcap(str(late), strict=False, stream_bytes=0)))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(1, 80), st.integers(1, 5), st.integers(64, 4096), st.sampled_from([1, 2, 5, 16]))
+def test_streamed_rows_are_thinned_evenly_and_the_sink_gets_all(tmp_path, n_commands, seed, read_bytes, keep):
+    """With at most `keep` per-command rows kept, the streamed analysis keeps every 2^k-th
+    (by io, said in a note), the I/O sink gets every row in io order, and the tables, stage
+    percentages and segment totals are still those of the whole capture."""
+    path = tmp_path / f"k{seed}.pcap"
+    gen.write_pcap(path, gen.bulk_traffic(n_commands, seed=seed, data_cap=64))
+    whole = core.analyze(usbmon._parse_pcap(str(path), strict=False))
+    got = []
+    saved, model.KEEP_IOS = model.KEEP_IOS, keep
+    try:
+        thin = core.analyze(usbmon._parse_pcap(str(path), strict=False, read_bytes=read_bytes, stream_bytes=0),
+                            core.Options(ios_sink=lambda frame, cap: got.append(frame)))
+    finally:
+        model.KEEP_IOS = saved
+    assert thin.ios_streamed and not whole.ios_streamed
+    sunk = pl.concat(got) if got else whole.ios.clear()
+    assert sunk.equals(whole.ios)
+    assert thin.ios.height <= keep
+    stride = 1
+    while whole.ios.filter(pl.col("io") % stride == 0).height > keep:
+        stride *= 2
+    assert thin.ios.equals(whole.ios.filter(pl.col("io") % stride == 0))
+    thinned = [n for n in thin.notes if n.startswith("per-command rows:")]
+    assert thinned == ([f"per-command rows: {thin.ios.height} of {whole.ios.height} kept for the reports (every "
+                        f"{stride}th, evenly over the capture); all of them went to the I/O sink"] if stride > 1 else [])
+    assert [n for n in thin.notes if n not in thinned and not n.startswith("segments:")] == whole.notes
+    for name in whole.tables:
+        assert whole.table(name).equals(thin.table(name)), name
+    assert whole.categories["usb"].equals(thin.categories["usb"])
+    seg, all_seg = (a.segments() if callable(a.segments) else a.segments for a in (thin, whole))
+    assert seg.height <= keep and set(seg["phase"].unique()) <= set(all_seg["phase"].unique())

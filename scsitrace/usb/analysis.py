@@ -32,7 +32,6 @@ from .bot import bot_commands
 from .stages import _with_stages, segments_frame, tile
 from .transfers import Transfers, transfers
 from .uas import uas_commands
-from .streamed import streamed_commands
 from .urbs import EPIPE, EREMOTEIO, URBS, UrbColumns, _anomalies, _u8, dense_ids, urb_columns
 
 STAGES = ("COMMAND", "DATA IN", "DATA OUT", "STATUS", "GAP", "IDLE")
@@ -83,7 +82,7 @@ def commands(urbs: UrbColumns) -> tuple[Transfers, pl.DataFrame, list[pl.DataFra
     return xf, cmds, [*an1, *an2, *_control_anomalies(xf)]
 
 
-def ios_frame(cmds: pl.DataFrame) -> pl.DataFrame:
+def ios_frame(cmds: pl.DataFrame, first_io: int = 0) -> pl.DataFrame:
     if not cmds.height:
         return pl.DataFrame(schema={**schema.IOS, **IOS_EXTRA})
     for col, dt in {"opcode": pl.Int64, "command": pl.Utf8, "lba": pl.Int64, "blocks": pl.Int64,
@@ -96,7 +95,7 @@ def ios_frame(cmds: pl.DataFrame) -> pl.DataFrame:
     c = _in_start_order(cmds)
     names, code = _devices(c)
     c = c.with_columns(
-        pl.int_range(pl.len(), dtype=pl.Int64).alias("io"),
+        pl.int_range(first_io, first_io + pl.len(), dtype=pl.Int64).alias("io"),
         names.gather(code).alias("device"), pl.Series("_dev", code),
         pl.col("command").fill_null(""))   # commands without a CDB (status without command)
     c = _with_stages(c).with_columns(
@@ -133,7 +132,7 @@ def _in_start_order(cmds: pl.DataFrame) -> pl.DataFrame:
     start = cmds.select(key).to_series()
     if start.null_count() == 0 and bool((start.diff().drop_nulls() > 0).all()):
         return cmds
-    return cmds.sort(key)
+    return cmds.sort(key, maintain_order=True)
 
 
 def _devices(cmds: pl.DataFrame) -> tuple[pl.Series, np.ndarray]:
@@ -150,18 +149,14 @@ def _devices(cmds: pl.DataFrame) -> tuple[pl.Series, np.ndarray]:
 
 
 def analyze(capture: Capture, options=None) -> Analysis:
-    streamed = streamed_commands(capture, options)
-    if streamed is not None:      # a Bulk-Only capture read as a stream: no URB columns held
-        xf = transfers(urb_columns(pl.DataFrame(schema=URBS)))
-        cmds, anomalies, _ = bot_commands(xf, streamed)
-        anomalies += _control_anomalies(xf, streamed)
-        elapsed, window_notes = int(streamed["elapsed"]), []
-        s_row, c_row = np.full(streamed["no_submit"], -1), np.full(streamed["no_complete"], -1)
-    else:
-        urbs = capture.columns["urbs"] if "urbs" in capture.columns else urb_columns(capture.frames["urbs"])
-        urbs, elapsed, window_notes = _windowed(urbs, options)
-        xf, cmds, anomalies = commands(urbs)
-        s_row, c_row = xf.s_row, xf.c_row
+    from .streamed import streamed_analysis
+    streamed = streamed_analysis(capture, options)
+    if streamed is not None:      # a Bulk-Only capture read as a stream: no URB columns, nor every command, held
+        return streamed
+    urbs = capture.columns["urbs"] if "urbs" in capture.columns else urb_columns(capture.frames["urbs"])
+    urbs, elapsed, window_notes = _windowed(urbs, options)
+    xf, cmds, anomalies = commands(urbs)
+    s_row, c_row = xf.s_row, xf.c_row
     full, filter_notes = _selected(ios_frame(cmds), options)
     tiles = tile(full, elapsed, segments=False)
     ios = full.select(list({**schema.IOS, **IOS_EXTRA}))

@@ -62,7 +62,8 @@ def segments_frame(full: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
 STAGE_ORDER = ("COMMAND", "GAP", "DATA IN", "DATA OUT", "STATUS")   # `phase_code` order below
 
 
-def stage_pieces(dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_in, phase_code, by_command, out):
+def stage_pieces(dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_in, phase_code, by_command, out,
+                 blocks=None):
     """Stage pieces of commands (per command columns; NULL times unknown) as rows of `out`
     (tiling.PIECE_COLUMNS: device, io, start, end, phase, bytes), in one compiled pass
     (scsitrace._native.usb.stage_pieces): a command's pieces are COMMAND, GAP before the
@@ -75,7 +76,8 @@ def stage_pieces(dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_
     n, in_order = _usb.stage_pieces(*(np.ascontiguousarray(c, i64) for c in (dev, io, cmd_s, cmd_c, d0, s0, data_c,
                                                                              sts_c, data_bytes)),
                                     np.ascontiguousarray(data_in, np.bool_), np.ascontiguousarray(phase_code, i64),
-                                    bool(by_command), out.reshape(-1))
+                                    bool(by_command), out.reshape(-1),
+                                    np.zeros(0, i64) if blocks is None else blocks)
     return n, in_order
 
 

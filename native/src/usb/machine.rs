@@ -316,18 +316,20 @@ fn piece(block: usize, cmd_s: i64, cmd_c: i64, d0: i64, s0: i64, data_c: i64, st
 
 /// Stage pieces of commands as rows of `out` (tiling.PIECE_COLUMNS), block by block or
 /// command by command (`by_command`); returns the count and whether they came out in
-/// (device, start, block) order (scsitrace/usb/stages.py stage_pieces).
+/// (device, start, block) order (scsitrace/usb/stages.py stage_pieces); `blocks`, when not
+/// empty, gets each piece's block (0 COMMAND, 1 GAP before the data, 2 DATA, 3 GAP, 4 STATUS).
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 fn stage_pieces(py: Python, dev: PyReadonlyArray1<i64>, io: PyReadonlyArray1<i64>, cmd_s: PyReadonlyArray1<i64>,
                 cmd_c: PyReadonlyArray1<i64>, d0: PyReadonlyArray1<i64>, s0: PyReadonlyArray1<i64>,
                 data_c: PyReadonlyArray1<i64>, sts_c: PyReadonlyArray1<i64>, data_bytes: PyReadonlyArray1<i64>,
                 data_in: PyReadonlyArray1<bool>, phase_code: PyReadonlyArray1<i64>, by_command: bool,
-                mut out: PyReadwriteArray1<i64>) -> PyResult<(i64, bool)> {
+                mut out: PyReadwriteArray1<i64>, mut blocks: PyReadwriteArray1<i64>) -> PyResult<(i64, bool)> {
     let (dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_in, phase_code) = (
         dev.as_slice()?, io.as_slice()?, cmd_s.as_slice()?, cmd_c.as_slice()?, d0.as_slice()?, s0.as_slice()?,
         data_c.as_slice()?, sts_c.as_slice()?, data_bytes.as_slice()?, data_in.as_slice()?, phase_code.as_slice()?);
     let out = out.as_slice_mut()?;
+    let blocks = blocks.as_slice_mut()?;      // each piece's block, when given room
     Ok(py.allow_threads(move || {
         let n = dev.len();
         let mut m = 0usize;
@@ -346,6 +348,9 @@ fn stage_pieces(py: Python, dev: PyReadonlyArray1<i64>, io: PyReadonlyArray1<i64
             row[3] = end;
             row[4] = phase_code[stage];
             row[5] = if block == 2 { data_bytes[i] } else { NULL };
+            if !blocks.is_empty() {
+                blocks[m] = block as i64;
+            }
             m += 1;
             let b = block as i64;
             let after = dev[i] > prev_dev

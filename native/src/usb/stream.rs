@@ -75,6 +75,9 @@ pub struct BotStream {
     cmd_s: Vec<i64>,
     cmd_c: Vec<i64>,
     ctl: Vec<[i64; 6]>,                    // Mass Storage Reset, CLEAR HALT: t, bus, dev, pos, bm, req
+    closed: Vec<bool>,                     // per command held: closed (the next CBW or the end came)
+    cbase: i64,                            // number of the first command held (earlier ones taken)
+    first_t: i64,                          // the first event's time: no later event may be earlier
 }
 
 #[inline(always)]
@@ -89,7 +92,30 @@ fn max_t(cur: i64, v: i64) -> i64 {
 
 impl BotStream {
     fn close(&mut self, acc: &[i64; N_AGG], c: i64) {
-        self.ints[c as usize] = *acc;
+        let local = (c - self.cbase) as usize;
+        self.ints[local] = *acc;
+        self.closed[local] = true;
+    }
+
+    /// The first `m` commands held, as columns (bot_pass' aggregates by name, cbw, csw,
+    /// csw_size, bus, dev, pos, cmd_s, cmd_c), removed from the machine.
+    fn columns<'py>(&mut self, py: Python<'py>, m: usize, out: &Bound<'py, PyDict>) -> PyResult<()> {
+        let names = ["first", "last", "csw", "n_csw", "sts_s", "sts_c", "data_s", "data_c", "data_bytes", "stalls",
+                     "data_in"];
+        for (j, name) in names.iter().enumerate() {
+            let col: Vec<i64> = self.ints[..m].iter().map(|row| row[j]).collect();
+            out.set_item(*name, PyArray1::from_vec_bound(py, col))?;
+        }
+        self.ints.drain(..m);
+        self.closed.drain(..m);
+        out.set_item("cbw", PyArray1::from_vec_bound(py, self.cbw.drain(..m * CBW_BYTES).collect()))?;
+        out.set_item("csw_bytes", PyArray1::from_vec_bound(py, self.csw.drain(..m * CSW_BYTES).collect()))?;
+        for (name, col) in [("csw_size", &mut self.csw_size), ("bus", &mut self.bus), ("dev", &mut self.dev),
+                            ("pos", &mut self.pos), ("cmd_s", &mut self.cmd_s), ("cmd_c", &mut self.cmd_c)] {
+            out.set_item(name, PyArray1::from_vec_bound(py, col.drain(..m).collect()))?;
+        }
+        self.cbase += m as i64;
+        Ok(())
     }
 
     /// One bulk transfer, in transfer order (bot_pass' loop body).
@@ -105,8 +131,12 @@ impl BotStream {
                 self.close(&acc, current);
             }
             acc = [k, 0, -1, 0, NULL, NULL, NULL, NULL, 0, 0, -1];
-            current = self.ints.len() as i64;
+            if x.submit == NULL {
+                self.ok = false;     // a CBW without its submit: not in start order, analysed whole
+            }
+            current = self.cbase + self.ints.len() as i64;
             self.ints.push([0; N_AGG]);
+            self.closed.push(false);
             self.cbw.extend_from_slice(&x.data[..CBW_BYTES]);
             self.csw.extend_from_slice(&[0u8; CSW_BYTES]);
             self.csw_size.push(-1);
@@ -120,7 +150,7 @@ impl BotStream {
             self.ok = false;     // bulk traffic before the device's first CBW: analysed whole
             return;
         }
-        let c = current as usize;
+        let c = (current - self.cbase) as usize;
         let has_status = x.has_c;
         let st = x.status;
         if is_csw {
@@ -186,6 +216,7 @@ impl BotStream {
             prev_t: i64::MIN, t_min: i64::MAX, t_max: i64::MIN, no_submit: 0, no_complete: 0, ok: true, k: 0,
             ints: Vec::new(), cbw: Vec::new(), csw: Vec::new(), csw_size: Vec::new(), bus: Vec::new(),
             dev: Vec::new(), pos: Vec::new(), cmd_s: Vec::new(), cmd_c: Vec::new(), ctl: Vec::new(),
+            closed: Vec::new(), cbase: 0, first_t: NULL,
         }
     }
 
@@ -212,6 +243,12 @@ impl BotStream {
                     break;
                 }
                 let t = t_ns[r];
+                if this.first_t == NULL {
+                    this.first_t = t;
+                } else if t < this.first_t {
+                    this.ok = false;     // earlier than the first event: the origin is not known at the start
+                    break;
+                }
                 this.t_min = this.t_min.min(t);
                 this.t_max = this.t_max.max(t);
                 let ev = event[r];
@@ -302,6 +339,24 @@ impl BotStream {
         Ok(self.ok)
     }
 
+    /// The commands closed so far that no open command precedes (in start order), removed
+    /// from the machine, and `before`: the earliest start a command still to come can have
+    /// (None: none held, nothing in flight).
+    fn take<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let m = self.closed.iter().position(|c| !c).unwrap_or(self.closed.len());
+        let out = PyDict::new_bound(py);
+        self.columns(py, m, &out)?;
+        let mut before = if self.prev_t == i64::MIN { NULL } else { self.prev_t };
+        if let Some(front) = self.queue.front() {
+            before = min_t(before, min_t(front.submit, front.complete));
+        }
+        if let Some(&t) = self.cmd_s.first() {
+            before = min_t(before, t);
+        }
+        out.set_item("before", if before == NULL { None } else { Some(before) })?;
+        Ok(out)
+    }
+
     /// The end of the capture: every transfer still waiting is final, every device's open
     /// command closes. Returns the commands' columns (bot_pass' aggregates by name, cbw,
     /// csw, csw_size, bus, dev, pos, cmd_s, cmd_c), the unpaired URB counts and the time range.
@@ -320,20 +375,8 @@ impl BotStream {
             }
         }
         let out = PyDict::new_bound(py);
-        let names = ["first", "last", "csw", "n_csw", "sts_s", "sts_c", "data_s", "data_c", "data_bytes", "stalls",
-                     "data_in"];
-        for (j, name) in names.iter().enumerate() {
-            let col: Vec<i64> = self.ints.iter().map(|row| row[j]).collect();
-            out.set_item(*name, PyArray1::from_vec_bound(py, col))?;
-        }
-        self.ints = Vec::new();
-        out.set_item("cbw", PyArray1::from_vec_bound(py, std::mem::take(&mut self.cbw)))?;
-        out.set_item("csw_bytes", PyArray1::from_vec_bound(py, std::mem::take(&mut self.csw)))?;
-        out.set_item("csw_size", PyArray1::from_vec_bound(py, std::mem::take(&mut self.csw_size)))?;
-        for (name, col) in [("bus", &mut self.bus), ("dev", &mut self.dev), ("pos", &mut self.pos),
-                            ("cmd_s", &mut self.cmd_s), ("cmd_c", &mut self.cmd_c)] {
-            out.set_item(name, PyArray1::from_vec_bound(py, std::mem::take(col)))?;
-        }
+        let m = self.ints.len();
+        self.columns(py, m, &out)?;
         for (j, name) in ["ctl_t", "ctl_bus", "ctl_dev", "ctl_pos", "ctl_bm", "ctl_req"].iter().enumerate() {
             let col: Vec<i64> = self.ctl.iter().map(|row| row[j]).collect();
             out.set_item(*name, PyArray1::from_vec_bound(py, col))?;
