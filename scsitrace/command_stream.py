@@ -149,6 +149,23 @@ def _histogram(acc: dict) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=SRT_HISTOGRAM.schema, orient="row") if rows else SRT_HISTOGRAM.empty()
 
 
+def thinning_notes(kept: "Kept", rows: int, tiler: "Tiler", tables: Tables, sink, over: str) -> list[str]:
+    """The notes of a streamed command layer on what it kept for the reports and on the
+    percentiles that are not exact (`over`: "the log", "the capture")."""
+    notes = []
+    if kept.thinned:
+        notes.append(f"per-command rows: {kept.rows} of {rows} kept for the reports (every {kept.stride}th, "
+                     f"evenly over {over})" + ("; all of them went to the I/O sink" if sink is not None else ""))
+    if tiler.kept.thinned:
+        notes.append(f"segments: every {tiler.kept.stride}th kept for the reports; the stage percentages count "
+                     "all of them")
+    inexact = tables.inexact()
+    if inexact:
+        notes.append(f"percentiles of {', '.join(inexact)}: over 2 M samples, read from a log-linear histogram "
+                     "(at most 0.1 % low); count, min, max and mean exact")
+    return notes
+
+
 class Kept:
     """At most `limit` rows of a frame that grows batch by batch: the rows whose running
     number (`key`, or their order of arrival) is a multiple of the stride, the stride

@@ -21,6 +21,7 @@ from ..filters import check_found, check_window, refuse
 from ..tables import Table
 from ..model import Analysis, Capture
 from ..stats import LATENCY_TABLES
+from ..command_stream import thinning_notes
 from . import stream
 from .events import COMMAND_EXTRA, EVENTS, MLQUEUE
 
@@ -176,20 +177,10 @@ class _Run:
             notes.append(f"{n_dev} devices: percentages are of {n_dev} x the elapsed time")
         if not self.sgio:
             notes += list(capture.notes)
-        if self.kept.thinned:
-            notes.append(f"per-command rows: {self.kept.rows} of {self.rows} kept for the reports (every "
-                         f"{self.kept.stride}th, evenly over the log)" + (
-                             "; all of them went to the I/O sink" if self.sink is not None else ""))
+        notes += thinning_notes(self.kept, self.rows, self.tiler, t, self.sink, "the log")
         if self.unordered:
             notes.append(f"per-command rows went to the I/O sink out of io order where more than {stream.HOLD} "
                          "finished behind a command still waiting for its end")
-        if self.tiler.kept.thinned:
-            notes.append(f"segments: every {self.tiler.kept.stride}th kept for the reports; the stage "
-                         "percentages count all of them")
-        inexact = t.inexact()
-        if inexact:
-            notes.append(f"percentiles of {', '.join(inexact)}: over 2 M samples, read from a log-linear "
-                         "histogram (at most 0.1 % low); count, min, max and mean exact")
         empty = {**schema.IOS, **IOS_EXTRA, "kernel_tag": pl.Int64}
         ios = self.kept.frame(pl.DataFrame(schema=empty), ["io"])
         tables = t.tables(elapsed)

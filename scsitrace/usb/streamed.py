@@ -22,7 +22,7 @@ import polars as pl
 
 from .. import completeness, schema, tiling
 from .._native import usb as _usb
-from ..command_stream import Kept, Tables, Tiler
+from ..command_stream import Kept, Tables, Tiler, thinning_notes
 from ..model import Analysis
 from ..schema import NULL
 from ..streams import prefetched
@@ -126,17 +126,7 @@ class _Run:
         notes += completeness.usb_notes_counted(int(found["no_submit"]), int(found["no_complete"]),
                                                 {k: v for k, v in t.reasons.items() if k is not None})
         notes += list(capture.notes)
-        if self.kept.thinned:
-            notes.append(f"per-command rows: {self.kept.rows} of {self.rows} kept for the reports (every "
-                         f"{self.kept.stride}th, evenly over the capture)" + (
-                             "; all of them went to the I/O sink" if self.sink is not None else ""))
-        if self.tiler.kept.thinned:
-            notes.append(f"segments: every {self.tiler.kept.stride}th kept for the reports; the stage "
-                         "percentages count all of them")
-        inexact = t.inexact()
-        if inexact:
-            notes.append(f"percentiles of {', '.join(inexact)}: over 2 M samples, read from a log-linear "
-                         "histogram (at most 0.1 % low); count, min, max and mean exact")
+        notes += thinning_notes(self.kept, self.rows, self.tiler, t, self.sink, "the capture")
         from .analysis import IOS_EXTRA
         ios = self.kept.frame(pl.DataFrame(schema={**schema.IOS, **IOS_EXTRA}), ["io"])
         tables = t.tables(elapsed)

@@ -5,32 +5,32 @@ use std::collections::HashMap;
 use numpy::{PyArray1, PyReadonlyArray1, PyReadwriteArray1};
 use pyo3::prelude::*;
 
-const NULL: i64 = i64::MIN;
+pub(super) const NULL: i64 = i64::MIN;
 const EV_S: u8 = b'S';
 const EV_C: u8 = b'C';
 const EV_E: u8 = b'E';
-const EPIPE: i32 = -32;
-const EREMOTEIO: i32 = -121;
-const CBW_BYTES: usize = 31;
-const CSW_BYTES: usize = 13;
-const CBW_SIGNATURE: u32 = 0x4342_5355;
-const CSW_SIGNATURE: u32 = 0x5342_5355;
+pub(super) const EPIPE: i32 = -32;
+pub(super) const EREMOTEIO: i32 = -121;
+pub(super) const CBW_BYTES: usize = 31;
+pub(super) const CSW_BYTES: usize = 13;
+pub(super) const CBW_SIGNATURE: u32 = 0x4342_5355;
+pub(super) const CSW_SIGNATURE: u32 = 0x5342_5355;
 const BEFORE_CBW_DATA: i8 = 1;
 const BEFORE_CBW_CSW: i8 = 2;
 const NOT_BOT: i8 = 3;
 // BOT aggregates (scsitrace/usb/bot.py BOT_AGGREGATES)
-const FIRST: usize = 0;
-const LAST: usize = 1;
-const CSW_K: usize = 2;
-const N_CSW: usize = 3;
-const STS_S: usize = 4;
-const STS_C: usize = 5;
-const DATA_S: usize = 6;
-const DATA_C: usize = 7;
-const DATA_BYTES: usize = 8;
-const STALLS: usize = 9;
-const DATA_IN: usize = 10;
-const N_AGG: usize = 11;
+pub(super) const FIRST: usize = 0;
+pub(super) const LAST: usize = 1;
+pub(super) const CSW_K: usize = 2;
+pub(super) const N_CSW: usize = 3;
+pub(super) const STS_S: usize = 4;
+pub(super) const STS_C: usize = 5;
+pub(super) const DATA_S: usize = 6;
+pub(super) const DATA_C: usize = 7;
+pub(super) const DATA_BYTES: usize = 8;
+pub(super) const STALLS: usize = 9;
+pub(super) const DATA_IN: usize = 10;
+pub(super) const N_AGG: usize = 11;
 
 /// Transfers as (submit row, completion row), -1 where absent, in row order, written to
 /// `s_rows` and `c_rows`; returns their count. A submit pairs with the next event of its

@@ -11,26 +11,11 @@ use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-const NULL: i64 = i64::MIN;
-const EPIPE: i32 = -32;
-const EREMOTEIO: i32 = -121;
-const CBW_BYTES: usize = 31;
-const CSW_BYTES: usize = 13;
+// the constants of the Bulk-Only wire format and of the aggregates, as the whole-capture pass has them
+use super::machine::{CBW_BYTES, CBW_SIGNATURE, CSW_BYTES, CSW_K, CSW_SIGNATURE, DATA_BYTES, DATA_C, DATA_IN,
+                     DATA_S, EPIPE, EREMOTEIO, FIRST, LAST, NULL, N_AGG, N_CSW, STALLS, STS_C, STS_S};
+
 const PREFIX: usize = 32;
-const CBW_SIGNATURE: u32 = 0x4342_5355;
-const CSW_SIGNATURE: u32 = 0x5342_5355;
-const N_AGG: usize = 11;
-const FIRST: usize = 0;
-const LAST: usize = 1;
-const CSW_K: usize = 2;
-const N_CSW: usize = 3;
-const STS_S: usize = 4;
-const STS_C: usize = 5;
-const DATA_S: usize = 6;
-const DATA_C: usize = 7;
-const DATA_BYTES: usize = 8;
-const STALLS: usize = 9;
-const DATA_IN: usize = 10;
 
 /// A bulk transfer waiting for its completion (or for the transfers before it).
 struct Xfer {
