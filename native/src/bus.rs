@@ -10,7 +10,7 @@ mod handshakes;
 mod keys;
 mod runs;
 mod samples;
-mod tiling;
+pub(crate) mod tiling;
 mod vcd;
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {

@@ -7,6 +7,39 @@ use pyo3::prelude::*;
 const NULL: i64 = i64::MIN; // scsitrace/schema.py NULL
 const COLS: usize = 6; // tiling.PIECE_COLUMNS: dev, io, start, end, phase, bytes
 
+/// One device's tiling step (tiling.py's `place`, `add_piece`, `close_device`): a piece gets
+/// the part of its time no earlier piece covers; the gap before that part is IDLE. Shared by
+/// `tile` and the usb layer's stage totals (native/src/usb/machine.rs).
+pub(crate) struct DeviceTiling {
+    covered: i64,
+    last_end: i64,
+}
+
+impl DeviceTiling {
+    pub(crate) fn new() -> DeviceTiling {
+        DeviceTiling { covered: -1, last_end: -1 }
+    }
+
+    /// The piece [start, end) placed: `Some((idle_from, s))`, its IDLE gap [idle_from, s)
+    /// (empty when equal) and its own part [s, end); None when earlier pieces cover it.
+    #[inline]
+    pub(crate) fn place(&mut self, start: i64, end: i64) -> Option<(i64, i64)> {
+        let s = start.max(self.covered);
+        self.covered = self.covered.max(end);
+        if end <= s {
+            return None;
+        }
+        let idle_from = self.last_end.max(0).min(s);
+        self.last_end = self.covered;
+        Some((idle_from, s))
+    }
+
+    /// Where the device's last segment ends (the IDLE up to the end follows), if it has any.
+    pub(crate) fn end(&self) -> Option<i64> {
+        (self.last_end >= 0).then_some(self.last_end)
+    }
+}
+
 fn err(what: &str) -> PyErr {
     pyo3::exceptions::PyValueError::new_err(format!("tiling: {what}"))
 }
@@ -58,15 +91,10 @@ fn tile(py: Python, order: PyReadonlyArray1<i64>, pieces: PyReadonlyArray2<i64>,
         let mut k = 0;
         while k < n {
             let d = p[order[k] as usize * COLS];
-            let (mut covered, mut last_end) = (-1i64, -1i64);
+            let mut tiling = DeviceTiling::new();
             while k < n && p[order[k] as usize * COLS] == d {
                 let r = &p[order[k] as usize * COLS..][..COLS];
-                let (start, e, phase) = (r[2], r[3], r[4] as usize);
-                let s = start.max(covered);
-                if e > s {
-                    let idle_from = last_end.max(0).min(s);
-                    covered = covered.max(e);
-                    last_end = covered;
+                if let Some((idle_from, s)) = tiling.place(r[2], r[3]) {
                     if idle_from < s {
                         totals[idle] += s - idle_from;
                         counts[idle] += 1;
@@ -74,17 +102,15 @@ fn tile(py: Python, order: PyReadonlyArray1<i64>, pieces: PyReadonlyArray2<i64>,
                             put(&mut m, [d, NULL, idle_from, s, idle as i64, NULL]);
                         }
                     }
-                    totals[phase] += e - s;
-                    counts[phase] += 1;
+                    totals[r[4] as usize] += r[3] - s;
+                    counts[r[4] as usize] += 1;
                     if emit {
-                        put(&mut m, [d, r[1], s, e, r[4], r[5]]);
+                        put(&mut m, [d, r[1], s, r[3], r[4], r[5]]);
                     }
-                } else {
-                    covered = covered.max(e);
                 }
                 k += 1;
             }
-            if last_end >= 0 {
+            if let Some(last_end) = tiling.end() {
                 if elapsed > last_end {
                     totals[idle] += elapsed - last_end;
                     counts[idle] += 1;

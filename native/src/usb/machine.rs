@@ -5,6 +5,8 @@ use std::collections::HashMap;
 use numpy::{PyArray1, PyReadonlyArray1, PyReadwriteArray1};
 use pyo3::prelude::*;
 
+use crate::bus::tiling::DeviceTiling;
+
 pub(super) const NULL: i64 = i64::MIN;
 const EV_S: u8 = b'S';
 const EV_C: u8 = b'C';
@@ -117,12 +119,12 @@ fn transfer_columns(py: Python, s_row: PyReadonlyArray1<i64>, c_row: PyReadonlyA
 }
 
 #[inline(always)]
-fn min_t(cur: i64, v: i64) -> i64 {
+pub(super) fn min_t(cur: i64, v: i64) -> i64 {
     if v != NULL && (cur == NULL || v < cur) { v } else { cur }
 }
 
 #[inline(always)]
-fn max_t(cur: i64, v: i64) -> i64 {
+pub(super) fn max_t(cur: i64, v: i64) -> i64 {
     if v != NULL && (cur == NULL || v > cur) { v } else { cur }
 }
 
@@ -368,8 +370,8 @@ fn stage_pieces(py: Python, dev: PyReadonlyArray1<i64>, io: PyReadonlyArray1<i64
 /// segments=False) of the pieces `stage_pieces` lists command by command, tiled as they are
 /// listed, without a piece table, provided they come in (device, start, block) order.
 /// Returns whether they did (else the totals are incomplete: list and tile the pieces) and
-/// how many devices have segments. The placing rule is tiling.py's `place`, `add_piece`,
-/// `close_device` (tests/test_usbmon.py checks the two agree).
+/// how many devices have segments. The placing rule is the bus tiling's `DeviceTiling`
+/// (tests/test_usbmon.py checks the totals against tiling.tile's).
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 fn stage_totals(py: Python, dev: PyReadonlyArray1<i64>, cmd_s: PyReadonlyArray1<i64>, cmd_c: PyReadonlyArray1<i64>,
@@ -382,10 +384,8 @@ fn stage_totals(py: Python, dev: PyReadonlyArray1<i64>, cmd_s: PyReadonlyArray1<
         sts_c.as_slice()?, data_in.as_slice()?, phase_code.as_slice()?);
     let (totals, counts) = (totals.as_slice_mut()?, counts.as_slice_mut()?);
     Ok(py.allow_threads(move || {
-        let close = |last_end: i64, totals: &mut [i64], counts: &mut [i64]| -> i64 {
-            if last_end < 0 {
-                return 0;
-            }
+        let close = |tiling: &DeviceTiling, totals: &mut [i64], counts: &mut [i64]| -> i64 {
+            let Some(last_end) = tiling.end() else { return 0 };
             if elapsed > last_end {
                 totals[idle] += elapsed - last_end;
                 counts[idle] += 1;
@@ -394,7 +394,7 @@ fn stage_totals(py: Python, dev: PyReadonlyArray1<i64>, cmd_s: PyReadonlyArray1<
         };
         let mut devices = 0i64;
         let (mut prev_dev, mut prev_start, mut prev_block) = (-1i64, NULL, -1i64);
-        let (mut covered, mut last_end) = (-1i64, -1i64);
+        let mut tiling = DeviceTiling::new();
         for i in 0..dev.len() {
             for block in 0..5usize {
                 let (start, end, stage) = piece(block, cmd_s[i], cmd_c[i], d0[i], s0[i], data_c[i], sts_c[i], data_in[i]);
@@ -408,22 +408,13 @@ fn stage_totals(py: Python, dev: PyReadonlyArray1<i64>, cmd_s: PyReadonlyArray1<
                     return (false, 0);
                 }
                 if dev[i] != prev_dev {
-                    devices += close(last_end, totals, counts);
-                    covered = -1;
-                    last_end = -1;
+                    devices += close(&tiling, totals, counts);
+                    tiling = DeviceTiling::new();
                 }
                 prev_dev = dev[i];
                 prev_start = start;
                 prev_block = b;
-                // tiling.place, then tiling.add_piece
-                let s = start.max(covered);
-                if end <= s {
-                    covered = covered.max(end);
-                    continue;
-                }
-                let idle_from = last_end.max(0).min(s);
-                covered = covered.max(end);
-                last_end = covered;
+                let Some((idle_from, s)) = tiling.place(start, end) else { continue };
                 if idle_from < s {
                     totals[idle] += s - idle_from;
                     counts[idle] += 1;
@@ -433,7 +424,7 @@ fn stage_totals(py: Python, dev: PyReadonlyArray1<i64>, cmd_s: PyReadonlyArray1<
                 counts[phase] += 1;
             }
         }
-        devices += close(last_end, totals, counts);
+        devices += close(&tiling, totals, counts);
         (true, devices)
     }))
 }

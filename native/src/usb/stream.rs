@@ -13,7 +13,7 @@ use pyo3::types::PyDict;
 
 // the constants of the Bulk-Only wire format and of the aggregates, as the whole-capture pass has them
 use super::machine::{CBW_BYTES, CBW_SIGNATURE, CSW_BYTES, CSW_K, CSW_SIGNATURE, DATA_BYTES, DATA_C, DATA_IN,
-                     DATA_S, EPIPE, EREMOTEIO, FIRST, LAST, NULL, N_AGG, N_CSW, STALLS, STS_C, STS_S};
+                     DATA_S, EPIPE, EREMOTEIO, FIRST, LAST, NULL, N_AGG, N_CSW, STALLS, STS_C, STS_S, max_t, min_t};
 
 const PREFIX: usize = 32;
 
@@ -63,16 +63,6 @@ pub struct BotStream {
     closed: Vec<bool>,                     // per command held: closed (the next CBW or the end came)
     cbase: i64,                            // number of the first command held (earlier ones taken)
     first_t: i64,                          // the first event's time: no later event may be earlier
-}
-
-#[inline(always)]
-fn min_t(cur: i64, v: i64) -> i64 {
-    if v != NULL && (cur == NULL || v < cur) { v } else { cur }
-}
-
-#[inline(always)]
-fn max_t(cur: i64, v: i64) -> i64 {
-    if v != NULL && (cur == NULL || v > cur) { v } else { cur }
 }
 
 impl BotStream {
