@@ -35,6 +35,9 @@ python_env() {
   # "Editable installation ... be careful with folders" notice (a Python warning raised in
   # pip's build subprocess, which inherits PYTHONWARNINGS): that notice alone is silenced.
   PYTHONWARNINGS="ignore:Editable installation" "$VENV/bin/python" -m pip install -q -e ".[test]"
+  # An editable install leaves our sources uncompiled: byte-compile them now, so that no run
+  # compiles them (every run would, where PYTHONDONTWRITEBYTECODE is set: 0.15 s each)
+  "$VENV/bin/python" -m compileall -q -j 0 scsitrace parsers reports >/dev/null
 }
 
 case "$what" in

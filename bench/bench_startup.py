@@ -4,11 +4,12 @@ format, whole process, against the reference tools on the same inputs.
     python bench/bench_startup.py [--repeat 5]
 
 "first": the checkout's own bytecode caches (__pycache__ under scsitrace/, parsers/,
-reports/; where numba kept its compiled kernels too) are deleted first, as after
-`pip install -e .`; numba (if the checkout still uses it) gets an empty NUMBA_CACHE_DIR.
-"later": the best of N runs after that. Reference: `blkparse -d` + `btt` on the blktrace
-input, `tshark -q -z scsi,srt,0` on the pcap (each a whole process too). Prints wall time
-and peak RSS (each process's own, from wait4).
+reports/) are deleted first, so that run compiles our sources: the worst case, an install
+that did not byte-compile them (`run.sh` does, with compileall). "later": the median of N
+runs after that (PYTHONDONTWRITEBYTECODE is cleared for every run, so the first one leaves
+its caches as a user's would). Reference: `blkparse -d` + `btt` on the blktrace input,
+`tshark -q -z scsi,srt,0` on the pcap (each a whole process too). Prints wall time and
+peak RSS (each process's own, from wait4).
 """
 from __future__ import annotations
 
@@ -87,11 +88,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for fmt, path in inputs().items():
             forget_bytecode()
-            env = dict(os.environ, NUMBA_CACHE_DIR=tempfile.mkdtemp(dir=tmp))
+            env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
             cmd = [SCSITRACE, "analyze", path]
             first, _ = run(cmd, env=env)
             later = [run(cmd, env=env) for _ in range(args.repeat)]
-            wall, rss = min(w for w, _ in later), max(m for _, m in later)
+            wall, rss = sorted(w for w, _ in later)[len(later) // 2], max(m for _, m in later)
             ref = reference(fmt, path, tmp)
             ref_text = f"{ref[0]:.3f} s, {ref[1]:.0f} MiB" if ref else "-"
             print(f"{fmt:<14} {os.path.getsize(path) / 1024:>7.0f} K {first:>7.2f}s {wall:>7.3f}s {rss:>6.0f} MiB   {ref_text}")

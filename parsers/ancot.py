@@ -6,6 +6,7 @@ format, in blocks, for the simulator and the round-trip tests.
 """
 from __future__ import annotations
 
+import functools
 import io
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -314,8 +315,9 @@ class Writer:
         fields.append(("nl", "V1"))
         out = np.empty(len(ticks), dtype=fields)
         hi, lo = np.divmod(ticks.astype(np.int64), 100_000)
-        out["hi"] = _DIGITS5_V[0][hi]
-        out["lo"] = _DIGITS5_V[1][lo + (hi > 0) * 100_000]
+        high, low = _digits5_views()
+        out["hi"] = high[hi]
+        out["lo"] = low[lo + (hi > 0) * 100_000]
         if self._signal_lut is None:
             codes = np.arange(1 << len(schema.SIGNALS))
             lut = np.full((len(codes), 2 * nsig), ord(" "), dtype=np.uint8)
@@ -349,13 +351,22 @@ class Writer:
 
 
 _HEX = pl.Series([f"{i:02x}" for i in range(256)])
-# a tick as two five-digit groups of text: [0] the high group (blank when zero); [1] the low
-# group, space-padded at rows 0-99999 (high group zero) and zero-padded at rows 100000-199999
-_DIGITS5 = (np.frombuffer(("     " + "".join(f"{i:5d}" for i in range(1, 100_000))).encode(),
-                          dtype=np.uint8).reshape(-1, 5),
-            np.frombuffer("".join([f"{i:5d}" for i in range(100_000)] + [f"{i:05d}" for i in range(100_000)])
-                          .encode(), dtype=np.uint8).reshape(-1, 5))
-_DIGITS5_V = tuple(d.view("V5").ravel() for d in _DIGITS5)
+@functools.cache
+def _digits5_views() -> tuple[np.ndarray, np.ndarray]:
+    """A tick as two five-digit groups of text (5-byte void items): [0] the high group (blank
+    when zero); [1] the low group, space-padded at rows 0-99999 (high group zero) and
+    zero-padded at rows 100000-199999. Built on first use: only writers need it."""
+    n = np.arange(100_000)
+    digits = (n[:, None] // 10 ** np.arange(4, -1, -1)) % 10 + ord("0")
+    leading = np.cumsum(digits != ord("0"), axis=1) == 0
+    leading[:, -1] = False                          # 0 is written "    0"
+    spaced = np.where(leading, ord(" "), digits).astype(np.uint8)
+    high = spaced.copy()
+    high[0] = ord(" ")                              # a zero high group is blank
+    low = np.concatenate([spaced, digits.astype(np.uint8)])
+    return tuple(np.ascontiguousarray(d).view("V5").ravel() for d in (high, low))
+
+
 # " xx" for a byte, " --" (row 256) for an unsampled bus; " 0", " 1", " -" for DBP
 _HEX3_V = np.frombuffer("".join([f" {i:02x}" for i in range(256)] + [" --"]).encode(), dtype="V3")
 _DBP2_V = np.frombuffer(b" 0 1 -", dtype="V2")

@@ -31,7 +31,6 @@ from typing import Iterator
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from scsitrace import schema
 from scsitrace.errors import BadInput, TruncatedInput
@@ -218,6 +217,7 @@ INFO_SCHEMA = {"run": pl.Int64, "info_bytes": pl.List(pl.UInt8)}
 
 def _bytes_frame(by_run: dict[int, list[int]]) -> pl.DataFrame:
     """run -> bytes, built in one go (a Series per run would cost a Python call each)."""
+    import pyarrow as pa
     flat = [b for v in by_run.values() for b in v]
     lengths = [len(v) for v in by_run.values()]
     offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int32)

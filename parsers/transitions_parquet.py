@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import polars as pl
-import pyarrow.parquet as pq
 
 from scsitrace import schema
 from scsitrace.errors import BadInput
@@ -23,6 +22,7 @@ def sniff(head: bytes) -> bool:
 
 def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
     path = str(path)
+    import pyarrow.parquet as pq    # imported here: sniffing other formats does not load it
     footer = _footer_offset(path)
     try:
         pf = pq.ParquetFile(path)
@@ -83,6 +83,7 @@ def _first_line(exc: Exception) -> str:
 def write(path: str, capture: Capture) -> int:
     """Stream a bus capture's transitions into Parquet; returns the number written."""
     import pyarrow as pa
+    import pyarrow.parquet as pq
     meta = {"meta": capture.meta, "source_path": capture.path, "source_format": capture.format}
     arrow_schema = pl.DataFrame(schema=schema.TRANSITIONS).to_arrow().schema.with_metadata(
         {META_KEY: json.dumps(meta).encode()})

@@ -15,7 +15,6 @@ the CLI calls it first thing, before importing numpy.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 
 M_TRIM_THRESHOLD, M_MMAP_MAX, M_ARENA_MAX = -1, -4, -8       # mallopt parameters (glibc malloc.h)
 KEEP_BYTES = 2**31 - 1                       # free memory kept at the heap's top (mallopt takes an int)
@@ -25,8 +24,7 @@ def keep_freed_memory() -> bool:
     """Large blocks from the heap, freed memory kept for reuse (glibc only; elsewhere a no-op).
     Returns whether it applied."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
+        mallopt = ctypes.CDLL(None).mallopt     # the interpreter's own C library (no ctypes.util search)
     except (OSError, AttributeError):
         return False
     return (bool(mallopt(M_ARENA_MAX, 1)) and bool(mallopt(M_MMAP_MAX, 0))

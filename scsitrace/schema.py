@@ -5,6 +5,7 @@ Times are int64 nanoseconds from the trace's start; the absolute origin lives in
 """
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 # Bus lines: bit n of `transitions.lines`. Spec spelling, 1 = asserted (logical level).
@@ -107,11 +108,15 @@ def frame(rows: dict, schema: dict) -> pl.DataFrame:
 
 NULL = -(1 << 63)                 # a missing time in numpy int64 columns
 
+ARROW_FROM_ROWS = 1 << 16
+"""Binary columns of this many rows or more go between numpy and polars through pyarrow's
+buffers (fast); smaller ones as hex text in polars, which spares a small trace pyarrow's
+import (0.1-0.3 s, more than the whole analysis of a small capture)."""
+HEX_DIGITS = np.frombuffer(b"0123456789abcdef", np.uint8)
+
 
 def nullable(values, null=None, name: str = "") -> pl.Series:
     """Series of the numpy array `values`, null where `null` (default: where the value is NULL)."""
-    import pyarrow as pa            # only the layers that build such columns pay for pyarrow
     null = values == NULL if null is None else null
-    if not null.any():
-        return pl.Series(name, values)
-    return pl.Series(name, pa.array(values, mask=null))
+    series = pl.Series(name, values)
+    return series.set(pl.Series(null), None) if null.any() else series

@@ -139,11 +139,14 @@ def binary_matrix(col, width: int):
     count, -1 for null)."""
     import numpy as np
     import polars as pl
-    import pyarrow as pa
+    from .schema import ARROW_FROM_ROWS
     n = len(col)
     sizes = col.bin.size().cast(pl.Int64).fill_null(-1).to_numpy()
     out = np.zeros((n, width), np.uint8)
-    if n and (sizes > 0).any():
+    if n < ARROW_FROM_ROWS and width and (sizes > 0).any():
+        _matrix_by_hex(col, width, out)
+    elif n and (sizes > 0).any():
+        import pyarrow as pa
         arr = col.rechunk().to_arrow(compat_level=pl.CompatLevel.oldest()).cast(pa.large_binary())
         offsets = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset:arr.offset + n]
         values = np.frombuffer(arr.buffers()[2], np.uint8)
@@ -151,6 +154,17 @@ def binary_matrix(col, width: int):
             rows = np.flatnonzero(sizes > k)
             out[rows, k] = values[offsets[rows] + k]
     return out, sizes
+
+
+def _matrix_by_hex(col, width: int, out) -> None:
+    """binary_matrix's rows through hex text (no pyarrow; for few rows)."""
+    import numpy as np
+    from .schema import HEX_DIGITS
+    hexed = col.bin.encode("hex").str.slice(0, 2 * width).str.pad_end(2 * width, "0").fill_null("0" * 2 * width)
+    digits = np.array(hexed.to_list(), dtype=f"S{2 * width}").view(np.uint8).reshape(len(col), 2 * width)
+    nibble = np.zeros(256, np.uint8)
+    nibble[HEX_DIGITS] = np.arange(16, dtype=np.uint8)
+    out[:] = nibble[digits[:, 0::2]] << 4 | nibble[digits[:, 1::2]]
 
 
 def decode_cdbs(cdb) -> dict:

@@ -108,8 +108,8 @@ def _stream_notes(run: dict) -> list[str]:
                      "flight (more than 65,536 runs waiting on one device); a later completion overlapping "
                      "one of them counts its overlap twice")
     if run["rows_out_of_order"]:
-        notes.append(f"ios: {run['rows_out_of_order']:,} rows written before the rows of older I/Os still in "
-                     "flight (more than 262,144 finished rows waiting)")
+        notes.append(f"ios: {run['rows_out_of_order']:,} rows may be out of I/O order: written when they finished, "
+                     "their place given up while more than 262,144 finished rows waited behind them")
     if not run["seek_median_exact"]:
         notes.append("devices: the median seek of a device with more than 2,097,152 seeks is read from a "
                      "histogram (at most 0.1 % low)")

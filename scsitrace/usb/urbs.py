@@ -7,11 +7,10 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from .. import scsi
 from .._native import usb as _usb
-from ..schema import NULL, nullable
+from ..schema import ARROW_FROM_ROWS, HEX_DIGITS, NULL, nullable
 
 # The urbs frame every usbmon route hands over: one row per URB event.
 URBS = {
@@ -98,6 +97,9 @@ def concat_urbs(parts: list[UrbColumns]) -> UrbColumns:
 def binary_column(matrix: np.ndarray, lengths: np.ndarray, present: np.ndarray) -> pl.Series:
     """Binary series of each row's first `lengths` bytes of `matrix` (null where not present)."""
     lengths = np.where(present, np.clip(lengths, 0, matrix.shape[1]), 0).astype(np.int64)
+    if len(lengths) < ARROW_FROM_ROWS:
+        return _binary_by_hex(matrix, lengths, present)
+    import pyarrow as pa
     keep = np.arange(matrix.shape[1]) < lengths[:, None]
     values = matrix[keep]
     offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
@@ -106,6 +108,17 @@ def binary_column(matrix: np.ndarray, lengths: np.ndarray, present: np.ndarray) 
                                            [validity, pa.py_buffer(offsets), pa.py_buffer(values.tobytes())],
                                            null_count=int((~present).sum()))
     return pl.from_arrow(arr).cast(pl.Binary)
+
+
+def _binary_by_hex(matrix: np.ndarray, lengths: np.ndarray, present: np.ndarray) -> pl.Series:
+    """binary_column through hex text (no pyarrow; for few rows)."""
+    n, width = matrix.shape
+    if not n or not width:
+        return pl.Series([b"" if p else None for p in present], dtype=pl.Binary)
+    hexed = HEX_DIGITS[np.stack([matrix >> 4, matrix & 15], axis=-1)].reshape(n, 2 * width)
+    text = pl.Series(hexed.view(f"S{2 * width}").ravel()).cast(pl.Utf8)
+    return pl.select(pl.when(pl.lit(pl.Series(present))).then(
+        pl.lit(text).str.slice(0, pl.lit(pl.Series(2 * lengths))).str.decode("hex"))).to_series()
 
 
 def urb_columns(urbs: pl.DataFrame) -> UrbColumns:

@@ -321,6 +321,8 @@ pub struct Machine {
     kept_rows: Vec<Row>,
     stride: i64,
     rows_out_of_order: i64,
+    pending_runs: usize, // PENDING_RUNS unless a test sets it
+    ready_rows: usize,   // READY_ROWS unless a test sets it
 }
 
 impl Machine {
@@ -655,10 +657,11 @@ impl Machine {
             None => i64::MAX,
             Some(t) => self.first_in_flight(d).map_or(t, |f| f.min(t)),
         };
+        let pending_runs = self.pending_runs;
         let dev = &mut self.devs[d];
         loop {
             let first = dev.busy.pending.front().copied();
-            let forced = dev.busy.pending.len() > PENDING_RUNS;
+            let forced = dev.busy.pending.len() > pending_runs;
             match first {
                 Some((a, b)) if b < horizon || forced => {
                     dev.busy.pending.pop_front();
@@ -799,7 +802,7 @@ impl Machine {
     fn release_rows(&mut self) {
         while let Some(front) = self.rows.front() {
             match *front {
-                RowSlot::Waiting if self.rows.len() <= READY_ROWS => break,
+                RowSlot::Waiting if self.rows.len() <= self.ready_rows => break,
                 RowSlot::Done(slot) => {
                     let row = self.bios[slot as usize].row;
                     self.emit(row);
@@ -890,11 +893,15 @@ impl Machine {
     /// device: keep only that dev_t; lo, hi: keep events with lo <= t_ns <= hi; pids: keep
     /// only the Qs (and their samples, rows, tables) of these pids; emit_rows: hand the
     /// finished per-I/O rows out (take_rows); keep_rows: per-I/O rows (and busy runs) kept
-    /// for the reports, evenly thinned beyond it.
+    /// for the reports, evenly thinned beyond it. pending_runs, ready_rows: the bounds of
+    /// the busy runs waiting per device and of the finished rows waiting behind an older Q
+    /// (PENDING_RUNS, READY_ROWS; tests lower them to reach the fallbacks).
     #[new]
-    #[pyo3(signature = (device=None, lo=None, hi=None, pids=None, emit_rows=false, keep_rows=1 << 20))]
+    #[pyo3(signature = (device=None, lo=None, hi=None, pids=None, emit_rows=false, keep_rows=1 << 20,
+                        pending_runs=PENDING_RUNS, ready_rows=READY_ROWS))]
+    #[allow(clippy::too_many_arguments)]
     fn new(device: Option<u32>, lo: Option<i64>, hi: Option<i64>, pids: Option<Vec<i64>>, emit_rows: bool,
-           keep_rows: usize) -> Machine {
+           keep_rows: usize, pending_runs: usize, ready_rows: usize) -> Machine {
         Machine {
             device,
             lo,
@@ -933,6 +940,8 @@ impl Machine {
             kept_rows: Vec::new(),
             stride: 1,
             rows_out_of_order: 0,
+            pending_runs,
+            ready_rows,
         }
     }
 
