@@ -108,7 +108,7 @@ def frame(rows: dict, schema: dict) -> pl.DataFrame:
 
 NULL = -(1 << 63)                 # a missing time in numpy int64 columns
 
-ARROW_FROM_ROWS = 1 << 16
+ARROW_FROM_ROWS = 1 << 12
 """Binary columns of this many rows or more go between numpy and polars through pyarrow's
 buffers (fast); smaller ones as hex text in polars, which spares a small trace pyarrow's
 import (0.1-0.3 s, more than the whole analysis of a small capture)."""
