@@ -95,6 +95,7 @@ TEXT_RECORD = (
     r"(?P<len>\d+)(?: (?P<flag>\S)(?: (?P<words>[0-9a-fA-F]+(?: [0-9a-fA-F]+)*))?)?$"
 )
 XFER_OF_LETTER = {"Z": 0, "I": 1, "C": 2, "B": 3}
+TEXT_STREAM_BLOCK = 8 << 20          # bytes of lines per batch of a text capture read as a stream
 TEXT_TS_WRAP_US = 4096 * 1_000_000   # the text timestamp is (seconds % 4096) * 1e6 + us
 
 
@@ -326,7 +327,8 @@ def _parse_text(path: str, strict: bool, progress, block_bytes: int | None = Non
         meta["origin_ns"] = origin
         return urbs
 
-    capture.chunks = lambda: (urb_columns(f) for f in _text_blocks(path, strict, progress, block_bytes, capture))
+    stream_block = block_bytes or TEXT_STREAM_BLOCK
+    capture.chunks = lambda: (urb_columns(f) for f in _text_blocks(path, strict, progress, stream_block, capture))
     if _lines.file_size(path) >= stream_bytes:
         meta["streamable"] = True
         capture.frames = LazyFrames({"urbs": whole})
