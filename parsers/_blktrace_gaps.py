@@ -62,6 +62,20 @@ def disorder_notes(found: list[tuple[str, int]]) -> list[str]:
             f"affected: {AFFECTED}" for path, n in found if n]
 
 
+def window_notes(path: str, order, window: int) -> list[str]:
+    """A piped stream put in time order as read (parsers/_time_order.py): what did not fit
+    its window of one chunk (`window` records)."""
+    name = os.path.basename(path)
+    if order.sorted_whole:
+        return [f"{name}: records out of time order by more than the reorder window ({window:,} records) among "
+                f"the first {order.probe:,}: the stream was read whole and sorted (memory grows with the capture)"]
+    if order.disorder:
+        return [f"{name}: {order.disorder} chunks of records hold records earlier than records of chunks before "
+                f"them, after the first {order.probe:,} records: those records are analysed where they were "
+                f"read, not in time order; affected: {AFFECTED}"]
+    return []
+
+
 def _ranges(values: list[int]) -> str:
     return ", ".join(str(v) for v in values)
 

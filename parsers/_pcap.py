@@ -278,62 +278,107 @@ def chain_end(path: str, strict: bool, how: str, offset: int, length: int = 0,
 
 
 def read_pcapng(path: str, buf: np.ndarray, le: bool, strict: bool) -> Packets:
-    """Walk the blocks (few kinds, per-block Python is the pcapng price; pcap is the fast path)."""
-    e = "<" if le else ">"
-    data = memoryview(buf)
-    end = len(buf)
-    hdr = struct.Struct(e + "II")
-    epb = struct.Struct(e + "IIIII")
-    interfaces: list[tuple[int, int]] = []  # (linktype, ns per tick)
-    rows = []
-    bad: list[tuple[int, str]] = []
-    truncated = None
-    pos = 0
-    while pos < end:
-        if pos + 12 > end:
-            truncated = pos
-            break
-        btype, blen = hdr.unpack_from(data, pos)
-        if btype == PCAPNG_SHB:
-            bom = struct.unpack_from("<I", data, pos + 8)[0]
-            if bom == PCAPNG_BYTE_ORDER_MAGIC:
-                e = "<"
-            elif bom == 0x4D3C2B1A:
-                e = ">"
-            hdr = struct.Struct(e + "II")
-            epb = struct.Struct(e + "IIIII")
-            btype, blen = hdr.unpack_from(data, pos)
-            interfaces = []
-        if blen < 12 or blen % 4:
-            why = f"bad block length {blen} (block type 0x{btype:08x})"
-            if strict:
-                raise BadInput(path, why, offset=pos)
-            bad.append((pos, why))
-            break
-        if pos + blen > end:
-            truncated = pos
-            break
-        if btype == PCAPNG_IDB:
-            linktype = struct.unpack_from(e + "H", data, pos + 8)[0]
-            interfaces.append((linktype, _if_tsresol_ns(data, pos + 16, pos + blen - 4, e)))
-        elif btype == PCAPNG_EPB:
-            iface, th, tl, caplen, origlen = epb.unpack_from(data, pos + 8)
-            if iface >= len(interfaces) or 28 + caplen > blen:
-                why = (f"enhanced packet block names interface {iface}, only {len(interfaces)} described"
-                       if iface >= len(interfaces) else
-                       f"captured length {caplen} does not fit its block of {blen} bytes")
-                if strict:
-                    raise BadInput(path, why, offset=pos)
-                bad.append((pos, why))
-            else:
-                lt, tick = interfaces[iface]
-                rows.append((lt, ((th << 32) | tl) * tick, pos, pos + 28, caplen, origlen))
-        pos += blen
-    if truncated is not None and strict:
-        raise TruncatedInput(path, "file ends inside a pcapng block", offset=truncated)
-    arr = np.asarray(rows, dtype=np.int64).reshape(-1, 6)
+    """Every packet of a pcapng file (the blocks walked by `PcapngWalk`, in one read), over `buf`."""
+    walk = PcapngWalk(path, le, strict, read_bytes=max(len(buf), 1))
+    parts = []
+    for _, rows, base in walk:
+        rows[:, 3] += base
+        parts.append(rows)
+    arr = np.concatenate(parts) if parts else np.zeros((0, 6), np.int64)
     return Packets(path, "pcapng", buf, arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3], arr[:, 4],
-                   arr[:, 5], bad, truncated, e == "<", True)
+                   arr[:, 5], walk.bad, walk.truncated, walk.little_endian, True)
+
+
+class PcapngWalk:
+    """The blocks of a pcapng file walked in bounded reads (`read_bytes` at a time; a block cut
+    by a read's end is carried over to the next read, a block longer than the buffer grows it).
+    Iterating yields, per read, (the bytes read, a (packets, 6) int64 array of linktype, time in
+    ns, block offset in the file, data offset in those bytes, captured length, original length,
+    the file offset of those bytes). Interfaces (link type, timestamp resolution) carry across
+    reads; a new section header block restarts them. Few block kinds: per-block Python is the
+    pcapng price (pcap is the fast path). A bad block (length not a multiple of 4, or below 12;
+    an enhanced packet block naming an unknown interface or too short for its data) raises
+    BadInput in strict mode, when the packets before it have been handed on; leniently it is
+    listed in `bad` (a bad length ends the walk). A cut block ends the walk: `truncated` (its
+    offset), TruncatedInput in strict mode once the packets before it have been handed on."""
+
+    def __init__(self, path: str, le: bool, strict: bool, read_bytes: int = 1 << 23):
+        self.path, self.strict, self.read_bytes = path, strict, max(1, read_bytes)
+        self.e = "<" if le else ">"
+        self.bad: list[tuple[int, str]] = []
+        self.truncated: int | None = None
+        self.little_endian = le
+
+    def __iter__(self):
+        e = self.e
+        hdr, epb = struct.Struct(e + "II"), struct.Struct(e + "IIIII")
+        interfaces: list[tuple[int, int]] = []  # (linktype, ns per tick)
+        fault = None
+        buf = bytearray()
+        base, pos, eof = 0, 0, False             # file offset of buf[0]; where the walk is (in the file)
+        with open(self.path, "rb") as fh:
+            while fault is None:
+                more = fh.read(max(self.read_bytes, 1))
+                eof = len(more) == 0
+                buf += more
+                data, end = memoryview(buf), base + len(buf)
+                rows = []
+                while True:
+                    rel = pos - base
+                    if pos + 12 > end:
+                        if eof:
+                            if pos < end:
+                                self.truncated = pos
+                            fault = "end"
+                        break
+                    btype, blen = hdr.unpack_from(data, rel)
+                    if btype == PCAPNG_SHB:
+                        bom = struct.unpack_from("<I", data, rel + 8)[0]
+                        if bom == PCAPNG_BYTE_ORDER_MAGIC:
+                            e = "<"
+                        elif bom == 0x4D3C2B1A:
+                            e = ">"
+                        hdr, epb = struct.Struct(e + "II"), struct.Struct(e + "IIIII")
+                        btype, blen = hdr.unpack_from(data, rel)
+                        interfaces = []
+                    if blen < 12 or blen % 4:
+                        fault = (pos, f"bad block length {blen} (block type 0x{btype:08x})")
+                        break
+                    if pos + max(blen, 28 if btype == PCAPNG_EPB else 12) > end:
+                        if eof:
+                            self.truncated = pos
+                            fault = "end"
+                        break
+                    if btype == PCAPNG_IDB:
+                        linktype = struct.unpack_from(e + "H", data, rel + 8)[0]
+                        interfaces.append((linktype, _if_tsresol_ns(data, rel + 16, rel + blen - 4, e)))
+                    elif btype == PCAPNG_EPB:
+                        iface, th, tl, caplen, origlen = epb.unpack_from(data, rel + 8)
+                        if iface >= len(interfaces) or 28 + caplen > blen:
+                            why = (f"enhanced packet block names interface {iface}, only {len(interfaces)} "
+                                   "described" if iface >= len(interfaces) else
+                                   f"captured length {caplen} does not fit its block of {blen} bytes")
+                            if self.strict:
+                                fault = (pos, why)
+                                break
+                            self.bad.append((pos, why))
+                        else:
+                            lt, tick = interfaces[iface]
+                            rows.append((lt, ((th << 32) | tl) * tick, pos, rel + 28, caplen, origlen))
+                    pos += blen
+                del data
+                if rows:
+                    yield np.frombuffer(buf, np.uint8), np.asarray(rows, dtype=np.int64).reshape(-1, 6), base
+                buf = bytearray(buf[pos - base:])     # the block cut by this read's end (the bytes
+                base = pos                            # yielded stay as they are)
+        self.e = e
+        self.little_endian = e == "<"
+        if isinstance(fault, tuple):
+            if self.strict:
+                raise BadInput(self.path, fault[1], offset=fault[0])
+            self.bad.append(fault)
+        if self.truncated is not None and self.strict:
+            raise TruncatedInput(self.path, "file ends inside a pcapng block", offset=self.truncated)
 
 
 def _if_tsresol_ns(data, pos: int, end: int, e: str) -> int:

@@ -145,3 +145,36 @@ class PcapBatches:
                 rest = have - p                       # a record cut by this read's end
                 buf[:rest] = buf[p:have]
                 have, base = rest, base + p
+
+
+class PcapngBatches:
+    """A pcapng file's usbmon records decoded batch by batch: its blocks walked in bounded
+    reads (parsers/_pcap.py `PcapngWalk`, `read_bytes` at a time), the packets of each read
+    decoded at their offsets. Iterating yields (URB columns, absolute times, `pos` block
+    offsets; each record's `bad` code; each record's link type). Afterwards `bad` lists the
+    bad blocks (byte offset, why) and `truncated` is the offset of a block cut by the end of
+    the file (None if none): what `_pcap.read_pcapng` lists for the whole file."""
+
+    def __init__(self, path: str, little_endian: bool, strict: bool, header_sizes: dict[int, int], mmapped_type: int,
+                 at: np.ndarray, iso_descriptor_bytes: int, data_prefix: int, read_bytes: int = READ_BYTES):
+        self.path, self.le, self.strict, self.read_bytes = path, little_endian, strict, read_bytes
+        self.header_sizes, self.mmapped_type = header_sizes, mmapped_type
+        self.at, self.iso, self.prefix = at, iso_descriptor_bytes, data_prefix
+        self.bad: list[tuple[int, str]] = []
+        self.truncated: int | None = None
+
+    def __iter__(self):
+        from ._pcap import PcapngWalk
+        walk = PcapngWalk(self.path, self.le, self.strict, self.read_bytes)
+        other = min(self.header_sizes.values())
+        for buf, rows, _ in walk:
+            linktype = rows[:, 0]
+            mmapped = linktype == self.mmapped_type
+            sizes = np.where(mmapped, self.header_sizes[self.mmapped_type], other)
+            cols = Columns(len(rows), self.prefix)
+            n, _, _ = decode(buf, False, 0, False, 0, rows[:, 3], rows[:, 4], sizes, mmapped, self.at, self.iso,
+                             self.prefix, *cols.outputs())
+            n = int(n)
+            cols.pos[:n] = rows[:n, 2]
+            yield cols.urbs(n), cols.bad[:n], np.ascontiguousarray(linktype)
+        self.bad, self.truncated = walk.bad, walk.truncated

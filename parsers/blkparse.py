@@ -22,6 +22,7 @@ from scsitrace.errors import BadInput
 from scsitrace.model import Capture, LazyFrames
 from scsitrace.streams import concatenated
 from . import _blktrace_gaps, _counters, _lines
+from ._time_order import InTimeOrder
 
 ID = "blkparse"
 SUFFIXES = (".blkparse", ".blkparse.txt")
@@ -119,7 +120,7 @@ def parse(path: str, *, strict: bool = True, progress=None, block_bytes: int | N
 
 class _Stream:
     """One blkparse file's stream (see parse): each block of lines decoded, its events put in
-    time order with those held back from earlier blocks (`_Reorder`); a file whose order that
+    time order with those held back from earlier blocks (parsers/_time_order.py); a file whose order that
     cannot restore among its first `probe` events is read whole and sorted, later such blocks
     are handed on as read (and said so in a note)."""
 
@@ -171,23 +172,8 @@ class _Stream:
 
     def _raw_sorted(self, state: dict):
         """The raw blocks in processing order (see the class docstring)."""
-        blocks = self._raw_blocks(state)
-        ahead, n = [], 0
-        for raw in blocks:
-            ahead.append(raw)
-            n += raw.height
-            if n >= self.probe:
-                break
-        order = _Reorder()
-        first = [part for raw in ahead for part in order.feed(raw)]
-        if order.disorder:                         # out of order early: sort the whole file
-            whole = pl.concat(ahead + list(blocks))
-            yield whole.sort("time_abs", maintain_order=True)      # stable: by time, then line
-            return
-        yield from first
-        for raw in blocks:
-            yield from order.feed(raw)
-        yield from order.rest()
+        order = InTimeOrder(self.probe, "time_abs")
+        yield from order(self._raw_blocks(state))
         state["disorder"] = order.disorder
 
     def chunks(self, raw: bool = False):
@@ -243,39 +229,6 @@ class _Stream:
                                                schema=block.PROCESSES)
         cap.meta["messages"] = [{"t_ns": int(sec) * 10**9 + int(nsec), "text": rest}
                                 for sec, nsec, rest in state["message_rows"]]
-
-
-class _Reorder:
-    """Events of blocks of lines in processing order (time, then line), as long as no block
-    holds an event earlier than the first event of a block before it (blkparse's output is
-    in time order but for small local swaps): each block's events are merged with those held
-    back, and those up to the block's earliest time are handed on. `disorder`: blocks that
-    broke the rule (their early events come later than the one-shot order puts them)."""
-
-    def __init__(self):
-        self.held: pl.DataFrame | None = None
-        self.last: int | None = None
-        self.disorder = 0
-
-    def feed(self, raw: pl.DataFrame):
-        if not raw.height:
-            return
-        t = raw["time_abs"]
-        low = t.min()
-        if self.last is not None and low < self.last:
-            self.disorder += 1
-        both = raw if self.held is None else pl.concat([self.held, raw])
-        if not (t.is_sorted() and (self.held is None or self.held.height == 0 or self.held["time_abs"][-1] <= t[0])):
-            both = both.sort("time_abs", maintain_order=True)
-        cut = both["time_abs"].search_sorted(low, side="right")
-        out, self.held = both[:cut], both[cut:]
-        if out.height:
-            self.last = out["time_abs"][-1]
-            yield out
-
-    def rest(self):
-        if self.held is not None and self.held.height:
-            yield self.held
 
 
 def _machine(raw: pl.DataFrame, origin: int) -> dict[str, np.ndarray]:

@@ -21,6 +21,7 @@ file and byte offset the one-shot reader named.
 from __future__ import annotations
 
 import glob
+import itertools
 import os
 import re
 import construct as cs
@@ -35,6 +36,7 @@ from scsitrace.model import Capture, LazyFrames
 from scsitrace.streams import concatenated
 
 from . import _blktrace_gaps as _gaps
+from ._time_order import InTimeOrder
 
 ID = "blktrace"
 SUFFIXES = (".blktrace.0", ".blktrace.1", ".blktrace.2", ".blktrace.3", ".bin")
@@ -140,11 +142,12 @@ EAGER_BYTES = 64 << 20       # captures up to this size are read whole by parse 
 
 
 def parse(path: str, *, strict: bool = True, progress=None, chunk: int = CHUNK, read_size: int = READ_SIZE,
-          eager: bool | None = None, probe: int = CHUNK, **_opts) -> Capture:
+          eager: bool | None = None, probe: int = CHUNK, window: int = CHUNK, **_opts) -> Capture:
     """A blktrace capture (all per-CPU files of it) as a streaming block-layer Capture. A
     small capture (EAGER_BYTES, or `eager`) is read whole here; a larger one as it is streamed.
     chunk: records per chunk; read_size: bytes per read; probe: records merged ahead before the
-    first chunk (a file going back in time among them: the capture is read whole and sorted)."""
+    first chunk (files going back in time among them: several are read whole and sorted, one,
+    a piped stream, is put in order as read, `window` records at a time)."""
     path = str(path)
     files = per_cpu_files(path)
     if len(files) == 1 and not os.path.exists(files[0][0]):
@@ -153,7 +156,7 @@ def parse(path: str, *, strict: bool = True, progress=None, chunk: int = CHUNK, 
     if not any(sizes):
         raise BadInput(path, "empty capture: no records" if len(files) == 1 else
                        f"empty capture: all {len(files)} per-CPU files are empty")
-    stream = _Stream(path, files, sizes, strict, progress, (chunk, read_size, probe))
+    stream = _Stream(path, files, sizes, strict, progress, (chunk, read_size, probe, window))
     if eager if eager is not None else sum(sizes) <= EAGER_BYTES:
         stream.capture.columns["events"]
     return stream.capture
@@ -165,7 +168,7 @@ class _Stream:
 
     def __init__(self, path, files, sizes, strict, progress, sizing):
         self.files, self.sizes, self.strict, self.progress = files, sizes, strict, progress
-        self.chunk, self.read_size, self.probe = sizing
+        self.chunk, self.read_size, self.probe, self.window = sizing
         self.finished = False
         cap = self.capture = Capture(layer="block", path=path, format=ID)
         cap.chunks = self.chunks
@@ -177,21 +180,45 @@ class _Stream:
                 big |= _byteorder(fh.read(4)) == ">"
         cap.meta.update({"files": [f for f, _ in files], "byte_order": "big-endian" if big else "little-endian"})
 
+    def _read_chunk(self) -> int:
+        """Records per chunk read: a single file's reorder window (see `chunks`), else `chunk`."""
+        return self.chunk if len(self.files) > 1 else max(self.chunk, self.window)
+
     def _reader(self, raw: bool):
         return _native.BlktraceReader([f for f, _ in self.files], [-1 if c is None else c for _, c in self.files],
-                                      FILL_PDU, strict=self.strict, raw=raw, chunk=self.chunk,
-                                      read_size=self.read_size, probe=self.probe)
+                                      FILL_PDU, strict=self.strict, raw=raw, chunk=self._read_chunk(),
+                                      read_size=self.read_size, probe=self.probe, sort_disorder=len(self.files) > 1)
 
     def chunks(self, raw: bool = False):
         """Dicts of block.MACHINE_COLUMNS (plus RAW_EVENTS' fields when `raw`) in processing
-        order; at the end, the capture's counts, notes and names are filled in."""
+        order; at the end, the capture's counts, notes and names are filled in. A single file
+        whose times go back among the first `probe` records (a piped stream) is put in order
+        as it is read (parsers/_time_order.py, a window of `window` records)."""
         if not raw and dict.__contains__(self.capture.columns, "events"):     # already read whole
             cols = self.capture.columns["events"]
             n = len(cols["t_ns"])
             for lo in range(0, n, self.chunk):
                 yield {name: col[lo:lo + self.chunk] for name, col in cols.items()}
             return
-        reader, seen = self._reader(raw), 0
+        reader = self._reader(raw)
+        parts = self._read(reader)
+        first = next(parts, None)
+        if first is not None and reader.disorder():
+            order = InTimeOrder(self.probe, "t_ns")
+            shift = yield from self._in_order(order(pl.DataFrame(p) for p in itertools.chain([first], parts)))
+            self._finish(reader, order, shift)
+            return
+        for part in itertools.chain([first] if first is not None else [], parts):
+            if len(part["t_ns"]) <= self.chunk:
+                yield part
+                continue
+            for lo in range(0, len(part["t_ns"]), self.chunk):
+                yield {name: col[lo:lo + self.chunk] for name, col in part.items()}
+        self._finish(reader)
+
+    def _read(self, reader):
+        """The reader's chunks, as read; a strict-mode error raised at their end."""
+        seen = 0
         while True:
             part = reader.next_chunk()
             if self.progress is not None and not self.finished:
@@ -205,7 +232,20 @@ class _Stream:
         if fault is not None:
             index, kind, offset, why = fault
             raise (TruncatedInput if kind == "truncated" else BadInput)(self.files[index][0], why, offset=offset)
-        self._finish(reader)
+
+    def _in_order(self, frames):
+        """Frames in processing order as chunks of at most `chunk` records, times from the
+        first of them; returns how much earlier than the first record read that is."""
+        shift = None
+        for df in frames:
+            if shift is None and df.height:
+                shift = int(df["t_ns"][0])
+            for lo in range(0, df.height, self.chunk):
+                part = df[lo:lo + self.chunk]
+                cols = {name: part[name].to_numpy() for name in part.columns}
+                cols["t_ns"] = cols["t_ns"] - shift
+                yield cols
+        return shift or 0
 
     def _machine_columns(self) -> dict[str, np.ndarray]:
         return concatenated(self.chunks(), block.MACHINE_COLUMNS)
@@ -224,8 +264,9 @@ class _Stream:
                 pass
         return self.capture.frames["processes"]
 
-    def _finish(self, reader) -> None:
-        """What the files held, into the capture (once)."""
+    def _finish(self, reader, order: InTimeOrder | None = None, shift: int = 0) -> None:
+        """What the files held, into the capture (once); `order`: how a piped stream was put
+        in order, its first record `shift` ns from the first one read."""
         if self.finished:
             return
         self.finished = True
@@ -240,14 +281,17 @@ class _Stream:
         cap.records.read = sum(d["records"] for d in found)
         cap.frames["processes"] = pl.DataFrame({"pid": list(names), "name": list(names.values())},
                                                schema=block.PROCESSES)
-        cap.meta.update({"origin_ns": reader.origin() or 0, "messages": messages,
+        cap.meta.update({"origin_ns": (reader.origin() or 0) + shift, "messages": messages,
                          "wall_clock": clocks,             # BLK_TN_TIMESTAMP: trace time -> wall clock (ns)
                          "sequence_gaps": {str(c): n for c, n in sorted(gaps.items())}})
         if anomalies:
             cap.anomalies = pl.DataFrame([{"t_ns": None, "kind": k, "detail": det, "position": pos}
                                           for k, det, pos in anomalies], schema=schema.ANOMALIES)
-        cap.notes += (_gaps.file_notes(files, self.sizes) + _gaps.gap_notes(gaps) + _gaps.report_notes(files)
-                      + _gaps.disorder_notes([(files[d["file"]][0], d.get("disorder", 0)) for d in found]))
+        cap.notes += _gaps.file_notes(files, self.sizes) + _gaps.gap_notes(gaps) + _gaps.report_notes(files)
+        if order is None:
+            cap.notes += _gaps.disorder_notes([(files[d["file"]][0], d.get("disorder", 0)) for d in found])
+        else:
+            cap.notes += _gaps.window_notes(files[0][0], order, self.window)
 
 
 def _file_anomalies(cap: Capture, file: tuple[str, int | None], d: dict) -> list[tuple[str, str, str]]:

@@ -28,7 +28,7 @@ from scsitrace import schema
 from scsitrace.errors import BadInput, TruncatedInput, UsageError
 from scsitrace.model import Capture, LazyFrames, RecordCount
 from scsitrace.streams import prefetched
-from scsitrace.usb.urbs import DATA_PREFIX, EVENT_LETTERS, URBS, UrbColumns, concat_urbs, urbs_frame
+from scsitrace.usb.urbs import DATA_PREFIX, EVENT_LETTERS, URBS, UrbColumns, concat_urbs, urb_columns, urbs_frame
 from . import _lines, _pcap, _usbmon_scan
 
 ID = "usbmon"
@@ -95,6 +95,7 @@ TEXT_RECORD = (
     r"(?P<len>\d+)(?: (?P<flag>\S)(?: (?P<words>[0-9a-fA-F]+(?: [0-9a-fA-F]+)*))?)?$"
 )
 XFER_OF_LETTER = {"Z": 0, "I": 1, "C": 2, "B": 3}
+TEXT_STREAM_BLOCK = 8 << 20          # bytes of lines per batch of a text capture read as a stream
 TEXT_TS_WRAP_US = 4096 * 1_000_000   # the text timestamp is (seconds % 4096) * 1e6 + us
 
 
@@ -159,14 +160,14 @@ assert [_LAYOUT.fields[name][0].itemsize for name in _usbmon_scan.FIELDS] == \
     [8, 1, 1, 1, 1, 2, 1, 1, 8, 4, 4, 4, 4, 8, 4], "the usbmon declaration and _usbmon_scan disagree"
 
 
-STREAM_BYTES = 1 << 26     # pcap files from this size on are read as a stream by the analysis
+STREAM_BYTES = 1 << 26     # captures from this size on are read as a stream by the analysis
 
 
 def _parse_pcap(path: str, strict: bool, read_bytes: int = _usbmon_scan.READ_BYTES,
                 stream_bytes: int = STREAM_BYTES) -> Capture:
     """A pcap or pcapng capture: `chunks()` yields its URB columns batch by batch (times
     absolute, in file order); `columns` holds them all (times from the first event). A
-    pcap file of `stream_bytes` or more is only read when someone consumes it: by the
+    capture of `stream_bytes` or more is only read when someone consumes it: by the
     analysis, as a stream (scsitrace/usb/streamed.py; bad records are then raised by the
     analysis that meets them), or by the first access to `columns` or `frames`."""
     buf, (container, le, _) = _pcap.mapped(path)
@@ -187,14 +188,17 @@ def _parse_pcap(path: str, strict: bool, read_bytes: int = _usbmon_scan.READ_BYT
         # the whole capture's columns, sized for the worst case (pages never written cost nothing)
         into = _usbmon_scan.Columns(max(0, size - hdr.start) // _usbmon_scan.PCAP_RECORD_HEADER + 1, DATA_PREFIX)
     else:
-        pk = _decode_pcapng(path, buf, le, strict)
+        size = len(buf)
+        del buf
 
         def batches(into=None):
-            return _PcapngBatches(pk)
+            return _usbmon_scan.PcapngBatches(path, le, strict, {lt: h.sizeof() for lt, h in HEADER.items()},
+                                              LINKTYPE_USB_LINUX_MMAPPED, FIELD_AT, ISO_DESCRIPTOR_BYTES,
+                                              DATA_PREFIX, read_bytes)
     capture = Capture(layer="usb", path=path, format=ID, meta=meta, records=records,
                       anomalies=_anomaly_frame(anomalies))
     capture.chunks = lambda: _good_batches(path, batches(), strict, capture)
-    if into is not None and size >= stream_bytes:
+    if size >= stream_bytes:
         meta["streamable"] = True
         capture.columns = LazyFrames({"urbs": lambda: _whole(path, batches, into, strict, capture)})
         capture.frames = LazyFrames({"urbs": lambda: _validated_frame(capture.columns["urbs"])})
@@ -219,19 +223,6 @@ def _whole(path: str, batches, into, strict: bool, capture: Capture) -> UrbColum
     if not isinstance(capture.columns, LazyFrames):
         capture.columns = {"urbs": urbs}
     return urbs
-
-
-class _PcapngBatches:
-    """The decoded pcapng packets as one batch (pcapng blocks are walked whole)."""
-
-    def __init__(self, decoded):
-        self.decoded = decoded
-
-    def __iter__(self):
-        cols, n, linktype, self.bad, self.truncated = self.decoded
-        self.linktype = linktype
-        if n:
-            yield cols.urbs(n), cols.bad[:n], linktype
 
 
 def _good_batches(path: str, batches, strict: bool, capture: Capture):
@@ -269,27 +260,13 @@ def _good_batches(path: str, batches, strict: bool, capture: Capture):
 
 
 def _chain_end(path: str, batches, strict: bool):
-    if isinstance(batches, _PcapngBatches):
+    if isinstance(batches, _usbmon_scan.PcapngBatches):
         return batches.bad, batches.truncated
     if batches.stop == _usbmon_scan.TOO_LONG:
         return _pcap.chain_end(path, strict, "too long", batches.stop_at, batches.too_long, batches.max_len)
     if batches.stop == _usbmon_scan.CUT:
         return _pcap.chain_end(path, strict, "cut", batches.stop_at)
     return [], None
-
-
-def _decode_pcapng(path: str, buf: np.ndarray, le: bool, strict: bool):
-    """The URB columns of a pcapng capture: blocks are walked by parsers/_pcap.py, then the
-    packets' usbmon headers decoded in one compiled pass."""
-    pk = _pcap.read_pcapng(path, buf, le, strict)
-    n = len(pk.data_offset)
-    mmapped = pk.linktype == LINKTYPE_USB_LINUX_MMAPPED
-    size = np.where(mmapped, USBMON_PACKET_MMAPPED.sizeof(), USBMON_PACKET.sizeof())
-    cols = _usbmon_scan.Columns(n, DATA_PREFIX)
-    _usbmon_scan.decode(buf, False, 0, False, 0, pk.data_offset, pk.caplen, size, mmapped, FIELD_AT,
-                        ISO_DESCRIPTOR_BYTES, DATA_PREFIX, *cols.outputs())
-    cols.pos[:] = pk.record_offset
-    return cols, n, pk.linktype, pk.bad, pk.truncated_at
 
 
 def _linktypes(linktype: np.ndarray) -> set[int]:
@@ -330,21 +307,55 @@ def _good_records(path: str, urbs: UrbColumns, bad: np.ndarray, linktype: np.nda
 
 # ---------------------------------------------------------------- text (1u / 1t)
 
-def _parse_text(path: str, strict: bool, progress) -> Capture:
+def _parse_text(path: str, strict: bool, progress, block_bytes: int | None = None,
+                stream_bytes: int = STREAM_BYTES) -> Capture:
+    """A text capture: `chunks()` yields its URB columns a block of lines at a time (times
+    unwrapped, absolute, in file order); `frames["urbs"]` is all of them (times from the first
+    event). A file of `stream_bytes` or more is only read when someone consumes it (the
+    analysis, as a stream; bad lines are then raised by the analysis that meets them); the
+    capture's records and `text_format` are filled in when the stream ends."""
+    meta = {"container": "text", "text_format": "1u", "route": "native", "position_unit": "line"}
+    capture = Capture(layer="usb", path=path, format=ID, meta=meta, records=RecordCount(),
+                      anomalies=_anomaly_frame([]))
+
+    def whole() -> pl.DataFrame:
+        parts = list(_text_blocks(path, strict, progress, block_bytes, capture))
+        urbs = pl.concat(parts) if parts else pl.DataFrame(schema=URBS)
+        origin = int(urbs["t_ns"].min()) if urbs.height else 0
+        urbs = urbs.with_columns((pl.col("t_ns") - origin).alias("t_ns"))
+        schema.validate(urbs, URBS, "urbs")
+        meta["origin_ns"] = origin
+        return urbs
+
+    stream_block = block_bytes or TEXT_STREAM_BLOCK
+    capture.chunks = lambda: (urb_columns(f) for f in _text_blocks(path, strict, progress, stream_block, capture))
+    if _lines.file_size(path) >= stream_bytes:
+        meta["streamable"] = True
+        capture.frames = LazyFrames({"urbs": whole})
+    else:
+        capture.frames = {"urbs": whole()}
+    return capture
+
+
+def _text_blocks(path: str, strict: bool, progress, block_bytes: int | None, capture: Capture):
+    """The URB frames of the blocks of lines, times absolute: the text timestamp wraps every
+    4096 s, unwrapped across blocks. Once the last block is read, the capture's records and
+    text format (1t: no line has a bus number; devices on bus 0) are filled in."""
     records = RecordCount()
-    parts = []
-    for block in _lines.iter_line_blocks(path, strict=strict, progress=progress):
-        parts.append(_decode_text_block(block, path, strict, records))
-    urbs = pl.concat(parts) if parts else pl.DataFrame(schema=URBS)
-    # the text timestamp wraps every 4096 s: unwrap it
-    step = urbs["t_ns"].diff().fill_null(0)
-    wraps = (step < -(TEXT_TS_WRAP_US * 1000 // 2)).cast(pl.Int64).cum_sum()
-    urbs = urbs.with_columns(pl.col("t_ns") + wraps * TEXT_TS_WRAP_US * 1000)
-    fmt_1t = bool(urbs.height) and bool(urbs["bus"].is_null().all())
-    urbs = urbs.with_columns(pl.col("bus").fill_null(0))
-    return _capture(path, urbs, records, [],
-                    {"container": "text", "text_format": "1t" if fmt_1t else "1u", "route": "native",
-                     "position_unit": "line"})
+    last, wraps, any_bus, any_urb = None, 0, False, False
+    kw = {} if block_bytes is None else {"block_bytes": block_bytes}
+    for block in _lines.iter_line_blocks(path, strict=strict, progress=progress, **kw):
+        urbs = _decode_text_block(block, path, strict, records)
+        if not urbs.height:
+            continue
+        t = urbs["t_ns"]
+        step = t.diff().fill_null(t[0] - last if last is not None else 0)
+        wrapped = (step < -(TEXT_TS_WRAP_US * 1000 // 2)).cast(pl.Int64).cum_sum() + wraps
+        last, wraps = t[-1], int(wrapped[-1])
+        any_bus, any_urb = any_bus or not urbs["bus"].is_null().all(), True
+        yield urbs.with_columns(pl.col("t_ns") + wrapped * TEXT_TS_WRAP_US * 1000, pl.col("bus").fill_null(0))
+    capture.records = records
+    capture.meta["text_format"] = "1t" if any_urb and not any_bus else "1u"
 
 
 def _decode_text_block(block: pl.DataFrame, path: str, strict: bool, records: RecordCount) -> pl.DataFrame:

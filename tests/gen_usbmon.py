@@ -385,3 +385,51 @@ def write_pcap_bulk(path, events: list[Event]) -> None:
     with open(path, "wb") as fh:
         fh.write(gh)
         fh.write(b"".join(rows[i * w:(i + 1) * w] + data[i] for i in range(n)))
+
+
+def pcap_to_pcapng(src, dst) -> None:
+    """The packets of the pcap `src` as a pcapng file (one section, one interface of the same
+    link type, microsecond times): for benchmarks at any size, written a batch at a time."""
+    import numpy as np
+    from scsitrace._native import usb
+    raw = np.memmap(src, np.uint8, mode="r")
+    body = raw[24:]
+    le = struct.unpack_from("<I", bytes(raw[:4]))[0] in (_pcap.PCAP_MAGIC_US, _pcap.PCAP_MAGIC_NS)
+    network = struct.unpack_from("<I" if le else ">I", bytes(raw[20:24]))[0]
+    offsets = np.empty(len(body) // 16 + 1, np.int64)
+    n, _ = usb.walk_chain(body, 0, 16, 8, not le, offsets)
+    offsets = offsets[:n]
+    shb = _pcap.pcapng_shb_body().build(dict(byte_order_magic=_pcap.PCAPNG_BYTE_ORDER_MAGIC,
+                                             major_version=1, minor_version=0, section_length=-1))
+    idb = _pcap.pcapng_idb_body().build(dict(linktype=network, reserved=0, snaplen=262144))
+    with open(dst, "wb") as fh:
+        fh.write(_block(_pcap.PCAPNG_SHB, shb) + _block(_pcap.PCAPNG_IDB, idb))
+        for lo in range(0, n, 1 << 16):
+            part = []
+            for off in offsets[lo:lo + (1 << 16)].tolist():
+                sec, usec, incl, orig = struct.unpack_from("<IIII", body, off)
+                ts = sec * 1_000_000 + usec
+                pad = -incl % 4
+                total = 32 + incl + pad
+                part.append(struct.pack("<IIIIIII", _pcap.PCAPNG_EPB, total, 0, ts >> 32, ts & 0xFFFFFFFF, incl, orig)
+                            + bytes(body[off + 16:off + 16 + incl]) + b"\0" * pad + struct.pack("<I", total))
+            fh.write(b"".join(part))
+
+
+def pcap_to_text(src, dst) -> None:
+    """The URBs of the usbmon pcap `src` as `1u` text (`text_line`, 32 data bytes at most):
+    for benchmarks at any size, read and written a batch at a time."""
+    from scsitrace.parsers import usbmon
+    cap = usbmon._parse_pcap(str(src), True, stream_bytes=0)
+    with open(dst, "w") as fh:
+        for u in cap.chunks():
+            t_us = u.t_ns // 1000 - BASE_SEC * 1_000_000
+            rows = zip(t_us.tolist(), u.urb_id.tolist(), u.event.tolist(), u.xfer.tolist(), u.ep.tolist(),
+                       u.status.tolist(), u.length.tolist(), u.bus.tolist(), u.dev.tolist(), u.has_setup.tolist(),
+                       u.data_at.tolist(), u.data_size.tolist(), range(len(u)))
+            lines = []
+            for t, urb, ev, xfer, ep, status, length, bus, dev, has_setup, at, size, i in rows:
+                setup = u.setup[i].tobytes() if has_setup else None
+                data = u.data_buf[at:at + size].tobytes() if size > 0 else None
+                lines.append(text_line(Event(t, urb, chr(ev), xfer, ep, status, length, data, setup, bus, dev)))
+            fh.write("\n".join(lines) + "\n")

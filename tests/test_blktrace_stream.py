@@ -165,13 +165,14 @@ def test_strict_error_is_the_first_of_the_first_file_that_has_one(tmp_path):
 
 def test_late_disorder_is_merged_as_read_and_stated(tmp_path):
     """A per-CPU file whose times go back after the records merged ahead (`probe`): merged as
-    read, with a note; among them: the capture is sorted."""
+    read, with a note; among them: the capture is sorted. (A single file is read `window`
+    records at a time, the probe covering at least one window: a window as small as a chunk.)"""
     ev = gen.workload(40, seed=9)
     ev["cpu"][:] = 0
     n = len(ev["time"])
     ev["time"][n - 5:] = 2000 + np.arange(5)
     path = gen.write(ev, str(tmp_path / "t"))[0]
-    cap = bt.parse(path, chunk=7, probe=20, eager=False)
+    cap = bt.parse(path, chunk=7, probe=20, window=7, eager=False)
     cols = np.concatenate([p["t_ns"] for p in cap.chunks()])
     assert len(cols) == n and not np.all(np.diff(cols) >= 0)
     assert any("merged as read" in note for note in cap.notes)

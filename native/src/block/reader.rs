@@ -679,6 +679,7 @@ pub struct BlktraceReader {
     sorted: Option<Sorted>,
     heap: Option<BinaryHeap<Reverse<(i64, usize)>>>,
     probe: usize,
+    sort_disorder: bool,
     pending: Option<(Out, usize)>,
 }
 
@@ -836,7 +837,7 @@ impl BlktraceReader {
             if self.fault.is_some() {
                 return Ok(Out::new(self.raw, 0));
             }
-            if self.lanes.iter().any(|l| l.disorder > 0) {
+            if self.sort_disorder && self.lanes.iter().any(|l| l.disorder > 0) {
                 self.origin = None;
                 self.start_sorted()?;
                 if self.fault.is_some() {
@@ -882,12 +883,15 @@ impl BlktraceReader {
     /// paths: the capture's files in order; cpus: each file's CPU from its name (-1: none);
     /// pdu: the PDU rules (parsers/blktrace.py FILL_PDU); chunk: records per chunk;
     /// read_size: bytes per read; raw: also every field of RAW_EVENTS; probe: records merged
-    /// ahead before the first chunk (a file going back in time among them: the capture is sorted).
+    /// ahead before the first chunk (a file going back in time among them: the capture is
+    /// sorted, unless not `sort_disorder`: then the records are merged as read, and `disorder`
+    /// says how often a file went back, for the caller to put them in order).
     #[new]
     #[pyo3(signature = (paths, cpus, pdu, *, strict=true, raw=false, chunk=1 << 20, read_size=4 << 20,
-                        probe=1 << 20))]
+                        probe=1 << 20, sort_disorder=true))]
+    #[allow(clippy::too_many_arguments)]
     fn new(paths: Vec<String>, cpus: Vec<i64>, pdu: Vec<i64>, strict: bool, raw: bool, chunk: usize,
-           read_size: usize, probe: usize) -> PyResult<Self> {
+           read_size: usize, probe: usize, sort_disorder: bool) -> PyResult<Self> {
         if paths.len() != cpus.len() || pdu.len() != 10 || chunk == 0 {
             return Err(PyValueError::new_err("BlktraceReader: paths and cpus differ in length, or bad pdu/chunk"));
         }
@@ -909,7 +913,7 @@ impl BlktraceReader {
         }
         Ok(BlktraceReader { paths, cpus, strict, raw, chunk, read_size, rules, lanes: Vec::new(), start_bad, bigs,
                             origin: None, fault: None, started: false, finished: false, emitted: 0, sorted: None,
-                            heap: None, probe, pending: None })
+                            heap: None, probe, sort_disorder, pending: None })
     }
 
     /// The next chunk: a dict of numpy columns (MACHINE_COLUMNS, plus RAW_EVENTS' when raw),
@@ -930,6 +934,11 @@ impl BlktraceReader {
     /// Whether any file is big-endian.
     fn any_big(&self) -> bool {
         self.bigs.iter().any(|b| *b == Some(true))
+    }
+
+    /// Records so far that were earlier than the record before them in their file.
+    fn disorder(&self) -> u64 {
+        self.lanes.iter().map(|l| l.disorder).sum()
     }
 
     /// Bytes read from the files so far.
