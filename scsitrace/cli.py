@@ -54,6 +54,9 @@ def _command_in(argv: list[str]) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     heap.keep_freed_memory()            # before any import starts a thread (see heap.py)
+    # numpy's OpenBLAS starts a thread pool at import (0.1 s of a 0.5 s small-trace run here);
+    # nothing of ours multiplies matrices. A user's own setting stands.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     parser = build_parser(_command_in(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     try:
