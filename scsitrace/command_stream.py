@@ -40,6 +40,17 @@ class Tables:
         self.sized = False
         self.timeouts: list[pl.DataFrame] = []
 
+    @classmethod
+    def of(cls, **sums) -> "Tables":
+        """Tables added up elsewhere (the streamed usb path's compiled command stage): the
+        attributes by name (reasons, devices, srt, latency, paired, data_bytes, sized)."""
+        t = cls()
+        for name, value in sums.items():
+            if not hasattr(t, name):
+                raise AttributeError(name)
+            setattr(t, name, value)
+        return t
+
     def add(self, ios: pl.DataFrame) -> None:
         if not ios.height:
             return

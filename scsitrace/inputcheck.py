@@ -35,6 +35,8 @@ def records_of_layer(analysis: Analysis) -> int:
         return int(n) if n is not None else analysis.segments.height
     if analysis.layer == "block":   # any trace event counts (a completion-only trace is analysed, with its note)
         return int(analysis.table("events")["records"].sum())
+    if "commands" in analysis.tables:   # usb, kernel logs: the pairing table counts every command (the
+        return int(analysis.table("commands")["commands"].sum())   # ios rows may be built on demand)
     return analysis.ios.height
 
 

@@ -2,6 +2,7 @@
 //! captures (`reader`) and the mass-storage machines over URB columns (`machine`).
 use pyo3::prelude::*;
 
+mod commands;
 mod machine;
 mod reader;
 mod stream;

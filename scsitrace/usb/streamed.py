@@ -20,14 +20,14 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from .. import completeness, schema, tiling
+from .. import completeness, model, schema, scsi, tiling
 from .._native import usb as _usb
-from ..command_stream import Kept, Tables, Tiler, thinning_notes
+from ..command_stream import Tables, thinning_notes
 from ..model import Analysis
 from ..schema import NULL
 from ..streams import prefetched
-from .bot import bot_commands
-from .stages import PIECE_PHASES, STAGE_ORDER, stage_pieces
+from .bot import BOT_REASONS, bot_commands
+from .stages import PIECE_PHASES
 from .transfers import transfers
 from .urbs import URBS, urb_columns
 
@@ -39,85 +39,70 @@ def streamed_analysis(capture, options) -> Analysis | None:
     if capture.chunks is None or not capture.meta.get("streamable") or (options is not None and any(
             getattr(options, k, None) is not None for k in ("window", "device", "lun", "target", "pids"))):
         return None
-    machine, run = _usb.BotStream(), _Run(capture, options)
+    run = _Run(capture, options)
+    machine = _usb.BotStream(model.KEEP_IOS, run.sink is not None)
     for u in prefetched(capture.chunks()):
         if run.origin is None and len(u.t_ns):
             run.origin = int(u.t_ns[0])        # the machine refuses anything earlier
         if not machine.feed(u.t_ns, u.urb_id, u.event, u.xfer, u.ep, u.bus, u.dev, u.status, u.length,
                             u.has_setup, u.setup.reshape(-1), u.data_buf, u.data_at, u.data_size, u.data_head, u.pos):
             return None
-        run.add(machine.take())
+        run.sunk(machine.take())
     found = machine.finish()
     if found is None:
         return None
-    found["before"] = None
-    run.add(found)
-    return run.finish(found)
+    run.sunk(found)
+    return run.finish(found, machine)
 
 
 class _Run:
-    """One streamed analysis as the batches of finished commands come."""
+    """One streamed analysis: every row to the I/O sink as the batches of finished commands
+    come (the tables, tiling and kept rows add up in the machine's command stage), then the
+    analysis from what the stage accumulated."""
 
     def __init__(self, capture, options):
         from .analysis import IOS_EXTRA
         self.capture, self.origin = capture, None
         self.sink = getattr(options, "ios_sink", None)
         self.xf = transfers(urb_columns(pl.DataFrame(schema=URBS)))
-        self.tables, self.tiler, self.kept = Tables(), Tiler(PIECE_PHASES), Kept("io")
-        self.anomalies: list[list[pl.DataFrame]] = []
         self.columns = list({**schema.IOS, **IOS_EXTRA})
         self.rows = 0
-        self.phase_code = np.array([PIECE_PHASES.index(p) for p in STAGE_ORDER], np.int64)
 
-    def add(self, found: dict) -> None:
+    def sunk(self, found: dict | None) -> None:
+        """A batch of commands' columns (only when there is a sink) as `ios` rows to the sink."""
+        if self.sink is None or found is None or "first" not in found or not len(found["first"]):
+            return
+        full = self._frame(found, self.rows)[0]
+        self.rows += full.height
+        self.sink(full.select(self.columns), self.capture)
+
+    def _frame(self, found: dict, first_io: int) -> tuple[pl.DataFrame, list[pl.DataFrame]]:
+        """(the ios_frame of commands given as the machine's columns, their anomalies)."""
         from .analysis import ios_frame
-        origin = self.origin or 0
+        found = dict(found)
         for name in TIMES:
             t = found[name]
-            t[t != NULL] -= origin
-        before = found["before"] - origin if found["before"] is not None else None
-        if not len(found["first"]):
-            self.tiler.add(_NO_PIECES, before)
-            return
+            found[name] = np.where(t != NULL, t - (self.origin or 0), t)
         cmds, anomalies, _ = bot_commands(self.xf, found)
-        self.anomalies.append(anomalies)
-        full = ios_frame(cmds, self.rows)
-        self.rows += full.height
-        ios = full.select(self.columns)
-        self.tables.add(ios)
-        self.kept.add(ios)
-        if self.sink is not None:
-            self.sink(ios, self.capture)
-        self.tiler.add(self._pieces(full), before)
+        return ios_frame(cmds, first_io), anomalies
 
-    def _pieces(self, full: pl.DataFrame) -> pl.DataFrame:
-        """The stage pieces of a batch of commands, with their device names and blocks."""
-        times = full.select(pl.col(c).cast(pl.Int64).fill_null(NULL)
-                            for c in ("_dev", "io", "cmd_s", "cmd_c", "_d0", "_s0", "data_c", "sts_c", "data_bytes"))
-        data_in = full.select(pl.col("data_in").fill_null(pl.col("flag_in")).fill_null(True)).to_series().to_numpy()
-        out = np.empty((5 * full.height, len(tiling.PIECE_COLUMNS)), np.int64)
-        blocks = np.empty(5 * full.height, np.int64)
-        n, _ = stage_pieces(*(times[c].to_numpy() for c in times.columns), data_in, self.phase_code, True, out,
-                            blocks)
-        p = out[:n]
-        names = full.select("_dev", "device").unique("_dev").sort("_dev")["device"]
-        return pl.DataFrame({"device": names.gather(p[:, 0]), "io": p[:, 1], "start_ns": p[:, 2],
-                             "end_ns": p[:, 3], "phase": p[:, 4], "bytes": p[:, 5], "_block": blocks[:n]}
-                            ).with_columns(pl.when(pl.col("bytes") != NULL).then(pl.col("bytes")).alias("bytes"))
-
-    def finish(self, found: dict) -> Analysis:
-        from .analysis import STAGES, _control_anomalies
-        capture, t = self.capture, self.tables
+    def finish(self, found: dict, machine) -> Analysis:
+        from .analysis import IOS_EXTRA, STAGES, _control_anomalies
+        capture = self.capture
         origin = self.origin or 0
-        elapsed = (found["t_max"] or 0) - origin if found["t_max"] is not None else 0
+        r = machine.results()
+        t = _tables(r)
+        elapsed = found["t_max"] - origin if found["t_max"] is not None else 0
         ctl = dict(found)
         ctl["ctl_t"] = found["ctl_t"] - origin
-        kinds = [pl.concat(parts) for parts in zip(*self.anomalies)] if self.anomalies else []
+        kinds = self._frame(r["anomalous"], 0)[1] if len(r["anomalous"]["first"]) else []
         found_an = [*kinds, *_control_anomalies(self.xf, ctl)]
         unit = capture.meta.get("position_unit", "record")
         found_an = [a.with_columns(pl.format("{} {}", pl.lit(unit), "position").alias("position")) for a in found_an]
         an = pl.concat([capture.anomalies, *found_an]).cast(schema.ANOMALIES)
-        segments, totals, n_dev = self.tiler.finish(elapsed)
+        phases = [*PIECE_PHASES, "~carried", tiling.IDLE]
+        totals = {p: int(v) for p, v, n in zip(phases, r["totals"], r["counts"]) if n and p != "~carried"}
+        n_dev = r["n_dev"]
         notes = []
         if n_dev > 1:
             notes.append(f"{n_dev} devices: stage percentages are of {n_dev} x the elapsed time")
@@ -126,16 +111,21 @@ class _Run:
         notes += completeness.usb_notes_counted(int(found["no_submit"]), int(found["no_complete"]),
                                                 {k: v for k, v in t.reasons.items() if k is not None})
         notes += list(capture.notes)
-        notes += thinning_notes(self.kept, self.rows, self.tiler, t, self.sink, "the capture")
-        from .analysis import IOS_EXTRA
-        ios = self.kept.frame(pl.DataFrame(schema={**schema.IOS, **IOS_EXTRA}), ["io"])
+        kept = _Thinned(r["kept_rows"], r["stride"])
+        tiler = _Thinned(0, 1, kept=_Thinned(0, r["segment_stride"]))
+        notes += thinning_notes(kept, r["rows"], tiler, t, self.sink, "the capture")
+        def ios() -> pl.DataFrame:     # the kept rows, built when a report reads them
+            if not kept.rows:
+                return pl.DataFrame(schema={**schema.IOS, **IOS_EXTRA})
+            rows = machine.kept()
+            return self._frame(rows, 0)[0].with_columns(pl.Series("io", rows["io"], dtype=pl.Int64)).select(self.columns)
         tables = t.tables(elapsed)
         tables.pop("srt_driver", None)
         from ..command_tables import TABLES
         from ..stats import LATENCY_TABLES
         capture.meta["origin_ns"] = origin
         analysis = Analysis(
-            layer="usb", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=lambda: segments,
+            layer="usb", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=lambda: _segments(machine.segments(), phases),
             segment_targets=False, ios=ios, anomalies=an, ios_completed=t.paired, data_bytes=t.data_bytes,
             category_order={"usb": list(STAGES)}, default_profile="usb",
             categories={"usb": tiling.category_table(totals, n_dev, STAGES, elapsed, t.paired)}, notes=notes,
@@ -146,5 +136,27 @@ class _Run:
         return analysis
 
 
-_NO_PIECES = pl.DataFrame(schema={"device": pl.Utf8, "io": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64,
-                                  "phase": pl.Int64, "bytes": pl.Int64, "_block": pl.Int64})
+class _Thinned:
+    """What command_stream.thinning_notes reads of a `Kept` (and of a `Tiler`: `kept`)."""
+
+    def __init__(self, rows: int, stride: int, kept=None):
+        self.rows, self.stride, self.thinned, self.kept = rows, stride, stride > 1, kept
+
+
+def _tables(r: dict) -> Tables:
+    """command_stream.Tables from the machine's command stage."""
+    srt = r["srt"]
+    names = scsi.decode_cdb_matrix(np.array([cdb for *_, cdb, _ in srt], np.uint8).reshape(-1, 16),
+                                   np.array([n for *_, n in srt], np.int64))["command"].fill_null("").to_list()
+    return Tables.of(reasons={BOT_REASONS[k]: n for k, n in enumerate(r["reasons"]) if n},
+                     devices={name: [n, p, b, True, rsum, rn] for name, n, p, b, rsum, rn in r["devices"]},
+                     srt={op: [samples, name, io] for (op, samples, io, _, _), name in zip(srt, names)},
+                     latency=r["latency"], paired=r["paired"], data_bytes=r["data_bytes"], sized=r["rows"] > 0)
+
+
+def _segments(s: dict, phases: list[str]) -> pl.DataFrame:
+    """The kept segments (the machine's columns: tiling.segments_frame), by device and start."""
+    if not len(s["start"]):
+        return tiling.segments_frame({"start": []}, pl.Series([], dtype=pl.Utf8))
+    names = pl.Series(s.pop("device_names"), dtype=pl.Utf8)
+    return tiling.segments_frame({**s, "phases": phases}, names).sort(["device", "start_ns"])

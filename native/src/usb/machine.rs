@@ -257,7 +257,7 @@ fn bot_pass(py: Python, xfer: PyReadonlyArray1<u8>, dir_in: PyReadonlyArray1<boo
 }
 
 #[inline(always)]
-fn le32(rows: &[u8], at: usize) -> i64 {
+pub(super) fn le32(rows: &[u8], at: usize) -> i64 {
     rows[at] as i64 | (rows[at + 1] as i64) << 8 | (rows[at + 2] as i64) << 16 | (rows[at + 3] as i64) << 24
 }
 
@@ -302,7 +302,7 @@ fn bot_fields(py: Python, cbw: PyReadonlyArray1<u8>, csw: PyReadonlyArray1<u8>, 
 /// the data, 4 STATUS): (start, end, index in scsitrace/usb/stages.py STAGE_ORDER).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn piece(block: usize, cmd_s: i64, cmd_c: i64, d0: i64, s0: i64, data_c: i64, sts_c: i64, data_in: bool) -> (i64, i64, usize) {
+pub(super) fn piece(block: usize, cmd_s: i64, cmd_c: i64, d0: i64, s0: i64, data_c: i64, sts_c: i64, data_in: bool) -> (i64, i64, usize) {
     if cmd_s == NULL {
         return (NULL, NULL, 0);
     }

@@ -12,6 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 // the constants of the Bulk-Only wire format and of the aggregates, as the whole-capture pass has them
+use super::commands::{set_columns, Cmd, CommandStage};
 use super::machine::{CBW_BYTES, CBW_SIGNATURE, CSW_BYTES, CSW_K, CSW_SIGNATURE, DATA_BYTES, DATA_C, DATA_IN,
                      DATA_S, EPIPE, EREMOTEIO, FIRST, LAST, NULL, N_AGG, N_CSW, STALLS, STS_C, STS_S, max_t, min_t};
 
@@ -63,6 +64,8 @@ pub struct BotStream {
     closed: Vec<bool>,                     // per command held: closed (the next CBW or the end came)
     cbase: i64,                            // number of the first command held (earlier ones taken)
     first_t: i64,                          // the first event's time: no later event may be earlier
+    stage: CommandStage,                   // the finished commands' tables, tiling and kept rows
+    rows: bool,                            // whether take and finish hand back every command's columns
 }
 
 impl BotStream {
@@ -72,24 +75,38 @@ impl BotStream {
         self.closed[local] = true;
     }
 
-    /// The first `m` commands held, as columns (bot_pass' aggregates by name, cbw, csw,
-    /// csw_size, bus, dev, pos, cmd_s, cmd_c), removed from the machine.
-    fn columns<'py>(&mut self, py: Python<'py>, m: usize, out: &Bound<'py, PyDict>) -> PyResult<()> {
-        let names = ["first", "last", "csw", "n_csw", "sts_s", "sts_c", "data_s", "data_c", "data_bytes", "stalls",
-                     "data_in"];
-        for (j, name) in names.iter().enumerate() {
-            let col: Vec<i64> = self.ints[..m].iter().map(|row| row[j]).collect();
-            out.set_item(*name, PyArray1::from_vec_bound(py, col))?;
+    /// The first `m` commands held, removed from the machine.
+    fn drain_commands(&mut self, m: usize) -> Vec<Cmd> {
+        let mut cmds = Vec::with_capacity(m);
+        for (i, a) in self.ints.drain(..m).enumerate() {
+            let mut c = Cmd { a, cbw: [0; CBW_BYTES], csw: [0; CSW_BYTES], csw_size: self.csw_size[i], bus: self.bus[i],
+                              dev: self.dev[i], pos: self.pos[i], cmd_s: self.cmd_s[i], cmd_c: self.cmd_c[i] };
+            c.cbw.copy_from_slice(&self.cbw[i * CBW_BYTES..(i + 1) * CBW_BYTES]);
+            c.csw.copy_from_slice(&self.csw[i * CSW_BYTES..(i + 1) * CSW_BYTES]);
+            cmds.push(c);
         }
-        self.ints.drain(..m);
         self.closed.drain(..m);
-        out.set_item("cbw", PyArray1::from_vec_bound(py, self.cbw.drain(..m * CBW_BYTES).collect()))?;
-        out.set_item("csw_bytes", PyArray1::from_vec_bound(py, self.csw.drain(..m * CSW_BYTES).collect()))?;
-        for (name, col) in [("csw_size", &mut self.csw_size), ("bus", &mut self.bus), ("dev", &mut self.dev),
-                            ("pos", &mut self.pos), ("cmd_s", &mut self.cmd_s), ("cmd_c", &mut self.cmd_c)] {
-            out.set_item(name, PyArray1::from_vec_bound(py, col.drain(..m).collect()))?;
+        self.cbw.drain(..m * CBW_BYTES);
+        self.csw.drain(..m * CSW_BYTES);
+        for col in [&mut self.csw_size, &mut self.bus, &mut self.dev, &mut self.pos, &mut self.cmd_s, &mut self.cmd_c] {
+            col.drain(..m);
         }
         self.cbase += m as i64;
+        cmds
+    }
+
+    /// The first `m` commands held, removed from the machine, added to the command stage
+    /// (pieces starting before `before` tiled: NULL, all of them); their columns set in
+    /// `out` when the caller asked for every row.
+    fn settle<'py>(&mut self, py: Python<'py>, m: usize, before: i64, out: &Bound<'py, PyDict>) -> PyResult<()> {
+        let cmds = self.drain_commands(m);
+        let origin = if self.first_t == NULL { 0 } else { self.first_t };
+        let before = if before == NULL { NULL } else { before - origin };
+        let stage = &mut self.stage;
+        py.allow_threads(|| stage.add(&cmds, before, origin));
+        if self.rows {
+            set_columns(py, &cmds.iter().collect::<Vec<_>>(), out)?;
+        }
         Ok(())
     }
 
@@ -184,14 +201,17 @@ impl BotStream {
 
 #[pymethods]
 impl BotStream {
+    /// `keep`: at most that many commands and segments kept for the reports; `rows`: take
+    /// and finish return the columns of the commands they settle (for the I/O sink).
     #[new]
-    fn new() -> Self {
+    #[pyo3(signature = (keep, rows = false))]
+    fn new(keep: usize, rows: bool) -> Self {
         BotStream {
             waiting: HashMap::new(), queue: VecDeque::new(), base: 0, next: 0, devices: HashMap::new(),
             prev_t: i64::MIN, t_min: i64::MAX, t_max: i64::MIN, no_submit: 0, no_complete: 0, ok: true, k: 0,
             ints: Vec::new(), cbw: Vec::new(), csw: Vec::new(), csw_size: Vec::new(), bus: Vec::new(),
             dev: Vec::new(), pos: Vec::new(), cmd_s: Vec::new(), cmd_c: Vec::new(), ctl: Vec::new(),
-            closed: Vec::new(), cbase: 0, first_t: NULL,
+            closed: Vec::new(), cbase: 0, first_t: NULL, stage: CommandStage::new(keep), rows,
         }
     }
 
@@ -315,26 +335,27 @@ impl BotStream {
     }
 
     /// The commands closed so far that no open command precedes (in start order), removed
-    /// from the machine, and `before`: the earliest start a command still to come can have
-    /// (None: none held, nothing in flight).
-    fn take<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    /// from the machine and added to the command stage, with the pieces that start before
+    /// the earliest start a command still to come can have tiled. Returns their columns
+    /// when the machine was made with `rows`, else None.
+    fn take<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         let m = self.closed.iter().position(|c| !c).unwrap_or(self.closed.len());
-        let out = PyDict::new_bound(py);
-        self.columns(py, m, &out)?;
         let mut before = if self.prev_t == i64::MIN { NULL } else { self.prev_t };
         if let Some(front) = self.queue.front() {
             before = min_t(before, min_t(front.submit, front.complete));
         }
-        if let Some(&t) = self.cmd_s.first() {
+        if let Some(&t) = self.cmd_s.get(m) {
             before = min_t(before, t);
         }
-        out.set_item("before", if before == NULL { None } else { Some(before) })?;
-        Ok(out)
+        let out = PyDict::new_bound(py);
+        self.settle(py, m, before, &out)?;
+        Ok(self.rows.then_some(out))
     }
 
     /// The end of the capture: every transfer still waiting is final, every device's open
-    /// command closes. Returns the commands' columns (bot_pass' aggregates by name, cbw,
-    /// csw, csw_size, bus, dev, pos, cmd_s, cmd_c), the unpaired URB counts and the time range.
+    /// command closes and goes to the command stage. Returns the Mass Storage Reset and
+    /// CLEAR HALT requests (ctl_*), the unpaired URB counts, the time range and, with
+    /// `rows`, the last commands' columns; None when the machine does not cover the capture.
     fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         self.no_complete += self.waiting.len() as i64;
         self.waiting.clear();
@@ -351,7 +372,11 @@ impl BotStream {
         }
         let out = PyDict::new_bound(py);
         let m = self.ints.len();
-        self.columns(py, m, &out)?;
+        self.settle(py, m, NULL, &out)?;
+        let origin = if self.first_t == NULL { 0 } else { self.first_t };
+        let elapsed = if self.t_max == i64::MIN { 0 } else { self.t_max - origin };
+        let stage = &mut self.stage;
+        py.allow_threads(|| stage.finish(elapsed));
         for (j, name) in ["ctl_t", "ctl_bus", "ctl_dev", "ctl_pos", "ctl_bm", "ctl_req"].iter().enumerate() {
             let col: Vec<i64> = self.ctl.iter().map(|row| row[j]).collect();
             out.set_item(*name, PyArray1::from_vec_bound(py, col))?;
@@ -360,8 +385,27 @@ impl BotStream {
         out.set_item("no_complete", self.no_complete)?;
         out.set_item("t_min", if self.t_min == i64::MAX { None } else { Some(self.t_min) })?;
         out.set_item("t_max", if self.t_max == i64::MIN { None } else { Some(self.t_max) })?;
+        out.set_item("origin", if self.first_t == NULL { None } else { Some(self.first_t) })?;
         let _ = (FIRST, CSW_K, STS_S, STS_C, DATA_S, DATA_C, DATA_BYTES, STALLS, DATA_IN);
         Ok(Some(out))
+    }
+
+    /// What the command stage accumulated (after `finish`): the tables' counts and
+    /// Samples, the stage totals, the kept segments and commands (their columns), the
+    /// commands with anomalies (scsitrace/usb/commands.rs `results`).
+    fn results<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.stage.results(py)
+    }
+
+    /// The kept segments' columns (dev, io, start, end, phase, bytes; times from the
+    /// origin) and `device_names`, which dev indexes (once: they leave the machine).
+    fn segments<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.stage.segments(py)
+    }
+
+    /// The kept commands' columns (as `take` returns them) and their `io` (once).
+    fn kept<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.stage.kept(py)
     }
 }
 

@@ -1,0 +1,357 @@
+//! The command stage of the streamed Bulk-Only path (scsitrace/usb/streamed.py), fed each
+//! batch of finished commands by the machine (stream.rs) without a polars frame per batch:
+//! the running tables of scsitrace/command_stream.py `Tables` (pairing reasons, per-device
+//! sums, the latency and per-opcode SRT `Samples`), the stage tiling of its `Tiler` (pieces
+//! tiled once no command still to come can start before them, each device's covered time
+//! carried as a leading piece whose segment is dropped; the placing rule is the bus
+//! tiling's `DeviceTiling`), and what its `Kept` keeps for the reports (every 2^k-th
+//! command and segment, at most `keep` of each), held as raw rows: polars rows are built
+//! at the end for the kept ones only. The same batches in, the same figures out as the
+//! Python accumulators (tests/test_usbmon_chunks.py checks them against the whole path).
+use std::collections::HashMap;
+
+use numpy::PyArray1;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use super::machine::{le32, max_t, piece, CBW_BYTES, CSW_BYTES, DATA_BYTES, DATA_C, DATA_IN, DATA_S, LAST, NULL,
+                     N_AGG, N_CSW, STALLS, STS_C, STS_S};
+use crate::bus::tiling::DeviceTiling;
+use crate::stat::{Samples, DEFAULT_CAP};
+
+/// scsitrace/usb/stages.py PIECE_PHASES index of each STAGE_ORDER stage (COMMAND, GAP,
+/// DATA IN, DATA OUT, STATUS); then "~carried" (5) and IDLE (6), as command_stream.Tiler.
+const PHASE_CODE: [u8; 5] = [0, 3, 1, 2, 4];
+const IDLE: u8 = 6;
+const N_PHASES: usize = 7;
+const PAIRED: usize = 3; // scsitrace/usb/bot.py BOT_REASONS: the code of paired commands
+
+/// One finished Bulk-Only command as the machine hands it over (times absolute).
+#[derive(Clone)]
+pub(super) struct Cmd {
+    pub a: [i64; N_AGG],
+    pub cbw: [u8; CBW_BYTES],
+    pub csw: [u8; CSW_BYTES],
+    pub csw_size: i64,
+    pub bus: i64,
+    pub dev: i64,
+    pub pos: i64,
+    pub cmd_s: i64,
+    pub cmd_c: i64,
+}
+
+impl Cmd {
+    /// bot_fields' `reason` (0 no CSW at the end, 1 no CSW before the next CBW, 2 tags
+    /// differ, 3 paired).
+    fn reason(&self) -> usize {
+        if self.a[N_CSW] == 0 {
+            if self.a[LAST] == 1 { 0 } else { 1 }
+        } else if self.csw_size >= 8 && le32(&self.csw, 4) != le32(&self.cbw, 4) {
+            2
+        } else if self.a[STS_C] == NULL {
+            0
+        } else {
+            PAIRED
+        }
+    }
+}
+
+/// The columns scsitrace/usb/bot.py `bot_commands(xf, streamed)` reads (bot_pass' aggregates
+/// by name, cbw, csw_bytes, csw_size, bus, dev, pos, cmd_s, cmd_c), set in `out`.
+pub(super) fn set_columns<'py>(py: Python<'py>, cmds: &[&Cmd], out: &Bound<'py, PyDict>) -> PyResult<()> {
+    let names = ["first", "last", "csw", "n_csw", "sts_s", "sts_c", "data_s", "data_c", "data_bytes", "stalls",
+                 "data_in"];
+    for (j, name) in names.iter().enumerate() {
+        out.set_item(*name, PyArray1::from_iter_bound(py, cmds.iter().map(|c| c.a[j])))?;
+    }
+    out.set_item("cbw", PyArray1::from_iter_bound(py, cmds.iter().flat_map(|c| c.cbw)))?;
+    out.set_item("csw_bytes", PyArray1::from_iter_bound(py, cmds.iter().flat_map(|c| c.csw)))?;
+    let ints: [(&str, fn(&Cmd) -> i64); 6] = [("csw_size", |c| c.csw_size), ("bus", |c| c.bus), ("dev", |c| c.dev),
+                                              ("pos", |c| c.pos), ("cmd_s", |c| c.cmd_s), ("cmd_c", |c| c.cmd_c)];
+    for (name, get) in ints {
+        out.set_item(name, PyArray1::from_iter_bound(py, cmds.iter().map(|c| get(c))))?;
+    }
+    Ok(())
+}
+
+
+struct Device {
+    name: String,
+    n: i64,
+    paired: i64,
+    bytes: i64,
+    rsum: i64,
+    rn: i64,
+    covered: Option<i64>, // where its last non-IDLE segment ends (Tiler.covered)
+}
+
+struct Srt {
+    samples: Samples,
+    io: i64,
+    cdb: [u8; 16],
+    cb_len: i64,
+}
+
+#[derive(Clone, Copy)]
+struct Piece {
+    dev: u32,
+    block: u8,
+    phase: u8,
+    io: i64,
+    start: i64,
+    end: i64,
+    bytes: i64,
+}
+
+#[derive(Clone, Copy)]
+struct Seg {
+    n: i64,
+    dev: u32,
+    phase: u8,
+    io: i64,
+    start: i64,
+    end: i64,
+    bytes: i64,
+}
+
+pub(super) struct CommandStage {
+    keep: i64,
+    rows: i64,
+    reasons: [i64; 4],
+    devices: Vec<Device>,
+    index: HashMap<(i64, i64, i64), u32>,
+    rank: Vec<u32>, // each device's rank by name (the order the Tiler sorts devices in)
+    srt: Vec<Option<Srt>>,
+    latency: Samples,
+    paired: i64,
+    data_bytes: i64,
+    anomalous: Vec<Cmd>,       // commands with stalls or a PHASE ERROR CSW (bot_commands' anomalies)
+    kept: Vec<(i64, Cmd)>,     // at most `keep`, reserved at once: only the pages written are resident
+    stride: i64,
+    waiting: Vec<Piece>,
+    totals: [i64; N_PHASES],
+    counts: [i64; N_PHASES],
+    segs: Vec<Seg>,
+    seg_seen: i64,
+    seg_stride: i64,
+}
+
+impl CommandStage {
+    pub(super) fn new(keep: usize) -> CommandStage {
+        CommandStage {
+            keep: keep.max(1) as i64, rows: 0, reasons: [0; 4], devices: Vec::new(), index: HashMap::new(),
+            rank: Vec::new(), srt: (0..256).map(|_| None).collect(), latency: Samples::with_cap(DEFAULT_CAP),
+            paired: 0, data_bytes: 0, anomalous: Vec::new(), kept: Vec::with_capacity(keep.max(1)), stride: 1, waiting: Vec::new(),
+            totals: [0; N_PHASES], counts: [0; N_PHASES], segs: Vec::with_capacity(keep.max(1)), seg_seen: 0, seg_stride: 1,
+        }
+    }
+
+    fn device(&mut self, bus: i64, dev: i64, lun: i64) -> u32 {
+        if let Some(&d) = self.index.get(&(bus, dev, lun)) {
+            return d;
+        }
+        let d = self.devices.len() as u32;
+        self.devices.push(Device { name: format!("{bus}:{dev}:{lun}"), n: 0, paired: 0, bytes: 0, rsum: 0, rn: 0,
+                                   covered: None });
+        self.index.insert((bus, dev, lun), d);
+        let mut order: Vec<u32> = (0..self.devices.len() as u32).collect();
+        order.sort_by(|&x, &y| self.devices[x as usize].name.cmp(&self.devices[y as usize].name));
+        self.rank = vec![0; order.len()];
+        for (r, &d) in order.iter().enumerate() {
+            self.rank[d as usize] = r as u32;
+        }
+        d
+    }
+
+    /// A batch of finished commands, in io order (times absolute; `origin` the capture's
+    /// first event), then the tiling of the pieces that start before `before` (relative;
+    /// NULL: all of them, the capture ended).
+    pub(super) fn add(&mut self, cmds: &[Cmd], before: i64, origin: i64) {
+        let rel = |t: i64| if t == NULL { NULL } else { t - origin };
+        for c in cmds {
+            let io = self.rows;
+            self.rows += 1;
+            let a = &c.a;
+            let reason = c.reason();
+            self.reasons[reason] += 1;
+            let lun = (c.cbw[13] & 0x0F) as i64;
+            let d = self.device(c.bus, c.dev, lun);
+            let dv = &mut self.devices[d as usize];
+            dv.n += 1;
+            dv.bytes = dv.bytes.wrapping_add(a[DATA_BYTES]);
+            self.data_bytes = self.data_bytes.wrapping_add(a[DATA_BYTES]);
+            if reason == PAIRED {
+                let response = a[STS_C] - c.cmd_s;
+                dv.paired += 1;
+                dv.rsum = dv.rsum.wrapping_add(response);
+                dv.rn += 1;
+                self.paired += 1;
+                self.latency.push(response);
+                let cb_len = ((c.cbw[14] & 0x1F) as i64).min(16);
+                if cb_len >= 1 {
+                    let entry = self.srt[c.cbw[15] as usize].get_or_insert_with(|| {
+                        let mut cdb = [0u8; 16];
+                        cdb.copy_from_slice(&c.cbw[15..31]);
+                        Srt { samples: Samples::with_cap(DEFAULT_CAP), io, cdb, cb_len }
+                    });
+                    entry.samples.push(response);
+                }
+            }
+            if a[STALLS] > 0 || (c.csw_size > 12 && c.csw[12] == 2) {
+                self.anomalous.push(c.clone());
+            }
+            while io % self.stride == 0 && self.kept.len() as i64 == self.keep {
+                self.stride *= 2; // one more would be too many: thinned first (the same rows in the end)
+                let s = self.stride;
+                self.kept.retain(|(io, _)| io % s == 0);
+            }
+            if io % self.stride == 0 {
+                self.kept.push((io, c.clone()));
+            }
+            // the stage pieces (scsitrace/usb/stages.py: _with_stages, stage_pieces by command)
+            let (cmd_s, cmd_c, sts_s, sts_c, data_s, data_c) =
+                (rel(c.cmd_s), rel(c.cmd_c), rel(a[STS_S]), rel(a[STS_C]), rel(a[DATA_S]), rel(a[DATA_C]));
+            let d0 = max_t(data_s, cmd_c);
+            let s0 = max_t(sts_s, if data_c != NULL { data_c } else { cmd_c });
+            let data_in = if a[DATA_IN] >= 0 { a[DATA_IN] == 1 } else { c.cbw[12] & 0x80 != 0 };
+            for block in 0..5usize {
+                let (start, end, stage) = piece(block, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in);
+                if start == NULL || end == NULL {
+                    continue;
+                }
+                let bytes = if block == 2 { a[DATA_BYTES] } else { NULL };
+                self.waiting.push(Piece { dev: d, block: block as u8, phase: PHASE_CODE[stage], io, start, end, bytes });
+            }
+        }
+        self.tile(before);
+    }
+
+    /// command_stream.Tiler.add + _tile: the waiting pieces that start before `before`,
+    /// by (device name, start, block, io), each device's tiling resumed from the carried piece.
+    fn tile(&mut self, before: i64) {
+        let mut ready: Vec<Piece>;
+        if before == NULL {
+            ready = std::mem::take(&mut self.waiting);
+        } else {
+            ready = self.waiting.iter().filter(|p| p.start < before).copied().collect();
+            self.waiting.retain(|p| p.start >= before);
+        }
+        if ready.is_empty() {
+            return;
+        }
+        let rank = &self.rank;
+        ready.sort_unstable_by_key(|p| (rank[p.dev as usize], p.start, p.block, p.io));
+        let mut k = 0;
+        while k < ready.len() {
+            let d = ready[k].dev;
+            let mut tiling = DeviceTiling::new();
+            if let Some(c) = self.devices[d as usize].covered {
+                tiling.place(0, c); // the carried piece [0, covered): its segment is dropped
+            }
+            let mut covered = NULL;
+            while k < ready.len() && ready[k].dev == d {
+                let p = ready[k];
+                k += 1;
+                let Some((idle_from, s)) = tiling.place(p.start, p.end) else { continue };
+                if idle_from < s {
+                    self.segment(Seg { n: 0, dev: d, phase: IDLE, io: NULL, start: idle_from, end: s, bytes: NULL });
+                }
+                self.segment(Seg { n: 0, dev: d, phase: p.phase, io: p.io, start: s, end: p.end, bytes: p.bytes });
+                covered = covered.max(p.end);
+            }
+            if covered != NULL {
+                let dv = &mut self.devices[d as usize];
+                dv.covered = Some(dv.covered.map_or(covered, |c| c.max(covered)));
+            }
+        }
+    }
+
+    /// A segment counted (Tiler._segments) and kept when its number is a multiple of the stride.
+    fn segment(&mut self, mut s: Seg) {
+        self.totals[s.phase as usize] += s.end - s.start;
+        self.counts[s.phase as usize] += 1;
+        s.n = self.seg_seen;
+        self.seg_seen += 1;
+        while s.n % self.seg_stride == 0 && self.segs.len() as i64 == self.keep {
+            self.seg_stride *= 2;
+            let st = self.seg_stride;
+            self.segs.retain(|s| s.n % st == 0);
+        }
+        if s.n % self.seg_stride == 0 {
+            self.segs.push(s);
+        }
+    }
+
+    /// The end (Tiler.finish): every waiting piece tiled, then each device's IDLE up to
+    /// `elapsed` (devices by name).
+    pub(super) fn finish(&mut self, elapsed: i64) {
+        self.tile(NULL);
+        let mut order: Vec<u32> = (0..self.devices.len() as u32).collect();
+        order.sort_by_key(|&d| self.rank[d as usize]);
+        for d in order {
+            if let Some(c) = self.devices[d as usize].covered {
+                if elapsed > c {
+                    self.segment(Seg { n: 0, dev: d, phase: IDLE, io: NULL, start: c, end: elapsed, bytes: NULL });
+                }
+            }
+        }
+    }
+
+    /// Everything accumulated, for scsitrace/usb/streamed.py (taken out of the stage).
+    pub(super) fn results<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new_bound(py);
+        out.set_item("rows", self.rows)?;
+        out.set_item("reasons", self.reasons.to_vec())?;
+        let devices: Vec<(String, i64, i64, i64, i64, i64)> =
+            self.devices.iter().map(|d| (d.name.clone(), d.n, d.paired, d.bytes, d.rsum, d.rn)).collect();
+        out.set_item("devices", devices)?;
+        out.set_item("n_dev", self.devices.iter().filter(|d| d.covered.is_some()).count())?;
+        let mut srt = Vec::new();
+        for (op, entry) in self.srt.iter_mut().enumerate() {
+            if let Some(e) = entry.take() {
+                srt.push((op as i64, Py::new(py, e.samples)?, e.io, e.cdb.to_vec(), e.cb_len));
+            }
+        }
+        out.set_item("srt", srt)?;
+        let latency = std::mem::replace(&mut self.latency, Samples::with_cap(DEFAULT_CAP));
+        out.set_item("latency", Py::new(py, latency)?)?;
+        out.set_item("paired", self.paired)?;
+        out.set_item("data_bytes", self.data_bytes)?;
+        out.set_item("totals", self.totals.to_vec())?;
+        out.set_item("counts", self.counts.to_vec())?;
+        out.set_item("segment_stride", self.seg_stride)?;
+        out.set_item("kept_rows", self.kept.len())?;
+        out.set_item("stride", self.stride)?;
+        let anomalous = std::mem::take(&mut self.anomalous);
+        let an = PyDict::new_bound(py);
+        set_columns(py, &anomalous.iter().collect::<Vec<_>>(), &an)?;
+        out.set_item("anomalous", an)?;
+        let _ = DATA_S;
+        Ok(out)
+    }
+
+    /// The kept segments' columns (dev, io, start, end, phase, bytes) and the device names
+    /// (dev indexes them), taken out of the stage.
+    pub(super) fn segments<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let segs = std::mem::take(&mut self.segs);
+        let cols: [(&str, fn(&Seg) -> i64); 6] = [("dev", |s| s.dev as i64), ("io", |s| s.io), ("start", |s| s.start),
+                                                 ("end", |s| s.end), ("phase", |s| s.phase as i64),
+                                                 ("bytes", |s| s.bytes)];
+        let seg = PyDict::new_bound(py);
+        for (name, get) in cols {
+            seg.set_item(name, PyArray1::from_iter_bound(py, segs.iter().map(get)))?;
+        }
+        let names: Vec<String> = self.devices.iter().map(|d| d.name.clone()).collect();
+        seg.set_item("device_names", names)?;
+        Ok(seg)
+    }
+
+    /// The kept commands' columns (set_columns) and their `io`, taken out of the stage.
+    pub(super) fn kept<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let kept = std::mem::take(&mut self.kept);
+        let rows = PyDict::new_bound(py);
+        set_columns(py, &kept.iter().map(|(_, c)| c).collect::<Vec<_>>(), &rows)?;
+        rows.set_item("io", PyArray1::from_iter_bound(py, kept.iter().map(|(io, _)| *io)))?;
+        Ok(rows)
+    }
+}
