@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 mod block;
 mod bus;
 mod bytes;
+mod hash;
 mod stat;
 mod usb;
 

@@ -8,8 +8,6 @@
 //! command and segment, at most `keep` of each), held as raw rows: polars rows are built
 //! at the end for the kept ones only. The same batches in, the same figures out as the
 //! Python accumulators (tests/test_usbmon_chunks.py checks them against the whole path).
-use std::collections::HashMap;
-
 use numpy::PyArray1;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -17,6 +15,7 @@ use pyo3::types::PyDict;
 use super::machine::{le32, max_t, piece, CBW_BYTES, CSW_BYTES, DATA_BYTES, DATA_C, DATA_IN, DATA_S, LAST, NULL,
                      N_AGG, N_CSW, STALLS, STS_C, STS_S};
 use crate::bus::tiling::DeviceTiling;
+use crate::hash::IntMap;
 use crate::stat::{Samples, DEFAULT_CAP};
 
 /// scsitrace/usb/stages.py PIECE_PHASES index of each STAGE_ORDER stage (COMMAND, GAP,
@@ -119,7 +118,8 @@ pub(super) struct CommandStage {
     rows: i64,
     reasons: [i64; 4],
     devices: Vec<Device>,
-    index: HashMap<(i64, i64, i64), u32>,
+    index: IntMap<(i64, i64, i64), u32>,
+    last: ((i64, i64, i64), u32),  // the last command's device
     rank: Vec<u32>, // each device's rank by name (the order the Tiler sorts devices in)
     srt: Vec<Option<Srt>>,
     latency: Samples,
@@ -139,7 +139,7 @@ pub(super) struct CommandStage {
 impl CommandStage {
     pub(super) fn new(keep: usize) -> CommandStage {
         CommandStage {
-            keep: keep.max(1) as i64, rows: 0, reasons: [0; 4], devices: Vec::new(), index: HashMap::new(),
+            keep: keep.max(1) as i64, rows: 0, reasons: [0; 4], devices: Vec::new(), index: IntMap::default(), last: ((-1, -1, -1), 0),
             rank: Vec::new(), srt: (0..256).map(|_| None).collect(), latency: Samples::with_cap(DEFAULT_CAP),
             paired: 0, data_bytes: 0, anomalous: Vec::new(), kept: Vec::with_capacity(keep.max(1)), stride: 1, waiting: Vec::new(),
             totals: [0; N_PHASES], counts: [0; N_PHASES], segs: Vec::with_capacity(keep.max(1)), seg_seen: 0, seg_stride: 1,
@@ -147,7 +147,11 @@ impl CommandStage {
     }
 
     fn device(&mut self, bus: i64, dev: i64, lun: i64) -> u32 {
+        if self.last.0 == (bus, dev, lun) {
+            return self.last.1;
+        }
         if let Some(&d) = self.index.get(&(bus, dev, lun)) {
+            self.last = ((bus, dev, lun), d);
             return d;
         }
         let d = self.devices.len() as u32;
@@ -240,7 +244,10 @@ impl CommandStage {
             return;
         }
         let rank = &self.rank;
-        ready.sort_unstable_by_key(|p| (rank[p.dev as usize], p.start, p.block, p.io));
+        let key = |p: &Piece| (rank[p.dev as usize], p.start, p.block, p.io);
+        if !ready.windows(2).all(|w| key(&w[0]) <= key(&w[1])) {
+            ready.sort_unstable_by_key(key);
+        }
         let mut k = 0;
         while k < ready.len() {
             let d = ready[k].dev;

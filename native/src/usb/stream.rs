@@ -5,13 +5,14 @@
 //! pair_urbs, transfer_columns and bot_pass (machine.rs). A capture this machine does not
 //! cover (transfers out of time order, bulk traffic before a device's first CBW, bulk URB
 //! errors) makes `feed` return false: the caller analyses it whole instead.
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 // the constants of the Bulk-Only wire format and of the aggregates, as the whole-capture pass has them
+use crate::hash::IntMap;
 use super::commands::{set_columns, Cmd, CommandStage};
 use super::machine::{CBW_BYTES, CBW_SIGNATURE, CSW_BYTES, CSW_K, CSW_SIGNATURE, DATA_BYTES, DATA_C, DATA_IN,
                      DATA_S, EPIPE, EREMOTEIO, FIRST, LAST, NULL, N_AGG, N_CSW, STALLS, STS_C, STS_S, max_t, min_t};
@@ -39,11 +40,11 @@ struct Xfer {
 
 #[pyclass]
 pub struct BotStream {
-    waiting: HashMap<u64, (bool, u64)>,    // URB id -> (bulk, transfer number in `queue`)
+    waiting: IntMap<u64, (bool, u64)>,    // URB id -> (bulk, transfer number in `queue`)
     queue: VecDeque<Xfer>,
     base: u64,                             // bulk transfer number of queue[0]
     next: u64,
-    devices: HashMap<i64, ([i64; N_AGG], i64)>,   // (open command's aggregates, its number or -1)
+    devices: IntMap<i64, ([i64; N_AGG], i64)>,   // (open command's aggregates, its number or -1)
     prev_t: i64,
     t_min: i64,
     t_max: i64,
@@ -207,7 +208,7 @@ impl BotStream {
     #[pyo3(signature = (keep, rows = false))]
     fn new(keep: usize, rows: bool) -> Self {
         BotStream {
-            waiting: HashMap::new(), queue: VecDeque::new(), base: 0, next: 0, devices: HashMap::new(),
+            waiting: IntMap::default(), queue: VecDeque::new(), base: 0, next: 0, devices: IntMap::default(),
             prev_t: i64::MIN, t_min: i64::MAX, t_max: i64::MIN, no_submit: 0, no_complete: 0, ok: true, k: 0,
             ints: Vec::new(), cbw: Vec::new(), csw: Vec::new(), csw_size: Vec::new(), bus: Vec::new(),
             dev: Vec::new(), pos: Vec::new(), cmd_s: Vec::new(), cmd_c: Vec::new(), ctl: Vec::new(),
