@@ -14,6 +14,8 @@ use pyo3::types::PyDict;
 
 use super::machine::{le32, max_t, piece, CBW_BYTES, CSW_BYTES, DATA_BYTES, DATA_C, DATA_IN, DATA_S, LAST, NULL,
                      N_AGG, N_CSW, STALLS, STS_C, STS_S};
+
+const _: () = assert!(std::mem::size_of::<Kept>() == 136);
 use crate::bus::tiling::DeviceTiling;
 use crate::hash::IntMap;
 use crate::stat::{Samples, DEFAULT_CAP};
@@ -74,6 +76,44 @@ pub(super) fn set_columns<'py>(py: Python<'py>, cmds: &[&Cmd], out: &Bound<'py, 
 }
 
 
+/// A command kept for the reports in 136 bytes (its io and Cmd: 192): what its ios row is
+/// built from. Back as a Cmd, `first` is its io and `csw` -1 (no row reads either; `first`
+/// only counts), `n_csw` saturates at u32::MAX (only whether it is 0 is read).
+#[derive(Clone)]
+struct Kept {
+    io: i64,
+    t: [i64; 6], // cmd_s, cmd_c, sts_s, sts_c, data_s, data_c
+    data_bytes: i64,
+    pos: i64,
+    stalls: i64,
+    n_csw: u32,
+    bus: u16,
+    dev: u8,
+    last: bool,
+    csw_size: i8,
+    data_in: i8,
+    cbw: [u8; CBW_BYTES],
+    csw: [u8; CSW_BYTES],
+}
+
+impl Kept {
+    fn of(io: i64, c: &Cmd) -> Kept {
+        let a = &c.a;
+        Kept { io, t: [c.cmd_s, c.cmd_c, a[STS_S], a[STS_C], a[DATA_S], a[DATA_C]], data_bytes: a[DATA_BYTES],
+               pos: c.pos, stalls: a[STALLS], n_csw: a[N_CSW].clamp(0, u32::MAX as i64) as u32, bus: c.bus as u16,
+               dev: c.dev as u8, last: a[LAST] == 1, csw_size: c.csw_size as i8, data_in: a[DATA_IN] as i8,
+               cbw: c.cbw, csw: c.csw }
+    }
+
+    fn cmd(&self) -> Cmd {
+        let t = &self.t;
+        let a = [self.io, self.last as i64, -1, self.n_csw as i64, t[2], t[3], t[4], t[5], self.data_bytes,
+                 self.stalls, self.data_in as i64];
+        Cmd { a, cbw: self.cbw, csw: self.csw, csw_size: self.csw_size as i64, bus: self.bus as i64,
+              dev: self.dev as i64, pos: self.pos, cmd_s: t[0], cmd_c: t[1] }
+    }
+}
+
 struct Device {
     name: String,
     n: i64,
@@ -126,7 +166,7 @@ pub(super) struct CommandStage {
     paired: i64,
     data_bytes: i64,
     anomalous: Vec<Cmd>,       // commands with stalls or a PHASE ERROR CSW (bot_commands' anomalies)
-    kept: Vec<(i64, Cmd)>,     // at most `keep`, reserved at once: only the pages written are resident
+    kept: Vec<Kept>,           // at most `keep`, reserved at once: only the pages written are resident
     stride: i64,
     waiting: Vec<Piece>,
     totals: [i64; N_PHASES],
@@ -207,10 +247,10 @@ impl CommandStage {
             while io % self.stride == 0 && self.kept.len() as i64 == self.keep {
                 self.stride *= 2; // one more would be too many: thinned first (the same rows in the end)
                 let s = self.stride;
-                self.kept.retain(|(io, _)| io % s == 0);
+                self.kept.retain(|k| k.io % s == 0);
             }
             if io % self.stride == 0 {
-                self.kept.push((io, c.clone()));
+                self.kept.push(Kept::of(io, c));
             }
             // the stage pieces (scsitrace/usb/stages.py: _with_stages, stage_pieces by command)
             let (cmd_s, cmd_c, sts_s, sts_c, data_s, data_c) =
@@ -333,7 +373,6 @@ impl CommandStage {
         let an = PyDict::new_bound(py);
         set_columns(py, &anomalous.iter().collect::<Vec<_>>(), &an)?;
         out.set_item("anomalous", an)?;
-        let _ = DATA_S;
         Ok(out)
     }
 
@@ -357,8 +396,9 @@ impl CommandStage {
     pub(super) fn kept<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let kept = std::mem::take(&mut self.kept);
         let rows = PyDict::new_bound(py);
-        set_columns(py, &kept.iter().map(|(_, c)| c).collect::<Vec<_>>(), &rows)?;
-        rows.set_item("io", PyArray1::from_iter_bound(py, kept.iter().map(|(io, _)| *io)))?;
+        let cmds: Vec<Cmd> = kept.iter().map(Kept::cmd).collect();
+        set_columns(py, &cmds.iter().collect::<Vec<_>>(), &rows)?;
+        rows.set_item("io", PyArray1::from_iter_bound(py, kept.iter().map(|k| k.io)))?;
         Ok(rows)
     }
 }
