@@ -1,15 +1,14 @@
 """Benchmark: scsitrace's native usbmon pcap route against `tshark -z scsi,srt,0` and pyshark.
 
     python bench/bench_usbmon.py [--commands 170000] [--repeat 3] [--pyshark-packets 3000]
-                                 [--scales 1,4,16]
+                                 [--scales 1,4,16] [--scales-only] [--no-tshark] [--data DIR]
 
 Generates (once) a usbmon pcap (link type 220) of Bulk-Only READ(10)/WRITE(10) traffic
 with tests/gen_usbmon.py under bench/data/ (6 URB events per command, so 170 000 commands
 are 1.02 M packets; data stages capture their first 64 bytes), then times:
 
   ours:     native parse + USB analysis + the summary (SRT table included), best of N;
-            the first run is also shown on its own (it loads, or on a fresh checkout
-            compiles, the numba kernels: "cold")
+            the first run is also shown on its own ("cold": modules loaded)
   tshark:   `tshark -q -z scsi,srt,0 -r FILE` (one run)
   pyshark:  pyshark.FileCapture (default options) iterating every packet and reading the
             usb fields our pyshark route reads, on the first P packets, extrapolated
@@ -18,7 +17,9 @@ are 1.02 M packets; data stages capture their first 64 bytes), then times:
 and prints packets/s and the ratios. Then, for each scale of `--scales` (the base file
 repeated that many times, each copy's times shifted past the previous one: 4x is 4 M packets,
 16x 16 M), ours (`scsitrace analyze FILE`) and `tshark -q -z scsi,srt,0` each run as a whole
-process, one after the other: wall time, peak RSS of each, and the ratio. It also checks that our per-opcode calls and min/max/avg
+process, one after the other: wall time, peak RSS of each, and the ratio; then how our peak
+RSS grows from the smallest scale to the largest (flat: the streamed Bulk-Only path holds
+what is in flight and at most KEEP_IOS kept rows and segments, not the capture). It also checks that our per-opcode calls and min/max/avg
 equal tshark's (to its 6 printed decimals) on this input. Wall-clock ratios depend on the
 machine's load; CPU-time ratios (ours: process CPU; tshark and pyshark: children's CPU
 too) are the steadier figure on a shared machine.
@@ -47,7 +48,7 @@ def generate(path: str, n_commands: int) -> None:
     import gen_usbmon
     if os.path.exists(path):
         return
-    os.makedirs(DATA, exist_ok=True)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     t = time.perf_counter()
     gen_usbmon.write_pcap_bulk(path, gen_usbmon.bulk_traffic(n_commands, seed=7, data_cap=64))
     print(f"generated {path} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
@@ -81,24 +82,40 @@ def replicate(src: str, dst: str, times: int) -> None:
     print(f"generated {dst} ({times} x {n} packets) in {time.perf_counter() - t:.1f} s", file=sys.stderr)
 
 
+# Runs a command and prints its wall time, CPU time and peak RSS. A child's ru_maxrss starts
+# from its parent's RSS when it is spawned (Linux counts the parent's pages until exec), so
+# the command is started from this small process, not from the benchmark (which holds
+# hundreds of MB after the in-process runs and the replication).
+LAUNCHER = """
+import os, subprocess, sys, time
+t = time.perf_counter()
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+_, status, usage = os.wait4(proc.pid, 0)
+wall = time.perf_counter() - t
+if os.waitstatus_to_exitcode(status) != 0:
+    sys.exit(sys.argv[1] + " failed: " + proc.stderr.read().decode()[-500:])
+print(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024)
+"""
+
+
 def whole_process(argv: list[str]) -> tuple[float, float, int]:
     """(wall s, CPU s, peak RSS bytes) of one run of `argv`, its output discarded."""
-    t = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{argv[0]} failed: {proc.stderr.read().decode()[-500:]}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
+    run = subprocess.run([sys.executable, "-c", LAUNCHER, *argv], capture_output=True, text=True)
+    if run.returncode != 0:
+        raise SystemExit(run.stderr.strip()[-500:])
+    wall, cpu, rss = run.stdout.split()
+    return float(wall), float(cpu), int(rss)
 
 
 def scaled(path: str, scales: list[int], tshark: bool = True) -> None:
     """Peak RSS and wall time per scale of the base file, ours and tshark side by side."""
     scsitrace = os.path.join(os.path.dirname(sys.executable), "scsitrace")
+    peaks = []
     for k in scales:
         big = path if k == 1 else path.replace(".pcap", f"_x{k}.pcap")
         replicate(path, big, k)
         w, c, rss = whole_process([scsitrace, "analyze", big])
+        peaks.append((k, rss))
         line = (f"x{k} ({os.path.getsize(big) / 1e9:.2f} GB): ours {w:.2f} s wall, {c:.2f} s CPU, "
                 f"peak RSS {rss / 1e9:.2f} GB")
         if tshark and shutil.which("tshark"):
@@ -106,6 +123,10 @@ def scaled(path: str, scales: list[int], tshark: bool = True) -> None:
             line += (f"; tshark -q -z scsi,srt,0 {tw:.2f} s wall, {tc:.2f} s CPU, peak RSS {trss / 1e9:.2f} GB; "
                      f"ratio {tw / w:.1f}x wall, {tc / c:.1f}x CPU")
         print(line, flush=True)
+    if len(peaks) > 1:
+        (k0, r0), (k1, r1) = peaks[0], peaks[-1]
+        print(f"ours' peak RSS x{k1} / x{k0}: {r1 / r0:.2f} ({r0 / 2**20:.0f} -> {r1 / 2**20:.0f} MiB for "
+              f"{k1 / k0:g} x the input)", flush=True)
 
 
 def children_cpu() -> float:
@@ -136,7 +157,7 @@ def tshark_srt(path: str):
 
 def pyshark_subset(path: str, packets: int):
     import pyshark
-    sub = os.path.join(DATA, f"usbmon_first{packets}.pcap")
+    sub = os.path.join(os.path.dirname(path), f"usbmon_first{packets}.pcap")
     subprocess.run(["editcap", "-r", path, sub, f"1-{packets}"], check=True, capture_output=True)
     t, c = time.perf_counter(), time.process_time() + children_cpu()
     cap = pyshark.FileCapture(sub, keep_packets=False)
@@ -158,8 +179,9 @@ def main() -> int:
     ap.add_argument("--scales", default="1,4,16", help="sizes (x the base file) for peak RSS and tshark")
     ap.add_argument("--scales-only", action="store_true", help="only the per-scale runs")
     ap.add_argument("--no-tshark", action="store_true", help="per-scale runs without tshark")
+    ap.add_argument("--data", default=DATA, help="where the generated pcaps are (made there when missing)")
     args = ap.parse_args()
-    path = os.path.join(DATA, f"usbmon_{args.commands}.pcap")
+    path = os.path.join(args.data, f"usbmon_{args.commands}.pcap")
     generate(path, args.commands)
     if args.scales_only:
         scaled(path, [int(k) for k in args.scales.split(",") if k], not args.no_tshark)
