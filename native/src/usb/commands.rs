@@ -15,7 +15,16 @@ use pyo3::types::PyDict;
 use super::machine::{le32, max_t, piece, CBW_BYTES, CSW_BYTES, DATA_BYTES, DATA_C, DATA_IN, DATA_S, LAST, NULL,
                      N_AGG, N_CSW, STALLS, STS_C, STS_S};
 
-const _: () = assert!(std::mem::size_of::<Kept>() == 136);
+const _: () = assert!(std::mem::size_of::<Kept>() == 128);
+
+/// Every other element kept (the 0th, 2nd, ...): a kept sample whose stride doubles.
+fn halve<T>(v: &mut Vec<T>) {
+    let mut j = 0usize;
+    v.retain(|_| {
+        j += 1;
+        j % 2 == 1
+    });
+}
 use crate::bus::tiling::DeviceTiling;
 use crate::hash::IntMap;
 use crate::stat::{Samples, DEFAULT_CAP};
@@ -76,12 +85,12 @@ pub(super) fn set_columns<'py>(py: Python<'py>, cmds: &[&Cmd], out: &Bound<'py, 
 }
 
 
-/// A command kept for the reports in 136 bytes (its io and Cmd: 192): what its ios row is
-/// built from. Back as a Cmd, `first` is its io and `csw` -1 (no row reads either; `first`
-/// only counts), `n_csw` saturates at u32::MAX (only whether it is 0 is read).
+/// A command kept for the reports in 128 bytes (its io and Cmd: 192): what its ios row is
+/// built from (its io is implicit: the j-th kept is io j x stride). Back as a Cmd, `first`
+/// is its io and `csw` -1 (no row reads either; `first` only counts), `n_csw` saturates at
+/// u32::MAX (only whether it is 0 is read).
 #[derive(Clone)]
 struct Kept {
-    io: i64,
     t: [i64; 6], // cmd_s, cmd_c, sts_s, sts_c, data_s, data_c
     data_bytes: i64,
     pos: i64,
@@ -97,17 +106,17 @@ struct Kept {
 }
 
 impl Kept {
-    fn of(io: i64, c: &Cmd) -> Kept {
+    fn of(c: &Cmd) -> Kept {
         let a = &c.a;
-        Kept { io, t: [c.cmd_s, c.cmd_c, a[STS_S], a[STS_C], a[DATA_S], a[DATA_C]], data_bytes: a[DATA_BYTES],
+        Kept { t: [c.cmd_s, c.cmd_c, a[STS_S], a[STS_C], a[DATA_S], a[DATA_C]], data_bytes: a[DATA_BYTES],
                pos: c.pos, stalls: a[STALLS], n_csw: a[N_CSW].clamp(0, u32::MAX as i64) as u32, bus: c.bus as u16,
                dev: c.dev as u8, last: a[LAST] == 1, csw_size: c.csw_size as i8, data_in: a[DATA_IN] as i8,
                cbw: c.cbw, csw: c.csw }
     }
 
-    fn cmd(&self) -> Cmd {
+    fn cmd(&self, io: i64) -> Cmd {
         let t = &self.t;
-        let a = [self.io, self.last as i64, -1, self.n_csw as i64, t[2], t[3], t[4], t[5], self.data_bytes,
+        let a = [io, self.last as i64, -1, self.n_csw as i64, t[2], t[3], t[4], t[5], self.data_bytes,
                  self.stalls, self.data_in as i64];
         Cmd { a, cbw: self.cbw, csw: self.csw, csw_size: self.csw_size as i64, bus: self.bus as i64,
               dev: self.dev as i64, pos: self.pos, cmd_s: t[0], cmd_c: t[1] }
@@ -142,9 +151,9 @@ struct Piece {
     bytes: i64,
 }
 
+/// A kept segment (its number is implicit: the j-th kept is segment j x stride).
 #[derive(Clone, Copy)]
 struct Seg {
-    n: i64,
     dev: u32,
     phase: u8,
     io: i64,
@@ -246,11 +255,10 @@ impl CommandStage {
             }
             while io % self.stride == 0 && self.kept.len() as i64 == self.keep {
                 self.stride *= 2; // one more would be too many: thinned first (the same rows in the end)
-                let s = self.stride;
-                self.kept.retain(|k| k.io % s == 0);
+                halve(&mut self.kept);
             }
             if io % self.stride == 0 {
-                self.kept.push(Kept::of(io, c));
+                self.kept.push(Kept::of(c));
             }
             // the stage pieces (scsitrace/usb/stages.py: _with_stages, stage_pieces by command)
             let (cmd_s, cmd_c, sts_s, sts_c, data_s, data_c) =
@@ -301,9 +309,9 @@ impl CommandStage {
                 k += 1;
                 let Some((idle_from, s)) = tiling.place(p.start, p.end) else { continue };
                 if idle_from < s {
-                    self.segment(Seg { n: 0, dev: d, phase: IDLE, io: NULL, start: idle_from, end: s, bytes: NULL });
+                    self.segment(Seg { dev: d, phase: IDLE, io: NULL, start: idle_from, end: s, bytes: NULL });
                 }
-                self.segment(Seg { n: 0, dev: d, phase: p.phase, io: p.io, start: s, end: p.end, bytes: p.bytes });
+                self.segment(Seg { dev: d, phase: p.phase, io: p.io, start: s, end: p.end, bytes: p.bytes });
                 covered = covered.max(p.end);
             }
             if covered != NULL {
@@ -314,17 +322,16 @@ impl CommandStage {
     }
 
     /// A segment counted (Tiler._segments) and kept when its number is a multiple of the stride.
-    fn segment(&mut self, mut s: Seg) {
+    fn segment(&mut self, s: Seg) {
         self.totals[s.phase as usize] += s.end - s.start;
         self.counts[s.phase as usize] += 1;
-        s.n = self.seg_seen;
+        let n = self.seg_seen;
         self.seg_seen += 1;
-        while s.n % self.seg_stride == 0 && self.segs.len() as i64 == self.keep {
+        while n % self.seg_stride == 0 && self.segs.len() as i64 == self.keep {
             self.seg_stride *= 2;
-            let st = self.seg_stride;
-            self.segs.retain(|s| s.n % st == 0);
+            halve(&mut self.segs);
         }
-        if s.n % self.seg_stride == 0 {
+        if n % self.seg_stride == 0 {
             self.segs.push(s);
         }
     }
@@ -338,7 +345,7 @@ impl CommandStage {
         for d in order {
             if let Some(c) = self.devices[d as usize].covered {
                 if elapsed > c {
-                    self.segment(Seg { n: 0, dev: d, phase: IDLE, io: NULL, start: c, end: elapsed, bytes: NULL });
+                    self.segment(Seg { dev: d, phase: IDLE, io: NULL, start: c, end: elapsed, bytes: NULL });
                 }
             }
         }
@@ -396,9 +403,9 @@ impl CommandStage {
     pub(super) fn kept<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let kept = std::mem::take(&mut self.kept);
         let rows = PyDict::new_bound(py);
-        let cmds: Vec<Cmd> = kept.iter().map(Kept::cmd).collect();
+        let cmds: Vec<Cmd> = kept.iter().enumerate().map(|(j, k)| k.cmd(j as i64 * self.stride)).collect();
         set_columns(py, &cmds.iter().collect::<Vec<_>>(), &rows)?;
-        rows.set_item("io", PyArray1::from_iter_bound(py, kept.iter().map(|k| k.io)))?;
+        rows.set_item("io", PyArray1::from_iter_bound(py, (0..kept.len() as i64).map(|j| j * self.stride)))?;
         Ok(rows)
     }
 }
