@@ -29,3 +29,14 @@ def keep_freed_memory() -> bool:
         return False
     return (bool(mallopt(M_ARENA_MAX, 1)) and bool(mallopt(M_MMAP_MAX, 0))
             and bool(mallopt(M_TRIM_THRESHOLD, KEEP_BYTES)))
+
+
+def release_freed_memory() -> None:
+    """Gives the heap's free memory back to the kernel (glibc's malloc_trim; elsewhere a
+    no-op): after building a large frame from compiled rows and numpy columns, whose freed
+    memory polars' own allocator cannot reuse."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        pass

@@ -16,6 +16,7 @@ from test_usbmon_chunks import _same_analysis
 from scsitrace import core, model
 from scsitrace._native import usb as _usb
 from scsitrace.parsers import usbmon
+from scsitrace.usb import streamed
 
 
 def _session(seed: int, n: int, bus: int, dev: int, start_us: int, urb_base: int, luns: int) -> list[gen.Event]:
@@ -133,15 +134,18 @@ def test_any_batch_split_gives_the_stage_of_one_batch(tmp_path, n, seed, devices
 
 def test_thinned_rows_and_segments_match_keep_ios(tmp_path):
     """With KEEP_IOS small, the analysis keeps every 2^k-th command (by io) and segment, says so,
-    and its tables and stage percentages stay the whole capture's."""
+    and its tables and stage percentages stay the whole capture's (the kept rows built in
+    slices: the same frame)."""
     path = tmp_path / "t.pcap"
     gen.write_pcap(path, multi_device(3, 40, 1, luns=1))
     whole = core.analyze(usbmon._parse_pcap(str(path), strict=False))
     saved, model.KEEP_IOS = model.KEEP_IOS, 16
+    saved_slice, streamed.KEPT_SLICE = streamed.KEPT_SLICE, 5    # the kept rows built 5 at a time
     try:
         thin = core.analyze(usbmon._parse_pcap(str(path), strict=False, stream_bytes=0))
+        assert thin.ios.height > 5
     finally:
-        model.KEEP_IOS = saved
+        model.KEEP_IOS, streamed.KEPT_SLICE = saved, saved_slice
     stride = 1
     while whole.ios.filter(pl.col("io") % stride == 0).height > 16:
         stride *= 2

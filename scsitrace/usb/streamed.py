@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from .. import completeness, model, schema, scsi, tiling
+from .. import completeness, heap, model, schema, scsi, tiling
 from .._native import usb as _usb
 from ..command_stream import Tables, thinning_notes
 from ..model import Analysis
@@ -32,6 +32,7 @@ from .transfers import transfers
 from .urbs import URBS, urb_columns
 
 TIMES = ("cmd_s", "cmd_c", "sts_s", "sts_c", "data_s", "data_c")
+KEPT_SLICE = 1 << 16     # kept commands made into rows at a time
 
 
 def streamed_analysis(capture, options) -> Analysis | None:
@@ -118,7 +119,16 @@ class _Run:
             if not kept.rows:
                 return pl.DataFrame(schema={**schema.IOS, **IOS_EXTRA})
             rows = machine.kept()
-            return self._frame(rows, 0)[0].with_columns(pl.Series("io", rows["io"], dtype=pl.Int64)).select(self.columns)
+            n = len(rows["io"])
+            parts = []
+            for lo in range(0, n, KEPT_SLICE):     # built a slice at a time: the peak is the frame
+                part = {k: v[lo * v.size // n:(lo + KEPT_SLICE) * v.size // n] for k, v in rows.items()}
+                parts.append(self._frame(part, 0)[0].with_columns(pl.Series("io", part["io"], dtype=pl.Int64))
+                             .select(self.columns))
+            del rows, part
+            ios = pl.concat(parts, rechunk=True)
+            heap.release_freed_memory()        # the raw rows and columns: polars cannot reuse them
+            return ios
         tables = t.tables(elapsed)
         tables.pop("srt_driver", None)
         from ..command_tables import TABLES
@@ -159,4 +169,7 @@ def _segments(s: dict, phases: list[str]) -> pl.DataFrame:
     if not len(s["start"]):
         return tiling.segments_frame({"start": []}, pl.Series([], dtype=pl.Utf8))
     names = pl.Series(s.pop("device_names"), dtype=pl.Utf8)
-    return tiling.segments_frame({**s, "phases": phases}, names).sort(["device", "start_ns"])
+    frame = tiling.segments_frame({**s, "phases": phases}, names).sort(["device", "start_ns"])
+    del s
+    heap.release_freed_memory()
+    return frame

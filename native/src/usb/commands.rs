@@ -67,23 +67,36 @@ impl Cmd {
 }
 
 /// The columns scsitrace/usb/bot.py `bot_commands(xf, streamed)` reads (bot_pass' aggregates
-/// by name, cbw, csw_bytes, csw_size, bus, dev, pos, cmd_s, cmd_c), set in `out`.
-pub(super) fn set_columns<'py>(py: Python<'py>, cmds: &[&Cmd], out: &Bound<'py, PyDict>) -> PyResult<()> {
+/// by name, cbw, csw_bytes, csw_size, bus, dev, pos, cmd_s, cmd_c) of `cmds`, filled in one
+/// pass and handed to numpy without a copy, set in `out`.
+pub(super) fn set_columns<'py, I: ExactSizeIterator<Item = Cmd>>(py: Python<'py>, cmds: I, out: &Bound<'py, PyDict>)
+                                                                -> PyResult<()> {
+    let n = cmds.len();
+    let mut agg: Vec<Vec<i64>> = (0..N_AGG).map(|_| Vec::with_capacity(n)).collect();
+    let mut ints: Vec<Vec<i64>> = (0..6).map(|_| Vec::with_capacity(n)).collect();
+    let (mut cbw, mut csw) = (Vec::with_capacity(n * CBW_BYTES), Vec::with_capacity(n * CSW_BYTES));
+    for c in cmds {
+        for (col, v) in agg.iter_mut().zip(c.a) {
+            col.push(v);
+        }
+        for (col, v) in ints.iter_mut().zip([c.csw_size, c.bus, c.dev, c.pos, c.cmd_s, c.cmd_c]) {
+            col.push(v);
+        }
+        cbw.extend_from_slice(&c.cbw);
+        csw.extend_from_slice(&c.csw);
+    }
     let names = ["first", "last", "csw", "n_csw", "sts_s", "sts_c", "data_s", "data_c", "data_bytes", "stalls",
                  "data_in"];
-    for (j, name) in names.iter().enumerate() {
-        out.set_item(*name, PyArray1::from_iter_bound(py, cmds.iter().map(|c| c.a[j])))?;
+    for (name, col) in names.iter().zip(agg) {
+        out.set_item(*name, PyArray1::from_vec_bound(py, col))?;
     }
-    out.set_item("cbw", PyArray1::from_iter_bound(py, cmds.iter().flat_map(|c| c.cbw)))?;
-    out.set_item("csw_bytes", PyArray1::from_iter_bound(py, cmds.iter().flat_map(|c| c.csw)))?;
-    let ints: [(&str, fn(&Cmd) -> i64); 6] = [("csw_size", |c| c.csw_size), ("bus", |c| c.bus), ("dev", |c| c.dev),
-                                              ("pos", |c| c.pos), ("cmd_s", |c| c.cmd_s), ("cmd_c", |c| c.cmd_c)];
-    for (name, get) in ints {
-        out.set_item(name, PyArray1::from_iter_bound(py, cmds.iter().map(|c| get(c))))?;
+    for (name, col) in ["csw_size", "bus", "dev", "pos", "cmd_s", "cmd_c"].iter().zip(ints) {
+        out.set_item(*name, PyArray1::from_vec_bound(py, col))?;
     }
+    out.set_item("cbw", PyArray1::from_vec_bound(py, cbw))?;
+    out.set_item("csw_bytes", PyArray1::from_vec_bound(py, csw))?;
     Ok(())
 }
-
 
 /// A command kept for the reports in 128 bytes (its io and Cmd: 192): what its ios row is
 /// built from (its io is implicit: the j-th kept is io j x stride). Back as a Cmd, `first`
@@ -378,7 +391,7 @@ impl CommandStage {
         out.set_item("stride", self.stride)?;
         let anomalous = std::mem::take(&mut self.anomalous);
         let an = PyDict::new_bound(py);
-        set_columns(py, &anomalous.iter().collect::<Vec<_>>(), &an)?;
+        set_columns(py, anomalous.into_iter(), &an)?;
         out.set_item("anomalous", an)?;
         Ok(out)
     }
@@ -403,8 +416,8 @@ impl CommandStage {
     pub(super) fn kept<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let kept = std::mem::take(&mut self.kept);
         let rows = PyDict::new_bound(py);
-        let cmds: Vec<Cmd> = kept.iter().enumerate().map(|(j, k)| k.cmd(j as i64 * self.stride)).collect();
-        set_columns(py, &cmds.iter().collect::<Vec<_>>(), &rows)?;
+        let stride = self.stride;
+        set_columns(py, kept.iter().enumerate().map(|(j, k)| k.cmd(j as i64 * stride)), &rows)?;
         rows.set_item("io", PyArray1::from_iter_bound(py, (0..kept.len() as i64).map(|j| j * self.stride)))?;
         Ok(rows)
     }

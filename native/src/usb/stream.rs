@@ -106,7 +106,7 @@ impl BotStream {
         let stage = &mut self.stage;
         py.allow_threads(|| stage.add(&cmds, before, origin));
         if self.rows {
-            set_columns(py, &cmds.iter().collect::<Vec<_>>(), out)?;
+            set_columns(py, cmds.into_iter(), out)?;
         }
         Ok(())
     }
