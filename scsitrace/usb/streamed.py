@@ -2,10 +2,12 @@
 (scsitrace._native.usb.BotStream) pairs the URBs and groups the bulk transfers into
 commands batch by batch, carrying what is in flight across batch edges, and hands back
 after each batch the commands that are finished (closed, with no open command before them
-in start order). Each such batch goes to the shared streaming accumulators
-(scsitrace/command_stream.py): the command and latency tables, the stage tiling carried per
-device, at most KEEP_IOS rows kept for the reports, every row to `options.ios_sink`. Memory
-is what is in flight plus what the reports keep, not the capture's size.
+in start order). Each such batch goes, inside the machine, to its command stage
+(native/src/usb/commands.rs: what scsitrace/command_stream.py's accumulators keep, by their
+rules): the command and latency tables, the stage tiling carried per device, at most
+KEEP_IOS commands and segments kept for the reports as raw rows (made into polars rows when
+a report reads them); with `options.ios_sink`, every batch's rows are also built and handed
+to it. Memory is what is in flight plus what the reports keep, not the capture's size.
 
 The machine covers Bulk-Only captures in time order without bulk URB errors (control
 requests are read for the Mass Storage Reset and CLEAR HALT anomalies); anything else (UAS
@@ -88,7 +90,7 @@ class _Run:
         return ios_frame(cmds, first_io), anomalies
 
     def finish(self, found: dict, machine) -> Analysis:
-        from .analysis import IOS_EXTRA, STAGES, _control_anomalies
+        from .analysis import STAGES, _control_anomalies
         capture = self.capture
         origin = self.origin or 0
         r = machine.results()
@@ -115,28 +117,15 @@ class _Run:
         kept = _Thinned(r["kept_rows"], r["stride"])
         tiler = _Thinned(0, 1, kept=_Thinned(0, r["segment_stride"]))
         notes += thinning_notes(kept, r["rows"], tiler, t, self.sink, "the capture")
-        def ios() -> pl.DataFrame:     # the kept rows, built when a report reads them
-            if not kept.rows:
-                return pl.DataFrame(schema={**schema.IOS, **IOS_EXTRA})
-            rows = machine.kept()
-            n = len(rows["io"])
-            parts = []
-            for lo in range(0, n, KEPT_SLICE):     # built a slice at a time: the peak is the frame
-                part = {k: v[lo * v.size // n:(lo + KEPT_SLICE) * v.size // n] for k, v in rows.items()}
-                parts.append(self._frame(part, 0)[0].with_columns(pl.Series("io", part["io"], dtype=pl.Int64))
-                             .select(self.columns))
-            del rows, part
-            ios = pl.concat(parts, rechunk=True)
-            heap.release_freed_memory()        # the raw rows and columns: polars cannot reuse them
-            return ios
         tables = t.tables(elapsed)
         tables.pop("srt_driver", None)
         from ..command_tables import TABLES
         from ..stats import LATENCY_TABLES
         capture.meta["origin_ns"] = origin
         analysis = Analysis(
-            layer="usb", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=lambda: _segments(machine.segments(), phases),
-            segment_targets=False, ios=ios, anomalies=an, ios_completed=t.paired, data_bytes=t.data_bytes,
+            layer="usb", capture=capture, elapsed_ns=elapsed, start_ns=0,
+            segments=lambda: _segments(machine.segments(), phases), segment_targets=False,
+            ios=lambda: self._kept(machine, kept.rows), anomalies=an, ios_completed=t.paired, data_bytes=t.data_bytes,
             category_order={"usb": list(STAGES)}, default_profile="usb",
             categories={"usb": tiling.category_table(totals, n_dev, STAGES, elapsed, t.paired)}, notes=notes,
             source={"path": capture.path, "format": capture.format, **{k: v for k, v in capture.meta.items()
@@ -144,6 +133,23 @@ class _Run:
             declared=(*TABLES, *LATENCY_TABLES), tables=tables, no_normalized=("IDLE",))
         analysis.ios_streamed = self.sink is not None
         return analysis
+
+    def _kept(self, machine, n: int) -> pl.DataFrame:
+        """The `ios` rows of the kept commands (built when a report reads them, a slice at a
+        time: the peak is the frame)."""
+        from .analysis import IOS_EXTRA
+        if not n:
+            return pl.DataFrame(schema={**schema.IOS, **IOS_EXTRA})
+        rows = machine.kept()
+        parts = []
+        for lo in range(0, n, KEPT_SLICE):
+            part = {k: v[lo * v.size // n:(lo + KEPT_SLICE) * v.size // n] for k, v in rows.items()}
+            parts.append(self._frame(part, 0)[0].with_columns(pl.Series("io", part["io"], dtype=pl.Int64))
+                         .select(self.columns))
+        del rows, part
+        ios = pl.concat(parts, rechunk=True)
+        heap.release_freed_memory()        # the raw rows and columns: polars' allocator cannot reuse them
+        return ios
 
 
 class _Thinned:

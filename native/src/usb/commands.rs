@@ -200,11 +200,13 @@ pub(super) struct CommandStage {
 
 impl CommandStage {
     pub(super) fn new(keep: usize) -> CommandStage {
+        let keep = keep.max(1);
         CommandStage {
-            keep: keep.max(1) as i64, rows: 0, reasons: [0; 4], devices: Vec::new(), index: IntMap::default(), last: ((-1, -1, -1), 0),
-            rank: Vec::new(), srt: (0..256).map(|_| None).collect(), latency: Samples::with_cap(DEFAULT_CAP),
-            paired: 0, data_bytes: 0, anomalous: Vec::new(), kept: Vec::with_capacity(keep.max(1)), stride: 1, waiting: Vec::new(),
-            totals: [0; N_PHASES], counts: [0; N_PHASES], segs: Vec::with_capacity(keep.max(1)), seg_seen: 0, seg_stride: 1,
+            keep: keep as i64, rows: 0, reasons: [0; 4], devices: Vec::new(), index: IntMap::default(),
+            last: ((-1, -1, -1), 0), rank: Vec::new(), srt: (0..256).map(|_| None).collect(),
+            latency: Samples::with_cap(DEFAULT_CAP), paired: 0, data_bytes: 0, anomalous: Vec::new(),
+            kept: Vec::with_capacity(keep), stride: 1, waiting: Vec::new(), totals: [0; N_PHASES],
+            counts: [0; N_PHASES], segs: Vec::with_capacity(keep), seg_seen: 0, seg_stride: 1,
         }
     }
 
@@ -285,7 +287,8 @@ impl CommandStage {
                     continue;
                 }
                 let bytes = if block == 2 { a[DATA_BYTES] } else { NULL };
-                self.waiting.push(Piece { dev: d, block: block as u8, phase: PHASE_CODE[stage], io, start, end, bytes });
+                let phase = PHASE_CODE[stage];
+                self.waiting.push(Piece { dev: d, block: block as u8, phase, io, start, end, bytes });
             }
         }
         self.tile(before);
