@@ -296,11 +296,12 @@ class PcapngWalk:
     ns, block offset in the file, data offset in those bytes, captured length, original length,
     the file offset of those bytes). Interfaces (link type, timestamp resolution) carry across
     reads; a new section header block restarts them. Each read's blocks are walked in one
-    compiled pass (parsers/_pcap_scan.py `walk_pcapng`); this drives the reads. A bad block (length not a multiple of 4, or below 12;
-    an enhanced packet block naming an unknown interface or too short for its data) raises
-    BadInput in strict mode, when the packets before it have been handed on; leniently it is
-    listed in `bad` (a bad length ends the walk). A cut block ends the walk: `truncated` (its
-    offset), TruncatedInput in strict mode once the packets before it have been handed on."""
+    compiled pass (parsers/_pcap_scan.py `walk_pcapng`); this drives the reads. A bad block
+    (length not a multiple of 4, or below 12; an enhanced packet block naming an unknown
+    interface or too short for its data) raises BadInput in strict mode, when the packets
+    before it have been handed on; leniently it is listed in `bad` (a bad length ends the
+    walk). A cut block ends the walk: `truncated` (its offset), TruncatedInput in strict mode
+    once the packets before it have been handed on."""
 
     def __init__(self, path: str, le: bool, strict: bool, read_bytes: int = 1 << 23):
         self.path, self.strict, self.read_bytes = path, strict, max(1, read_bytes)
