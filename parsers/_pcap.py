@@ -333,6 +333,7 @@ class PcapngWalk:
                     fault = (fault_at, why)
                 if len(rows):
                     yield data, rows, base
+                del data, rows                        # not kept alive across the next read
                 buf = bytearray(buf[pos - base:])     # the block cut by this read's end (the bytes
                 base = pos                            # yielded stay as they are)
         e = ">" if big else "<"
