@@ -295,12 +295,13 @@ class PcapngWalk:
     Iterating yields, per read, (the bytes read, a (packets, 6) int64 array of linktype, time in
     ns, block offset in the file, data offset in those bytes, captured length, original length,
     the file offset of those bytes). Interfaces (link type, timestamp resolution) carry across
-    reads; a new section header block restarts them. Few block kinds: per-block Python is the
-    pcapng price (pcap is the fast path). A bad block (length not a multiple of 4, or below 12;
-    an enhanced packet block naming an unknown interface or too short for its data) raises
-    BadInput in strict mode, when the packets before it have been handed on; leniently it is
-    listed in `bad` (a bad length ends the walk). A cut block ends the walk: `truncated` (its
-    offset), TruncatedInput in strict mode once the packets before it have been handed on."""
+    reads; a new section header block restarts them. Each read's blocks are walked in one
+    compiled pass (parsers/_pcap_scan.py `walk_pcapng`); this drives the reads. A bad block
+    (length not a multiple of 4, or below 12; an enhanced packet block naming an unknown
+    interface or too short for its data) raises BadInput in strict mode, when the packets
+    before it have been handed on; leniently it is listed in `bad` (a bad length ends the
+    walk). A cut block ends the walk: `truncated` (its offset), TruncatedInput in strict mode
+    once the packets before it have been handed on."""
 
     def __init__(self, path: str, le: bool, strict: bool, read_bytes: int = 1 << 23):
         self.path, self.strict, self.read_bytes = path, strict, max(1, read_bytes)
@@ -310,67 +311,32 @@ class PcapngWalk:
         self.little_endian = le
 
     def __iter__(self):
-        e = self.e
-        hdr, epb = struct.Struct(e + "II"), struct.Struct(e + "IIIII")
+        big = self.e == ">"
         interfaces: list[tuple[int, int]] = []  # (linktype, ns per tick)
         fault = None
         buf = bytearray()
-        base, pos, eof = 0, 0, False             # file offset of buf[0]; where the walk is (in the file)
+        base, pos = 0, 0                         # file offset of buf[0]; where the walk is (in the file)
         with open(self.path, "rb") as fh:
             while fault is None:
-                more = fh.read(max(self.read_bytes, 1))
-                eof = len(more) == 0
+                more = fh.read(self.read_bytes)
                 buf += more
-                data, end = memoryview(buf), base + len(buf)
-                rows = []
-                while True:
-                    rel = pos - base
-                    if pos + 12 > end:
-                        if eof:
-                            if pos < end:
-                                self.truncated = pos
-                            fault = "end"
-                        break
-                    btype, blen = hdr.unpack_from(data, rel)
-                    if btype == PCAPNG_SHB:
-                        bom = struct.unpack_from("<I", data, rel + 8)[0]
-                        if bom == PCAPNG_BYTE_ORDER_MAGIC:
-                            e = "<"
-                        elif bom == 0x4D3C2B1A:
-                            e = ">"
-                        hdr, epb = struct.Struct(e + "II"), struct.Struct(e + "IIIII")
-                        btype, blen = hdr.unpack_from(data, rel)
-                        interfaces = []
-                    if blen < 12 or blen % 4:
-                        fault = (pos, f"bad block length {blen} (block type 0x{btype:08x})")
-                        break
-                    if pos + max(blen, 28 if btype == PCAPNG_EPB else 12) > end:
-                        if eof:
-                            self.truncated = pos
-                            fault = "end"
-                        break
-                    if btype == PCAPNG_IDB:
-                        linktype = struct.unpack_from(e + "H", data, rel + 8)[0]
-                        interfaces.append((linktype, _if_tsresol_ns(data, rel + 16, rel + blen - 4, e)))
-                    elif btype == PCAPNG_EPB:
-                        iface, th, tl, caplen, origlen = epb.unpack_from(data, rel + 8)
-                        if iface >= len(interfaces) or 28 + caplen > blen:
-                            why = (f"enhanced packet block names interface {iface}, only {len(interfaces)} "
-                                   "described" if iface >= len(interfaces) else
-                                   f"captured length {caplen} does not fit its block of {blen} bytes")
-                            if self.strict:
-                                fault = (pos, why)
-                                break
-                            self.bad.append((pos, why))
-                        else:
-                            lt, tick = interfaces[iface]
-                            rows.append((lt, ((th << 32) | tl) * tick, pos, rel + 28, caplen, origlen))
-                    pos += blen
-                del data
-                if rows:
-                    yield np.frombuffer(buf, np.uint8), np.asarray(rows, dtype=np.int64).reshape(-1, 6), base
+                data = np.frombuffer(buf, np.uint8)
+                rows, at, big, interfaces, bad, stop, fault_at, why = _pcap_scan.walk_pcapng(
+                    data, pos - base, base, big, interfaces, len(more) == 0, self.strict)
+                self.bad.extend(bad)
+                pos = base + at
+                if stop == _pcap_scan.TRUNCATED:
+                    self.truncated, fault = fault_at, "end"
+                elif stop == _pcap_scan.END:
+                    fault = "end"
+                elif stop == _pcap_scan.BAD:
+                    fault = (fault_at, why)
+                if len(rows):
+                    yield data, rows, base
+                del data, rows                        # not kept alive across the next read
                 buf = bytearray(buf[pos - base:])     # the block cut by this read's end (the bytes
                 base = pos                            # yielded stay as they are)
+        e = ">" if big else "<"
         self.e = e
         self.little_endian = e == "<"
         if isinstance(fault, tuple):
@@ -380,19 +346,3 @@ class PcapngWalk:
         if self.truncated is not None and self.strict:
             raise TruncatedInput(self.path, "file ends inside a pcapng block", offset=self.truncated)
 
-
-def _if_tsresol_ns(data, pos: int, end: int, e: str) -> int:
-    """Nanoseconds per timestamp tick of an interface (if_tsresol option; default 1 us)."""
-    tick = 1000
-    while pos + 4 <= end:
-        code, length = struct.unpack_from(e + "HH", data, pos)
-        if code == 0:
-            break
-        if code == OPT_IF_TSRESOL and length >= 1:
-            v = data[pos + 4]
-            if v & 0x80:
-                tick = max(1, round(1e9 / (1 << (v & 0x7F))))
-            else:
-                tick = max(1, 10 ** (9 - v)) if v <= 9 else 1
-        pos += 4 + ((length + 3) & ~3)
-    return tick

@@ -19,3 +19,20 @@ def walk_chain(buf: np.ndarray, start: int, hdr_size: int, len_pos: int, big_end
     offsets = np.empty(capacity, np.int64)
     n, pos = _usb.walk_chain(buf, int(start), int(hdr_size), int(len_pos), bool(big_endian), offsets)
     return offsets[:n], pos
+
+
+# why a pcapng walk stopped (native/src/usb/pcapng.rs)
+MORE, END, TRUNCATED, BAD = 0, 1, 2, 3
+
+
+def walk_pcapng(buf: np.ndarray, start: int, base: int, big_endian: bool, interfaces: list, eof: bool,
+                strict: bool):
+    """The pcapng blocks of one read `buf` (file offset `base`) walked from `start` (an index
+    into `buf`) with the `interfaces` ((link type, ns per tick)) known so far. Returns (the
+    (packets, 6) int64 rows: link type, time in ns, block offset in the file, data offset in
+    `buf`, captured length, original length; where the walk stopped, an index into `buf`;
+    the byte order and interfaces there; the bad blocks skipped (lenient) as (offset, why);
+    why it stopped: MORE, END, TRUNCATED or BAD; the offset of that block; BAD's message)."""
+    rows, pos, big, interfaces, bad, stop, at, why = _usb.walk_pcapng(
+        buf, int(start), int(base), bool(big_endian), interfaces, bool(eof), bool(strict))
+    return rows.reshape(-1, 6), pos, big, interfaces, bad, stop, at, why

@@ -1,14 +1,17 @@
 //! The usb area's compiled passes (see lib.rs): the usbmon record decoder of pcap/pcapng
-//! captures (`reader`) and the mass-storage machines over URB columns (`machine`).
+//! captures (`reader`), the pcapng block walk of one read (`pcapng`) and the mass-storage
+//! machines over URB columns (`machine`).
 use pyo3::prelude::*;
 
 mod commands;
 mod machine;
+mod pcapng;
 mod reader;
 mod stream;
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     reader::register(m)?;
+    pcapng::register(m)?;
     machine::register(m)?;
     stream::register(m)?;
     Ok(())
