@@ -17,6 +17,7 @@ def lines_of(text: str) -> list[str]:
     return [p + "\n" for p in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
 
 
+@settings(deadline=None)     # the first example imports pyarrow
 @given(LINES, st.booleans())
 def test_both_splits_give_the_lines_with_their_newlines(lines, final_newline):
     text = "\n".join(lines) + ("\n" if final_newline and lines else "")
