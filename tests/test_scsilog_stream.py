@@ -11,7 +11,8 @@ from scsitrace import core, model, parsers
 from scsitrace.errors import BadInput, UsageError
 
 from gen_scsilog import dmesg_text, ftrace_text
-from gen_sgio import command, strace_text
+from gen_sgio import strace_text
+from test_sgio import calls  # the SG_IO commands of 1-3 overlapping processes
 
 DEVS = [(0, 0, 0, 0), (0, 0, 1, 0), (1, 0, 0, 2)]
 CDBS = st.sampled_from([bytes.fromhex("28000000800000004000"), bytes.fromhex("2a000001000000000800"),
@@ -85,20 +86,6 @@ def test_any_block_size_gives_the_tables_of_one_block(tmp_path_factory, evs, fmt
     assert (pl.concat(got).equals(streamed.ios) if got else streamed.ios.height == 0)
     same_outcome(p, "scsilog", chunk, device="0:0:1:0")
     same_outcome(p, "scsilog", chunk, target=1, lun=0)
-
-
-@st.composite
-def calls(draw):
-    pids = draw(st.lists(st.integers(100, 999), min_size=1, max_size=3, unique=True))
-    out = []
-    for pid in pids:
-        t = draw(st.integers(0, 5000))
-        for _ in range(draw(st.integers(1, 6))):
-            took = draw(st.integers(1, 20000))
-            out.append(command(draw(CDBS), pid=pid, path=f"/dev/sg{pid % 3}", start_us=t, syscall_us=took,
-                               duration_ms=draw(st.integers(0, 50)), ret=draw(st.sampled_from(["0", "0", "-1"]))))
-            t += took + draw(st.integers(1, 3000))
-    return out
 
 
 @settings(max_examples=40, deadline=None)

@@ -403,17 +403,11 @@ def test_text_1t_form(generated, tmp_path):
 
 # ---------------------------------------------------------------- compiled passes
 
-@settings(max_examples=80, deadline=None)
-@given(st.integers(0, 3), st.lists(st.tuples(st.integers(0, 1), st.integers(0, 40), st.integers(0, 6),
-                                             st.integers(0, 6), st.integers(0, 6), st.booleans(), st.booleans()),
-                                   min_size=1, max_size=40))
-def test_stage_totals_equal_tiled_pieces(seed, commands):
-    """The totals tiled while the pieces are listed (stages.stage_totals) equal those of
-    tiling the listed pieces (tiling.tile), whenever the former reports them in order."""
-    from scsitrace import tiling
+def _stage_columns(seed, commands):
+    """Per-command stage columns of generated commands (device, command time, command, data
+    gap, data, has data, has status), and the elapsed time past their last end."""
     from scsitrace.schema import NULL
     from scsitrace.usb import stages
-    n = len(commands)
     dev = np.array(sorted(c[0] for c in commands), np.int64) if seed % 2 else np.array([c[0] for c in commands])
     cmd_s = np.cumsum([c[1] for c in commands]).astype(np.int64)
     cmd_c = cmd_s + [c[2] for c in commands]
@@ -424,6 +418,20 @@ def test_stage_totals_equal_tiled_pieces(seed, commands):
     data_in = np.array([c[5] for c in commands])
     code = np.array([stages.PIECE_PHASES.index(p) for p in stages.STAGE_ORDER], np.int64)
     elapsed = int(max(cmd_s.max(), np.max(np.where(sts_c != NULL, sts_c, 0))) + seed)
+    return dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, code, elapsed
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 3), st.lists(st.tuples(st.integers(0, 1), st.integers(0, 40), st.integers(0, 6),
+                                             st.integers(0, 6), st.integers(0, 6), st.booleans(), st.booleans()),
+                                   min_size=1, max_size=40))
+def test_stage_totals_equal_tiled_pieces(seed, commands):
+    """The totals tiled while the pieces are listed (stages.stage_totals) equal those of
+    tiling the listed pieces (tiling.tile), whenever the former reports them in order."""
+    from scsitrace import tiling
+    from scsitrace.usb import stages
+    n = len(commands)
+    dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, code, elapsed = _stage_columns(seed, commands)
     names = [*stages.PIECE_PHASES, tiling.IDLE]
     totals, counts = np.zeros(len(names), np.int64), np.zeros(len(names), np.int64)
     in_order, devices = stages.stage_totals(dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, code,
@@ -448,19 +456,9 @@ def test_pieces_listed_by_command_tile_as_sorted_pieces(seed, commands):
     (device, start, block) order, tiling them as listed gives the segments and totals of
     tiling the block-by-block pieces sorted (what stages.tile relies on)."""
     from scsitrace import tiling
-    from scsitrace.schema import NULL
     from scsitrace.usb import stages
     n = len(commands)
-    dev = np.array(sorted(c[0] for c in commands), np.int64) if seed % 2 else np.array([c[0] for c in commands])
-    cmd_s = np.cumsum([c[1] for c in commands]).astype(np.int64)
-    cmd_c = cmd_s + [c[2] for c in commands]
-    d0 = np.where([c[5] for c in commands], cmd_c + [c[3] for c in commands], NULL)
-    data_c = np.where(d0 != NULL, d0 + [c[4] for c in commands], NULL)
-    s0 = np.where(data_c != NULL, data_c, cmd_c) + 1
-    sts_c = np.where([c[6] for c in commands], s0 + 2, NULL)
-    data_in = np.array([c[5] for c in commands])
-    code = np.array([stages.PIECE_PHASES.index(p) for p in stages.STAGE_ORDER], np.int64)
-    elapsed = int(max(cmd_s.max(), np.max(np.where(sts_c != NULL, sts_c, 0))) + seed)
+    dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, code, elapsed = _stage_columns(seed, commands)
     pieces = np.empty((5 * n, 6), np.int64)
     m, _ = stages.stage_pieces(dev, np.arange(n), cmd_s, cmd_c, d0, s0, data_c, sts_c, np.zeros(n, np.int64),
                                 data_in, code, False, pieces)
