@@ -143,9 +143,11 @@ def binary_matrix(col, width: int):
     n = len(col)
     sizes = col.bin.size().cast(pl.Int64).fill_null(-1).to_numpy()
     out = np.zeros((n, width), np.uint8)
-    if n < ARROW_FROM_ROWS and width and (sizes > 0).any():
+    if not (width and (sizes > 0).any()):
+        return out, sizes
+    if n < ARROW_FROM_ROWS:
         _matrix_by_hex(col, width, out)
-    elif n and (sizes > 0).any():
+    else:
         import pyarrow as pa
         arr = col.rechunk().to_arrow(compat_level=pl.CompatLevel.oldest()).cast(pa.large_binary())
         offsets = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset:arr.offset + n]
