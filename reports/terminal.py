@@ -3,34 +3,45 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from .units import fmt_ns
 
 
 PIPE_WIDTH = 1000       # piped: tables take the width they need (rich would assume 80 columns)
+TABLE_WIDTH = 1 << 16   # tables are printed on a console this wide: never narrower than they need
 
 
 def console_for(width: int | None = None, file=None) -> Console:
     """A console whose tables are never cut: `width` (--width) if given; on a terminal its
     width (a wider table is printed wider, see print_table); piped, wide enough for any table."""
-    console = Console(file=file, width=width, highlight=False)
+    console = Console(file=file, width=width, highlight=False, emoji=False)
     if width is None and not console.is_terminal:
-        console = Console(file=file, width=PIPE_WIDTH, highlight=False)
+        console = Console(file=file, width=PIPE_WIDTH, highlight=False, emoji=False)
     return console
 
 
 def print_table(console: Console, table: Table) -> None:
     """Print a table without cutting or wrapping a value: cells never wrap (a number and its
     unit stay on one line), and a table wider than the console is printed at its own width
-    (the terminal folds the lines; nothing is replaced by an ellipsis)."""
+    (the terminal folds the lines; nothing is replaced by an ellipsis). Text is printed as
+    it is: a process name such as `[kworker/0:1]` is not read as rich markup."""
+    if isinstance(table.title, str):
+        table.title = Text(table.title, style=table.title_style or "table.title")
     for column in table.columns:
         column.no_wrap = True
-    need = console.measure(table, options=console.options.update_width(PIPE_WIDTH)).maximum
-    if need > console.width:
-        console = Console(file=console.file, width=need, force_terminal=console.is_terminal,
-                          color_system=console.color_system, highlight=False)
+        column.header = _plain(column.header)
+        column._cells = [_plain(cell) for cell in column._cells]   # rich keeps a column's cells there
+    # a table takes the width it needs on any console at least that wide; printing on an
+    # unbounded one spares measuring every cell twice (once to find the need, once to print)
+    if console.width < TABLE_WIDTH:
+        console = Console(file=console.file, width=TABLE_WIDTH, force_terminal=console.is_terminal,
+                          color_system=console.color_system, highlight=False, emoji=False)
     console.print(table)
 
+
+def _plain(value):
+    return Text(value) if isinstance(value, str) else value
 
 
 def phase_table(summary: dict) -> Table:

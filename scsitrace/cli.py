@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 from importlib import import_module
@@ -50,6 +51,25 @@ def _command_in(argv: list[str]) -> str | None:
     """The command the arguments name (the first one that is not an option), if it is one."""
     first = next((arg for arg in argv if not arg.startswith("-")), None)
     return first if first in COMMANDS else None
+
+
+# The garbage collector's thresholds for the command's process. Start-up leaves about
+# 50 000 long-lived containers (numpy, polars, rich, our modules) for the collector to walk,
+# and with the default first threshold (700) it walks them again and again: about 4 % of a
+# small trace's run. Cyclic garbage is still collected, after 100 000 allocations, not 700.
+COMMAND_GC_THRESHOLDS = (100_000, 20, 10)
+
+
+def console() -> int:
+    """The `scsitrace` console script: main() in a process of its own. The collector runs
+    less often (COMMAND_GC_THRESHOLDS), and what is alive at the end is frozen, so the
+    interpreter's exit frees it without walking it once more (another 5 %). Library and test
+    callers of main() keep the collector as it is."""
+    gc.set_threshold(*COMMAND_GC_THRESHOLDS)
+    try:
+        return main()
+    finally:
+        gc.freeze()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,4 +121,4 @@ def one_line(text: str) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console())

@@ -46,3 +46,17 @@ def test_latency_histogram_counts_every_latency(capsys):
     for name, n in latency.items():
         row = next(line for line in hist.splitlines() if line.startswith(f"│ {name} "))
         assert sum(int(c) for c in re.findall(r": (\d+)", row)) == n > 0
+
+
+@pytest.mark.parametrize("name", ["[bold]dd", "[kthreadd]", "[italic", ":thumbs_up:"])
+def test_trace_text_is_printed_as_it_is(capsys, tmp_path, name):
+    """Text from a trace (here a process name from blktrace's notify records) is not rich
+    markup or an emoji code: printed literally, never a traceback."""
+    import gen_blktrace as gb
+    ev = gb.workload(40, seed=3)
+    path = tmp_path / "names.bin"
+    path.write_bytes(gb.encode(ev, names={4242: name, 4243: "dd"}))
+    assert main(["analyze", str(path), "--format", "blktrace"]) == 0
+    out = capsys.readouterr().out
+    process_rows = out[out.index("Per process"):]
+    assert f"│ {name} " in process_rows
