@@ -18,14 +18,15 @@ _MODULES = {
     "sigrok": "sigrok",
     "dsview": "dsview",
     "saleae": "saleae",
-    
-    
     "qemu_lsi": "qemu_lsi",
     "blkparse": "blkparse",
     "usbmon": "usbmon",
     "scsilog": "scsilog",
     "sgio": "sgio",
 }
+# formats whose files are binary: a head without a NUL byte (text) is not offered to them,
+# which spares sniffing a text file the import of their modules (zip, Parquet, blktrace records)
+BINARY = ("blktrace", "transitions-parquet", "sigrok", "dsview")
 
 
 def module(fmt: str):
@@ -44,8 +45,9 @@ def detect(path: str) -> str:
     check_regular(path)
     with open(path, "rb") as fh:
         head = fh.read(65536)
+    text = b"\0" not in head
     for fmt in _MODULES:  # imported one by one: sniffing stops at the first match
-        if module(fmt).sniff(head):
+        if not (text and fmt in BINARY) and module(fmt).sniff(head):
             return fmt
     for fmt in _MODULES:
         if str(path).endswith(tuple(module(fmt).SUFFIXES)):

@@ -16,13 +16,17 @@ import os
 import struct
 from dataclasses import dataclass, field
 
-import construct as cs
 import numpy as np
 
+from scsitrace import _lazy
 from scsitrace.errors import BadInput, TruncatedInput
 from . import _pcap_scan
 
 # ---------------------------------------------------------------- declarations
+
+# loaded when a declaration is first built: sniffing a file (usbmon.sniff calls
+# sniff_container) does not load construct
+cs = _lazy.module("construct")
 
 PCAP_MAGIC_US = 0xA1B2C3D4
 PCAP_MAGIC_NS = 0xA1B23C4D

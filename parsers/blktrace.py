@@ -1,8 +1,8 @@
 """blktrace binary: `struct blk_io_trace` records, as blktrace writes them per CPU
 (`<dev>.blktrace.<cpu>`), as one piped stream (`blktrace -o -`) or as a `blkparse -d` dump.
 
-The record is declared once with construct (`BLK_IO_TRACE`); the native reader
-(native/src/block/reader.rs, `BlktraceReader`) reads the same layout (checked below). Records
+The record is declared once with construct (`BLK_IO_TRACE`, in _blktrace_records); the native
+reader (native/src/block/reader.rs, `BlktraceReader`) reads the same layout (checked there). Records
 are variable length (48-byte header plus `pdu_len` bytes): the reader follows each file's
 chain by length (a magic inside a PDU is never mistaken for a record), reading the files
 incrementally, and merges the files by time (then file, then place in the file).
@@ -24,11 +24,10 @@ import glob
 import itertools
 import os
 import re
-import construct as cs
 import numpy as np
 import polars as pl
 
-from scsitrace import schema
+from scsitrace import _lazy, schema
 from scsitrace.block import events as block
 from scsitrace.errors import BadInput, TruncatedInput
 from scsitrace._native import block as _native
@@ -41,48 +40,16 @@ from ._time_order import InTimeOrder
 ID = "blktrace"
 SUFFIXES = (".blktrace.0", ".blktrace.1", ".blktrace.2", ".blktrace.3", ".bin")
 
-# include/uapi/linux/blktrace_api.h, field names as spelled there
-BLK_IO_TRACE = cs.Struct(
-    "magic" / cs.Int32ul,       # BLK_IO_TRACE_MAGIC | version
-    "sequence" / cs.Int32ul,
-    "time" / cs.Int64ul,        # ns, the kernel's trace clock
-    "sector" / cs.Int64ul,
-    "bytes" / cs.Int32ul,
-    "action" / cs.Int32ul,      # __BLK_TA_* | BLK_TC_ACT(category bits)
-    "pid" / cs.Int32ul,
-    "device" / cs.Int32ul,      # MAJOR << 20 | MINOR
-    "cpu" / cs.Int32ul,
-    "error" / cs.Int16ul,
-    "pdu_len" / cs.Int16ul,
-)
-# PDU of a remap (A) record; the kernel writes it big-endian whatever the host order
-BLK_IO_TRACE_REMAP = cs.Struct(
-    "device_from" / cs.Int32ub,
-    "device_to" / cs.Int32ub,
-    "sector_from" / cs.Int64ub,
-)
-HEADER = BLK_IO_TRACE.sizeof()
 MAGIC = 0x65617400
 VERSION = 0x07
 TN_CGROUP = 1 << 8          # notify/action carries an 8-byte cgroup id before the payload
 CGROUP_ID_BYTES = 8
-
-
-def numpy_dtype(struct: cs.Struct, byteorder: str = "<") -> np.dtype:
-    """The numpy record dtype mirroring a construct Struct of fixed-size integer fields."""
-    fields = []
-    for sub in struct.subcons:
-        letter = sub.subcon.fmtstr[-1]          # struct module letter: upper case = unsigned
-        kind = "u" if letter.isupper() else "i"
-        fields.append((sub.name, np.dtype(f"{byteorder}{kind}{sub.subcon.sizeof()}")))
-    dt = np.dtype(fields)
-    assert dt.itemsize == struct.sizeof()
-    return dt
-
-
-DTYPE_LE = numpy_dtype(BLK_IO_TRACE, "<")
-DTYPE_BE = numpy_dtype(BLK_IO_TRACE, ">")
-REMAP_DTYPE = numpy_dtype(BLK_IO_TRACE_REMAP, ">")
+# the record's construct declaration and the dtypes and offsets derived from it live in
+# _blktrace_records, imported on first use (sniffing a file of another format does not load
+# construct); they read as attributes of this module too (bt.BLK_IO_TRACE, bt.DTYPE_LE...)
+RECORD_NAMES = ["BLK_IO_TRACE", "BLK_IO_TRACE_REMAP", "HEADER", "numpy_dtype", "DTYPE_LE", "DTYPE_BE",
+                "REMAP_DTYPE", "LAYOUT", "REMAP_LAYOUT"]
+__getattr__ = _lazy.from_module(f"{__package__}._blktrace_records", RECORD_NAMES)
 
 
 def sniff(head: bytes) -> bool:
@@ -131,11 +98,17 @@ def resolve_path(path: str) -> str | None:
 # ---------------------------------------------------------------- the stream
 
 MAGIC_MASK = 0xFFFFFF00                   # the first header word, version byte masked out
-LAYOUT = {name: DTYPE_LE.fields[name][1] for name in DTYPE_LE.names}       # {field: offset}
-assert LAYOUT == dict(_native.blktrace_layout()), "the native reader reads another header layout"
-REMAP_LAYOUT = {name: REMAP_DTYPE.fields[name][1] for name in REMAP_DTYPE.names}
-FILL_PDU = [block.TA["A"], block.TA["X"], block.TA["U"], block.TA["T"], block.TC_NOTIFY, TN_CGROUP,
-            CGROUP_ID_BYTES, BLK_IO_TRACE_REMAP.sizeof(), REMAP_LAYOUT["device_from"], REMAP_LAYOUT["sector_from"]]
+
+
+def fill_pdu() -> list[int]:
+    """What the native reader takes from PDUs: the actions whose PDU it reads, the notify
+    bits, and where a remap PDU keeps its device and sector (from the declaration)."""
+    from . import _blktrace_records as rec
+    return [block.TA["A"], block.TA["X"], block.TA["U"], block.TA["T"], block.TC_NOTIFY, TN_CGROUP,
+            CGROUP_ID_BYTES, rec.BLK_IO_TRACE_REMAP.sizeof(), rec.REMAP_LAYOUT["device_from"],
+            rec.REMAP_LAYOUT["sector_from"]]
+
+
 CHUNK = 1 << 20              # records per chunk (about 52 MB of columns)
 READ_SIZE = 4 << 20          # bytes per read of a file
 EAGER_BYTES = 64 << 20       # captures up to this size are read whole by parse (errors raised there)
@@ -186,7 +159,7 @@ class _Stream:
 
     def _reader(self, raw: bool):
         return _native.BlktraceReader([f for f, _ in self.files], [-1 if c is None else c for _, c in self.files],
-                                      FILL_PDU, strict=self.strict, raw=raw, chunk=self._read_chunk(),
+                                      fill_pdu(), strict=self.strict, raw=raw, chunk=self._read_chunk(),
                                       read_size=self.read_size, probe=self.probe, sort_disorder=len(self.files) > 1)
 
     def chunks(self, raw: bool = False):

@@ -20,11 +20,10 @@ from __future__ import annotations
 import re
 import shutil
 
-import construct as cs
 import numpy as np
 import polars as pl
 
-from scsitrace import schema
+from scsitrace import _lazy, schema
 from scsitrace.errors import BadInput, TruncatedInput, UsageError
 from scsitrace.model import Capture, LazyFrames, RecordCount
 from scsitrace.streams import prefetched
@@ -38,31 +37,11 @@ LINKTYPE_USB_LINUX_MMAPPED = 220
 LINKTYPES = (LINKTYPE_USB_LINUX, LINKTYPE_USB_LINUX_MMAPPED)
 EINPROGRESS = -115
 
-# Linux include/uapi/linux/usb/... (Documentation/usb/usbmon.rst, "Raw binary format")
-USBMON_PACKET = cs.Struct(
-    "id" / cs.Int64ul,            # URB address: pairs submit and completion
-    "type" / cs.Int8ul,           # 'S', 'C', 'E'
-    "xfer_type" / cs.Int8ul,      # 0 ISO, 1 interrupt, 2 control, 3 bulk
-    "epnum" / cs.Int8ul,          # endpoint number, 0x80 = IN
-    "devnum" / cs.Int8ul,
-    "busnum" / cs.Int16ul,
-    "flag_setup" / cs.Int8ul,     # 0: setup packet present
-    "flag_data" / cs.Int8ul,      # 0: data present, else '<' '>' ...
-    "ts_sec" / cs.Int64sl,
-    "ts_usec" / cs.Int32sl,
-    "status" / cs.Int32sl,
-    "length" / cs.Int32ul,        # URB length (submit: requested; complete: actual)
-    "len_cap" / cs.Int32ul,       # data bytes captured after the header
-    "setup" / cs.Bytes(8),        # or ISO error_count, numdesc
-)
-USBMON_PACKET_MMAPPED = cs.Struct(
-    *USBMON_PACKET.subcons,
-    "interval" / cs.Int32sl,
-    "start_frame" / cs.Int32sl,
-    "xfer_flags" / cs.Int32ul,
-    "ndesc" / cs.Int32ul,         # ISO descriptors (16 bytes each) before the data
-)
-HEADER = {LINKTYPE_USB_LINUX: USBMON_PACKET, LINKTYPE_USB_LINUX_MMAPPED: USBMON_PACKET_MMAPPED}
+# the packet header's construct declarations (HEADER: per link type) and the field offsets
+# derived from them live in _usbmon_records, imported on first use (sniffing a file does not
+# load construct); they read as attributes of this module too (usbmon.USBMON_PACKET...)
+RECORD_NAMES = ["USBMON_PACKET", "USBMON_PACKET_MMAPPED", "HEADER", "FIELD_AT"]
+__getattr__ = _lazy.from_module(f"{__package__}._usbmon_records", RECORD_NAMES)
 ISO_DESCRIPTOR_BYTES = 16
 
 # Wireshark field -> (our column, how to read tshark's JSON value): the pyshark route
@@ -151,15 +130,6 @@ def _validated_frame(cols: UrbColumns) -> pl.DataFrame:
 
 # ---------------------------------------------------------------- pcap / pcapng (native)
 
-# where the fields that _usbmon_scan decodes sit, from the declaration (both link types
-# share the first 48 bytes; only type 220 has `ndesc`), and their widths in bytes as the
-# kernel reads them
-_LAYOUT = _pcap.dtype_of(USBMON_PACKET_MMAPPED)
-FIELD_AT = np.array([_LAYOUT.fields[name][1] for name in _usbmon_scan.FIELDS], np.int64)
-assert [_LAYOUT.fields[name][0].itemsize for name in _usbmon_scan.FIELDS] == \
-    [8, 1, 1, 1, 1, 2, 1, 1, 8, 4, 4, 4, 4, 8, 4], "the usbmon declaration and _usbmon_scan disagree"
-
-
 STREAM_BYTES = 1 << 26     # captures from this size on are read as a stream by the analysis
 
 
@@ -170,6 +140,7 @@ def _parse_pcap(path: str, strict: bool, read_bytes: int = _usbmon_scan.READ_BYT
     capture of `stream_bytes` or more is only read when someone consumes it: by the
     analysis, as a stream (scsitrace/usb/streamed.py; bad records are then raised by the
     analysis that meets them), or by the first access to `columns` or `frames`."""
+    from . import _usbmon_records as rec
     buf, (container, le, _) = _pcap.mapped(path)
     meta = {"container": container, "linktypes": [], "route": "native", "position_unit": "byte offset"}
     records = RecordCount(read=0)
@@ -179,11 +150,11 @@ def _parse_pcap(path: str, strict: bool, read_bytes: int = _usbmon_scan.READ_BYT
         hdr = _pcap.pcap_header(path, buf, le)
         size = len(buf)
         del buf                             # read in bounded blocks from here on
-        header = HEADER.get(hdr.network, USBMON_PACKET_MMAPPED)
+        header = rec.HEADER.get(hdr.network, rec.USBMON_PACKET_MMAPPED)
 
         def batches(into=None):
             return _usbmon_scan.PcapBatches(path, hdr.start, hdr.network, not le, hdr.max_len, header.sizeof(),
-                                            hdr.network == LINKTYPE_USB_LINUX_MMAPPED, FIELD_AT,
+                                            hdr.network == LINKTYPE_USB_LINUX_MMAPPED, rec.FIELD_AT,
                                             ISO_DESCRIPTOR_BYTES, DATA_PREFIX, read_bytes, into)
         # the whole capture's columns, sized for the worst case (pages never written cost nothing)
         into = _usbmon_scan.Columns(max(0, size - hdr.start) // _usbmon_scan.PCAP_RECORD_HEADER + 1, DATA_PREFIX)
@@ -192,8 +163,8 @@ def _parse_pcap(path: str, strict: bool, read_bytes: int = _usbmon_scan.READ_BYT
         del buf
 
         def batches(into=None):
-            return _usbmon_scan.PcapngBatches(path, le, strict, {lt: h.sizeof() for lt, h in HEADER.items()},
-                                              LINKTYPE_USB_LINUX_MMAPPED, FIELD_AT, ISO_DESCRIPTOR_BYTES,
+            return _usbmon_scan.PcapngBatches(path, le, strict, {lt: h.sizeof() for lt, h in rec.HEADER.items()},
+                                              LINKTYPE_USB_LINUX_MMAPPED, rec.FIELD_AT, ISO_DESCRIPTOR_BYTES,
                                               DATA_PREFIX, read_bytes)
     capture = Capture(layer="usb", path=path, format=ID, meta=meta, records=records,
                       anomalies=_anomaly_frame(anomalies))
@@ -291,12 +262,13 @@ def _good_records(path: str, urbs: UrbColumns, bad: np.ndarray, linktype: np.nda
     """The records whose usbmon header passed the checks; bad ones raise BadInput
     (strict) or are skipped and counted, link type by link type."""
     if bad.any():
+        from . import _usbmon_records as rec
         for lt in linktypes:
             first = np.flatnonzero((bad != 0) & (linktype == lt))
             if not len(first):
                 continue
             offs = urbs.pos[first]
-            why = [BAD_REASONS[bad[i]].format(size=HEADER[lt].sizeof()) for i in first[:5]]
+            why = [BAD_REASONS[bad[i]].format(size=rec.HEADER[lt].sizeof()) for i in first[:5]]
             if strict:
                 raise BadInput(path, why[0], offset=int(offs[0]))
             records.skip(len(first), [f"{path}: byte offset {int(o)}: {w}" for o, w in zip(offs[:5], why)])

@@ -1,5 +1,6 @@
-"""Layer packages export their analysis without importing it: parsers import only a
-layer's frames module, and sniffing a file must not load every layer's analysis."""
+"""Names exported without importing what defines them: layer packages export their analysis
+(parsers import only a layer's frames module, and sniffing a file must not load every
+layer's analysis), and parsers their binary record declarations (construct)."""
 from __future__ import annotations
 
 from importlib import import_module
@@ -7,8 +8,28 @@ from importlib import import_module
 
 def from_analysis(package: str, names: list[str]):
     """A module `__getattr__` that imports `package.analysis` on the first use of one of `names`."""
+    return from_module(f"{package}.analysis", names, exporter=package)
+
+
+def from_module(module: str, names: list[str], exporter: str | None = None):
+    """A module `__getattr__` that imports `module` on the first use of one of `names`."""
     def __getattr__(name: str):
         if name in names:
-            return getattr(import_module(f"{package}.analysis"), name)
-        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+            return getattr(import_module(module), name)
+        raise AttributeError(f"module {exporter or module.rpartition('.')[0]!r} has no attribute {name!r}")
     return __getattr__
+
+
+def module(name: str):
+    """The module `name`, loaded on the first use of one of its attributes (importlib's
+    LazyLoader): for a dependency a module only calls inside its functions."""
+    import importlib.util
+    import sys
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    lazy = importlib.util.module_from_spec(spec)
+    sys.modules[name] = lazy
+    spec.loader.exec_module(lazy)
+    return lazy
