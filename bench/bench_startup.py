@@ -7,7 +7,9 @@ format, whole process, against the reference tools on the same inputs.
 reports/) are deleted first, so that run compiles our sources: the worst case, an install
 that did not byte-compile them (`run.sh` does, with compileall). "later": the median of N
 runs after that (PYTHONDONTWRITEBYTECODE is cleared for every run, so the first one leaves
-its caches as a user's would). Reference: `blkparse -d` + `btt` on the blktrace input,
+its caches as a user's would). "floor": `python -c "import numpy, polars"` run in turn with
+each later run (what any polars tool pays before its first line; this machine's speed
+drifts by a third within minutes, the pairs keep the comparison fair). Reference: `blkparse -d` + `btt` on the blktrace input,
 `tshark -q -z scsi,srt,0` on the pcap (each a whole process too). Prints wall time and
 peak RSS (each process's own, from wait4).
 """
@@ -84,18 +86,24 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
-    print(f"{'input':<14} {'size':>9} {'first':>8} {'later':>8} {'peak RSS':>9}   reference (whole process)")
+    print(f"{'input':<14} {'size':>9} {'first':>8} {'later':>8} {'floor':>8} {'peak RSS':>9}   reference (whole process)")
+    floor_cmd = [sys.executable, "-c", "import numpy, polars"]
     with tempfile.TemporaryDirectory() as tmp:
         for fmt, path in inputs().items():
             forget_bytecode()
             env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
             cmd = [SCSITRACE, "analyze", path]
             first, _ = run(cmd, env=env)
-            later = [run(cmd, env=env) for _ in range(args.repeat)]
+            later, floor = [], []
+            for _ in range(args.repeat):
+                later.append(run(cmd, env=env))
+                floor.append(run(floor_cmd, env={**env, "OPENBLAS_NUM_THREADS": "1"})[0])   # as the CLI sets it
             wall, rss = sorted(w for w, _ in later)[len(later) // 2], max(m for _, m in later)
+            base = sorted(floor)[len(floor) // 2]
             ref = reference(fmt, path, tmp)
             ref_text = f"{ref[0]:.3f} s, {ref[1]:.0f} MiB" if ref else "-"
-            print(f"{fmt:<14} {os.path.getsize(path) / 1024:>7.0f} K {first:>7.2f}s {wall:>7.3f}s {rss:>6.0f} MiB   {ref_text}")
+            print(f"{fmt:<14} {os.path.getsize(path) / 1024:>7.0f} K {first:>7.2f}s {wall:>7.3f}s {base:>7.3f}s "
+                  f"{rss:>6.0f} MiB   {ref_text}")
 
 
 if __name__ == "__main__":
