@@ -84,8 +84,10 @@ class Walker:
             return
         info = runs["info_bytes"]
         offsets = np.zeros(runs.height + 1, np.int64)
-        np.cumsum(info.list.len().fill_null(0).to_numpy(), out=offsets[1:])
-        values = info.explode().drop_nulls().to_numpy().astype(np.uint8, copy=False)
+        values = np.zeros(0, np.uint8)
+        if info.null_count() < runs.height:       # bytes are sampled only with the data bus
+            np.cumsum(info.list.len().fill_null(0).to_numpy(), out=offsets[1:])
+            values = info.explode().drop_nulls().to_numpy().astype(np.uint8, copy=False)
         db = runs["db_last"]
 
         def col(name, dtype):
@@ -128,37 +130,44 @@ class Walker:
 
     def ios_frame(self) -> pl.DataFrame:
         c = self._walk.ios()
-        n = len(c["status"])
+        n, has_op = len(c["status"]), c["cdb_len"] >= 1
         cdb = scsi.decode_cdb_matrix(c["cdb"], c["cdb_len"])
-        names = pl.Series([scsi.status_name(s) for s in range(256)] + list(ABORTED), dtype=pl.Utf8)
-        status = _optional({"status": names.gather(np.maximum(c["status"], 0)),
-                            "status_valid": c["status"] >= 0}, "status")
-        nbytes = (pl.Series(c["data_bytes"]) if self.has_bytes
-                  else pl.repeat(None, n, dtype=pl.Int64, eager=True))
-        opcode, target = pl.col("opcode"), pl.col("target")
+        names, op_kind = _io_tables()
+        # without a CDB, the data phases say which way the I/O went
+        op = np.where(has_op, op_kind[c["cdb"][:, 0]], np.where(c["data_in"], 1, np.where(c["data_out"], 2, 0)))
+        nbytes = pl.Series(c["data_bytes"]) if self.has_bytes else schema.nullable(np.zeros(n, np.int64), np.ones(n, bool))
         df = pl.DataFrame({
-            "io": np.arange(n, dtype=np.int64), "target": _optional(c, "target"), "lun": _optional(c, "lun"),
-            "tag": _optional(c, "tag"), "opcode": cdb["opcode"], "command": cdb["command"], "lba": cdb["lba"],
-            "blocks": cdb["blocks"], "bytes": nbytes, "data_bytes": nbytes, "start_ns": _optional(c, "start_ns"),
-            "end_ns": _optional(c, "end_ns"), "status": status, "connections": c["connections"],
-            "disconnects": c["disconnects"], "complete": c["complete"], "partial": c["partial"],
-            "data_in": c["data_in"], "data_out": c["data_out"],
-        })
-        df = df.with_columns(
-            device=pl.when(target.is_null()).then(pl.lit(""))
-            .otherwise(pl.format("{}:{}", target, pl.col("lun").fill_null(0))),
-            op=pl.when(opcode.is_not_null()).then(scsi.op_kind_expr(opcode))
-            .when(pl.col("data_in")).then(pl.lit("read")).when(pl.col("data_out")).then(pl.lit("write"))
-            .otherwise(pl.lit("")),
-        ).select(list(schema.IOS)).cast(schema.IOS)
+            "io": np.arange(n, dtype=np.int64), "device": names["device"].gather(c["device"]),
+            "target": _optional(c, "target"), "lun": _optional(c, "lun"), "tag": _optional(c, "tag"),
+            "op": names["op"].gather(op), "opcode": schema.nullable(c["cdb"][:, 0].astype(np.int16), ~has_op),
+            "command": cdb["command"], "lba": cdb["lba"], "blocks": cdb["blocks"], "bytes": nbytes, "data_bytes": nbytes,
+            "start_ns": _optional(c, "start_ns"), "end_ns": _optional(c, "end_ns"),
+            "status": _optional({"status": names["status"].gather(np.maximum(c["status"], 0)),
+                                 "status_valid": c["status"] >= 0}, "status"),
+            "connections": c["connections"], "disconnects": c["disconnects"], "complete": c["complete"],
+            "partial": c["partial"],
+        }, schema=schema.IOS)
         return df.with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("response_ns"))
 
     def anomalies(self) -> pl.DataFrame:
         c = self._walk.anomalies()
         return pl.DataFrame({
             "t_ns": c["t_ns"], "kind": pl.Series(_bus.WALK_ANOMALIES, dtype=pl.Utf8).gather(c["kind"]),
-            "detail": pl.Series(c["detail"], dtype=pl.Utf8),
-        }).with_columns(position=pl.format("t={} ns", pl.col("t_ns"))).cast(schema.ANOMALIES)
+            "detail": pl.Series(c["detail"], dtype=pl.Utf8), "position": pl.Series(c["position"], dtype=pl.Utf8),
+        }, schema=schema.ANOMALIES)
+
+
+def _io_tables() -> tuple[dict, np.ndarray]:
+    """Names the ios columns are gathered from: device (target x 8 + LUN; 64: no target), op
+    (0 none, 1 read, 2 write, 3 other), status (a status byte; 256, 257 aborted); and the op
+    of each opcode."""
+    names = {"device": [f"{t}:{lun}" for t in range(8) for lun in range(8)] + [""],
+             "op": ["", "read", "write", "other"],
+             "status": [scsi.status_name(s) for s in range(256)] + list(ABORTED)}
+    op_kind = np.full(256, 3, np.uint8)
+    op_kind[sorted(scsi.READ_OPS)] = 1
+    op_kind[sorted(scsi.WRITE_OPS)] = 2
+    return {k: pl.Series(v, dtype=pl.Utf8) for k, v in names.items()}, op_kind
 
 
 def _optional(columns: dict, name: str) -> pl.Series:

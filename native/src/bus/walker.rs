@@ -53,6 +53,7 @@ const QUEUE_TAG: u8 = 1;
 const TWO_BYTE: u8 = 2;
 const COMPLETION: u8 = 4;
 
+const N_DEVICES: u8 = 64; // the device number of an I/O without a target (devices: 8 targets x 8 LUNs)
 const CDB_WIDTH: usize = 16; // bytes of each CDB handed back (scsi.decode_cdb_matrix reads no more)
 
 struct Io {
@@ -740,7 +741,7 @@ impl Walker {
 
     /// The I/Os as columns: `status` a status byte, -1 none, 256 aborted by a reset, 257 by
     /// an unexpected bus free; `cdb` (n x 16 bytes, row-major) and `cdb_len` for
-    /// scsi.decode_cdb_matrix.
+    /// scsi.decode_cdb_matrix; `device` target x 8 + LUN (0 when unknown), 64 without a target.
     fn ios<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let out = PyDict::new_bound(py);
         let s = &self.ios;
@@ -764,15 +765,19 @@ impl Walker {
         }
         out.set_item("cdb", cdb.into_pyarray_bound(py))?;
         col(py, &out, "cdb_len", s.iter().map(|x| x.cdb.len() as i64))?;
+        // ids are 0-7 (ID bits, IDENTIFY's and CDB byte 1's three bits)
+        col(py, &out, "device", s.iter().map(|x| x.target.map_or(N_DEVICES, |t| t as u8 * 8 + x.lun.unwrap_or(0) as u8)))?;
         Ok(out)
     }
 
-    /// The anomalies: `t_ns`, `kind` (numbered as WALK_ANOMALIES), `detail` (a list of str).
+    /// The anomalies: `t_ns`, `kind` (numbered as WALK_ANOMALIES), `detail` and `position`
+    /// (lists of str).
     fn anomalies<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let out = PyDict::new_bound(py);
         col(py, &out, "t_ns", self.anom_t.iter().copied())?;
         col(py, &out, "kind", self.anom_kind.iter().copied())?;
         out.set_item("detail", PyList::new_bound(py, &self.anom_detail))?;
+        out.set_item("position", PyList::new_bound(py, self.anom_t.iter().map(|t| format!("t={} ns", t))))?;
         Ok(out)
     }
 
