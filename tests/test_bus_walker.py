@@ -135,6 +135,11 @@ def test_walk_equals_the_reference_in_any_batches(runs, invert, has_db, has_byte
         batched.feed(runs.slice(a, b - a))      # empty batches included
     batched.finish()
     assert_same(batched, ref)
+    one_by_one = machine.Walker(meta, invert, has_bytes, has_db)
+    for i in range(runs.height):
+        one_by_one.feed(runs.slice(i, 1))
+    one_by_one.finish()
+    assert_same(one_by_one, ref)
 
 
 def bus_traces() -> list[Path]:
