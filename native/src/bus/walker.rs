@@ -254,7 +254,7 @@ impl Walker {
             return BUS_FREE;
         }
         let code = self.info_code(key);
-        let next_selects = next_key.map_or(false, |k| k & r.sel != 0);
+        let next_selects = next_key.is_some_and(|k| k & r.sel != 0);
         // ARBITRATION and DATA OUT share the pattern: after BUS FREE it is arbitration; at the
         // start of the trace only if a (re)selection follows
         if code == 0 && (self.prev == BUS_FREE || self.prev == RESET || (self.prev == START && next_selects)) {
@@ -518,7 +518,7 @@ impl Walker {
                 self.read_messages(&data, false, run.start_ns);
                 let r = &self.r;
                 let c = self.conn.as_mut().expect("a connection");
-                let ends = next_key.map_or(false, |k| k & (r.bsy | r.sel) == 0) && !c.saw_status;
+                let ends = next_key.is_some_and(|k| k & (r.bsy | r.sel) == 0) && !c.saw_status;
                 if self.prev == RESELECTION || ends || (next_key.is_none() && !c.saw_status) {
                     category = r.disconnect_category;
                 }
@@ -617,8 +617,7 @@ fn nexus_key(target: i8, lun: Option<i16>, tag: Option<i16>) -> u64 {
     (target as u8 as u64) << 32 | field(lun) << 16 | field(tag)
 }
 
-fn table<const N: usize, T: Copy>(a: &PyReadonlyArray1<T>, what: &str) -> PyResult<[T; N]>
-where T: numpy::Element {
+fn table<const N: usize, T: Copy + numpy::Element>(a: &PyReadonlyArray1<T>, what: &str) -> PyResult<[T; N]> {
     let s = a.as_slice()?;
     s.try_into().map_err(|_| PyValueError::new_err(format!("Walker: {} needs {} entries", what, N)))
 }
