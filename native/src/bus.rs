@@ -1,5 +1,5 @@
 //! The bus area's compiled passes (see lib.rs): the bus-capture readers (Ancot text, VCD,
-//! sampled logic-analyzer captures), the bus machine's phase runs and attribution's
+//! sampled logic-analyzer captures), the bus machine's phase runs and its walk, attribution's
 //! handshake pass, and the tables every layer shares (dense ids of keys, the CDB decode,
 //! the command layers' tiling). One file per Python module served, under native/src/bus/.
 use pyo3::prelude::*;
@@ -12,6 +12,7 @@ mod runs;
 mod samples;
 pub(crate) mod tiling;
 mod vcd;
+mod walker;
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     ancot::register(m)?;
@@ -22,5 +23,6 @@ pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     samples::register(m)?;
     tiling::register(m)?;
     vcd::register(m)?;
+    walker::register(m)?;
     Ok(())
 }

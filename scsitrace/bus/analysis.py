@@ -12,7 +12,7 @@ from ..filters import check_found, refuse
 from ..model import Analysis, Capture
 from ..stats import LATENCY_TABLES, latency_tables
 from . import sampling
-from .machine import RAID1990, SCSI_PHASES, _Walker
+from .machine import RAID1990, SCSI_PHASES, Walker
 from .runs import BIT, RUN_SCHEMA, RunReducer
 from .window import WindowedChunks
 
@@ -57,14 +57,11 @@ def analyze(capture: Capture, options) -> Analysis:
     else:
         invert = options.data_polarity == "low"
         polarity_note = f"{options.data_polarity} (given with --data-polarity)"
-    walker = _Walker(meta, invert, has_bytes=has_req or has_ack, has_db=has_db)
-    keys = runs["key"].to_list()
-    for i, run in enumerate(runs.iter_rows(named=True)):
-        walker.step(run, keys[i + 1] if i + 1 < len(keys) else None)
+    walker = Walker(meta, invert, has_bytes=has_req or has_ack, has_db=has_db).walk(runs)
     return _analysis(capture, options, runs, walker, reducer, invert, polarity_note, has_db)
 
 
-def _analysis(capture, options, runs, walker: _Walker, reducer, invert, polarity_note, has_db) -> Analysis:
+def _analysis(capture, options, runs, walker: Walker, reducer, invert, polarity_note, has_db) -> Analysis:
     stats = reducer.stats
     segments = walker.segments()
     ios = walker.ios_frame()

@@ -7,7 +7,7 @@ the bytes of message/command/status phases, the ID bits of (re)selection).
 Line skew: a run shorter than the settle delay is a transitional state and belongs to the
 run that follows it; afterwards equal neighbours are coalesced. The two passes over every
 transition (cutting runs, summing handshakes per run) are compiled (Rust:
-native/src/bus/runs.rs); the rest is numpy over the runs. The Python walk in `bus.py` then
+native/src/bus/runs.rs); the rest is numpy over the runs. The walk (`machine.py`) then
 sees thousands of runs, not millions of transitions.
 """
 from __future__ import annotations
