@@ -9,7 +9,7 @@ from importlib import import_module
 
 from scsitrace.errors import BadInput, UnknownFormat, UsageError
 
-# format id -> module name, in sniffing order (most specific magic first)
+# format id -> module name, in sniffing order (most specific magic first; see sniffing_order)
 _MODULES = {
     "blktrace": "blktrace",
     "ancot": "ancot",
@@ -24,9 +24,18 @@ _MODULES = {
     "scsilog": "scsilog",
     "sgio": "sgio",
 }
-# formats whose files are binary: a head without a NUL byte (text) is not offered to them,
-# which spares sniffing a text file the import of their modules (zip, Parquet, blktrace records)
-BINARY = ("blktrace", "transitions-parquet", "sigrok", "dsview")
+# formats that read binary files: a head with a NUL byte is offered to them first (a capture
+# whose payload holds a line of some text log is still that capture; their magics exclude
+# each other, so among them the most common comes first), a head without one (text) is not
+# offered to those that read only binary files, whose modules then stay unimported
+READS_BINARY = ("usbmon", "blktrace", "transitions-parquet", "sigrok", "dsview")
+BINARY_ONLY = READS_BINARY[1:]
+
+
+def sniffing_order(head: bytes) -> list[str]:
+    if b"\0" in head:
+        return list(READS_BINARY) + [fmt for fmt in _MODULES if fmt not in READS_BINARY]
+    return [fmt for fmt in _MODULES if fmt not in BINARY_ONLY]
 
 
 def module(fmt: str):
@@ -45,9 +54,8 @@ def detect(path: str) -> str:
     check_regular(path)
     with open(path, "rb") as fh:
         head = fh.read(65536)
-    text = b"\0" not in head
-    for fmt in _MODULES:  # imported one by one: sniffing stops at the first match
-        if not (text and fmt in BINARY) and module(fmt).sniff(head):
+    for fmt in sniffing_order(head):  # imported one by one: sniffing stops at the first match
+        if module(fmt).sniff(head):
             return fmt
     for fmt in _MODULES:
         if str(path).endswith(tuple(module(fmt).SUFFIXES)):

@@ -1,6 +1,8 @@
-"""Format detection: the text shortcut (a head without a NUL byte is not offered to the
-binary formats, whose modules then stay unimported) picks what sniffing every format in
-registry order picks, on every fixture, every real capture and every hostile case."""
+"""Format detection (parsers.sniffing_order): a head without a NUL byte is not offered to the
+formats that read only binary files (their modules stay unimported), a head with one is
+offered to the binary formats first. On every fixture, every real capture and every hostile
+case that picks what sniffing every format in registry order picks; a capture whose payload
+holds a line of a text log is that capture."""
 from __future__ import annotations
 
 import shutil
@@ -15,6 +17,7 @@ from scsitrace.errors import ScsitraceError
 
 sys.path.insert(0, str(Path(__file__).parent))
 import gen_hostile  # noqa: E402
+import gen_usbmon  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 REALDATA = ROOT.parent / "shared" / "realdata"
@@ -65,3 +68,17 @@ def test_hostile_cases_detect_as_every_sniffer_in_order(hostile_dir):
     paths = sorted({c.path for c in cases.values() if Path(c.path).is_file() and Path(c.path).stat().st_size})
     assert len(paths) > 50
     assert [detected(p) for p in paths] == [every_format_in_order(p) for p in paths]
+
+
+@pytest.mark.parametrize("line", [b"\n12@345.678:lsi_reg_read addr=0x0 val=0x0\n",      # qemu_lsi
+                                  b"\nsd 2:0:0:0: scsi_dispatch_cmd_start: host_no=2\n",  # scsilog
+                                  b"\nioctl(3, SG_IO, {interface_id='S'}) = 0\n"])        # sgio
+def test_a_capture_holding_a_log_line_is_the_capture(tmp_path, line):
+    """A USB capture of a write whose data is a text log's line: usbmon, not that log."""
+    out = gen_usbmon.Event(t_us=10, urb_id=1, ev="S", xfer=3, ep=0x02, status=-115, length=len(line), data=line)
+    done = gen_usbmon.Event(t_us=20, urb_id=1, ev="C", xfer=3, ep=0x02, status=0, length=len(line))
+    path = tmp_path / "capture.pcap"
+    gen_usbmon.write_pcap(path, [out, done])
+    assert line in path.read_bytes()
+    assert any(parsers.module(fmt).sniff(path.read_bytes()) for fmt in ("qemu_lsi", "scsilog", "sgio"))
+    assert parsers.detect(str(path)) == "usbmon"
