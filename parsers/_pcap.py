@@ -15,18 +15,21 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from scsitrace import _lazy
 from scsitrace.errors import BadInput, TruncatedInput
 from . import _pcap_scan
 
+if TYPE_CHECKING:
+    import construct as cs
+
 # ---------------------------------------------------------------- declarations
 
-# loaded when a declaration is first built: sniffing a file (usbmon.sniff calls
-# sniff_container) does not load construct
-cs = _lazy.module("construct")
+# Each declaration imports construct when it is first built: sniffing a file (usbmon.sniff
+# calls sniff_container) does not load it. (A function-level import, not importlib's
+# LazyLoader: on Python 3.11 that one is not safe for two threads at once.)
 
 PCAP_MAGIC_US = 0xA1B2C3D4
 PCAP_MAGIC_NS = 0xA1B23C4D
@@ -38,33 +41,39 @@ PCAPNG_BYTE_ORDER_MAGIC = 0x1A2B3C4D
 
 
 def pcap_global_header(le: bool = True) -> cs.Struct:
+    import construct as cs
     u32, u16, i32 = (cs.Int32ul, cs.Int16ul, cs.Int32sl) if le else (cs.Int32ub, cs.Int16ub, cs.Int32sb)
     return cs.Struct("magic_number" / u32, "version_major" / u16, "version_minor" / u16,
                      "thiszone" / i32, "sigfigs" / u32, "snaplen" / u32, "network" / u32)
 
 
 def pcap_record_header(le: bool = True) -> cs.Struct:
+    import construct as cs
     u32 = cs.Int32ul if le else cs.Int32ub
     return cs.Struct("ts_sec" / u32, "ts_usec" / u32, "incl_len" / u32, "orig_len" / u32)
 
 
 def pcapng_block_header(le: bool = True) -> cs.Struct:
+    import construct as cs
     u32 = cs.Int32ul if le else cs.Int32ub
     return cs.Struct("block_type" / u32, "block_total_length" / u32)
 
 
 def pcapng_shb_body(le: bool = True) -> cs.Struct:
+    import construct as cs
     u32, u16, i64 = (cs.Int32ul, cs.Int16ul, cs.Int64sl) if le else (cs.Int32ub, cs.Int16ub, cs.Int64sb)
     return cs.Struct("byte_order_magic" / u32, "major_version" / u16, "minor_version" / u16,
                      "section_length" / i64)
 
 
 def pcapng_idb_body(le: bool = True) -> cs.Struct:
+    import construct as cs
     u32, u16 = (cs.Int32ul, cs.Int16ul) if le else (cs.Int32ub, cs.Int16ub)
     return cs.Struct("linktype" / u16, "reserved" / u16, "snaplen" / u32)
 
 
 def pcapng_epb_body(le: bool = True) -> cs.Struct:
+    import construct as cs
     u32 = cs.Int32ul if le else cs.Int32ub
     return cs.Struct("interface_id" / u32, "timestamp_high" / u32, "timestamp_low" / u32,
                      "captured_len" / u32, "original_len" / u32)
@@ -75,6 +84,7 @@ OPT_IF_TSRESOL = 9
 def dtype_of(struct: cs.Struct) -> np.dtype:
     """A packed numpy dtype with the fields, sizes and byte order of a construct Struct of
     fixed-size integer fields (and Bytes), so bulk records decode through the declaration."""
+    import construct as cs
     fields = []
     for sub in struct.subcons:
         field_ = sub.subcon

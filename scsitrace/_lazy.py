@@ -19,17 +19,3 @@ def from_module(module: str, names: list[str], exporter: str | None = None):
         raise AttributeError(f"module {exporter or module.rpartition('.')[0]!r} has no attribute {name!r}")
     return __getattr__
 
-
-def module(name: str):
-    """The module `name`, loaded on the first use of one of its attributes (importlib's
-    LazyLoader): for a dependency a module only calls inside its functions."""
-    import importlib.util
-    import sys
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.find_spec(name)
-    spec.loader = importlib.util.LazyLoader(spec.loader)
-    lazy = importlib.util.module_from_spec(spec)
-    sys.modules[name] = lazy
-    spec.loader.exec_module(lazy)
-    return lazy
