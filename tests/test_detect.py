@@ -82,3 +82,29 @@ def test_a_capture_holding_a_log_line_is_the_capture(tmp_path, line):
     assert line in path.read_bytes()
     assert any(parsers.module(fmt).sniff(path.read_bytes()) for fmt in ("qemu_lsi", "scsilog", "sgio"))
     assert parsers.detect(str(path)) == "usbmon"
+
+
+def small_pcap(directory: Path) -> str:
+    path = directory / "small.pcap"
+    gen_usbmon.write_pcap(path, gen_usbmon.traffic(seed=1, repeats=1))
+    return str(path)
+
+
+@pytest.mark.parametrize("trace, fmt", [("fixtures/captured/usb_seqwrite32k_logged/dmesg-scsi.txt", "scsilog"),
+                                        ("fixtures/examples/table3-slice.ancot", "ancot"),
+                                        ("fixtures/captured/usb_bufread32k/usbmon.txt", "usbmon"),
+                                        (small_pcap, "usbmon")])
+def test_sniffing_loads_no_record_declarations_or_binary_only_readers(tmp_path, trace, fmt):
+    """Start-up: detect() imports no construct (record declarations load when a record is
+    read) and no binary-only format's module: a text file is not offered to them, a usbmon
+    capture meets usbmon first (a fresh process)."""
+    import subprocess
+    path = trace(tmp_path) if callable(trace) else str(ROOT / trace)
+    probe = ("import sys\nfrom scsitrace import parsers\n"
+             f"print(parsers.detect({path!r}))\n"
+             "print(' '.join(m for m in sys.modules if m == 'construct' or m.startswith('scsitrace.parsers.')))\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == fmt
+    loaded = set(out[1].split())
+    assert "construct" not in loaded
+    assert not loaded & {f"scsitrace.parsers.{parsers._MODULES[b]}" for b in parsers.BINARY_ONLY}
