@@ -49,7 +49,7 @@ CGROUP_ID_BYTES = 8
 # construct); they read as attributes of this module too (bt.BLK_IO_TRACE, bt.DTYPE_LE...)
 RECORD_NAMES = ["BLK_IO_TRACE", "BLK_IO_TRACE_REMAP", "HEADER", "numpy_dtype", "DTYPE_LE", "DTYPE_BE",
                 "REMAP_DTYPE", "LAYOUT", "REMAP_LAYOUT"]
-__getattr__ = _lazy.from_module(f"{__package__}._blktrace_records", RECORD_NAMES)
+__getattr__ = _lazy.from_module(__name__, f"{__package__}._blktrace_records", RECORD_NAMES)
 
 
 def sniff(head: bytes) -> bool:

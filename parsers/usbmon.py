@@ -41,7 +41,7 @@ EINPROGRESS = -115
 # derived from them live in _usbmon_records, imported on first use (sniffing a file does not
 # load construct); they read as attributes of this module too (usbmon.USBMON_PACKET...)
 RECORD_NAMES = ["USBMON_PACKET", "USBMON_PACKET_MMAPPED", "HEADER", "FIELD_AT"]
-__getattr__ = _lazy.from_module(f"{__package__}._usbmon_records", RECORD_NAMES)
+__getattr__ = _lazy.from_module(__name__, f"{__package__}._usbmon_records", RECORD_NAMES)
 ISO_DESCRIPTOR_BYTES = 16
 
 # Wireshark field -> (our column, how to read tshark's JSON value): the pyshark route

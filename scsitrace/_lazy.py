@@ -8,14 +8,14 @@ from importlib import import_module
 
 def from_analysis(package: str, names: list[str]):
     """A module `__getattr__` that imports `package.analysis` on the first use of one of `names`."""
-    return from_module(f"{package}.analysis", names, exporter=package)
+    return from_module(package, f"{package}.analysis", names)
 
 
-def from_module(module: str, names: list[str], exporter: str | None = None):
-    """A module `__getattr__` that imports `module` on the first use of one of `names`."""
+def from_module(exporter: str, module: str, names: list[str]):
+    """The `__getattr__` of module `exporter`: imports `module` on the first use of one of `names`."""
     def __getattr__(name: str):
         if name in names:
             return getattr(import_module(module), name)
-        raise AttributeError(f"module {exporter or module.rpartition('.')[0]!r} has no attribute {name!r}")
+        raise AttributeError(f"module {exporter!r} has no attribute {name!r}")
     return __getattr__
 

@@ -142,8 +142,7 @@ class Walker:
             "op": names["op"].gather(op), "opcode": schema.nullable(c["cdb"][:, 0].astype(np.int16), ~has_op),
             "command": cdb["command"], "lba": cdb["lba"], "blocks": cdb["blocks"], "bytes": nbytes, "data_bytes": nbytes,
             "start_ns": _optional(c, "start_ns"), "end_ns": _optional(c, "end_ns"),
-            "status": _optional({"status": names["status"].gather(np.maximum(c["status"], 0)),
-                                 "status_valid": c["status"] >= 0}, "status"),
+            "status": schema.nullable(names["status"].gather(np.maximum(c["status"], 0)), c["status"] < 0),
             "connections": c["connections"], "disconnects": c["disconnects"], "complete": c["complete"],
             "partial": c["partial"],
         }, schema=schema.IOS)
@@ -172,6 +171,4 @@ def _io_tables() -> tuple[dict, np.ndarray]:
 
 def _optional(columns: dict, name: str) -> pl.Series:
     """Column `name` of the walk's output, null where its `name_valid` mask is False."""
-    values, valid = columns[name], columns[f"{name}_valid"]
-    series = values if isinstance(values, pl.Series) else pl.Series(name, values)
-    return series.alias(name).set(pl.Series(~valid), None) if not valid.all() else series.alias(name)
+    return schema.nullable(columns[name], ~columns[f"{name}_valid"], name)
