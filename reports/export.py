@@ -22,16 +22,14 @@ def write_categories_csv(path: str, summary: dict) -> None:
                                                 "normalized_ns": pl.Float64}).write_csv(path)
 
 
-def write_ios_csv(path: str, analysis: Analysis, target: int | None = None) -> None:
-    ios_table(analysis, target).write_csv(path)
+def write_ios_csv(path: str, analysis: Analysis) -> None:
+    ios_table(analysis).write_csv(path)
 
 
-def ios_table(analysis: Analysis, target: int | None = None) -> pl.DataFrame:
+def ios_table(analysis: Analysis) -> pl.DataFrame:
     """The per-I/O table as exported (CSV, batch datasets): the I/O columns first, then the
-    layer's own; Python-object columns left out."""
+    layer's own; Python-object columns left out. The layer applied the filters."""
     ios = analysis.ios
-    if target is not None:
-        ios = ios.filter(pl.col("target") == target)
     cols = [c for c in IO_CSV_COLUMNS if c in ios.columns]
     extra = [c for c in ios.columns if c not in IO_CSV_COLUMNS and ios.schema[c] != pl.Object]
     return ios.select(cols + extra)

@@ -109,9 +109,9 @@ def _typed(frame: pl.DataFrame, declared: dict, extra: dict) -> pl.DataFrame:
     return frame.select(cols)
 
 
-def ios_export(analysis: Analysis, target: int | None = None) -> pl.DataFrame:
-    """The per-I/O table, typed, with device_id: what `--ios` writes."""
-    return _typed_ios(ios_table(analysis, target), analysis.layer, analysis.capture.format)
+def ios_export(analysis: Analysis) -> pl.DataFrame:
+    """The per-I/O table, typed, with device_id: what `--ios` writes (the layer applied the filters)."""
+    return _typed_ios(ios_table(analysis), analysis.layer, analysis.capture.format)
 
 
 def _typed_ios(ios: pl.DataFrame, layer: str, fmt: str) -> pl.DataFrame:
@@ -124,8 +124,8 @@ class IosWriter:
     rows is typed as ios_export types the whole table and appended to FILE (Parquet row
     groups, or CSV), so the table is never held whole. `close()` after the analysis."""
 
-    def __init__(self, path: str, target: int | None = None):
-        self.path, self.target = str(path), target
+    def __init__(self, path: str):
+        self.path = str(path)
         self.rows, self._parquet, self._csv = 0, None, None
 
     @property
@@ -133,8 +133,6 @@ class IosWriter:
         return self._parquet is not None or self._csv is not None
 
     def __call__(self, batch: pl.DataFrame, capture) -> None:
-        if self.target is not None and "target" in batch.columns:
-            batch = batch.filter(pl.col("target") == self.target)
         cols = [c for c in IO_CSV_COLUMNS if c in batch.columns]
         batch = batch.select(cols + [c for c in batch.columns if c not in cols and batch.schema[c] != pl.Object])
         frame = _typed_ios(batch, capture.layer, capture.format)
@@ -158,12 +156,11 @@ class IosWriter:
                 handle.close()
 
 
-def segments_export(analysis: Analysis, target: int | None = None) -> pl.DataFrame:
+def segments_export(analysis: Analysis) -> pl.DataFrame:
     """The time segments (phases or stages, one row per interval), typed, with device_id:
-    what `--segments` writes."""
+    what `--segments` writes. They tile the trace whatever the filters: with --target/--lun
+    the others' busy time is one "Other targets" ("Other LUNs") segment per interval."""
     seg = analysis.segments
-    if target is not None:
-        seg = seg.filter(pl.col("target") == target)
     if analysis.layer == "bus":  # a bus segment names its target (bus:TARGET); its LUN is the I/O's
         seg = seg.with_columns(device_id("bus", ["target"]))
     else:

@@ -26,7 +26,7 @@ from .errors import BadInput, ScsitraceError, UsageError
 
 # per-trace options a manifest (or the command line, for every trace) may give
 OPTION_KEYS = ("format", "lenient", "settle_ns", "data_polarity", "map", "active_low", "io_size",
-               "profile", "target", "device", "pid", "window", "route")
+               "profile", "target", "lun", "device", "pid", "window", "route")
 MANIFEST_KEYS = set(OPTION_KEYS) | {"path", "labels"}
 STATUSES = ("ok", "bad", "timeout", "crashed", "error")   # bad input, time limit, worker died, internal
 
@@ -243,7 +243,7 @@ def trace_result(job: Job, local: str | None = None):
     if job.figures:
         from scsitrace.commands.baseline import figures_of
         figures = figures_of(analysis, s, collector, args.target)
-    return s, export.ios_table(analysis, args.target), figures
+    return s, export.ios_table(analysis), figures
 
 
 def run_job(job: Job) -> dict:

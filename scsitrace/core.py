@@ -45,6 +45,8 @@ def analyze(capture: Capture, options: Options | None = None) -> Analysis:
     options = options or Options()
     analysis = layer_of(capture).analyze(capture, options)
     analysis.notes = list(analysis.notes) + completeness.unusual_notes(analysis)
+    analysis.filters = dict(options.given) or {k: getattr(options, k) for k in ("target", "lun")
+                                               if getattr(options, k) is not None}
     return analysis
 
 
@@ -76,9 +78,7 @@ def load(path: str, fmt: str = "auto", *, strict: bool = True, settle_ns: int | 
         if tap is not None:
             tap(capture)
         options.settle_ns = settle_ns if settle_ns is not None else capture.meta.get("settle_ns", 400)
-        analysis = require_records(analyze(capture, options), lenient=not strict)
-        analysis.filters = dict(options.given)
-        return analysis
+        return require_records(analyze(capture, options), lenient=not strict)
 
 
 def parse_window(window) -> tuple[int | None, int | None] | None:

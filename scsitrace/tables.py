@@ -34,6 +34,7 @@ class Table:
     json_columns: tuple[str, ...] = ()
     json_names: dict = field(default_factory=dict)
     json: Callable[[pl.DataFrame], object] | None = None
+    in_json: bool = True      # False: too large for the JSON summary (exports and the API have it)
 
     def to_json(self, frame: pl.DataFrame):
         if self.json is not None:

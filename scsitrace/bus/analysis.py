@@ -11,7 +11,7 @@ from ..errors import MissingSignal
 from ..filters import check_found, refuse
 from ..model import Analysis, Capture
 from ..stats import LATENCY_TABLES, latency_tables
-from . import sampling
+from . import sampling, selection
 from .machine import RAID1990, SCSI_PHASES, Walker
 from .runs import BIT, RUN_SCHEMA, RunReducer
 from .window import WindowedChunks
@@ -61,15 +61,17 @@ def analyze(capture: Capture, options) -> Analysis:
     return _analysis(capture, options, runs, walker, reducer, invert, polarity_note, has_db)
 
 
+ORDER = {"raid1990": RAID1990, "scsi": SCSI_PHASES}
+FREE = {"Bus Free", "BUS FREE"}
+DECLARED = (*LATENCY_TABLES, selection.TARGETS, selection.TARGET_CATEGORIES)
+
+
 def _analysis(capture, options, runs, walker: Walker, reducer, invert, polarity_note, has_db) -> Analysis:
     stats = reducer.stats
     segments = walker.segments()
     ios = walker.ios_frame()
     elapsed = (stats.last_ns - stats.first_ns) if stats.first_ns is not None else 0
     has_bytes = walker.has_bytes
-    data_bytes = None
-    if has_bytes:
-        data_bytes = int(segments.filter(pl.col("phase").is_in(["DATA IN", "DATA OUT"]))["bytes"].sum() or 0)
     notes = []
     if stats.skew_merged:
         notes.append(f"{stats.skew_merged} transitional line states shorter than the settle delay "
@@ -101,20 +103,36 @@ def _analysis(capture, options, runs, walker: Walker, reducer, invert, polarity_
         "meta": {k: v for k, v in capture.meta.items() if k not in ("signals", "tick_ns", "initiator", "level")},
     }
     _check_selection(options, segments, ios)
+    targets, target_categories = selection.target_tables(segments, ios, ORDER, FREE, elapsed, has_bytes)
+    chosen = selection.select(segments, ios, options.target, options.lun, FREE)
+    data_bytes = None
+    if has_bytes:
+        data_bytes = int(chosen.segments.filter(pl.col("phase").is_in(["DATA IN", "DATA OUT"]))["bytes"].sum() or 0)
+    if chosen.others is not None:
+        targets = targets.filter(pl.col("target") == options.target) if options.target is not None else targets
+        notes.append(f"{_given(options)}: {chosen.ios.height} of {ios.height} I/Os; the bus-busy time of the "
+                     f"others is shown as {chosen.others!r}")
+    completed = walker.completions if chosen.others is None else int(chosen.ios["complete"].fill_null(False).sum())
     review, sampling_notes = sampling.review(capture.meta, options.settle_ns)
     if review is not None:          # a sampled capture: what its sample period could not resolve
         source["sampling"] = review
         notes += sampling_notes
     return Analysis(
         layer="bus", capture=capture, elapsed_ns=elapsed, start_ns=stats.first_ns or 0,
-        segments=segments, ios=ios, ios_completed=walker.completions,
+        segments=chosen.segments, ios=chosen.ios, ios_completed=completed,
         anomalies=pl.concat([capture.anomalies.cast(schema.ANOMALIES), walker.anomalies()]),  # the reader's too
         data_bytes=data_bytes,
-        category_order={"raid1990": RAID1990, "scsi": SCSI_PHASES}, default_profile="raid1990",
+        category_order=ORDER, default_profile="raid1990",
+        categories=chosen.categories(ORDER, elapsed, completed, tuple(FREE)),
         notes=notes + list(capture.notes), source=source, runs=runs,
-        declared=LATENCY_TABLES, tables=latency_tables({"response": _responses(ios)}),
-        no_normalized=("Bus Free", "BUS FREE"),
+        declared=DECLARED, tables={**latency_tables({"response": _responses(chosen.ios)}),
+                                   "targets": targets, "target_categories": target_categories},
+        no_normalized=tuple(FREE),
     )
+
+
+def _given(options) -> str:
+    return " ".join(f"--{k} {v}" for k, v in (("target", options.target), ("lun", options.lun)) if v is not None)
 
 
 def _responses(ios: pl.DataFrame) -> np.ndarray:

@@ -92,7 +92,7 @@ def run(args) -> int:
     sink = None
     if args.ios:   # streaming layers write the per-I/O rows as they are produced
         from scsitrace.reports import typed_export
-        sink = typed_export.IosWriter(args.ios, args.target)
+        sink = typed_export.IosWriter(args.ios)
     try:
         analysis = load(args, tap=collector.tap if collector else None, ios_sink=sink)
     except BaseException:
@@ -132,9 +132,9 @@ def _report(args, analysis, sink, collector, s: dict) -> int:
     if args.ios or args.segments:
         from scsitrace.reports import typed_export
         if args.ios and not (analysis.ios_streamed and sink.used):   # (streamed nothing: an empty table)
-            typed_export.write(args.ios, typed_export.ios_export(analysis, args.target))
+            typed_export.write(args.ios, typed_export.ios_export(analysis))
         if args.segments:
-            typed_export.write(args.segments, typed_export.segments_export(analysis, args.target))
+            typed_export.write(args.segments, typed_export.segments_export(analysis))
     if args.html:
         from scsitrace.reports import html
         html.write_report(args.html, analysis, s, attribution=html.attribution_for(analysis, collector))

@@ -34,6 +34,7 @@ def add_arguments(p) -> None:
     add_input_options(p)
     p.add_argument("--profile", default=None, help="category profile for every trace (default: each layer's)")
     p.add_argument("--target", type=int, metavar="ID", help="only this target's time and I/Os")
+    p.add_argument("--lun", type=int, metavar="LUN", help="only this logical unit's I/Os (bus, usb, kernel logs)")
     p.add_argument("--device", metavar="MAJ,MIN", help="block layer: only this device")
     p.add_argument("--pid", metavar="PID[,PID|NAME...]", help="block layer: only these processes' I/Os")
     p.add_argument("--window", metavar="START:END", help="block layer: only events in this window (s)")
@@ -42,7 +43,8 @@ def add_arguments(p) -> None:
 def default_options(args) -> dict:
     """The per-trace options given on the command line (defaults for every trace)."""
     from scsitrace.batch import OPTION_KEYS
-    out = {k: getattr(args, k) for k in OPTION_KEYS if getattr(args, k, None) not in (None, [], False)}
+    # `is` tests: a target or size of 0 is given (0 == False would drop it)
+    out = {k: v for k in OPTION_KEYS if (v := getattr(args, k, None)) is not None and v is not False and v != []}
     if out.get("format") == "auto":
         del out["format"]
     return out

@@ -15,6 +15,7 @@ def add_arguments(p) -> None:
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the HTML file to write")
     p.add_argument("--profile", default=None, help="category profile (raid1990, scsi, or the layer's own)")
     p.add_argument("--target", type=int, metavar="ID", help="only this target's time and I/Os")
+    p.add_argument("--lun", type=int, metavar="LUN", help="only this logical unit's I/Os (bus, usb, kernel logs)")
     p.add_argument("--stall-factor", type=float, default=5.0, metavar="K",
                    help="list I/Os slower than K x the median of their kind (default 5)")
     p.add_argument("--json", metavar="FILE|-", help="also write everything the page shows as JSON")
