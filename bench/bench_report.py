@@ -48,7 +48,8 @@ def main() -> None:
     trace = parquet if args.input == "parquet" else ancot
 
     from scsitrace import core, parsers
-    from scsitrace.reports import attribution, html, summary, views
+    from scsitrace import bandwidth as views
+    from scsitrace.reports import attribution, html, summary
     out = DATA / "bench_report.html"
     clock = time.perf_counter
     cpu = time.process_time      # this process's CPU: meaningful on a shared, loaded machine

@@ -13,13 +13,12 @@ import numpy as np
 from scsitrace.model import Analysis
 from . import html as H
 from . import html_series as S
+from .html_figures import SHARE_TITLES
 from . import regress
-from . import views as views_mod
 
 
 def figures_of(analysis: Analysis, data: dict) -> dict:
-    rt = views_mod.completed_ios(analysis)["response_ns"].to_numpy()
-    return regress.figures(data["summary"], data.get("attribution"), rt)
+    return regress.figures(data["summary"], data.get("attribution"))
 
 
 def rows(figs_a: dict, figs_b: dict) -> list[dict]:
@@ -83,12 +82,13 @@ def fig_shares_ab(sa: dict, sb: dict, na: str, nb: str) -> dict:
                       "y": [pa.get(n, 0.0) for n in names], "marker": {"color": H.PALETTE[0]}},
                      {"type": "bar", "name": H.label(nb), "x": [H.label(n) for n in names],
                       "y": [pb.get(n, 0.0) for n in names], "marker": {"color": H.PALETTE[1]}}],
-            "layout": H._layout("Share of elapsed time, A vs B", barmode="group",
+            "layout": H._layout(SHARE_TITLES.get(sa.get("layer"), "Share of elapsed time") + ", A vs B",
+                                barmode="group",
                                 yaxis={"title": {"text": "percent"}})}
 
 
-def fig_cdf_ab(ra: np.ndarray, rb: np.ndarray, na: str, nb: str) -> dict | None:
-    return S.fig_cdf([(na, ra), (nb, rb)], "Latency CDF, A vs B (one axis)")
+def fig_cdf_ab(ca, cb, na: str, nb: str) -> dict | None:
+    return S.fig_cdf([(na, ca), (nb, cb)], "Latency CDF, A vs B (one axis)")
 
 
 def fig_histogram_ab(sa: dict, sb: dict, na: str, nb: str) -> dict | None:
@@ -100,22 +100,6 @@ def fig_histogram_ab(sa: dict, sb: dict, na: str, nb: str) -> dict | None:
         first = hist[0]["name"] if hist else None
         rows += [{**r, "name": n if first == "response" else f"{n} ({first})"} for r in hist if r["name"] == first]
     return S.fig_histogram(rows, ", A vs B")
-
-
-def fig_queue_ab(series: list, width: int, x_end: int) -> dict | None:
-    data = []
-    div, unit = S.time_unit(x_end)
-    for name, ios, elapsed, color in series:
-        if ios.height:
-            t, mean, mx = S.queue_depth_series(ios, elapsed, width)
-            data.append({"type": "scatter", "mode": S._mode(len(t)), "name": H.label(f"{name}: mean in flight"),
-                         "x": S._r(t / div), "y": S._r(mean), "line": {"color": color}, "marker": {"size": 4}})
-    if not data:
-        return None
-    return {"data": data, "layout": H._layout(f"Queue depth over time, A vs B ({S.fmt_width(width)} bins)",
-                                              height=360, xaxis={"title": {"text": f"time ({unit})"},
-                                                                 "range": [0, x_end / div]},
-                                              yaxis={"title": {"text": "I/Os in flight"}, "rangemode": "tozero"})}
 
 
 def shared_axes(figs: list[dict | None], x: bool = True, y: bool = True):
@@ -170,20 +154,17 @@ def build_page(analysis_a: Analysis, data_a: dict, analysis_b: Analysis, data_b:
                               formats={"a": _cell, "b": _cell, "delta": _delta})))
     sa, sb = data_a["summary"], data_b["summary"]
     page.figure("shares-ab", fig_shares_ab(sa, sb, na, nb), "No phase time.")
-    ios_a, ios_b = views_mod.completed_ios(analysis_a), views_mod.completed_ios(analysis_b)
     ea = int(sa.get("elapsed_ns") or analysis_a.elapsed_ns or 0)
     eb = int(sb.get("elapsed_ns") or analysis_b.elapsed_ns or 0)
-    series = [(na, ios_a, ea, H.PALETTE[0]), (nb, ios_b, eb, H.PALETTE[1])]
-    busy = [(i, e) for _, i, e, _ in series if i.height]
-    width = min(S.bin_width(e, i.height) for i, e in busy) if busy else None
+    pair = ((na, analysis_a, H.PALETTE[0]), (nb, analysis_b, H.PALETTE[1]))
     page.h2("A and B on the same axes", "overlaid")
-    page.figure("cdf-ab", fig_cdf_ab(ios_a["response_ns"].to_numpy(), ios_b["response_ns"].to_numpy(), na, nb),
+    page.figure("cdf-ab", fig_cdf_ab(H._table(analysis_a, "latency_cdf"), H._table(analysis_b, "latency_cdf"), na, nb),
                 "No completed I/Os in either trace.")
     page.figure("hist-ab", fig_histogram_ab(sa, sb, na, nb), "No latencies in either trace.")
-    if width:
-        rates = S.fig_rates(None, 0, width, x_range=(0, max(ea, eb)), series=series)
-        page.figure("rates-ab", rates, "No completed I/Os.")
-        page.figure("queue-ab", fig_queue_ab(series, width, max(ea, eb)), "No completed I/Os.")
+    page.figure("rates-ab", S.fig_rates([(n, H._table(a, "series_rates"), c) for n, a, c in pair]),
+                "No completed I/Os.")
+    page.figure("queue-ab", S.fig_queue_depth([(n, H._table(a, "series_queue"), c) for n, a, c in pair]),
+                "No completed I/Os.")
     page.figure("attribution-ab", fig_attribution_ab(data_a.get("attribution"), data_b.get("attribution"), na, nb),
                 "Attribution needs REQ/ACK in both traces.")
     page.h2("Side by side (same axes)", "sides")
@@ -193,9 +174,9 @@ def build_page(analysis_a: Analysis, data_a: dict, analysis_b: Analysis, data_b:
                                 [c["name"] for c in d["summary"].get("categories") or []], span)
                  for a, d in ((analysis_a, data_a), (analysis_b, data_b))]
     shared_axes(timelines, y=False)
-    lat = [S.fig_latency_time(i, e, span) for _, i, e, _ in series]
+    lat = [S.fig_latency_time(H._table(a, "series_latency"), span_ns=span) for _, a, _ in pair]
     shared_axes(lat)
-    offsets = [S.fig_offset(i, e, span) for _, i, e, _ in series]
+    offsets = [S.fig_offset(H._table(a, "offsets"), span) for _, a, _ in pair]
     shared_axes(offsets)
     for k, (sub, data, tag) in enumerate(((left, data_a, "a"), (right, data_b, "b"))):
         sub.add(f"<h3>{H.esc(sub.title)}</h3>")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 
 from scsitrace.model import Analysis
-from . import views as views_mod
+from scsitrace import bandwidth as views_mod
 from . import html_series as S
 from . import html_tables as T
 from .html_figures import fig_anomalies, fig_attribution, fig_shares, fig_timeline, timeline_bars
@@ -48,14 +48,13 @@ def section_summary(page: Page, summary: dict, per_device: list[dict] | None = N
         if note:
             page.note(note)
     layer = summary.get("layer")
-    if per_device:
-        rows = per_device
-        if rows:
-            page.h2("Per target" if layer == "bus" else "Per device", "devices")
-            page.note("MB/s and IOPS over the whole elapsed time; response: nearest-rank percentiles "
-                      "of the completed I/Os (MB = 2^20 bytes).")
-            page.add(T.readable("device-rows", "per_device", rows, first=["device"],
-                                names={"device": "target:LUN" if layer == "bus" else "device"}))
+    if per_device:          # the layer's own per-device (per-target) table, as the JSON has it
+        page.h2("Per target" if layer == "bus" else "Per device", "devices")
+        page.note("MB/s and IOPS over the whole elapsed time (MB = 2^20 bytes).")
+        first = "target" if layer == "bus" else "device"
+        page.add(T.readable("device-rows", "per_device",
+                            [{k: v for k, v in r.items() if not isinstance(v, (dict, list))} for r in per_device],
+                            first=[first]))
     src = summary.get("source") or {}
     src_rows = [{"key": k, "value": v} for k, v in src.items() if not isinstance(v, (dict, list))]
     src_rows += [{"key": f"meta.{k}", "value": v} for k, v in (src.get("meta") or {}).items()]
@@ -98,7 +97,16 @@ def section_phases(page: Page, summary: dict, analysis: Analysis):
                 "No segments or I/Os to draw a timeline from.")
 
 
-def section_latency(page: Page, summary: dict, ios, elapsed_ns: int):
+def _table(analysis: Analysis, name: str):
+    """A declared table of the analysis, or None when its layer does not declare it."""
+    return analysis.table(name) if name in analysis.tables else None
+
+
+IN_FLIGHT = {"block": "dispatched (D), not completed (C)", "bus": "selected, not completed",
+             "usb": "submitted, not completed", "scsilog": "dispatched, not done"}
+
+
+def section_latency(page: Page, summary: dict, analysis: Analysis):
     page.h2("Latency", "latency")
     lat = [r for r in summary.get("latency") or [] if r.get("n")]
     if lat:
@@ -107,20 +115,24 @@ def section_latency(page: Page, summary: dict, ios, elapsed_ns: int):
                               + [(T.header(c), c, fmt_ns) for c in ("min_ns", "avg_ns", "p50_ns", "p90_ns",
                                                                       "p99_ns", "p999_ns", "max_ns")],
                               summary["latency"])))
-    page.figure("latency-time", S.fig_latency_time(ios, elapsed_ns), "No completed I/Os: no latency over time.")
+    page.figure("latency-time", S.fig_latency_time(_table(analysis, "series_latency")),
+                "No completed I/Os: no latency over time.")
     page.add("<div class=\"cols\">")
     page.figure("latency-hist", S.fig_histogram(summary.get("latency_histogram") or []),
                 "No latencies to count.")
     page.figure("latency-cdf", S.fig_cdf([("I/O response" if summary.get("layer") != "block" else "Q2C",
-                                           ios["response_ns"].to_numpy())]), "No completed I/Os: no CDF.")
+                                           _table(analysis, "latency_cdf"))]), "No completed I/Os: no CDF.")
     page.add("</div>")
 
 
-def section_rates(page: Page, ios, elapsed_ns: int):
+def section_rates(page: Page, analysis: Analysis):
     page.h2("Throughput, queue depth and offsets over time", "rates")
-    page.figure("rates", S.fig_rates(ios, elapsed_ns), "No completed I/Os: no rates over time.")
-    page.figure("queue-depth", S.fig_queue_depth(ios, elapsed_ns), "No completed I/Os: no queue depth.")
-    page.figure("offset", S.fig_offset(ios, elapsed_ns), "The I/Os of this trace carry no LBA.")
+    page.figure("rates", S.fig_rates([("", _table(analysis, "series_rates"), None)]),
+                "No completed I/Os: no rates over time.")
+    page.figure("queue-depth", S.fig_queue_depth([("", _table(analysis, "series_queue"), None)],
+                                                 IN_FLIGHT.get(analysis.layer, "issued, not completed")),
+                "No completed I/Os: no queue depth.")
+    page.figure("offset", S.fig_offset(_table(analysis, "offsets")), "The I/Os of this trace carry no LBA.")
 
 
 def section_attribution(page: Page, attr: dict | None):
@@ -267,22 +279,18 @@ def report_data(analysis: Analysis, summary: dict, attribution: dict | None = "a
                 views: dict | None = None) -> dict:
     """Everything the page shows, as one JSON-able dict (what `report --json` writes)."""
     attr = attribution_for(analysis) if attribution == "auto" else attribution
-    ios = views_mod.completed_ios(analysis)
-    elapsed = int(summary.get("elapsed_ns") or analysis.elapsed_ns or 0)
     return {"summary": summary, "attribution": attr,
             "views": views if views is not None else views_mod.views(analysis),
-            "per_device": T.per_device(ios, elapsed)}
+            "per_device": summary.get("targets") if analysis.layer == "bus" else summary.get("devices") or []}
 
 
 def build_page(analysis: Analysis, data: dict) -> Page:
     summary = data["summary"]
     path = (summary.get("source") or {}).get("path") or analysis.capture.path
     page = Page(f"scsitrace report: {os.path.basename(str(path))}")
-    ios = views_mod.completed_ios(analysis)
-    elapsed = int(summary.get("elapsed_ns") or analysis.elapsed_ns or 0)
     section_summary(page, summary, data.get("per_device"))
-    section_latency(page, summary, ios, elapsed)
-    section_rates(page, ios, elapsed)
+    section_latency(page, summary, analysis)
+    section_rates(page, analysis)
     section_phases(page, summary, analysis)
     section_attribution(page, data["attribution"])
     section_views(page, data["views"])

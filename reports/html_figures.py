@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 
 from scsitrace.model import Analysis
-from . import views as views_mod
+from scsitrace import bandwidth as views_mod
 from .html_page import COMPONENT_COLORS, PALETTE, TIMELINE_BINS, TIMELINE_MAX_BARS, _layout, colors, label
 
 
@@ -105,16 +105,23 @@ def _timeline_figure(rows: pl.DataFrame, title: str, elapsed_ns: int, order: lis
 
 
 def fig_shares(summary: dict) -> dict | None:
+    """The percentage table as bars sorted by share, each labelled with the table's value:
+    the bars are the table's percent column, not a pie's own normalisation (btt's device
+    overhead shares need not sum to 100)."""
     order = [c["name"] for c in summary.get("categories", [])]
-    cats = [c for c in summary.get("categories", []) if c.get("total_ns")]
+    cats = sorted((c for c in summary.get("categories", []) if c.get("total_ns")), key=lambda c: c["percent"])
     if not cats:
         return None
     color = colors(order, [c["name"] for c in cats])
-    return {"data": [{"type": "pie", "labels": [label(c["name"]) for c in cats],
-                      "values": [c["total_ns"] for c in cats], "sort": False, "hole": 0.35,
-                      "textposition": "inside", "marker": {"colors": [color[c["name"]] for c in cats]}}],
+    return {"data": [{"type": "bar", "orientation": "h", "y": [label(c["name"]) for c in cats],
+                      "x": [c["percent"] for c in cats], "text": [f"{c['percent']:.2f} %" for c in cats],
+                      "textposition": "outside", "cliponaxis": False, "hoverinfo": "y+text",
+                      "marker": {"color": [color[c["name"]] for c in cats]}}],
             "layout": _layout(SHARE_TITLES.get(summary.get("layer"), "Share of elapsed time")
-                              + f" ({summary.get('profile')})")}
+                              + f" ({summary.get('profile')})", height=max(240, 34 * len(cats) + 120),
+                              showlegend=False, margin={"l": 160, "r": 70, "t": 80, "b": 50},
+                              xaxis={"title": {"text": "percent"}, "rangemode": "tozero"},
+                              yaxis={"automargin": True, "type": "category"})}
 
 
 SHARE_TITLES = {"bus": "Share of elapsed time per phase", "block": "Share of Q2C time per stage (not of elapsed time)",

@@ -11,7 +11,6 @@ import polars as pl
 
 from .html_page import esc, fmt_ns, table
 
-MIB = float(1 << 20)
 MAX_ROWS = 30
 
 HEADERS = {"ios_completed": "I/Os", "ios": "I/Os", "n": "count", "min_ns": "min", "avg_ns": "avg",
@@ -123,27 +122,6 @@ def headline_markup(summary: dict) -> str:
                     f"<div class=\"v\">{esc(h['shown'])}</div><div class=\"l\">{esc(h['label'])}</div></div>"
                     for h in headline(summary))
     return f"<div class=\"cards\" id=\"headline\">{cards}</div>"
-
-
-def per_device(ios: pl.DataFrame, elapsed_ns: int) -> list[dict]:
-    """One row per device (block, usb, kernel log) or target (bus) from the completed I/Os:
-    I/Os, bytes, MB/s and IOPS over the elapsed time, response p50/p99/max (nearest rank)."""
-    if not ios.height:
-        return []
-    sec = max(elapsed_ns, 1) / 1e9
-    rows = []
-    for (dev,), g in sorted(ios.group_by("device"), key=lambda kv: str(kv[0][0])):
-        rt = np.sort(g["response_ns"].to_numpy())
-        n = len(rt)
-        rank = lambda p: int(rt[max(int(np.ceil(n * p)) - 1, 0)])   # noqa: E731
-        nbytes = int(g["bytes"].fill_null(0).sum())
-        first = g["op"].fill_null("").str.slice(0, 1).str.to_lowercase()   # read, R, RS; write, W, WS
-        reads = int((first == "r").sum())
-        writes = int((first == "w").sum())
-        rows.append({"device": dev, "ios": n, "reads": reads, "writes": writes, "bytes": nbytes,
-                     "mib_s": nbytes / MIB / sec, "iops": n / sec, "p50_ns": rank(.5), "p99_ns": rank(.99),
-                     "max_ns": int(rt[-1])})
-    return rows
 
 
 def latency_rows(summary: dict) -> list[dict]:

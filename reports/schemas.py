@@ -89,18 +89,23 @@ OPTIONAL_KEYS = ("filters",)
 
 
 def declared_tables(layer: str) -> tuple:
-    """Every table a layer's analysis may declare (its optional ones too), in JSON order."""
+    """Every table a layer's analysis may declare in its JSON (its optional ones too), in JSON order."""
+    return tuple(t for t in _declared(layer) if t.in_json)
+
+
+def _declared(layer: str) -> tuple:
+    from scsitrace.series import SERIES_TABLES
     from scsitrace.stats import LATENCY_TABLES
     if layer == "bus":
-        return LATENCY_TABLES
+        return (*LATENCY_TABLES, *SERIES_TABLES)
     if layer == "block":
         from scsitrace.block.tables import TABLES
-        return (*TABLES, *LATENCY_TABLES)
+        return (*TABLES, *LATENCY_TABLES, *SERIES_TABLES)
     from scsitrace.command_tables import TABLES
     if layer == "usb":
-        return (*TABLES, *LATENCY_TABLES)
+        return (*TABLES, *LATENCY_TABLES, *SERIES_TABLES)
     from scsitrace.scsilog.analysis import SRT_DRIVER
-    return (*TABLES, *LATENCY_TABLES, SRT_DRIVER)
+    return (*TABLES, *LATENCY_TABLES, *SERIES_TABLES, SRT_DRIVER)
 
 
 OPTIONAL_TABLES = {"scsilog": ("srt_driver",)}  # declared only by some formats (sgio)

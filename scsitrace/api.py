@@ -49,7 +49,7 @@ def analyze(path: str, *, format: str = "auto", lenient: bool = False, profile: 
                       if v is not None}
     analysis = core.load(str(path), format, strict=not lenient, settle_ns=settle_ns, data_polarity=data_polarity,
                          io_size=io_size, window=window, device=device, pid=pid, target=target, lun=lun,
-                         **parser_options)
+                         series=True, **parser_options)
     s = summ.summary(analysis, profile, target, io_size, lun)
     tables = {"categories": summ.categories(analysis, s["profile"], target, lun), "segments": analysis.segments,
               "ios": analysis.ios, "anomalies": analysis.anomalies,

@@ -1,7 +1,7 @@
 """The statistic record every latency figure uses: btt's stages, SRT per opcode, the latency
 table of every layer (bus I/O response, block Q2C and D2C, USB and kernel-log response).
 
-STAT: n, min_ns, avg_ns, max_ns, total_ns and the nearest-rank percentiles p50, p90, p99,
+STAT: n, min_ns, avg_ns, max_ns, total_ns and the nearest-rank percentiles p50, p90, p95, p99,
 p99.9 (the smallest observed time with at least p % of the samples at or below it, so a
 percentile is always a time that occurred). Figures added up in a compiled pass (btt's
 stages: count, min, max, sum) have no percentiles: those columns are null there.
@@ -14,9 +14,9 @@ import numpy as np
 import polars as pl
 
 STAT = {"n": pl.Int64, "min_ns": pl.Int64, "avg_ns": pl.Float64, "max_ns": pl.Int64, "total_ns": pl.Int64,
-        "p50_ns": pl.Int64, "p90_ns": pl.Int64, "p99_ns": pl.Int64, "p999_ns": pl.Int64}
-PERCENTILES = (50, 90, 99, 99.9)
-PERCENTILE_COLUMNS = ("p50_ns", "p90_ns", "p99_ns", "p999_ns")
+        "p50_ns": pl.Int64, "p90_ns": pl.Int64, "p95_ns": pl.Int64, "p99_ns": pl.Int64, "p999_ns": pl.Int64}
+PERCENTILES = (50, 90, 95, 99, 99.9)
+PERCENTILE_COLUMNS = ("p50_ns", "p90_ns", "p95_ns", "p99_ns", "p999_ns")
 # histogram bucket upper bounds: powers of two of microseconds, from 1 us (the last bucket: above)
 HIST_EDGES_NS = [1000 << k for k in range(0, 24)]
 

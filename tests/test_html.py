@@ -122,9 +122,11 @@ def test_bus_report_tables_equal_json(bus_report):
     text, data, _ = bus_report
     page = parse_page(text)
     assert_tables_equal_json(page, data)
-    for tid in ("phase-table", "device-rows", "latency-table", "attribution-steps", "attribution-periodic",
+    for tid in ("phase-table", "latency-table", "attribution-steps", "attribution-periodic",
                 "attribution-totals"):
         assert tid in page.tables
+    # the per-target rows are the layer's targets table: none where the trace names no target
+    assert ("device-rows" in page.tables) == bool(data["summary"]["targets"])
 
 
 def test_report_json_is_the_analyze_json(bus_report, tmp_path):
@@ -225,11 +227,11 @@ def test_level1_report_says_attribution_needs_req_ack(tmp_path):
     assert len(page.plots) >= 2
 
 
-def test_pie_and_timeline_use_the_same_color_per_category(bus_report):
+def test_share_bars_and_timeline_use_the_same_color_per_category(bus_report):
     text, _, _ = bus_report
     figs = {fid: json.loads(body) for fid, body in
             re.findall(r'<script type="application/json" id="(fig-[^"]+)">(.*?)</script>', text, re.S)}
-    pie = figs["fig-shares"]["data"][0]
-    pie_colors = dict(zip(pie["labels"], pie["marker"]["colors"]))
+    bars = figs["fig-shares"]["data"][0]
+    pie_colors = dict(zip(bars["y"], bars["marker"]["color"]))
     timeline_colors = {t["name"]: t["marker"]["color"] for t in figs["fig-timeline"]["data"]}
     assert timeline_colors and all(pie_colors[k] == v for k, v in timeline_colors.items() if k in pie_colors)

@@ -1,4 +1,4 @@
-"""Bandwidth views and stalls (reports/views.py) against brute-force definitions."""
+"""Bandwidth views and stalls (scsitrace/bandwidth.py) against brute-force definitions."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 from hypothesis import given, settings, strategies as st
 
-from scsitrace.reports import views
+from scsitrace import bandwidth as views
 
 MIB = float(1 << 20)
 

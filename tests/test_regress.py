@@ -141,3 +141,33 @@ def test_committed_fixture_baselines_hold(baseline):
     if baseline is None:
         pytest.skip("no committed baselines under fixtures/ yet")
     assert cli.main(["regress", str(baseline)]) == 0
+
+
+def test_response_percentiles_are_the_latency_tables(traces, tmp_path):
+    """The gate's response figures are the latency table's (nearest rank), not recomputed."""
+    _, same, _, base = traces
+    doc = json.loads(base.read_text())
+    assert doc["percentiles"] == "nearest-rank"
+    out = tmp_path / "a.json"
+    assert cli.main(["analyze", str(same), "--json", str(out)]) == 0
+    response = json.loads(out.read_text())["latency"][0]
+    assert doc["figures"]["response_ns.median"]["value"] == response["p50_ns"]
+    assert doc["figures"]["response_ns.p95"]["value"] == response["p95_ns"]
+    assert doc["figures"]["response_ns.mean"]["value"] == response["avg_ns"]
+
+
+def test_interpolated_percentiles_of_an_old_baseline_are_stale_not_failing(traces, tmp_path, capsys):
+    """A baseline written before the percentiles were the latency table's: its median and p95
+    are shown as stale (not compared), everything else still gates."""
+    _, same, _, base = traces
+    doc = json.loads(base.read_text())
+    del doc["percentiles"]
+    doc["figures"]["response_ns.median"]["value"] *= 1.5       # as numpy's interpolation might differ
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(doc))
+    (tmp_path / same.name).write_bytes(same.read_bytes())
+    status, rows = rows_of(old, same, tmp_path)
+    assert status == 0
+    assert rows["response_ns.median"]["verdict"] == "stale"
+    assert rows["response_ns.mean"]["verdict"] == "ok"
+    assert "re-record with --update" in capsys.readouterr().out

@@ -177,8 +177,8 @@ impl Samples {
         d.set_item("avg_ns", if empty { None } else { Some(self.total as f64 / self.n as f64) })?;
         d.set_item("max_ns", if empty { None } else { Some(self.max) })?;
         d.set_item("total_ns", self.total as i64)?;
-        let ps = self.percentiles(&[50.0, 90.0, 99.0, 99.9]);
-        for (name, p) in ["p50_ns", "p90_ns", "p99_ns", "p999_ns"].iter().zip(ps) {
+        let ps = self.percentiles(&[50.0, 90.0, 95.0, 99.0, 99.9]);
+        for (name, p) in ["p50_ns", "p90_ns", "p95_ns", "p99_ns", "p999_ns"].iter().zip(ps) {
             d.set_item(*name, p)?;
         }
         d.set_item("exact", self.is_exact())?;

@@ -2,14 +2,16 @@
 (filters applied as they stream), then its tables."""
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
+from .. import bandwidth, series
 from ..errors import UsageError
 from ..filters import check_found, check_window, refuse
 from ..model import KEEP_IOS, Analysis, Capture
 from ..stats import HIST_EDGES_NS, LATENCY_TABLES, HISTOGRAM_SCHEMA, LATENCY_SCHEMA
-from .events import dev_name
-from .machine import event_chunks, rows_frame, run as run_machine
+from .events import _rwbs, dev_name
+from .machine import NONE, event_chunks, rows_frame, run as run_machine
 from .stats import OVERHEAD, _btt_categories, overhead, process_stats, stage_stats, stage_table, stage_totals
 from .tables import (busy_runs, busy_segments, device_counts, device_table, event_counts, ios_frame,
                      process_table, queue_depth, size_histogram, TABLES)
@@ -24,9 +26,17 @@ def analyze(capture: Capture, options) -> Analysis:
     # all only at its end, so they are read first (one more pass, bounded) only when needed before
     names = _names(capture) if sink is not None or _pids_by_name(options.pids) else {}
     keep_pids = _pid_set(options.pids, names) if options.pids is not None else None
-    rows_sink = (lambda rows: sink(ios_frame(rows_frame(rows), names), capture)) if sink is not None else None
+    origin = (options.window or (None, None))[0] or 0      # the series' bins count from the window's start
+    over_time = series.Series(origin)
+
+    def rows_sink(rows: dict) -> None:
+        if options.series:
+            _add_series(over_time, rows)
+        if sink is not None:
+            sink(ios_frame(rows_frame(rows), names), capture)
+
     run = run_machine(event_chunks(capture), device=options.device, window=options.window, pids=keep_pids,
-                      rows_sink=rows_sink, keep_rows=KEEP_IOS)
+                      rows_sink=rows_sink if options.series or sink is not None else None, keep_rows=KEEP_IOS)
     names = names or _names(capture)
     _check_filters(run, options, names)
     start_ns, end_ns = run["start_ns"], run["end_ns"]
@@ -40,6 +50,11 @@ def analyze(capture: Capture, options) -> Analysis:
               "devices": device_table(device_counts(run), queue_depth(run), run, elapsed),
               "processes": process_table(run, names), "process_stages": process_stats(run, names, totals),
               "size_histogram": size_histogram(run), **latency}
+    series_tables, series_notes = over_time.tables(start_ns + elapsed - origin) if options.series else ({}, [])
+    tables.update(series_tables)
+    rows = run["rows"]
+    series_notes += bandwidth.declare(tables, lambda: ios_frame(rows_frame(rows), names),
+                                      thinned=run["rows_stride"] > 1)
     notes = ["block layer: stage times as btt computes them; Device Overhead percentages are of Q2C "
              "time (Q2G+G2I and Q2M are alternatives, so they need not sum to 100)"]
     if keep_pids is not None:
@@ -47,7 +62,7 @@ def analyze(capture: Capture, options) -> Analysis:
     if options.window is not None:
         notes.append("--window: the events inside the window only (btt -t/-T); elapsed time is from the first "
                      "to the last of them")
-    notes += latency_notes + _stream_notes(run)
+    notes += latency_notes + _stream_notes(run) + series_notes
     done = int(run["done"].sum())
     data_bytes = int(run["bytes"].sum())
     completions = int(tables["events"].filter(pl.col("letter") == "C")["records"].sum())
@@ -65,7 +80,25 @@ def analyze(capture: Capture, options) -> Analysis:
         category_order={"btt": list(OVERHEAD)}, default_profile="btt",
         categories={"btt": _btt_categories(stats, n_q2c)}, notes=notes + list(capture.notes),
         source={"path": capture.path, "format": capture.format, "files": capture.meta.get("files")},
-        declared=(*TABLES, *LATENCY_TABLES), tables=tables)
+        declared=(*TABLES, *LATENCY_TABLES, *series.declared(options), *bandwidth.TABLES), tables=tables)
+
+
+def _add_series(over_time: series.Series, rows: dict) -> None:
+    """The machine's per-I/O rows (Q order) to the series: the completed ones, in flight from
+    dispatch (D) to completion (C), as the devices table's queue depth counts them."""
+    done = rows["c_t"] != NONE
+    if not done.any():
+        return
+    pick = {k: np.asarray(rows[k])[done] for k in ("q_t", "c_t", "d_t", "bytes", "sector", "action")}
+    # blkparse's RWBS depends on the action's category bits and whether it moved bytes: a few pairs
+    key = ((pick["action"].astype(np.int64) >> 16) & 0xFFFF) * 2 + (pick["bytes"] > 0)
+    combos = np.flatnonzero(np.bincount(key, minlength=2))
+    code_of = np.zeros(int(key.max()) + 1, np.int64)
+    code_of[combos] = np.arange(len(combos))
+    codes = code_of[key]
+    names = [_rwbs(int(k // 2) << 16, bool(k % 2)) for k in combos]
+    over_time.add(pick["q_t"], pick["c_t"], pick["bytes"], pick["c_t"] - pick["q_t"], pick["sector"],
+                  (codes, names), flight=(pick["d_t"], pick["c_t"]))
 
 
 def _names(capture: Capture) -> dict:

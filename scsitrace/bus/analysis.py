@@ -11,6 +11,7 @@ from ..errors import MissingSignal
 from ..filters import check_found, refuse
 from ..model import Analysis, Capture
 from ..stats import LATENCY_TABLES, latency_tables
+from .. import bandwidth, series
 from . import sampling, selection
 from .machine import RAID1990, SCSI_PHASES, Walker
 from .runs import BIT, RUN_SCHEMA, RunReducer
@@ -63,7 +64,8 @@ def analyze(capture: Capture, options) -> Analysis:
 
 ORDER = {"raid1990": RAID1990, "scsi": SCSI_PHASES}
 FREE = {"Bus Free", "BUS FREE"}
-DECLARED = (*LATENCY_TABLES, selection.TARGETS, selection.TARGET_CATEGORIES)
+DECLARED = (*LATENCY_TABLES, *series.SERIES_TABLES, *bandwidth.TABLES, selection.TARGETS,
+            selection.TARGET_CATEGORIES)
 
 
 def _analysis(capture, options, runs, walker: Walker, reducer, invert, polarity_note, has_db) -> Analysis:
@@ -113,6 +115,14 @@ def _analysis(capture, options, runs, walker: Walker, reducer, invert, polarity_
         notes.append(f"{_given(options)}: {chosen.ios.height} of {ios.height} I/Os; the bus-busy time of the "
                      f"others is shown as {chosen.others!r}")
     completed = walker.completions if chosen.others is None else int(chosen.ios["complete"].fill_null(False).sum())
+    over_time = series.Series(stats.first_ns or 0)
+    series.add_ios(over_time, chosen.ios)
+    series_tables, series_notes = over_time.tables(elapsed)
+    notes += series_notes
+    if walker.unmatched_completions:
+        notes.append(f"rates, queue depth and latency over time count the {over_time.n} I/Os tied to their "
+                     f"completion, not the {walker.unmatched_completions} completions that could not be tied")
+    notes += bandwidth.declare(series_tables, chosen.ios, thinned=False)
     review, sampling_notes = sampling.review(capture.meta, options.settle_ns)
     if review is not None:          # a sampled capture: what its sample period could not resolve
         source["sampling"] = review
@@ -126,7 +136,7 @@ def _analysis(capture, options, runs, walker: Walker, reducer, invert, polarity_
         categories=chosen.categories(ORDER, elapsed, completed, tuple(FREE)),
         notes=notes + list(capture.notes), source=source, runs=runs,
         declared=DECLARED, tables={**latency_tables({"response": _responses(chosen.ios)}),
-                                   "targets": targets, "target_categories": target_categories},
+                                   "targets": targets, "target_categories": target_categories, **series_tables},
         no_normalized=tuple(FREE),
     )
 

@@ -67,13 +67,17 @@ def parser_options(args) -> dict:
     return opts
 
 
-def load(args, tap=None, ios_sink=None):
-    """core.load of the trace and options named on the command line -> Analysis."""
+def load(args, tap=None, ios_sink=None, series: bool | None = None):
+    """core.load of the trace and options named on the command line -> Analysis; `series`
+    (default: when the command writes an HTML page) builds the figures over time."""
+    if series is None:
+        series = bool(getattr(args, "html", None)) or getattr(args, "command", None) == "report"
     return core.load(args.trace, args.format, strict=not args.lenient, settle_ns=args.settle_ns,
                      data_polarity=args.data_polarity, io_size=args.io_size,
                      window=getattr(args, "window", None), device=getattr(args, "device", None),
                      pid=getattr(args, "pid", None), target=getattr(args, "target", None),
-                     lun=getattr(args, "lun", None), tap=tap, ios_sink=ios_sink, **parser_options(args))
+                     lun=getattr(args, "lun", None), tap=tap, ios_sink=ios_sink, series=series,
+                     **parser_options(args))
 
 
 def _split_map(item: str):

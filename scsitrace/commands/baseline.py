@@ -40,10 +40,10 @@ def current_figures(args) -> dict:
 
 def figures_of(analysis, s: dict, collector, target: int | None) -> dict:
     """The baseline figures of an analysis and its summary (`collector` tapped its read)."""
-    from scsitrace.reports import regress, views
+    from scsitrace.reports import regress
     from scsitrace.reports.html import attribution_for
     attr = attribution_for(analysis, collector) if target is None else None
-    return regress.figures(s, attr, views.completed_ios(analysis)["response_ns"].to_numpy())
+    return regress.figures(s, attr)
 
 
 def options_of(args) -> dict:

@@ -13,13 +13,15 @@ import os
 import sys
 
 from rich.table import Table
+from rich.text import Text
 
 from scsitrace.commands.baseline import args_from, current_figures
 from scsitrace.commands.batch import add_common, execute
 from scsitrace.errors import UsageError
 from scsitrace.reports.terminal import console_for, fmt_ns, print_table
 
-VERDICT_STYLE = {"ok": "green", "regressed": "bold red", "missing": "bold red", "improved": "cyan", "new": "yellow"}
+VERDICT_STYLE = {"ok": "green", "regressed": "bold red", "missing": "bold red", "improved": "cyan", "new": "yellow",
+                 "stale": "yellow"}
 
 
 def add_arguments(p) -> None:
@@ -114,10 +116,15 @@ def render(rows: list[dict], trace: str, width: int | None = None) -> None:
         shown = "-" if delta is None else ("+" if delta > 0 else "") + (
             f"{delta:.2f}" if r["kind"] == "percent" else fmt_ns(delta) if r["kind"] == "time" else f"{delta:.3f}")
         t.add_row(r["figure"], fmt_value(r["kind"], r["baseline"]), fmt_value(r["kind"], r["current"]), shown,
-                  r["tolerance"], f"[{VERDICT_STYLE[r['verdict']]}]{r['verdict']}[/]")
+                  r["tolerance"], Text(r["verdict"], style=VERDICT_STYLE[r["verdict"]]))
     print_table(console, t)
     bad = [r["figure"] for r in rows if r["verdict"] in ("regressed", "missing")]
     better = [r["figure"] for r in rows if r["verdict"] == "improved"]
+    stale = [r["figure"] for r in rows if r["verdict"] == "stale"]
+    if stale:
+        console.print(f"Note: {', '.join(stale)} of this baseline were interpolated (baselines before "
+                      "2026-11-28); they now are the latency table's nearest-rank values and are not compared: "
+                      "re-record with --update", markup=False)
     if bad:
         console.print(f"REGRESSED: {len(bad)} figure(s) outside tolerance: {', '.join(bad)}", markup=False)
     else:

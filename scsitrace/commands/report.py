@@ -22,9 +22,10 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from scsitrace.reports import html, summary as summ, views
+    from scsitrace import bandwidth as views
+    from scsitrace.reports import html, summary as summ
     collector = Collector()                  # attribution's pass, made while the trace is read
-    analysis = load(args, tap=collector.tap)
+    analysis = load(args, tap=collector.tap, series=True)
     s = summ.summary(analysis, args.profile, args.target, args.io_size)
     data = html.write_report(args.output, analysis, s, attribution=html.attribution_for(analysis, collector),
                              views=views.views(analysis, args.stall_factor))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from .. import schema, scsi, tiling
+from .. import bandwidth, schema, scsi, series, tiling
 from ..command_tables import SRT, TABLES
 from ..errors import UsageError
 from ..filters import check_found, check_window, refuse
@@ -141,6 +141,7 @@ class _Run:
         self.tables, self.tiler, self.kept = stream.Tables(driver=sgio), stream.Tiler(), stream.Kept("io")
         self.sink = getattr(options, "ios_sink", None)
         self.elapsed, self.rows, self.notes = 0, 0, []
+        self.series = series.Series()
         self.waiting, self.unordered = None, False
 
     def add(self, ios: pl.DataFrame, before, lowest) -> None:
@@ -150,6 +151,7 @@ class _Run:
             self.rows += ios.height
             self.tables.add(ios)
             self.kept.add(ios)
+            series.add_ios(self.series, ios)
         if self.sink is not None:
             self._to_sink(ios, lowest)
         self.tiler.add(ios.filter(pl.col("paired")).select(
@@ -184,7 +186,10 @@ class _Run:
         empty = {**schema.IOS, **IOS_EXTRA, "kernel_tag": pl.Int64}
         ios = self.kept.frame(pl.DataFrame(schema=empty), ["io"])
         tables = t.tables(elapsed)
-        declared = (*TABLES, *LATENCY_TABLES)
+        series_tables, series_notes = self.series.tables(elapsed)
+        tables.update(series_tables)
+        notes += series_notes + bandwidth.declare(tables, ios, thinned=self.kept.thinned)
+        declared = (*TABLES, *LATENCY_TABLES, *series.SERIES_TABLES, *bandwidth.TABLES)
         if self.sgio and self.rows:      # SG_IO: the driver's own duration beside the syscall's
             declared = (*declared, SRT_DRIVER)
         else:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from .. import completeness, schema, scsi, tiling
+from .. import bandwidth, completeness, schema, scsi, series, tiling
 from ..command_tables import TABLES, command_tables
 from ..errors import UsageError
 from ..filters import check_found, check_window, refuse
@@ -181,9 +181,18 @@ def analyze(capture: Capture, options=None) -> Analysis:
         notes=notes,
         source={"path": capture.path, "format": capture.format, **{k: v for k, v in capture.meta.items()
                                                                     if k in ("container", "route", "text_format")}},
-        declared=(*TABLES, *LATENCY_TABLES),
-        tables={**command_tables(ios, elapsed), **latency_tables({"response": _responses(ios)})},
+        declared=(*TABLES, *LATENCY_TABLES, *series.SERIES_TABLES, *bandwidth.TABLES),
+        tables={**command_tables(ios, elapsed), **latency_tables({"response": _responses(ios)}),
+                **_series_tables(ios, elapsed, notes)},
         no_normalized=("IDLE",))
+
+
+def _series_tables(ios: pl.DataFrame, elapsed: int, notes: list[str]) -> dict:
+    over_time = series.Series()
+    series.add_ios(over_time, ios)
+    tables, more = over_time.tables(elapsed)
+    notes += more + bandwidth.declare(tables, ios, thinned=False)
+    return tables
 
 
 def _windowed(urbs: UrbColumns, options) -> tuple[UrbColumns, int, list[str]]:

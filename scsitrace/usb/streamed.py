@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from .. import completeness, heap, model, schema, scsi, tiling
+from .. import bandwidth, completeness, heap, model, schema, scsi, series, tiling
 from .._native import usb as _usb
 from ..command_stream import Tables, thinning_notes
 from ..model import Analysis
@@ -43,7 +43,7 @@ def streamed_analysis(capture, options) -> Analysis | None:
             getattr(options, k, None) is not None for k in ("window", "device", "lun", "target", "pids"))):
         return None
     run = _Run(capture, options)
-    machine = _usb.BotStream(model.KEEP_IOS, run.sink is not None)
+    machine = _usb.BotStream(model.KEEP_IOS, run.sink is not None or run.series is not None)
     for u in prefetched(capture.chunks()):
         if run.origin is None and len(u.t_ns):
             run.origin = int(u.t_ns[0])        # the machine refuses anything earlier
@@ -70,14 +70,18 @@ class _Run:
         self.xf = transfers(urb_columns(pl.DataFrame(schema=URBS)))
         self.columns = list({**schema.IOS, **IOS_EXTRA})
         self.rows = 0
+        self.series = series.Series() if getattr(options, "series", True) else None
 
     def sunk(self, found: dict | None) -> None:
-        """A batch of commands' columns (only when there is a sink) as `ios` rows to the sink."""
-        if self.sink is None or found is None or "first" not in found or not len(found["first"]):
+        """A batch of commands' columns as `ios` rows: to the series, and to the sink if any."""
+        if found is None or "first" not in found or not len(found["first"]):
             return
         full = self._frame(found, self.rows)[0]
         self.rows += full.height
-        self.sink(full.select(self.columns), self.capture)
+        if self.series is not None:
+            series.add_ios(self.series, full)
+        if self.sink is not None:
+            self.sink(full.select(self.columns), self.capture)
 
     def _frame(self, found: dict, first_io: int) -> tuple[pl.DataFrame, list[pl.DataFrame]]:
         """(the ios_frame of commands given as the machine's columns, their anomalies)."""
@@ -119,6 +123,10 @@ class _Run:
         notes += thinning_notes(kept, r["rows"], tiler, t, self.sink, "the capture")
         tables = t.tables(elapsed)
         tables.pop("srt_driver", None)
+        series_tables, series_notes = self.series.tables(elapsed) if self.series is not None else ({}, [])
+        tables.update(series_tables)
+        built = {}          # the kept rows are read from the machine once: through analysis.ios
+        notes += series_notes + bandwidth.declare(tables, lambda: built["analysis"].ios, thinned=r["stride"] > 1)
         from ..command_tables import TABLES
         from ..stats import LATENCY_TABLES
         capture.meta["origin_ns"] = origin
@@ -130,8 +138,11 @@ class _Run:
             categories={"usb": tiling.category_table(totals, n_dev, STAGES, elapsed, t.paired)}, notes=notes,
             source={"path": capture.path, "format": capture.format, **{k: v for k, v in capture.meta.items()
                                                                         if k in ("container", "route", "text_format")}},
-            declared=(*TABLES, *LATENCY_TABLES), tables=tables, no_normalized=("IDLE",))
+            declared=(*TABLES, *LATENCY_TABLES, *(series.SERIES_TABLES if self.series is not None else ()), *bandwidth.TABLES),
+            tables=tables,
+            no_normalized=("IDLE",))
         analysis.ios_streamed = self.sink is not None
+        built["analysis"] = analysis
         return analysis
 
     def _kept(self, machine, n: int) -> pl.DataFrame:

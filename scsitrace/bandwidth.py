@@ -1,4 +1,5 @@
-"""Views from the bandwidth studies (seeds 000, 001, 003), on the I/O table of any layer.
+"""Views from the bandwidth studies (seeds 000, 001, 003), on the I/O table of any layer,
+computed by the layer (declared tables, `TABLES`; the report renders them):
 
 - bandwidth by request size (diskperf's table: one row per size, per direction),
 - bandwidth by the number of devices busy at once (M.A.X.'s "performance vs devices"),
@@ -9,14 +10,17 @@
 Every rate here is one definition: bytes of the group's completed I/Os divided by the time
 at least one of them was in flight (the union of their [start, end) intervals). For one
 device doing one request size at a time this is the rate the benchmark tools print.
-Groups are shown only when the trace holds more than one of them.
+Groups are shown only when the trace holds more than one of them. They need every I/O: where
+the layer kept only a sample of its rows (streamed traces past model.KEEP_IOS I/Os) the tables
+are empty and a note says why.
 """
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
 
-from scsitrace.model import Analysis
+from .model import Analysis
+from .tables import Table
 
 MIB = float(1 << 20)
 STALL_FACTOR = 5.0
@@ -26,7 +30,11 @@ MAX_STALLS = 50
 def completed_ios(analysis: Analysis) -> pl.DataFrame:
     """Completed I/Os with device, op, bytes, start_ns, end_ns, response_ns (the layer's own when
     it has one, else end - start), lba (any layer)."""
-    ios = analysis.ios
+    return completed_ios_of(analysis.ios)
+
+
+def completed_ios_of(ios: pl.DataFrame) -> pl.DataFrame:
+    """completed_ios of an `ios` frame."""
     if ios.height == 0 or "start_ns" not in ios.columns or "end_ns" not in ios.columns:
         return pl.DataFrame(schema={"io": pl.Int64, "device": pl.Utf8, "op": pl.Utf8, "bytes": pl.Int64,
                                     "start_ns": pl.Int64, "end_ns": pl.Int64, "response_ns": pl.Int64,
@@ -113,10 +121,13 @@ def by_device_count(ios: pl.DataFrame) -> list[dict]:
     edges_t, edges_d = [], []
     for _, grp in ios.group_by("device"):     # per device: its busy intervals (union)
         s, e = _union(grp["start_ns"].to_numpy(), grp["end_ns"].to_numpy())
+        s, e = s[e > s], e[e > s]                # an instant busies nobody (and would dip the level)
         edges_t += [s, e]
         edges_d += [np.ones(len(s), dtype=np.int64), -np.ones(len(e), dtype=np.int64)]
     t = np.concatenate(edges_t)
     d = np.concatenate(edges_d)
+    if not len(t):
+        return []
     order = np.lexsort((d, t))                 # at equal times an end (-1) before a start (+1)
     t, d = t[order], d[order]
     level = np.cumsum(d)
@@ -162,11 +173,72 @@ def stalls(ios: pl.DataFrame, factor: float = STALL_FACTOR, limit: int = MAX_STA
                     for r in rows.iter_rows(named=True)]}
 
 
-def views(analysis: Analysis, stall_factor: float = STALL_FACTOR) -> dict:
-    ios = completed_ios(analysis)
-    return {
-        "by_request_size": by_request_size(ios),
-        "by_device_count": by_device_count(ios),
-        "by_queue_depth": by_queue_depth(ios),
-        "stalls": stalls(ios, stall_factor),
-    }
+def views(analysis: Analysis, stall_factor: float | None = None) -> dict:
+    """The report's "views" (report --json): the analysis' declared tables as rows; a stall
+    factor other than the layer's recomputes the stalls over the same I/Os."""
+    if "by_request_size" not in analysis.tables:
+        return {"by_request_size": [], "by_device_count": [], "by_queue_depth": [],
+                "stalls": {"factor": stall_factor or STALL_FACTOR, "count": 0, "ios": []}}
+    st = analysis.table("stalls")
+    factor = float(st["factor"][0]) if st.height else (stall_factor or STALL_FACTOR)
+    if st.height and stall_factor is not None and stall_factor != factor:
+        shown = stalls(completed_ios(analysis), stall_factor)
+    else:
+        shown = {"factor": factor, "count": int(st["count"][0]) if st.height else 0,
+                 "ios": st["ios"].to_list()[0] if st.height else []}
+    return {"by_request_size": analysis.table("by_request_size").to_dicts(),
+            "by_device_count": analysis.table("by_device_count").to_dicts(),
+            "by_queue_depth": analysis.table("by_queue_depth").to_dicts(),
+            "stalls": shown}
+
+
+def declare(tables: dict, ios, thinned: bool, stall_factor: float = STALL_FACTOR) -> list[str]:
+    """Add the views' tables to a layer's `tables` (built when first read from `ios`, a frame or
+    a function giving it); the notes to add. Thinned rows give empty views and say so."""
+    if thinned:
+        for t in TABLES:
+            tables[t.name] = t.empty()
+        return ["bandwidth views and stalls need every I/O; this trace's rows were thinned for the "
+                "reports, so they are not shown (--ios FILE writes every row)"]
+    cache = {}
+
+    def build(name):
+        def get():
+            if not cache:
+                done = completed_ios_of(ios() if callable(ios) else ios)
+                st = stalls(done, stall_factor)
+                cache.update(by_request_size=_frame(by_request_size(done), REQUEST_SIZE),
+                             by_device_count=_frame(by_device_count(done), DEVICE_COUNT),
+                             by_queue_depth=_frame(by_queue_depth(done), QUEUE_DEPTH),
+                             stalls=pl.DataFrame({"factor": [st["factor"]], "count": [st["count"]],
+                                                  "ios": [st["ios"]]}, schema=STALLS.schema, strict=False))
+            return cache[name]
+        return get
+    for t in TABLES:
+        tables[t.name] = build(t.name)
+    return []
+
+
+def _frame(rows: list[dict], table: Table) -> pl.DataFrame:
+    return pl.DataFrame(rows, schema=table.schema, orient="row") if rows else table.empty()
+
+
+_RATE = {"ios": pl.Int64, "bytes": pl.Int64, "busy_ns": pl.Int64, "mib_s": pl.Float64, "iops": pl.Float64,
+         "mean_response_ns": pl.Float64, "median_response_ns": pl.Float64}
+_DOC = ("; MBytes/sec = bytes of the group's completed I/Os / time at least one of them was in flight "
+        "(MByte = 2^20)")
+REQUEST_SIZE = Table("by_request_size", {"request_bytes": pl.Int64, "op": pl.Utf8, **_RATE},
+                     "bandwidth by request size and op" + _DOC, in_json=False)
+DEVICE_COUNT = Table("by_device_count", {"devices_busy": pl.Int64, **_RATE},
+                     "bandwidth by the number of devices busy at once" + _DOC, in_json=False)
+QUEUE_DEPTH = Table("by_queue_depth", {"queue_depth": pl.Int64, **_RATE},
+                    "bandwidth by the I/Os of the same device in flight (started, not completed) when an I/O "
+                    "starts, itself included" + _DOC, in_json=False)
+STALLS = Table("stalls", {"factor": pl.Float64, "count": pl.Int64,
+                          "ios": pl.List(pl.Struct({"io": pl.Int64, "device": pl.Utf8, "op": pl.Utf8,
+                                                    "bytes": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64,
+                                                    "response_ns": pl.Int64, "median_ns": pl.Float64,
+                                                    "times_median": pl.Float64}))},
+               "I/Os slower than factor x the median of their (device, op, size), the first 50 in time",
+               in_json=False)
+TABLES = (REQUEST_SIZE, DEVICE_COUNT, QUEUE_DEPTH, STALLS)
