@@ -88,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser(_command_in(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     try:
+        if getattr(args, "width", None) is not None:     # every command with tables takes --width
+            from .request import check_width
+            check_width(args.width)
         return int(args._run(args) or 0)
     except ScsitraceError as exc:
         print(f"scsitrace: {one_line(str(exc))}", file=sys.stderr)
