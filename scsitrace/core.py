@@ -12,7 +12,7 @@ from importlib import import_module
 from . import completeness
 from .inputcheck import require_records
 from .model import Analysis, Capture
-from .request import (DEFAULT_SETTLE_NS, AnalysisRequest, parse_block_device,  # noqa: F401 (re-exported)
+from .request import (DEFAULT_SETTLE_NS, DEFAULTS, AnalysisRequest, parse_block_device,  # noqa: F401 (re-exported)
                       parse_pids, parse_window)
 
 # layer -> package under scsitrace with `analyze(capture, options) -> Analysis` (imported
@@ -30,7 +30,7 @@ class Options:
     """Analysis knobs shared by the CLI, the tests and the reports."""
 
     settle_ns: int = DEFAULT_SETTLE_NS   # bus settle delay: shorter line states are skew
-    data_polarity: str = "auto"      # auto | high | low (DB lines as captured / inverted)
+    data_polarity: str = DEFAULTS.data_polarity   # auto | high | low (DB lines as captured / inverted)
     io_size: int | None = None       # bytes per I/O, for bandwidth without REQ/ACK
     window: tuple[int | None, int | None] | None = None   # every layer: ns from the trace start (parse_window)
     device: int | str | None = None  # block: dev_t, major << 20 | minor; scsilog: a device name (parse_device)
@@ -55,9 +55,11 @@ def layer_of(capture: Capture):
     return import_module(f"{__package__}.{LAYERS[capture.layer]}")
 
 
-def load(path: str, fmt: str = "auto", *, strict: bool = True, settle_ns: int | None = None,
-         data_polarity: str = "auto", io_size: int | None = None, window: str | None = None,
-         device: str | None = None, pid: str | None = None, target: int | None = None, lun: int | None = None,
+def load(path: str, fmt: str = DEFAULTS.format, *, strict: bool = not DEFAULTS.lenient,
+         settle_ns: int | None = DEFAULTS.settle_ns, data_polarity: str = DEFAULTS.data_polarity,
+         io_size: int | None = DEFAULTS.io_size, window: str | None = DEFAULTS.window,
+         device: str | None = DEFAULTS.device, pid: str | None = DEFAULTS.pid, target: int | None = DEFAULTS.target,
+         lun: int | None = DEFAULTS.lun,
          tap=None, ios_sink=None, **parser_options) -> Analysis:
     """`run` of the request these keywords make (the filters as a user types them;
     `parser_options` are the format's: mapping, active_low, route)."""

@@ -14,7 +14,7 @@ import os
 
 from .batch import Job, collect
 from .errors import BadInput, UsageError
-from .request import OPTION_KEYS, AnalysisRequest
+from .request import OPTION_KEYS, AnalysisRequest, OptionError
 
 SUFFIX = ".baseline.json"
 
@@ -93,9 +93,16 @@ def regress_entries(directory: str, paths: list[str], manifest: str | None, defa
     out = []
     for check, job in checks:
         if "doc" in check and job is not None:
+            job.options = _options(check["doc"].get("options") or {}, job.options)
+            try:
+                AnalysisRequest.from_options(job.path, job.options)
+            except OptionError as exc:            # a baseline's stored options are its content
+                check.update(status="bad", error=f"{check['baseline']}: options: {exc}")
+                del check["doc"]
+                out.append(check)
+                continue
             job.trace_id = len(jobs)
             job.figures = True
-            job.options = _options(check["doc"].get("options") or {}, job.options)
             check["job"] = job.trace_id
             jobs.append(job)
         out.append(check)

@@ -179,3 +179,18 @@ def test_window_is_parsed_or_refused_never_crashes(lo, hi):
                 if ns is not None:
                     assert isinstance(ns, int) and math.isfinite(float(side))
         assert start is None or end is None or start <= end
+
+
+def test_a_baseline_with_a_bad_stored_option_is_bad_input_of_the_baseline(tmp_path):
+    """regress of one baseline and of a directory: exit 2, naming the baseline, never exit 1."""
+    import json
+    doc = json.loads((REPO / "fixtures/bus/cut-l1/baseline.json").read_text())
+    doc["trace"] = str(REPO / "fixtures/bus/cut-l1" / doc["trace"])
+    doc["options"]["io_size"] = -1
+    path = tmp_path / "cut.baseline.json"
+    path.write_text(json.dumps(doc))
+    status, _, err = run_cli(["regress", str(path)])
+    assert status == 2 and f"{path}: options: io_size must be positive, got -1" in _one_line(err)
+    status, out, _ = run_cli(["regress", "--baselines", str(tmp_path), "-j", "0"])
+    assert status == 2
+    assert f"BAD         cut: {path}: options: io_size must be positive" in out
