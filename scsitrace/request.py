@@ -25,6 +25,9 @@ from .errors import UsageError
 DEFAULT_SETTLE_NS = 400      # bus settle delay when neither the user nor the format gives one
 DATA_POLARITIES = ("auto", "high", "low")
 ROUTES = ("native", "pyshark")
+# category profiles by layer (the first is the layer's default); a profile no layer has is
+# refused before the trace is read, one of another layer by the summary once the layer is known
+PROFILES = {"bus": ("raid1990", "scsi"), "block": ("btt",), "usb": ("usb",), "scsilog": ("scsilog",)}
 INT64_MAX = (1 << 63) - 1
 
 # the per-trace option names of a manifest entry, batch's command line and a baseline's
@@ -145,8 +148,13 @@ def _text(name, value):
     return value
 
 
-def _optional_text(name, value):
-    return None if value is None else _text(name, value)
+def _profile(name, value):
+    if value is None:
+        return None
+    known = [p for profiles in PROFILES.values() for p in profiles]
+    if _text(name, value) not in known:
+        raise OptionError(name, f"{value!r} is not a profile (known: {', '.join(known)})")
+    return value
 
 
 def _format(name, value):
@@ -235,7 +243,7 @@ _CHECKS = {
     "trace": _text,
     "format": _format,
     "lenient": _bool,
-    "profile": _optional_text,
+    "profile": _profile,
     "target": _int_at_least(0),
     "lun": _int_at_least(0),
     "io_size": _int_at_least(1),

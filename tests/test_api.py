@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 
 import scsitrace
-from scsitrace import api, cli
+from scsitrace import api, cli, request
 from scsitrace.errors import UsageError
 from scsitrace.request import DEFAULTS
 
@@ -46,6 +46,8 @@ def test_repr_is_one_short_line_with_the_summary_figures(trace):
     assert f"{r.summary['ios_completed']} I/Os completed" in text
     assert r.layer in text and trace.name in text
     assert all(name in text for name in r.tables)
+    profiles = request.PROFILES[r.layer]              # the profiles the request checks are the layer's
+    assert set(r.analysis.category_order) <= set(profiles) and r.summary["profile"] == profiles[0]
 
 
 @pytest.mark.parametrize("trace", TRACES, ids=lambda p: p.name)
@@ -69,7 +71,7 @@ def test_ios_frame_is_what_analyze_ios_writes(trace, tmp_path):
     ({"route": "carrier-pigeon"}, "route"), ({"target": "1"}, "target"), ({"lun": -1}, "lun"),
     ({"window": "2:1"}, "window"), ({"window": 5}, "window"), ({"mapping": ["REQ"]}, "mapping"),
     ({"lenient": "yes"}, "lenient"), ({"format": "nope"}, "format"),
-    ({"device": "9,9"}, "device"), ({"pid": "nobody"}, "pid"), ({"profile": "raid1990"}, "profile"),
+    ({"device": "9,9"}, "device"), ({"pid": "nobody"}, "pid"), ({"profile": "raid1990"}, "profile"), ({"profile": "nope"}, "profile"),
 ])
 def test_bad_keyword_is_a_usage_error_naming_it(keywords, named):
     """Checked before the trace is read (type, range, choice) or by the layer (a device the

@@ -29,7 +29,8 @@ CLI_CASES = [
     (["--window", "1e300:"], "--window"), (["--map", "FOO"], "--map"), (["--data-polarity", "sideways"],
                                                                          "--data-polarity"),
     (["--route", "carrier-pigeon"], "--route"), (["--target", "-1"], "--target"), (["--lun", "-1"], "--lun"),
-    (["--pid", ","], "--pid"), (["--format", "nope"], "--format"), (["--device", "8,99999999"], "--device"),
+    (["--pid", ","], "--pid"), (["--format", "nope"], "--format"), (["--profile", "nope"], "--profile"),
+    (["--device", "8,99999999"], "--device"),
 ]
 
 
