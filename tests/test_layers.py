@@ -141,3 +141,16 @@ def test_the_walk_sees_each_form_of_import(tmp_path, source, expected):
     known = set(modules())
     got = [_resolve(t, known) for _, t in imports("scsitrace.batch", path, known)]
     assert got == [expected]
+
+
+def test_no_argparse_below_the_commands():
+    """Below the CLI options travel as a typed request (scsitrace.request), never a namespace."""
+    found = []
+    for module, path in modules().items():
+        if ORDER.index(tier(module)) >= ORDER.index("commands"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) else []
+            found += [f"{module}:{node.lineno}" for name in names if name == "argparse"]
+    assert not found, found
