@@ -158,9 +158,11 @@ def _profile(name, value):
 
 
 def _format(name, value):
-    from . import parsers
     value = _text(name, value)
-    if value != "auto" and value not in parsers.formats():
+    if value == "auto":
+        return value
+    from . import parsers
+    if value not in parsers.formats():
         raise OptionError(name, f"{value!r} is not a format (known: auto, {', '.join(parsers.formats())})")
     return value
 
