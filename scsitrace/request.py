@@ -217,8 +217,12 @@ def _pid(name, value):
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         return str(integer(name, value))
     value = _text(name, value)
-    if not all(item.strip() for item in value.split(",")):
+    items = [item.strip() for item in value.split(",")]
+    if not all(items):
         raise OptionError(name, f"expects PID[,PID|NAME...], got {value!r}")
+    for item in items:
+        if item.isdigit() and int(item) > INT64_MAX:      # a number: a pid, which fits in 64 bits
+            raise OptionError(name, f"{item}: no pid is that large")
     return value
 
 

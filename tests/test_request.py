@@ -30,7 +30,7 @@ CLI_CASES = [
                                                                          "--data-polarity"),
     (["--route", "carrier-pigeon"], "--route"), (["--target", "-1"], "--target"), (["--lun", "-1"], "--lun"),
     (["--pid", ","], "--pid"), (["--format", "nope"], "--format"), (["--profile", "nope"], "--profile"),
-    (["--device", "8,99999999"], "--device"),
+    (["--device", "8,99999999"], "--device"), (["--pid", "99999999999999999999"], "--pid"),
 ]
 
 
