@@ -195,3 +195,18 @@ def test_a_baseline_with_a_bad_stored_option_is_bad_input_of_the_baseline(tmp_pa
     status, out, _ = run_cli(["regress", "--baselines", str(tmp_path), "-j", "0"])
     assert status == 2
     assert f"BAD         cut: {path}: options: io_size must be positive" in out
+
+
+FIELDS = sorted(f for f in AnalysisRequest.__dataclass_fields__ if f != "trace")
+
+
+@settings(max_examples=400, deadline=None)
+@given(name=st.sampled_from(FIELDS), value=VALUES)
+def test_any_value_of_any_option_is_accepted_or_an_option_error(name, value):
+    """No TypeError, ValueError or OverflowError escapes the checks, whatever the type."""
+    try:
+        req = AnalysisRequest(trace="t", **{name: value})
+    except OptionError as exc:
+        assert exc.option == name
+    else:
+        assert AnalysisRequest.from_options("t", req.options()) == req      # what is accepted round-trips
