@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from importlib import import_module
 
 from . import completeness
+from .errors import UsageError  # noqa: F401 (callers catch core.UsageError)
 from .inputcheck import require_records
 from .model import Analysis, Capture
 from .request import (DEFAULT_SETTLE_NS, DEFAULTS, AnalysisRequest, parse_block_device,  # noqa: F401 (re-exported)
