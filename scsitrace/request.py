@@ -232,7 +232,7 @@ def _mapping(name, value):
     if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) and k and v
                                                for k, v in value.items()):
         raise OptionError(name, f"must map bus line names to signal names, got {_shown(value)}")
-    return dict(value)
+    return dict(value) or None
 
 
 def _active_low(name, value):
