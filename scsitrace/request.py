@@ -346,12 +346,24 @@ def check_width(width, name: str = "width"):
     return integer(name, width, 1)
 
 
+MAX_SECONDS = INT64_MAX / 1e9      # a time in seconds that still fits int64 nanoseconds
+
+
+def seconds(name: str, value, positive: bool = False):
+    """A time in seconds: a finite number >= 0 (> 0 if `positive`) whose ns fit in int64."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
+            or value < 0 or (positive and value == 0) or value > MAX_SECONDS:
+        what = "positive" if positive else "non-negative"
+        raise OptionError(name, f"must be a {what} number of seconds, got {_shown(value)}")
+    return value
+
+
 def check_run(jobs, timeout, scheduler=None) -> None:
     """batch, baseline, regress: --jobs, --timeout."""
     integer("jobs", jobs, 0)
     if timeout is not None:
-        if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not math.isfinite(timeout) \
-                or timeout <= 0:
-            raise OptionError("timeout", f"must be a positive number of seconds, got {_shown(timeout)}")
+        seconds("timeout", timeout, positive=True)
         if jobs == 0 and not scheduler:
             raise UsageError("--timeout needs worker processes (--jobs 1 or more)")

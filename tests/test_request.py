@@ -210,3 +210,17 @@ def test_any_value_of_any_option_is_accepted_or_an_option_error(name, value):
         assert exc.option == name
     else:
         assert AnalysisRequest.from_options("t", req.options()) == req      # what is accepted round-trips
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--duration", "inf"], "--duration"), (["--duration", "nan"], "--duration"), (["--duration", "0"], "--duration"),
+    (["--count", "0"], "--count"), (["--duration", "0.01", "--seed", "-1"], "--seed"),
+    (["--duration", "0.01", "--glitch-at", "nan"], "--glitch-at"),
+    (["--duration", "0.01", "--glitch-at", "-1"], "--glitch-at"),
+    (["--duration", "0.01", "--reset-at", "1e300"], "--reset-at")])
+def test_simulate_refuses_a_bad_value_before_writing(tmp_path, argv, flag):
+    """(--duration inf, --seed -1 and --glitch-at nan were exit 1, --glitch-at -1 was accepted.)"""
+    out = tmp_path / "s.ancot"
+    status, _, err = run_cli(["simulate", "-o", str(out), *argv])
+    assert status == 2 and flag in _one_line(err)
+    assert not out.exists()

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from scsitrace.errors import UsageError
 
+from scsitrace import request
 from scsitrace.sim.params import UNITS, parse_ratio, parse_size  # noqa: F401 (UNITS: its old home)
 
 
@@ -77,10 +78,11 @@ def build(args):
         duration = named.duration_s
     params = Params()
     tick = params.bus.tick_ns
-    if args.duration is not None and not args.duration > 0:
-        raise UsageError("--duration must be positive")
-    if args.count is not None and args.count <= 0:
-        raise UsageError("--count must be positive")
+    request.seconds("duration", args.duration, positive=True)
+    request.integer("count", args.count, 1)
+    request.integer("seed", args.seed, 0)
+    request.seconds("reset_at", args.reset_at)
+    request.seconds("glitch_at", args.glitch_at)
     disk = replace(params.disk, bfr=parse_ratio(args.bfr, "--bfr", params.disk.buffer_bytes),
                    ber=parse_ratio(args.ber, "--ber", params.disk.buffer_bytes),
                    readahead=args.readahead == "on")
