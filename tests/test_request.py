@@ -51,6 +51,11 @@ def test_cli_refuses_a_bad_value_before_any_work(tmp_path, argv, flag):
     assert stdout == "" and not out.exists() and not ios.exists()
 
 
+def test_regress_refuses_a_nan_tolerance():
+    status, _, err = run_cli(["regress", str(REPO / "fixtures/bus/cut-l1/baseline.json"), "--tolerance", "percent=nan"])
+    assert status == 2 and "--tolerance 'percent=nan'" in _one_line(err)
+
+
 @pytest.mark.parametrize("command", [["regress", str(REPO / "fixtures/bus/cut-l1/baseline.json")], ["attribute", str(BUS)],
                                      ["compare", str(BUS), str(BUS)]])
 def test_every_command_checks_width(command):
