@@ -360,6 +360,15 @@ def seconds(name: str, value, positive: bool = False):
     return value
 
 
+def positive_number(name: str, value):
+    """A finite number > 0 (a factor, a rate)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
+        raise OptionError(name, f"must be a positive number, got {_shown(value)}")
+    return value
+
+
 def check_run(jobs, timeout, scheduler=None) -> None:
     """batch, baseline, regress: --jobs, --timeout."""
     integer("jobs", jobs, 0)

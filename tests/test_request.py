@@ -51,6 +51,21 @@ def test_cli_refuses_a_bad_value_before_any_work(tmp_path, argv, flag):
     assert stdout == "" and not out.exists() and not ios.exists()
 
 
+@pytest.mark.parametrize("argv, flag", [
+    (["report", str(BUS), "-o", "{out}", "--stall-factor=-1"], "--stall-factor"),
+    (["report", str(BUS), "-o", "{out}", "--stall-factor=nan"], "--stall-factor"),
+    (["report", str(BUS), "-o", "{out}", "--stall-factor=0"], "--stall-factor"),
+    (["crosslayer", str(REPO / "fixtures/captured/lsi_randread4k"), "--json", "{out}", "--block-size=-1"],
+     "--block-size"),
+    (["crosslayer", str(REPO / "fixtures/captured/lsi_randread4k"), "--json", "{out}", "--block-size=0"],
+     "--block-size")])
+def test_report_and_crosslayer_refuse_a_bad_value(tmp_path, argv, flag):
+    out = tmp_path / "out"
+    status, _, err = run_cli([a.replace("{out}", str(out)) for a in argv])
+    assert status == 2 and flag in _one_line(err)
+    assert not out.exists()
+
+
 def test_regress_refuses_a_nan_tolerance():
     status, _, err = run_cli(["regress", str(REPO / "fixtures/bus/cut-l1/baseline.json"), "--tolerance", "percent=nan"])
     assert status == 2 and "--tolerance 'percent=nan'" in _one_line(err)
