@@ -62,10 +62,6 @@ def flag(option: str) -> str:
     return _FLAGS.get(option, "--" + option.replace("_", "-"))
 
 
-def keyword(option: str) -> str:
-    return option
-
-
 @dataclass(frozen=True)
 class AnalysisRequest:
     """One trace and how to analyse it. Every field is checked when the request is made."""
@@ -137,7 +133,7 @@ class AnalysisRequest:
         try:
             return cls(trace=trace, **values)
         except OptionError as exc:
-            raise exc.renamed(keyword(exc.option)) from None
+            raise exc.renamed(exc.option) from None
 
 
 # ------------------------------------------------------------------ the checks, one per field
