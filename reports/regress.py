@@ -114,6 +114,8 @@ def parse_tolerances(items: list[str]) -> list[tuple[str, str, float]]:
             raise UsageError(f"--tolerance {item!r}: {value!r} is not a number") from None
         if number < 0:
             raise UsageError(f"--tolerance {item!r}: must not be negative")
+        if number != number:                  # NaN compares false with everything: no verdict at all
+            raise UsageError(f"--tolerance {item!r}: {value!r} is not a number")
         out.append((name.strip(), mode, number / 100 if mode == "rel" else number))
     return out
 

@@ -11,7 +11,6 @@ heap (scsitrace.heap) before numpy is imported.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import glob
 import os
@@ -23,10 +22,9 @@ import tomllib
 from dataclasses import dataclass, field
 
 from .errors import BadInput, ScsitraceError, UsageError
+from .request import OPTION_KEYS, AnalysisRequest, OptionError
 
-# per-trace options a manifest (or the command line, for every trace) may give
-OPTION_KEYS = ("format", "lenient", "settle_ns", "data_polarity", "map", "active_low", "io_size",
-               "profile", "target", "lun", "device", "pid", "window", "route")
+# per-trace options a manifest (or the command line, for every trace) may give: OPTION_KEYS
 MANIFEST_KEYS = set(OPTION_KEYS) | {"path", "labels"}
 STATUSES = ("ok", "bad", "timeout", "crashed", "error")   # bad input, time limit, worker died, internal
 
@@ -167,6 +165,7 @@ def read_manifest(path: str) -> list[tuple[str, str, dict, dict]]:
     base = os.path.dirname(os.path.abspath(path))
     defaults = doc.get("defaults", {})
     _check_entry(path, defaults, None, "[defaults]", need_path=False)
+    _check_values(path, defaults, None, "[defaults]", "")
     entries = doc.get("trace", [])
     if not isinstance(entries, list) or not entries:
         raise BadInput(path, "no [[trace]] entries")
@@ -177,6 +176,7 @@ def read_manifest(path: str) -> list[tuple[str, str, dict, dict]]:
         rel = entry["path"]
         full = rel if os.path.isabs(rel) else os.path.normpath(os.path.join(base, rel))
         opts = {_opt(k): v for k, v in {**defaults, **entry}.items() if _opt(k) in OPTION_KEYS}
+        _check_values(path, opts, line, f"[[trace]] #{i + 1} ({rel})", full)
         labels = {**defaults.get("labels", {}), **entry.get("labels", {})}
         key = os.path.relpath(full, base)
         if key.startswith(os.pardir):           # outside the manifest's directory: its absolute path
@@ -203,47 +203,52 @@ def _check_entry(path: str, entry, line: int | None, what: str, need_path: bool)
         raise BadInput(path, f"{what}: labels must be a table of plain values (host = \"a\", run = 3)", line=line)
 
 
+def _check_values(path: str, options: dict, line: int | None, what: str, trace: str) -> None:
+    """The entry's option values, checked as the CLI and the API check theirs: a bad one is
+    bad input of the manifest, named by its key."""
+    try:
+        AnalysisRequest.from_options(trace, {_opt(k): v for k, v in options.items()})
+    except OptionError as exc:
+        raise BadInput(path, f"{what}: {exc}", line=line) from None
+
+
 # ------------------------------------------------------------------ the work for one trace
 
-_DEFAULTS: dict | None = None
-
-
-def job_args(job: Job) -> argparse.Namespace:
-    """The namespace `analyze.load` expects: `scsitrace analyze`'s own defaults, then the
-    job's options."""
-    global _DEFAULTS
-    if _DEFAULTS is None:
-        from scsitrace.cli import build_parser
-        _DEFAULTS = vars(build_parser("analyze").parse_args(["analyze", "-"]))
-    values = {**_DEFAULTS, **{k: v for k, v in job.options.items() if k in OPTION_KEYS}}
-    values["trace"] = job.path
-    if values["format"] in (None, "auto") and job.detected:
-        values["format"] = job.detected
-    return argparse.Namespace(**values)
+def job_request(job: Job, local: str | None = None) -> AnalysisRequest:
+    """The request of a job: its options (the manifest's, or the command line's for every
+    trace), the format the directory walk detected when none is given. `local`: the path to
+    read instead of job.path (a URL fetched)."""
+    req = AnalysisRequest.from_options(local or job.path, job.options)
+    if req.format == "auto" and job.detected:
+        req = AnalysisRequest.from_options(local or job.path, {**job.options, "format": job.detected})
+    return req
 
 
 def trace_result(job: Job, local: str | None = None):
     """(JSON summary, per-I/O table, figures or None) of one trace: what `scsitrace analyze
     --json` and `--ios` write, and (with job.figures) what `scsitrace baseline` stores.
     `local`: where the trace was fetched to, when job.path is a URL."""
-    from scsitrace.commands.analyze import load
+    from scsitrace import core
     from scsitrace.reports import export, summary as summ
-    args = job_args(job)
-    if local is not None:
-        args.trace = local
+    req = job_request(job, local)
     collector = None
     if job.figures:
         from scsitrace.reports.attribution import Collector
         collector = Collector()
-    analysis = load(args, tap=collector.tap if collector else None)
+    analysis = core.run(req, tap=collector.tap if collector else None)
     if local is not None:                 # the summary names the trace as the user did
         analysis.capture.path = analysis.source["path"] = job.path
-    s = summ.summary(analysis, args.profile, args.target, args.io_size)
-    figures = None
-    if job.figures:
-        from scsitrace.commands.baseline import figures_of
-        figures = figures_of(analysis, s, collector, args.target)
+    s = summ.summary(analysis, req.profile, req.target, req.io_size, req.lun)
+    figures = figures_of(analysis, s, collector, req.target) if job.figures else None
     return s, export.ios_table(analysis), figures
+
+
+def figures_of(analysis, s: dict, collector, target: int | None) -> dict:
+    """The baseline figures of an analysis and its summary (`collector` tapped its read)."""
+    from scsitrace.reports import regress
+    from scsitrace.reports.html import attribution_for
+    attr = attribution_for(analysis, collector) if target is None else None
+    return regress.figures(s, attr)
 
 
 def run_job(job: Job) -> dict:

@@ -27,10 +27,18 @@ COMMANDS = {
 }
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A usage error is one line, like every other error (exit 2); --help has the usage."""
+
+    def error(self, message: str):
+        self.exit(2, f"scsitrace: {self.prog.removeprefix('scsitrace').strip() + ': ' if self.prog != 'scsitrace' else ''}"
+                     f"{one_line(message)} (see {self.prog} --help)\n")
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser. With `only`, only that command has its module imported and its arguments
     (some modules pull in plotly and the attribution passes); every command is listed."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="scsitrace", description="Offline SCSI bus trace analyzer and protocol-phase profiler.",
         epilog="Exit status: 0 ok; 1 internal error (regress: a figure regressed); 2 bad input or usage.")
     parser.add_argument("--version", action="version", version=f"scsitrace {__version__}")
@@ -80,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser(_command_in(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     try:
+        if getattr(args, "width", None) is not None:     # every command with tables takes --width
+            from .request import check_width
+            check_width(args.width)
         return int(args._run(args) or 0)
     except ScsitraceError as exc:
         print(f"scsitrace: {one_line(str(exc))}", file=sys.stderr)

@@ -1,17 +1,20 @@
-"""From a trace to its analysis: `load` parses a file and hands the `Capture` to its layer's
-analysis (`LAYERS`), with the knobs of `Options` (parsers -> core -> reports).
+"""From a request to its analysis: `run(request)` parses the trace and hands the `Capture` to
+its layer's analysis (`LAYERS`), with the knobs of `Options` (parsers -> layers -> core).
 
-The option values a user types (`--window 0.5:1`, `--device 8,0`, `--pid dd,42`) are parsed
-here, once, into the typed fields of `Options`; the analyses only read those."""
+The request (scsitrace.request) holds the option values a user typed (`--window 0.5:1`,
+`--device 8,0`, `--pid dd,42`), already checked; they are turned here, once, into the typed
+fields of `Options` that the layers read (some need the parsed trace: a block device)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from importlib import import_module
 
 from . import completeness
-from .errors import UsageError
+from .errors import UsageError  # noqa: F401 (callers catch core.UsageError)
 from .inputcheck import require_records
 from .model import Analysis, Capture
+from .request import (DEFAULT_SETTLE_NS, DEFAULTS, AnalysisRequest, parse_block_device,  # noqa: F401 (re-exported)
+                      parse_pids, parse_window)
 
 # layer -> package under scsitrace with `analyze(capture, options) -> Analysis` (imported
 # when a trace of that layer is analysed: a bus trace does not pay for the block layer)
@@ -27,8 +30,8 @@ LAYERS = {
 class Options:
     """Analysis knobs shared by the CLI, the tests and the reports."""
 
-    settle_ns: int = 400             # bus settle delay: shorter line states are skew
-    data_polarity: str = "auto"      # auto | high | low (DB lines as captured / inverted)
+    settle_ns: int = DEFAULT_SETTLE_NS   # bus settle delay: shorter line states are skew
+    data_polarity: str = DEFAULTS.data_polarity   # auto | high | low (DB lines as captured / inverted)
     io_size: int | None = None       # bytes per I/O, for bandwidth without REQ/ACK
     window: tuple[int | None, int | None] | None = None   # every layer: ns from the trace start (parse_window)
     device: int | str | None = None  # block: dev_t, major << 20 | minor; scsilog: a device name (parse_device)
@@ -58,50 +61,44 @@ def layer_of(capture: Capture):
     return import_module(f"{__package__}.{LAYERS[capture.layer]}")
 
 
-def load(path: str, fmt: str = "auto", *, strict: bool = True, settle_ns: int | None = None,
-         data_polarity: str = "auto", io_size: int | None = None, window: str | None = None,
-         device: str | None = None, pid: str | None = None, target: int | None = None, lun: int | None = None,
+def load(path: str, fmt: str = DEFAULTS.format, *, strict: bool = not DEFAULTS.lenient,
+         settle_ns: int | None = DEFAULTS.settle_ns, data_polarity: str = DEFAULTS.data_polarity,
+         io_size: int | None = DEFAULTS.io_size, window: str | None = DEFAULTS.window,
+         device: str | None = DEFAULTS.device, pid: str | None = DEFAULTS.pid, target: int | None = DEFAULTS.target,
+         lun: int | None = DEFAULTS.lun,
          tap=None, ios_sink=None, series: bool = False, **parser_options) -> Analysis:
-    """Parse and analyse one trace -> Analysis. The filters are the texts a user types
-    (see `Options`); `parser_options` go to the format's parser (mapping, active_low, route).
-    `tap(capture)`, if given, runs before the analysis (attribution uses it to keep the
-    transitions it re-reads). `ios_sink`: see Options. A progress bar shows on a terminal."""
+    """`run` of the request these keywords make (the filters as a user types them;
+    `parser_options` are the format's: mapping, active_low, route)."""
+    req = AnalysisRequest(trace=path, format=fmt, lenient=not strict, settle_ns=settle_ns,
+                          data_polarity=data_polarity, io_size=io_size, window=window, device=device, pid=pid,
+                          target=target, lun=lun, **parser_options)
+    return run(req, tap=tap, ios_sink=ios_sink, series=series)
+
+
+def run(req: AnalysisRequest, tap=None, ios_sink=None, series: bool = False) -> Analysis:
+    """Parse and analyse the request's trace -> Analysis. `tap(capture)`, if given, runs
+    before the analysis (attribution uses it to keep the transitions it re-reads).
+    `ios_sink`: see Options. `series`: build the figures over time (the HTML plots).
+    A progress bar shows on a terminal."""
     from . import parsers
     from .progress import progress_for
-    options = Options(data_polarity=data_polarity, io_size=io_size, window=parse_window(window),
-                      pids=parse_pids(pid), target=target, lun=lun, ios_sink=ios_sink, series=series,
-                      given={k: v for k, v in (("window", window), ("device", device), ("pid", pid),
-                                               ("target", target), ("lun", lun)) if v is not None})
-    with progress_for(path) as progress:
-        capture = parsers.parse(path, fmt, strict=strict, progress=progress, **parser_options)
-        options.device = parse_device(capture.layer, device)
+    given = {k: v for k, v in (("window", req.window), ("device", req.device), ("pid", req.pid),
+                               ("target", req.target), ("lun", req.lun)) if v is not None}
+    options = Options(data_polarity=req.data_polarity, io_size=req.io_size, window=parse_window(req.window),
+                      pids=parse_pids(req.pid), target=req.target, lun=req.lun, ios_sink=ios_sink, given=given,
+                      series=series)
+    with progress_for(req.trace) as progress:
+        capture = parsers.parse(req.trace, req.format, strict=req.strict, progress=progress,
+                                **req.parser_options())
+        options.device = parse_device(capture.layer, req.device)
         layer = layer_of(capture)
         if hasattr(layer, "select"):    # filters that cut the capture itself, before a tap reads it
             layer.select(capture, options)
         if tap is not None:
             tap(capture)
-        options.settle_ns = settle_ns if settle_ns is not None else capture.meta.get("settle_ns", 400)
-        return require_records(analyze(capture, options), lenient=not strict)
-
-
-def parse_window(window) -> tuple[int | None, int | None] | None:
-    """'START:END' in seconds from the trace start (either side may be empty) -> ns."""
-    if window is None:
-        return None
-    if isinstance(window, (tuple, list)):
-        lo, hi = window
-    else:
-        lo, sep, hi = str(window).partition(":")
-        if not sep:
-            raise UsageError(f"--window expects START:END in seconds, got {window!r}")
-    try:
-        lo_ns = None if lo in ("", None) else int(round(float(lo) * 1e9))
-        hi_ns = None if hi in ("", None) else int(round(float(hi) * 1e9))
-    except ValueError:
-        raise UsageError(f"--window expects START:END in seconds, got {window!r}") from None
-    if lo_ns is not None and hi_ns is not None and hi_ns < lo_ns:
-        raise UsageError(f"--window {window}: END is before START")
-    return lo_ns, hi_ns
+        options.settle_ns = req.settle_ns if req.settle_ns is not None else \
+            capture.meta.get("settle_ns", DEFAULT_SETTLE_NS)
+        return require_records(analyze(capture, options), lenient=req.lenient)
 
 
 def parse_device(layer: str, device) -> int | str | None:
@@ -109,21 +106,3 @@ def parse_device(layer: str, device) -> int | str | None:
     if device is None or layer != "block":
         return device
     return parse_block_device(device)
-
-
-def parse_block_device(device) -> int | None:
-    """'8,0' (or '8:0') -> dev_t as blktrace records it (major << 20 | minor)."""
-    if device is None:
-        return None
-    text = str(device).replace(":", ",").replace(" ", "")
-    major, sep, minor = text.partition(",")
-    if not sep or not major.isdigit() or not minor.isdigit():
-        raise UsageError(f"--device expects MAJOR,MINOR (e.g. 8,0), got {device!r}")
-    return (int(major) << 20) | int(minor)
-
-
-def parse_pids(pid) -> tuple[str, ...] | None:
-    """'42,dd' -> ('42', 'dd'): pids and process names (resolved against the trace's names)."""
-    if pid is None:
-        return None
-    return tuple(item.strip() for item in str(pid).split(","))

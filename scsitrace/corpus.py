@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import os
 
-from .batch import OPTION_KEYS, Job, collect, job_args
+from .batch import Job, collect
 from .errors import BadInput, UsageError
+from .request import OPTION_KEYS, AnalysisRequest, OptionError
 
 SUFFIX = ".baseline.json"
 
@@ -26,12 +27,9 @@ def baseline_path(directory: str, job: Job) -> str:
 
 
 def stored_options(job: Job) -> dict:
-    """The options a baseline remembers: `scsitrace baseline`'s, plus any layer filter set."""
-    from scsitrace.commands.baseline import STORED_OPTIONS
-    args = job_args(Job(job.trace_id, job.path, job.key, job.options))     # the format as given, not as detected
-    out = {k: getattr(args, k) for k in STORED_OPTIONS}
-    out.update({k: getattr(args, k) for k in ("device", "pid", "window", "route") if getattr(args, k, None)})
-    return out
+    """The options a baseline remembers: `scsitrace baseline`'s, plus any layer filter set
+    (the format as given, not as detected)."""
+    return AnalysisRequest.from_options(job.path, job.options).stored_options()
 
 
 def check_keys(jobs: list[Job]) -> None:
@@ -95,9 +93,16 @@ def regress_entries(directory: str, paths: list[str], manifest: str | None, defa
     out = []
     for check, job in checks:
         if "doc" in check and job is not None:
+            job.options = _options(check["doc"].get("options") or {}, job.options)
+            try:
+                AnalysisRequest.from_options(job.path, job.options)
+            except OptionError as exc:            # a baseline's stored options are its content
+                check.update(status="bad", error=f"{check['baseline']}: options: {exc}")
+                del check["doc"]
+                out.append(check)
+                continue
             job.trace_id = len(jobs)
             job.figures = True
-            job.options = _options(check["doc"].get("options") or {}, job.options)
             check["job"] = job.trace_id
             jobs.append(job)
         out.append(check)

@@ -28,7 +28,7 @@ READY = "ready"
 
 def warm() -> None:
     """The imports every trace needs, done before a worker takes its first trace."""
-    from scsitrace.commands import analyze  # noqa: F401
+    from scsitrace import core  # noqa: F401
     from scsitrace.reports import summary  # noqa: F401
 
 

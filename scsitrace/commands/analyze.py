@@ -5,8 +5,8 @@ import json
 import os
 import sys
 
-from scsitrace import core, parsers
-from scsitrace.errors import UsageError
+from scsitrace import core, parsers, request
+from scsitrace.request import DEFAULTS, AnalysisRequest
 
 
 def add_input_arguments(p) -> None:
@@ -17,12 +17,13 @@ def add_input_arguments(p) -> None:
 
 def add_input_options(p) -> None:
     """The options of add_input_arguments without the TRACE argument (batch takes many)."""
-    p.add_argument("--format", default="auto", help="auto (default) or one of: " + ", ".join(parsers.formats()))
+    p.add_argument("--format", default=DEFAULTS.format,
+                   help="auto (default) or one of: " + ", ".join(parsers.formats()))
     p.add_argument("--lenient", action="store_true", help="skip bad records, count them, go on")
     p.add_argument("--settle-ns", type=int, default=None, metavar="NS",
                    help="line states shorter than this are skew, merged into the next phase "
-                        "(default 400, or what the format asks for: qemu_lsi 0)")
-    p.add_argument("--data-polarity", choices=("auto", "high", "low"), default="auto",
+                        f"(default {request.DEFAULT_SETTLE_NS}, or what the format asks for: qemu_lsi 0)")
+    p.add_argument("--data-polarity", choices=request.DATA_POLARITIES, default=DEFAULTS.data_polarity,
                    help="DB lines as captured (high) or inverted (low); auto detects from selection IDs")
     p.add_argument("--map", action="append", default=[], metavar="NAME=SIGNAL",
                    help="VCD, sigrok, DSView, Saleae: use capture signal (probe) SIGNAL for bus line NAME (repeatable)")
@@ -45,7 +46,7 @@ def add_arguments(p) -> None:
     p.add_argument("--segments", metavar="FILE", help="write the time segments (phases or stages): "
                    "Parquet if FILE ends in .parquet, else CSV")
     p.add_argument("--html", metavar="FILE", help="write the HTML report")
-    p.add_argument("--route", choices=("native", "pyshark"), default=None,
+    p.add_argument("--route", choices=request.ROUTES, default=None,
                    help="usbmon pcap: decode natively (default) or through pyshark/tshark")
     p.add_argument("--device", metavar="DEVICE", help="only this device: block MAJ,MIN (8,0); usb BUS:ADDR or "
                    "BUS:ADDR:LUN (1:2:0); kernel logs HOST:CHANNEL:ID:LUN (2:0:0:0), or the name an sg log gives")
@@ -55,40 +56,38 @@ def add_arguments(p) -> None:
                    "trace start (either may be empty); every layer")
 
 
+def request_of(args, trace: str | None = None) -> AnalysisRequest:
+    """The analysis request the command line makes (of `trace`, if given, instead of
+    args.trace), checked; errors name the flags. Also checks --width where the command has it."""
+    if getattr(args, "width", None) is not None:
+        request.check_width(args.width)
+    values = {k: getattr(args, k) for k in REQUEST_FLAGS if getattr(args, k, None) is not None}
+    return AnalysisRequest(trace=trace if trace is not None else args.trace,
+                           mapping=request.split_maps(getattr(args, "map", None)), **values)
+
+
+# the request's fields a command line may give (mapping comes from --map)
+REQUEST_FLAGS = ("format", "lenient", "profile", "target", "lun", "io_size", "window", "device", "pid",
+                 "settle_ns", "data_polarity", "active_low", "route")
+
+
 def parser_options(args) -> dict:
     """The format-specific options given on the command line, as parse(**opts) takes them."""
-    opts = {}
-    if args.map:
-        opts["mapping"] = dict(_split_map(m) for m in args.map)
-    if args.active_low:
-        opts["active_low"] = list(args.active_low)
-    if getattr(args, "route", None) is not None:
-        opts["route"] = args.route
-    return opts
+    return request_of(args).parser_options()
 
 
 def load(args, tap=None, ios_sink=None, series: bool | None = None):
-    """core.load of the trace and options named on the command line -> Analysis; `series`
+    """core.run of the trace and options named on the command line -> Analysis; `series`
     (default: when the command writes an HTML page) builds the figures over time."""
+    req = args if isinstance(args, AnalysisRequest) else request_of(args)
     if series is None:
         series = bool(getattr(args, "html", None)) or getattr(args, "command", None) == "report"
-    return core.load(args.trace, args.format, strict=not args.lenient, settle_ns=args.settle_ns,
-                     data_polarity=args.data_polarity, io_size=args.io_size,
-                     window=getattr(args, "window", None), device=getattr(args, "device", None),
-                     pid=getattr(args, "pid", None), target=getattr(args, "target", None),
-                     lun=getattr(args, "lun", None), tap=tap, ios_sink=ios_sink, series=series,
-                     **parser_options(args))
-
-
-def _split_map(item: str):
-    name, sep, signal = item.partition("=")
-    if not sep or not name or not signal:
-        raise UsageError(f"--map expects NAME=SIGNAL, got {item!r}")
-    return name, signal
+    return core.run(req, tap=tap, ios_sink=ios_sink, series=series)
 
 
 def run(args) -> int:
     from scsitrace.reports import summary as summ
+    req = request_of(args)          # every option checked before a file is opened
     collector = None
     if args.html:  # attribution's pass over the transitions rides along with the analysis' read
         from scsitrace.reports.attribution import Collector
@@ -98,7 +97,7 @@ def run(args) -> int:
         from scsitrace.reports import typed_export
         sink = typed_export.IosWriter(args.ios)
     try:
-        analysis = load(args, tap=collector.tap if collector else None, ios_sink=sink)
+        analysis = load(req, tap=collector.tap if collector else None, ios_sink=sink)
     except BaseException:
         _discard(sink, args.ios)
         raise

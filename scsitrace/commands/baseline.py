@@ -4,15 +4,11 @@ With several traces, a directory, a glob or --manifest (or -o naming a directory
 whole directory: OUT/<name>.baseline.json per trace, which `regress --baselines OUT` reads."""
 from __future__ import annotations
 
-import argparse
 import glob
 import os
 
-from scsitrace.commands.analyze import add_input_options, load
-
-# analysis options a baseline remembers, so `regress` analyses the new trace the same way
-STORED_OPTIONS = ("format", "lenient", "settle_ns", "data_polarity", "map", "active_low", "io_size",
-                  "profile", "target", "lun")
+from scsitrace.commands.analyze import add_input_options, load, request_of
+from scsitrace.request import STORED_OPTIONS, AnalysisRequest  # noqa: F401 (STORED_OPTIONS: its old home)
 
 
 def add_arguments(p) -> None:
@@ -28,35 +24,20 @@ def add_arguments(p) -> None:
     p.add_argument("--lun", type=int, metavar="LUN", help="only this logical unit's I/Os (bus, usb, kernel logs)")
 
 
-def current_figures(args) -> dict:
-    """Analyse the trace named by args and return its figures."""
+def current_figures(req: AnalysisRequest) -> dict:
+    """Analyse the requested trace and return its baseline figures."""
+    from scsitrace.batch import figures_of
     from scsitrace.reports import summary as summ
     from scsitrace.reports.attribution import Collector
     collector = Collector()
-    analysis = load(args, tap=collector.tap)
-    s = summ.summary(analysis, args.profile, args.target, args.io_size)
-    return figures_of(analysis, s, collector, args.target)
+    analysis = load(req, tap=collector.tap)
+    s = summ.summary(analysis, req.profile, req.target, req.io_size)
+    return figures_of(analysis, s, collector, req.target)
 
 
-def figures_of(analysis, s: dict, collector, target: int | None) -> dict:
-    """The baseline figures of an analysis and its summary (`collector` tapped its read)."""
-    from scsitrace.reports import regress
-    from scsitrace.reports.html import attribution_for
-    attr = attribution_for(analysis, collector) if target is None else None
-    return regress.figures(s, attr)
-
-
-def options_of(args) -> dict:
-    return {k: getattr(args, k) for k in STORED_OPTIONS}
-
-
-def args_from(trace: str, options: dict) -> argparse.Namespace:
-    """The argument namespace `load` expects, from a baseline's stored options."""
-    defaults = {"format": "auto", "lenient": False, "settle_ns": 400, "data_polarity": "auto", "map": [],
-                "active_low": [], "io_size": None, "profile": None, "target": None,
-                "lun": None}
-    values = {**defaults, **{k: v for k, v in (options or {}).items() if k in defaults}}
-    return argparse.Namespace(trace=trace, **values)
+def args_from(trace: str, options: dict | None) -> AnalysisRequest:
+    """The request a baseline's stored options make (for `regress`)."""
+    return AnalysisRequest.from_options(trace, options)
 
 
 def directory_mode(args) -> bool:
@@ -71,8 +52,9 @@ def run(args) -> int:
     if directory_mode(args):
         return run_directory(args)
     args.trace = args.trace[0]
-    figs = current_figures(args)
-    regress.write_baseline(args.output, regress.make_baseline(args.trace, options_of(args), figs, args.output))
+    req = request_of(args)
+    figs = current_figures(req)
+    regress.write_baseline(args.output, regress.make_baseline(args.trace, req.stored_options(), figs, args.output))
     print(f"wrote {args.output}: {len(figs)} figures of {args.trace}")
     return 0
 

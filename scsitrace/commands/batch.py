@@ -41,8 +41,11 @@ def add_arguments(p) -> None:
 
 
 def default_options(args) -> dict:
-    """The per-trace options given on the command line (defaults for every trace)."""
-    from scsitrace.batch import OPTION_KEYS
+    """The per-trace options given on the command line (defaults for every trace), checked
+    as `analyze` checks them."""
+    from scsitrace.commands.analyze import request_of
+    from scsitrace.request import OPTION_KEYS
+    request_of(args, trace="")
     # `is` tests: a target or size of 0 is given (0 == False would drop it)
     out = {k: v for k in OPTION_KEYS if (v := getattr(args, k, None)) is not None and v is not False and v != []}
     if out.get("format") == "auto":
@@ -51,7 +54,9 @@ def default_options(args) -> dict:
 
 
 def inputs_of(args, figures: bool = False):
+    from scsitrace import request
     from scsitrace.batch import collect
+    request.check_run(args.jobs, args.timeout, args.scheduler)    # before anything is read or written
     if not args.paths and not args.manifest:
         raise UsageError("name at least one trace, directory or glob, or --manifest FILE.toml")
     inputs = collect(args.paths, args.manifest, default_options(args), exclude=args.output)
@@ -62,13 +67,8 @@ def inputs_of(args, figures: bool = False):
 
 def execute(args, jobs, on_result=None) -> list[dict]:
     """Run the jobs where the arguments say (local workers or Dask), with a progress bar."""
-    from scsitrace import pool
-    if args.jobs is not None and args.jobs < 0:
-        raise UsageError("--jobs must be 0 (in this process) or more")
-    if args.timeout is not None and args.timeout <= 0:
-        raise UsageError("--timeout must be positive")
-    if args.timeout is not None and args.jobs == 0 and not args.scheduler:
-        raise UsageError("--timeout needs worker processes (--jobs 1 or more)")
+    from scsitrace import pool, request
+    request.check_run(args.jobs, args.timeout, args.scheduler)
     if not jobs:
         return []
     with Bar(len(jobs)) as bar:

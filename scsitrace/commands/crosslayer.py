@@ -79,7 +79,9 @@ def load_case(case_dir: Path) -> tuple[dict, list[str]]:
 
 
 def run(args) -> int:
+    from scsitrace import request
     from scsitrace.reports import crosslayer
+    request.integer("block_size", args.block_size, 1)
     case_dir = Path(args.case_dir)
     analyses, notes = load_case(case_dir)
     bs = args.block_size or logical_block_size(case_dir)

@@ -53,7 +53,7 @@ def run(args) -> int:
     trace = args.trace[0] if args.trace else None
     doc = regress.read_baseline(args.baseline)
     trace = trace or os.path.join(os.path.dirname(os.path.abspath(args.baseline)), doc.get("trace", ""))
-    current = current_figures(args_from(trace, doc.get("options")))
+    current = current_figures(_request_of_baseline(args.baseline, trace, doc))
     if args.update:
         doc = regress.make_baseline(trace, doc.get("options") or {}, current, args.baseline)
         regress.write_baseline(args.baseline, doc)
@@ -73,6 +73,18 @@ def run(args) -> int:
         from scsitrace.reports import junit
         junit.write(args.junit, [{"key": trace, "trace": trace, "rows": rows}])
     return 1 if regress.failed(rows) else 0
+
+
+def _request_of_baseline(path: str, trace: str, doc: dict):
+    """The request the baseline's stored options make; a bad one is bad input of the baseline."""
+    from scsitrace.errors import BadInput
+    from scsitrace.request import OptionError
+    if getattr(doc.get("options"), "items", None) is None and doc.get("options") is not None:
+        raise BadInput(path, "options must be a JSON object")
+    try:
+        return args_from(trace, doc.get("options"))
+    except OptionError as exc:
+        raise BadInput(path, f"options: {exc}") from None
 
 
 def run_corpus(args, tolerances) -> int:

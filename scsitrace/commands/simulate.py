@@ -6,13 +6,13 @@ Every default and every choice is documented in docs/simulator.md.
 """
 from __future__ import annotations
 
-import re
 import sys
 from dataclasses import replace
 
 from scsitrace.errors import UsageError
 
-UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20}
+from scsitrace import request
+from scsitrace.sim.params import UNITS, parse_ratio, parse_size  # noqa: F401 (UNITS: its old home)
 
 
 def add_arguments(p) -> None:
@@ -57,39 +57,6 @@ def add_arguments(p) -> None:
                         help="a 100 ns BSY glitch in the first status pause after this time")
 
 
-def parse_size(text: str) -> int:
-    m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
-    if not m or m.group(2).lower() not in UNITS:
-        raise UsageError(f"--size: expected BYTES or a size like 32K, got {text!r}")
-    return int(m.group(1)) * UNITS[m.group(2).lower()]
-
-
-def parse_ratio(text: str, option: str, buffer_bytes: int, sector_bytes: int = 512) -> float:
-    """A ratio (1/2, 0.5), the mode page value 0-255 (Sec 2.1.3: n/255), or bytes of the disk
-    buffer with a unit (512B, 16K: the report speaks of "BFR = 512 bytes")."""
-    t = text.strip()
-    try:
-        if "/" in t:
-            a, b = t.split("/", 1)
-            value = int(a) / int(b)
-        elif re.fullmatch(r"\d*\.\d+|1", t):      # "1": the whole buffer (1/255 is refused anyway)
-            value = float(t)
-        elif t.isdigit():
-            if int(t) > 255:
-                raise ValueError
-            value = int(t) / 255
-        else:
-            value = parse_size(t) / buffer_bytes
-    except (ValueError, ZeroDivisionError, UsageError):
-        raise UsageError(f"{option}: expected a ratio (1/2, 0.5), a mode page value 0-255 or bytes "
-                         f"(512B, 16K), got {text!r}") from None
-    if not 0 < value <= 1:
-        raise UsageError(f"{option}: {text!r} is not within (0, 1] of the {buffer_bytes}-byte buffer")
-    if value * buffer_bytes < sector_bytes:
-        raise UsageError(f"{option}: {text!r} is less than a sector of the buffer (not allowed, Sec 2.1.3)")
-    return value
-
-
 def build(args):
     """Command line -> (Workload, Params), checked."""
     from scsitrace.sim import Params, Workload
@@ -111,10 +78,11 @@ def build(args):
         duration = named.duration_s
     params = Params()
     tick = params.bus.tick_ns
-    if args.duration is not None and not args.duration > 0:
-        raise UsageError("--duration must be positive")
-    if args.count is not None and args.count <= 0:
-        raise UsageError("--count must be positive")
+    request.seconds("duration", args.duration, positive=True)
+    request.integer("count", args.count, 1)
+    request.integer("seed", args.seed, 0)
+    request.seconds("reset_at", args.reset_at)
+    request.seconds("glitch_at", args.glitch_at)
     disk = replace(params.disk, bfr=parse_ratio(args.bfr, "--bfr", params.disk.buffer_bytes),
                    ber=parse_ratio(args.ber, "--ber", params.disk.buffer_bytes),
                    readahead=args.readahead == "on")

@@ -7,7 +7,10 @@ All times are integer nanoseconds; `MIB` is 2**20 bytes, the report's MByte (DES
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+
+from scsitrace.errors import UsageError
 
 US = 1_000
 MS = 1_000_000
@@ -163,3 +166,41 @@ class Params:
     disk: DiskParams = field(default_factory=DiskParams)
     hba: HbaParams = field(default_factory=HbaParams)
     host: HostParams = field(default_factory=HostParams)
+
+
+# ------------------------------------------------------------------ option texts (simulate, sweeps)
+
+UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20}
+
+
+def parse_size(text: str) -> int:
+    m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    if not m or m.group(2).lower() not in UNITS:
+        raise UsageError(f"--size: expected BYTES or a size like 32K, got {text!r}")
+    return int(m.group(1)) * UNITS[m.group(2).lower()]
+
+
+def parse_ratio(text: str, option: str, buffer_bytes: int, sector_bytes: int = 512) -> float:
+    """A ratio (1/2, 0.5), the mode page value 0-255 (Sec 2.1.3: n/255), or bytes of the disk
+    buffer with a unit (512B, 16K: the report speaks of "BFR = 512 bytes")."""
+    t = text.strip()
+    try:
+        if "/" in t:
+            a, b = t.split("/", 1)
+            value = int(a) / int(b)
+        elif re.fullmatch(r"\d*\.\d+|1", t):      # "1": the whole buffer (1/255 is refused anyway)
+            value = float(t)
+        elif t.isdigit():
+            if int(t) > 255:
+                raise ValueError
+            value = int(t) / 255
+        else:
+            value = parse_size(t) / buffer_bytes
+    except (ValueError, ZeroDivisionError, UsageError):
+        raise UsageError(f"{option}: expected a ratio (1/2, 0.5), a mode page value 0-255 or bytes "
+                         f"(512B, 16K), got {text!r}") from None
+    if not 0 < value <= 1:
+        raise UsageError(f"{option}: {text!r} is not within (0, 1] of the {buffer_bytes}-byte buffer")
+    if value * buffer_bytes < sector_bytes:
+        raise UsageError(f"{option}: {text!r} is less than a sector of the buffer (not allowed, Sec 2.1.3)")
+    return value

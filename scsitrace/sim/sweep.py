@@ -14,7 +14,7 @@ from pathlib import Path
 
 from scsitrace.errors import UsageError
 
-from .params import US
+from .params import US, parse_ratio, parse_size
 
 
 def _on_off(v: str) -> bool:
@@ -27,13 +27,11 @@ def _on_off(v: str) -> bool:
 
 def _ratio(option):
     def parse(v):
-        from scsitrace.commands.simulate import parse_ratio
         return parse_ratio(v, option, 32 * 1024)
     return parse
 
 
 def _size(v):
-    from scsitrace.commands.simulate import parse_size
     return parse_size(v)
 
 
