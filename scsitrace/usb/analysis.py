@@ -23,11 +23,12 @@ import numpy as np
 import polars as pl
 
 from .. import completeness, schema, scsi, tiling
-from ..command_tables import TABLES, command_tables
+from ..command_stream import Tables, inexact_note
+from ..command_tables import TABLES
 from ..errors import UsageError
 from ..filters import check_found, check_window, refuse
 from ..model import Analysis, Capture
-from ..stats import LATENCY_TABLES, latency_tables
+from ..stats import LATENCY_TABLES
 from .bot import bot_commands
 from .stages import _with_stages, segments_frame, tile
 from .transfers import Transfers, transfers
@@ -172,6 +173,9 @@ def analyze(capture: Capture, options=None) -> Analysis:
     if capture.meta.get("text_format") == "1t":
         notes.append("1t text has no bus numbers: devices are shown on bus 0")
     notes += completeness.usb_notes(s_row, c_row, ios) + list(capture.notes)
+    counted = Tables()              # the command layers' streaming tables, fed the whole capture as one batch
+    counted.add(ios)
+    notes += inexact_note(counted)
     cats = tiling.category_table(tiles["totals"], n_dev, STAGES, elapsed, paired)
     return Analysis(
         layer="usb", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=lambda: segments_frame(full, elapsed),
@@ -182,7 +186,7 @@ def analyze(capture: Capture, options=None) -> Analysis:
         source={"path": capture.path, "format": capture.format, **{k: v for k, v in capture.meta.items()
                                                                     if k in ("container", "route", "text_format")}},
         declared=(*TABLES, *LATENCY_TABLES),
-        tables={**command_tables(ios, elapsed), **latency_tables({"response": _responses(ios)})},
+        tables=counted.tables(elapsed),
         no_normalized=("IDLE",))
 
 
@@ -230,7 +234,3 @@ def _selected(full: pl.DataFrame, options) -> tuple[pl.DataFrame, list[str]]:
     kept = full.filter(keep)
     return kept, [f"{' '.join(given)}: {kept.height} of {full.height} commands (the URB anomalies are of every device)"]
 
-
-def _responses(ios: pl.DataFrame) -> np.ndarray:
-    """Response times of the paired commands (CBW or command IU submit -> status completion)."""
-    return ios.filter(pl.col("paired") & pl.col("response_ns").is_not_null())["response_ns"].to_numpy()
