@@ -33,7 +33,8 @@ from .bot import bot_commands
 from .stages import _with_stages, segments_frame, tile
 from .transfers import Transfers, transfers
 from .uas import uas_commands
-from .urbs import EPIPE, EREMOTEIO, URBS, UrbColumns, _anomalies, _u8, dense_ids, urb_columns
+from .._keys import dense_ids
+from .urbs import EPIPE, EREMOTEIO, URBS, UrbColumns, _anomalies, _u8, urb_columns
 
 STAGES = ("COMMAND", "DATA IN", "DATA OUT", "STATUS", "GAP", "IDLE")
 

@@ -11,7 +11,8 @@ from .. import scsi
 from .._native import usb as _usb
 from ..schema import NULL, nullable
 from .transfers import Transfers
-from .urbs import CSW_STATUS, dense_ids, EPIPE, EREMOTEIO, _anomalies, _le32 as _le32_expr, _u8
+from .._keys import dense_ids
+from .urbs import CSW_STATUS, EPIPE, EREMOTEIO, _anomalies, _le32 as _le32_expr, _u8
 
 CSW_BYTES = 13
 CBW_BYTES = 31
@@ -87,8 +88,9 @@ def bot_commands(xf: Transfers, streamed: dict | None = None) -> tuple[pl.DataFr
     ]
     return cmds, anomalies, not_bot
 
-# why a Bulk-Only command is unpaired, by bot_fields' `reason` code (PAIRED: null)
-BOT_REASONS = ["no CSW (capture ended)", "no CSW before the next CBW", "CSW tag does not match the CBW", None]
+# why a Bulk-Only command is unpaired, by bot_fields' `reason` code (paired: None); the
+# codes and their rule live in Rust (native/src/usb/machine.rs `bot_reason`)
+BOT_REASONS = list(_usb.BOT_REASONS)
 
 
 def _csw_status_names(status: np.ndarray, csw_size: np.ndarray) -> pl.Series:
@@ -132,15 +134,13 @@ def bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, sta
 
 
 BOT_FIELDS = ("usb_tag", "bytes", "lun", "cb_len", "csw_tag", "residue", "csw_status", "reason")
-NO_CSW_AT_END, NO_CSW_BEFORE_NEXT, TAG_DIFFERS, PAIRED = range(4)    # `reason` codes
 
 
 def bot_fields(cbw, csw, csw_size, n_csw, last, sts_c) -> dict:
     """Per Bulk-Only command (bot_pass' outputs): the CBW's tag, transfer length, LUN and
     CDB length, the CSW's tag, residue and status (values where its `csw_size` bytes
     hold none are not to be read), the CBW's direction flag (`flag_in`), and why it is
-    unpaired (`reason`, checked in this order: no CSW up to the end of the capture or the
-    next CBW, a CSW with another tag, a CSW not completed (end of capture); else PAIRED)."""
+    unpaired (`reason`: an index into BOT_REASONS, by the rule of machine.rs `bot_reason`)."""
     n = len(cbw)
     ints, flag_in = np.empty((len(BOT_FIELDS), n), np.int64), np.empty(n, np.bool_)
     _usb.bot_fields(np.ascontiguousarray(cbw).reshape(-1), np.ascontiguousarray(csw).reshape(-1), csw_size,

@@ -4,6 +4,15 @@ use numpy::ndarray::ArrayView2;
 use numpy::{PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray2};
 use pyo3::prelude::*;
 
+/// The LUN of a SCSI-1 style CDB (`len` bytes, opcode `op`, byte 1 `byte1`): bits 7-5 of
+/// byte 1 when the opcode's group carries one there (`lun_groups`, scsi.py `_lun_groups`:
+/// groups 0-2, the 6- and 10-byte CDBs) and the CDB has that byte. The one LUN rule of CDBs
+/// (the bulk decode below, the bus walker).
+#[inline]
+pub(crate) fn cdb_lun(op: u8, byte1: u8, len: i64, lun_groups: &[bool]) -> Option<i16> {
+    (len >= 2 && lun_groups[op as usize]).then_some((byte1 >> 5) as i16)
+}
+
 fn be(m: &ArrayView2<u8>, i: usize, start: usize, width: usize) -> i64 {
     (start..start + width).fold(0i64, |v, b| (v << 8) | m[[i, b]] as i64)
 }
@@ -64,11 +73,12 @@ fn decode_cdbs(py: Python, m: PyReadonlyArray2<u8>, n: PyReadonlyArray1<i64>, rw
             ints[[1, i]] = name_at;
             ints[[2, i]] = lba;
             ints[[3, i]] = blocks;
-            ints[[4, i]] = (m[[i, 1]] >> 5) as i64;
+            let lun = cdb_lun(op as u8, m[[i, 1]], k, lun_groups);
+            ints[[4, i]] = lun.unwrap_or(0) as i64;
             flags[[0, i]] = has_op;
             flags[[1, i]] = lba_known;
             flags[[2, i]] = is6 || is10 || is12 || is16;
-            flags[[3, i]] = has_op && (is6 || is10 || (k >= 2 && lun_groups[op]));
+            flags[[3, i]] = lun.is_some();
         }
     });
     Ok(())

@@ -1,8 +1,8 @@
 //! The mass-storage machines over URB columns (scsitrace/usb/): URB pairing, transfer
-//! columns, the Bulk-Only command pass and its CBW/CSW fields, stage pieces, dense ids.
+//! columns, the Bulk-Only command pass and its CBW/CSW fields, stage pieces.
 use std::collections::HashMap;
 
-use numpy::{PyArray1, PyReadonlyArray1, PyReadwriteArray1};
+use numpy::{PyReadonlyArray1, PyReadwriteArray1};
 use pyo3::prelude::*;
 
 use crate::bus::tiling::DeviceTiling;
@@ -33,6 +33,29 @@ pub(super) const DATA_BYTES: usize = 8;
 pub(super) const STALLS: usize = 9;
 pub(super) const DATA_IN: usize = 10;
 pub(super) const N_AGG: usize = 11;
+
+/// Why a Bulk-Only command is unpaired, by reason code (`bot_reason`); the paired code
+/// (PAIRED) has none. scsitrace/usb/bot.py reads this list (`BOT_REASONS` of the module).
+pub(super) const BOT_REASONS: [Option<&str>; 4] =
+    [Some("no CSW (capture ended)"), Some("no CSW before the next CBW"), Some("CSW tag does not match the CBW"), None];
+pub(super) const PAIRED: usize = 3;
+
+/// A Bulk-Only command's reason code (index into BOT_REASONS), checked in this order: no
+/// CSW up to the end of the capture (`last` of its device) or up to the next CBW, a CSW
+/// (of at least 8 bytes) with another tag than the CBW's, a CSW not completed (the capture
+/// ended); else PAIRED.
+#[inline]
+pub(super) fn bot_reason(n_csw: i64, last: bool, csw_size: i64, csw_tag: i64, cbw_tag: i64, sts_c: i64) -> usize {
+    if n_csw == 0 {
+        if last { 0 } else { 1 }
+    } else if csw_size >= 8 && csw_tag != cbw_tag {
+        2
+    } else if sts_c == NULL {
+        0
+    } else {
+        PAIRED
+    }
+}
 
 /// Transfers as (submit row, completion row), -1 where absent, in row order, written to
 /// `s_rows` and `c_rows`; returns their count. A submit pairs with the next event of its
@@ -284,15 +307,7 @@ fn bot_fields(py: Python, cbw: PyReadonlyArray1<u8>, csw: PyReadonlyArray1<u8>, 
             ints[5 * n + c] = le32(csw, s + 8);
             ints[6 * n + c] = csw[s + 12] as i64;
             flag_in[c] = cbw[b + 12] & 0x80 != 0;
-            ints[7 * n + c] = if n_csw[c] == 0 {
-                if last[c] { 0 } else { 1 }
-            } else if csw_size[c] >= 8 && ints[4 * n + c] != tag {
-                2
-            } else if sts_c[c] == NULL {
-                0
-            } else {
-                3
-            };
+            ints[7 * n + c] = bot_reason(n_csw[c], last[c], csw_size[c], ints[4 * n + c], tag, sts_c[c]) as i64;
         }
     });
     Ok(())
@@ -447,32 +462,6 @@ fn take_bytes(py: Python, buf: PyReadonlyArray1<u8>, at: PyReadonlyArray1<i64>, 
     Ok(())
 }
 
-/// (id of each key: 0, 1, ... in order of first appearance, the row where each id first
-/// appears), ids written to `ids`.
-#[pyfunction]
-fn dense_ids<'py>(py: Python<'py>, key: PyReadonlyArray1<i64>, mut ids: PyReadwriteArray1<i64>)
-                  -> PyResult<Bound<'py, PyArray1<i64>>> {
-    let key = key.as_slice()?;
-    let ids = ids.as_slice_mut()?;
-    let first = py.allow_threads(move || {
-        let mut seen: HashMap<i64, i64> = HashMap::new();
-        let mut first = Vec::new();
-        let (mut last_key, mut last_id) = (0i64, -1i64);
-        for (r, &k) in key.iter().enumerate() {
-            if last_id < 0 || k != last_key {
-                last_id = *seen.entry(k).or_insert_with(|| {
-                    first.push(r as i64);
-                    first.len() as i64 - 1
-                });
-                last_key = k;
-            }
-            ids[r] = last_id;
-        }
-        first
-    });
-    Ok(PyArray1::from_vec_bound(py, first))
-}
-
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pair_urbs, m)?)?;
     m.add_function(wrap_pyfunction!(transfer_columns, m)?)?;
@@ -481,6 +470,6 @@ pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stage_pieces, m)?)?;
     m.add_function(wrap_pyfunction!(stage_totals, m)?)?;
     m.add_function(wrap_pyfunction!(take_bytes, m)?)?;
-    m.add_function(wrap_pyfunction!(dense_ids, m)?)?;
+    m.add("BOT_REASONS", BOT_REASONS.to_vec())?;
     Ok(())
 }
