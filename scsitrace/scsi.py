@@ -51,12 +51,6 @@ QUEUE_TAG_MESSAGES = {0x20, 0x21, 0x22}
 TWO_BYTE_MESSAGES = QUEUE_TAG_MESSAGES | {0x23}
 
 
-def cdb_length(opcode: int) -> int:
-    """CDB length from the opcode's group code (SPC-4 4.2.5.1); 0 when reserved/vendor."""
-    group = opcode >> 5
-    return {0: 6, 1: 10, 2: 10, 4: 16, 5: 12}.get(group, 0)
-
-
 def opcode_name(opcode: int | None, service_action: int | None = None) -> str:
     if opcode is None:
         return ""
@@ -80,35 +74,17 @@ def message_name(msg: int) -> str:
 def decode_cdb(cdb: bytes) -> dict:
     """opcode, name, lba, blocks (transfer length in blocks) and lun (SCSI-1 CDB byte 1) of a CDB.
 
-    Fields a command does not have are None. A short CDB decodes what it can.
+    Fields a command does not have are None. A short CDB decodes what it can. One CDB
+    through `decode_cdb_matrix`: the rules live once, in Rust (native/src/bus/cdb.rs).
     >>> decode_cdb(bytes([0x28, 0, 0, 0, 0x10, 0, 0, 0, 0x40, 0]))["lba"]
     4096
     """
-    out = {"opcode": None, "name": "", "lba": None, "blocks": None, "lun": None, "length": len(cdb)}
-    if not cdb:
-        return out
-    op = cdb[0]
-    out["opcode"] = op
-    sa = cdb[1] & 0x1F if len(cdb) > 1 else None
-    out["name"] = opcode_name(op, sa)
-    n = len(cdb)
-    if op in (0x08, 0x0A, 0x0B) and n >= 6:
-        out["lba"] = ((cdb[1] & 0x1F) << 16) | (cdb[2] << 8) | cdb[3]
-        out["blocks"] = cdb[4] or (256 if op != 0x0B else 0)
-        out["lun"] = cdb[1] >> 5
-    elif op in (0x28, 0x2A, 0x2E, 0x2F, 0x2B, 0x35) and n >= 10:
-        out["lba"] = int.from_bytes(cdb[2:6], "big")
-        out["blocks"] = int.from_bytes(cdb[7:9], "big")
-        out["lun"] = cdb[1] >> 5
-    elif op in (0xA8, 0xAA) and n >= 12:
-        out["lba"] = int.from_bytes(cdb[2:6], "big")
-        out["blocks"] = int.from_bytes(cdb[6:10], "big")
-    elif op in (0x88, 0x8A, 0x8F, 0x91, 0x93) and n >= 16:
-        out["lba"] = int.from_bytes(cdb[2:10], "big")
-        out["blocks"] = int.from_bytes(cdb[10:14], "big")
-    elif n >= 2 and cdb_length(op) in (6, 10):
-        out["lun"] = cdb[1] >> 5
-    return out
+    import numpy as np
+    m = np.zeros((1, 16), np.uint8)
+    m[0, :min(len(cdb), 16)] = np.frombuffer(bytes(cdb[:16]), np.uint8)
+    d = decode_cdb_matrix(m, np.array([len(cdb)], np.int64))
+    return {"opcode": d["opcode"][0], "name": d["command"][0], "lba": d["lba"][0], "blocks": d["blocks"][0],
+            "lun": d["cdb_lun"][0], "length": len(cdb)}
 
 
 def op_kind(opcode: int | None) -> str:
@@ -123,8 +99,9 @@ def op_kind(opcode: int | None) -> str:
 
 
 # ---------------------------------------------------------------- bulk decode
-# The same rules as decode_cdb over a whole Binary column of CDBs at once (numpy), for
-# layers that decode thousands of commands (usb, scsilog); tests check they agree.
+# The CDB rules, over a whole Binary column of CDBs at once (one compiled pass, Rust:
+# native/src/bus/cdb.rs, fed the opcode groups below); decode_cdb is one row of it.
+# tests/cdb_reference.py restates them in Python, byte by byte, as the tests' oracle.
 
 _RW6 = [0x08, 0x0A, 0x0B]
 _RW10 = [0x28, 0x2A, 0x2E, 0x2F, 0x2B, 0x35]

@@ -1,0 +1,158 @@
+"""One engine per command layer: the usb and kernel-log (and SG_IO) analyses are streaming
+engines, and a whole capture is the same engine fed one batch. Whatever the boundaries
+between the batches (drawn at random, uneven, one record per batch included), every declared
+table, the segments, the stage percentages, the rows and the notes equal those of one batch.
+The batches are cut from the records the parser read (its chunks put end to end), so only
+the boundaries differ between the two runs."""
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import gen_usbmon as gen
+from gen_scsilog import dmesg_text, ftrace_text
+from gen_sgio import strace_text
+from scsitrace import core, parsers
+from scsitrace.command_stream import Tables
+from scsitrace.parsers import usbmon
+from scsitrace.usb.urbs import concat_urbs
+from test_scsilog_stream import events, same
+from test_sgio import calls
+
+SLOW = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def _cuts(draw, n: int) -> list[int]:
+    """Sorted distinct cut points inside [1, n-1] (none: one batch)."""
+    if n < 2:
+        return []
+    return sorted(set(draw(st.lists(st.integers(1, n - 1), max_size=min(n - 1, 12)))))
+
+
+def _ranges(n: int, cuts: list[int]) -> list[tuple[int, int]]:
+    edges = [0, *cuts, n]
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def _fed(capture, split) -> None:
+    """`capture` read to its end now (its records complete), then handed to the analysis as
+    the batches `split` makes of everything its chunks gave."""
+    parts = list(capture.chunks())
+    batches = split(parts)
+    capture.chunks = lambda: iter(batches)
+
+
+def _all_of(a) -> dict:
+    out = {name: a.table(name) for name in a.tables}
+    out.update(ios=a.ios, segments=a.segments, anomalies=a.anomalies,
+               **{f"categories.{k}": v for k, v in a.categories.items()})
+    return out
+
+
+def _same_tables(a, b) -> None:
+    ta, tb = _all_of(a), _all_of(b)
+    assert ta.keys() == tb.keys()
+    for name in ta:
+        assert ta[name].equals(tb[name], null_equal=True), (name, ta[name], tb[name])
+    assert (a.elapsed_ns, a.ios_completed, a.data_bytes, a.notes) == (b.elapsed_ns, b.ios_completed, b.data_bytes,
+                                                                      b.notes)
+
+
+# ---------------------------------------------------------------- usb
+
+
+def _usb_split(cuts):
+    def split(parts):
+        whole = concat_urbs(parts)
+        n = len(whole)
+        rows = np.arange(n)
+        return [whole.take((rows >= lo) & (rows < hi)) for lo, hi in _ranges(n, [c for c in cuts if c < n])]
+    return split
+
+
+@SLOW
+@given(st.data(), st.integers(1, 40), st.integers(1, 5), st.booleans())
+def test_usb_any_batch_boundaries_give_the_tables_of_one_batch(tmp_path, data, n_commands, seed, mixed):
+    """A Bulk-Only capture (plain, or with enumeration, a stall, CLEAR HALT and a failed
+    command) fed to the streaming machine in batches cut anywhere: the tables of one batch,
+    and of the capture analysed whole."""
+    path = tmp_path / f"u{seed}.pcap"
+    gen.write_pcap(path, gen.traffic(seed, data_cap=64) if mixed else gen.bulk_traffic(n_commands, seed=seed,
+                                                                                        data_cap=64))
+    one = usbmon._parse_pcap(str(path), strict=False, stream_bytes=0)
+    cut = usbmon._parse_pcap(str(path), strict=False, stream_bytes=0)
+    n = len(concat_urbs(list(usbmon._parse_pcap(str(path), strict=False, stream_bytes=0).chunks())))
+    cuts = data.draw(st.lists(st.integers(1, max(n - 1, 1)), max_size=12).map(lambda c: sorted(set(c))))
+    _fed(one, _usb_split([]))
+    _fed(cut, _usb_split(cuts))
+    a, b = core.analyze(one), core.analyze(cut)
+    assert "urbs" not in dict.keys(cut.columns)            # the streaming machine took every batch
+    _same_tables(a, b)
+    _same_tables(core.analyze(usbmon._parse_pcap(str(path), strict=False)), a)     # URB columns, whole
+
+
+@SLOW
+@given(st.data(), st.integers(1, 3))
+def test_command_tables_of_any_batches_are_those_of_one(tmp_path, data, seed):
+    """The command layers' table engine (`command_stream.Tables`, which the usb whole path
+    feeds one batch) fed a usb capture's commands in batches cut anywhere."""
+    path = tmp_path / f"t{seed}.pcap"
+    gen.write_pcap(path, gen.traffic(seed, repeats=data.draw(st.integers(1, 6))))
+    a = core.analyze(usbmon._parse_pcap(str(path), strict=False))
+    ios = a.ios
+    cuts = _cuts(data.draw, ios.height)
+    t = Tables()
+    for lo, hi in _ranges(ios.height, cuts):
+        t.add(ios.slice(lo, hi - lo))
+    got = t.tables(a.elapsed_ns)
+    assert set(got) == set(a.tables)
+    for name, frame in got.items():
+        assert frame.equals(a.table(name), null_equal=True), name
+
+
+# ---------------------------------------------------------------- kernel log and SG_IO
+
+
+def _frame_split(cuts):
+    def split(parts):
+        whole = pl.concat(parts) if parts else pl.DataFrame()
+        return [whole.slice(lo, hi - lo) for lo, hi in _ranges(whole.height, [c for c in cuts if c < whole.height])]
+    return split
+
+
+def _log_pair(path, fmt, cuts, **options):
+    one, cut = parsers.parse(str(path), fmt), parsers.parse(str(path), fmt)
+    for capture, c in ((one, []), (cut, cuts)):
+        if capture.chunks is not None:
+            _fed(capture, _frame_split(c))
+        else:       # whole commands in a frame: the analysis reads them as one batch
+            frame = capture.frames["commands"]
+            capture.chunks = (lambda f, c: lambda: iter(_frame_split(c)([f])))(frame, c)
+    opts = core.Options(**options)
+    return core.analyze(one, opts), core.analyze(cut, opts)
+
+
+@settings(max_examples=40, deadline=None)
+@given(events(), st.sampled_from(["ftrace", "dmesg"]), st.lists(st.integers(1, 80), max_size=12),
+       st.sampled_from([{}, {"window": (2_000_000, 20_000_000)}, {"device": "0:0:1:0"}]))
+def test_kernel_log_any_batch_boundaries(tmp_path_factory, evs, fmt, cuts, options):
+    p = tmp_path_factory.mktemp("log") / f"t.{fmt}.txt"
+    kinds = [e for e in evs if fmt == "ftrace" or e[1] != "error"]
+    p.write_text(ftrace_text(kinds) if fmt == "ftrace" else dmesg_text(kinds))
+    try:
+        a, b = _log_pair(p, "scsilog", sorted(set(cuts)), **options)
+    except core.UsageError:          # a filter the log has nothing for
+        return
+    same(a, b)
+    _same_tables(a, b)
+
+
+@settings(max_examples=30, deadline=None)
+@given(calls(), st.lists(st.integers(1, 20), max_size=8))
+def test_sgio_any_batch_boundaries(tmp_path_factory, cmds, cuts):
+    p = tmp_path_factory.mktemp("sg") / "t.strace"
+    p.write_text(strace_text(cmds, ts="tt", T=True, y=False, f="bracket", other=True))
+    a, b = _log_pair(p, "sgio", sorted(set(cuts)))
+    same(a, b)
+    _same_tables(a, b)
