@@ -86,8 +86,7 @@ def _fed(urbs, cuts: list[int], keep: int) -> tuple[dict, dict, dict, dict]:
         mask = np.zeros(len(urbs), np.bool_)
         mask[lo:hi] = True
         u = urbs.take(mask)
-        assert m.feed(u.t_ns, u.urb_id, u.event, u.xfer, u.ep, u.bus, u.dev, u.status, u.length, u.has_setup,
-                      u.setup.reshape(-1), u.data_buf, u.data_at, u.data_size, u.data_head, u.pos)
+        assert m.feed(u)
         assert m.take() is None       # no rows handed back without a sink
     found = m.finish()
     return found, m.results(), m.kept(), m.segments()

@@ -47,8 +47,7 @@ def streamed_analysis(capture, options) -> Analysis | None:
     for u in prefetched(capture.chunks()):
         if run.origin is None and len(u.t_ns):
             run.origin = int(u.t_ns[0])        # the machine refuses anything earlier
-        if not machine.feed(u.t_ns, u.urb_id, u.event, u.xfer, u.ep, u.bus, u.dev, u.status, u.length,
-                            u.has_setup, u.setup.reshape(-1), u.data_buf, u.data_at, u.data_size, u.data_head, u.pos):
+        if not machine.feed(u):
             return None
         run.sunk(machine.take())
     found = machine.finish()

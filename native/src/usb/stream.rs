@@ -7,7 +7,7 @@
 //! errors) makes `feed` return false: the caller analyses it whole instead.
 use std::collections::VecDeque;
 
-use numpy::{PyArray1, PyReadonlyArray1};
+use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -200,6 +200,44 @@ impl BotStream {
     }
 }
 
+/// The columns of one batch of URB events the machine reads, by name, from a
+/// scsitrace.usb.urbs.UrbColumns (declared there once; dtypes as its comments say).
+#[derive(FromPyObject)]
+struct UrbBatch<'py> {
+    #[pyo3(attribute)]
+    t_ns: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    urb_id: PyReadonlyArray1<'py, u64>,
+    #[pyo3(attribute)]
+    event: PyReadonlyArray1<'py, u8>,
+    #[pyo3(attribute)]
+    xfer: PyReadonlyArray1<'py, u8>,
+    #[pyo3(attribute)]
+    ep: PyReadonlyArray1<'py, u8>,
+    #[pyo3(attribute)]
+    bus: PyReadonlyArray1<'py, u16>,
+    #[pyo3(attribute)]
+    dev: PyReadonlyArray1<'py, u8>,
+    #[pyo3(attribute)]
+    status: PyReadonlyArray1<'py, i32>,
+    #[pyo3(attribute)]
+    length: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    has_setup: PyReadonlyArray1<'py, bool>,
+    #[pyo3(attribute)]
+    setup: PyReadonlyArray2<'py, u8>,
+    #[pyo3(attribute)]
+    data_buf: PyReadonlyArray1<'py, u8>,
+    #[pyo3(attribute)]
+    data_at: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    data_size: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    data_head: PyReadonlyArray1<'py, u32>,
+    #[pyo3(attribute)]
+    pos: PyReadonlyArray1<'py, i64>,
+}
+
 #[pymethods]
 impl BotStream {
     /// `keep`: at most that many commands and segments kept for the reports; `rows`: take
@@ -216,22 +254,17 @@ impl BotStream {
         }
     }
 
-    /// One batch of URB events (columns of scsitrace.usb.urbs.UrbColumns, times absolute);
-    /// returns whether the machine still covers the capture.
-    #[allow(clippy::too_many_arguments)]
-    fn feed(&mut self, py: Python, t_ns: PyReadonlyArray1<i64>, urb_id: PyReadonlyArray1<u64>,
-            event: PyReadonlyArray1<u8>, xfer: PyReadonlyArray1<u8>, ep: PyReadonlyArray1<u8>,
-            bus: PyReadonlyArray1<u16>, dev: PyReadonlyArray1<u8>, status: PyReadonlyArray1<i32>,
-            length: PyReadonlyArray1<i64>, has_setup: PyReadonlyArray1<bool>, setup: PyReadonlyArray1<u8>,
-            data_buf: PyReadonlyArray1<u8>,
-            data_at: PyReadonlyArray1<i64>, data_size: PyReadonlyArray1<i64>, data_head: PyReadonlyArray1<u32>,
-            pos: PyReadonlyArray1<i64>) -> PyResult<bool> {
+    /// One batch of URB events (a scsitrace.usb.urbs.UrbColumns, times absolute); returns
+    /// whether the machine still covers the capture.
+    fn feed(&mut self, py: Python, urbs: UrbBatch) -> PyResult<bool> {
         let (t_ns, urb_id, event, xfer, ep, bus, dev, status, length, has_setup) = (
-            t_ns.as_slice()?, urb_id.as_slice()?, event.as_slice()?, xfer.as_slice()?, ep.as_slice()?,
-            bus.as_slice()?, dev.as_slice()?, status.as_slice()?, length.as_slice()?, has_setup.as_slice()?);
-        let setup = setup.as_slice()?;
+            urbs.t_ns.as_slice()?, urbs.urb_id.as_slice()?, urbs.event.as_slice()?, urbs.xfer.as_slice()?,
+            urbs.ep.as_slice()?, urbs.bus.as_slice()?, urbs.dev.as_slice()?, urbs.status.as_slice()?,
+            urbs.length.as_slice()?, urbs.has_setup.as_slice()?);
+        let setup = urbs.setup.as_slice()?;
         let (data_buf, data_at, data_size, data_head, pos) =
-            (data_buf.as_slice()?, data_at.as_slice()?, data_size.as_slice()?, data_head.as_slice()?, pos.as_slice()?);
+            (urbs.data_buf.as_slice()?, urbs.data_at.as_slice()?, urbs.data_size.as_slice()?,
+             urbs.data_head.as_slice()?, urbs.pos.as_slice()?);
         let this = &mut *self;
         py.allow_threads(move || {
             for r in 0..t_ns.len() {
