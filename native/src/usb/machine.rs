@@ -2,7 +2,8 @@
 //! columns, the Bulk-Only command pass and its CBW/CSW fields, stage pieces.
 use std::collections::HashMap;
 
-use numpy::{PyReadonlyArray1, PyReadwriteArray1};
+use numpy::{PyArray1, PyReadonlyArray1, PyReadwriteArray1};
+use pyo3::types::PyDict;
 use pyo3::prelude::*;
 
 use crate::bus::tiling::DeviceTiling;
@@ -151,29 +152,76 @@ pub(super) fn max_t(cur: i64, v: i64) -> i64 {
     if v != NULL && (cur == NULL || v > cur) { v } else { cur }
 }
 
-/// Bulk-Only commands from transfers in time order (scsitrace/usb/bot.py bot_pass): per
-/// command the aggregates (rows of `ints`, `n` apart), CBW bytes, first CSW bytes and
-/// count; per transfer its class. Returns the number of commands.
+/// The data of URB events a pass reads (a scsitrace.usb.urbs.UrbColumns, by name).
+#[derive(FromPyObject)]
+struct UrbData<'py> {
+    #[pyo3(attribute)]
+    data_buf: PyReadonlyArray1<'py, u8>,
+    #[pyo3(attribute)]
+    data_at: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    data_size: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    data_head: PyReadonlyArray1<'py, u32>,
+}
+
+/// The transfer columns bot_pass reads (a scsitrace.usb.transfers.Transfers, by name,
+/// declared there once) and its URBs' data.
+#[derive(FromPyObject)]
+struct TransferCols<'py> {
+    #[pyo3(attribute)]
+    xfer: PyReadonlyArray1<'py, u8>,
+    #[pyo3(attribute)]
+    dir_in: PyReadonlyArray1<'py, bool>,
+    #[pyo3(attribute)]
+    data_row: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    submit_ns: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    complete_ns: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    status: PyReadonlyArray1<'py, i32>,
+    #[pyo3(attribute)]
+    status_null: PyReadonlyArray1<'py, bool>,
+    #[pyo3(attribute)]
+    req_len: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    actual: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    urbs: UrbData<'py>,
+}
+
+/// scsitrace/usb/bot.py BOT_AGGREGATES, in the order of the aggregate indexes above.
+const AGG_NAMES: [&str; N_AGG] = ["first", "last", "csw", "n_csw", "sts_s", "sts_c", "data_s", "data_c",
+                                  "data_bytes", "stalls", "data_in"];
+
+/// Bulk-Only commands from transfers in time order (scsitrace/usb/bot.py bot_pass), each
+/// transfer's device (`device`, < `n_devices`): a dict of, per command, the aggregates by
+/// name (AGG_NAMES), `cbw` (31 bytes each), `csw` (the first CSW's 13 bytes) and
+/// `csw_size` (-1: none); per transfer `kind` (its class).
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn bot_pass(py: Python, xfer: PyReadonlyArray1<u8>, dir_in: PyReadonlyArray1<bool>, device: PyReadonlyArray1<i64>,
-            data_row: PyReadonlyArray1<i64>, submit_ns: PyReadonlyArray1<i64>, complete_ns: PyReadonlyArray1<i64>,
-            status: PyReadonlyArray1<i32>, status_null: PyReadonlyArray1<bool>, req_len: PyReadonlyArray1<i64>,
-            actual: PyReadonlyArray1<i64>, data_buf: PyReadonlyArray1<u8>, data_at: PyReadonlyArray1<i64>,
-            data_size: PyReadonlyArray1<i64>, data_head: PyReadonlyArray1<u32>, n_devices: usize,
-            mut ints: PyReadwriteArray1<i64>, mut cbw: PyReadwriteArray1<u8>, mut csw: PyReadwriteArray1<u8>,
-            mut csw_size: PyReadwriteArray1<i64>, mut kind: PyReadwriteArray1<i8>) -> PyResult<i64> {
+fn bot_pass<'py>(py: Python<'py>, xf: TransferCols<'py>, device: PyReadonlyArray1<'py, i64>, n_devices: usize)
+                 -> PyResult<Bound<'py, PyDict>> {
     let (xfer, dir_in, device, data_row, submit_ns, complete_ns, status, status_null, req_len, actual) = (
-        xfer.as_slice()?, dir_in.as_slice()?, device.as_slice()?, data_row.as_slice()?, submit_ns.as_slice()?,
-        complete_ns.as_slice()?, status.as_slice()?, status_null.as_slice()?, req_len.as_slice()?,
-        actual.as_slice()?);
+        xf.xfer.as_slice()?, xf.dir_in.as_slice()?, device.as_slice()?, xf.data_row.as_slice()?,
+        xf.submit_ns.as_slice()?, xf.complete_ns.as_slice()?, xf.status.as_slice()?, xf.status_null.as_slice()?,
+        xf.req_len.as_slice()?, xf.actual.as_slice()?);
+    let u = &xf.urbs;
     let (data_buf, data_at, data_size, data_head) =
-        (data_buf.as_slice()?, data_at.as_slice()?, data_size.as_slice()?, data_head.as_slice()?);
+        (u.data_buf.as_slice()?, u.data_at.as_slice()?, u.data_size.as_slice()?, u.data_head.as_slice()?);
+    let n = xfer.len();
+    if [dir_in.len(), device.len(), data_row.len(), submit_ns.len(), complete_ns.len(), status.len(),
+        status_null.len(), req_len.len(), actual.len()].iter().any(|&k| k != n) {
+        return Err(pyo3::exceptions::PyValueError::new_err("bot_pass: transfer columns of unequal lengths"));
+    }
+    // sized for the worst case (a CBW per transfer): calloc'd pages untouched cost nothing
+    let mut ints_v = vec![0i64; N_AGG * n];
+    let (mut cbw_v, mut csw_v) = (vec![0u8; n * CBW_BYTES], vec![0u8; n * CSW_BYTES]);
+    let (mut csw_size_v, mut kind_v) = (vec![0i64; n], vec![0i8; n]);
     let (ints, cbw, csw, csw_size, kind) =
-        (ints.as_slice_mut()?, cbw.as_slice_mut()?, csw.as_slice_mut()?, csw_size.as_slice_mut()?, kind.as_slice_mut()?);
-    Ok(py.allow_threads(move || {
-        let n = xfer.len();
-        let stride = ints.len() / N_AGG;
+        (&mut ints_v[..], &mut cbw_v[..], &mut csw_v[..], &mut csw_size_v[..], &mut kind_v[..]);
+    let m = py.allow_threads(move || {
+        let stride = n;
         let mut bot = vec![false; n_devices];
         let mut before_cbw = false;
         let mut acc = vec![0i64; n_devices * N_AGG];
@@ -275,8 +323,20 @@ fn bot_pass(py: Python, xfer: PyReadonlyArray1<u8>, dir_in: PyReadonlyArray1<boo
                 }
             }
         }
-        m as i64
-    }))
+        m
+    });
+    let out = PyDict::new_bound(py);
+    for (j, name) in AGG_NAMES.iter().enumerate() {
+        out.set_item(*name, PyArray1::from_slice_bound(py, &ints_v[j * n..j * n + m]))?;
+    }
+    cbw_v.truncate(m * CBW_BYTES);
+    csw_v.truncate(m * CSW_BYTES);
+    csw_size_v.truncate(m);
+    out.set_item("cbw", PyArray1::from_vec_bound(py, cbw_v))?;
+    out.set_item("csw", PyArray1::from_vec_bound(py, csw_v))?;
+    out.set_item("csw_size", PyArray1::from_vec_bound(py, csw_size_v))?;
+    out.set_item("kind", PyArray1::from_vec_bound(py, kind_v))?;
+    Ok(out)
 }
 
 #[inline(always)]
