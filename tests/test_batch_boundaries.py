@@ -1,10 +1,12 @@
-"""One engine per command layer: the usb and kernel-log (and SG_IO) analyses are streaming
-engines, and a whole capture is the same engine fed one batch. Whatever the boundaries
-between the batches (drawn at random, uneven, one record per batch included), every declared
-table, the segments, the stage percentages, the rows and the notes equal those of one batch.
-The batches are cut from the records the parser read (its chunks put end to end), so only
-the boundaries differ between the two runs."""
+"""One engine per layer: the usb, kernel-log (and SG_IO), block and bus analyses are
+streaming engines, and a whole capture is the same engine fed one batch. Whatever the
+boundaries between the batches (drawn at random, uneven, one record per batch included),
+every declared table, the segments, the stage percentages, the rows and the notes equal
+those of one batch. The batches are cut from the records the parser read (its chunks put end
+to end), so only the boundaries differ between the two runs."""
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -156,3 +158,44 @@ def test_sgio_any_batch_boundaries(tmp_path_factory, cmds, cuts):
     a, b = _log_pair(p, "sgio", sorted(set(cuts)))
     same(a, b)
     _same_tables(a, b)
+
+
+# ---------------------------------------------------------------- block (btt machine)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.integers(1, 80), st.integers(0, 10**6), st.data())
+def test_block_any_batch_boundaries(tmp_path_factory, n_ios, seed, data):
+    """The btt machine fed a blktrace's events in batches cut anywhere (down to one event):
+    every declared table, the segments, rows and notes of the same events in one batch."""
+    import gen_blktrace
+    from scsitrace.parsers import blktrace as bt
+    paths = gen_blktrace.write(gen_blktrace.workload(n_ios, seed=seed), str(tmp_path_factory.mktemp("bt") / "t"))
+    one, cut = bt.parse(paths[0], eager=True), bt.parse(paths[0], eager=True)
+    events = one.columns["events"]
+    n = len(next(iter(events.values())))
+    cuts = _cuts(data.draw, n)
+    for capture, c in ((one, []), (cut, cuts)):
+        cols = capture.columns["events"]
+        capture.chunks = (lambda cols, c: lambda: iter(
+            [{k: v[lo:hi] for k, v in cols.items()} for lo, hi in _ranges(n, c)]))(cols, c)
+    _same_tables(core.analyze(one), core.analyze(cut))
+
+
+# ---------------------------------------------------------------- bus (phase runs and Walker)
+
+BUS_FIXTURES = sorted(str(p) for p in (Path(__file__).resolve().parent.parent / "fixtures" / "bus").glob("*/trace.*"))
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.sampled_from(BUS_FIXTURES), st.data())
+def test_bus_any_batch_boundaries(path, data):
+    """A bus capture's transitions fed to the bus machine in batches cut anywhere: every
+    declared table, the segments, rows and notes of the same transitions in one batch."""
+    one, cut = parsers.parse(path), parsers.parse(path)
+    whole = pl.concat(list(one.chunks()))
+    list(cut.chunks())
+    cuts = _cuts(data.draw, whole.height)
+    one.chunks = lambda: iter([whole])
+    cut.chunks = lambda: iter([whole.slice(lo, hi - lo) for lo, hi in _ranges(whole.height, cuts)])
+    _same_tables(core.analyze(one), core.analyze(cut))
