@@ -151,10 +151,17 @@ def _devices(cmds: pl.DataFrame) -> tuple[pl.Series, np.ndarray]:
 
 
 def analyze(capture: Capture, options=None) -> Analysis:
+    """The streaming machine's analysis (scsitrace/usb/streamed.py: Bulk-Only captures, read
+    as a stream or fed whole as one batch), else that of the whole-capture passes."""
     from .streamed import streamed_analysis
     streamed = streamed_analysis(capture, options)
-    if streamed is not None:      # a Bulk-Only capture read as a stream: no URB columns, nor every command, held
-        return streamed
+    return streamed if streamed is not None else passes_analysis(capture, options)
+
+
+def passes_analysis(capture: Capture, options=None) -> Analysis:
+    """The analysis by the whole-capture passes over URB columns (transfers, Bulk-Only and UAS
+    commands, stage tiling): what the streaming machine does not cover (UAS devices, bulk
+    traffic before a CBW, failed bulk URBs, --window, --device, --lun)."""
     urbs = capture.columns["urbs"] if "urbs" in capture.columns else urb_columns(capture.frames["urbs"])
     urbs, elapsed, window_notes = _windowed(urbs, options)
     xf, cmds, anomalies = commands(urbs)
