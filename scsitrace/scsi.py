@@ -2,6 +2,8 @@
 message codes (SAM-5, SPC-4, SBC-3, MMC-6 spellings as Wireshark prints them)."""
 from __future__ import annotations
 
+import functools
+
 OPCODE_NAMES = {
     0x00: "Test Unit Ready", 0x01: "Rezero Unit", 0x03: "Request Sense", 0x04: "Format Unit",
     0x08: "Read(6)", 0x0A: "Write(6)", 0x0B: "Seek(6)", 0x12: "Inquiry", 0x15: "Mode Select(6)",
@@ -165,22 +167,33 @@ def decode_cdb_matrix(m, n) -> dict:
     lengths (`n`, -1 for none); bytes past a CDB's length are never used. One compiled
     pass (Rust: native/src/bus/cdb.rs) over lookup tables of the opcode groups."""
     import numpy as np
-    import polars as pl
     from ._native import bus
     from .schema import nullable
     rows = len(m)
-    names = pl.Series([*_ALL_OPCODE_NAMES, *SERVICE_ACTION_IN_16.values(), ""], dtype=pl.Utf8)
-    sa_name = np.full(32, -1, np.int64)
-    sa_name[list(SERVICE_ACTION_IN_16)] = 256 + np.arange(len(SERVICE_ACTION_IN_16))
+    names, tables = _decode_tables()
     ints, flags = np.empty((5, rows), np.int64), np.empty((4, rows), np.bool_)
     if rows:    # (rust-numpy refuses the zero strides numpy gives a (5, 0) array)
-        bus.decode_cdbs(np.asarray(m, np.uint8), np.asarray(n, np.int64), _opcode_table(_RW6), _opcode_table(_RW10),
-                        _opcode_table(_RW12), _opcode_table(_RW16), _lun_groups(), sa_name, len(names) - 1, ints, flags)
+        bus.decode_cdbs(np.asarray(m, np.uint8), np.asarray(n, np.int64), *tables, len(names) - 1, ints, flags)
     opcode, name_at, lba, blocks, lun = ints
     has_op, lba_known, blocks_known, has_lun = flags
     return {"opcode": nullable(opcode, ~has_op, "opcode"), "command": names.gather(name_at).alias("command"),
             "lba": nullable(lba, ~lba_known, "lba"), "blocks": nullable(blocks, ~blocks_known, "blocks"),
             "cdb_lun": nullable(lun, ~has_lun, "cdb_lun")}
+
+
+@functools.cache
+def _decode_tables():
+    """(the command names a decoded CDB indexes: every opcode's, then SERVICE ACTION IN(16)'s,
+    then "" for no opcode; the tables the compiled decode is fed: the READ/WRITE opcode
+    groups by CDB size, the opcodes with a LUN in byte 1, each service action's name index),
+    built once."""
+    import numpy as np
+    import polars as pl
+    names = pl.Series([*_ALL_OPCODE_NAMES, *SERVICE_ACTION_IN_16.values(), ""], dtype=pl.Utf8)
+    sa_name = np.full(32, -1, np.int64)
+    sa_name[list(SERVICE_ACTION_IN_16)] = 256 + np.arange(len(SERVICE_ACTION_IN_16))
+    return names, (_opcode_table(_RW6), _opcode_table(_RW10), _opcode_table(_RW12), _opcode_table(_RW16),
+                   _lun_groups(), sa_name)
 
 
 def _lun_groups():
