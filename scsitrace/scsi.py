@@ -165,35 +165,34 @@ def _opcode_table(*groups) -> "np.ndarray":
 def decode_cdb_matrix(m, n) -> dict:
     """decode_cdbs of CDBs given as rows of at least 16 bytes (`m`, uint8) and their
     lengths (`n`, -1 for none); bytes past a CDB's length are never used. One compiled
-    pass (Rust: native/src/bus/cdb.rs) over lookup tables of the opcode groups."""
+    pass (Rust: native/src/bus/cdb.rs `CdbDecoder`, given the opcode tables once)."""
     import numpy as np
-    from ._native import bus
     from .schema import nullable
-    rows = len(m)
-    names, tables = _decode_tables()
-    ints, flags = np.empty((5, rows), np.int64), np.empty((4, rows), np.bool_)
-    if rows:    # (rust-numpy refuses the zero strides numpy gives a (5, 0) array)
-        bus.decode_cdbs(np.asarray(m, np.uint8), np.asarray(n, np.int64), *tables, len(names) - 1, ints, flags)
-    opcode, name_at, lba, blocks, lun = ints
-    has_op, lba_known, blocks_known, has_lun = flags
-    return {"opcode": nullable(opcode, ~has_op, "opcode"), "command": names.gather(name_at).alias("command"),
-            "lba": nullable(lba, ~lba_known, "lba"), "blocks": nullable(blocks, ~blocks_known, "blocks"),
-            "cdb_lun": nullable(lun, ~has_lun, "cdb_lun")}
+    names, decoder = _decoder()
+    m = np.asarray(m, np.uint8)
+    if not len(m):      # (rust-numpy refuses the zero strides numpy gives a (0, 16) array)
+        m = np.zeros((0, 16), np.uint8)
+    d = decoder.decode(np.ascontiguousarray(m), np.ascontiguousarray(n, np.int64))
+    return {"opcode": nullable(d["opcode"], ~d["opcode_valid"], "opcode"),
+            "command": names.gather(d["name_at"]).alias("command"),
+            **{k: nullable(d[field], ~d[f"{field}_valid"], k)
+               for k, field in (("lba", "lba"), ("blocks", "blocks"), ("cdb_lun", "lun"))}}
 
 
 @functools.cache
-def _decode_tables():
+def _decoder():
     """(the command names a decoded CDB indexes: every opcode's, then SERVICE ACTION IN(16)'s,
-    then "" for no opcode; the tables the compiled decode is fed: the READ/WRITE opcode
-    groups by CDB size, the opcodes with a LUN in byte 1, each service action's name index),
-    built once."""
+    then "" for no opcode; the compiled decoder, given the tables of the CDB rules once: the
+    READ/WRITE opcode groups by CDB size, the opcodes with a LUN in byte 1, each service
+    action's name index)."""
     import numpy as np
     import polars as pl
+    from ._native import bus
     names = pl.Series([*_ALL_OPCODE_NAMES, *SERVICE_ACTION_IN_16.values(), ""], dtype=pl.Utf8)
     sa_name = np.full(32, -1, np.int64)
     sa_name[list(SERVICE_ACTION_IN_16)] = 256 + np.arange(len(SERVICE_ACTION_IN_16))
-    return names, (_opcode_table(_RW6), _opcode_table(_RW10), _opcode_table(_RW12), _opcode_table(_RW16),
-                   _lun_groups(), sa_name)
+    return names, bus.CdbDecoder(_opcode_table(_RW6), _opcode_table(_RW10), _opcode_table(_RW12),
+                                 _opcode_table(_RW16), _lun_groups(), sa_name, len(names) - 1)
 
 
 def _lun_groups():
