@@ -95,6 +95,26 @@ def test_usb_any_batch_boundaries_give_the_tables_of_one_batch(tmp_path, data, n
     _same_tables(by_passes(usbmon._parse_pcap(str(path), strict=False)), a)     # the whole-capture passes
 
 
+def test_usb_read_whole_keeps_every_row_and_segment(tmp_path):
+    """A Bulk-Only capture read whole goes to the streaming machine as one batch, which then
+    keeps every command and segment (the passes' rows and segments), however small KEEP_IOS."""
+    from scsitrace import model
+    path = tmp_path / "w.pcap"
+    gen.write_pcap(path, gen.bulk_traffic(30, seed=2, data_cap=64))
+    passes = by_passes(usbmon._parse_pcap(str(path), strict=False))
+    saved, model.KEEP_IOS = model.KEEP_IOS, 4
+    try:
+        capture = usbmon._parse_pcap(str(path), strict=False)
+        a = core.analyze(capture)
+    finally:
+        model.KEEP_IOS = saved
+    assert "urbs" in dict.keys(capture.columns)          # read whole, analysed by the machine:
+    from scsitrace.usb import streamed
+    assert streamed.streamed_analysis(usbmon._parse_pcap(str(path), strict=False), core.Options()) is not None
+    assert a.ios.height == passes.ios.height == 30
+    _same_tables(a, passes)
+
+
 @SLOW
 @given(st.data(), st.integers(1, 3))
 def test_command_tables_of_any_batches_are_those_of_one(tmp_path, data, seed):

@@ -46,12 +46,16 @@ def streamed_analysis(capture, options) -> Analysis | None:
                                    for k in ("window", "device", "lun", "target", "pids")):
         return None
     streaming = capture.chunks is not None and capture.meta.get("streamable")
+    keep = model.KEEP_IOS
     if streaming:
         batches = prefetched(capture.chunks())
     else:       # one batch: the URB columns (times from the first event, which the machine takes as its origin)
         batches = [capture.columns["urbs"] if "urbs" in capture.columns else urb_columns(capture.frames["urbs"])]
+        # every command and segment kept, as the passes keep them (a command has at least 2
+        # URBs, 4 events, and at most 6 segments): nothing thinned (reserved, not resident)
+        keep = max(keep, 4 * len(batches[0]))
     run = _Run(capture, options, streaming)
-    machine = _usb.BotStream(model.KEEP_IOS, run.sink is not None)
+    machine = _usb.BotStream(keep, run.sink is not None)
     for u in batches:
         if run.origin is None and len(u.t_ns):
             run.origin = int(u.t_ns[0])        # the machine refuses anything earlier
@@ -73,8 +77,7 @@ class _Run:
     def __init__(self, capture, options, streaming: bool):
         from .analysis import IOS_EXTRA
         self.capture, self.origin, self.streaming = capture, None, streaming
-        # read whole (under usbmon.STREAM_BYTES: fewer commands than KEEP_IOS), every row is
-        # kept and the writer takes them from the analysis
+        # read whole, every row is kept and the writer takes them from the analysis
         self.sink = getattr(options, "ios_sink", None) if streaming else None
         self.xf = transfers(urb_columns(pl.DataFrame(schema=URBS)))
         self.columns = list({**schema.IOS, **IOS_EXTRA})
