@@ -142,6 +142,76 @@ fn transfer_columns(py: Python, s_row: PyReadonlyArray1<i64>, c_row: PyReadonlyA
     }))
 }
 
+/// One bulk transfer as the Bulk-Only rules read it (bot_pass, BotStream.process).
+pub(super) struct Bulk {
+    pub k: i64,          // its number among the transfers (FIRST, CSW_K)
+    pub dir_in: bool,
+    pub size: i64,       // data bytes kept from its data row, -1 for none
+    pub head: u32,       // its first 4 data bytes, little-endian (where size >= 4)
+    pub submit: i64,
+    pub complete: i64,
+    pub has_status: bool,
+    pub status: i32,
+    pub req: i64,
+    pub act: i64,
+}
+
+impl Bulk {
+    /// (a CBW: an OUT transfer of at least 31 bytes signed "USBC"; a CSW: an IN transfer
+    /// of exactly 13 bytes signed "USBS").
+    pub(super) fn role(&self) -> (bool, bool) {
+        let signed = self.size >= 4;
+        (signed && !self.dir_in && self.head == CBW_SIGNATURE && self.size >= CBW_BYTES as i64,
+         signed && self.dir_in && self.head == CSW_SIGNATURE && self.act == CSW_BYTES as i64)
+    }
+
+    /// The aggregates of the command this transfer (a CBW) opens.
+    pub(super) fn opened(&self) -> [i64; N_AGG] {
+        let mut a = [0; N_AGG]; // LAST, N_CSW, DATA_BYTES, STALLS: 0
+        a[FIRST] = self.k;
+        a[CSW_K] = -1;
+        (a[STS_S], a[STS_C], a[DATA_S], a[DATA_C]) = (NULL, NULL, NULL, NULL);
+        a[DATA_IN] = -1; // direction unknown
+        a
+    }
+
+    /// This transfer (of role `is_cbw`, `is_csw`) added to its command's aggregates `a`.
+    /// Status stage: the CSW, and failed reads of CSW size before it. Data: the other
+    /// transfers; bytes only from those that completed (status 0 or -EREMOTEIO). Returns
+    /// whether it is the command's first CSW (whose bytes the caller keeps).
+    pub(super) fn add_to(&self, a: &mut [i64], is_cbw: bool, is_csw: bool) -> bool {
+        let (has_status, st) = (self.has_status, self.status);
+        let first_csw = is_csw && a[N_CSW] == 0;
+        if first_csw {
+            a[CSW_K] = self.k;
+            a[STS_C] = self.complete;
+        }
+        if is_csw {
+            a[N_CSW] += 1;
+        }
+        let retry_known = !self.dir_in || is_csw || (self.req != NULL && self.req != CSW_BYTES as i64)
+            || (has_status && st == 0);
+        let retry = self.dir_in && !is_csw && self.req == CSW_BYTES as i64 && has_status && st != 0;
+        if is_csw || retry {
+            a[STS_S] = min_t(a[STS_S], self.submit);
+        }
+        if !is_cbw && !is_csw && retry_known {
+            a[DATA_S] = min_t(a[DATA_S], self.submit);
+            a[DATA_C] = max_t(a[DATA_C], self.complete);
+            if has_status && (st == 0 || st == EREMOTEIO) && self.act != NULL {
+                a[DATA_BYTES] = a[DATA_BYTES].wrapping_add(self.act);
+            }
+            if a[DATA_IN] < 0 {
+                a[DATA_IN] = if self.dir_in { 1 } else { 0 };
+            }
+        }
+        if has_status && st == EPIPE {
+            a[STALLS] += 1;
+        }
+        first_csw
+    }
+}
+
 #[inline(always)]
 pub(super) fn min_t(cur: i64, v: i64) -> i64 {
     if v != NULL && (cur == NULL || v < cur) { v } else { cur }
@@ -238,33 +308,19 @@ fn bot_pass<'py>(py: Python<'py>, xf: TransferCols<'py>, device: PyReadonlyArray
             }
             let d = device[k] as usize;
             let r = data_row[k];
-            let signed = r >= 0 && data_size[r as usize] >= 4;
             let ru = r.max(0) as usize;
-            let is_cbw = signed && !dir_in[k] && data_head[ru] == CBW_SIGNATURE && data_size[ru] >= CBW_BYTES as i64;
-            let is_csw = signed && dir_in[k] && data_head[ru] == CSW_SIGNATURE && actual[k] == CSW_BYTES as i64;
+            let x = Bulk { k: k as i64, dir_in: dir_in[k], size: if r >= 0 { data_size[ru] } else { -1 },
+                           head: data_head[ru], submit: submit_ns[k], complete: complete_ns[k],
+                           has_status: !status_null[k], status: status[k], req: req_len[k], act: actual[k] };
+            let (is_cbw, is_csw) = x.role();
             if is_cbw {
                 bot[d] = true;
                 let from = data_at[ru] as usize;
                 cbw[m * CBW_BYTES..(m + 1) * CBW_BYTES].copy_from_slice(&data_buf[from..from + CBW_BYTES]);
                 if current[d] >= 0 {
-                    let c = current[d] as usize;
-                    let a = &acc[d * N_AGG..(d + 1) * N_AGG];
-                    for j in 0..N_AGG {
-                        ints[j * stride + c] = a[j];
-                    }
+                    close(&acc, d, ints, current[d] as usize);
                 }
-                let a = &mut acc[d * N_AGG..(d + 1) * N_AGG];
-                a[FIRST] = k as i64;
-                a[LAST] = 0;
-                a[CSW_K] = -1;
-                a[N_CSW] = 0;
-                a[STS_S] = NULL;
-                a[STS_C] = NULL;
-                a[DATA_S] = NULL;
-                a[DATA_C] = NULL;
-                a[DATA_BYTES] = 0;
-                a[STALLS] = 0;
-                a[DATA_IN] = -1;
+                acc[d * N_AGG..(d + 1) * N_AGG].copy_from_slice(&x.opened());
                 csw_size[m] = -1;
                 current[d] = m as i64;
                 m += 1;
@@ -276,38 +332,11 @@ fn bot_pass<'py>(py: Python<'py>, xf: TransferCols<'py>, device: PyReadonlyArray
                 continue;
             }
             let c = c as usize;
-            let a = &mut acc[d * N_AGG..(d + 1) * N_AGG];
-            let has_status = !status_null[k];
-            let st = status[k];
-            if is_csw {
-                if a[N_CSW] == 0 {
-                    a[CSW_K] = k as i64;
-                    a[STS_C] = complete_ns[k];
-                    csw_size[c] = data_size[ru];
-                    let take = (data_size[ru].max(0) as usize).min(CSW_BYTES);
-                    let from = data_at[ru] as usize;
-                    csw[c * CSW_BYTES..c * CSW_BYTES + take].copy_from_slice(&data_buf[from..from + take]);
-                }
-                a[N_CSW] += 1;
-            }
-            let retry_known = !dir_in[k] || is_csw || (req_len[k] != NULL && req_len[k] != CSW_BYTES as i64)
-                || (has_status && st == 0);
-            let retry = dir_in[k] && !is_csw && req_len[k] == CSW_BYTES as i64 && has_status && st != 0;
-            if is_csw || retry {
-                a[STS_S] = min_t(a[STS_S], submit_ns[k]);
-            }
-            if !is_cbw && !is_csw && retry_known {
-                a[DATA_S] = min_t(a[DATA_S], submit_ns[k]);
-                a[DATA_C] = max_t(a[DATA_C], complete_ns[k]);
-                if has_status && (st == 0 || st == EREMOTEIO) && actual[k] != NULL {
-                    a[DATA_BYTES] = a[DATA_BYTES].wrapping_add(actual[k]);
-                }
-                if a[DATA_IN] < 0 {
-                    a[DATA_IN] = if dir_in[k] { 1 } else { 0 };
-                }
-            }
-            if has_status && st == EPIPE {
-                a[STALLS] += 1;
+            if x.add_to(&mut acc[d * N_AGG..(d + 1) * N_AGG], is_cbw, is_csw) {
+                csw_size[c] = data_size[ru];
+                let take = (data_size[ru].max(0) as usize).min(CSW_BYTES);
+                let from = data_at[ru] as usize;
+                csw[c * CSW_BYTES..c * CSW_BYTES + take].copy_from_slice(&data_buf[from..from + take]);
             }
         }
         for d in 0..n_devices {

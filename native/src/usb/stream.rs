@@ -14,8 +14,7 @@ use pyo3::types::PyDict;
 // the constants of the Bulk-Only wire format and of the aggregates, as the whole-capture pass has them
 use crate::hash::IntMap;
 use super::commands::{set_columns, Cmd, CommandStage};
-use super::machine::{CBW_BYTES, CBW_SIGNATURE, CSW_BYTES, CSW_K, CSW_SIGNATURE, DATA_BYTES, DATA_C, DATA_IN,
-                     DATA_S, EPIPE, EREMOTEIO, FIRST, LAST, NULL, N_AGG, N_CSW, STALLS, STS_C, STS_S, max_t, min_t};
+use super::machine::{min_t, Bulk, CBW_BYTES, CSW_BYTES, EPIPE, EREMOTEIO, LAST, NULL, N_AGG};
 
 const PREFIX: usize = 32;
 
@@ -111,19 +110,19 @@ impl BotStream {
         Ok(())
     }
 
-    /// One bulk transfer, in transfer order (bot_pass' loop body).
+    /// One bulk transfer, in transfer order (bot_pass' loop body: the rules of machine.rs `Bulk`).
     fn process(&mut self, x: Xfer) {
         let k = self.k;
         self.k += 1;
-        let signed = x.size >= 4;
-        let is_cbw = signed && !x.dir_in && x.head == CBW_SIGNATURE && x.size >= CBW_BYTES as i64;
-        let is_csw = signed && x.dir_in && x.head == CSW_SIGNATURE && x.act == CSW_BYTES as i64;
+        let b = Bulk { k, dir_in: x.dir_in, size: x.size, head: x.head, submit: x.submit, complete: x.complete,
+                       has_status: x.has_c, status: x.status, req: x.req, act: x.act };
+        let (is_cbw, is_csw) = b.role();
         let (mut acc, mut current) = *self.devices.entry(x.bus_dev).or_insert(([0; N_AGG], -1));
         if is_cbw {
             if current >= 0 {
                 self.close(&acc, current);
             }
-            acc = [k, 0, -1, 0, NULL, NULL, NULL, NULL, 0, 0, -1];
+            acc = b.opened();
             if x.submit == NULL {
                 self.ok = false;     // a CBW without its submit: not in start order, analysed whole
             }
@@ -144,35 +143,10 @@ impl BotStream {
             return;
         }
         let c = (current - self.cbase) as usize;
-        let has_status = x.has_c;
-        let st = x.status;
-        if is_csw {
-            if acc[N_CSW] == 0 {
-                acc[CSW_K] = k;
-                acc[STS_C] = x.complete;
-                self.csw_size[c] = x.size;
-                let take = (x.size.max(0) as usize).min(CSW_BYTES);
-                self.csw[c * CSW_BYTES..c * CSW_BYTES + take].copy_from_slice(&x.data[..take]);
-            }
-            acc[N_CSW] += 1;
-        }
-        let retry_known = !x.dir_in || is_csw || (x.req != NULL && x.req != CSW_BYTES as i64) || (has_status && st == 0);
-        let retry = x.dir_in && !is_csw && x.req == CSW_BYTES as i64 && has_status && st != 0;
-        if is_csw || retry {
-            acc[STS_S] = min_t(acc[STS_S], x.submit);
-        }
-        if !is_cbw && !is_csw && retry_known {
-            acc[DATA_S] = min_t(acc[DATA_S], x.submit);
-            acc[DATA_C] = max_t(acc[DATA_C], x.complete);
-            if has_status && (st == 0 || st == EREMOTEIO) && x.act != NULL {
-                acc[DATA_BYTES] = acc[DATA_BYTES].wrapping_add(x.act);
-            }
-            if acc[DATA_IN] < 0 {
-                acc[DATA_IN] = if x.dir_in { 1 } else { 0 };
-            }
-        }
-        if has_status && st == EPIPE {
-            acc[STALLS] += 1;
+        if b.add_to(&mut acc, is_cbw, is_csw) {
+            self.csw_size[c] = x.size;
+            let take = (x.size.max(0) as usize).min(CSW_BYTES);
+            self.csw[c * CSW_BYTES..c * CSW_BYTES + take].copy_from_slice(&x.data[..take]);
         }
         self.devices.insert(x.bus_dev, (acc, current));
     }
@@ -420,7 +394,6 @@ impl BotStream {
         out.set_item("t_min", if self.t_min == i64::MAX { None } else { Some(self.t_min) })?;
         out.set_item("t_max", if self.t_max == i64::MIN { None } else { Some(self.t_max) })?;
         out.set_item("origin", if self.first_t == NULL { None } else { Some(self.first_t) })?;
-        let _ = (FIRST, CSW_K, STS_S, STS_C, DATA_S, DATA_C, DATA_BYTES, STALLS, DATA_IN);
         Ok(Some(out))
     }
 
