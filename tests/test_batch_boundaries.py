@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import gen_usbmon as gen
@@ -220,3 +221,37 @@ def test_bus_any_batch_boundaries(path, data):
     one.chunks = lambda: iter([whole])
     cut.chunks = lambda: iter([whole.slice(lo, hi - lo) for lo, hi in _ranges(whole.height, cuts)])
     _same_tables(core.analyze(one), core.analyze(cut))
+
+
+# ---------------------------------------------------------------- the one approximation
+
+
+def test_past_2m_samples_only_percentiles_are_approximate_and_said():
+    """A latency record past 2 M samples (`Samples`' exact cap): count, min, max, total and
+    mean stay exact, the percentiles are at most 0.1 % below the nearest-rank ones, and the
+    note names the records; the histograms and the other tables stay exact."""
+    from scsitrace import stats
+    from scsitrace.command_stream import inexact_note
+    n = (1 << 21) + 1
+    rng = np.random.default_rng(7)
+    times = rng.integers(20_000, 90_000_000, n, dtype=np.int64)
+    ios = pl.DataFrame({"io": np.arange(n, dtype=np.int64), "start_ns": np.arange(n, dtype=np.int64),
+                        "device": "0:0:0:0", "reason": pl.Series([None] * n, dtype=pl.Utf8),
+                        "paired": np.ones(n, bool), "data_bytes": np.full(n, 512, np.int64),
+                        "response_ns": times, "opcode": np.full(n, 0x28, np.int64), "command": "Read(10)"})
+    t = Tables()
+    t.add(ios)
+    got = t.tables(10**9)
+    want = stats.of_samples(times)
+    for name in ("latency", "srt"):
+        row = got[name].row(0, named=True)
+        assert {k: row[k] for k in ("n", "min_ns", "max_ns", "total_ns")} == \
+            {k: want[k] for k in ("n", "min_ns", "max_ns", "total_ns")}
+        assert row["avg_ns"] == pytest.approx(want["avg_ns"], rel=1e-12)
+        for c in stats.PERCENTILE_COLUMNS:
+            assert want[c] * (1 - 1e-3) <= row[c] <= want[c], (name, c)
+    assert inexact_note(t) == ["percentiles of latency, srt opcode 0x28: over 2 M samples, read from a log-linear "
+                               "histogram (at most 0.1 % low); count, min, max and mean exact"]
+    assert got["latency_histogram"].equals(stats.histogram_table({"response": times}))     # counts: exact
+    assert got["commands"]["commands"].to_list() == [n]
+    assert got["devices"].select("commands", "paired", "data_bytes").row(0) == (n, n, 512 * n)
