@@ -29,9 +29,7 @@ use crate::bus::tiling::DeviceTiling;
 use crate::hash::IntMap;
 use crate::stat::{Samples, DEFAULT_CAP};
 
-/// scsitrace/usb/stages.py PIECE_PHASES index of each STAGE_ORDER stage (COMMAND, GAP,
-/// DATA IN, DATA OUT, STATUS); then "~carried" (5) and IDLE (6), as command_stream.Tiler.
-const PHASE_CODE: [u8; 5] = [0, 3, 1, 2, 4];
+/// After machine.rs PIECE_PHASES: "~carried" (5) and IDLE (6), as command_stream.Tiler.
 const IDLE: u8 = 6;
 const N_PHASES: usize = 7;
 
@@ -277,7 +275,7 @@ impl CommandStage {
                     continue;
                 }
                 let bytes = if block == 2 { a[DATA_BYTES] } else { NULL };
-                let phase = PHASE_CODE[stage];
+                let phase = stage as u8;
                 self.waiting.push(Piece { dev: d, block: block as u8, phase, io, start, end, bytes });
             }
         }

@@ -402,21 +402,30 @@ fn bot_fields(py: Python, cbw: PyReadonlyArray1<u8>, csw: PyReadonlyArray1<u8>, 
     Ok(())
 }
 
+/// The phases of a command's stage pieces, by phase code (scsitrace/usb/stages.py reads
+/// PIECE_PHASES of the module); tilings add IDLE (and the streamed one "~carried") after them.
+pub(super) const PIECE_PHASES: [&str; 5] = ["COMMAND", "DATA IN", "DATA OUT", "GAP", "STATUS"];
+const COMMAND: usize = 0;
+const DATA_IN_PHASE: usize = 1;
+const DATA_OUT_PHASE: usize = 2;
+const GAP: usize = 3;
+const STATUS: usize = 4;
+
 /// A command's piece `block` (0 COMMAND, 1 GAP to its data or status, 2 DATA, 3 GAP after
-/// the data, 4 STATUS): (start, end, index in scsitrace/usb/stages.py STAGE_ORDER).
+/// the data, 4 STATUS): (start, end, its phase code: index into PIECE_PHASES).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(super) fn piece(block: usize, cmd_s: i64, cmd_c: i64, d0: i64, s0: i64, data_c: i64, sts_c: i64, data_in: bool) -> (i64, i64, usize) {
     if cmd_s == NULL {
-        return (NULL, NULL, 0);
+        return (NULL, NULL, COMMAND);
     }
     match block {
-        0 => (cmd_s, cmd_c, 0),
-        1 => (cmd_c, if d0 != NULL { d0 } else { s0 }, 1),
-        2 if data_c != NULL => (d0, data_c, if data_in { 2 } else { 3 }),
-        3 if data_c != NULL => (data_c, s0, 1),
-        4 => (s0, sts_c, 4),
-        _ => (NULL, NULL, 0),
+        0 => (cmd_s, cmd_c, COMMAND),
+        1 => (cmd_c, if d0 != NULL { d0 } else { s0 }, GAP),
+        2 if data_c != NULL => (d0, data_c, if data_in { DATA_IN_PHASE } else { DATA_OUT_PHASE }),
+        3 if data_c != NULL => (data_c, s0, GAP),
+        4 => (s0, sts_c, STATUS),
+        _ => (NULL, NULL, COMMAND),
     }
 }
 
@@ -429,11 +438,11 @@ pub(super) fn piece(block: usize, cmd_s: i64, cmd_c: i64, d0: i64, s0: i64, data
 fn stage_pieces(py: Python, dev: PyReadonlyArray1<i64>, io: PyReadonlyArray1<i64>, cmd_s: PyReadonlyArray1<i64>,
                 cmd_c: PyReadonlyArray1<i64>, d0: PyReadonlyArray1<i64>, s0: PyReadonlyArray1<i64>,
                 data_c: PyReadonlyArray1<i64>, sts_c: PyReadonlyArray1<i64>, data_bytes: PyReadonlyArray1<i64>,
-                data_in: PyReadonlyArray1<bool>, phase_code: PyReadonlyArray1<i64>, by_command: bool,
+                data_in: PyReadonlyArray1<bool>, by_command: bool,
                 mut out: PyReadwriteArray1<i64>, mut blocks: PyReadwriteArray1<i64>) -> PyResult<(i64, bool)> {
-    let (dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_in, phase_code) = (
+    let (dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_in) = (
         dev.as_slice()?, io.as_slice()?, cmd_s.as_slice()?, cmd_c.as_slice()?, d0.as_slice()?, s0.as_slice()?,
-        data_c.as_slice()?, sts_c.as_slice()?, data_bytes.as_slice()?, data_in.as_slice()?, phase_code.as_slice()?);
+        data_c.as_slice()?, sts_c.as_slice()?, data_bytes.as_slice()?, data_in.as_slice()?);
     let out = out.as_slice_mut()?;
     let blocks = blocks.as_slice_mut()?;      // each piece's block, when given room
     Ok(py.allow_threads(move || {
@@ -452,7 +461,7 @@ fn stage_pieces(py: Python, dev: PyReadonlyArray1<i64>, io: PyReadonlyArray1<i64
             row[1] = io[i];
             row[2] = start;
             row[3] = end;
-            row[4] = phase_code[stage];
+            row[4] = stage as i64;
             row[5] = if block == 2 { data_bytes[i] } else { NULL };
             if !blocks.is_empty() {
                 blocks[m] = block as i64;
@@ -480,12 +489,11 @@ fn stage_pieces(py: Python, dev: PyReadonlyArray1<i64>, io: PyReadonlyArray1<i64
 #[allow(clippy::too_many_arguments)]
 fn stage_totals(py: Python, dev: PyReadonlyArray1<i64>, cmd_s: PyReadonlyArray1<i64>, cmd_c: PyReadonlyArray1<i64>,
                 d0: PyReadonlyArray1<i64>, s0: PyReadonlyArray1<i64>, data_c: PyReadonlyArray1<i64>,
-                sts_c: PyReadonlyArray1<i64>, data_in: PyReadonlyArray1<bool>, phase_code: PyReadonlyArray1<i64>,
-                idle: usize, elapsed: i64, mut totals: PyReadwriteArray1<i64>, mut counts: PyReadwriteArray1<i64>)
+                sts_c: PyReadonlyArray1<i64>, data_in: PyReadonlyArray1<bool>, idle: usize, elapsed: i64, mut totals: PyReadwriteArray1<i64>, mut counts: PyReadwriteArray1<i64>)
                 -> PyResult<(bool, i64)> {
-    let (dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, phase_code) = (
+    let (dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in) = (
         dev.as_slice()?, cmd_s.as_slice()?, cmd_c.as_slice()?, d0.as_slice()?, s0.as_slice()?, data_c.as_slice()?,
-        sts_c.as_slice()?, data_in.as_slice()?, phase_code.as_slice()?);
+        sts_c.as_slice()?, data_in.as_slice()?);
     let (totals, counts) = (totals.as_slice_mut()?, counts.as_slice_mut()?);
     Ok(py.allow_threads(move || {
         let close = |tiling: &DeviceTiling, totals: &mut [i64], counts: &mut [i64]| -> i64 {
@@ -523,7 +531,7 @@ fn stage_totals(py: Python, dev: PyReadonlyArray1<i64>, cmd_s: PyReadonlyArray1<
                     totals[idle] += s - idle_from;
                     counts[idle] += 1;
                 }
-                let phase = phase_code[stage] as usize;
+                let phase = stage;
                 totals[phase] += end - s;
                 counts[phase] += 1;
             }
@@ -560,5 +568,6 @@ pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stage_totals, m)?)?;
     m.add_function(wrap_pyfunction!(take_bytes, m)?)?;
     m.add("BOT_REASONS", BOT_REASONS.to_vec())?;
+    m.add("PIECE_PHASES", PIECE_PHASES.to_vec())?;
     Ok(())
 }
