@@ -255,3 +255,22 @@ def test_past_2m_samples_only_percentiles_are_approximate_and_said():
     assert got["latency_histogram"].equals(stats.histogram_table({"response": times}))     # counts: exact
     assert got["commands"]["commands"].to_list() == [n]
     assert got["devices"].select("commands", "paired", "data_bytes").row(0) == (n, n, 512 * n)
+
+
+# ---------------------------------------------------------------- one null convention
+
+CAPTURED = Path(__file__).resolve().parent.parent / "fixtures" / "captured"
+
+
+def test_no_sentinel_reaches_the_frames_of_the_command_layers():
+    """The compiled passes mark unknown values with i64::MIN inside; past the boundary every
+    frame of the usb and kernel-log layers (declared tables, rows, segments) has nulls."""
+    from scsitrace.schema import NULL
+    paths = sorted(CAPTURED.glob("*/usbmon.txt")) + sorted(CAPTURED.glob("*/ftrace.txt"))[:3]
+    assert paths
+    for path in paths:
+        a = core.analyze(parsers.parse(str(path), strict=False))
+        for name, frame in _all_of(a).items():
+            for col, dtype in frame.schema.items():
+                if dtype in (pl.Int64, pl.Int32) and frame.height:
+                    assert not (frame[col].cast(pl.Int64) == NULL).any(), (path.parent.name, name, col)
