@@ -76,7 +76,6 @@ impl CdbDecoder {
 #[pymethods]
 impl CdbDecoder {
     #[new]
-    #[allow(clippy::too_many_arguments)]
     fn new(rw6: PyReadonlyArray1<bool>, rw10: PyReadonlyArray1<bool>, rw12: PyReadonlyArray1<bool>,
            rw16: PyReadonlyArray1<bool>, lun_groups: PyReadonlyArray1<bool>, sa_name: PyReadonlyArray1<i64>,
            no_name: i64) -> PyResult<Self> {
