@@ -124,17 +124,11 @@ def bot_pass(xf: Transfers, device: np.ndarray, n_devices: int):
     return agg, out["cbw"].reshape(-1, CBW_BYTES), out["csw"].reshape(-1, CSW_BYTES), out["csw_size"], out["kind"]
 
 
-BOT_FIELDS = ("usb_tag", "bytes", "lun", "cb_len", "csw_tag", "residue", "csw_status", "reason")
-
-
 def bot_fields(cbw, csw, csw_size, n_csw, last, sts_c) -> dict:
     """Per Bulk-Only command (bot_pass' outputs): the CBW's tag, transfer length, LUN and
     CDB length, the CSW's tag, residue and status (values where its `csw_size` bytes
     hold none are not to be read), the CBW's direction flag (`flag_in`), and why it is
     unpaired (`reason`: an index into BOT_REASONS, by the rule of machine.rs `bot_reason`)."""
-    n = len(cbw)
-    ints, flag_in = np.empty((len(BOT_FIELDS), n), np.int64), np.empty(n, np.bool_)
-    _usb.bot_fields(np.ascontiguousarray(cbw).reshape(-1), np.ascontiguousarray(csw).reshape(-1), csw_size,
-                    np.ascontiguousarray(n_csw), np.ascontiguousarray(last), np.ascontiguousarray(sts_c),
-                    ints.reshape(-1), flag_in)
-    return {**dict(zip(BOT_FIELDS, ints)), "flag_in": flag_in}
+    c = np.ascontiguousarray
+    return _usb.bot_fields(c(cbw).reshape(-1), c(csw).reshape(-1), c(csw_size, np.int64), c(n_csw, np.int64),
+                           c(last, np.bool_), c(sts_c, np.int64))

@@ -373,33 +373,44 @@ pub(super) fn le32(rows: &[u8], at: usize) -> i64 {
     rows[at] as i64 | (rows[at + 1] as i64) << 8 | (rows[at + 2] as i64) << 16 | (rows[at + 3] as i64) << 24
 }
 
-/// Per Bulk-Only command (scsitrace/usb/bot.py bot_fields): CBW tag, transfer length, LUN,
-/// CDB length, CSW tag, residue, status, unpaired reason (rows of `ints`), direction flag.
+/// Per Bulk-Only command (scsitrace/usb/bot.py bot_fields; `cbw`, `csw`: 31 and 13 bytes a
+/// command) -> a dict of columns: CBW tag (`usb_tag`), transfer length (`bytes`), LUN, CDB
+/// length (`cb_len`), CSW tag, residue, status (`csw_status`), unpaired reason code (`reason`,
+/// `bot_reason`), direction flag (`flag_in`).
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn bot_fields(py: Python, cbw: PyReadonlyArray1<u8>, csw: PyReadonlyArray1<u8>, csw_size: PyReadonlyArray1<i64>,
-              n_csw: PyReadonlyArray1<i64>, last: PyReadonlyArray1<bool>, sts_c: PyReadonlyArray1<i64>,
-              mut ints: PyReadwriteArray1<i64>, mut flag_in: PyReadwriteArray1<bool>) -> PyResult<()> {
+fn bot_fields<'py>(py: Python<'py>, cbw: PyReadonlyArray1<u8>, csw: PyReadonlyArray1<u8>,
+                   csw_size: PyReadonlyArray1<i64>, n_csw: PyReadonlyArray1<i64>, last: PyReadonlyArray1<bool>,
+                   sts_c: PyReadonlyArray1<i64>) -> PyResult<Bound<'py, PyDict>> {
     let (cbw, csw, csw_size, n_csw, last, sts_c) =
         (cbw.as_slice()?, csw.as_slice()?, csw_size.as_slice()?, n_csw.as_slice()?, last.as_slice()?, sts_c.as_slice()?);
-    let (ints, flag_in) = (ints.as_slice_mut()?, flag_in.as_slice_mut()?);
-    py.allow_threads(move || {
-        let n = flag_in.len();
+    let n = csw_size.len();
+    if cbw.len() != n * CBW_BYTES || csw.len() != n * CSW_BYTES || n_csw.len() != n || last.len() != n
+        || sts_c.len() != n {
+        return Err(pyo3::exceptions::PyValueError::new_err("bot_fields: columns of unequal lengths"));
+    }
+    const NAMES: [&str; 8] = ["usb_tag", "bytes", "lun", "cb_len", "csw_tag", "residue", "csw_status", "reason"];
+    let (cols, flag_in) = py.allow_threads(move || {
+        let mut cols: Vec<Vec<i64>> = (0..NAMES.len()).map(|_| Vec::with_capacity(n)).collect();
+        let mut flag_in = Vec::with_capacity(n);
         for c in 0..n {
             let (b, s) = (c * CBW_BYTES, c * CSW_BYTES);
-            let tag = le32(cbw, b + 4);
-            ints[c] = tag;
-            ints[n + c] = le32(cbw, b + 8);
-            ints[2 * n + c] = (cbw[b + 13] & 0x0F) as i64;
-            ints[3 * n + c] = (cbw[b + 14] & 0x1F) as i64;
-            ints[4 * n + c] = le32(csw, s + 4);
-            ints[5 * n + c] = le32(csw, s + 8);
-            ints[6 * n + c] = csw[s + 12] as i64;
-            flag_in[c] = cbw[b + 12] & 0x80 != 0;
-            ints[7 * n + c] = bot_reason(n_csw[c], last[c], csw_size[c], ints[4 * n + c], tag, sts_c[c]) as i64;
+            let (tag, csw_tag) = (le32(cbw, b + 4), le32(csw, s + 4));
+            let row = [tag, le32(cbw, b + 8), (cbw[b + 13] & 0x0F) as i64, (cbw[b + 14] & 0x1F) as i64, csw_tag,
+                       le32(csw, s + 8), csw[s + 12] as i64,
+                       bot_reason(n_csw[c], last[c], csw_size[c], csw_tag, tag, sts_c[c]) as i64];
+            for (col, v) in cols.iter_mut().zip(row) {
+                col.push(v);
+            }
+            flag_in.push(cbw[b + 12] & 0x80 != 0);
         }
+        (cols, flag_in)
     });
-    Ok(())
+    let out = PyDict::new_bound(py);
+    for (name, col) in NAMES.iter().zip(cols) {
+        out.set_item(*name, PyArray1::from_vec_bound(py, col))?;
+    }
+    out.set_item("flag_in", PyArray1::from_vec_bound(py, flag_in))?;
+    Ok(out)
 }
 
 /// The phases of a command's stage pieces, by phase code (scsitrace/usb/stages.py reads
