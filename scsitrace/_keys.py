@@ -1,5 +1,5 @@
-"""Dense ids of integer keys (Rust: native/src/bus/keys.rs): `dense_ids` numbers devices,
-processes and (device, process) pairs for the usb and block layers; `distinct`."""
+"""Dense ids of integer keys (Rust: native/src/bus/keys.rs, the one implementation):
+`dense_ids` numbers the usb layer's devices; `distinct`."""
 from __future__ import annotations
 
 import numpy as np

@@ -170,11 +170,17 @@ def thinning_notes(kept: "Kept", rows: int, tiler: "Tiler", tables: Tables, sink
     if tiler.kept.thinned:
         notes.append(f"segments: every {tiler.kept.stride}th kept for the reports; the stage percentages count "
                      "all of them")
+    return notes + inexact_note(tables)
+
+
+def inexact_note(tables: Tables) -> list[str]:
+    """The note naming the statistics whose percentiles are not exact (the only figures of
+    the command tables that are approximate: Samples past 2 M samples)."""
     inexact = tables.inexact()
-    if inexact:
-        notes.append(f"percentiles of {', '.join(inexact)}: over 2 M samples, read from a log-linear histogram "
-                     "(at most 0.1 % low); count, min, max and mean exact")
-    return notes
+    if not inexact:
+        return []
+    return [f"percentiles of {', '.join(inexact)}: over 2 M samples, read from a log-linear histogram "
+            "(at most 0.1 % low); count, min, max and mean exact"]
 
 
 class Kept:

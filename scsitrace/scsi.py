@@ -2,6 +2,8 @@
 message codes (SAM-5, SPC-4, SBC-3, MMC-6 spellings as Wireshark prints them)."""
 from __future__ import annotations
 
+import functools
+
 OPCODE_NAMES = {
     0x00: "Test Unit Ready", 0x01: "Rezero Unit", 0x03: "Request Sense", 0x04: "Format Unit",
     0x08: "Read(6)", 0x0A: "Write(6)", 0x0B: "Seek(6)", 0x12: "Inquiry", 0x15: "Mode Select(6)",
@@ -51,12 +53,6 @@ QUEUE_TAG_MESSAGES = {0x20, 0x21, 0x22}
 TWO_BYTE_MESSAGES = QUEUE_TAG_MESSAGES | {0x23}
 
 
-def cdb_length(opcode: int) -> int:
-    """CDB length from the opcode's group code (SPC-4 4.2.5.1); 0 when reserved/vendor."""
-    group = opcode >> 5
-    return {0: 6, 1: 10, 2: 10, 4: 16, 5: 12}.get(group, 0)
-
-
 def opcode_name(opcode: int | None, service_action: int | None = None) -> str:
     if opcode is None:
         return ""
@@ -80,35 +76,17 @@ def message_name(msg: int) -> str:
 def decode_cdb(cdb: bytes) -> dict:
     """opcode, name, lba, blocks (transfer length in blocks) and lun (SCSI-1 CDB byte 1) of a CDB.
 
-    Fields a command does not have are None. A short CDB decodes what it can.
+    Fields a command does not have are None. A short CDB decodes what it can. One CDB
+    through `decode_cdb_matrix`: the rules live once, in Rust (native/src/bus/cdb.rs).
     >>> decode_cdb(bytes([0x28, 0, 0, 0, 0x10, 0, 0, 0, 0x40, 0]))["lba"]
     4096
     """
-    out = {"opcode": None, "name": "", "lba": None, "blocks": None, "lun": None, "length": len(cdb)}
-    if not cdb:
-        return out
-    op = cdb[0]
-    out["opcode"] = op
-    sa = cdb[1] & 0x1F if len(cdb) > 1 else None
-    out["name"] = opcode_name(op, sa)
-    n = len(cdb)
-    if op in (0x08, 0x0A, 0x0B) and n >= 6:
-        out["lba"] = ((cdb[1] & 0x1F) << 16) | (cdb[2] << 8) | cdb[3]
-        out["blocks"] = cdb[4] or (256 if op != 0x0B else 0)
-        out["lun"] = cdb[1] >> 5
-    elif op in (0x28, 0x2A, 0x2E, 0x2F, 0x2B, 0x35) and n >= 10:
-        out["lba"] = int.from_bytes(cdb[2:6], "big")
-        out["blocks"] = int.from_bytes(cdb[7:9], "big")
-        out["lun"] = cdb[1] >> 5
-    elif op in (0xA8, 0xAA) and n >= 12:
-        out["lba"] = int.from_bytes(cdb[2:6], "big")
-        out["blocks"] = int.from_bytes(cdb[6:10], "big")
-    elif op in (0x88, 0x8A, 0x8F, 0x91, 0x93) and n >= 16:
-        out["lba"] = int.from_bytes(cdb[2:10], "big")
-        out["blocks"] = int.from_bytes(cdb[10:14], "big")
-    elif n >= 2 and cdb_length(op) in (6, 10):
-        out["lun"] = cdb[1] >> 5
-    return out
+    import numpy as np
+    m = np.zeros((1, 16), np.uint8)
+    m[0, :min(len(cdb), 16)] = np.frombuffer(bytes(cdb[:16]), np.uint8)
+    d = decode_cdb_matrix(m, np.array([len(cdb)], np.int64))
+    return {"opcode": d["opcode"][0], "name": d["command"][0], "lba": d["lba"][0], "blocks": d["blocks"][0],
+            "lun": d["cdb_lun"][0], "length": len(cdb)}
 
 
 def op_kind(opcode: int | None) -> str:
@@ -123,8 +101,9 @@ def op_kind(opcode: int | None) -> str:
 
 
 # ---------------------------------------------------------------- bulk decode
-# The same rules as decode_cdb over a whole Binary column of CDBs at once (numpy), for
-# layers that decode thousands of commands (usb, scsilog); tests check they agree.
+# The CDB rules, over a whole Binary column of CDBs at once (one compiled pass, Rust:
+# native/src/bus/cdb.rs, fed the opcode groups below); decode_cdb is one row of it.
+# tests/cdb_reference.py restates them in Python, byte by byte, as the tests' oracle.
 
 _RW6 = [0x08, 0x0A, 0x0B]
 _RW10 = [0x28, 0x2A, 0x2E, 0x2F, 0x2B, 0x35]
@@ -186,24 +165,34 @@ def _opcode_table(*groups) -> "np.ndarray":
 def decode_cdb_matrix(m, n) -> dict:
     """decode_cdbs of CDBs given as rows of at least 16 bytes (`m`, uint8) and their
     lengths (`n`, -1 for none); bytes past a CDB's length are never used. One compiled
-    pass (Rust: native/src/bus/cdb.rs) over lookup tables of the opcode groups."""
+    pass (Rust: native/src/bus/cdb.rs `CdbDecoder`, given the opcode tables once)."""
+    import numpy as np
+    from .schema import nullable
+    names, decoder = _decoder()
+    m = np.asarray(m, np.uint8)
+    if not len(m):      # (rust-numpy refuses the zero strides numpy gives a (0, 16) array)
+        m = np.zeros((0, 16), np.uint8)
+    d = decoder.decode(np.ascontiguousarray(m), np.ascontiguousarray(n, np.int64))
+    return {"opcode": nullable(d["opcode"], ~d["opcode_valid"], "opcode"),
+            "command": names.gather(d["name_at"]).alias("command"),
+            **{k: nullable(d[field], ~d[f"{field}_valid"], k)
+               for k, field in (("lba", "lba"), ("blocks", "blocks"), ("cdb_lun", "lun"))}}
+
+
+@functools.cache
+def _decoder():
+    """(the command names a decoded CDB indexes: every opcode's, then SERVICE ACTION IN(16)'s,
+    then "" for no opcode; the compiled decoder, given the tables of the CDB rules once: the
+    READ/WRITE opcode groups by CDB size, the opcodes with a LUN in byte 1, each service
+    action's name index)."""
     import numpy as np
     import polars as pl
     from ._native import bus
-    from .schema import nullable
-    rows = len(m)
     names = pl.Series([*_ALL_OPCODE_NAMES, *SERVICE_ACTION_IN_16.values(), ""], dtype=pl.Utf8)
     sa_name = np.full(32, -1, np.int64)
     sa_name[list(SERVICE_ACTION_IN_16)] = 256 + np.arange(len(SERVICE_ACTION_IN_16))
-    ints, flags = np.empty((5, rows), np.int64), np.empty((4, rows), np.bool_)
-    if rows:    # (rust-numpy refuses the zero strides numpy gives a (5, 0) array)
-        bus.decode_cdbs(np.asarray(m, np.uint8), np.asarray(n, np.int64), _opcode_table(_RW6), _opcode_table(_RW10),
-                        _opcode_table(_RW12), _opcode_table(_RW16), _lun_groups(), sa_name, len(names) - 1, ints, flags)
-    opcode, name_at, lba, blocks, lun = ints
-    has_op, lba_known, blocks_known, has_lun = flags
-    return {"opcode": nullable(opcode, ~has_op, "opcode"), "command": names.gather(name_at).alias("command"),
-            "lba": nullable(lba, ~lba_known, "lba"), "blocks": nullable(blocks, ~blocks_known, "blocks"),
-            "cdb_lun": nullable(lun, ~has_lun, "cdb_lun")}
+    return names, bus.CdbDecoder(_opcode_table(_RW6), _opcode_table(_RW10), _opcode_table(_RW12),
+                                 _opcode_table(_RW16), _lun_groups(), sa_name, len(names) - 1)
 
 
 def _lun_groups():

@@ -41,25 +41,6 @@ def nearest_ranks(groups: np.ndarray, values: np.ndarray, keys: list, ps=PERCENT
     return out
 
 
-def by_group(frame: pl.DataFrame, key: str, value: str, first: dict | None = None) -> pl.DataFrame:
-    """One STAT row per value of `key` (ascending) over the column `value`; `first`: other
-    columns to carry, {output name: input column} (their first value in each group)."""
-    first = first or {}
-    schema = {key: frame.schema[key], **{name: frame.schema[col] for name, col in first.items()}, **STAT}
-    if not frame.height:
-        return pl.DataFrame(schema=schema)
-    agg = (frame.group_by(key)
-           .agg(*(pl.col(col).first().alias(name) for name, col in first.items()),
-                pl.len().cast(pl.Int64).alias("n"), pl.col(value).min().alias("min_ns"),
-                pl.col(value).mean().alias("avg_ns"), pl.col(value).max().alias("max_ns"),
-                pl.col(value).sum().alias("total_ns"))
-           .sort(key))
-    keys = agg[key].to_list()
-    ranks = nearest_ranks(frame[key].to_numpy(), frame[value].to_numpy(), keys)
-    agg = agg.with_columns(pl.Series(c, r, dtype=pl.Int64) for c, r in zip(PERCENTILE_COLUMNS, ranks))
-    return agg.select(list(schema)).cast(schema)
-
-
 def of_samples(values: np.ndarray) -> dict:
     """The STAT record of one set of samples (exact: nearest-rank percentiles)."""
     values = np.asarray(values, dtype=np.int64)

@@ -416,9 +416,8 @@ def _stage_columns(seed, commands):
     s0 = np.where(data_c != NULL, data_c, cmd_c) + 1
     sts_c = np.where([c[6] for c in commands], s0 + 2, NULL)
     data_in = np.array([c[5] for c in commands])
-    code = np.array([stages.PIECE_PHASES.index(p) for p in stages.STAGE_ORDER], np.int64)
     elapsed = int(max(cmd_s.max(), np.max(np.where(sts_c != NULL, sts_c, 0))) + seed)
-    return dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, code, elapsed
+    return dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, elapsed
 
 
 @settings(max_examples=80, deadline=None)
@@ -431,17 +430,17 @@ def test_stage_totals_equal_tiled_pieces(seed, commands):
     from scsitrace import tiling
     from scsitrace.usb import stages
     n = len(commands)
-    dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, code, elapsed = _stage_columns(seed, commands)
+    dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, elapsed = _stage_columns(seed, commands)
     names = [*stages.PIECE_PHASES, tiling.IDLE]
     totals, counts = np.zeros(len(names), np.int64), np.zeros(len(names), np.int64)
-    in_order, devices = stages.stage_totals(dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, code,
+    in_order, devices = stages.stage_totals(dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in,
                                              names.index(tiling.IDLE), elapsed, totals, counts)
     pieces = np.empty((5 * n, 6), np.int64)
     m, _ = stages.stage_pieces(dev, np.arange(n), cmd_s, cmd_c, d0, s0, data_c, sts_c, np.zeros(n, np.int64),
-                                data_in, code, False, pieces)
+                                data_in, False, pieces)
     want = tiling.tile(pieces[:m], elapsed, stages.PIECE_PHASES, segments=False)
     _, listed_in_order = stages.stage_pieces(dev, np.arange(n), cmd_s, cmd_c, d0, s0, data_c, sts_c,
-                                              np.zeros(n, np.int64), data_in, code, True, pieces)
+                                              np.zeros(n, np.int64), data_in, True, pieces)
     assert in_order == listed_in_order
     if in_order:
         assert tiling.tile_totals(names, totals, counts, devices) == want
@@ -458,14 +457,14 @@ def test_pieces_listed_by_command_tile_as_sorted_pieces(seed, commands):
     from scsitrace import tiling
     from scsitrace.usb import stages
     n = len(commands)
-    dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, code, elapsed = _stage_columns(seed, commands)
+    dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, elapsed = _stage_columns(seed, commands)
     pieces = np.empty((5 * n, 6), np.int64)
     m, _ = stages.stage_pieces(dev, np.arange(n), cmd_s, cmd_c, d0, s0, data_c, sts_c, np.zeros(n, np.int64),
-                                data_in, code, False, pieces)
+                                data_in, False, pieces)
     want = tiling.tile(pieces[:m].copy(), elapsed, stages.PIECE_PHASES)
     listed = np.empty((5 * n, 6), np.int64)
     k, in_order = stages.stage_pieces(dev, np.arange(n), cmd_s, cmd_c, d0, s0, data_c, sts_c,
-                                      np.zeros(n, np.int64), data_in, code, True, listed)
+                                      np.zeros(n, np.int64), data_in, True, listed)
     assert k == m
     if in_order:
         got = tiling.tile(listed[:k], elapsed, stages.PIECE_PHASES, in_order=True)

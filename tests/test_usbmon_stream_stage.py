@@ -12,7 +12,7 @@ import polars as pl
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import gen_usbmon as gen
-from test_usbmon_chunks import _same_analysis
+from test_usbmon_chunks import _same_analysis, by_passes
 from scsitrace import bandwidth, core, model
 from scsitrace._native import usb as _usb
 from scsitrace.parsers import usbmon
@@ -63,7 +63,7 @@ def test_streamed_equals_whole_with_interleaved_devices(tmp_path, n, seed, devic
     if cut:
         raw = path.read_bytes()
         path.write_bytes(raw[:24 + (len(raw) - 24) * cut // 4])
-    whole = core.analyze(usbmon._parse_pcap(str(path), strict=False))
+    whole = by_passes(usbmon._parse_pcap(str(path), strict=False))
     streamed = usbmon._parse_pcap(str(path), strict=False, read_bytes=read_bytes, stream_bytes=0)
     got = []
     b = core.analyze(streamed, core.Options(ios_sink=lambda frame, cap: got.append(frame)))
@@ -86,8 +86,7 @@ def _fed(urbs, cuts: list[int], keep: int) -> tuple[dict, dict, dict, dict]:
         mask = np.zeros(len(urbs), np.bool_)
         mask[lo:hi] = True
         u = urbs.take(mask)
-        assert m.feed(u.t_ns, u.urb_id, u.event, u.xfer, u.ep, u.bus, u.dev, u.status, u.length, u.has_setup,
-                      u.setup.reshape(-1), u.data_buf, u.data_at, u.data_size, u.data_head, u.pos)
+        assert m.feed(u)
         assert m.take() is None       # no rows handed back without a sink
     found = m.finish()
     return found, m.results(), m.kept(), m.segments()
@@ -138,7 +137,7 @@ def test_thinned_rows_and_segments_match_keep_ios(tmp_path):
     slices: the same frame)."""
     path = tmp_path / "t.pcap"
     gen.write_pcap(path, multi_device(3, 40, 1, luns=1))
-    whole = core.analyze(usbmon._parse_pcap(str(path), strict=False))
+    whole = by_passes(usbmon._parse_pcap(str(path), strict=False))
     saved, model.KEEP_IOS = model.KEEP_IOS, 16
     saved_slice, streamed.KEPT_SLICE = streamed.KEPT_SLICE, 5    # the kept rows built 5 at a time
     try:

@@ -5,7 +5,7 @@
 use pyo3::prelude::*;
 
 mod ancot;
-mod cdb;
+pub(crate) mod cdb;
 mod handshakes;
 mod keys;
 mod runs;

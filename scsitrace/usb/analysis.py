@@ -23,16 +23,18 @@ import numpy as np
 import polars as pl
 
 from .. import bandwidth, completeness, schema, scsi, series, tiling
-from ..command_tables import TABLES, command_tables
+from ..command_stream import Tables, inexact_note
+from ..command_tables import TABLES
 from ..errors import UsageError
 from ..filters import check_found, check_window, refuse
 from ..model import Analysis, Capture
-from ..stats import LATENCY_TABLES, latency_tables
+from ..stats import LATENCY_TABLES
 from .bot import bot_commands
 from .stages import _with_stages, segments_frame, tile
 from .transfers import Transfers, transfers
 from .uas import uas_commands
-from .urbs import EPIPE, EREMOTEIO, URBS, UrbColumns, _anomalies, _u8, dense_ids, urb_columns
+from .._keys import dense_ids
+from .urbs import EPIPE, EREMOTEIO, URBS, UrbColumns, _anomalies, _u8, urb_columns
 
 STAGES = ("COMMAND", "DATA IN", "DATA OUT", "STATUS", "GAP", "IDLE")
 
@@ -149,10 +151,17 @@ def _devices(cmds: pl.DataFrame) -> tuple[pl.Series, np.ndarray]:
 
 
 def analyze(capture: Capture, options=None) -> Analysis:
+    """The streaming machine's analysis (scsitrace/usb/streamed.py: Bulk-Only captures, read
+    as a stream or fed whole as one batch), else that of the whole-capture passes."""
     from .streamed import streamed_analysis
     streamed = streamed_analysis(capture, options)
-    if streamed is not None:      # a Bulk-Only capture read as a stream: no URB columns, nor every command, held
-        return streamed
+    return streamed if streamed is not None else passes_analysis(capture, options)
+
+
+def passes_analysis(capture: Capture, options=None) -> Analysis:
+    """The analysis by the whole-capture passes over URB columns (transfers, Bulk-Only and UAS
+    commands, stage tiling): what the streaming machine does not cover (UAS devices, bulk
+    traffic before a CBW, failed bulk URBs, --window, --device, --lun)."""
     urbs = capture.columns["urbs"] if "urbs" in capture.columns else urb_columns(capture.frames["urbs"])
     urbs, elapsed, window_notes = _windowed(urbs, options)
     xf, cmds, anomalies = commands(urbs)
@@ -172,6 +181,9 @@ def analyze(capture: Capture, options=None) -> Analysis:
     if capture.meta.get("text_format") == "1t":
         notes.append("1t text has no bus numbers: devices are shown on bus 0")
     notes += completeness.usb_notes(s_row, c_row, ios) + list(capture.notes)
+    counted = Tables()              # the command layers' streaming tables, fed the whole capture as one batch
+    counted.add(ios)
+    notes += inexact_note(counted)
     cats = tiling.category_table(tiles["totals"], n_dev, STAGES, elapsed, paired)
     return Analysis(
         layer="usb", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=lambda: segments_frame(full, elapsed),
@@ -181,17 +193,20 @@ def analyze(capture: Capture, options=None) -> Analysis:
         notes=notes,
         source={"path": capture.path, "format": capture.format, **{k: v for k, v in capture.meta.items()
                                                                     if k in ("container", "route", "text_format")}},
-        declared=(*TABLES, *LATENCY_TABLES, *series.SERIES_TABLES, *bandwidth.TABLES),
-        tables={**command_tables(ios, elapsed), **latency_tables({"response": _responses(ios)}),
-                **_series_tables(ios, elapsed, notes)},
+        declared=(*TABLES, *LATENCY_TABLES, *series.declared(options), *bandwidth.TABLES),
+        tables={**counted.tables(elapsed), **_series_tables(ios, elapsed, notes, options)},
         no_normalized=("IDLE",))
 
 
-def _series_tables(ios: pl.DataFrame, elapsed: int, notes: list[str]) -> dict:
-    over_time = series.Series()
-    series.add_ios(over_time, ios)
-    tables, more = over_time.tables(elapsed)
-    notes += more + bandwidth.declare(tables, ios, thinned=False)
+def _series_tables(ios: pl.DataFrame, elapsed: int, notes: list[str], options) -> dict:
+    """The figures over time (when a view draws them) and the bandwidth views of all the I/Os."""
+    tables = {}
+    if getattr(options, "series", True):
+        over_time = series.Series()
+        series.add_ios(over_time, ios)
+        tables, more = over_time.tables(elapsed)
+        notes += more
+    notes += bandwidth.declare(tables, ios, thinned=False)
     return tables
 
 
@@ -239,7 +254,3 @@ def _selected(full: pl.DataFrame, options) -> tuple[pl.DataFrame, list[str]]:
     kept = full.filter(keep)
     return kept, [f"{' '.join(given)}: {kept.height} of {full.height} commands (the URB anomalies are of every device)"]
 
-
-def _responses(ios: pl.DataFrame) -> np.ndarray:
-    """Response times of the paired commands (CBW or command IU submit -> status completion)."""
-    return ios.filter(pl.col("paired") & pl.col("response_ns").is_not_null())["response_ns"].to_numpy()

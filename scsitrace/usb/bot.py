@@ -11,7 +11,8 @@ from .. import scsi
 from .._native import usb as _usb
 from ..schema import NULL, nullable
 from .transfers import Transfers
-from .urbs import CSW_STATUS, dense_ids, EPIPE, EREMOTEIO, _anomalies, _le32 as _le32_expr, _u8
+from .._keys import dense_ids
+from .urbs import CSW_STATUS, EPIPE, EREMOTEIO, _anomalies, _le32 as _le32_expr, _u8
 
 CSW_BYTES = 13
 CBW_BYTES = 31
@@ -34,9 +35,7 @@ def bot_commands(xf: Transfers, streamed: dict | None = None) -> tuple[pl.DataFr
     u = xf.urbs
     if streamed is None:
         device, first_rows = dense_ids(xf.bus_dev)
-        a, cbw, csw, csw_size, kind = bot_pass(
-            xf.xfer, xf.dir_in, device, xf.data_row, xf.submit_ns, xf.complete_ns, xf.status, xf.status_null,
-            xf.req_len, xf.actual, u.data_buf, u.data_at, u.data_size, u.data_head, len(first_rows))
+        a, cbw, csw, csw_size, kind = bot_pass(xf, device, len(first_rows))
         row = xf.row[a["first"]]
         at = {"bus": u.bus[row], "dev": u.dev[row], "pos": u.pos[row], "cmd_s": xf.submit_ns[a["first"]],
               "cmd_c": xf.complete_ns[a["first"]]}
@@ -87,8 +86,9 @@ def bot_commands(xf: Transfers, streamed: dict | None = None) -> tuple[pl.DataFr
     ]
     return cmds, anomalies, not_bot
 
-# why a Bulk-Only command is unpaired, by bot_fields' `reason` code (PAIRED: null)
-BOT_REASONS = ["no CSW (capture ended)", "no CSW before the next CBW", "CSW tag does not match the CBW", None]
+# why a Bulk-Only command is unpaired, by bot_fields' `reason` code (paired: None); the
+# codes and their rule live in Rust (native/src/usb/machine.rs `bot_reason`)
+BOT_REASONS = list(_usb.BOT_REASONS)
 
 
 def _csw_status_names(status: np.ndarray, csw_size: np.ndarray) -> pl.Series:
@@ -101,12 +101,11 @@ def _csw_status_names(status: np.ndarray, csw_size: np.ndarray) -> pl.Series:
 BOT_AGGREGATES = ("first", "last", "csw", "n_csw", "sts_s", "sts_c", "data_s", "data_c", "data_bytes",
                   "stalls", "data_in")
 
-FIRST, LAST, CSW_K, N_CSW, STS_S, STS_C, DATA_S, DATA_C, DATA_BYTES, STALLS, DATA_IN = range(len(BOT_AGGREGATES))
 
 
-def bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, status_null,
-             req_len, actual, data_buf, data_at, data_size, data_head, n_devices):
-    """Bulk-Only commands from transfers in time order (every array is per transfer).
+def bot_pass(xf: Transfers, device: np.ndarray, n_devices: int):
+    """Bulk-Only commands from transfers in time order (`xf`; `device`: each transfer's
+    device id, < n_devices).
 
     Returns (per command: a dict of BOT_AGGREGATES: first transfer (the CBW), last-of-
     device flag, CSW transfer or -1, CSW count, status-stage start, CSW completion, data
@@ -117,33 +116,19 @@ def bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, sta
 
     A command is the CBW and every bulk transfer of its device up to the next CBW. Status
     stage: the CSW, and failed reads of CSW size before it. Data: the other transfers;
-    bytes only from those that completed (status 0 or -EREMOTEIO)."""
-    n = len(xfer)
-    # outputs sized for the worst case (a CBW per transfer): untouched pages cost nothing
-    ints = np.empty((len(BOT_AGGREGATES), n), np.int64)
-    cbw, csw = np.empty((n, CBW_BYTES), np.uint8), np.empty((n, CSW_BYTES), np.uint8)
-    csw_size, kind = np.empty(n, np.int64), np.zeros(n, np.int8)
-    n_cmd = _usb.bot_pass(xfer, dir_in, device, data_row, submit_ns, complete_ns, status, status_null, req_len,
-                          actual, data_buf, data_at, data_size, data_head, n_devices, ints.reshape(-1),
-                          cbw.reshape(-1), csw.reshape(-1), csw_size, kind)
-    agg = dict(zip(BOT_AGGREGATES, ints[:, :n_cmd]))
+    bytes only from those that completed (status 0 or -EREMOTEIO). One compiled pass
+    (native/src/usb/machine.rs), which reads `xf`'s columns by name."""
+    out = _usb.bot_pass(xf, np.ascontiguousarray(device, np.int64), int(n_devices))
+    agg = {k: out[k] for k in BOT_AGGREGATES}
     agg["last"] = agg["last"] == 1
-    return agg, cbw[:n_cmd], csw[:n_cmd], csw_size[:n_cmd], kind
-
-
-BOT_FIELDS = ("usb_tag", "bytes", "lun", "cb_len", "csw_tag", "residue", "csw_status", "reason")
-NO_CSW_AT_END, NO_CSW_BEFORE_NEXT, TAG_DIFFERS, PAIRED = range(4)    # `reason` codes
+    return agg, out["cbw"].reshape(-1, CBW_BYTES), out["csw"].reshape(-1, CSW_BYTES), out["csw_size"], out["kind"]
 
 
 def bot_fields(cbw, csw, csw_size, n_csw, last, sts_c) -> dict:
     """Per Bulk-Only command (bot_pass' outputs): the CBW's tag, transfer length, LUN and
     CDB length, the CSW's tag, residue and status (values where its `csw_size` bytes
     hold none are not to be read), the CBW's direction flag (`flag_in`), and why it is
-    unpaired (`reason`, checked in this order: no CSW up to the end of the capture or the
-    next CBW, a CSW with another tag, a CSW not completed (end of capture); else PAIRED)."""
-    n = len(cbw)
-    ints, flag_in = np.empty((len(BOT_FIELDS), n), np.int64), np.empty(n, np.bool_)
-    _usb.bot_fields(np.ascontiguousarray(cbw).reshape(-1), np.ascontiguousarray(csw).reshape(-1), csw_size,
-                    np.ascontiguousarray(n_csw), np.ascontiguousarray(last), np.ascontiguousarray(sts_c),
-                    ints.reshape(-1), flag_in)
-    return {**dict(zip(BOT_FIELDS, ints)), "flag_in": flag_in}
+    unpaired (`reason`: an index into BOT_REASONS, by the rule of machine.rs `bot_reason`)."""
+    c = np.ascontiguousarray
+    return _usb.bot_fields(c(cbw).reshape(-1), c(csw).reshape(-1), c(csw_size, np.int64), c(n_csw, np.int64),
+                           c(last, np.bool_), c(sts_c, np.int64))

@@ -22,7 +22,9 @@ def _with_stages(cmds: pl.DataFrame) -> pl.DataFrame:
         (pl.col("sts_c") - pl.col("cmd_s")).alias("response_ns"),
         data_start.alias("_d0"), sts_start.alias("_s0"))
 
-PIECE_PHASES = ["COMMAND", "DATA IN", "DATA OUT", "GAP", "STATUS"]
+# the phases of the pieces by phase code, as the compiled passes number them (read from Rust:
+# native/src/usb/machine.rs PIECE_PHASES, the one table)
+PIECE_PHASES = list(_usb.PIECE_PHASES)
 
 
 def tile(ios: pl.DataFrame, elapsed_ns: int, segments: bool = True) -> dict:
@@ -37,16 +39,15 @@ def tile(ios: pl.DataFrame, elapsed_ns: int, segments: bool = True) -> dict:
                        for c in ("_dev", "io", "cmd_s", "cmd_c", "_d0", "_s0", "data_c", "sts_c", "data_bytes"))
     dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes = (times[c].to_numpy() for c in times.columns)
     data_in = ios.select(pl.col("data_in").fill_null(pl.col("flag_in")).fill_null(True)).to_series().to_numpy()
-    phase_code = np.array([PIECE_PHASES.index(p) for p in STAGE_ORDER], np.int64)
     if not segments:
         names = [*PIECE_PHASES, tiling.IDLE]
         totals, counts = np.zeros(len(names), np.int64), np.zeros(len(names), np.int64)
-        in_order, devices = stage_totals(dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, phase_code,
+        in_order, devices = stage_totals(dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in,
                                          names.index(tiling.IDLE), elapsed_ns, totals, counts)
         if in_order:
             return tiling.tile_totals(names, totals, counts, devices)
     pieces = np.empty((5 * ios.height, len(tiling.PIECE_COLUMNS)), np.int64)
-    columns = (dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_in, phase_code)
+    columns = (dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_in)
     n, in_order = stage_pieces(*columns, True, pieces)
     if not in_order:
         n, _ = stage_pieces(*columns, False, pieces)
@@ -59,11 +60,7 @@ def segments_frame(full: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
     return tiling.segments_frame(tile(full, elapsed_ns), names)
 
 
-STAGE_ORDER = ("COMMAND", "GAP", "DATA IN", "DATA OUT", "STATUS")   # `phase_code` order below
-
-
-def stage_pieces(dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_in, phase_code, by_command, out,
-                 blocks=None):
+def stage_pieces(dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_in, by_command, out, blocks=None):
     """Stage pieces of commands (per command columns; NULL times unknown) as rows of `out`
     (tiling.PIECE_COLUMNS: device, io, start, end, phase, bytes), in one compiled pass
     (scsitrace._native.usb.stage_pieces): a command's pieces are COMMAND, GAP before the
@@ -75,13 +72,12 @@ def stage_pieces(dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_
     i64 = np.int64
     n, in_order = _usb.stage_pieces(*(np.ascontiguousarray(c, i64) for c in (dev, io, cmd_s, cmd_c, d0, s0, data_c,
                                                                              sts_c, data_bytes)),
-                                    np.ascontiguousarray(data_in, np.bool_), np.ascontiguousarray(phase_code, i64),
-                                    bool(by_command), out.reshape(-1),
+                                    np.ascontiguousarray(data_in, np.bool_), bool(by_command), out.reshape(-1),
                                     np.zeros(0, i64) if blocks is None else blocks)
     return n, in_order
 
 
-def stage_totals(dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, phase_code, idle, elapsed, totals, counts):
+def stage_totals(dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, idle, elapsed, totals, counts):
     """The tiling totals (tiling.tile's `totals`, as time and segments per phase code, added
     to `totals` and `counts`) of the pieces stage_pieces lists command by command, tiled as
     they are listed, without a piece table (40 MB for 170 000 commands), provided they come
@@ -90,5 +86,4 @@ def stage_totals(dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, phase_code, 
     pieces) and how many devices have segments."""
     i64 = np.int64
     return _usb.stage_totals(*(np.ascontiguousarray(c, i64) for c in (dev, cmd_s, cmd_c, d0, s0, data_c, sts_c)),
-                             np.ascontiguousarray(data_in, np.bool_), np.ascontiguousarray(phase_code, i64),
-                             int(idle), int(elapsed), totals, counts)
+                             np.ascontiguousarray(data_in, np.bool_), int(idle), int(elapsed), totals, counts)

@@ -1,6 +1,7 @@
-"""The Bulk-Only commands of a capture read as a stream (`Capture.chunks`): one machine
-(scsitrace._native.usb.BotStream) pairs the URBs and groups the bulk transfers into
-commands batch by batch, carrying what is in flight across batch edges, and hands back
+"""The Bulk-Only commands of a capture, read as a stream (`Capture.chunks`) or whole (its URB
+columns, fed as one batch): one machine (scsitrace._native.usb.BotStream) pairs the URBs
+and groups the bulk transfers into commands batch by batch, carrying what is in flight
+across batch edges, and hands back
 after each batch the commands that are finished (closed, with no open command before them
 in start order). Each such batch goes, inside the machine, to its command stage
 (native/src/usb/commands.rs: what scsitrace/command_stream.py's accumulators keep, by their
@@ -12,9 +13,9 @@ to it. Memory is what is in flight plus what the reports keep, not the capture's
 The machine covers Bulk-Only captures in time order without bulk URB errors (control
 requests are read for the Mass Storage Reset and CLEAR HALT anomalies); anything else (UAS
 devices, bulk traffic before a device's first CBW, a CBW without its submit, failed bulk
-URBs, --window, --device/--lun) and captures without chunks are analysed whole
-(scsitrace/usb/analysis.py), with the same results: the machine is the whole-capture
-passes' rules, fed in pieces. (Rows already handed to the I/O sink are then written again
+URBs, --window, --device/--lun) is analysed by the whole-capture passes
+(scsitrace/usb/analysis.py), with the same results: the machine is those passes' rules,
+fed in pieces (tests/test_usbmon_chunks.py compares the two). (Rows already handed to the I/O sink are then written again
 whole: the analysis is not `ios_streamed`.)
 """
 from __future__ import annotations
@@ -38,17 +39,27 @@ KEPT_SLICE = 1 << 16     # kept commands made into rows at a time
 
 
 def streamed_analysis(capture, options) -> Analysis | None:
-    """The analysis of a Bulk-Only capture read as a stream; None when it is to be analysed whole."""
-    if capture.chunks is None or not capture.meta.get("streamable") or (options is not None and any(
-            getattr(options, k, None) is not None for k in ("window", "device", "lun", "target", "pids"))):
+    """The analysis of a Bulk-Only capture by the streaming machine: batch by batch when it
+    is read as a stream, else its URB columns (read whole) as one batch. None when the
+    machine does not cover it (then it is analysed by the whole-capture passes)."""
+    if options is not None and any(getattr(options, k, None) is not None
+                                   for k in ("window", "device", "lun", "target", "pids")):
         return None
-    run = _Run(capture, options)
-    machine = _usb.BotStream(model.KEEP_IOS, run.sink is not None or run.series is not None)
-    for u in prefetched(capture.chunks()):
+    streaming = capture.chunks is not None and capture.meta.get("streamable")
+    keep = model.KEEP_IOS
+    if streaming:
+        batches = prefetched(capture.chunks())
+    else:       # one batch: the URB columns (times from the first event, which the machine takes as its origin)
+        batches = [capture.columns["urbs"] if "urbs" in capture.columns else urb_columns(capture.frames["urbs"])]
+        # every command and segment kept, as the passes keep them (a command has at least 2
+        # URBs, 4 events, and at most 6 segments): nothing thinned (reserved, not resident)
+        keep = max(keep, 4 * len(batches[0]))
+    run = _Run(capture, options, streaming)
+    machine = _usb.BotStream(keep, run.sink is not None or run.series is not None)
+    for u in batches:
         if run.origin is None and len(u.t_ns):
             run.origin = int(u.t_ns[0])        # the machine refuses anything earlier
-        if not machine.feed(u.t_ns, u.urb_id, u.event, u.xfer, u.ep, u.bus, u.dev, u.status, u.length,
-                            u.has_setup, u.setup.reshape(-1), u.data_buf, u.data_at, u.data_size, u.data_head, u.pos):
+        if not machine.feed(u):
             return None
         run.sunk(machine.take())
     found = machine.finish()
@@ -63,10 +74,11 @@ class _Run:
     come (the tables, tiling and kept rows add up in the machine's command stage), then the
     analysis from what the stage accumulated."""
 
-    def __init__(self, capture, options):
+    def __init__(self, capture, options, streaming: bool):
         from .analysis import IOS_EXTRA
-        self.capture, self.origin = capture, None
-        self.sink = getattr(options, "ios_sink", None)
+        self.capture, self.origin, self.streaming = capture, None, streaming
+        # read whole, every row is kept and the writer takes them from the analysis
+        self.sink = getattr(options, "ios_sink", None) if streaming else None
         self.xf = transfers(urb_columns(pl.DataFrame(schema=URBS)))
         self.columns = list({**schema.IOS, **IOS_EXTRA})
         self.rows = 0
@@ -129,7 +141,8 @@ class _Run:
         notes += series_notes + bandwidth.declare(tables, lambda: built["analysis"].ios, thinned=r["stride"] > 1)
         from ..command_tables import TABLES
         from ..stats import LATENCY_TABLES
-        capture.meta["origin_ns"] = origin
+        if self.streaming:          # (read whole, the parser set it: the times start there)
+            capture.meta["origin_ns"] = origin
         analysis = Analysis(
             layer="usb", capture=capture, elapsed_ns=elapsed, start_ns=0,
             segments=lambda: _segments(machine.segments(), phases), segment_targets=False,
@@ -138,7 +151,8 @@ class _Run:
             categories={"usb": tiling.category_table(totals, n_dev, STAGES, elapsed, t.paired)}, notes=notes,
             source={"path": capture.path, "format": capture.format, **{k: v for k, v in capture.meta.items()
                                                                         if k in ("container", "route", "text_format")}},
-            declared=(*TABLES, *LATENCY_TABLES, *(series.SERIES_TABLES if self.series is not None else ()), *bandwidth.TABLES),
+            declared=(*TABLES, *LATENCY_TABLES, *(series.SERIES_TABLES if self.series is not None else ()),
+                      *bandwidth.TABLES),
             tables=tables,
             no_normalized=("IDLE",))
         analysis.ios_streamed = self.sink is not None

@@ -190,11 +190,3 @@ def take_bytes(buf, at, counts, width):
     out = np.empty((len(at), width), np.uint8)
     _usb.take_bytes(buf, np.asarray(at, np.int64), np.asarray(counts, np.int64), int(width), out.reshape(-1))
     return out
-
-
-def dense_ids(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(id of each key: 0, 1, ... in order of first appearance; the row where each id first
-    appears)."""
-    ids = np.empty(len(key), np.int64)
-    first = _usb.dense_ids(np.ascontiguousarray(key, np.int64), ids)
-    return ids, first

@@ -15,13 +15,13 @@
 //! depth, dispatched sizes, seeks, busy runs (the union of D..C intervals, closed when no
 //! request in flight can touch them any more), the latency samples (crate::stat::Samples),
 //! and the per-I/O rows, handed out in Q order as they finish.
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::VecDeque;
 
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use crate::hash::IntMap;
 use crate::stat::Samples;
 
 const NONE: i64 = -1;
@@ -92,28 +92,6 @@ fn tdelta(from: i64, to: i64) -> i64 {
     }
 }
 
-/// Fibonacci hashing of one integer key (pids): no hashing crate needed.
-#[derive(Default)]
-struct IntHasher(u64);
-
-impl Hasher for IntHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_i64(&mut self, v: i64) {
-        self.0 = (v as u64 ^ self.0).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (v ^ self.0).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
 
 /// btt's avg_info of every stage name: count, min, max, sum.
 #[derive(Clone)]

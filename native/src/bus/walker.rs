@@ -569,8 +569,8 @@ impl Walker {
         let io = self.new_io(start, false);
         let x = &mut self.ios[io];
         (x.target, x.lun, x.tag) = (target, lun, tag);
-        if x.lun.is_none() && cdb.len() >= 2 && self.r.lun_groups[cdb[0] as usize] {
-            x.lun = Some((cdb[1] >> 5) as i16); // SCSI-1: the LUN in CDB byte 1 (scsi.decode_cdb)
+        if x.lun.is_none() && cdb.len() >= 2 {
+            x.lun = super::cdb::cdb_lun(cdb[0], cdb[1], cdb.len() as i64, &self.r.lun_groups);
         }
         x.cdb = cdb;
         if partial {

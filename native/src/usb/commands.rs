@@ -12,8 +12,8 @@ use numpy::PyArray1;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::machine::{le32, max_t, piece, CBW_BYTES, CSW_BYTES, DATA_BYTES, DATA_C, DATA_IN, DATA_S, LAST, NULL,
-                     N_AGG, N_CSW, STALLS, STS_C, STS_S};
+use super::machine::{bot_reason, le32, max_t, piece, BOT_REASONS, CBW_BYTES, CSW_BYTES, DATA_BYTES, DATA_C,
+                     DATA_IN, DATA_S, LAST, NULL, N_AGG, N_CSW, PAIRED, STALLS, STS_C, STS_S};
 
 const _: () = assert!(std::mem::size_of::<Kept>() == 128);
 
@@ -29,12 +29,9 @@ use crate::bus::tiling::DeviceTiling;
 use crate::hash::IntMap;
 use crate::stat::{Samples, DEFAULT_CAP};
 
-/// scsitrace/usb/stages.py PIECE_PHASES index of each STAGE_ORDER stage (COMMAND, GAP,
-/// DATA IN, DATA OUT, STATUS); then "~carried" (5) and IDLE (6), as command_stream.Tiler.
-const PHASE_CODE: [u8; 5] = [0, 3, 1, 2, 4];
+/// After machine.rs PIECE_PHASES: "~carried" (5) and IDLE (6), as command_stream.Tiler.
 const IDLE: u8 = 6;
 const N_PHASES: usize = 7;
-const PAIRED: usize = 3; // scsitrace/usb/bot.py BOT_REASONS: the code of paired commands
 
 /// One finished Bulk-Only command as the machine hands it over (times absolute).
 #[derive(Clone)]
@@ -51,18 +48,9 @@ pub(super) struct Cmd {
 }
 
 impl Cmd {
-    /// bot_fields' `reason` (0 no CSW at the end, 1 no CSW before the next CBW, 2 tags
-    /// differ, 3 paired).
+    /// machine.rs `bot_reason` of the command (an index into BOT_REASONS).
     fn reason(&self) -> usize {
-        if self.a[N_CSW] == 0 {
-            if self.a[LAST] == 1 { 0 } else { 1 }
-        } else if self.csw_size >= 8 && le32(&self.csw, 4) != le32(&self.cbw, 4) {
-            2
-        } else if self.a[STS_C] == NULL {
-            0
-        } else {
-            PAIRED
-        }
+        bot_reason(self.a[N_CSW], self.a[LAST] == 1, self.csw_size, le32(&self.csw, 4), le32(&self.cbw, 4), self.a[STS_C])
     }
 }
 
@@ -178,7 +166,7 @@ struct Seg {
 pub(super) struct CommandStage {
     keep: i64,
     rows: i64,
-    reasons: [i64; 4],
+    reasons: [i64; BOT_REASONS.len()],
     devices: Vec<Device>,
     index: IntMap<(i64, i64, i64), u32>,
     last: ((i64, i64, i64), u32),  // the last command's device
@@ -202,7 +190,7 @@ impl CommandStage {
     pub(super) fn new(keep: usize) -> CommandStage {
         let keep = keep.max(1);
         CommandStage {
-            keep: keep as i64, rows: 0, reasons: [0; 4], devices: Vec::new(), index: IntMap::default(),
+            keep: keep as i64, rows: 0, reasons: [0; BOT_REASONS.len()], devices: Vec::new(), index: IntMap::default(),
             last: ((-1, -1, -1), 0), rank: Vec::new(), srt: (0..256).map(|_| None).collect(),
             latency: Samples::with_cap(DEFAULT_CAP), paired: 0, data_bytes: 0, anomalous: Vec::new(),
             kept: Vec::with_capacity(keep), stride: 1, waiting: Vec::new(), totals: [0; N_PHASES],
@@ -287,7 +275,7 @@ impl CommandStage {
                     continue;
                 }
                 let bytes = if block == 2 { a[DATA_BYTES] } else { NULL };
-                let phase = PHASE_CODE[stage];
+                let phase = stage as u8;
                 self.waiting.push(Piece { dev: d, block: block as u8, phase, io, start, end, bytes });
             }
         }

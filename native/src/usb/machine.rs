@@ -1,8 +1,9 @@
 //! The mass-storage machines over URB columns (scsitrace/usb/): URB pairing, transfer
-//! columns, the Bulk-Only command pass and its CBW/CSW fields, stage pieces, dense ids.
+//! columns, the Bulk-Only command pass and its CBW/CSW fields, stage pieces.
 use std::collections::HashMap;
 
 use numpy::{PyArray1, PyReadonlyArray1, PyReadwriteArray1};
+use pyo3::types::PyDict;
 use pyo3::prelude::*;
 
 use crate::bus::tiling::DeviceTiling;
@@ -33,6 +34,29 @@ pub(super) const DATA_BYTES: usize = 8;
 pub(super) const STALLS: usize = 9;
 pub(super) const DATA_IN: usize = 10;
 pub(super) const N_AGG: usize = 11;
+
+/// Why a Bulk-Only command is unpaired, by reason code (`bot_reason`); the paired code
+/// (PAIRED) has none. scsitrace/usb/bot.py reads this list (`BOT_REASONS` of the module).
+pub(super) const BOT_REASONS: [Option<&str>; 4] =
+    [Some("no CSW (capture ended)"), Some("no CSW before the next CBW"), Some("CSW tag does not match the CBW"), None];
+pub(super) const PAIRED: usize = 3;
+
+/// A Bulk-Only command's reason code (index into BOT_REASONS), checked in this order: no
+/// CSW up to the end of the capture (`last` of its device) or up to the next CBW, a CSW
+/// (of at least 8 bytes) with another tag than the CBW's, a CSW not completed (the capture
+/// ended); else PAIRED.
+#[inline]
+pub(super) fn bot_reason(n_csw: i64, last: bool, csw_size: i64, csw_tag: i64, cbw_tag: i64, sts_c: i64) -> usize {
+    if n_csw == 0 {
+        if last { 0 } else { 1 }
+    } else if csw_size >= 8 && csw_tag != cbw_tag {
+        2
+    } else if sts_c == NULL {
+        0
+    } else {
+        PAIRED
+    }
+}
 
 /// Transfers as (submit row, completion row), -1 where absent, in row order, written to
 /// `s_rows` and `c_rows`; returns their count. A submit pairs with the next event of its
@@ -118,6 +142,76 @@ fn transfer_columns(py: Python, s_row: PyReadonlyArray1<i64>, c_row: PyReadonlyA
     }))
 }
 
+/// One bulk transfer as the Bulk-Only rules read it (bot_pass, BotStream.process).
+pub(super) struct Bulk {
+    pub k: i64,          // its number among the transfers (FIRST, CSW_K)
+    pub dir_in: bool,
+    pub size: i64,       // data bytes kept from its data row, -1 for none
+    pub head: u32,       // its first 4 data bytes, little-endian (where size >= 4)
+    pub submit: i64,
+    pub complete: i64,
+    pub has_status: bool,
+    pub status: i32,
+    pub req: i64,
+    pub act: i64,
+}
+
+impl Bulk {
+    /// (a CBW: an OUT transfer of at least 31 bytes signed "USBC"; a CSW: an IN transfer
+    /// of exactly 13 bytes signed "USBS").
+    pub(super) fn role(&self) -> (bool, bool) {
+        let signed = self.size >= 4;
+        (signed && !self.dir_in && self.head == CBW_SIGNATURE && self.size >= CBW_BYTES as i64,
+         signed && self.dir_in && self.head == CSW_SIGNATURE && self.act == CSW_BYTES as i64)
+    }
+
+    /// The aggregates of the command this transfer (a CBW) opens.
+    pub(super) fn opened(&self) -> [i64; N_AGG] {
+        let mut a = [0; N_AGG]; // LAST, N_CSW, DATA_BYTES, STALLS: 0
+        a[FIRST] = self.k;
+        a[CSW_K] = -1;
+        (a[STS_S], a[STS_C], a[DATA_S], a[DATA_C]) = (NULL, NULL, NULL, NULL);
+        a[DATA_IN] = -1; // direction unknown
+        a
+    }
+
+    /// This transfer (of role `is_cbw`, `is_csw`) added to its command's aggregates `a`.
+    /// Status stage: the CSW, and failed reads of CSW size before it. Data: the other
+    /// transfers; bytes only from those that completed (status 0 or -EREMOTEIO). Returns
+    /// whether it is the command's first CSW (whose bytes the caller keeps).
+    pub(super) fn add_to(&self, a: &mut [i64], is_cbw: bool, is_csw: bool) -> bool {
+        let (has_status, st) = (self.has_status, self.status);
+        let first_csw = is_csw && a[N_CSW] == 0;
+        if first_csw {
+            a[CSW_K] = self.k;
+            a[STS_C] = self.complete;
+        }
+        if is_csw {
+            a[N_CSW] += 1;
+        }
+        let retry_known = !self.dir_in || is_csw || (self.req != NULL && self.req != CSW_BYTES as i64)
+            || (has_status && st == 0);
+        let retry = self.dir_in && !is_csw && self.req == CSW_BYTES as i64 && has_status && st != 0;
+        if is_csw || retry {
+            a[STS_S] = min_t(a[STS_S], self.submit);
+        }
+        if !is_cbw && !is_csw && retry_known {
+            a[DATA_S] = min_t(a[DATA_S], self.submit);
+            a[DATA_C] = max_t(a[DATA_C], self.complete);
+            if has_status && (st == 0 || st == EREMOTEIO) && self.act != NULL {
+                a[DATA_BYTES] = a[DATA_BYTES].wrapping_add(self.act);
+            }
+            if a[DATA_IN] < 0 {
+                a[DATA_IN] = if self.dir_in { 1 } else { 0 };
+            }
+        }
+        if has_status && st == EPIPE {
+            a[STALLS] += 1;
+        }
+        first_csw
+    }
+}
+
 #[inline(always)]
 pub(super) fn min_t(cur: i64, v: i64) -> i64 {
     if v != NULL && (cur == NULL || v < cur) { v } else { cur }
@@ -128,29 +222,76 @@ pub(super) fn max_t(cur: i64, v: i64) -> i64 {
     if v != NULL && (cur == NULL || v > cur) { v } else { cur }
 }
 
-/// Bulk-Only commands from transfers in time order (scsitrace/usb/bot.py bot_pass): per
-/// command the aggregates (rows of `ints`, `n` apart), CBW bytes, first CSW bytes and
-/// count; per transfer its class. Returns the number of commands.
+/// The data of URB events a pass reads (a scsitrace.usb.urbs.UrbColumns, by name).
+#[derive(FromPyObject)]
+struct UrbData<'py> {
+    #[pyo3(attribute)]
+    data_buf: PyReadonlyArray1<'py, u8>,
+    #[pyo3(attribute)]
+    data_at: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    data_size: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    data_head: PyReadonlyArray1<'py, u32>,
+}
+
+/// The transfer columns bot_pass reads (a scsitrace.usb.transfers.Transfers, by name,
+/// declared there once) and its URBs' data.
+#[derive(FromPyObject)]
+struct TransferCols<'py> {
+    #[pyo3(attribute)]
+    xfer: PyReadonlyArray1<'py, u8>,
+    #[pyo3(attribute)]
+    dir_in: PyReadonlyArray1<'py, bool>,
+    #[pyo3(attribute)]
+    data_row: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    submit_ns: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    complete_ns: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    status: PyReadonlyArray1<'py, i32>,
+    #[pyo3(attribute)]
+    status_null: PyReadonlyArray1<'py, bool>,
+    #[pyo3(attribute)]
+    req_len: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    actual: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    urbs: UrbData<'py>,
+}
+
+/// scsitrace/usb/bot.py BOT_AGGREGATES, in the order of the aggregate indexes above.
+const AGG_NAMES: [&str; N_AGG] = ["first", "last", "csw", "n_csw", "sts_s", "sts_c", "data_s", "data_c",
+                                  "data_bytes", "stalls", "data_in"];
+
+/// Bulk-Only commands from transfers in time order (scsitrace/usb/bot.py bot_pass), each
+/// transfer's device (`device`, < `n_devices`): a dict of, per command, the aggregates by
+/// name (AGG_NAMES), `cbw` (31 bytes each), `csw` (the first CSW's 13 bytes) and
+/// `csw_size` (-1: none); per transfer `kind` (its class).
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn bot_pass(py: Python, xfer: PyReadonlyArray1<u8>, dir_in: PyReadonlyArray1<bool>, device: PyReadonlyArray1<i64>,
-            data_row: PyReadonlyArray1<i64>, submit_ns: PyReadonlyArray1<i64>, complete_ns: PyReadonlyArray1<i64>,
-            status: PyReadonlyArray1<i32>, status_null: PyReadonlyArray1<bool>, req_len: PyReadonlyArray1<i64>,
-            actual: PyReadonlyArray1<i64>, data_buf: PyReadonlyArray1<u8>, data_at: PyReadonlyArray1<i64>,
-            data_size: PyReadonlyArray1<i64>, data_head: PyReadonlyArray1<u32>, n_devices: usize,
-            mut ints: PyReadwriteArray1<i64>, mut cbw: PyReadwriteArray1<u8>, mut csw: PyReadwriteArray1<u8>,
-            mut csw_size: PyReadwriteArray1<i64>, mut kind: PyReadwriteArray1<i8>) -> PyResult<i64> {
+fn bot_pass<'py>(py: Python<'py>, xf: TransferCols<'py>, device: PyReadonlyArray1<'py, i64>, n_devices: usize)
+                 -> PyResult<Bound<'py, PyDict>> {
     let (xfer, dir_in, device, data_row, submit_ns, complete_ns, status, status_null, req_len, actual) = (
-        xfer.as_slice()?, dir_in.as_slice()?, device.as_slice()?, data_row.as_slice()?, submit_ns.as_slice()?,
-        complete_ns.as_slice()?, status.as_slice()?, status_null.as_slice()?, req_len.as_slice()?,
-        actual.as_slice()?);
+        xf.xfer.as_slice()?, xf.dir_in.as_slice()?, device.as_slice()?, xf.data_row.as_slice()?,
+        xf.submit_ns.as_slice()?, xf.complete_ns.as_slice()?, xf.status.as_slice()?, xf.status_null.as_slice()?,
+        xf.req_len.as_slice()?, xf.actual.as_slice()?);
+    let u = &xf.urbs;
     let (data_buf, data_at, data_size, data_head) =
-        (data_buf.as_slice()?, data_at.as_slice()?, data_size.as_slice()?, data_head.as_slice()?);
+        (u.data_buf.as_slice()?, u.data_at.as_slice()?, u.data_size.as_slice()?, u.data_head.as_slice()?);
+    let n = xfer.len();
+    if [dir_in.len(), device.len(), data_row.len(), submit_ns.len(), complete_ns.len(), status.len(),
+        status_null.len(), req_len.len(), actual.len()].iter().any(|&k| k != n) {
+        return Err(pyo3::exceptions::PyValueError::new_err("bot_pass: transfer columns of unequal lengths"));
+    }
+    // sized for the worst case (a CBW per transfer): calloc'd pages untouched cost nothing
+    let mut ints_v = vec![0i64; N_AGG * n];
+    let (mut cbw_v, mut csw_v) = (vec![0u8; n * CBW_BYTES], vec![0u8; n * CSW_BYTES]);
+    let (mut csw_size_v, mut kind_v) = (vec![0i64; n], vec![0i8; n]);
     let (ints, cbw, csw, csw_size, kind) =
-        (ints.as_slice_mut()?, cbw.as_slice_mut()?, csw.as_slice_mut()?, csw_size.as_slice_mut()?, kind.as_slice_mut()?);
-    Ok(py.allow_threads(move || {
-        let n = xfer.len();
-        let stride = ints.len() / N_AGG;
+        (&mut ints_v[..], &mut cbw_v[..], &mut csw_v[..], &mut csw_size_v[..], &mut kind_v[..]);
+    let m = py.allow_threads(move || {
+        let stride = n;
         let mut bot = vec![false; n_devices];
         let mut before_cbw = false;
         let mut acc = vec![0i64; n_devices * N_AGG];
@@ -167,33 +308,19 @@ fn bot_pass(py: Python, xfer: PyReadonlyArray1<u8>, dir_in: PyReadonlyArray1<boo
             }
             let d = device[k] as usize;
             let r = data_row[k];
-            let signed = r >= 0 && data_size[r as usize] >= 4;
             let ru = r.max(0) as usize;
-            let is_cbw = signed && !dir_in[k] && data_head[ru] == CBW_SIGNATURE && data_size[ru] >= CBW_BYTES as i64;
-            let is_csw = signed && dir_in[k] && data_head[ru] == CSW_SIGNATURE && actual[k] == CSW_BYTES as i64;
+            let x = Bulk { k: k as i64, dir_in: dir_in[k], size: if r >= 0 { data_size[ru] } else { -1 },
+                           head: data_head[ru], submit: submit_ns[k], complete: complete_ns[k],
+                           has_status: !status_null[k], status: status[k], req: req_len[k], act: actual[k] };
+            let (is_cbw, is_csw) = x.role();
             if is_cbw {
                 bot[d] = true;
                 let from = data_at[ru] as usize;
                 cbw[m * CBW_BYTES..(m + 1) * CBW_BYTES].copy_from_slice(&data_buf[from..from + CBW_BYTES]);
                 if current[d] >= 0 {
-                    let c = current[d] as usize;
-                    let a = &acc[d * N_AGG..(d + 1) * N_AGG];
-                    for j in 0..N_AGG {
-                        ints[j * stride + c] = a[j];
-                    }
+                    close(&acc, d, ints, current[d] as usize);
                 }
-                let a = &mut acc[d * N_AGG..(d + 1) * N_AGG];
-                a[FIRST] = k as i64;
-                a[LAST] = 0;
-                a[CSW_K] = -1;
-                a[N_CSW] = 0;
-                a[STS_S] = NULL;
-                a[STS_C] = NULL;
-                a[DATA_S] = NULL;
-                a[DATA_C] = NULL;
-                a[DATA_BYTES] = 0;
-                a[STALLS] = 0;
-                a[DATA_IN] = -1;
+                acc[d * N_AGG..(d + 1) * N_AGG].copy_from_slice(&x.opened());
                 csw_size[m] = -1;
                 current[d] = m as i64;
                 m += 1;
@@ -205,38 +332,11 @@ fn bot_pass(py: Python, xfer: PyReadonlyArray1<u8>, dir_in: PyReadonlyArray1<boo
                 continue;
             }
             let c = c as usize;
-            let a = &mut acc[d * N_AGG..(d + 1) * N_AGG];
-            let has_status = !status_null[k];
-            let st = status[k];
-            if is_csw {
-                if a[N_CSW] == 0 {
-                    a[CSW_K] = k as i64;
-                    a[STS_C] = complete_ns[k];
-                    csw_size[c] = data_size[ru];
-                    let take = (data_size[ru].max(0) as usize).min(CSW_BYTES);
-                    let from = data_at[ru] as usize;
-                    csw[c * CSW_BYTES..c * CSW_BYTES + take].copy_from_slice(&data_buf[from..from + take]);
-                }
-                a[N_CSW] += 1;
-            }
-            let retry_known = !dir_in[k] || is_csw || (req_len[k] != NULL && req_len[k] != CSW_BYTES as i64)
-                || (has_status && st == 0);
-            let retry = dir_in[k] && !is_csw && req_len[k] == CSW_BYTES as i64 && has_status && st != 0;
-            if is_csw || retry {
-                a[STS_S] = min_t(a[STS_S], submit_ns[k]);
-            }
-            if !is_cbw && !is_csw && retry_known {
-                a[DATA_S] = min_t(a[DATA_S], submit_ns[k]);
-                a[DATA_C] = max_t(a[DATA_C], complete_ns[k]);
-                if has_status && (st == 0 || st == EREMOTEIO) && actual[k] != NULL {
-                    a[DATA_BYTES] = a[DATA_BYTES].wrapping_add(actual[k]);
-                }
-                if a[DATA_IN] < 0 {
-                    a[DATA_IN] = if dir_in[k] { 1 } else { 0 };
-                }
-            }
-            if has_status && st == EPIPE {
-                a[STALLS] += 1;
+            if x.add_to(&mut acc[d * N_AGG..(d + 1) * N_AGG], is_cbw, is_csw) {
+                csw_size[c] = data_size[ru];
+                let take = (data_size[ru].max(0) as usize).min(CSW_BYTES);
+                let from = data_at[ru] as usize;
+                csw[c * CSW_BYTES..c * CSW_BYTES + take].copy_from_slice(&data_buf[from..from + take]);
             }
         }
         for d in 0..n_devices {
@@ -252,8 +352,20 @@ fn bot_pass(py: Python, xfer: PyReadonlyArray1<u8>, dir_in: PyReadonlyArray1<boo
                 }
             }
         }
-        m as i64
-    }))
+        m
+    });
+    let out = PyDict::new_bound(py);
+    for (j, name) in AGG_NAMES.iter().enumerate() {
+        out.set_item(*name, PyArray1::from_slice_bound(py, &ints_v[j * n..j * n + m]))?;
+    }
+    cbw_v.truncate(m * CBW_BYTES);
+    csw_v.truncate(m * CSW_BYTES);
+    csw_size_v.truncate(m);
+    out.set_item("cbw", PyArray1::from_vec_bound(py, cbw_v))?;
+    out.set_item("csw", PyArray1::from_vec_bound(py, csw_v))?;
+    out.set_item("csw_size", PyArray1::from_vec_bound(py, csw_size_v))?;
+    out.set_item("kind", PyArray1::from_vec_bound(py, kind_v))?;
+    Ok(out)
 }
 
 #[inline(always)]
@@ -261,58 +373,70 @@ pub(super) fn le32(rows: &[u8], at: usize) -> i64 {
     rows[at] as i64 | (rows[at + 1] as i64) << 8 | (rows[at + 2] as i64) << 16 | (rows[at + 3] as i64) << 24
 }
 
-/// Per Bulk-Only command (scsitrace/usb/bot.py bot_fields): CBW tag, transfer length, LUN,
-/// CDB length, CSW tag, residue, status, unpaired reason (rows of `ints`), direction flag.
+/// Per Bulk-Only command (scsitrace/usb/bot.py bot_fields; `cbw`, `csw`: 31 and 13 bytes a
+/// command) -> a dict of columns: CBW tag (`usb_tag`), transfer length (`bytes`), LUN, CDB
+/// length (`cb_len`), CSW tag, residue, status (`csw_status`), unpaired reason code (`reason`,
+/// `bot_reason`), direction flag (`flag_in`).
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn bot_fields(py: Python, cbw: PyReadonlyArray1<u8>, csw: PyReadonlyArray1<u8>, csw_size: PyReadonlyArray1<i64>,
-              n_csw: PyReadonlyArray1<i64>, last: PyReadonlyArray1<bool>, sts_c: PyReadonlyArray1<i64>,
-              mut ints: PyReadwriteArray1<i64>, mut flag_in: PyReadwriteArray1<bool>) -> PyResult<()> {
+fn bot_fields<'py>(py: Python<'py>, cbw: PyReadonlyArray1<u8>, csw: PyReadonlyArray1<u8>,
+                   csw_size: PyReadonlyArray1<i64>, n_csw: PyReadonlyArray1<i64>, last: PyReadonlyArray1<bool>,
+                   sts_c: PyReadonlyArray1<i64>) -> PyResult<Bound<'py, PyDict>> {
     let (cbw, csw, csw_size, n_csw, last, sts_c) =
         (cbw.as_slice()?, csw.as_slice()?, csw_size.as_slice()?, n_csw.as_slice()?, last.as_slice()?, sts_c.as_slice()?);
-    let (ints, flag_in) = (ints.as_slice_mut()?, flag_in.as_slice_mut()?);
-    py.allow_threads(move || {
-        let n = flag_in.len();
+    let n = csw_size.len();
+    if cbw.len() != n * CBW_BYTES || csw.len() != n * CSW_BYTES || n_csw.len() != n || last.len() != n
+        || sts_c.len() != n {
+        return Err(pyo3::exceptions::PyValueError::new_err("bot_fields: columns of unequal lengths"));
+    }
+    const NAMES: [&str; 8] = ["usb_tag", "bytes", "lun", "cb_len", "csw_tag", "residue", "csw_status", "reason"];
+    let (cols, flag_in) = py.allow_threads(move || {
+        let mut cols: Vec<Vec<i64>> = (0..NAMES.len()).map(|_| Vec::with_capacity(n)).collect();
+        let mut flag_in = Vec::with_capacity(n);
         for c in 0..n {
             let (b, s) = (c * CBW_BYTES, c * CSW_BYTES);
-            let tag = le32(cbw, b + 4);
-            ints[c] = tag;
-            ints[n + c] = le32(cbw, b + 8);
-            ints[2 * n + c] = (cbw[b + 13] & 0x0F) as i64;
-            ints[3 * n + c] = (cbw[b + 14] & 0x1F) as i64;
-            ints[4 * n + c] = le32(csw, s + 4);
-            ints[5 * n + c] = le32(csw, s + 8);
-            ints[6 * n + c] = csw[s + 12] as i64;
-            flag_in[c] = cbw[b + 12] & 0x80 != 0;
-            ints[7 * n + c] = if n_csw[c] == 0 {
-                if last[c] { 0 } else { 1 }
-            } else if csw_size[c] >= 8 && ints[4 * n + c] != tag {
-                2
-            } else if sts_c[c] == NULL {
-                0
-            } else {
-                3
-            };
+            let (tag, csw_tag) = (le32(cbw, b + 4), le32(csw, s + 4));
+            let row = [tag, le32(cbw, b + 8), (cbw[b + 13] & 0x0F) as i64, (cbw[b + 14] & 0x1F) as i64, csw_tag,
+                       le32(csw, s + 8), csw[s + 12] as i64,
+                       bot_reason(n_csw[c], last[c], csw_size[c], csw_tag, tag, sts_c[c]) as i64];
+            for (col, v) in cols.iter_mut().zip(row) {
+                col.push(v);
+            }
+            flag_in.push(cbw[b + 12] & 0x80 != 0);
         }
+        (cols, flag_in)
     });
-    Ok(())
+    let out = PyDict::new_bound(py);
+    for (name, col) in NAMES.iter().zip(cols) {
+        out.set_item(*name, PyArray1::from_vec_bound(py, col))?;
+    }
+    out.set_item("flag_in", PyArray1::from_vec_bound(py, flag_in))?;
+    Ok(out)
 }
 
+/// The phases of a command's stage pieces, by phase code (scsitrace/usb/stages.py reads
+/// PIECE_PHASES of the module); tilings add IDLE (and the streamed one "~carried") after them.
+pub(super) const PIECE_PHASES: [&str; 5] = ["COMMAND", "DATA IN", "DATA OUT", "GAP", "STATUS"];
+const COMMAND: usize = 0;
+const DATA_IN_PHASE: usize = 1;
+const DATA_OUT_PHASE: usize = 2;
+const GAP: usize = 3;
+const STATUS: usize = 4;
+
 /// A command's piece `block` (0 COMMAND, 1 GAP to its data or status, 2 DATA, 3 GAP after
-/// the data, 4 STATUS): (start, end, index in scsitrace/usb/stages.py STAGE_ORDER).
+/// the data, 4 STATUS): (start, end, its phase code: index into PIECE_PHASES).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(super) fn piece(block: usize, cmd_s: i64, cmd_c: i64, d0: i64, s0: i64, data_c: i64, sts_c: i64, data_in: bool) -> (i64, i64, usize) {
     if cmd_s == NULL {
-        return (NULL, NULL, 0);
+        return (NULL, NULL, COMMAND);
     }
     match block {
-        0 => (cmd_s, cmd_c, 0),
-        1 => (cmd_c, if d0 != NULL { d0 } else { s0 }, 1),
-        2 if data_c != NULL => (d0, data_c, if data_in { 2 } else { 3 }),
-        3 if data_c != NULL => (data_c, s0, 1),
-        4 => (s0, sts_c, 4),
-        _ => (NULL, NULL, 0),
+        0 => (cmd_s, cmd_c, COMMAND),
+        1 => (cmd_c, if d0 != NULL { d0 } else { s0 }, GAP),
+        2 if data_c != NULL => (d0, data_c, if data_in { DATA_IN_PHASE } else { DATA_OUT_PHASE }),
+        3 if data_c != NULL => (data_c, s0, GAP),
+        4 => (s0, sts_c, STATUS),
+        _ => (NULL, NULL, COMMAND),
     }
 }
 
@@ -325,11 +449,11 @@ pub(super) fn piece(block: usize, cmd_s: i64, cmd_c: i64, d0: i64, s0: i64, data
 fn stage_pieces(py: Python, dev: PyReadonlyArray1<i64>, io: PyReadonlyArray1<i64>, cmd_s: PyReadonlyArray1<i64>,
                 cmd_c: PyReadonlyArray1<i64>, d0: PyReadonlyArray1<i64>, s0: PyReadonlyArray1<i64>,
                 data_c: PyReadonlyArray1<i64>, sts_c: PyReadonlyArray1<i64>, data_bytes: PyReadonlyArray1<i64>,
-                data_in: PyReadonlyArray1<bool>, phase_code: PyReadonlyArray1<i64>, by_command: bool,
+                data_in: PyReadonlyArray1<bool>, by_command: bool,
                 mut out: PyReadwriteArray1<i64>, mut blocks: PyReadwriteArray1<i64>) -> PyResult<(i64, bool)> {
-    let (dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_in, phase_code) = (
+    let (dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_in) = (
         dev.as_slice()?, io.as_slice()?, cmd_s.as_slice()?, cmd_c.as_slice()?, d0.as_slice()?, s0.as_slice()?,
-        data_c.as_slice()?, sts_c.as_slice()?, data_bytes.as_slice()?, data_in.as_slice()?, phase_code.as_slice()?);
+        data_c.as_slice()?, sts_c.as_slice()?, data_bytes.as_slice()?, data_in.as_slice()?);
     let out = out.as_slice_mut()?;
     let blocks = blocks.as_slice_mut()?;      // each piece's block, when given room
     Ok(py.allow_threads(move || {
@@ -348,7 +472,7 @@ fn stage_pieces(py: Python, dev: PyReadonlyArray1<i64>, io: PyReadonlyArray1<i64
             row[1] = io[i];
             row[2] = start;
             row[3] = end;
-            row[4] = phase_code[stage];
+            row[4] = stage as i64;
             row[5] = if block == 2 { data_bytes[i] } else { NULL };
             if !blocks.is_empty() {
                 blocks[m] = block as i64;
@@ -376,12 +500,11 @@ fn stage_pieces(py: Python, dev: PyReadonlyArray1<i64>, io: PyReadonlyArray1<i64
 #[allow(clippy::too_many_arguments)]
 fn stage_totals(py: Python, dev: PyReadonlyArray1<i64>, cmd_s: PyReadonlyArray1<i64>, cmd_c: PyReadonlyArray1<i64>,
                 d0: PyReadonlyArray1<i64>, s0: PyReadonlyArray1<i64>, data_c: PyReadonlyArray1<i64>,
-                sts_c: PyReadonlyArray1<i64>, data_in: PyReadonlyArray1<bool>, phase_code: PyReadonlyArray1<i64>,
-                idle: usize, elapsed: i64, mut totals: PyReadwriteArray1<i64>, mut counts: PyReadwriteArray1<i64>)
+                sts_c: PyReadonlyArray1<i64>, data_in: PyReadonlyArray1<bool>, idle: usize, elapsed: i64, mut totals: PyReadwriteArray1<i64>, mut counts: PyReadwriteArray1<i64>)
                 -> PyResult<(bool, i64)> {
-    let (dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, phase_code) = (
+    let (dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in) = (
         dev.as_slice()?, cmd_s.as_slice()?, cmd_c.as_slice()?, d0.as_slice()?, s0.as_slice()?, data_c.as_slice()?,
-        sts_c.as_slice()?, data_in.as_slice()?, phase_code.as_slice()?);
+        sts_c.as_slice()?, data_in.as_slice()?);
     let (totals, counts) = (totals.as_slice_mut()?, counts.as_slice_mut()?);
     Ok(py.allow_threads(move || {
         let close = |tiling: &DeviceTiling, totals: &mut [i64], counts: &mut [i64]| -> i64 {
@@ -419,7 +542,7 @@ fn stage_totals(py: Python, dev: PyReadonlyArray1<i64>, cmd_s: PyReadonlyArray1<
                     totals[idle] += s - idle_from;
                     counts[idle] += 1;
                 }
-                let phase = phase_code[stage] as usize;
+                let phase = stage;
                 totals[phase] += end - s;
                 counts[phase] += 1;
             }
@@ -447,32 +570,6 @@ fn take_bytes(py: Python, buf: PyReadonlyArray1<u8>, at: PyReadonlyArray1<i64>, 
     Ok(())
 }
 
-/// (id of each key: 0, 1, ... in order of first appearance, the row where each id first
-/// appears), ids written to `ids`.
-#[pyfunction]
-fn dense_ids<'py>(py: Python<'py>, key: PyReadonlyArray1<i64>, mut ids: PyReadwriteArray1<i64>)
-                  -> PyResult<Bound<'py, PyArray1<i64>>> {
-    let key = key.as_slice()?;
-    let ids = ids.as_slice_mut()?;
-    let first = py.allow_threads(move || {
-        let mut seen: HashMap<i64, i64> = HashMap::new();
-        let mut first = Vec::new();
-        let (mut last_key, mut last_id) = (0i64, -1i64);
-        for (r, &k) in key.iter().enumerate() {
-            if last_id < 0 || k != last_key {
-                last_id = *seen.entry(k).or_insert_with(|| {
-                    first.push(r as i64);
-                    first.len() as i64 - 1
-                });
-                last_key = k;
-            }
-            ids[r] = last_id;
-        }
-        first
-    });
-    Ok(PyArray1::from_vec_bound(py, first))
-}
-
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pair_urbs, m)?)?;
     m.add_function(wrap_pyfunction!(transfer_columns, m)?)?;
@@ -481,6 +578,7 @@ pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stage_pieces, m)?)?;
     m.add_function(wrap_pyfunction!(stage_totals, m)?)?;
     m.add_function(wrap_pyfunction!(take_bytes, m)?)?;
-    m.add_function(wrap_pyfunction!(dense_ids, m)?)?;
+    m.add("BOT_REASONS", BOT_REASONS.to_vec())?;
+    m.add("PIECE_PHASES", PIECE_PHASES.to_vec())?;
     Ok(())
 }

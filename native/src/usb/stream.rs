@@ -7,15 +7,14 @@
 //! errors) makes `feed` return false: the caller analyses it whole instead.
 use std::collections::VecDeque;
 
-use numpy::{PyArray1, PyReadonlyArray1};
+use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 // the constants of the Bulk-Only wire format and of the aggregates, as the whole-capture pass has them
 use crate::hash::IntMap;
 use super::commands::{set_columns, Cmd, CommandStage};
-use super::machine::{CBW_BYTES, CBW_SIGNATURE, CSW_BYTES, CSW_K, CSW_SIGNATURE, DATA_BYTES, DATA_C, DATA_IN,
-                     DATA_S, EPIPE, EREMOTEIO, FIRST, LAST, NULL, N_AGG, N_CSW, STALLS, STS_C, STS_S, max_t, min_t};
+use super::machine::{min_t, Bulk, CBW_BYTES, CSW_BYTES, EPIPE, EREMOTEIO, LAST, NULL, N_AGG};
 
 const PREFIX: usize = 32;
 
@@ -111,19 +110,19 @@ impl BotStream {
         Ok(())
     }
 
-    /// One bulk transfer, in transfer order (bot_pass' loop body).
+    /// One bulk transfer, in transfer order (bot_pass' loop body: the rules of machine.rs `Bulk`).
     fn process(&mut self, x: Xfer) {
         let k = self.k;
         self.k += 1;
-        let signed = x.size >= 4;
-        let is_cbw = signed && !x.dir_in && x.head == CBW_SIGNATURE && x.size >= CBW_BYTES as i64;
-        let is_csw = signed && x.dir_in && x.head == CSW_SIGNATURE && x.act == CSW_BYTES as i64;
+        let b = Bulk { k, dir_in: x.dir_in, size: x.size, head: x.head, submit: x.submit, complete: x.complete,
+                       has_status: x.has_c, status: x.status, req: x.req, act: x.act };
+        let (is_cbw, is_csw) = b.role();
         let (mut acc, mut current) = *self.devices.entry(x.bus_dev).or_insert(([0; N_AGG], -1));
         if is_cbw {
             if current >= 0 {
                 self.close(&acc, current);
             }
-            acc = [k, 0, -1, 0, NULL, NULL, NULL, NULL, 0, 0, -1];
+            acc = b.opened();
             if x.submit == NULL {
                 self.ok = false;     // a CBW without its submit: not in start order, analysed whole
             }
@@ -144,35 +143,10 @@ impl BotStream {
             return;
         }
         let c = (current - self.cbase) as usize;
-        let has_status = x.has_c;
-        let st = x.status;
-        if is_csw {
-            if acc[N_CSW] == 0 {
-                acc[CSW_K] = k;
-                acc[STS_C] = x.complete;
-                self.csw_size[c] = x.size;
-                let take = (x.size.max(0) as usize).min(CSW_BYTES);
-                self.csw[c * CSW_BYTES..c * CSW_BYTES + take].copy_from_slice(&x.data[..take]);
-            }
-            acc[N_CSW] += 1;
-        }
-        let retry_known = !x.dir_in || is_csw || (x.req != NULL && x.req != CSW_BYTES as i64) || (has_status && st == 0);
-        let retry = x.dir_in && !is_csw && x.req == CSW_BYTES as i64 && has_status && st != 0;
-        if is_csw || retry {
-            acc[STS_S] = min_t(acc[STS_S], x.submit);
-        }
-        if !is_cbw && !is_csw && retry_known {
-            acc[DATA_S] = min_t(acc[DATA_S], x.submit);
-            acc[DATA_C] = max_t(acc[DATA_C], x.complete);
-            if has_status && (st == 0 || st == EREMOTEIO) && x.act != NULL {
-                acc[DATA_BYTES] = acc[DATA_BYTES].wrapping_add(x.act);
-            }
-            if acc[DATA_IN] < 0 {
-                acc[DATA_IN] = if x.dir_in { 1 } else { 0 };
-            }
-        }
-        if has_status && st == EPIPE {
-            acc[STALLS] += 1;
+        if b.add_to(&mut acc, is_cbw, is_csw) {
+            self.csw_size[c] = x.size;
+            let take = (x.size.max(0) as usize).min(CSW_BYTES);
+            self.csw[c * CSW_BYTES..c * CSW_BYTES + take].copy_from_slice(&x.data[..take]);
         }
         self.devices.insert(x.bus_dev, (acc, current));
     }
@@ -200,6 +174,44 @@ impl BotStream {
     }
 }
 
+/// The columns of one batch of URB events the machine reads, by name, from a
+/// scsitrace.usb.urbs.UrbColumns (declared there once; dtypes as its comments say).
+#[derive(FromPyObject)]
+struct UrbBatch<'py> {
+    #[pyo3(attribute)]
+    t_ns: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    urb_id: PyReadonlyArray1<'py, u64>,
+    #[pyo3(attribute)]
+    event: PyReadonlyArray1<'py, u8>,
+    #[pyo3(attribute)]
+    xfer: PyReadonlyArray1<'py, u8>,
+    #[pyo3(attribute)]
+    ep: PyReadonlyArray1<'py, u8>,
+    #[pyo3(attribute)]
+    bus: PyReadonlyArray1<'py, u16>,
+    #[pyo3(attribute)]
+    dev: PyReadonlyArray1<'py, u8>,
+    #[pyo3(attribute)]
+    status: PyReadonlyArray1<'py, i32>,
+    #[pyo3(attribute)]
+    length: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    has_setup: PyReadonlyArray1<'py, bool>,
+    #[pyo3(attribute)]
+    setup: PyReadonlyArray2<'py, u8>,
+    #[pyo3(attribute)]
+    data_buf: PyReadonlyArray1<'py, u8>,
+    #[pyo3(attribute)]
+    data_at: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    data_size: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    data_head: PyReadonlyArray1<'py, u32>,
+    #[pyo3(attribute)]
+    pos: PyReadonlyArray1<'py, i64>,
+}
+
 #[pymethods]
 impl BotStream {
     /// `keep`: at most that many commands and segments kept for the reports; `rows`: take
@@ -216,22 +228,17 @@ impl BotStream {
         }
     }
 
-    /// One batch of URB events (columns of scsitrace.usb.urbs.UrbColumns, times absolute);
-    /// returns whether the machine still covers the capture.
-    #[allow(clippy::too_many_arguments)]
-    fn feed(&mut self, py: Python, t_ns: PyReadonlyArray1<i64>, urb_id: PyReadonlyArray1<u64>,
-            event: PyReadonlyArray1<u8>, xfer: PyReadonlyArray1<u8>, ep: PyReadonlyArray1<u8>,
-            bus: PyReadonlyArray1<u16>, dev: PyReadonlyArray1<u8>, status: PyReadonlyArray1<i32>,
-            length: PyReadonlyArray1<i64>, has_setup: PyReadonlyArray1<bool>, setup: PyReadonlyArray1<u8>,
-            data_buf: PyReadonlyArray1<u8>,
-            data_at: PyReadonlyArray1<i64>, data_size: PyReadonlyArray1<i64>, data_head: PyReadonlyArray1<u32>,
-            pos: PyReadonlyArray1<i64>) -> PyResult<bool> {
+    /// One batch of URB events (a scsitrace.usb.urbs.UrbColumns, times absolute); returns
+    /// whether the machine still covers the capture.
+    fn feed(&mut self, py: Python, urbs: UrbBatch) -> PyResult<bool> {
         let (t_ns, urb_id, event, xfer, ep, bus, dev, status, length, has_setup) = (
-            t_ns.as_slice()?, urb_id.as_slice()?, event.as_slice()?, xfer.as_slice()?, ep.as_slice()?,
-            bus.as_slice()?, dev.as_slice()?, status.as_slice()?, length.as_slice()?, has_setup.as_slice()?);
-        let setup = setup.as_slice()?;
+            urbs.t_ns.as_slice()?, urbs.urb_id.as_slice()?, urbs.event.as_slice()?, urbs.xfer.as_slice()?,
+            urbs.ep.as_slice()?, urbs.bus.as_slice()?, urbs.dev.as_slice()?, urbs.status.as_slice()?,
+            urbs.length.as_slice()?, urbs.has_setup.as_slice()?);
+        let setup = urbs.setup.as_slice()?;
         let (data_buf, data_at, data_size, data_head, pos) =
-            (data_buf.as_slice()?, data_at.as_slice()?, data_size.as_slice()?, data_head.as_slice()?, pos.as_slice()?);
+            (urbs.data_buf.as_slice()?, urbs.data_at.as_slice()?, urbs.data_size.as_slice()?,
+             urbs.data_head.as_slice()?, urbs.pos.as_slice()?);
         let this = &mut *self;
         py.allow_threads(move || {
             for r in 0..t_ns.len() {
@@ -387,7 +394,6 @@ impl BotStream {
         out.set_item("t_min", if self.t_min == i64::MAX { None } else { Some(self.t_min) })?;
         out.set_item("t_max", if self.t_max == i64::MIN { None } else { Some(self.t_max) })?;
         out.set_item("origin", if self.first_t == NULL { None } else { Some(self.first_t) })?;
-        let _ = (FIRST, CSW_K, STS_S, STS_C, DATA_S, DATA_C, DATA_BYTES, STALLS, DATA_IN);
         Ok(Some(out))
     }
 
