@@ -20,6 +20,8 @@ from pathlib import Path
 
 import polars as pl
 
+from scsitrace.tables import PERCENT_BASES
+
 LAYERS = ("bus", "block", "usb", "scsilog")
 NULL = {"type": "null"}
 
@@ -49,7 +51,8 @@ def _rows(columns: dict) -> dict:
 
 INT, NUM, STR = {"type": "integer"}, {"type": "number"}, {"type": "string"}
 CATEGORY_ROWS = {"type": "array", "items": _obj({"name": STR, "total_ns": INT, "percent": NUM,
-                                                  "normalized_ns": _nullable(NUM)})}
+                                                  "normalized_ns": _nullable(NUM),
+                                                  "base": {"enum": list(PERCENT_BASES)}})}
 # the tables whose JSON is not one object per row (command_tables.py, block/tables.py)
 CUSTOM_JSON = {
     "srt_histogram": {"type": "array", "items": _obj({
@@ -67,6 +70,7 @@ COMMON = {
     "profile": STR,
     "target": _nullable(INT),
     "elapsed_ns": INT,
+    "start_epoch_ns": _nullable(INT),   # scsitrace/clock.py: the wall clock of time zero, where known
     "ios_completed": INT,
     "data_bytes": _nullable(INT),
     "bandwidth_mib_s": _nullable(NUM),
