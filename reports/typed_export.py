@@ -143,10 +143,12 @@ def _typed(frame: pl.DataFrame, declared: dict, extra: dict) -> pl.DataFrame:
 
 def ios_export(analysis: Analysis, target: int | None = None) -> pl.DataFrame:
     """The per-I/O table, typed, with device_id: what `--ios` writes."""
-    return _typed_ios(ios_table(analysis, target), analysis.layer, analysis.capture.format)
+    return typed_ios(ios_table(analysis, target), analysis.layer, analysis.capture.format)
 
 
-def _typed_ios(ios: pl.DataFrame, layer: str, fmt: str) -> pl.DataFrame:
+def typed_ios(ios: pl.DataFrame, layer: str, fmt: str | None) -> pl.DataFrame:
+    """A layer's I/O rows (export.ios_table) as `--ios` writes them: the one vocabulary, device_id,
+    typed (the batch dataset's `ios` too)."""
     ios = vocabulary(ios, layer).with_columns(device_id(layer, ios.columns))
     return _typed(ios, ios_schema(layer), _format_io_columns(fmt))
 
@@ -169,7 +171,7 @@ class IosWriter:
             batch = batch.filter(pl.col("target") == self.target)
         cols = [c for c in IO_CSV_COLUMNS if c in batch.columns]
         batch = batch.select(cols + [c for c in batch.columns if c not in cols and batch.schema[c] != pl.Object])
-        frame = _typed_ios(batch, capture.layer, capture.format)
+        frame = typed_ios(batch, capture.layer, capture.format)
         if self.path.lower().endswith(".parquet"):
             table = frame.to_arrow()
             if self._parquet is None:
