@@ -16,7 +16,8 @@
                              commands_by_reason, source_skipped_by_design), name, count
     OUT/skipped.parquet      files met in directories that are not traces: path, reason
     OUT/ios/trace_id=N/part-0.parquet   the per-I/O table of each trace as `--ios` writes it
-                             (typed, device_id, the one vocabulary; hive partitions)
+                             (typed, device_id, the one vocabulary; hive partitions), but for
+                             sgio's `asc` (an SQL keyword: its twin sense_asc is there)
     OUT/summary.parquet      (kept for scripts that read it; deprecated) one row per trace:
                              trace_id, trace, key, status, error, label.*, then the JSON summary
                              flattened with dots (source.format, records.skipped; the category
@@ -43,6 +44,8 @@ LONG_TABLES = ("categories", "stages", "srt", "targets", "devices", "latency")
 SQL_TABLES = ("traces", "target_categories", "labels", "counts")
 SQL_NAME = re.compile(r"[a-z_][a-z0-9_]*")
 # the summary's objects keyed by data (kinds, letters, reasons), not by the contract: counts.parquet
+# --ios columns the dataset leaves out: SQL keywords, each with a twin (typed_export.SENSE_TWINS)
+NOT_SQL = ("asc",)
 COUNTS = ("anomalies.by_kind", "events", "commands.by_reason", "source.skipped_by_design")
 KEY_COLUMNS = {"trace_id": pl.Int64, "trace": pl.Utf8}
 SQL_LONG = {"target_categories": {"target": pl.Int64, "name": pl.Utf8, "total_ns": pl.Int64},
@@ -194,7 +197,7 @@ class DatasetWriter:
         ios = result.get("ios")
         if ios is not None and s is not None:
             from scsitrace.reports.typed_export import typed_ios
-            ios = typed_ios(ios, s["layer"], s["source"].get("format"))
+            ios = typed_ios(ios, s["layer"], s["source"].get("format")).drop(NOT_SQL, strict=False)
         if ios is not None:
             path = self._ios_path(job.trace_id)
             os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -50,7 +50,11 @@ _BLOCK_IO = {"rwbs": pl.Utf8, "pid": pl.Int64, "process": pl.Utf8,
 # before the one vocabulary), and the layer's own word for a failure that `status` calls ERROR
 _COMMAND_IO = {"requested_bytes": pl.Int64, "status_detail": pl.Utf8}
 LAYERS = ("bus", "block", "usb", "scsilog")
-DEPRECATED = {"data_bytes": "bytes (the same values)"}
+# sgio's additional sense code and qualifier under names SQL takes unquoted (ASC is a keyword)
+SENSE_TWINS = {"asc": "sense_asc", "ascq": "sense_ascq"}
+# columns kept for the scripts that read them, and what replaces each
+DEPRECATED = {"data_bytes": "bytes (the same values)", "asc": "sense_asc (the batch dataset has only sense_asc: "
+              "ASC is an SQL keyword)", "ascq": "sense_ascq (the same values)"}
 
 
 def _layer_io_columns(layer: str) -> dict:
@@ -70,7 +74,8 @@ def _format_io_columns(fmt: str | None) -> dict:
     if fmt != "sgio":
         return {}
     from scsitrace.scsilog.events import COMMAND_EXTRA
-    return {c: t for c, t in COMMAND_EXTRA.items() if c not in ("bytes", "data_bytes")}
+    return {**{c: t for c, t in COMMAND_EXTRA.items() if c not in ("bytes", "data_bytes")},
+            **{twin: COMMAND_EXTRA[c] for c, twin in SENSE_TWINS.items()}}
 
 
 def ios_schema(layer: str) -> dict:
@@ -100,6 +105,7 @@ def vocabulary(ios: pl.DataFrame, layer: str) -> pl.DataFrame:
                    .otherwise(pl.lit(scsi.ERROR)).alias("status"))
         if layer in ("usb", "scsilog"):
             out.append(pl.when(~listed).then(pl.col("status")).alias("status_detail"))
+    out += [pl.col(c).alias(twin) for c, twin in SENSE_TWINS.items() if c in cols]
     foreign = [c for c in cols if c in canon.IOS_LAYERS and layer not in canon.IOS_LAYERS[c]]
     return ios.with_columns(out).drop(foreign)
 
