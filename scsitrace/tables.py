@@ -69,6 +69,16 @@ def mapping(key: str, value: str) -> Callable[[pl.DataFrame], dict]:
     return lambda frame: {k: v for k, v in frame.select(key, value).iter_rows()}
 
 
+# how a view titles a percentage table, by its base
+PERCENT_TITLES = {"elapsed": "Share of elapsed time", "devices_x_elapsed": "Share of device time (devices x elapsed)",
+                  "q2c": "Share of Q2C time (not of elapsed time)"}
+
+
+def percent_title(categories: list[dict], default: str = "elapsed") -> str:
+    """The title of a summary's `categories` rows by the base they say (PERCENT_TITLES)."""
+    return PERCENT_TITLES[categories[0].get("base", default) if categories else default]
+
+
 def percent_table(totals: dict, names, whole_ns: int, ios_completed: int,
                   no_normalized=(), base: str = "elapsed") -> pl.DataFrame:
     """The percentage table (CATEGORIES): one row per name in `names`, its time (`totals`,
