@@ -25,8 +25,9 @@ from .model import Analysis
 @dataclass
 class Result:
     """One analysed trace: `summary` (the JSON contract), `tables` (name -> polars frame:
-    categories, segments, ios, anomalies and the layer's declared tables, e.g. latency, srt,
-    stages), and the `analysis` they come from."""
+    categories, segments, ios (both as --segments/--ios write them: device_id, the one
+    vocabulary of docs/schemas/README.md), anomalies and the layer's declared tables, e.g.
+    latency, srt, stages), and the `analysis` they come from."""
 
     summary: dict
     analysis: Analysis
@@ -51,7 +52,8 @@ def analyze(path: str, *, format: str = "auto", lenient: bool = False, profile: 
                          io_size=io_size, window=window, device=device, pid=pid, target=target, lun=lun,
                          **parser_options)
     s = summ.summary(analysis, profile, target, io_size, lun)
-    tables = {"categories": summ.categories(analysis, s["profile"], target, lun), "segments": analysis.segments,
-              "ios": analysis.ios, "anomalies": analysis.anomalies,
+    from .reports.typed_export import ios_export, segments_export   # the one vocabulary, device_id
+    tables = {"categories": summ.categories(analysis, s["profile"], target, lun), "segments": segments_export(analysis),
+              "ios": ios_export(analysis), "anomalies": analysis.anomalies,
               **{t.name: analysis.table(t.name) for t in analysis.declared}}
     return Result(summary=s, analysis=analysis, tables=tables)
