@@ -8,7 +8,7 @@
     OUT/stages.parquet       the summary's list of the same name, nested keys dotted
     OUT/srt.parquet          (categories: name, total_ns, percent, normalized_ns and `base`,
     OUT/targets.parquet      what `percent` is a share of: elapsed, devices_x_elapsed, q2c)
-    OUT/devices.parquet
+    OUT/devices.parquet      (devices, stages, targets: with the device_id of the I/O tables)
     OUT/latency.parquet
     OUT/target_categories.parquet  per trace and bus target: name, total_ns
     OUT/labels.parquet       the manifest's labels: name, value (text)
@@ -82,6 +82,17 @@ def summary_row(summary: dict) -> dict:
 
 def long_rows(summary: dict, table: str) -> list[dict]:
     return [flatten(item) if isinstance(item, dict) else {"value": item} for item in summary.get(table) or []]
+
+
+def with_device_ids(rows: list[dict], layer: str) -> list[dict]:
+    """Rows naming a device (`device`; bus targets: `target`) with its `device_id` first, the form
+    of the I/O tables (typed_export.device_id); null for the totals ("all", "Overall")."""
+    from scsitrace.reports.typed_export import DEVICE_PREFIX
+    key = "target" if layer == "bus" else "device"
+    if not rows or key not in rows[0]:
+        return rows
+    prefix = DEVICE_PREFIX[layer] + ":"
+    return [{"device_id": None if r.get(key) in (None, "all", "Overall") else f"{prefix}{r[key]}", **r} for r in rows]
 
 
 def sql_name(key: str) -> str:
@@ -188,7 +199,7 @@ class DatasetWriter:
         s = result.get("summary")
         if s is not None:
             row.update(summary_row(s))
-            self.long[job.trace_id] = {t: long_rows(s, t) for t in LONG_TABLES}
+            self.long[job.trace_id] = {t: with_device_ids(long_rows(s, t), s["layer"]) for t in LONG_TABLES}
             more = sql_rows(s)
             sql["traces"][0].update(more.pop("traces")[0])
             sql.update(more)

@@ -94,6 +94,14 @@ def test_device_id_and_bytes_on_every_io(dataset):
         if row["data_bytes"] is not None and row["layer"] in ("block", "usb"):
             moved = ios.filter((pl.col("trace_id") == row["trace_id"]) & pl.col("complete"))["bytes"].sum()
             assert moved == row["data_bytes"], row["name"]
+    # the per-device tables join the I/Os on device_id
+    devices = pl.read_parquet(out / "devices.parquet")
+    assert set(devices["trace_id"]) == set(traces.filter(pl.col("layer") != "bus")["trace_id"])
+    for (tid,), part in devices.group_by("trace_id"):
+        assert set(part["device_id"]) <= set(ios.filter(pl.col("trace_id") == tid)["device_id"]), tid
+    targets = pl.read_parquet(out / "targets.parquet")
+    bus_ids = set(ios.filter(pl.col("layer") == "bus")["device_id"].str.extract(r"^(bus:\d+)"))
+    assert targets.height and bus_ids <= set(targets["device_id"])
     usb = ios.filter(pl.col("layer") == "usb")       # Bulk-Only: the CBW's length, apart
     assert usb["requested_bytes"].null_count() == 0
     assert (usb["requested_bytes"] - usb["bytes"] == usb["residue"].fill_null(0)).all()
