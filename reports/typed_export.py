@@ -100,7 +100,7 @@ def vocabulary(ios: pl.DataFrame, layer: str) -> pl.DataFrame:
         out += [(pl.col("bytes") if "bytes" in cols else pl.lit(None, dtype=pl.Int64)).alias("requested_bytes"),
                 pl.col("data_bytes").alias("bytes")]
     if "status" in cols:
-        listed = pl.col("status").is_in(list(scsi.STATUSES)) | pl.col("status").str.starts_with("0x")
+        listed = pl.col("status").is_in(list(scsi.STATUSES)) | pl.col("status").str.contains(r"^0x[0-9a-f]{2}$")
         out.append(pl.when(listed | pl.col("status").is_null()).then(pl.col("status"))
                    .otherwise(pl.lit(scsi.ERROR)).alias("status"))
         if layer in ("usb", "scsilog"):

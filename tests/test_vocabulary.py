@@ -228,3 +228,30 @@ def _json(tmp_path, path, *extra) -> str:
     dest = tmp_path / "w.json"
     assert cli.main(["analyze", str(path), "--json", str(dest), *extra]) == 0
     return dest.read_text()
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from scsitrace.reports.dataset import sql_name  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=20))
+def test_any_summary_key_becomes_an_sql_name(key):
+    assert SQL_NAME.fullmatch(sql_name(key))
+
+
+STATUS_TEXT = st.one_of(st.none(), st.sampled_from(list(scsi.STATUSES)), st.sampled_from(["PHASE ERROR", "DID_TIME_OUT", "0xzz", "0x1"]),
+                        st.integers(0, 255).map(lambda v: f"0x{v:02x}"), st.text(max_size=8))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(STATUS_TEXT, min_size=1, max_size=20), st.sampled_from(["usb", "scsilog"]))
+def test_any_status_maps_onto_the_list_and_keeps_its_word(statuses, layer):
+    frame = pl.DataFrame({"status": statuses, "data_bytes": [1] * len(statuses), "bytes": [2] * len(statuses)},
+                         schema={"status": pl.Utf8, "data_bytes": pl.Int64, "bytes": pl.Int64})
+    out = typed_export.vocabulary(frame, layer)
+    for before, after, detail in zip(statuses, out["status"], out["status_detail"]):
+        listed = before is None or before in scsi.STATUSES or re.fullmatch(r"0x[0-9a-f]{2}", before)
+        assert (after, detail) == ((before, None) if listed else (scsi.ERROR, before))
+    assert out["bytes"].to_list() == [1] * len(statuses) and out["requested_bytes"].to_list() == [2] * len(statuses)
