@@ -255,3 +255,17 @@ def test_any_status_maps_onto_the_list_and_keeps_its_word(statuses, layer):
         listed = before is None or before in scsi.STATUSES or re.fullmatch(r"0x[0-9a-f]{2}", before)
         assert (after, detail) == ((before, None) if listed else (scsi.ERROR, before))
     assert out["bytes"].to_list() == [1] * len(statuses) and out["requested_bytes"].to_list() == [2] * len(statuses)
+
+
+def test_views_title_block_shares_as_shares_of_q2c(tmp_path):
+    from scsitrace.reports import compare, terminal
+    block = json.loads(_analyze_json(tmp_path, "block"))
+    bus = json.loads(_analyze_json(tmp_path, "bus"))
+    table = terminal.phase_table(block)
+    assert "Q2C" in str(table.title) and "elapsed" not in str(table.title).replace("not of elapsed", "")
+    assert table.columns[1].header == "% of Q2C"
+    assert terminal.phase_table(bus).columns[1].header == "Percentage"
+    title = lambda a, b: compare.fig_shares_ab(a, b, "A", "B")["layout"]["title"]  # noqa: E731
+    assert "Q2C" in json.dumps(title(block, block)) and "elapsed" not in json.dumps(title(block, block)).replace(
+        "not of elapsed", "")
+    assert "Share of elapsed time (A)" in json.dumps(title(bus, block))
