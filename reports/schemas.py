@@ -195,10 +195,12 @@ def vocabulary_markdown() -> str:
               "column (`op` held them before).", ""]
     lines += ["## `status`", "", "One of " + ", ".join(f"`{st}`" for st in scsi.STATUSES) + ", `0xNN` for a "
               "reserved SCSI status code, or null when no completion was seen (`complete` is false). "
-              "`ERROR` is an I/O that failed below SCSI, without a SCSI status: a Bulk-Only `PHASE ERROR`, "
+              "`ERROR` is an I/O that failed below SCSI, without a SCSI status: a bus I/O aborted by a "
+              "reset or an unexpected bus free (`ABORTED (reset)`, `ABORTED (unexpected bus free)`), a "
+              "Bulk-Only `PHASE ERROR`, "
               "a kernel host byte other than `DID_OK` (`DID_TIME_OUT`, ...), a block completion with a "
               "non-zero error (blktrace's `C` error field, an errno). The layer's own word stays in "
-              "`status_detail` (usb, kernel logs) or `host_byte` (kernel logs). The block layer: a "
+              "`status_detail` (bus, usb, kernel logs; also `host_byte` in kernel logs). The block layer: a "
               "completed request is `GOOD` (it was `OK`; not completed: null, it was `INCOMPLETE`); the "
               "block stage machine does not read the completion's error field yet, so a failed request "
               "also shows `GOOD` until it does.", ""]

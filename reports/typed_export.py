@@ -59,7 +59,7 @@ DEPRECATED = {"data_bytes": "bytes (the same values)", "asc": "sense_asc (the ba
 
 def _layer_io_columns(layer: str) -> dict:
     if layer == "bus":
-        return {"response_ns": pl.Int64}
+        return {"status_detail": pl.Utf8, "response_ns": pl.Int64}
     if layer == "block":
         return _BLOCK_IO
     if layer == "usb":
@@ -103,7 +103,7 @@ def vocabulary(ios: pl.DataFrame, layer: str) -> pl.DataFrame:
         listed = pl.col("status").is_in(list(scsi.STATUSES)) | pl.col("status").str.contains(r"^0x[0-9a-f]{2}$")
         out.append(pl.when(listed | pl.col("status").is_null()).then(pl.col("status"))
                    .otherwise(pl.lit(scsi.ERROR)).alias("status"))
-        if layer in ("usb", "scsilog"):
+        if layer != "block":      # the block machine reads no completion error yet (docs/schemas/README.md)
             out.append(pl.when(~listed).then(pl.col("status")).alias("status_detail"))
     out += [pl.col(c).alias(twin) for c, twin in SENSE_TWINS.items() if c in cols]
     foreign = [c for c in cols if c in canon.IOS_LAYERS and layer not in canon.IOS_LAYERS[c]]

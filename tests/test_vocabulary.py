@@ -246,7 +246,7 @@ STATUS_TEXT = st.one_of(st.none(), st.sampled_from(list(scsi.STATUSES)), st.samp
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(STATUS_TEXT, min_size=1, max_size=20), st.sampled_from(["usb", "scsilog"]))
+@given(st.lists(STATUS_TEXT, min_size=1, max_size=20), st.sampled_from(["bus", "usb", "scsilog"]))
 def test_any_status_maps_onto_the_list_and_keeps_its_word(statuses, layer):
     frame = pl.DataFrame({"status": statuses, "data_bytes": [1] * len(statuses), "bytes": [2] * len(statuses)},
                          schema={"status": pl.Utf8, "data_bytes": pl.Int64, "bytes": pl.Int64})
@@ -254,7 +254,17 @@ def test_any_status_maps_onto_the_list_and_keeps_its_word(statuses, layer):
     for before, after, detail in zip(statuses, out["status"], out["status_detail"]):
         listed = before is None or before in scsi.STATUSES or re.fullmatch(r"0x[0-9a-f]{2}", before)
         assert (after, detail) == ((before, None) if listed else (scsi.ERROR, before))
-    assert out["bytes"].to_list() == [1] * len(statuses) and out["requested_bytes"].to_list() == [2] * len(statuses)
+    if layer != "bus":       # the command layers' `bytes` was the requested length
+        assert out["bytes"].to_list() == [1] * len(statuses) and out["requested_bytes"].to_list() == [2] * len(statuses)
+
+
+def test_a_bus_io_aborted_by_a_reset_is_an_error_that_says_so(tmp_path):
+    dest = tmp_path / "ios.parquet"
+    assert cli.main(["analyze", str(REPO / "fixtures" / "bus" / "reset-l1" / "trace.ancot"), "--ios", str(dest)]) == 0
+    ios = pl.read_parquet(dest)
+    aborted = ios.filter(pl.col("status_detail").is_not_null())
+    assert aborted.height and set(aborted["status"]) == {scsi.ERROR}
+    assert set(aborted["status_detail"]) <= {"ABORTED (reset)", "ABORTED (unexpected bus free)"}
 
 
 def test_views_title_block_shares_as_shares_of_q2c(tmp_path):
