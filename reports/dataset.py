@@ -43,9 +43,9 @@ import polars as pl
 LONG_TABLES = ("categories", "stages", "srt", "targets", "devices", "latency")
 SQL_TABLES = ("traces", "target_categories", "labels", "counts")
 SQL_NAME = re.compile(r"[a-z_][a-z0-9_]*")
-# the summary's objects keyed by data (kinds, letters, reasons), not by the contract: counts.parquet
 # --ios columns the dataset leaves out: SQL keywords, each with a twin (typed_export.SENSE_TWINS)
 NOT_SQL = ("asc",)
+# the summary's objects keyed by data (kinds, letters, reasons), not by the contract: counts.parquet
 COUNTS = ("anomalies.by_kind", "events", "commands.by_reason", "source.skipped_by_design")
 KEY_COLUMNS = {"trace_id": pl.Int64, "trace": pl.Utf8}
 SQL_LONG = {"target_categories": {"target": pl.Int64, "name": pl.Utf8, "total_ns": pl.Int64},
