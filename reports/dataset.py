@@ -21,7 +21,8 @@
     OUT/summary.parquet      (kept for scripts that read it; deprecated) one row per trace:
                              trace_id, trace, key, status, error, label.*, then the JSON summary
                              flattened with dots (source.format, records.skipped; the category
-                             table as percent.<name>, total_ns.<name>, normalized_ns.<name>)
+                             table as percent.<name>, total_ns.<name>, normalized_ns.<name>,
+                             and percent_base: what percent.<name> is a share of)
 
 Every column of every table but summary.parquet and targets.parquet's `categories.<name>`
 (kept as they were) is a name SQL takes without quotes (SQL_NAME). Every file of a table has
@@ -77,6 +78,9 @@ def summary_row(summary: dict) -> dict:
     for c in summary.get("categories", []):
         for fig in ("percent", "total_ns", "normalized_ns"):
             row[f"{fig}.{c['name']}"] = c.get(fig)
+    bases = {c["base"] for c in summary.get("categories", []) if "base" in c}
+    if bases:                 # what percent.<name> is a share of (categories.base)
+        row["percent_base"] = bases.pop() if len(bases) == 1 else None
     return row
 
 

@@ -279,3 +279,11 @@ def test_views_title_block_shares_as_shares_of_q2c(tmp_path):
     assert "Q2C" in json.dumps(title(block, block)) and "elapsed" not in json.dumps(title(block, block)).replace(
         "not of elapsed", "")
     assert "Share of elapsed time (A)" in json.dumps(title(bus, block))
+
+
+def test_the_kept_summary_table_says_its_percent_base(dataset):
+    out, traces, _ = dataset
+    kept = pl.read_parquet(out / "summary.parquet").join(traces.select("trace_id", "name"), on="trace_id")
+    bases = dict(zip(kept["name"], kept["percent_base"]))
+    assert bases["bus"] == "elapsed" and bases["block"] == "q2c"
+    assert kept["percent.D2C"].drop_nulls().len() == 1 and kept["percent.Bus Free"].drop_nulls().len() == 1
