@@ -11,6 +11,7 @@ import os
 import numpy as np
 
 from scsitrace.model import Analysis
+from scsitrace.tables import percent_title
 from . import html as H
 from . import html_series as S
 from .html_figures import SHARE_TITLES
@@ -82,9 +83,13 @@ def fig_shares_ab(sa: dict, sb: dict, na: str, nb: str) -> dict:
                       "y": [pa.get(n, 0.0) for n in names], "marker": {"color": H.PALETTE[0]}},
                      {"type": "bar", "name": H.label(nb), "x": [H.label(n) for n in names],
                       "y": [pb.get(n, 0.0) for n in names], "marker": {"color": H.PALETTE[1]}}],
-            "layout": H._layout(SHARE_TITLES.get(sa.get("layer"), "Share of elapsed time") + ", A vs B",
-                                barmode="group",
+            "layout": H._layout(_shares_title(sa, sb) + ", A vs B", barmode="group",
                                 yaxis={"title": {"text": "percent"}})}
+
+
+def _shares_title(sa: dict, sb: dict) -> str:
+    ta, tb = percent_title(sa.get("categories") or []), percent_title(sb.get("categories") or [])
+    return ta if ta == tb else f"{ta} (A), {tb} (B)"
 
 
 def fig_cdf_ab(ca, cb, na: str, nb: str) -> dict | None:

@@ -38,8 +38,7 @@ def layer_ios(source, block_bytes: int = 512) -> pl.DataFrame:
     ios = source if is_frame else source.ios
     if not is_frame and source.layer == "block":
         df = ios.filter(pl.col("d2c_ns").is_not_null() & pl.col("end_ns").is_not_null()).select(
-            pl.when(pl.col("op").str.contains("R")).then(pl.lit("read"))
-            .when(pl.col("op").str.contains("W")).then(pl.lit("write")).alias("op"),
+            pl.when(pl.col("op").is_in(["read", "write"])).then(pl.col("op")).alias("op"),
             pl.col("lba").alias("sector"), pl.col("blocks").alias("sectors"),
             (pl.col("end_ns") - pl.col("d2c_ns")).alias("start_ns"), "end_ns")
     else:

@@ -1,33 +1,57 @@
 """The Parquet dataset of a batch run (`scsitrace batch ... -o OUT/`):
 
-    OUT/summary.parquet      one row per trace: trace_id, trace, key, status, error, label.*,
-                             then the JSON summary flattened (nested keys joined with dots:
-                             source.format, records.skipped; the category table as
-                             percent.<name>, total_ns.<name>, normalized_ns.<name>)
+    OUT/traces.parquet       one row per trace: trace_id, trace, key, status, error, then the
+                             JSON summary's figures flattened with SQL-safe names (nested keys
+                             joined with '_', lower case: source_format, records_skipped,
+                             start_epoch_ns); what is keyed by data goes in the long tables
     OUT/categories.parquet   long tables keyed by trace_id (and trace): one row per item of
     OUT/stages.parquet       the summary's list of the same name, nested keys dotted
-    OUT/srt.parquet          (targets: categories.<name>)
-    OUT/targets.parquet
-    OUT/devices.parquet
+    OUT/srt.parquet          (categories: name, total_ns, percent, normalized_ns and `base`,
+    OUT/targets.parquet      what `percent` is a share of: elapsed, devices_x_elapsed, q2c)
+    OUT/devices.parquet      (devices, stages, targets: with the device_id of the I/O tables)
+    OUT/latency.parquet
+    OUT/target_categories.parquet  per trace and bus target: name, total_ns
+    OUT/labels.parquet       the manifest's labels: name, value (text)
+    OUT/counts.parquet       the summary's counts keyed by data: what (anomalies_by_kind, events,
+                             commands_by_reason, source_skipped_by_design), name, count
     OUT/skipped.parquet      files met in directories that are not traces: path, reason
-    OUT/ios/trace_id=N/part-0.parquet   the per-I/O table of each trace (hive partitions)
+    OUT/ios/trace_id=N/part-0.parquet   the per-I/O table of each trace as `--ios` writes it
+                             (typed, device_id, the one vocabulary; hive partitions), but for
+                             sgio's `asc` (an SQL keyword: its twin sense_asc is there)
+    OUT/summary.parquet      (kept for scripts that read it; deprecated) one row per trace:
+                             trace_id, trace, key, status, error, label.*, then the JSON summary
+                             flattened with dots (source.format, records.skipped; the category
+                             table as percent.<name>, total_ns.<name>, normalized_ns.<name>,
+                             and percent_base: what percent.<name> is a share of)
 
-Every file of a table has the same columns, in the same order, with the same types (the
-union over the traces; a column whose values disagree in type across traces is text), so
-`pl.scan_parquet("OUT/ios")` and duckdb's `read_parquet('OUT/ios/*/*.parquet',
-hive_partitioning = true)` read it as it is. Rows are in trace_id order and nothing in the
-dataset depends on where or when a trace ran.
+Every column of every table but summary.parquet and targets.parquet's `categories.<name>`
+(kept as they were) is a name SQL takes without quotes (SQL_NAME). Every file of a table has
+the same columns, in the same order, with the same types (the union over the traces; a column
+whose values disagree in type across traces is text), so `pl.scan_parquet("OUT/ios")` and
+duckdb's `read_parquet('OUT/ios/*/*.parquet', hive_partitioning = true)` read it as it is; in
+`ios` a trace's rows are null in the columns of other layers only. Rows are in trace_id order
+and nothing in the dataset depends on where or when a trace ran.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 
 import polars as pl
 
 LONG_TABLES = ("categories", "stages", "srt", "targets", "devices", "latency")
+SQL_TABLES = ("traces", "target_categories", "labels", "counts")
+SQL_NAME = re.compile(r"[a-z_][a-z0-9_]*")
+# --ios columns the dataset leaves out: SQL keywords, each with a twin (typed_export.SENSE_TWINS)
+NOT_SQL = ("asc",)
+# the summary's objects keyed by data (kinds, letters, reasons), not by the contract: counts.parquet
+COUNTS = ("anomalies.by_kind", "events", "commands.by_reason", "source.skipped_by_design")
 KEY_COLUMNS = {"trace_id": pl.Int64, "trace": pl.Utf8}
+SQL_LONG = {"target_categories": {"target": pl.Int64, "name": pl.Utf8, "total_ns": pl.Int64},
+            "labels": {"name": pl.Utf8, "value": pl.Utf8},
+            "counts": {"what": pl.Utf8, "name": pl.Utf8, "count": pl.Int64}}
 IOS_DIR = "ios"
 # tables, even when empty (a summary key holding rows never becomes a summary column)
 ROW_LISTS_LEFT_OUT = {"anomalies.first", "srt_histogram", "overhead", "latency_histogram", "processes",
@@ -54,11 +78,54 @@ def summary_row(summary: dict) -> dict:
     for c in summary.get("categories", []):
         for fig in ("percent", "total_ns", "normalized_ns"):
             row[f"{fig}.{c['name']}"] = c.get(fig)
+    bases = {c["base"] for c in summary.get("categories", []) if "base" in c}
+    if bases:                 # what percent.<name> is a share of (categories.base)
+        row["percent_base"] = bases.pop() if len(bases) == 1 else None
     return row
 
 
 def long_rows(summary: dict, table: str) -> list[dict]:
     return [flatten(item) if isinstance(item, dict) else {"value": item} for item in summary.get(table) or []]
+
+
+def with_device_ids(rows: list[dict], layer: str) -> list[dict]:
+    """Rows naming a device (`device`; bus targets: `target`) with its `device_id` first, the form
+    of the I/O tables (typed_export.device_id); null for the totals ("all", "Overall")."""
+    from scsitrace.reports.typed_export import DEVICE_PREFIX
+    key = "target" if layer == "bus" else "device"
+    if not rows or key not in rows[0]:
+        return rows
+    prefix = DEVICE_PREFIX[layer] + ":"
+    return [{"device_id": None if r.get(key) in (None, "all", "Overall") else f"{prefix}{r[key]}", **r} for r in rows]
+
+
+def sql_name(key: str) -> str:
+    """A summary key path as a name SQL takes without quotes: lower case, '_' for the rest."""
+    name = re.sub(r"[^a-z0-9_]", "_", key.lower())
+    return name if SQL_NAME.fullmatch(name) else "_" + name
+
+
+def _sql_flatten(value: dict, prefix: str, row: dict, counts: list) -> None:
+    for k, v in value.items():
+        path = f"{prefix}{k}"
+        if isinstance(v, dict):
+            if path in COUNTS:
+                counts += [{"what": sql_name(path), "name": str(n), "count": c} for n, c in v.items()]
+            else:
+                _sql_flatten(v, path + ".", row, counts)
+        elif path not in ROW_LISTS_LEFT_OUT and not (isinstance(v, list) and any(isinstance(x, (dict, list)) for x in v)):
+            row[sql_name(path)] = v
+
+
+def sql_rows(summary: dict) -> dict[str, list[dict]]:
+    """The summary as the SQL-safe tables: `traces` (one row of figures), `counts` (the objects
+    keyed by data), `target_categories` (each target's time per category)."""
+    row: dict = {}
+    counts: list[dict] = []
+    _sql_flatten({k: v for k, v in summary.items() if k not in LONG_TABLES}, "", row, counts)
+    per_target = [{"target": t.get("target"), "name": n, "total_ns": ns}
+                  for t in summary.get("targets") or [] for n, ns in (t.get("categories") or {}).items()]
+    return {"traces": [row], "counts": counts, "target_categories": per_target}
 
 
 def frame(rows: list[dict], first: dict | None = None) -> pl.DataFrame:
@@ -117,25 +184,35 @@ class DatasetWriter:
     def __init__(self, out: str):
         self.out = out
         os.makedirs(out, exist_ok=True)
-        for name in ("summary.parquet", "skipped.parquet") + tuple(f"{t}.parquet" for t in LONG_TABLES):
+        for name in ("summary.parquet", "skipped.parquet") + tuple(f"{t}.parquet" for t in LONG_TABLES + SQL_TABLES):
             if os.path.exists(os.path.join(out, name)):
                 os.remove(os.path.join(out, name))
         shutil.rmtree(os.path.join(out, IOS_DIR), ignore_errors=True)   # no partitions of an older run
         os.makedirs(os.path.join(out, IOS_DIR))
         self.rows: dict[int, dict] = {}
         self.long: dict[int, dict[str, list[dict]]] = {}
+        self.sql: dict[int, dict[str, list[dict]]] = {}
         self.ios_schemas: dict[int, pl.Schema] = {}
 
     def add(self, job, result: dict) -> None:
         row = {"trace_id": job.trace_id, "trace": job.path, "key": job.key, "status": result["status"],
                "error": result["error"]}
         row.update({f"label.{k}": v for k, v in job.labels.items()})
+        sql = {"traces": [{sql_name(k): v for k, v in row.items() if not k.startswith("label.")}],
+               "labels": [{"name": str(k), "value": None if v is None else str(v)} for k, v in job.labels.items()]}
         s = result.get("summary")
         if s is not None:
             row.update(summary_row(s))
-            self.long[job.trace_id] = {t: long_rows(s, t) for t in LONG_TABLES}
+            self.long[job.trace_id] = {t: with_device_ids(long_rows(s, t), s["layer"]) for t in LONG_TABLES}
+            more = sql_rows(s)
+            sql["traces"][0].update(more.pop("traces")[0])
+            sql.update(more)
         self.rows[job.trace_id] = row
+        self.sql[job.trace_id] = sql
         ios = result.get("ios")
+        if ios is not None and s is not None:
+            from scsitrace.reports.typed_export import typed_ios
+            ios = typed_ios(ios, s["layer"], s["source"].get("format")).drop(NOT_SQL, strict=False)
         if ios is not None:
             path = self._ios_path(job.trace_id)
             os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -153,6 +230,10 @@ class DatasetWriter:
             rows = [{"trace_id": i, "trace": self.rows[i]["trace"], **r}
                     for i in ids for r in self.long.get(i, {}).get(table, [])]
             frame(rows, KEY_COLUMNS).write_parquet(os.path.join(self.out, f"{table}.parquet"))
+        frame([self.sql[i]["traces"][0] for i in ids], first).write_parquet(os.path.join(self.out, "traces.parquet"))
+        for table, columns in SQL_LONG.items():
+            rows = [{"trace_id": i, "trace": self.rows[i]["trace"], **r} for i in ids for r in self.sql[i].get(table, [])]
+            frame(rows, {**KEY_COLUMNS, **columns}).write_parquet(os.path.join(self.out, f"{table}.parquet"))
         pl.DataFrame({"path": [p for p, _ in skipped], "reason": [r for _, r in skipped]},
                      schema={"path": pl.Utf8, "reason": pl.Utf8}).write_parquet(
             os.path.join(self.out, "skipped.parquet"))

@@ -6,6 +6,7 @@ import json
 import polars as pl
 
 from scsitrace.model import Analysis
+from scsitrace.tables import CATEGORIES
 
 IO_CSV_COLUMNS = ["io", "target", "lun", "tag", "opcode", "command", "lba", "blocks", "status",
                   "start_ns", "end_ns", "data_bytes", "connections", "complete"]
@@ -18,8 +19,7 @@ def write_json(path: str, summary: dict) -> None:
 
 
 def write_categories_csv(path: str, summary: dict) -> None:
-    pl.DataFrame(summary["categories"], schema={"name": pl.Utf8, "total_ns": pl.Int64, "percent": pl.Float64,
-                                                "normalized_ns": pl.Float64}).write_csv(path)
+    pl.DataFrame(summary["categories"], schema=CATEGORIES).write_csv(path)
 
 
 def write_ios_csv(path: str, analysis: Analysis) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import polars as pl
 
 from scsitrace.model import Analysis
+from scsitrace.clock import start_epoch_ns
 from scsitrace.tables import percent_table
 
 MIB = float(1 << 20)
@@ -99,6 +100,7 @@ def summary(analysis: Analysis, profile: str | None = None, target: int | None =
         "profile": profile,
         "target": target,
         "elapsed_ns": int(analysis.elapsed_ns),
+        "start_epoch_ns": start_epoch_ns(analysis),
         "ios_completed": int(ios),
         "data_bytes": data,
         "bandwidth_mib_s": bw,

@@ -5,6 +5,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from scsitrace.tables import percent_title
+
 from .units import fmt_ns
 
 
@@ -45,12 +47,15 @@ def _plain(value):
 
 
 def phase_table(summary: dict) -> Table:
-    title = f"Time in each phase ({summary['profile']})"
+    base = (summary["categories"] or [{}])[0].get("base", "elapsed")
+    title = (f"Time in each phase ({summary['profile']})" if base == "elapsed"
+             else f"{percent_title(summary['categories'])} in each stage ({summary['profile']})")
     if summary.get("target") is not None:
         title += f", target {summary['target']}"
     t = Table(title=title, title_justify="left")
-    t.add_column("Phase")
-    t.add_column("Percentage", justify="right")
+    t.add_column("Phase" if base == "elapsed" else "Stage")
+    t.add_column("Percentage" if base == "elapsed" else f"% of {'Q2C' if base == 'q2c' else 'device time'}",
+                 justify="right")
     t.add_column("Normalized", justify="right")
     t.add_column("Total", justify="right")
     for c in summary["categories"]:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import polars as pl
 
 from scsitrace import schema as canon
+from scsitrace import scsi
 from scsitrace.model import Analysis
 from scsitrace.reports.export import IO_CSV_COLUMNS, ios_table
 
@@ -38,25 +39,34 @@ DEVICE_PREFIX = {"bus": "bus", "usb": "usb", "scsilog": "scsi", "block": "block"
 DEVICE_FORM = {"bus": "bus:TARGET:LUN", "usb": "usb:BUS:DEVICE:LUN",
                "scsilog": "scsi:HOST:CHANNEL:ID:LUN (SG_IO: scsi:/dev/NODE)", "block": "block:MAJOR,MINOR"}
 
-# Each layer's own I/O columns, after the common ones (export.IO_CSV_COLUMNS, then these):
-# the layers' declarations where they have one (usb, scsilog), block's stage columns here
+# Each layer's own I/O columns, after the common ones (export.IO_CSV_COLUMNS, then these), each
+# only where the layer has it (schema.IOS_LAYERS): the layers' declarations where they have
+# one (usb, scsilog), block's stage columns here
 _COMMON_TAIL = {"device_id": pl.Utf8, "device": pl.Utf8, "op": pl.Utf8, "bytes": pl.Int64,
                 "disconnects": pl.Int32, "partial": pl.Boolean}
-_BLOCK_IO = {"pid": pl.Int64, "process": pl.Utf8,
+_BLOCK_IO = {"rwbs": pl.Utf8, "pid": pl.Int64, "process": pl.Utf8,
              **{f"{s}_ns": pl.Int64 for s in ("q2g", "g2i", "q2m", "i2d", "d2c", "q2c")}, "merged": pl.Boolean}
+# the vocabulary's columns of the command layers: what the command asked to move (their `bytes`
+# before the one vocabulary), and the layer's own word for a failure that `status` calls ERROR
+_COMMAND_IO = {"requested_bytes": pl.Int64, "status_detail": pl.Utf8}
 LAYERS = ("bus", "block", "usb", "scsilog")
+# sgio's additional sense code and qualifier under names SQL takes unquoted (ASC is a keyword)
+SENSE_TWINS = {"asc": "sense_asc", "ascq": "sense_ascq"}
+# columns kept for the scripts that read them, and what replaces each
+DEPRECATED = {"data_bytes": "bytes (the same values)", "asc": "sense_asc (the batch dataset has only sense_asc: "
+              "ASC is an SQL keyword)", "ascq": "sense_ascq (the same values)"}
 
 
 def _layer_io_columns(layer: str) -> dict:
     if layer == "bus":
-        return {"response_ns": pl.Int64}
+        return {"status_detail": pl.Utf8, "response_ns": pl.Int64}
     if layer == "block":
         return _BLOCK_IO
     if layer == "usb":
         from scsitrace.usb.analysis import IOS_EXTRA
-        return dict(IOS_EXTRA)
+        return {**_COMMAND_IO, **IOS_EXTRA}
     from scsitrace.scsilog.analysis import IOS_EXTRA
-    return {**IOS_EXTRA, "kernel_tag": pl.Int64}
+    return {**_COMMAND_IO, **IOS_EXTRA, "kernel_tag": pl.Int64}
 
 
 def _format_io_columns(fmt: str | None) -> dict:
@@ -64,18 +74,46 @@ def _format_io_columns(fmt: str | None) -> dict:
     if fmt != "sgio":
         return {}
     from scsitrace.scsilog.events import COMMAND_EXTRA
-    return dict(COMMAND_EXTRA)
+    return {**{c: t for c, t in COMMAND_EXTRA.items() if c not in ("bytes", "data_bytes")},
+            **{twin: COMMAND_EXTRA[c] for c, twin in SENSE_TWINS.items()}}
 
 
 def ios_schema(layer: str) -> dict:
-    """The exported I/O table's columns and types for `layer`."""
-    common = {c: canon.IOS[c] for c in IO_CSV_COLUMNS}
-    return {**common, **_COMMON_TAIL, **_layer_io_columns(layer)}
+    """The exported I/O table's columns and types for `layer`: no column of another layer's."""
+    own = canon.ios_columns(layer)
+    common = {c: own[c] for c in IO_CSV_COLUMNS if c in own}
+    tail = {c: t for c, t in _COMMON_TAIL.items() if c in own or c == "device_id"}
+    return {**common, **tail, **_layer_io_columns(layer)}
+
+
+def vocabulary(ios: pl.DataFrame, layer: str) -> pl.DataFrame:
+    """A layer's I/O rows in the one vocabulary (schema.py): `op` in schema.OPS, `status` in
+    scsi.STATUSES (the layer's own word for an ERROR in `status_detail`), `bytes` the data moved
+    (the command layers' requested length in `requested_bytes`); no IOS column of another layer."""
+    cols = ios.columns
+    out = []
+    if layer == "bus" and "op" in cols:        # the walker's op: '' unknown, SYNCHRONIZE CACHE "other"
+        known = pl.when(pl.col("op") != "").then(pl.col("op"))
+        out.append((pl.coalesce(scsi.op_kind_expr(pl.col("opcode")), known) if "opcode" in cols else known)
+                   .alias("op"))
+    if layer in ("usb", "scsilog") and "data_bytes" in cols:
+        out += [(pl.col("bytes") if "bytes" in cols else pl.lit(None, dtype=pl.Int64)).alias("requested_bytes"),
+                pl.col("data_bytes").alias("bytes")]
+    if "status" in cols:
+        listed = pl.col("status").is_in(list(scsi.STATUSES)) | pl.col("status").str.contains(r"^0x[0-9a-f]{2}$")
+        out.append(pl.when(listed | pl.col("status").is_null()).then(pl.col("status"))
+                   .otherwise(pl.lit(scsi.ERROR)).alias("status"))
+        if layer != "block":      # the block machine reads no completion error yet (docs/schemas/README.md)
+            out.append(pl.when(~listed).then(pl.col("status")).alias("status_detail"))
+    out += [pl.col(c).alias(twin) for c, twin in SENSE_TWINS.items() if c in cols]
+    foreign = [c for c in cols if c in canon.IOS_LAYERS and layer not in canon.IOS_LAYERS[c]]
+    return ios.with_columns(out).drop(foreign)
 
 
 def segments_schema(layer: str) -> dict:
-    """The exported segments' columns and types: the canonical SEGMENTS plus device ids."""
-    return {"device_id": pl.Utf8, **canon.SEGMENTS, "device": pl.Utf8}
+    """The exported segments' columns and types: the canonical SEGMENTS the layer has, plus
+    device ids."""
+    return {"device_id": pl.Utf8, **canon.segments_columns(layer), "device": pl.Utf8}
 
 
 def schema(layer: str, table: str, fmt: str | None = None) -> dict:
@@ -111,11 +149,13 @@ def _typed(frame: pl.DataFrame, declared: dict, extra: dict) -> pl.DataFrame:
 
 def ios_export(analysis: Analysis) -> pl.DataFrame:
     """The per-I/O table, typed, with device_id: what `--ios` writes (the layer applied the filters)."""
-    return _typed_ios(ios_table(analysis), analysis.layer, analysis.capture.format)
+    return typed_ios(ios_table(analysis), analysis.layer, analysis.capture.format)
 
 
-def _typed_ios(ios: pl.DataFrame, layer: str, fmt: str) -> pl.DataFrame:
-    ios = ios.with_columns(device_id(layer, ios.columns))
+def typed_ios(ios: pl.DataFrame, layer: str, fmt: str | None) -> pl.DataFrame:
+    """A layer's I/O rows (export.ios_table) as `--ios` writes them: the one vocabulary, device_id,
+    typed (the batch dataset's `ios` too)."""
+    ios = vocabulary(ios, layer).with_columns(device_id(layer, ios.columns))
     return _typed(ios, ios_schema(layer), _format_io_columns(fmt))
 
 
@@ -135,7 +175,7 @@ class IosWriter:
     def __call__(self, batch: pl.DataFrame, capture) -> None:
         cols = [c for c in IO_CSV_COLUMNS if c in batch.columns]
         batch = batch.select(cols + [c for c in batch.columns if c not in cols and batch.schema[c] != pl.Object])
-        frame = _typed_ios(batch, capture.layer, capture.format)
+        frame = typed_ios(batch, capture.layer, capture.format)
         if self.path.lower().endswith(".parquet"):
             table = frame.to_arrow()
             if self._parquet is None:
@@ -165,7 +205,8 @@ def segments_export(analysis: Analysis) -> pl.DataFrame:
         seg = seg.with_columns(device_id("bus", ["target"]))
     else:
         seg = seg.with_columns(device_id(analysis.layer, seg.columns))
-    return _typed(seg, segments_schema(analysis.layer), {})
+    foreign = [c for c in seg.columns if c in canon.SEGMENTS_LAYERS and analysis.layer not in canon.SEGMENTS_LAYERS[c]]
+    return _typed(seg.drop(foreign), segments_schema(analysis.layer), {})
 
 
 def write(path: str, frame: pl.DataFrame) -> None:

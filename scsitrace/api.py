@@ -28,11 +28,10 @@ from .request import DEFAULTS, AnalysisRequest, OptionError, split_maps
 
 @dataclass(repr=False)
 class Result:
-    """One analysed trace: `summary` (the JSON contract, as `analyze --json` writes it),
-    `tables` (name -> polars frame: categories, segments, ios, anomalies and the layer's
-    declared tables, e.g. latency, srt, stages), and the `analysis` they come from.
-    `tables["ios"]` (also `ios`) is the per-I/O table of `analyze --ios`, with device_id, in
-    its column order."""
+    """One analysed trace: `summary` (the JSON contract), `tables` (name -> polars frame:
+    categories, segments, ios (both as --segments/--ios write them: device_id, the one
+    vocabulary of docs/schemas/README.md), anomalies and the layer's declared tables, e.g.
+    latency, srt, stages), and the `analysis` they come from."""
 
     summary: dict
     analysis: Analysis
@@ -106,7 +105,7 @@ def analyze(path: str | os.PathLike, *,
     except UsageError as exc:           # checks that need the trace (a block device, a pid)
         raise _keyword_named(exc) from None
     tables = {"categories": summ.categories(analysis, s["profile"], req.target, req.lun),
-              "segments": analysis.segments, "ios": typed_export.ios_export(analysis),
+              "segments": typed_export.segments_export(analysis), "ios": typed_export.ios_export(analysis),
               "anomalies": analysis.anomalies, **{t.name: analysis.table(t.name) for t in analysis.declared}}
     return Result(summary=s, analysis=analysis, tables=tables)
 

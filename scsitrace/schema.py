@@ -66,6 +66,37 @@ IOS = {
     "partial": pl.Boolean,
 }
 
+# One vocabulary across layers (docs/schemas/README.md). `op` is one of OPS on every layer
+# (null when a trace does not say: a bus command without its CDB), the layer's own words
+# in their own columns (block: `rwbs`, blkparse's letters); `status` is one of
+# scsi.STATUSES or null (no completion seen); `bytes` is the data the I/O moved.
+OPS = ("read", "write", "flush", "discard", "other")
+LAYERS = ("bus", "block", "usb", "scsilog")
+_SCSI = ("bus", "usb", "scsilog")
+# the layers whose I/Os have each IOS column: a layer's I/O table has no column of another
+# layer's (it would be null throughout)
+IOS_LAYERS = {
+    "io": LAYERS, "device": LAYERS, "target": ("bus", "scsilog"), "lun": _SCSI, "tag": ("bus",),
+    "op": LAYERS, "opcode": _SCSI, "command": _SCSI, "lba": LAYERS, "blocks": LAYERS, "bytes": LAYERS,
+    "data_bytes": LAYERS, "start_ns": LAYERS, "end_ns": LAYERS, "status": LAYERS,
+    "connections": ("bus",), "disconnects": ("bus",), "complete": LAYERS, "partial": LAYERS,
+}
+
+
+SEGMENTS_LAYERS = {"start_ns": LAYERS, "end_ns": LAYERS, "phase": LAYERS, "category": LAYERS, "target": ("bus",),
+                   "initiator": ("bus",), "connection": ("bus",), "io": _SCSI, "bytes": _SCSI, "msg": ("bus",)}
+
+
+def segments_columns(layer: str) -> dict:
+    """The SEGMENTS columns a layer's segments have (SEGMENTS_LAYERS), in SEGMENTS order."""
+    return {c: t for c, t in SEGMENTS.items() if layer in SEGMENTS_LAYERS[c]}
+
+
+def ios_columns(layer: str) -> dict:
+    """The IOS columns a layer's I/Os have (IOS_LAYERS), in IOS order."""
+    return {c: t for c, t in IOS.items() if layer in IOS_LAYERS[c]}
+
+
 ANOMALIES = {
     "t_ns": pl.Int64,
     "kind": pl.Utf8,

@@ -23,12 +23,20 @@ SERVICE_ACTION_IN_16 = {0x10: "Read Capacity(16)", 0x12: "Get LBA Status"}
 
 READ_OPS = {0x08, 0x28, 0xA8, 0x88}
 WRITE_OPS = {0x0A, 0x2A, 0xAA, 0x8A, 0x2E}
+FLUSH_OPS = {0x35, 0x91}          # SYNCHRONIZE CACHE (10), (16)
+DISCARD_OPS = {0x42}              # UNMAP
 
 STATUS_NAMES = {
     0x00: "GOOD", 0x02: "CHECK CONDITION", 0x04: "CONDITION MET", 0x08: "BUSY",
     0x10: "INTERMEDIATE", 0x14: "INTERMEDIATE-CONDITION MET", 0x18: "RESERVATION CONFLICT",
     0x22: "COMMAND TERMINATED", 0x28: "TASK SET FULL", 0x30: "ACA ACTIVE", 0x40: "TASK ABORTED",
 }
+ERROR = "ERROR"
+# `status` of every layer's I/Os (schema.py, one vocabulary): a SAM status name, or ERROR when
+# the I/O failed below SCSI without one (a block completion's errno, a Bulk-Only PHASE ERROR, a
+# host byte other than DID_OK; the layer's own word in `status_detail`); "0xNN" for a reserved
+# status code; null when no completion was seen.
+STATUSES = (*STATUS_NAMES.values(), ERROR)
 
 # sense keys (SPC-4 table 27), as sg3_utils names them
 SENSE_KEY_NAMES = {
@@ -209,8 +217,11 @@ def cdb_exprs(cdb) -> dict:
 
 
 def op_kind_expr(opcode):
+    """schema.OPS of an opcode column: read, write, flush, discard, other; null when unknown."""
     import polars as pl
-    return (pl.when(opcode.is_null()).then(pl.lit(""))
+    return (pl.when(opcode.is_null()).then(pl.lit(None, dtype=pl.Utf8))
             .when(opcode.is_in(sorted(READ_OPS))).then(pl.lit("read"))
             .when(opcode.is_in(sorted(WRITE_OPS))).then(pl.lit("write"))
+            .when(opcode.is_in(sorted(FLUSH_OPS))).then(pl.lit("flush"))
+            .when(opcode.is_in(sorted(DISCARD_OPS))).then(pl.lit("discard"))
             .otherwise(pl.lit("other")))

@@ -18,7 +18,16 @@ import polars as pl
 
 from .schema import validate
 
-CATEGORIES = {"name": pl.Utf8, "total_ns": pl.Int64, "percent": pl.Float64, "normalized_ns": pl.Float64}
+CATEGORIES = {"name": pl.Utf8, "total_ns": pl.Int64, "percent": pl.Float64, "normalized_ns": pl.Float64,
+              "base": pl.Utf8}
+# what a percentage table's `percent` is a share of (its `base` column), per layer
+PERCENT_BASES = {
+    "elapsed": "the trace's elapsed time (bus; usb and kernel logs with one device)",
+    "devices_x_elapsed": "the number of devices x the elapsed time (usb and kernel logs with several "
+                         "devices: each device's time is tiled once)",
+    "q2c": "the Q2C time of the completed requests (block: btt's Device Overhead, not a share of the "
+           "elapsed time)",
+}
 
 
 @dataclass(frozen=True)
@@ -61,15 +70,26 @@ def mapping(key: str, value: str) -> Callable[[pl.DataFrame], dict]:
     return lambda frame: {k: v for k, v in frame.select(key, value).iter_rows()}
 
 
+# how a view titles a percentage table, by its base
+PERCENT_TITLES = {"elapsed": "Share of elapsed time", "devices_x_elapsed": "Share of device time (devices x elapsed)",
+                  "q2c": "Share of Q2C time (not of elapsed time)"}
+
+
+def percent_title(categories: list[dict], default: str = "elapsed") -> str:
+    """The title of a summary's `categories` rows by the base they say (PERCENT_TITLES)."""
+    return PERCENT_TITLES[categories[0].get("base", default) if categories else default]
+
+
 def percent_table(totals: dict, names, whole_ns: int, ios_completed: int,
-                  no_normalized=()) -> pl.DataFrame:
+                  no_normalized=(), base: str = "elapsed") -> pl.DataFrame:
     """The percentage table (CATEGORIES): one row per name in `names`, its time (`totals`,
-    0 when absent), its percentage of `whole_ns` (elapsed time, or devices x elapsed, or Q2C
-    time for btt), and its time per completed I/O (null for the names in `no_normalized`,
-    and when no I/O completed)."""
+    0 when absent), its percentage of `whole_ns` (named by `base`, one of PERCENT_BASES:
+    elapsed time, or devices x elapsed, or Q2C time for btt), and its time per completed I/O
+    (null for the names in `no_normalized`, and when no I/O completed)."""
+    assert base in PERCENT_BASES, base
     rows = [{"name": name, "total_ns": int(totals.get(name, 0)),
              "percent": 100.0 * totals.get(name, 0) / whole_ns if whole_ns else 0.0,
              "normalized_ns": (totals.get(name, 0) / ios_completed
-                               if ios_completed and name not in no_normalized else None)}
+                               if ios_completed and name not in no_normalized else None), "base": base}
             for name in names]
     return pl.DataFrame(rows, schema=CATEGORIES)

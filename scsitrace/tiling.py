@@ -94,4 +94,5 @@ def categories(segments: pl.DataFrame, stages, elapsed_ns: int, completed: int) 
 def category_table(totals: dict, n_dev: int, stages, elapsed_ns: int, completed: int) -> pl.DataFrame:
     """Stage rows from time per phase name over `n_dev` devices: percentages of n_dev x the
     elapsed time, so they sum to 100; IDLE has no time per I/O."""
-    return percent_table(totals, stages, elapsed_ns * n_dev, completed, no_normalized=(IDLE,))
+    return percent_table(totals, stages, elapsed_ns * n_dev, completed, no_normalized=(IDLE,),
+                         base="elapsed" if n_dev <= 1 else "devices_x_elapsed")

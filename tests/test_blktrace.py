@@ -200,7 +200,7 @@ def test_segments_tile_the_trace_per_device_and_ios_follow_the_schema(tmp_path):
     from scsitrace import core, schema
     path = _write(tmp_path, "t.bin", gen.encode(gen.workload(300, seed=9, remaps=0.2)))
     analysis = core.analyze(bt.parse(path), core.Options())
-    schema.validate(analysis.ios, schema.IOS, "ios")
+    schema.validate(analysis.ios, schema.ios_columns("block"), "ios")
     seg = analysis.segments
     assert set(seg["category"].unique().to_list()) == {"Busy", "Idle"}
     for dev, part in seg.group_by("device"):

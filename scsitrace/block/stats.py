@@ -108,4 +108,4 @@ def _btt_categories(stats: pl.DataFrame, n_done: int) -> pl.DataFrame:
     counted = overhead(stats).filter(pl.col("device") != "Overall")["device"].to_list()
     per = stats.filter(pl.col("device").is_in(counted))
     totals = dict(per.group_by("name").agg(pl.col("total_ns").sum()).iter_rows())
-    return percent_table(totals, OVERHEAD, int(totals.get("Q2C", 0)), n_done)
+    return percent_table(totals, OVERHEAD, int(totals.get("Q2C", 0)), n_done, base="q2c")

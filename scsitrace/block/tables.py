@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 
 from .. import schema
-from .events import ACT_LETTERS, SECTOR, TA, dev_name, rwbs_expr
+from .events import ACT_LETTERS, SECTOR, TA, TC, TC_SHIFT, dev_name, rwbs_expr
 from ..tables import Table, mapping
 from .stats import PROCESS_STATS, STATS
 
@@ -123,22 +123,38 @@ def size_histogram(run: dict) -> pl.DataFrame:
 
 
 def ios_frame(queues: pl.DataFrame, names: dict) -> pl.DataFrame:
-    """schema.IOS rows, one per Q, plus the block stage columns; bus-only columns are null."""
+    """schema.ios_columns("block") rows, one per Q (op in schema.OPS, status GOOD when completed,
+    null otherwise), blkparse's RWBS letters in `rwbs`, plus the block stage columns."""
     combos = queues.select((pl.col("action") & 0xFFFF0000).alias("a"), (pl.col("bytes") > 0).alias("b")) \
         .unique().rows()
     cols = {
         "io": pl.col("q").cast(pl.Int64), "device": _dev_names(pl.col("device")),
-        "op": rwbs_expr(pl.col("action"), pl.col("bytes"), combos),
+        "op": op_expr(pl.col("action"), pl.col("bytes")),
         "lba": pl.col("sector"), "blocks": pl.col("bytes") // SECTOR, "bytes": pl.col("bytes"),
         "data_bytes": pl.col("bytes"), "start_ns": pl.col("q_t"), "end_ns": pl.col("c_t"),
-        "status": pl.when(pl.col("c_t").is_not_null()).then(pl.lit("OK")).otherwise(pl.lit("INCOMPLETE")),
+        "status": pl.when(pl.col("c_t").is_not_null()).then(pl.lit("GOOD")),
         "complete": pl.col("c_t").is_not_null(), "partial": pl.lit(False),
     }
-    exprs = [(cols[c] if c in cols else pl.lit(None)).cast(dtype).alias(c) for c, dtype in schema.IOS.items()]
-    extra = [pl.col("pid"), _process_names(pl.col("pid"), names).alias("process"),
+    declared = schema.ios_columns("block")
+    exprs = [cols[c].cast(dtype).alias(c) for c, dtype in declared.items()]
+    extra = [rwbs_expr(pl.col("action"), pl.col("bytes"), combos).alias("rwbs"),
+             pl.col("pid"), _process_names(pl.col("pid"), names).alias("process"),
              *(pl.col(c) for c in ("q2g_ns", "g2i_ns", "q2m_ns", "i2d_ns", "d2c_ns", "q2c_ns")),
              pl.col("q2m_ns").is_not_null().alias("merged")]
-    return schema.validate(queues.select(*exprs, *extra), schema.IOS, "block ios")
+    return schema.validate(queues.select(*exprs, *extra), declared, "block ios")
+
+
+def op_expr(action: pl.Expr, nbytes: pl.Expr) -> pl.Expr:
+    """schema.OPS of a request from its category bits: discard; an empty flush (blkparse FN,
+    FWS with no data) is flush; a write with a preflush or FUA (FWFS) is a write; R is read,
+    anything else (N) other."""
+    tc = action.cast(pl.Int64) // (1 << TC_SHIFT)
+    has = lambda bit: (tc & TC[bit]) != 0  # noqa: E731
+    return (pl.when(has("DISCARD")).then(pl.lit("discard"))
+            .when(has("FLUSH") & (nbytes == 0)).then(pl.lit("flush"))
+            .when(has("WRITE")).then(pl.lit("write"))
+            .when(nbytes > 0).then(pl.lit("read"))
+            .otherwise(pl.lit("other")))
 
 
 def event_counts(run: dict) -> pl.DataFrame:
