@@ -2,6 +2,8 @@
 message codes (SAM-5, SPC-4, SBC-3, MMC-6 spellings as Wireshark prints them)."""
 from __future__ import annotations
 
+from .command_sets import COMMAND_SETS, MMC_CD
+
 OPCODE_NAMES = {
     0x00: "Test Unit Ready", 0x01: "Rezero Unit", 0x03: "Request Sense", 0x04: "Format Unit",
     0x08: "Read(6)", 0x0A: "Write(6)", 0x0B: "Seek(6)", 0x12: "Inquiry", 0x15: "Mode Select(6)",
@@ -15,7 +17,7 @@ OPCODE_NAMES = {
     0x88: "Read(16)", 0x8A: "Write(16)", 0x8F: "Verify(16)", 0x91: "Synchronize Cache(16)",
     0x93: "Write Same(16)", 0x9E: "Service Action In(16)", 0xA0: "Report LUNs",
     0xA1: "ATA Pass-Through(12)", 0xA3: "Maintenance In", 0xA8: "Read(12)", 0xAA: "Write(12)",
-    0xAD: "Read DVD Structure", 0xBD: "Mechanism Status", 0xBE: "Read CD",
+    0xAD: "Read DVD Structure", 0xBD: "Mechanism Status", 0xBE: "Read CD", **MMC_CD,
 }
 SERVICE_ACTION_IN_16 = {0x10: "Read Capacity(16)", 0x12: "Get LBA Status"}
 
@@ -57,12 +59,13 @@ def cdb_length(opcode: int) -> int:
     return {0: 6, 1: 10, 2: 10, 4: 16, 5: 12}.get(group, 0)
 
 
-def opcode_name(opcode: int | None, service_action: int | None = None) -> str:
+def opcode_name(opcode: int | None, service_action: int | None = None, command_set: str | None = None) -> str:
     if opcode is None:
         return ""
     if opcode == 0x9E and service_action in SERVICE_ACTION_IN_16:
         return SERVICE_ACTION_IN_16[service_action]
-    return OPCODE_NAMES.get(opcode, f"Unknown 0x{opcode:02x}")
+    vendor = COMMAND_SETS.get(command_set, {})
+    return vendor.get(opcode) or OPCODE_NAMES.get(opcode, f"Unknown 0x{opcode:02x}")
 
 
 def status_name(status: int | None) -> str:
@@ -183,16 +186,18 @@ def _opcode_table(*groups) -> "np.ndarray":
     return table
 
 
-def decode_cdb_matrix(m, n) -> dict:
+def decode_cdb_matrix(m, n, command_set: str | None = None) -> dict:
     """decode_cdbs of CDBs given as rows of at least 16 bytes (`m`, uint8) and their
     lengths (`n`, -1 for none); bytes past a CDB's length are never used. One compiled
-    pass (Rust: native/src/bus/cdb.rs) over lookup tables of the opcode groups."""
+    pass (Rust: native/src/bus/cdb.rs) over lookup tables of the opcode groups; opcodes
+    named by `command_set` (command_sets.py)."""
     import numpy as np
     import polars as pl
     from ._native import bus
     from .schema import nullable
     rows = len(m)
-    names = pl.Series([*_ALL_OPCODE_NAMES, *SERVICE_ACTION_IN_16.values(), ""], dtype=pl.Utf8)
+    opcode_names = _ALL_OPCODE_NAMES if command_set is None else [opcode_name(op, None, command_set) for op in range(256)]
+    names = pl.Series([*opcode_names, *SERVICE_ACTION_IN_16.values(), ""], dtype=pl.Utf8)
     sa_name = np.full(32, -1, np.int64)
     sa_name[list(SERVICE_ACTION_IN_16)] = 256 + np.arange(len(SERVICE_ACTION_IN_16))
     ints, flags = np.empty((5, rows), np.int64), np.empty((4, rows), np.bool_)

@@ -9,8 +9,11 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from scsitrace import schema, scsi
-from scsitrace.bus.machine import CATEGORY_OF_PHASE, COMPLETION_MESSAGES, LEGAL_NEXT
+from scsitrace.bus.machine import CATEGORY_OF_PHASE, COMPLETION_MESSAGES, LEGAL_NEXT, NO_TRANSFER
 from scsitrace.bus.runs import BIT, INFO_PHASES, info_code
+
+
+LATE_BSY_NS = 250_000_000   # a selection's BUS FREE this long at most may still be answered by BSY
 
 
 @dataclass
@@ -68,6 +71,7 @@ class ReferenceWalker:
         self.ambiguous_reselections = 0
         self.arb_seg: int | None = None
         self.arb_db: int | None = None
+        self.late_bsy: tuple | None = None     # (connection, its SELECTION segment, BUS FREE start)
 
     # -- helpers -----------------------------------------------------------------------
     def db(self, v):
@@ -132,7 +136,11 @@ class ReferenceWalker:
 
     # -- the one function that owns every transition -----------------------------------
     def step(self, run, next_key):
+        if self.late_bsy is not None:
+            self.answer_late(run, next_key)
         phase = self.phase_of(run["key"], next_key)
+        if phase == "DATA OUT" and self.has_bytes and run["n_req"] == 0 and run["n_ack"] == 0:
+            phase = NO_TRANSFER
         t = run["start_ns"]
         if phase not in LEGAL_NEXT[self.prev] and phase != "RESERVED" and not self.recovering:
             self.anomaly(t, "ILLEGAL TRANSITION", f"{self.prev} -> {phase}")
@@ -170,12 +178,43 @@ class ReferenceWalker:
 
     def on_bus_free(self, run):
         c = self.conn
-        if c is not None and not self.recovering:
+        late = self.prev == "SELECTION" and run["end_ns"] - run["start_ns"] <= LATE_BSY_NS
+        if c is not None and not self.recovering and late:
+            self.late_bsy = (c, len(self.seg["start_ns"]) - 1, run["start_ns"])
+        elif c is not None and not self.recovering:
             self.close_connection(c, run["start_ns"])
         self.conn = None
         self.recovering = False
         self.arb_seg = None
         self.add_segment(run, "BUS FREE", "Bus Free")
+
+    def answer_late(self, run, next_key):
+        """BSY without SEL after a selection's BUS FREE (and no selection after it): the target
+        answered after SEL was released; the BUS FREE joins the selection."""
+        c, sel_seg, t_ns = self.late_bsy
+        self.late_bsy = None
+        key = run["key"]
+        if not (key & BIT["BSY"] and not key & (BIT["SEL"] | BIT["RST"]) and (next_key is None or not next_key & BIT["SEL"])):
+            self.timeout(c, t_ns)
+            return
+        free_start, free_end = self.seg["start_ns"][-1], self.seg["end_ns"][-1]
+        for col in self.seg.values():
+            col.pop()
+        self.seg["end_ns"][sel_seg] = free_end
+        self.anomaly(t_ns, "SEL RELEASED BEFORE BSY",
+                     f"SEL released {free_end - free_start} ns before the target raised BSY; taken as the selection")
+        self.conn = c
+        self.prev = "SELECTION"
+
+    def timeout(self, c: _Conn, t_ns: int):
+        self.anomaly(t_ns, "SELECTION TIMEOUT",
+                     f"no target answered selection of target {c.target}" if c.target is not None else
+                     "no target answered the selection")
+
+    def finish(self):
+        if self.late_bsy is not None:
+            self.timeout(self.late_bsy[0], self.late_bsy[2])
+            self.late_bsy = None
 
     def close_connection(self, c: _Conn, t_ns: int):
         last = self.prev
@@ -193,9 +232,7 @@ class ReferenceWalker:
                 io.disconnects += 1
                 self.outstanding[self.nexus_of(io)] = io
         elif last == "SELECTION":
-            self.anomaly(t_ns, "SELECTION TIMEOUT",
-                         f"no target answered selection of target {c.target}" if c.target is not None else
-                         "no target answered the selection")
+            self.timeout(c, t_ns)
         elif last == "RESELECTION":
             self.anomaly(t_ns, "RESELECTION TIMEOUT", "the initiator did not answer the reselection")
         else:
@@ -406,4 +443,5 @@ def walk(runs: pl.DataFrame, meta: dict, invert: bool, has_bytes: bool, has_db: 
     keys = runs["key"].to_list()
     for i, run in enumerate(runs.iter_rows(named=True)):
         walker.step(run, keys[i + 1] if i + 1 < len(keys) else None)
+    walker.finish()
     return walker

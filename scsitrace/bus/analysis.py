@@ -11,7 +11,7 @@ from ..errors import MissingSignal
 from ..filters import check_found, refuse
 from ..model import Analysis, Capture
 from ..stats import LATENCY_TABLES, latency_tables
-from . import sampling
+from . import polarity, sampling
 from .machine import RAID1990, SCSI_PHASES, Walker
 from .runs import BIT, RUN_SCHEMA, RunReducer
 from .window import WindowedChunks
@@ -49,7 +49,17 @@ def analyze(capture: Capture, options) -> Analysis:
                             f"(captured: {' '.join(sorted(signals)) or 'nothing'})")
     has_req, has_ack = "REQ" in signals, "ACK" in signals
     reducer = RunReducer(settle_ns=options.settle_ns, has_req=has_req, has_ack=has_ack)
-    parts = list(reducer.runs(capture.chunks()))
+    times = polarity.LineTimes()
+    parts = list(reducer.runs(times.counted(capture.chunks())))
+    flipped, line_note = polarity.decide(times, signals)
+    if flipped:       # read again, the other way (from the kept transitions when they all fit)
+        mask = polarity.mask_of(flipped)
+        again = (lambda: iter(times.kept)) if times.kept is not None else capture.chunks
+        capture.chunks = polarity.Inverted(capture.chunks, mask)
+        reducer = RunReducer(settle_ns=options.settle_ns, has_req=has_req, has_ack=has_ack)
+        parts = list(reducer.runs(polarity.Inverted(again, mask)()))
+        meta["inverted_detected"] = flipped
+        capture.notes = [line_note, *capture.notes]
     runs = pl.concat(parts) if parts else pl.DataFrame(schema=RUN_SCHEMA)
     has_db = "DB" in signals and runs["db_last"].null_count() < runs.height
     if options.data_polarity == "auto":
@@ -58,10 +68,10 @@ def analyze(capture: Capture, options) -> Analysis:
         invert = options.data_polarity == "low"
         polarity_note = f"{options.data_polarity} (given with --data-polarity)"
     walker = Walker(meta, invert, has_bytes=has_req or has_ack, has_db=has_db).walk(runs)
-    return _analysis(capture, options, runs, walker, reducer, invert, polarity_note, has_db)
+    return _analysis(capture, options, runs, walker, reducer, invert, polarity_note, has_db, (flipped, line_note))
 
 
-def _analysis(capture, options, runs, walker: Walker, reducer, invert, polarity_note, has_db) -> Analysis:
+def _analysis(capture, options, runs, walker: Walker, reducer, invert, polarity_note, has_db, lines) -> Analysis:
     stats = reducer.stats
     segments = walker.segments()
     ios = walker.ios_frame()
@@ -98,6 +108,7 @@ def _analysis(capture, options, runs, walker: Walker, reducer, invert, polarity_
         "runs": runs.height, "settle_ns": options.settle_ns, "skew_merged": stats.skew_merged,
         "data_polarity": ("low" if invert else "high") if has_db else None,
         "data_polarity_reason": polarity_note if has_db else None,
+        "lines_inverted": lines[0], "lines_polarity_reason": lines[1],
         "meta": {k: v for k, v in capture.meta.items() if k not in ("signals", "tick_ns", "initiator", "level")},
     }
     _check_selection(options, segments, ios)

@@ -16,7 +16,8 @@ from .. import schema, scsi
 from .._native import bus as _bus
 from .runs import BIT, INFO_PHASES
 
-INFO = frozenset(INFO_PHASES.values())
+NO_TRANSFER = "CONNECTED, NO TRANSFER"   # BSY held, phase lines idle (the DATA OUT pattern), no REQ nor ACK
+INFO = frozenset(INFO_PHASES.values()) | {NO_TRANSFER}
 ALWAYS = frozenset({"BUS FREE", "RESET"})
 LEGAL_NEXT = {
     "START": INFO | {"ARBITRATION", "SELECTION", "RESELECTION"} | ALWAYS,
@@ -37,7 +38,7 @@ CATEGORY_OF_PHASE = {
     "ARBITRATION": "Arbitration", "SELECTION": "Selection", "RESELECTION": "Reselection",
     "COMMAND": "Command", "MESSAGE OUT": "Message Out", "MESSAGE IN": "Message In",
     "DATA IN": "Data Transfer", "DATA OUT": "Data Transfer", "STATUS": "Status",
-    "BUS FREE": "Bus Free", "RESET": "Reset", "RESERVED": "Unknown",
+    "BUS FREE": "Bus Free", "RESET": "Reset", "RESERVED": "Unknown", NO_TRANSFER: "Target Busy",
 }
 DISCONNECT = "Disconnect/Reconnect"   # MESSAGE IN that ends a connection without STATUS, or follows RESELECTION
 COMPLETION_MESSAGES = {0x00, 0x0A, 0x0B}
@@ -71,6 +72,7 @@ class Walker:
 
     def __init__(self, meta: dict, polarity_invert: bool, has_bytes: bool, has_db: bool):
         self.has_bytes = has_bytes
+        self.command_set = meta.get("command_set")
         self._walk = _bus.Walker(*_tables(), int(meta.get("initiator", 7)), polarity_invert, has_bytes, has_db,
                                  "ACK" in meta.get("signals", ()))
 
@@ -131,7 +133,7 @@ class Walker:
     def ios_frame(self) -> pl.DataFrame:
         c = self._walk.ios()
         n, has_op = len(c["status"]), c["cdb_len"] >= 1
-        cdb = scsi.decode_cdb_matrix(c["cdb"], c["cdb_len"])
+        cdb = scsi.decode_cdb_matrix(c["cdb"], c["cdb_len"], self.command_set)
         names, op_kind = _io_tables()
         # without a CDB, the data phases say which way the I/O went
         op = np.where(has_op, op_kind[c["cdb"][:, 0]], np.where(c["data_in"], 1, np.where(c["data_out"], 2, 0)))

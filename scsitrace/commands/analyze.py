@@ -6,6 +6,7 @@ import os
 import sys
 
 from scsitrace import core, parsers
+from scsitrace.command_sets import COMMAND_SETS
 from scsitrace.errors import UsageError
 
 
@@ -29,6 +30,8 @@ def add_input_options(p) -> None:
     p.add_argument("--active-low", action="append", default=[], metavar="SIGNAL",
                    help="VCD, sigrok, DSView, Saleae: treat SIGNAL (or 'all') as active-low (repeatable)")
     p.add_argument("--io-size", type=int, metavar="BYTES", help="bytes per I/O, for bandwidth without REQ/ACK")
+    p.add_argument("--command-set", choices=sorted(COMMAND_SETS), default=None, metavar="NAME",
+                   help="bus: name the vendor opcodes of a device family: " + ", ".join(sorted(COMMAND_SETS)))
 
 
 def add_arguments(p) -> None:
@@ -62,6 +65,8 @@ def parser_options(args) -> dict:
         opts["mapping"] = dict(_split_map(m) for m in args.map)
     if args.active_low:
         opts["active_low"] = list(args.active_low)
+    if getattr(args, "command_set", None) is not None:
+        opts["command_set"] = args.command_set
     if getattr(args, "route", None) is not None:
         opts["route"] = args.route
     return opts

@@ -13,8 +13,9 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::hash::IntMap;
 
-const PHASES: [&str; 13] = ["START", "RESET", "BUS FREE", "ARBITRATION", "SELECTION", "RESELECTION", "DATA OUT",
-                            "DATA IN", "COMMAND", "STATUS", "MESSAGE OUT", "MESSAGE IN", "RESERVED"];
+const PHASES: [&str; 14] = ["START", "RESET", "BUS FREE", "ARBITRATION", "SELECTION", "RESELECTION", "DATA OUT",
+                            "DATA IN", "COMMAND", "STATUS", "MESSAGE OUT", "MESSAGE IN", "RESERVED",
+                            "CONNECTED, NO TRANSFER"];
 const START: u8 = 0;
 const RESET: u8 = 1;
 const BUS_FREE: u8 = 2;
@@ -28,11 +29,12 @@ const STATUS: u8 = 9;
 const MESSAGE_OUT: u8 = 10;
 const MESSAGE_IN: u8 = 11;
 const RESERVED: u8 = 12;
+const NO_TRANSFER: u8 = 13; // BSY held, phase lines idle (the DATA OUT pattern), no REQ nor ACK: a target busy while connected
 const N_PHASES: usize = PHASES.len();
 
-const ANOMALY_KINDS: [&str; 9] = ["ILLEGAL TRANSITION", "RESERVED PHASE", "RESET", "SELECTION TIMEOUT",
-                                  "RESELECTION TIMEOUT", "UNEXPECTED BUS FREE", "ARBITRATION WITHOUT SELECTION",
-                                  "BAD SELECTION IDS", "MESSAGE REJECT"];
+const ANOMALY_KINDS: [&str; 10] = ["ILLEGAL TRANSITION", "RESERVED PHASE", "RESET", "SELECTION TIMEOUT",
+                                   "RESELECTION TIMEOUT", "UNEXPECTED BUS FREE", "ARBITRATION WITHOUT SELECTION",
+                                   "BAD SELECTION IDS", "MESSAGE REJECT", "SEL RELEASED BEFORE BSY"];
 const ILLEGAL_TRANSITION: u8 = 0;
 const RESERVED_PHASE: u8 = 1;
 const RESET_ANOMALY: u8 = 2;
@@ -42,6 +44,12 @@ const UNEXPECTED_BUS_FREE: u8 = 5;
 const ARBITRATION_WITHOUT_SELECTION: u8 = 6;
 const BAD_SELECTION_IDS: u8 = 7;
 const MESSAGE_REJECT: u8 = 8;
+const SEL_BEFORE_BSY: u8 = 9;
+
+// a selection whose SEL is released before the target raises BSY (PC Engine CD-ROM: about
+// 0.6 ms later) is still a selection when BSY comes within the selection time-out (SCSI-2
+// recommends 250 ms) and no (re)selection follows it
+const LATE_BSY_NS: i64 = 250_000_000;
 
 // an I/O's status: a status byte (0-255), none, or aborted
 const NO_STATUS: i16 = -1;
@@ -178,6 +186,14 @@ pub struct Walker {
     arb_db: Option<u8>,
     pending: Option<OwnedRun>, // the last run fed: its phase waits for the next key
     finished: bool,
+    late_bsy: Option<LateBsy>, // a selection whose SEL went before BSY came, waiting for BSY
+}
+
+/// A selection followed by BUS FREE: a time-out unless BSY comes next (`LATE_BSY_NS`).
+struct LateBsy {
+    conn: Conn,
+    sel_seg: usize, // its SELECTION segment; the BUS FREE segment after it is the last one
+    t_ns: i64,      // where BUS FREE began
 }
 
 fn name(p: u8) -> &'static str {
@@ -270,7 +286,13 @@ impl Walker {
 
     /// The one function that owns every transition.
     fn step(&mut self, run: &Run, next_key: Option<u16>) {
-        let phase = self.phase_of(run.key, next_key);
+        if let Some(w) = self.late_bsy.take() {
+            self.answer_late(w, run, next_key);
+        }
+        let mut phase = self.phase_of(run.key, next_key);
+        if phase == DATA_OUT && self.r.has_bytes && run.n_req == 0 && run.n_ack == 0 {
+            phase = NO_TRANSFER;
+        }
         let t = run.start_ns;
         if !self.r.legal[self.prev as usize][phase as usize] && phase != RESERVED && !self.recovering {
             self.anomaly(t, ILLEGAL_TRANSITION, format!("{} -> {}", name(self.prev), name(phase)));
@@ -315,13 +337,34 @@ impl Walker {
     }
 
     fn on_bus_free(&mut self, run: &Run) {
-        if self.conn.is_some() && !self.recovering {
+        if self.conn.is_some() && !self.recovering && self.prev == SELECTION && run.end_ns - run.start_ns <= LATE_BSY_NS {
+            let conn = self.conn.take().expect("a connection");
+            self.late_bsy = Some(LateBsy { conn, sel_seg: self.segs.len() - 1, t_ns: run.start_ns });
+        } else if self.conn.is_some() && !self.recovering {
             self.close_connection(run.start_ns);
         }
         self.conn = None;
         self.recovering = false;
         self.arb_seg = None;
         self.add_segment(run, BUS_FREE, self.r.category[BUS_FREE as usize], None, None);
+    }
+
+    /// The run after a selection's BUS FREE: BSY without SEL (and no selection after it) is the
+    /// target answering late: the BUS FREE becomes part of the selection; anything else makes
+    /// it a selection time-out.
+    fn answer_late(&mut self, w: LateBsy, run: &Run, next_key: Option<u16>) {
+        let r = &self.r;
+        let answers = run.key & r.bsy != 0 && run.key & (r.sel | r.rst) == 0 && next_key.map_or(true, |k| k & r.sel == 0);
+        if !answers {
+            self.anomaly(w.t_ns, SELECTION_TIMEOUT, selection_timeout_detail(w.conn.target));
+            return;
+        }
+        let free = self.segs.pop().expect("the BUS FREE segment");
+        self.segs[w.sel_seg].end_ns = free.end_ns;
+        self.anomaly(w.t_ns, SEL_BEFORE_BSY,
+                     format!("SEL released {} ns before the target raised BSY; taken as the selection", free.end_ns - free.start_ns));
+        self.conn = Some(w.conn);
+        self.prev = SELECTION;
     }
 
     fn close_connection(&mut self, t_ns: i64) {
@@ -346,11 +389,7 @@ impl Walker {
                 self.outstanding.insert(k, io);
             }
         } else if last == SELECTION {
-            let detail = match target {
-                Some(t) => format!("no target answered selection of target {}", t),
-                None => "no target answered the selection".to_string(),
-            };
-            self.anomaly(t_ns, SELECTION_TIMEOUT, detail);
+            self.anomaly(t_ns, SELECTION_TIMEOUT, selection_timeout_detail(target));
         } else if last == RESELECTION {
             self.anomaly(t_ns, RESELECTION_TIMEOUT, "the initiator did not answer the reselection".to_string());
         } else {
@@ -612,6 +651,13 @@ impl Walker {
     }
 }
 
+fn selection_timeout_detail(target: Option<i8>) -> String {
+    match target {
+        Some(t) => format!("no target answered selection of target {}", t),
+        None => "no target answered the selection".to_string(),
+    }
+}
+
 fn nexus_key(target: i8, lun: Option<i16>, tag: Option<i16>) -> u64 {
     let field = |v: Option<i16>| v.map_or(0xFFFF, |x| x as u16 as u64);
     (target as u8 as u64) << 32 | field(lun) << 16 | field(tag)
@@ -641,7 +687,7 @@ fn col<'py, T: numpy::Element>(py: Python<'py>, out: &Bound<'py, PyDict>, name: 
 
 #[pymethods]
 impl Walker {
-    /// `legal`: 13 x 13 booleans (row: the phase before, column: the phase after, numbered as
+    /// `legal`: 14 x 14 booleans (row: the phase before, column: the phase after, numbered as
     /// WALK_PHASES); `category`: each phase's category number; `disconnect_category`: the
     /// number of Disconnect/Reconnect; `info_phase`: the phase of each MSG C/D I/O code;
     /// `messages`: per message byte, bit flags 1 queue tag, 2 two-byte, 4 completion;
@@ -670,7 +716,7 @@ impl Walker {
         Ok(Walker { r, segs: Vec::new(), anom_t: Vec::new(), anom_kind: Vec::new(), anom_detail: Vec::new(),
                     ios: Vec::new(), outstanding: IntMap::default(), prev: START, conn: None, recovering: false,
                     n_conn: 0, completions: 0, unmatched_completions: 0, ambiguous_reselections: 0, arb_seg: None,
-                    arb_db: None, pending: None, finished: false })
+                    arb_db: None, pending: None, finished: false, late_bsy: None })
     }
 
     /// One batch of phase runs in time order (the columns of the runs frame; `info_values`
@@ -717,6 +763,9 @@ impl Walker {
     /// The end of the runs: the last run's phase, with no key after it.
     fn finish(&mut self) {
         self.take_pending(None);
+        if let Some(w) = self.late_bsy.take() {
+            self.anomaly(w.t_ns, SELECTION_TIMEOUT, selection_timeout_detail(w.conn.target));
+        }
         self.finished = true;
     }
 
