@@ -196,7 +196,8 @@ def decode_cdb_matrix(m, n, command_set: str | None = None) -> dict:
     from ._native import bus
     from .schema import nullable
     rows = len(m)
-    opcode_names = _ALL_OPCODE_NAMES if command_set is None else [opcode_name(op, None, command_set) for op in range(256)]
+    opcode_names = _ALL_OPCODE_NAMES if command_set is None else [opcode_name(op, command_set=command_set)
+                                                                  for op in range(256)]
     names = pl.Series([*opcode_names, *SERVICE_ACTION_IN_16.values(), ""], dtype=pl.Utf8)
     sa_name = np.full(32, -1, np.int64)
     sa_name[list(SERVICE_ACTION_IN_16)] = 256 + np.arange(len(SERVICE_ACTION_IN_16))

@@ -194,7 +194,8 @@ class ReferenceWalker:
         c, sel_seg, t_ns = self.late_bsy
         self.late_bsy = None
         key = run["key"]
-        if not (key & BIT["BSY"] and not key & (BIT["SEL"] | BIT["RST"]) and (next_key is None or not next_key & BIT["SEL"])):
+        selects_next = next_key is not None and bool(next_key & BIT["SEL"])
+        if not (key & BIT["BSY"] and not key & (BIT["SEL"] | BIT["RST"]) and not selects_next):
             self.timeout(c, t_ns)
             return
         free_start, free_end = self.seg["start_ns"][-1], self.seg["end_ns"][-1]
