@@ -26,7 +26,7 @@ from .errors import BadInput, ScsitraceError, UsageError
 
 # per-trace options a manifest (or the command line, for every trace) may give
 OPTION_KEYS = ("format", "lenient", "settle_ns", "data_polarity", "map", "active_low", "io_size",
-               "profile", "target", "device", "pid", "window", "route")
+               "profile", "target", "device", "pid", "window", "route", "command_set")
 MANIFEST_KEYS = set(OPTION_KEYS) | {"path", "labels"}
 STATUSES = ("ok", "bad", "timeout", "crashed", "error")   # bad input, time limit, worker died, internal
 

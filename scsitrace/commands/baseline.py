@@ -12,7 +12,7 @@ from scsitrace.commands.analyze import add_input_options, load
 
 # analysis options a baseline remembers, so `regress` analyses the new trace the same way
 STORED_OPTIONS = ("format", "lenient", "settle_ns", "data_polarity", "map", "active_low", "io_size",
-                  "profile", "target")
+                  "profile", "target", "command_set")
 
 
 def add_arguments(p) -> None:
@@ -52,7 +52,7 @@ def options_of(args) -> dict:
 def args_from(trace: str, options: dict) -> argparse.Namespace:
     """The argument namespace `load` expects, from a baseline's stored options."""
     defaults = {"format": "auto", "lenient": False, "settle_ns": 400, "data_polarity": "auto", "map": [],
-                "active_low": [], "io_size": None, "profile": None, "target": None}
+                "active_low": [], "io_size": None, "profile": None, "target": None, "command_set": None}
     values = {**defaults, **{k: v for k, v in (options or {}).items() if k in defaults}}
     return argparse.Namespace(trace=trace, **values)
 
