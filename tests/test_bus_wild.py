@@ -186,6 +186,28 @@ def test_polarity_decides_by_group_or_by_the_one_stuck_line():
     assert polarity.decide(_times([(0, BIT["SEL"]), (5, 0)]), ["BSY", "SEL"])[0] == ["BSY", "SEL"]   # no RST captured
 
 
+def test_a_capture_read_as_captured_says_nothing_about_line_polarity(tmp_path):
+    """Control lines named active-low (`/BSY`...) are inverted by the reader: the capture then
+    reads right, nothing is inverted again and the JSON source is as before."""
+    samples, _ = gen_pce.capture([gen_pce.Command([0x08, 0, 0, 1, 1, 0], data=[7, 8])])
+    names = {k: ("/" + p if p in gen_pce.CONTROL else p) for k, p in enumerate(gen_pce.PROBES)}
+    path = tmp_path / "marked.dsl"
+    gen_pce.gen_logic.write_dsl(path, samples, names, gen_pce.HZ)
+    a = core.analyze(parsers.parse(str(path)))
+    assert "lines_inverted" not in a.source and not any("read inverted" in n for n in a.notes)
+    assert a.ios_completed == 1 and a.ios["data_bytes"].to_list() == [2]
+
+
+def test_more_transitions_than_kept_are_read_again_from_the_file(tmp_path, monkeypatch):
+    path = tmp_path / "pce.dsl"
+    gen_pce.write(path, [gen_pce.Command([0x08, 0, 0, 1, 1, 0], data=list(range(30)), seek=9000)] * 2)
+    kept = core.analyze(parsers.parse(str(path)))
+    monkeypatch.setattr(polarity, "KEEP_ROWS", 10)
+    again = core.analyze(parsers.parse(str(path)))
+    assert again.segments.equals(kept.segments) and again.ios.equals(kept.ios)
+    assert again.capture.meta["req_ack_same_sample"] == kept.capture.meta["req_ack_same_sample"]
+
+
 def test_a_second_read_of_a_logic_capture_counts_the_same(tmp_path):
     """The analysis, attribution and annotate each read the capture: the sampling counts
     (same-sample REQ/ACK edges, glitches) must not add up across reads."""

@@ -108,9 +108,10 @@ def _analysis(capture, options, runs, walker: Walker, reducer, invert, polarity_
         "runs": runs.height, "settle_ns": options.settle_ns, "skew_merged": stats.skew_merged,
         "data_polarity": ("low" if invert else "high") if has_db else None,
         "data_polarity_reason": polarity_note if has_db else None,
-        "lines_inverted": lines[0], "lines_polarity_reason": lines[1],
         "meta": {k: v for k, v in capture.meta.items() if k not in ("signals", "tick_ns", "initiator", "level")},
     }
+    if lines[0]:                    # control lines read the other way (bus/polarity.py)
+        source["lines_inverted"], source["lines_polarity_reason"] = lines
     _check_selection(options, segments, ios)
     review, sampling_notes = sampling.review(capture.meta, options.settle_ns)
     if review is not None:          # a sampled capture: what its sample period could not resolve
