@@ -165,6 +165,11 @@ def test_the_report_says_which_lines_were_inverted_and_names_vendor_opcodes(tmp_
     assert "Read TOC (PC Engine)" in ios.read_text()
     assert cli.main(["analyze", str(path), "--ios", str(ios)]) == 0          # without the set: the standard name
     assert "Unknown 0xde" in ios.read_text()
+    # attribution taps the analysis' first read: it must see the lines as the analysis used them
+    attr = tmp_path / "attr.json"
+    assert cli.main(["attribute", str(path), "--json", str(attr)]) == 0
+    totals = json.loads(attr.read_text())["totals"]
+    assert totals["target_ns"] > 0 and totals["initiator_ns"] > 0
 
 
 def _times(rows: list[tuple[int, int]]) -> polarity.LineTimes:
