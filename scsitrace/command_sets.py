@@ -18,6 +18,6 @@ MMC_CD = {
 COMMAND_SETS = {
     "pce": {
         0xD8: "Audio Track Search", 0xD9: "Audio Play", 0xDA: "Audio Pause (Still)",
-        0xDD: "Read Subcode Q", 0xDE: "Read TOC (PC Engine)",
+        0xDD: "Read Subcode Q", 0xDE: "Read TOC (PC Engine)", 0xFF: "Abort (PC Engine)",
     },
 }

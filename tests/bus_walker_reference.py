@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from scsitrace import schema, scsi
-from scsitrace.bus.machine import CATEGORY_OF_PHASE, COMPLETION_MESSAGES, LEGAL_NEXT, NO_TRANSFER
+from scsitrace.bus.machine import CATEGORY_OF_PHASE, COMPLETION_MESSAGES, CONNECTED, LEGAL_NEXT, NO_TRANSFER, SEL_ABORT
 from scsitrace.bus.runs import BIT, INFO_PHASES, info_code
 
 
@@ -46,6 +46,7 @@ class _Conn:
     atn: bool = False
     saw_status: bool = False
     completed: bool = False
+    abort: tuple | None = None     # the initiator's first abort request (SEL): when, and the phase it interrupted
     lun: int | None = None
     tag: int | None = None
     segs: list = field(default_factory=list)   # indexes of segments still waiting for the io
@@ -141,6 +142,9 @@ class ReferenceWalker:
         phase = self.phase_of(run["key"], next_key)
         if phase == "DATA OUT" and self.has_bytes and run["n_req"] == 0 and run["n_ack"] == 0:
             phase = NO_TRANSFER
+        if phase in ("SELECTION", "RESELECTION") and self.conn is not None and not self.recovering \
+                and self.prev in CONNECTED:
+            phase = SEL_ABORT
         t = run["start_ns"]
         if phase not in LEGAL_NEXT[self.prev] and phase != "RESERVED" and not self.recovering:
             self.anomaly(t, "ILLEGAL TRANSITION", f"{self.prev} -> {phase}")
@@ -158,6 +162,8 @@ class ReferenceWalker:
             self.on_arbitration(run, next_key)
         elif phase in ("SELECTION", "RESELECTION"):
             self.on_selection(run, phase)
+        elif phase == SEL_ABORT:
+            self.on_abort(run)
         else:
             self.on_info(run, phase, next_key)
         self.prev = phase
@@ -217,10 +223,31 @@ class ReferenceWalker:
             self.timeout(self.late_bsy[0], self.late_bsy[2])
             self.late_bsy = None
 
+    def on_abort(self, run):
+        """SEL asserted inside a connection: the initiator's abort request; handshakes while
+        SEL is held drain the interrupted DATA phase."""
+        c = self.conn
+        nbytes = self.handshakes(run)
+        if c.abort is None:
+            c.abort = (run["start_ns"], self.prev)
+            self.anomaly(run["start_ns"], "ABORT BY SEL", f"the initiator asserted SEL during {self.prev}: abort request")
+        if c.io is not None and c.abort[1] in ("DATA IN", "DATA OUT"):
+            c.io.data_bytes += nbytes or 0
+        self.add_segment(run, SEL_ABORT, CATEGORY_OF_PHASE[SEL_ABORT], nbytes=nbytes)
+
+    def end_aborted(self, io: _Io, t_ns: int):
+        if not io.complete:
+            io.status = "ABORTED (SEL)"
+            io.end_ns = t_ns
+            self.outstanding.pop(self.nexus_of(io), None)
+
     def close_connection(self, c: _Conn, t_ns: int):
         last = self.prev
         io = c.io
-        if c.completed:
+        if not c.completed and c.abort is not None:
+            if io is not None:
+                self.end_aborted(io, t_ns)
+        elif c.completed:
             self.completions += 1
             if io is not None:
                 io.complete = True
@@ -378,6 +405,10 @@ class ReferenceWalker:
         return signal in self.meta.get("signals", ())
 
     def on_command(self, c: _Conn, run, cdb: bytes):
+        if c.io is not None and c.abort is not None and c.io.cdb and cdb:
+            # a new command after an abort request: the aborted I/O ends there, the new one begins
+            self.end_aborted(c.io, c.abort[0])
+            c.io, c.abort, c.saw_status, c.completed, c.start_ns, c.kind = None, None, False, False, run["start_ns"], "sel"
         if c.io is not None:
             c.io.cdb = c.io.cdb or cdb
             return

@@ -9,7 +9,12 @@ drive, a DSLogic at 10 MHz), as `../shared/realdata/busvcd/` describes and shows
   CDBs), may hold BSY with the phase lines idle and no REQ while it seeks, then DATA IN,
   STATUS, MESSAGE IN (COMMAND COMPLETE), and releases BSY;
 - handshakes timed as the capture shows them: in DATA IN, REQ and ACK released in the same
-  sample; a REQ pulse shorter than a sample may not show at all (`lost_req`).
+  sample; a REQ pulse shorter than a sample may not show at all (`lost_req`);
+- aborts as jbrandwood's scsitest program makes them (the repository's samples/README):
+  `abort="data"`: SEL asserted after `abort_after` data bytes, the drive drains `drain` more
+  and releases BSY; `abort="command"`: the drive stays in COMMAND after the CDB (playing
+  audio) until SEL, drops and raises BSY, takes the abort command 0xFF and closes it with
+  STATUS and MESSAGE IN.
 
 `capture(commands)` returns the sample words (bit k = probe k of PROBES) and what a decoder
 must find (`Expected`); `write(path, commands)` writes the `.dsl`.
@@ -39,6 +44,9 @@ class Command:
     seek: int = 0                # samples BSY is held with the phase lines idle, no REQ
     status: int = 0x00
     lost_req: bool = False       # the STATUS byte's REQ pulse falls between two samples
+    abort: str | None = None     # "data" or "command": the initiator aborts with SEL
+    abort_after: int = 0         # data bytes before SEL ("data")
+    drain: int = 3               # data bytes the drive still sends while SEL is asserted ("data")
 
 
 @dataclass
@@ -127,6 +135,19 @@ def capture(commands: list[Command], *, idle: int = 2000) -> tuple[np.ndarray, E
         bus.hold(159)
         for b in cmd.cdb:
             bus.byte_out(b)
+        if cmd.abort == "command":      # the drive stays in COMMAND (playing) until SEL
+            bus.hold(cmd.seek or 1000)
+            bus.set(on=["SEL"], db=IDS)
+            bus.hold(50)
+            bus.set(off=["BSY"])
+            bus.hold(20)
+            bus.set(on=["BSY"])
+            bus.hold(30)
+            bus.set(off=["SEL"])
+            bus.hold(100)
+            bus.byte_out(0xFF)
+            _close(bus, cmd)
+            continue
         bus.set(off=["CD"])
         if cmd.seek:
             exp.seeks_ns.append((bus.t * PERIOD_NS, (bus.t + cmd.seek) * PERIOD_NS))
@@ -134,19 +155,37 @@ def capture(commands: list[Command], *, idle: int = 2000) -> tuple[np.ndarray, E
         if cmd.data:
             bus.set(on=["IO"])
             bus.hold(300)
-            for b in cmd.data:
+            for k, b in enumerate(cmd.data):
+                if cmd.abort == "data" and k == cmd.abort_after:
+                    bus.set(on=["SEL"])
+                    bus.hold(40)
+                if cmd.abort == "data" and k == cmd.abort_after + cmd.drain:
+                    break
                 bus.byte_in(b)
-        bus.set(on=["CD", "IO"])
-        bus.hold(100)
-        bus.byte_in(cmd.status, lost_req=cmd.lost_req)
-        bus.set(on=["MSG", "CD", "IO"])
-        bus.hold(100)
-        bus.byte_in(0x00)
-        bus.hold(300)
-        bus.set(off=["BSY", "MSG", "CD", "IO"], db=0x00)
+        if cmd.abort == "data":         # BSY goes, then the initiator releases SEL
+            bus.set(on=["SEL"])
+            bus.hold(200)
+            bus.set(off=["BSY", "MSG", "CD", "IO"])
+            bus.hold(80)
+            bus.set(off=["SEL"], db=0xFF)
+            bus.hold(idle)
+            continue
+        _close(bus, cmd)
         bus.hold(idle)
     n = bus.t + 1
     return gen_logic.expand(np.array(bus.idx), np.array(bus.words, dtype=np.uint64), n), exp
+
+
+def _close(bus: _Bus, cmd: Command) -> None:
+    """STATUS, MESSAGE IN (COMMAND COMPLETE), BSY released."""
+    bus.set(on=["CD", "IO"], off=["MSG"])
+    bus.hold(100)
+    bus.byte_in(cmd.status, lost_req=cmd.lost_req)
+    bus.set(on=["MSG", "CD", "IO"])
+    bus.hold(100)
+    bus.byte_in(0x00)
+    bus.hold(300)
+    bus.set(off=["BSY", "MSG", "CD", "IO"], db=0x00)
 
 
 def write(path, commands: list[Command], **kw) -> Expected:

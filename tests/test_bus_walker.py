@@ -34,6 +34,9 @@ SCRIPTS = {   # whole connections as a driver makes them
     "reconnect": ["free", "arb", "resel", "msg-in", "data-in", "status", "msg-in", "free"],
     # SEL released before the target raises BSY, no ATN (PC Engine CD-ROM); the drive seeks holding BSY
     "late-bsy": ["free", "sel", "free", "data-out", "command", "data-out", "data-in", "status", "msg-in", "free"],
+    # the initiator asserts SEL inside a connection to abort (PC Engine CD-ROM): drained, or a new command
+    "sel-abort": ["free", "sel", "command", "data-in", "resel", "sel", "data-in", "free"],
+    "abort-then-command": ["free", "sel", "command", "sel", "command", "status", "msg-in", "free"],
 }
 
 message = st.one_of(

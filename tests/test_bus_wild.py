@@ -172,6 +172,29 @@ def test_the_report_says_which_lines_were_inverted_and_names_vendor_opcodes(tmp_
     assert totals["target_ns"] > 0 and totals["initiator_ns"] > 0
 
 
+def test_sel_inside_a_connection_is_the_initiators_abort(tmp_path):
+    """PC Engine scsitest 6-9 and 14: SEL asserted during DATA IN (the drive drains a few bytes,
+    then drops BSY), and during a COMMAND phase the drive holds while playing (BSY drops and
+    rises, the abort command 0xFF follows, closed with STATUS and MESSAGE IN)."""
+    path = tmp_path / "pce.dsl"
+    cmds = [gen_pce.Command([0x08, 0, 9, 0xDF, 2, 0], data=list(range(20)), abort="data", abort_after=5, drain=3),
+            gen_pce.Command([0xD9, 3, 0, 0, 0x12, 0x34, 0, 0, 0, 0], abort="command", seek=30000),
+            gen_pce.Command([0x08, 0, 9, 0xDF, 2, 0], data=[1, 2])]
+    gen_pce.write(path, cmds)
+    a = core.analyze(parsers.parse(str(path), command_set="pce"))
+    ios = a.ios
+    assert ios["opcode"].to_list() == [0x08, 0xD9, 0xFF, 0x08]
+    assert ios["command"].to_list()[1:3] == ["Audio Play", "Abort (PC Engine)"]
+    assert ios["status"].to_list() == ["ABORTED (SEL)", "ABORTED (SEL)", "GOOD", "GOOD"]
+    assert ios["data_bytes"].to_list() == [5 + 3, 0, 0, 2]          # the drained bytes count
+    assert ios["complete"].to_list() == [False, False, True, True] and a.ios_completed == 2
+    kinds = a.anomalies["kind"].to_list()
+    assert kinds.count("ABORT BY SEL") == 2 and kinds.count("SEL RELEASED BEFORE BSY") == 3 and len(kinds) == 5
+    assert "RESELECTION" not in a.segments["phase"].to_list()
+    aborts = a.segments.filter(pl.col("phase") == "ABORT (SEL)")
+    assert set(aborts["category"]) == {"Abort"} and set(aborts["io"]) == {0, 1}
+
+
 def _times(rows: list[tuple[int, int]]) -> polarity.LineTimes:
     times = polarity.LineTimes()
     times.add(pl.DataFrame({"t_ns": [t for t, _ in rows], "lines": [v for _, v in rows]},

@@ -17,7 +17,9 @@ from .._native import bus as _bus
 from .runs import BIT, INFO_PHASES
 
 NO_TRANSFER = "CONNECTED, NO TRANSFER"   # BSY held, phase lines idle (the DATA OUT pattern), no REQ nor ACK
+SEL_ABORT = "ABORT (SEL)"                # SEL asserted inside a connection: the initiator's abort request
 INFO = frozenset(INFO_PHASES.values()) | {NO_TRANSFER}
+CONNECTED = INFO | {SEL_ABORT}           # the phases inside a connection
 ALWAYS = frozenset({"BUS FREE", "RESET"})
 LEGAL_NEXT = {
     "START": INFO | {"ARBITRATION", "SELECTION", "RESELECTION"} | ALWAYS,
@@ -27,7 +29,7 @@ LEGAL_NEXT = {
     "RESELECTION": INFO | ALWAYS,
     "RESET": INFO | {"ARBITRATION", "SELECTION", "RESELECTION"} | ALWAYS,
     "RESERVED": INFO | ALWAYS,  # only reached while recovering
-    **{p: INFO | ALWAYS for p in INFO},
+    **{p: CONNECTED | ALWAYS for p in CONNECTED},
 }
 
 RAID1990 = ["Arbitration", "Selection", "Command", "Message Out", "Message In", "Data Transfer",
@@ -39,13 +41,14 @@ CATEGORY_OF_PHASE = {
     "COMMAND": "Command", "MESSAGE OUT": "Message Out", "MESSAGE IN": "Message In",
     "DATA IN": "Data Transfer", "DATA OUT": "Data Transfer", "STATUS": "Status",
     "BUS FREE": "Bus Free", "RESET": "Reset", "RESERVED": "Unknown", NO_TRANSFER: "Target Busy",
+    SEL_ABORT: "Abort",
 }
 DISCONNECT = "Disconnect/Reconnect"   # MESSAGE IN that ends a connection without STATUS, or follows RESELECTION
 COMPLETION_MESSAGES = {0x00, 0x0A, 0x0B}
 
 PHASES = tuple(_bus.WALK_PHASES)      # the compiled walk's numbering of the phases ("START": none yet)
 CATEGORIES = tuple(dict.fromkeys([*CATEGORY_OF_PHASE.values(), DISCONNECT, ""]))
-ABORTED = ("ABORTED (reset)", "ABORTED (unexpected bus free)")   # an I/O's status after these
+ABORTED = ("ABORTED (reset)", "ABORTED (unexpected bus free)", "ABORTED (SEL)")   # an I/O's status after these
 _TABLES: tuple | None = None
 
 
