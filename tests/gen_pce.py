@@ -116,9 +116,14 @@ class _Bus:
         self.hold(10)
 
 
-def capture(commands: list[Command], *, idle: int = 2000) -> tuple[np.ndarray, Expected]:
+def capture(commands: list[Command], *, idle: int = 2000, unpowered: int = 0) -> tuple[np.ndarray, Expected]:
+    """`unpowered`: samples at the start where the bus is not powered yet (every line low)."""
     bus = _Bus()
     exp = Expected(commands)
+    if unpowered:
+        bus.words[0] = 0
+        bus.hold(unpowered)
+        bus.set()
     bus.hold(idle)
     for cmd in commands:
         bus.set(db=IDS)

@@ -172,6 +172,20 @@ def test_the_report_says_which_lines_were_inverted_and_names_vendor_opcodes(tmp_
     assert totals["target_ns"] > 0 and totals["initiator_ns"] > 0
 
 
+def test_a_capture_begun_before_power_up_is_still_read_the_other_way(tmp_path):
+    """A boot capture: every line low until the bus is powered (40 % of it here): RST and SEL
+    read asserted for most, not nearly all, of the capture; the unpowered time is RESET."""
+    cmds = [gen_pce.Command([0x08, 0, 0, 0x10, 1, 0], data=list(range(16)), seek=20000)]
+    samples, _ = gen_pce.capture(cmds, unpowered=30000)
+    path = tmp_path / "boot.dsl"
+    gen_pce.gen_logic.write_dsl(path, samples, dict(enumerate(gen_pce.PROBES)), gen_pce.HZ)
+    a = core.analyze(parsers.parse(str(path)))
+    assert a.source["lines_inverted"] == ["BSY", "SEL", "RST", "MSG", "C/D", "I/O", "REQ", "ACK"]
+    first = a.segments.row(0, named=True)
+    assert (first["phase"], first["start_ns"], first["end_ns"]) == ("RESET", 0, 30000 * gen_pce.PERIOD_NS)
+    assert a.ios["opcode"].to_list() == [0x08] and a.ios["data_bytes"].to_list() == [16] and a.ios_completed == 1
+
+
 def test_sel_inside_a_connection_is_the_initiators_abort(tmp_path):
     """PC Engine scsitest 6-9 and 14: SEL asserted during DATA IN (the drive drains a few bytes,
     then drops BSY), and during a COMMAND phase the drive holds while playing (BSY drops and
@@ -209,6 +223,8 @@ def test_polarity_decides_by_group_or_by_the_one_stuck_line():
     rst_only = _times([(0, BIT["RST"] | BIT["BSY"]), (990, 0), (1000, 0)])
     lines, why = polarity.decide(rst_only, signals)
     assert lines == ["RST"] and "only RST" in why
+    powered_late = _times([(0, 0), (300, BIT["RST"] | BIT["SEL"]), (1000, 0)])    # 30 % unpowered, all low
+    assert polarity.decide(powered_late, signals)[0] == signals
     normal = _times([(0, 0), (10, BIT["SEL"]), (20, BIT["BSY"]), (1000, 0)])
     assert polarity.decide(normal, signals) == ([], None)
     assert polarity.decide(_times([(0, BIT["SEL"]), (5, 0)]), ["BSY", "SEL"])[0] == ["BSY", "SEL"]   # no RST captured

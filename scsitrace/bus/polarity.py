@@ -4,10 +4,11 @@ A logic analyzer probes the bus lines as voltages. SCSI's control lines are acti
 capture names them with a marker (`/BSY`, `BSY#`, `BSY_N`: the readers invert those) or
 not, as the PC Engine CD-ROM captures do (`BSY SEL RST ...`, idle high). Read as captured,
 such a bus is in RESET with SEL asserted for the whole capture. So the time RST and SEL read
-asserted is added up over the transitions (`LineTimes`, the first pass); a line no bus asserts
-for long (RST, SEL) that reads asserted for nearly the whole capture is read the other way:
-when every such line captured does, the whole control group is (BSY SEL ATN RST MSG C/D I/O
-REQ ACK); when only one does, that line alone. The data lines are a group of their own,
+asserted is added up over the transitions (`LineTimes`, the first pass). No working bus
+asserts them for long: when every one captured reads asserted for most of the capture (more
+than half: a capture that begins before the bus is powered reads released there), the whole
+control group is read the other way (BSY SEL ATN RST MSG C/D I/O REQ ACK); when only one
+reads asserted for nearly the whole capture (90 %), that line alone. The data lines are a group of their own,
 decided by the ID bits of the selections (`analysis.detect_polarity`): a data bus idles at
 all ones on an active-low bus and on an unterminated one alike, so its idle level says
 nothing. `Inverted` applies the decision to the capture's transitions for every later
@@ -24,7 +25,8 @@ from ..schema import SIGNAL_BIT
 
 CONTROL = ("BSY", "SEL", "ATN", "RST", "MSG", "C/D", "I/O", "REQ", "ACK")
 DECIDING = ("RST", "SEL")        # lines a working bus asserts only briefly
-NEARLY_ALL = 0.9                 # of the capture's time
+MOST = 0.5                       # of the capture's time: every deciding line -> the control group
+NEARLY_ALL = 0.9                 # one deciding line alone -> that line
 KEEP_ROWS = 1 << 22              # transitions kept from the first pass for the second (else re-read)
 
 
@@ -76,11 +78,12 @@ def decide(times: LineTimes, signals) -> tuple[list[str], str | None]:
     if elapsed <= 0 or not captured:
         return [], None
     share = {name: times.asserted[name] / elapsed for name in captured}
+    group = all(share[name] > MOST for name in captured)
     stuck = [name for name in captured if share[name] >= NEARLY_ALL]
-    if not stuck:
+    if not group and not stuck:
         return [], None
     shares = " and ".join(f"{name} {100 * share[name]:.2f} %" for name in captured)
-    if len(stuck) == len(captured):
+    if group:
         lines = [name for name in CONTROL if name in signals]
         why = (f"control lines {' '.join(lines)} read inverted (active-low, named without a marker): as captured, "
                f"{shares} of the capture asserted, which no working bus does")
