@@ -27,7 +27,7 @@ CONTROL = ("BSY", "SEL", "ATN", "RST", "MSG", "C/D", "I/O", "REQ", "ACK")
 DECIDING = ("RST", "SEL")        # lines a working bus asserts only briefly
 MOST = 0.5                       # of the capture's time: every deciding line -> the control group
 NEARLY_ALL = 0.9                 # one deciding line alone -> that line
-KEEP_ROWS = 1 << 22              # transitions kept from the first pass for the second (else re-read)
+KEEP_ROWS = 1 << 20              # transitions kept from the first pass for the second (else re-read)
 
 
 class LineTimes:
