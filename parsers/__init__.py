@@ -109,7 +109,11 @@ def parse(path: str, fmt: str = "auto", *, strict: bool = True, **opts):
     check_regular(resolved)
     if fmt != "blktrace" and _size(resolved) == 0:
         raise BadInput(path, "empty file: no records")
-    return mod.parse(path, strict=strict, **opts)
+    command_set = opts.pop("command_set", None)      # names of vendor opcodes, for the bus walk
+    capture = mod.parse(path, strict=strict, **opts)
+    if command_set is not None:
+        capture.meta["command_set"] = command_set
+    return capture
 
 
 def _exists(path: str) -> bool:

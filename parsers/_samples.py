@@ -121,6 +121,12 @@ class ProbeBus:
             self.signals += ["DB"] + (["DBP"] if self.has_dbp else [])
         self.inverted = {f.bus for f in self.feeds if f.inverted}
         self._tables()
+        self.restart()
+        self._out = None
+
+    def restart(self) -> None:
+        """Forget the stream read so far: each read of the capture starts here (the analysis,
+        attribution and annotate each read it), so its counts are never added twice."""
         self.last = np.zeros(2, dtype=np.uint64)
         self.state = np.zeros(N_STATE, dtype=np.int64)
         self.glitches = np.zeros(MAX_BITS, dtype=np.int64)
@@ -131,7 +137,6 @@ class ProbeBus:
         self.block_same = 0
         self.example_list: list[tuple[int, int]] = []         # (sample, bit), the first few
         self._prev: tuple[int, int, int] | None = None          # last word, its row's flips, row sample
-        self._out = None
 
     def _tables(self) -> None:
         """Per byte of a sample word, 256-entry tables of its bits' contribution to the lines,
@@ -367,6 +372,7 @@ class ArchiveReader:
 
     def __call__(self):
         times = SampleTimes(self.md["rate"])
+        self.bus.restart()
         fd = os.open(self.path, os.O_RDONLY)
         try:
             yield from stream_words(self.bus, self._blocks(fd), times, self.samples)

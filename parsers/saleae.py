@@ -135,6 +135,7 @@ class _Reader:
         period = Fraction(step) if step else Fraction(1)
         self.cap.meta["sample_period_ns"] = float(period) if step else None
         self.cap.meta["origin_s"] = origin / 1e9
+        self.bus.restart()
         end = None             # the file's last row, when only unmapped channels change in it
         for tk, words in self._rows():
             t = (tk - origin).astype(np.int64)

@@ -64,6 +64,7 @@ class Collector:
 
     def __init__(self):
         self.complete = False                 # set once a tapped pass has read every chunk
+        self.tapped = None                    # the capture's chunks it read
         self.state = np.zeros(5, dtype=np.int64)
         # "long before" the first edge (clipped at the body start later); no key yet
         self.state[_hs.PREV_T], self.state[_hs.KEY] = -(1 << 62), -1
@@ -85,6 +86,7 @@ class Collector:
         signals = capture.meta.get("signals") or []
         if source is None or capture.layer != "bus" or "REQ" not in signals or "ACK" not in signals:
             return
+        self.tapped = source
 
         def chunks():
             for chunk in source():
@@ -126,11 +128,13 @@ class Collector:
 def attribute(analysis: Analysis, collected: Collector | None = None) -> dict:
     """The `attribute --json` dict: steps, periodic, totals (+ phases, notes). `collected`:
     a Collector that saw every transition while the analysis read them (`Collector.tap`);
-    without it the transitions are read again."""
+    without it, or when the analysis replaced the transitions after that read (control lines
+    found inverted, bus/polarity.py), the transitions are read again."""
     why_not = needs_req_ack(analysis)
     if why_not:
         return _phases_only(analysis, why_not)
-    if collected is None or not getattr(collected, "complete", False):
+    if (collected is None or not getattr(collected, "complete", False)
+            or analysis.capture.chunks is not getattr(collected, "tapped", None)):
         collected = Collector()
         for chunk in analysis.capture.chunks():
             collected.feed(chunk)

@@ -20,6 +20,7 @@ import math
 import numbers
 from dataclasses import dataclass, fields, replace
 
+from .command_sets import COMMAND_SETS
 from .errors import UsageError
 
 DEFAULT_SETTLE_NS = 400      # bus settle delay when neither the user nor the format gives one
@@ -33,12 +34,12 @@ INT64_MAX = (1 << 63) - 1
 # the per-trace option names of a manifest entry, batch's command line and a baseline's
 # stored options (`map` is a list of NAME=SIGNAL texts there, `mapping` a dict in the API)
 OPTION_KEYS = ("format", "lenient", "settle_ns", "data_polarity", "map", "active_low", "io_size",
-               "profile", "target", "device", "pid", "window", "route", "lun")
+               "profile", "target", "device", "pid", "window", "route", "lun", "command_set")
 # what a baseline remembers, so that `regress` analyses the new trace the same way
 STORED_OPTIONS = ("format", "lenient", "settle_ns", "data_polarity", "map", "active_low", "io_size",
                   "profile", "target")
 # ... and the filters it remembers when they are set
-STORED_IF_SET = ("device", "pid", "window", "route", "lun")
+STORED_IF_SET = ("device", "pid", "window", "route", "lun", "command_set")
 
 # option name -> its command-line flag, where the two differ beyond '_' -> '-'
 _FLAGS = {"mapping": "--map", "format": "--format"}
@@ -81,6 +82,7 @@ class AnalysisRequest:
     mapping: dict | None = None           # capture signal for each bus line name
     active_low: tuple = ()                # capture signals (or 'all') that are active-low
     route: str | None = None              # usbmon pcap: native | pyshark
+    command_set: str | None = None        # bus: the vendor opcode names of a device family (command_sets.py)
 
     def __post_init__(self):
         for f in fields(self):
@@ -101,6 +103,8 @@ class AnalysisRequest:
             out["active_low"] = list(self.active_low)
         if self.route is not None:
             out["route"] = self.route
+        if self.command_set is not None:
+            out["command_set"] = self.command_set
         return out
 
     def options(self) -> dict:
@@ -257,6 +261,7 @@ _CHECKS = {
     "mapping": _mapping,
     "active_low": _active_low,
     "route": _choice(*ROUTES, optional=True),
+    "command_set": _choice(*sorted(COMMAND_SETS), optional=True),
 }
 
 

@@ -3,6 +3,7 @@ message codes (SAM-5, SPC-4, SBC-3, MMC-6 spellings as Wireshark prints them).""
 from __future__ import annotations
 
 import functools
+from .command_sets import COMMAND_SETS, MMC_CD
 
 OPCODE_NAMES = {
     0x00: "Test Unit Ready", 0x01: "Rezero Unit", 0x03: "Request Sense", 0x04: "Format Unit",
@@ -17,7 +18,7 @@ OPCODE_NAMES = {
     0x88: "Read(16)", 0x8A: "Write(16)", 0x8F: "Verify(16)", 0x91: "Synchronize Cache(16)",
     0x93: "Write Same(16)", 0x9E: "Service Action In(16)", 0xA0: "Report LUNs",
     0xA1: "ATA Pass-Through(12)", 0xA3: "Maintenance In", 0xA8: "Read(12)", 0xAA: "Write(12)",
-    0xAD: "Read DVD Structure", 0xBD: "Mechanism Status", 0xBE: "Read CD",
+    0xAD: "Read DVD Structure", 0xBD: "Mechanism Status", 0xBE: "Read CD", **MMC_CD,
 }
 SERVICE_ACTION_IN_16 = {0x10: "Read Capacity(16)", 0x12: "Get LBA Status"}
 
@@ -61,12 +62,19 @@ QUEUE_TAG_MESSAGES = {0x20, 0x21, 0x22}
 TWO_BYTE_MESSAGES = QUEUE_TAG_MESSAGES | {0x23}
 
 
-def opcode_name(opcode: int | None, service_action: int | None = None) -> str:
+def cdb_length(opcode: int) -> int:
+    """CDB length from the opcode's group code (SPC-4 4.2.5.1); 0 when reserved/vendor."""
+    group = opcode >> 5
+    return {0: 6, 1: 10, 2: 10, 4: 16, 5: 12}.get(group, 0)
+
+
+def opcode_name(opcode: int | None, service_action: int | None = None, command_set: str | None = None) -> str:
     if opcode is None:
         return ""
     if opcode == 0x9E and service_action in SERVICE_ACTION_IN_16:
         return SERVICE_ACTION_IN_16[service_action]
-    return OPCODE_NAMES.get(opcode, f"Unknown 0x{opcode:02x}")
+    vendor = COMMAND_SETS.get(command_set, {})
+    return vendor.get(opcode) or OPCODE_NAMES.get(opcode, f"Unknown 0x{opcode:02x}")
 
 
 def status_name(status: int | None) -> str:
@@ -170,13 +178,14 @@ def _opcode_table(*groups) -> "np.ndarray":
     return table
 
 
-def decode_cdb_matrix(m, n) -> dict:
+def decode_cdb_matrix(m, n, command_set: str | None = None) -> dict:
     """decode_cdbs of CDBs given as rows of at least 16 bytes (`m`, uint8) and their
     lengths (`n`, -1 for none); bytes past a CDB's length are never used. One compiled
-    pass (Rust: native/src/bus/cdb.rs `CdbDecoder`, given the opcode tables once)."""
+    pass (Rust: native/src/bus/cdb.rs `CdbDecoder`, given the opcode tables once); opcodes
+    named by `command_set` (command_sets.py)."""
     import numpy as np
     from .schema import nullable
-    names, decoder = _decoder()
+    names, decoder = _decoder(command_set)
     m = np.asarray(m, np.uint8)
     if not len(m):      # (rust-numpy refuses the zero strides numpy gives a (0, 16) array)
         m = np.zeros((0, 16), np.uint8)
@@ -188,7 +197,7 @@ def decode_cdb_matrix(m, n) -> dict:
 
 
 @functools.cache
-def _decoder():
+def _decoder(command_set: str | None = None):
     """(the command names a decoded CDB indexes: every opcode's, then SERVICE ACTION IN(16)'s,
     then "" for no opcode; the compiled decoder, given the tables of the CDB rules once: the
     READ/WRITE opcode groups by CDB size, the opcodes with a LUN in byte 1, each service
@@ -196,7 +205,9 @@ def _decoder():
     import numpy as np
     import polars as pl
     from ._native import bus
-    names = pl.Series([*_ALL_OPCODE_NAMES, *SERVICE_ACTION_IN_16.values(), ""], dtype=pl.Utf8)
+    opcode_names = _ALL_OPCODE_NAMES if command_set is None else [opcode_name(op, command_set=command_set)
+                                                                  for op in range(256)]
+    names = pl.Series([*opcode_names, *SERVICE_ACTION_IN_16.values(), ""], dtype=pl.Utf8)
     sa_name = np.full(32, -1, np.int64)
     sa_name[list(SERVICE_ACTION_IN_16)] = 256 + np.arange(len(SERVICE_ACTION_IN_16))
     return names, bus.CdbDecoder(_opcode_table(_RW6), _opcode_table(_RW10), _opcode_table(_RW12),

@@ -9,8 +9,12 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from scsitrace import schema, scsi
-from scsitrace.bus.machine import CATEGORY_OF_PHASE, COMPLETION_MESSAGES, LEGAL_NEXT
+NO_TRANSFER_MIN_NS = 10_000     # as native/src/bus/walker.rs
+from scsitrace.bus.machine import CATEGORY_OF_PHASE, COMPLETION_MESSAGES, CONNECTED, LEGAL_NEXT, NO_TRANSFER, SEL_ABORT
 from scsitrace.bus.runs import BIT, INFO_PHASES, info_code
+
+
+LATE_BSY_NS = 250_000_000   # a selection's BUS FREE this long at most may still be answered by BSY
 
 
 @dataclass
@@ -43,6 +47,7 @@ class _Conn:
     atn: bool = False
     saw_status: bool = False
     completed: bool = False
+    abort: tuple | None = None     # the initiator's first abort request (SEL): when, and the phase it interrupted
     lun: int | None = None
     tag: int | None = None
     segs: list = field(default_factory=list)   # indexes of segments still waiting for the io
@@ -68,6 +73,7 @@ class ReferenceWalker:
         self.ambiguous_reselections = 0
         self.arb_seg: int | None = None
         self.arb_db: int | None = None
+        self.late_bsy: tuple | None = None     # (connection, its SELECTION segment, BUS FREE start)
 
     # -- helpers -----------------------------------------------------------------------
     def db(self, v):
@@ -132,7 +138,15 @@ class ReferenceWalker:
 
     # -- the one function that owns every transition -----------------------------------
     def step(self, run, next_key):
+        if self.late_bsy is not None:
+            self.answer_late(run, next_key)
         phase = self.phase_of(run["key"], next_key)
+        if phase == "DATA OUT" and self.has_bytes and run["n_req"] == 0 and run["n_ack"] == 0 \
+                and run["end_ns"] - run["start_ns"] >= NO_TRANSFER_MIN_NS:
+            phase = NO_TRANSFER
+        if phase in ("SELECTION", "RESELECTION") and self.conn is not None and not self.recovering \
+                and self.prev in CONNECTED:
+            phase = SEL_ABORT
         t = run["start_ns"]
         if phase not in LEGAL_NEXT[self.prev] and phase != "RESERVED" and not self.recovering:
             self.anomaly(t, "ILLEGAL TRANSITION", f"{self.prev} -> {phase}")
@@ -150,6 +164,8 @@ class ReferenceWalker:
             self.on_arbitration(run, next_key)
         elif phase in ("SELECTION", "RESELECTION"):
             self.on_selection(run, phase)
+        elif phase == SEL_ABORT:
+            self.on_abort(run)
         else:
             self.on_info(run, phase, next_key)
         self.prev = phase
@@ -170,17 +186,70 @@ class ReferenceWalker:
 
     def on_bus_free(self, run):
         c = self.conn
-        if c is not None and not self.recovering:
+        late = self.prev == "SELECTION" and run["end_ns"] - run["start_ns"] <= LATE_BSY_NS
+        if c is not None and not self.recovering and late:
+            self.late_bsy = (c, len(self.seg["start_ns"]) - 1, run["start_ns"])
+        elif c is not None and not self.recovering:
             self.close_connection(c, run["start_ns"])
         self.conn = None
         self.recovering = False
         self.arb_seg = None
         self.add_segment(run, "BUS FREE", "Bus Free")
 
+    def answer_late(self, run, next_key):
+        """BSY without SEL after a selection's BUS FREE (and no selection after it): the target
+        answered after SEL was released; the BUS FREE joins the selection."""
+        c, sel_seg, t_ns = self.late_bsy
+        self.late_bsy = None
+        key = run["key"]
+        selects_next = next_key is not None and bool(next_key & BIT["SEL"])
+        if not (key & BIT["BSY"] and not key & (BIT["SEL"] | BIT["RST"]) and not selects_next):
+            self.timeout(c, t_ns)
+            return
+        free_start, free_end = self.seg["start_ns"][-1], self.seg["end_ns"][-1]
+        for col in self.seg.values():
+            col.pop()
+        self.seg["end_ns"][sel_seg] = free_end
+        self.anomaly(t_ns, "SEL RELEASED BEFORE BSY",
+                     f"SEL released {free_end - free_start} ns before the target raised BSY; taken as the selection")
+        self.conn = c
+        self.prev = "SELECTION"
+
+    def timeout(self, c: _Conn, t_ns: int):
+        self.anomaly(t_ns, "SELECTION TIMEOUT",
+                     f"no target answered selection of target {c.target}" if c.target is not None else
+                     "no target answered the selection")
+
+    def finish(self):
+        if self.late_bsy is not None:
+            self.timeout(self.late_bsy[0], self.late_bsy[2])
+            self.late_bsy = None
+
+    def on_abort(self, run):
+        """SEL asserted inside a connection: the initiator's abort request; handshakes while
+        SEL is held drain the interrupted DATA phase."""
+        c = self.conn
+        nbytes = self.handshakes(run)
+        if c.abort is None:
+            c.abort = (run["start_ns"], self.prev)
+            self.anomaly(run["start_ns"], "ABORT BY SEL", f"the initiator asserted SEL during {self.prev}: abort request")
+        if c.io is not None and c.abort[1] in ("DATA IN", "DATA OUT"):
+            c.io.data_bytes += nbytes or 0
+        self.add_segment(run, SEL_ABORT, CATEGORY_OF_PHASE[SEL_ABORT], nbytes=nbytes)
+
+    def end_aborted(self, io: _Io, t_ns: int):
+        if not io.complete:
+            io.status = "ABORTED (SEL)"
+            io.end_ns = t_ns
+            self.outstanding.pop(self.nexus_of(io), None)
+
     def close_connection(self, c: _Conn, t_ns: int):
         last = self.prev
         io = c.io
-        if c.completed:
+        if not c.completed and c.abort is not None:
+            if io is not None:
+                self.end_aborted(io, t_ns)
+        elif c.completed:
             self.completions += 1
             if io is not None:
                 io.complete = True
@@ -193,9 +262,7 @@ class ReferenceWalker:
                 io.disconnects += 1
                 self.outstanding[self.nexus_of(io)] = io
         elif last == "SELECTION":
-            self.anomaly(t_ns, "SELECTION TIMEOUT",
-                         f"no target answered selection of target {c.target}" if c.target is not None else
-                         "no target answered the selection")
+            self.timeout(c, t_ns)
         elif last == "RESELECTION":
             self.anomaly(t_ns, "RESELECTION TIMEOUT", "the initiator did not answer the reselection")
         else:
@@ -340,6 +407,10 @@ class ReferenceWalker:
         return signal in self.meta.get("signals", ())
 
     def on_command(self, c: _Conn, run, cdb: bytes):
+        if c.io is not None and c.abort is not None and c.io.cdb and cdb:
+            # a new command after an abort request: the aborted I/O ends there, the new one begins
+            self.end_aborted(c.io, c.abort[0])
+            c.io, c.abort, c.saw_status, c.completed, c.start_ns, c.kind = None, None, False, False, run["start_ns"], "sel"
         if c.io is not None:
             c.io.cdb = c.io.cdb or cdb
             return
@@ -406,4 +477,5 @@ def walk(runs: pl.DataFrame, meta: dict, invert: bool, has_bytes: bool, has_db: 
     keys = runs["key"].to_list()
     for i, run in enumerate(runs.iter_rows(named=True)):
         walker.step(run, keys[i + 1] if i + 1 < len(keys) else None)
+    walker.finish()
     return walker

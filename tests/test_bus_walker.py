@@ -32,6 +32,11 @@ SCRIPTS = {   # whole connections as a driver makes them
     "direct": ["free", "arb", "sel", "msg-out", "command", "data-in", "status", "msg-in", "free"],
     "disconnect": ["free", "arb", "sel-bsy", "msg-out", "command", "msg-in", "free"],
     "reconnect": ["free", "arb", "resel", "msg-in", "data-in", "status", "msg-in", "free"],
+    # SEL released before the target raises BSY, no ATN (PC Engine CD-ROM); the drive seeks holding BSY
+    "late-bsy": ["free", "sel", "free", "data-out", "command", "data-out", "data-in", "status", "msg-in", "free"],
+    # the initiator asserts SEL inside a connection to abort (PC Engine CD-ROM): drained, or a new command
+    "sel-abort": ["free", "sel", "command", "data-in", "resel", "sel", "data-in", "free"],
+    "abort-then-command": ["free", "sel", "command", "sel", "command", "status", "msg-in", "free"],
 }
 
 message = st.one_of(
@@ -108,8 +113,8 @@ def runs_frames(draw) -> pl.DataFrame:
     times = np.cumsum([0] + draw(st.lists(st.sampled_from([0, 1, 7, 50, 400, 1000]), min_size=n, max_size=n)))
     return pl.DataFrame({
         "start_ns": times[:-1], "end_ns": times[1:], "key": keys, "atn": [bool(k & ATN) for k in keys],
-        "n_req": draw(st.lists(st.integers(0, 40), min_size=n, max_size=n)),
-        "n_ack": draw(st.lists(st.integers(0, 40), min_size=n, max_size=n)),
+        "n_req": draw(st.lists(st.one_of(st.just(0), st.integers(0, 40)), min_size=n, max_size=n)),
+        "n_ack": draw(st.lists(st.one_of(st.just(0), st.integers(0, 40)), min_size=n, max_size=n)),
         "first_req_ns": [None] * n, "db_last": dbs, "info_bytes": infos,
     }, schema=RUN_SCHEMA)
 

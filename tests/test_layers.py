@@ -30,7 +30,7 @@ TIERS = {
     "base": ["scsitrace.errors", "scsitrace.schema", "scsitrace.tables", "scsitrace.stats", "scsitrace._native",
              "scsitrace._keys", "scsitrace._lazy", "scsitrace.heap", "scsitrace.progress"],
     # a layer's record declarations sit below the parsers that fill them
-    "records": ["scsitrace.model", "scsitrace.streams", "scsitrace.scsi", "scsitrace.block.events",
+    "records": ["scsitrace.model", "scsitrace.streams", "scsitrace.scsi", "scsitrace.command_sets", "scsitrace.block.events",
                 "scsitrace.usb.urbs", "scsitrace.scsilog.events"],
     "layers": ["scsitrace.command_tables", "scsitrace.command_stream", "scsitrace.tiling", "scsitrace.filters",
                "scsitrace.completeness", "scsitrace.inputcheck", "scsitrace.series", "scsitrace.bandwidth",

@@ -12,7 +12,7 @@ from ..filters import check_found, refuse
 from ..model import Analysis, Capture
 from ..stats import LATENCY_TABLES, latency_tables
 from .. import bandwidth, series
-from . import sampling, selection
+from . import polarity, sampling, selection
 from .machine import RAID1990, SCSI_PHASES, Walker
 from .runs import BIT, RUN_SCHEMA, RunReducer
 from .window import WindowedChunks
@@ -50,7 +50,17 @@ def analyze(capture: Capture, options) -> Analysis:
                             f"(captured: {' '.join(sorted(signals)) or 'nothing'})")
     has_req, has_ack = "REQ" in signals, "ACK" in signals
     reducer = RunReducer(settle_ns=options.settle_ns, has_req=has_req, has_ack=has_ack)
-    parts = list(reducer.runs(capture.chunks()))
+    times = polarity.LineTimes()
+    parts = list(reducer.runs(times.counted(capture.chunks())))
+    flipped, line_note = polarity.decide(times, signals)
+    if flipped:       # read again, the other way (from the kept transitions when they all fit)
+        mask = polarity.mask_of(flipped)
+        again = (lambda: iter(times.kept)) if times.kept is not None else capture.chunks
+        capture.chunks = polarity.Inverted(capture.chunks, mask)
+        reducer = RunReducer(settle_ns=options.settle_ns, has_req=has_req, has_ack=has_ack)
+        parts = list(reducer.runs(polarity.Inverted(again, mask)()))
+        meta["inverted_detected"] = flipped
+        capture.notes = [line_note, *capture.notes]
     runs = pl.concat(parts) if parts else pl.DataFrame(schema=RUN_SCHEMA)
     has_db = "DB" in signals and runs["db_last"].null_count() < runs.height
     if options.data_polarity == "auto":
@@ -59,7 +69,7 @@ def analyze(capture: Capture, options) -> Analysis:
         invert = options.data_polarity == "low"
         polarity_note = f"{options.data_polarity} (given with --data-polarity)"
     walker = Walker(meta, invert, has_bytes=has_req or has_ack, has_db=has_db).walk(runs)
-    return _analysis(capture, options, runs, walker, reducer, invert, polarity_note, has_db)
+    return _analysis(capture, options, runs, walker, reducer, invert, polarity_note, has_db, (flipped, line_note))
 
 
 ORDER = {"raid1990": RAID1990, "scsi": SCSI_PHASES}
@@ -68,7 +78,7 @@ DECLARED = (*LATENCY_TABLES, *series.SERIES_TABLES, *bandwidth.TABLES, selection
             selection.TARGET_CATEGORIES)
 
 
-def _analysis(capture, options, runs, walker: Walker, reducer, invert, polarity_note, has_db) -> Analysis:
+def _analysis(capture, options, runs, walker: Walker, reducer, invert, polarity_note, has_db, lines) -> Analysis:
     stats = reducer.stats
     segments = walker.segments()
     ios = walker.ios_frame()
@@ -104,6 +114,8 @@ def _analysis(capture, options, runs, walker: Walker, reducer, invert, polarity_
         "data_polarity_reason": polarity_note if has_db else None,
         "meta": {k: v for k, v in capture.meta.items() if k not in ("signals", "tick_ns", "initiator", "level")},
     }
+    if lines[0]:                    # control lines read the other way (bus/polarity.py)
+        source["lines_inverted"], source["lines_polarity_reason"] = lines
     _check_selection(options, segments, ios)
     targets, target_categories = selection.target_tables(segments, ios, ORDER, FREE, elapsed, has_bytes)
     chosen = selection.select(segments, ios, options.target, options.lun, FREE)

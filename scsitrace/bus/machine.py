@@ -16,7 +16,10 @@ from .. import schema, scsi
 from .._native import bus as _bus
 from .runs import BIT, INFO_PHASES
 
-INFO = frozenset(INFO_PHASES.values())
+NO_TRANSFER = "CONNECTED, NO TRANSFER"   # BSY held, phase lines idle (the DATA OUT pattern), no REQ nor ACK
+SEL_ABORT = "ABORT (SEL)"                # SEL asserted inside a connection: the initiator's abort request
+INFO = frozenset(INFO_PHASES.values()) | {NO_TRANSFER}
+CONNECTED = INFO | {SEL_ABORT}           # the phases inside a connection
 ALWAYS = frozenset({"BUS FREE", "RESET"})
 LEGAL_NEXT = {
     "START": INFO | {"ARBITRATION", "SELECTION", "RESELECTION"} | ALWAYS,
@@ -26,7 +29,7 @@ LEGAL_NEXT = {
     "RESELECTION": INFO | ALWAYS,
     "RESET": INFO | {"ARBITRATION", "SELECTION", "RESELECTION"} | ALWAYS,
     "RESERVED": INFO | ALWAYS,  # only reached while recovering
-    **{p: INFO | ALWAYS for p in INFO},
+    **{p: CONNECTED | ALWAYS for p in CONNECTED},
 }
 
 RAID1990 = ["Arbitration", "Selection", "Command", "Message Out", "Message In", "Data Transfer",
@@ -37,14 +40,15 @@ CATEGORY_OF_PHASE = {
     "ARBITRATION": "Arbitration", "SELECTION": "Selection", "RESELECTION": "Reselection",
     "COMMAND": "Command", "MESSAGE OUT": "Message Out", "MESSAGE IN": "Message In",
     "DATA IN": "Data Transfer", "DATA OUT": "Data Transfer", "STATUS": "Status",
-    "BUS FREE": "Bus Free", "RESET": "Reset", "RESERVED": "Unknown",
+    "BUS FREE": "Bus Free", "RESET": "Reset", "RESERVED": "Unknown", NO_TRANSFER: "Target Busy",
+    SEL_ABORT: "Abort",
 }
 DISCONNECT = "Disconnect/Reconnect"   # MESSAGE IN that ends a connection without STATUS, or follows RESELECTION
 COMPLETION_MESSAGES = {0x00, 0x0A, 0x0B}
 
 PHASES = tuple(_bus.WALK_PHASES)      # the compiled walk's numbering of the phases ("START": none yet)
 CATEGORIES = tuple(dict.fromkeys([*CATEGORY_OF_PHASE.values(), DISCONNECT, ""]))
-ABORTED = ("ABORTED (reset)", "ABORTED (unexpected bus free)")   # an I/O's status after these
+ABORTED = ("ABORTED (reset)", "ABORTED (unexpected bus free)", "ABORTED (SEL)")   # an I/O's status after these
 _TABLES: tuple | None = None
 
 
@@ -71,6 +75,7 @@ class Walker:
 
     def __init__(self, meta: dict, polarity_invert: bool, has_bytes: bool, has_db: bool):
         self.has_bytes = has_bytes
+        self.command_set = meta.get("command_set")
         self._walk = _bus.Walker(*_tables(), int(meta.get("initiator", 7)), polarity_invert, has_bytes, has_db,
                                  "ACK" in meta.get("signals", ()))
 
@@ -131,7 +136,7 @@ class Walker:
     def ios_frame(self) -> pl.DataFrame:
         c = self._walk.ios()
         n, has_op = len(c["status"]), c["cdb_len"] >= 1
-        cdb = scsi.decode_cdb_matrix(c["cdb"], c["cdb_len"])
+        cdb = scsi.decode_cdb_matrix(c["cdb"], c["cdb_len"], self.command_set)
         names, op_kind = _io_tables()
         # without a CDB, the data phases say which way the I/O went
         op = np.where(has_op, op_kind[c["cdb"][:, 0]], np.where(c["data_in"], 1, np.where(c["data_out"], 2, 0)))

@@ -176,7 +176,8 @@ class RunReducer:
             prev[0] = prev_lines
             prev[1:] = lines[:-1]
             size = np.diff(np.append(first, len(t)))
-            info_bytes = self._info_bytes(lines, prev, size, keys, db, has_db, lines & ~prev, first)
+            info_bytes = self._info_bytes(lines, prev, size, keys, db, has_db, lines & ~prev, first,
+                                          np.repeat(n_ack > n_req, size))
         return pl.DataFrame({
             "start_ns": starts, "end_ns": ends, "key": keys.astype(np.uint16), "atn": atn,
             "n_req": n_req, "n_ack": n_ack,
@@ -185,9 +186,11 @@ class RunReducer:
             "info_bytes": pl.Series(info_bytes, dtype=pl.List(pl.UInt8)),
         }, schema=RUN_SCHEMA)
 
-    def _info_bytes(self, lines, prev, size, keys, db, has_db, rising, first):
+    def _info_bytes(self, lines, prev, size, keys, db, has_db, rising, first, req_unresolved):
         """The byte of each handshake in COMMAND, STATUS and MESSAGE runs: IN phases at REQ
-        assertion, OUT phases at ACK assertion (fallbacks when one line is not captured)."""
+        assertion, OUT phases at ACK assertion (fallbacks when one line is not captured). An IN
+        run with fewer REQ than ACK edges (`req_unresolved`: a REQ pulse lost between two
+        samples) is read at ACK assertion, where the target still holds the byte."""
         codes = _info_codes(keys)
         info_run = ((keys & BIT["BSY"]) != 0) & ((keys & (BIT["SEL"] | BIT["RST"])) == 0) & np.isin(
             codes, NON_DATA_CODES)
@@ -196,7 +199,7 @@ class RunReducer:
         req_rise = (rising & BIT["REQ"]) != 0
         ack_rise = (rising & BIT["ACK"]) != 0
         if self.has_req and self.has_ack:
-            sample = np.where(inbound, req_rise, ack_rise)
+            sample = np.where(inbound & ~req_unresolved, req_rise, ack_rise)
         elif self.has_req:
             req_fall = ((prev & ~lines) & BIT["REQ"]) != 0
             sample = np.where(inbound, req_rise, req_fall)

@@ -7,6 +7,7 @@ import sys
 
 from scsitrace import core, parsers, request
 from scsitrace.request import DEFAULTS, AnalysisRequest
+from scsitrace.command_sets import COMMAND_SETS
 
 
 def add_input_arguments(p) -> None:
@@ -30,6 +31,8 @@ def add_input_options(p) -> None:
     p.add_argument("--active-low", action="append", default=[], metavar="SIGNAL",
                    help="VCD, sigrok, DSView, Saleae: treat SIGNAL (or 'all') as active-low (repeatable)")
     p.add_argument("--io-size", type=int, metavar="BYTES", help="bytes per I/O, for bandwidth without REQ/ACK")
+    p.add_argument("--command-set", choices=sorted(COMMAND_SETS), default=None, metavar="NAME",
+                   help="bus: name the vendor opcodes of a device family: " + ", ".join(sorted(COMMAND_SETS)))
 
 
 def add_arguments(p) -> None:
@@ -68,7 +71,7 @@ def request_of(args, trace: str | None = None) -> AnalysisRequest:
 
 # the request's fields a command line may give (mapping comes from --map)
 REQUEST_FLAGS = ("format", "lenient", "profile", "target", "lun", "io_size", "window", "device", "pid",
-                 "settle_ns", "data_polarity", "active_low", "route")
+                 "settle_ns", "data_polarity", "active_low", "route", "command_set")
 
 
 def parser_options(args) -> dict:

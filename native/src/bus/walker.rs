@@ -13,8 +13,9 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::hash::IntMap;
 
-const PHASES: [&str; 13] = ["START", "RESET", "BUS FREE", "ARBITRATION", "SELECTION", "RESELECTION", "DATA OUT",
-                            "DATA IN", "COMMAND", "STATUS", "MESSAGE OUT", "MESSAGE IN", "RESERVED"];
+const PHASES: [&str; 15] = ["START", "RESET", "BUS FREE", "ARBITRATION", "SELECTION", "RESELECTION", "DATA OUT",
+                            "DATA IN", "COMMAND", "STATUS", "MESSAGE OUT", "MESSAGE IN", "RESERVED",
+                            "CONNECTED, NO TRANSFER", "ABORT (SEL)"];
 const START: u8 = 0;
 const RESET: u8 = 1;
 const BUS_FREE: u8 = 2;
@@ -28,11 +29,16 @@ const STATUS: u8 = 9;
 const MESSAGE_OUT: u8 = 10;
 const MESSAGE_IN: u8 = 11;
 const RESERVED: u8 = 12;
+// shorter idle-line states are the bus between two phases (a target switching its lines), not a
+// target holding the bus while it seeks: they stay DATA OUT as the SCSI-2 tables read them
+const NO_TRANSFER_MIN_NS: i64 = 10_000;
+const NO_TRANSFER: u8 = 13; // BSY held, phase lines idle (the DATA OUT pattern), no REQ nor ACK: a target busy while connected
+const SEL_ABORT: u8 = 14; // SEL asserted inside a connection: the initiator asks the target to abort (PC Engine CD-ROM)
 const N_PHASES: usize = PHASES.len();
 
-const ANOMALY_KINDS: [&str; 9] = ["ILLEGAL TRANSITION", "RESERVED PHASE", "RESET", "SELECTION TIMEOUT",
-                                  "RESELECTION TIMEOUT", "UNEXPECTED BUS FREE", "ARBITRATION WITHOUT SELECTION",
-                                  "BAD SELECTION IDS", "MESSAGE REJECT"];
+const ANOMALY_KINDS: [&str; 11] = ["ILLEGAL TRANSITION", "RESERVED PHASE", "RESET", "SELECTION TIMEOUT",
+                                   "RESELECTION TIMEOUT", "UNEXPECTED BUS FREE", "ARBITRATION WITHOUT SELECTION",
+                                   "BAD SELECTION IDS", "MESSAGE REJECT", "SEL RELEASED BEFORE BSY", "ABORT BY SEL"];
 const ILLEGAL_TRANSITION: u8 = 0;
 const RESERVED_PHASE: u8 = 1;
 const RESET_ANOMALY: u8 = 2;
@@ -42,11 +48,19 @@ const UNEXPECTED_BUS_FREE: u8 = 5;
 const ARBITRATION_WITHOUT_SELECTION: u8 = 6;
 const BAD_SELECTION_IDS: u8 = 7;
 const MESSAGE_REJECT: u8 = 8;
+const SEL_BEFORE_BSY: u8 = 9;
+const ABORT_BY_SEL: u8 = 10;
+
+// a selection whose SEL is released before the target raises BSY (PC Engine CD-ROM: about
+// 0.6 ms later) is still a selection when BSY comes within the selection time-out (SCSI-2
+// recommends 250 ms) and no (re)selection follows it
+const LATE_BSY_NS: i64 = 250_000_000;
 
 // an I/O's status: a status byte (0-255), none, or aborted
 const NO_STATUS: i16 = -1;
 const ABORTED_RESET: i16 = 256;
 const ABORTED_BUS_FREE: i16 = 257;
+const ABORTED_SEL: i16 = 258;
 
 // message classes (bit flags of the `messages` table)
 const QUEUE_TAG: u8 = 1;
@@ -89,6 +103,7 @@ struct Conn {
     io: Option<usize>,
     saw_status: bool,
     completed: bool,
+    abort: Option<(i64, u8)>, // the initiator's first abort request (SEL): when, and the phase it interrupted
     lun: Option<i16>,
     tag: Option<i16>,
     segs: Vec<usize>, // segments still waiting for the io
@@ -178,6 +193,14 @@ pub struct Walker {
     arb_db: Option<u8>,
     pending: Option<OwnedRun>, // the last run fed: its phase waits for the next key
     finished: bool,
+    late_bsy: Option<LateBsy>, // a selection whose SEL went before BSY came, waiting for BSY
+}
+
+/// A selection followed by BUS FREE: a time-out unless BSY comes next (`LATE_BSY_NS`).
+struct LateBsy {
+    conn: Conn,
+    sel_seg: usize, // its SELECTION segment; the BUS FREE segment after it is the last one
+    t_ns: i64,      // where BUS FREE began
 }
 
 fn name(p: u8) -> &'static str {
@@ -270,7 +293,18 @@ impl Walker {
 
     /// The one function that owns every transition.
     fn step(&mut self, run: &Run, next_key: Option<u16>) {
-        let phase = self.phase_of(run.key, next_key);
+        if let Some(w) = self.late_bsy.take() {
+            self.answer_late(w, run, next_key);
+        }
+        let mut phase = self.phase_of(run.key, next_key);
+        if phase == DATA_OUT && self.r.has_bytes && run.n_req == 0 && run.n_ack == 0
+            && run.end_ns - run.start_ns >= NO_TRANSFER_MIN_NS {
+            phase = NO_TRANSFER;
+        }
+        if (phase == SELECTION || phase == RESELECTION) && self.conn.is_some() && !self.recovering
+            && (self.prev >= DATA_OUT && self.prev <= MESSAGE_IN || self.prev == NO_TRANSFER || self.prev == SEL_ABORT) {
+            phase = SEL_ABORT;
+        }
         let t = run.start_ns;
         if !self.r.legal[self.prev as usize][phase as usize] && phase != RESERVED && !self.recovering {
             self.anomaly(t, ILLEGAL_TRANSITION, format!("{} -> {}", name(self.prev), name(phase)));
@@ -289,6 +323,7 @@ impl Walker {
             BUS_FREE => self.on_bus_free(run),
             ARBITRATION => self.on_arbitration(run, next_key),
             SELECTION | RESELECTION => self.on_selection(run, phase),
+            SEL_ABORT => self.on_abort(run),
             _ => self.on_info(run, phase, next_key),
         }
         self.prev = phase;
@@ -315,7 +350,10 @@ impl Walker {
     }
 
     fn on_bus_free(&mut self, run: &Run) {
-        if self.conn.is_some() && !self.recovering {
+        if self.conn.is_some() && !self.recovering && self.prev == SELECTION && run.end_ns - run.start_ns <= LATE_BSY_NS {
+            let conn = self.conn.take().expect("a connection");
+            self.late_bsy = Some(LateBsy { conn, sel_seg: self.segs.len() - 1, t_ns: run.start_ns });
+        } else if self.conn.is_some() && !self.recovering {
             self.close_connection(run.start_ns);
         }
         self.conn = None;
@@ -324,11 +362,72 @@ impl Walker {
         self.add_segment(run, BUS_FREE, self.r.category[BUS_FREE as usize], None, None);
     }
 
+    /// The run after a selection's BUS FREE: BSY without SEL (and no selection after it) is the
+    /// target answering late: the BUS FREE becomes part of the selection; anything else makes
+    /// it a selection time-out.
+    fn answer_late(&mut self, w: LateBsy, run: &Run, next_key: Option<u16>) {
+        let r = &self.r;
+        let answers = run.key & r.bsy != 0 && run.key & (r.sel | r.rst) == 0 && next_key.map_or(true, |k| k & r.sel == 0);
+        if !answers {
+            self.anomaly(w.t_ns, SELECTION_TIMEOUT, selection_timeout_detail(w.conn.target));
+            return;
+        }
+        let free = self.segs.pop().expect("the BUS FREE segment");
+        self.segs[w.sel_seg].end_ns = free.end_ns;
+        self.anomaly(w.t_ns, SEL_BEFORE_BSY,
+                     format!("SEL released {} ns before the target raised BSY; taken as the selection", free.end_ns - free.start_ns));
+        self.conn = Some(w.conn);
+        self.prev = SELECTION;
+    }
+
+    /// SEL asserted inside a connection: the initiator's abort request. The handshakes while
+    /// SEL is held drain the interrupted DATA phase; the I/O ends aborted unless it completes.
+    fn on_abort(&mut self, run: &Run) {
+        let before = self.prev;
+        let nbytes = self.handshake_count(run);
+        let c = self.conn.as_mut().expect("a connection");
+        if c.abort.is_none() {
+            c.abort = Some((run.start_ns, before));
+            self.anomaly(run.start_ns, ABORT_BY_SEL, format!("the initiator asserted SEL during {}: abort request", name(before)));
+        }
+        let c = self.conn.as_ref().expect("a connection");
+        if let (Some(io), Some((_, interrupted))) = (c.io, c.abort) {
+            if interrupted == DATA_IN || interrupted == DATA_OUT {
+                self.ios[io].data_bytes += nbytes.unwrap_or(0);
+            }
+        }
+        self.add_segment(run, SEL_ABORT, self.r.category[SEL_ABORT as usize], None, nbytes);
+    }
+
+    fn handshake_count(&self, run: &Run) -> Option<i64> {
+        if !self.r.has_bytes {
+            None
+        } else if self.r.use_ack {
+            Some(run.n_ack)
+        } else {
+            Some(run.n_req)
+        }
+    }
+
+    /// An I/O the initiator aborted with SEL ends at the abort request.
+    fn end_aborted(&mut self, io: usize, t_ns: i64) {
+        if !self.ios[io].complete {
+            self.ios[io].status = ABORTED_SEL;
+            self.ios[io].end_ns = Some(t_ns);
+            let k = self.nexus(io);
+            self.outstanding.remove(&k);
+        }
+    }
+
     fn close_connection(&mut self, t_ns: i64) {
         let last = self.prev;
         let c = self.conn.as_ref().expect("a connection");
-        let (io, completed, target) = (c.io, c.completed, c.target);
-        if completed {
+        let (io, completed, target, abort) = (c.io, c.completed, c.target, c.abort);
+        if !completed && abort.is_some() {
+            if let Some(io) = io {
+                self.end_aborted(io, t_ns);
+            }
+        } else if completed {
             self.completions += 1;
             match io {
                 Some(io) => {
@@ -346,11 +445,7 @@ impl Walker {
                 self.outstanding.insert(k, io);
             }
         } else if last == SELECTION {
-            let detail = match target {
-                Some(t) => format!("no target answered selection of target {}", t),
-                None => "no target answered the selection".to_string(),
-            };
-            self.anomaly(t_ns, SELECTION_TIMEOUT, detail);
+            self.anomaly(t_ns, SELECTION_TIMEOUT, selection_timeout_detail(target));
         } else if last == RESELECTION {
             self.anomaly(t_ns, RESELECTION_TIMEOUT, "the initiator did not answer the reselection".to_string());
         } else {
@@ -385,7 +480,7 @@ impl Walker {
         let reselect = phase == RESELECTION;
         let (initiator, target) = self.ids_of(self.db(run.db_last), reselect, run.start_ns);
         let mut c = Conn { id: self.n_conn, kind: if reselect { Kind::Resel } else { Kind::Sel },
-                           start_ns: run.start_ns, target, initiator, io: None, saw_status: false, completed: false,
+                           start_ns: run.start_ns, target, initiator, io: None, saw_status: false, completed: false, abort: None,
                            lun: None, tag: None, segs: Vec::new() };
         self.n_conn += 1;
         if let Some(arb) = self.arb_seg.take() {
@@ -489,7 +584,7 @@ impl Walker {
             // the trace began inside a connection
             self.conn = Some(Conn { id: self.n_conn, kind: Kind::Partial, start_ns: run.start_ns, target: None,
                                     initiator: if self.r.has_db { None } else { Some(self.r.initiator_id) },
-                                    io: None, saw_status: false, completed: false, lun: None, tag: None,
+                                    io: None, saw_status: false, completed: false, abort: None, lun: None, tag: None,
                                     segs: Vec::new() });
             self.n_conn += 1;
         }
@@ -498,13 +593,7 @@ impl Walker {
         } else {
             Vec::new()
         };
-        let nbytes = if !self.r.has_bytes {
-            None
-        } else if self.r.use_ack {
-            Some(run.n_ack)
-        } else {
-            Some(run.n_req)
-        };
+        let nbytes = self.handshake_count(run);
         let msg = if phase == MESSAGE_IN || phase == MESSAGE_OUT { data.first().copied() } else { None };
         let mut category = self.r.category[phase as usize];
         if self.recovering {
@@ -513,7 +602,7 @@ impl Walker {
         }
         match phase {
             MESSAGE_OUT => self.read_messages(&data, true, run.start_ns),
-            COMMAND => self.on_command(data.clone()),
+            COMMAND => self.on_command(data.clone(), run.start_ns),
             MESSAGE_IN => {
                 self.read_messages(&data, false, run.start_ns);
                 let r = &self.r;
@@ -556,7 +645,17 @@ impl Walker {
         }
     }
 
-    fn on_command(&mut self, cdb: Vec<u8>) {
+    fn on_command(&mut self, cdb: Vec<u8>, t_ns: i64) {
+        let c = self.conn.as_ref().expect("a connection");
+        if let (Some(io), Some((at, _))) = (c.io, c.abort) {
+            // a new command after an abort request: the aborted I/O ends there, the new one begins
+            if !self.ios[io].cdb.is_empty() && !cdb.is_empty() {
+                self.end_aborted(io, at);
+                let c = self.conn.as_mut().expect("a connection");
+                (c.io, c.abort, c.saw_status, c.completed, c.start_ns) = (None, None, false, false, t_ns);
+                c.kind = Kind::Sel;
+            }
+        }
         let c = self.conn.as_ref().expect("a connection");
         if let Some(io) = c.io {
             let x = &mut self.ios[io];
@@ -612,6 +711,13 @@ impl Walker {
     }
 }
 
+fn selection_timeout_detail(target: Option<i8>) -> String {
+    match target {
+        Some(t) => format!("no target answered selection of target {}", t),
+        None => "no target answered the selection".to_string(),
+    }
+}
+
 fn nexus_key(target: i8, lun: Option<i16>, tag: Option<i16>) -> u64 {
     let field = |v: Option<i16>| v.map_or(0xFFFF, |x| x as u16 as u64);
     (target as u8 as u64) << 32 | field(lun) << 16 | field(tag)
@@ -641,7 +747,7 @@ fn col<'py, T: numpy::Element>(py: Python<'py>, out: &Bound<'py, PyDict>, name: 
 
 #[pymethods]
 impl Walker {
-    /// `legal`: 13 x 13 booleans (row: the phase before, column: the phase after, numbered as
+    /// `legal`: 15 x 15 booleans (row: the phase before, column: the phase after, numbered as
     /// WALK_PHASES); `category`: each phase's category number; `disconnect_category`: the
     /// number of Disconnect/Reconnect; `info_phase`: the phase of each MSG C/D I/O code;
     /// `messages`: per message byte, bit flags 1 queue tag, 2 two-byte, 4 completion;
@@ -670,7 +776,7 @@ impl Walker {
         Ok(Walker { r, segs: Vec::new(), anom_t: Vec::new(), anom_kind: Vec::new(), anom_detail: Vec::new(),
                     ios: Vec::new(), outstanding: IntMap::default(), prev: START, conn: None, recovering: false,
                     n_conn: 0, completions: 0, unmatched_completions: 0, ambiguous_reselections: 0, arb_seg: None,
-                    arb_db: None, pending: None, finished: false })
+                    arb_db: None, pending: None, finished: false, late_bsy: None })
     }
 
     /// One batch of phase runs in time order (the columns of the runs frame; `info_values`
@@ -717,6 +823,9 @@ impl Walker {
     /// The end of the runs: the last run's phase, with no key after it.
     fn finish(&mut self) {
         self.take_pending(None);
+        if let Some(w) = self.late_bsy.take() {
+            self.anomaly(w.t_ns, SELECTION_TIMEOUT, selection_timeout_detail(w.conn.target));
+        }
         self.finished = true;
     }
 
@@ -739,7 +848,7 @@ impl Walker {
     }
 
     /// The I/Os as columns: `status` a status byte, -1 none, 256 aborted by a reset, 257 by
-    /// an unexpected bus free; `cdb` (n x 16 bytes, row-major) and `cdb_len` for
+    /// an unexpected bus free, 258 by the initiator's SEL; `cdb` (n x 16 bytes, row-major) and `cdb_len` for
     /// scsi.decode_cdb_matrix; `device` target x 8 + LUN (0 when unknown), 64 without a target.
     fn ios<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let out = PyDict::new_bound(py);
