@@ -47,11 +47,22 @@ def sniff(head: bytes) -> bool:
     return False
 
 
+ZONE_RWBS = r"^F?(ZRA|Z[ARFOC])"       # v8's zone operations in RWBS (after a flush's F)
+
+
+def _zone_bits(rwbs: pl.Expr) -> pl.Expr:
+    """The upper 32 bits of a v8 action from the zone operation in the RWBS (0 when none)."""
+    by_text = {text: block.TC[name] >> (32 - block.TC_SHIFT) for name, text in block.ZONE_RWBS.items()}
+    return rwbs.str.extract(ZONE_RWBS).replace_strict(by_text, default=0, return_dtype=pl.UInt32).fill_null(0)
+
+
 def _category_bits(rwbs: pl.Expr) -> pl.Expr:
-    """blkparse's RWBS letters back to BLK_TC_* bits (<< 16): F first = flush, F later = FUA."""
+    """blkparse's RWBS letters back to BLK_TC_* bits (<< 16): F first = flush, F later = FUA
+    (v8's zone operations, ZA ZR ZRA ZF ZO ZC, are `_zone_bits`)."""
     bits = pl.lit(0, dtype=pl.UInt32)
     bits = bits | pl.when(rwbs.str.starts_with("F")).then(pl.lit(block.TC["FLUSH"], pl.UInt32)).otherwise(0)
     body = pl.when(rwbs.str.starts_with("F")).then(rwbs.str.slice(1)).otherwise(rwbs)
+    body = body.str.replace(r"^(ZRA|Z[ARFOC])", "Z")
     bits = bits | pl.when(body.str.slice(1).str.contains("F")).then(pl.lit(block.TC["FUA"], pl.UInt32)).otherwise(0)
     for letter, name in RWBS_BITS.items():
         bits = bits | pl.when(body.str.contains(letter, literal=True)).then(
@@ -274,6 +285,7 @@ def _raw_events(ev: pl.DataFrame) -> pl.DataFrame:
         (split | pl.col("unplugs").is_not_null()).alias("has_int"),
         pl.lit(0, pl.Int16).alias("file"),
         pl.col("line_no").alias("position"),
+        _zone_bits(pl.col("rwbs")).alias("action_hi"),
     )
     return schema.validate(out, block.RAW_EVENTS, "blkparse raw events")
 
