@@ -103,11 +103,12 @@ MAGIC_MASK = 0xFFFFFF00                   # the first header word, version byte 
 
 def fill_pdu() -> list[int]:
     """What the native reader takes from PDUs: the actions whose PDU it reads, the notify
-    bits, and where a remap PDU keeps its device and sector (from the declaration)."""
+    bits, and where a remap PDU keeps its device and sector (from the declaration); last, v8's
+    zone unplug, whose PDU is an unplug count as U's (blkparse's account_unplug)."""
     from . import _blktrace_records as rec
     return [block.TA["A"], block.TA["X"], block.TA["U"], block.TA["T"], block.TC_NOTIFY, TN_CGROUP,
             CGROUP_ID_BYTES, rec.BLK_IO_TRACE_REMAP.sizeof(), rec.REMAP_LAYOUT["device_from"],
-            rec.REMAP_LAYOUT["sector_from"]]
+            rec.REMAP_LAYOUT["sector_from"], block.TA["ZU"]]
 
 
 CHUNK = 1 << 20              # records per chunk (about 52 MB of columns)
@@ -272,7 +273,8 @@ class _Stream:
 
 
 def _versions(files, found: list[dict]) -> dict[str, int]:
-    """Data records per protocol version over the capture ({"7": n, "8": m}, versions present)."""
+    """Records (notify records included) per protocol version over the capture ({"7": n, "8": m},
+    the versions present)."""
     total = [sum(d.get("versions", [0, 0])[k] for d in found) for k in (0, 1)]
     return {str(v): n for v, n in zip((VERSION, VERSION2), total) if n}
 

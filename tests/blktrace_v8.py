@@ -37,7 +37,9 @@ def records(data: bytes):
 
 def to_v8(data: bytes, action_hi=None) -> bytes:
     """The v8 form of a v7 capture; `action_hi(fields) -> int` gives a record's upper 32 action
-    bits (v8's zone and write-zeroes categories), 0 without it."""
+    bits (v8's zone and write-zeroes categories), 0 without it. An empty file stays empty."""
+    if not data:
+        return data
     order = byte_order(data)
     head = struct.Struct(order + V8)
     out = bytearray()

@@ -68,6 +68,7 @@ struct Pdu {
     split: u64,
     unplug: u64,
     timer_unplug: u64,
+    zone_unplug: u64,
     notify: u64,
     cgroup: u64,
     cgroup_bytes: u64,
@@ -167,7 +168,7 @@ fn with_pdu(mut rec: Rec, b: &[u8], at: usize, pdu_len: u64, r: &Pdu) -> Rec {
         rec.pdu_dev = u32_at(b, start + r.dev_from, true) as u32;
         rec.pdu_sector = u64_at(b, start + r.sector_from, true) as i64;
         rec.has_remap = true;
-    } else if (code == r.split || code == r.unplug || code == r.timer_unplug) && payload >= 8 {
+    } else if (code == r.split || code == r.unplug || code == r.timer_unplug || code == r.zone_unplug) && payload >= 8 {
         rec.pdu_int = u64_at(b, start, true) as i64;
         rec.has_int = true;
     }
@@ -413,8 +414,10 @@ fn first_fault(path: &str) -> io::Result<Option<Fault>> {
                 let ver = u32_at(b, p + F_MAGIC, big) & 0xFF;
                 let f_action = if ver == VERSION2 { F2_ACTION } else { F_ACTION };
                 let data = (ver == VERSION || ver == VERSION2) && u32_at(b, p + f_action, big) & (1 << 26) == 0;
-                if ver != VERSION && ver != VERSION2 && version.is_none() {
+                if ver != VERSION && ver != VERSION2 {
+                    // its header length is unknown: what follows cannot be chained
                     version = Some(("bad", pos, bad_version(ver)));
+                    break;
                 }
                 if data && bad_time.is_none()
                     && ((u64_at(b, p + F_TIME, big) as i64) < 0 || (u64_at(b, p + F_SECTOR, big) as i64) < 0)
@@ -977,13 +980,13 @@ impl BlktraceReader {
     #[allow(clippy::too_many_arguments)]
     fn new(paths: Vec<String>, cpus: Vec<i64>, pdu: Vec<i64>, strict: bool, raw: bool, chunk: usize,
            read_size: usize, probe: usize, sort_disorder: bool) -> PyResult<Self> {
-        if paths.len() != cpus.len() || pdu.len() != 10 || chunk == 0 {
+        if paths.len() != cpus.len() || pdu.len() != 11 || chunk == 0 {
             return Err(PyValueError::new_err("BlktraceReader: paths and cpus differ in length, or bad pdu/chunk"));
         }
         let rules = Pdu { remap: pdu[0] as u64, split: pdu[1] as u64, unplug: pdu[2] as u64,
                           timer_unplug: pdu[3] as u64, notify: pdu[4] as u64, cgroup: pdu[5] as u64,
                           cgroup_bytes: pdu[6] as u64, remap_size: pdu[7] as u64, dev_from: pdu[8] as usize,
-                          sector_from: pdu[9] as usize };
+                          sector_from: pdu[9] as usize, zone_unplug: pdu[10] as u64 };
         let mut bigs = Vec::new();
         let mut start_bad = Vec::new();
         for (i, path) in paths.iter().enumerate() {
