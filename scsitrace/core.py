@@ -39,6 +39,7 @@ class Options:
     # streaming layers hand each batch of finished per-I/O rows (their `ios` columns) to
     # ios_sink(frame, capture) when the user asked for them (--ios), and keep only KEEP_IOS
     ios_sink: object = None
+    btt_compat: bool = False         # block: btt's pairing where requests in flight share sectors
 
 
 def analyze(capture: Capture, options: Options | None = None) -> Analysis:
@@ -56,7 +57,7 @@ def layer_of(capture: Capture):
 def load(path: str, fmt: str = "auto", *, strict: bool = True, settle_ns: int | None = None,
          data_polarity: str = "auto", io_size: int | None = None, window: str | None = None,
          device: str | None = None, pid: str | None = None, target: int | None = None, lun: int | None = None,
-         tap=None, ios_sink=None, **parser_options) -> Analysis:
+         tap=None, ios_sink=None, btt_compat: bool = False, **parser_options) -> Analysis:
     """Parse and analyse one trace -> Analysis. The filters are the texts a user types
     (see `Options`); `parser_options` go to the format's parser (mapping, active_low, route).
     `tap(capture)`, if given, runs before the analysis (attribution uses it to keep the
@@ -64,7 +65,7 @@ def load(path: str, fmt: str = "auto", *, strict: bool = True, settle_ns: int | 
     from . import parsers
     from .progress import progress_for
     options = Options(data_polarity=data_polarity, io_size=io_size, window=parse_window(window),
-                      pids=parse_pids(pid), target=target, lun=lun, ios_sink=ios_sink,
+                      pids=parse_pids(pid), target=target, lun=lun, ios_sink=ios_sink, btt_compat=btt_compat,
                       given={k: v for k, v in (("window", window), ("device", device), ("pid", pid),
                                                ("target", target), ("lun", lun)) if v is not None})
     with progress_for(path) as progress:

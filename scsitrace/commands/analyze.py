@@ -53,6 +53,8 @@ def add_arguments(p) -> None:
     p.add_argument("--pid", metavar="PID[,PID|NAME...]", help="block, sg logs: only I/Os of these processes")
     p.add_argument("--window", metavar="START:END", help="only events between START and END seconds from the "
                    "trace start (either may be empty); every layer")
+    p.add_argument("--btt-compat", action="store_true", help="block: pair events with requests as btt does "
+                   "where requests in flight share sectors (docs/blktrace.md)")
 
 
 def parser_options(args) -> dict:
@@ -73,7 +75,8 @@ def load(args, tap=None, ios_sink=None):
                      data_polarity=args.data_polarity, io_size=args.io_size,
                      window=getattr(args, "window", None), device=getattr(args, "device", None),
                      pid=getattr(args, "pid", None), target=getattr(args, "target", None),
-                     lun=getattr(args, "lun", None), tap=tap, ios_sink=ios_sink, **parser_options(args))
+                     lun=getattr(args, "lun", None), tap=tap, ios_sink=ios_sink,
+                     btt_compat=getattr(args, "btt_compat", False), **parser_options(args))
 
 
 def _split_map(item: str):
