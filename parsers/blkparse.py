@@ -21,7 +21,7 @@ from scsitrace.block import events as block
 from scsitrace.errors import BadInput
 from scsitrace.model import Capture, LazyFrames
 from scsitrace.streams import concatenated
-from . import _blktrace_gaps, _counters, _lines
+from . import _blkparse_summary as _summary, _blktrace_gaps, _counters, _lines
 from ._time_order import InTimeOrder
 
 ID = "blkparse"
@@ -40,9 +40,11 @@ MAX_NSECT = (0, (2**32 - 1) // 512)     # blk_io_trace.bytes is 32 bits
 
 
 def sniff(head: bytes) -> bool:
-    for raw in head.splitlines()[:20]:
+    """The first line that is not blank or a comment (`#`, as a header naming the columns) is
+    an event line."""
+    for raw in head.splitlines()[:40]:
         text = raw.decode("utf-8", "replace").strip()
-        if text:
+        if text and not text.startswith("#"):
             return bool(_EVENT_RE.match(text))
     return False
 
@@ -101,7 +103,8 @@ def _decode(lines: pl.DataFrame) -> pl.DataFrame:
     df = df.with_columns([ok.alias(f"_ok{i}") for i, (ok, _) in enumerate(ranges)])
     df = df.with_columns(pl.col("sector", "nsect", "split_sector", "from_sector", "unplugs")
                          .cast(pl.Int64, strict=False))
-    blank = pl.col("t").str.strip_chars() == ""
+    comment = pl.col("t").str.strip_chars_start().str.starts_with("#")
+    blank = (pl.col("t").str.strip_chars() == "") | comment
     known = pl.col("act").is_in(list(LETTER_CODE))
     reason = (pl.when(blank).then(None)
               .when(pl.col("major").is_null()).then(pl.lit("not a blkparse event line"))
@@ -109,7 +112,8 @@ def _decode(lines: pl.DataFrame) -> pl.DataFrame:
     for i, (_, why) in enumerate(ranges):
         reason = reason.when(~pl.col(f"_ok{i}")).then(pl.lit(why))
     reason = reason.otherwise(None)
-    return df.with_columns(reason.alias("reason"), blank.alias("blank")).drop([f"_ok{i}" for i in range(len(ranges))])
+    return df.with_columns(reason.alias("reason"), blank.alias("blank"), comment.alias("comment")) \
+        .drop([f"_ok{i}" for i in range(len(ranges))])
 
 
 PROBE = 1 << 20             # events read ahead before the first chunk: out of time order among them, the file is sorted
@@ -151,16 +155,23 @@ class _Stream:
         kw = {} if self.block_bytes is None else {"block_bytes": self.block_bytes}
         for lines in _lines.iter_line_blocks(self.path, strict=self.strict, progress=self.progress, **kw):
             if in_summary:
-                _counters.blkparse_counters(lines.select(pl.col("text").str.strip_chars_end("\r\n").alias("t")),
-                                            state["counters"])
+                text = lines.select(pl.col("text").str.strip_chars_end("\r\n").alias("t"))
+                _counters.blkparse_counters(text, state["counters"])
+                _summary.read_counters(text["t"].to_list(), state["summary"], state["summary_at"])
                 continue
             df = _decode(lines)
             summary_at = df.filter(pl.col("t").str.contains(SUMMARY_START))
             if summary_at.height:
                 first = summary_at["line_no"][0]
-                _counters.blkparse_counters(df.filter(pl.col("line_no") >= first), state["counters"])
+                tail = df.filter(pl.col("line_no") >= first)
+                _counters.blkparse_counters(tail, state["counters"])
+                _summary.read_counters(tail["t"].to_list(), state["summary"], state["summary_at"])
                 df = df.filter(pl.col("line_no") < first)
                 in_summary = True
+            comments = df.filter(pl.col("comment"))
+            state["comments"] += comments.height
+            if comments.height and state["header"] is None:
+                state["header"] = comments["t"][0].strip()
             bad = df.filter(pl.col("reason").is_not_null())
             if bad.height:
                 row = bad.row(0, named=True)
@@ -176,6 +187,7 @@ class _Stream:
             if room > 0:
                 state["message_rows"] += messages.head(room).select("sec", "nsec", "rest").rows()
             ev = ev.filter(pl.col("act") != "m")
+            _summary.count_events(ev, state["events_by"])
             _names(ev, state["names"])
             raw = _raw_events(ev)
             _sequence_gaps(raw, state["seq"], state["gaps"])
@@ -193,7 +205,8 @@ class _Stream:
             yield self.capture.columns["events"]
             return
         state = {"counters": {}, "bad": 0, "examples": [], "messages": 0, "message_rows": [], "names": {},
-                 "seq": {}, "gaps": {}, "disorder": 0, "events": 0}
+                 "seq": {}, "gaps": {}, "disorder": 0, "events": 0, "comments": 0, "header": None,
+                 "summary": {}, "summary_at": {}, "events_by": {}}
         origin = None
         for part in self._raw_sorted(state):
             if origin is None:
@@ -231,6 +244,9 @@ class _Stream:
         cap.notes += _blktrace_gaps.gap_notes(gaps) + _counters.blkparse_notes(
             {k: v for k, v in state["counters"].items() if not (k == "skips" and gaps)},
             cap.records.read + state["bad"])
+        cap.notes += _summary.notes(state["summary"], state["events_by"])
+        if state["comments"]:
+            cap.notes.append(f"{state['comments']:,} comment lines (#) skipped, the first: {state['header'][:120]!r}")
         if state["disorder"]:
             cap.notes.append(f"{os.path.basename(self.path)}: {state['disorder']} blocks of event lines hold events "
                              f"earlier than events of blocks before them, after the first {self.probe} events: "
