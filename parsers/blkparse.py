@@ -21,7 +21,7 @@ from scsitrace.block import events as block
 from scsitrace.errors import BadInput
 from scsitrace.model import Capture, LazyFrames
 from scsitrace.streams import concatenated
-from . import _blkparse_summary as _summary, _blktrace_gaps, _counters, _lines
+from . import _blkparse_layout as _layout, _blkparse_summary as _summary, _blktrace_gaps, _counters, _lines
 from ._time_order import InTimeOrder
 
 ID = "blkparse"
@@ -41,12 +41,38 @@ MAX_NSECT = (0, (2**32 - 1) // 512)     # blk_io_trace.bytes is 32 bits
 
 def sniff(head: bytes) -> bool:
     """The first line that is not blank or a comment (`#`, as a header naming the columns) is
-    an event line."""
-    for raw in head.splitlines()[:40]:
-        text = raw.decode("utf-8", "replace").strip()
-        if text and not text.startswith("#"):
-            return bool(_EVENT_RE.match(text))
-    return False
+    an event line; or the first such lines (up to 10) share one custom layout (`-f`)."""
+    raws = head.splitlines()[:40]
+    if len(raws) > 1 and not head.endswith(b"\n"):
+        raws = raws[:-1]                                 # the head may cut the last line
+    texts = [raw.decode("utf-8", "replace").strip() for raw in raws]
+    events = [t for t in texts if t and not t.startswith("#")]
+    if not events:
+        return False
+    if _EVENT_RE.match(events[0]):
+        return True
+    header = next((t for t in texts if t.startswith("#")), None)
+    return _layout.infer(events[:10], header) is not None
+
+
+def layout_of(path: str) -> tuple[str, list[str]]:
+    """The line pattern of a blkparse text (EVENT, or a custom layout found from its first
+    event lines) and the fields that layout lacks."""
+    with open(path, "rb") as fh:
+        head = fh.read(1 << 16)
+    texts = [raw.decode("utf-8", "replace").strip() for raw in head.splitlines()]
+    if len(head) == 1 << 16 and texts:
+        texts.pop()                                      # maybe cut
+    events = []
+    for t in texts:
+        if re.match(SUMMARY_START, t):
+            break
+        if t and not t.startswith("#"):
+            events.append(t)
+    if not events or all(_EVENT_RE.match(t) for t in events[:50]):
+        return EVENT, []
+    header = next((t for t in texts if t.startswith("#")), None)
+    return _layout.infer(events[:50], header) or (EVENT, [])
 
 
 ZONE_RWBS = r"^F?(ZRA|Z[ARFOC])"       # v8's zone operations in RWBS (after a flush's F)
@@ -79,11 +105,17 @@ REST = (r"^(?:(?P<sector>\d+)(?: \+ (?P<nsect>\d+)| / (?P<split_sector>\d+))?)?\
         r"(?:\[(?P<bracket>.*)\])?\s*(?P<unplugs>\d+)?\s*$")
 
 
-def _decode(lines: pl.DataFrame) -> pl.DataFrame:
-    """Every line -> its fields, or `reason` why it is not an event (null for blank/summary)."""
+def _decode(lines: pl.DataFrame, pattern: str = EVENT, missing: tuple = ()) -> pl.DataFrame:
+    """Every line -> its fields, or `reason` why it is not an event (null for blank/summary).
+    `pattern`: the line layout (EVENT or a custom one, `layout_of`), lacking the `missing`
+    fields (their defaults filled in on the lines it matches)."""
     text = pl.col("text").str.strip_chars_end("\r\n")
     df = lines.with_columns(text.alias("t"))
-    df = df.with_columns(pl.col("t").str.extract_groups(EVENT).alias("g")).unnest("g")
+    df = df.with_columns(pl.col("t").str.extract_groups(pattern).alias("g")).unnest("g")
+    if pattern != EVENT:
+        matched = pl.col("act").is_not_null()
+        df = df.with_columns(*(pl.when(matched).then(pl.lit(_layout.DEFAULTS[f])).alias(f) for f in missing),
+                             pl.col("rest").str.replace(r"^(\d+) (\d+)(\s|$)", "$1 + $2$3"))
     df = df.with_columns(pl.col("rest").fill_null("").str.extract_groups(REST).alias("r")).unnest("r")
     ranges = [(~_lines.bad_bytes(pl.col("t")), "NUL byte or bytes that are not UTF-8 in an event line"),
               (pl.col("rest").fill_null("").str.contains(REST), "unrecognised event details after the action"),
@@ -153,13 +185,16 @@ class _Stream:
         """RAW_EVENTS of each block of lines, in file order; `state` gathers the rest."""
         in_summary = False
         kw = {} if self.block_bytes is None else {"block_bytes": self.block_bytes}
+        pattern, missing = layout_of(self.path)
+        if pattern != EVENT:
+            state["layout"] = missing
         for lines in _lines.iter_line_blocks(self.path, strict=self.strict, progress=self.progress, **kw):
             if in_summary:
                 text = lines.select(pl.col("text").str.strip_chars_end("\r\n").alias("t"))
                 _counters.blkparse_counters(text, state["counters"])
                 _summary.read_counters(text["t"].to_list(), state["summary"], state["summary_at"])
                 continue
-            df = _decode(lines)
+            df = _decode(lines, pattern, tuple(missing))
             summary_at = df.filter(pl.col("t").str.contains(SUMMARY_START))
             if summary_at.height:
                 first = summary_at["line_no"][0]
@@ -245,6 +280,12 @@ class _Stream:
             {k: v for k, v in state["counters"].items() if not (k == "skips" and gaps)},
             cap.records.read + state["bad"])
         cap.notes += _summary.notes(state["summary"], state["events_by"])
+        if state.get("layout") is not None:
+            lacks = {"major": "device (read as 0,0)", "cpu": "CPU (read as 0)", "seq": "sequence numbers (no "
+                     "gap check)", "pid": "pid (read as 0)"}
+            gone = [lacks[f] for f in state["layout"] if f in lacks]
+            cap.notes.append("a custom blkparse format (-f/-F): the fields recognised from its lines" +
+                             (f"; it has no {', no '.join(gone)}" if gone else ""))
         if state["comments"]:
             cap.notes.append(f"{state['comments']:,} comment lines (#) skipped, the first: {state['header'][:120]!r}")
         if state["disorder"]:
