@@ -85,3 +85,45 @@ def test_btt_compat_shows_what_btt_shows(capture, tmp_path):
                 # (a G or I inside two bios in flight: btt's rb-tree walk returns whichever the
                 # tree holds higher, we the one starting there: Q2G, G2I, I2D extremes may differ)
                 assert (parts[1], parts[3]) == (f"{s['min_ns'] / 1e9:.9f}", f"{s['max_ns'] / 1e9:.9f}"), line
+
+
+# ---------------------------------------------------------------- any overlap, small
+
+import os  # noqa: E402
+import sys  # noqa: E402
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))
+import gen_blktrace as gen  # noqa: E402
+
+from scsitrace import core  # noqa: E402
+from scsitrace.parsers import blktrace  # noqa: E402
+
+PLAIN = st.lists(st.tuples(st.integers(0, 30_000), st.sampled_from([0, 8, 16, 24]), st.sampled_from([8, 16, 32]),
+                           st.lists(st.integers(1, 2_000), min_size=4, max_size=4)), min_size=1, max_size=14)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ios=PLAIN)
+def test_plain_requests_overlapping_anyhow_keep_every_count(tmp_path, ios):
+    """I/Os of one Q, G, I, D and C each, on a few sectors and sizes so that they overlap in
+    flight in every way (same start, inside one another, partly): every stage count is the
+    number of I/Os, whatever btt would pair."""
+    Q, G, I, D, C = (gen.ACT[x] for x in "QGIDC")
+    events = []
+    for start, sector, nsect, gaps in ios:
+        t = start
+        for code, gap in zip((Q, G, I, D, C), [0] + gaps):
+            t += gap
+            events.append((t, code, sector, nsect))
+    events.sort(key=lambda e: e[0])
+    path = tmp_path / "p.bin"
+    path.write_bytes(b"".join(gen.record(t, s, n * 512, code | (gen.READ << 16), 7, gen.DISK, seq=k + 1)
+                              for k, (t, code, s, n) in enumerate(events)))
+    st_ = core.analyze(blktrace.parse(str(path))).table("stages")
+    counts = {r["name"]: r["n"] for r in st_.filter(st_["device"] == "all").iter_rows(named=True)}
+    n = len(ios)
+    assert {k: counts[k] for k in ("Q2G", "G2I", "I2D", "D2C", "Q2C")} == dict.fromkeys(
+        ("Q2G", "G2I", "I2D", "D2C", "Q2C"), n)

@@ -450,16 +450,20 @@ impl Machine {
         None
     }
 
-    /// The bio a G, S, I, M/F or A at `sector` belongs to: with several bios in flight at
-    /// that start sector (not btt's rules: a later Q replaces the earlier there), the oldest
-    /// that has not had this stage yet (else the newest), counted as an ambiguous pairing.
-    fn lookup_stage(&mut self, d: usize, sector: i64, flag: u8) -> Option<u32> {
+    /// The bio a G, S, I, M/F or A at `sector` (ending at `end`) belongs to: with several
+    /// bios in flight at that start sector (not btt's rules: a later Q replaces the earlier
+    /// there), the oldest of that size without this stage yet, else the oldest without it,
+    /// else the newest; counted as an ambiguous pairing.
+    fn lookup_stage(&mut self, d: usize, sector: i64, end: i64, flag: u8) -> Option<u32> {
         if !self.btt_compat {
             let live = &self.devs[d].live;
             let (lo, hi) = live.equal_range(sector);
             if hi - lo > 1 {
                 self.ambiguous_same += 1;
-                let pick = (lo..hi).map(|i| live.0[i].1).find(|&slot| self.bios[slot as usize].flags & flag == 0);
+                let bios = &self.bios;
+                let open = |slot: &u32| bios[*slot as usize].flags & flag == 0;
+                let slots = || (lo..hi).map(|i| live.0[i].1);
+                let pick = slots().find(|s| open(s) && bios[*s as usize].end == end).or_else(|| slots().find(open));
                 return Some(pick.unwrap_or(live.0[hi - 1].1));
             }
         }
@@ -734,7 +738,7 @@ impl Machine {
             }
         }
         if !self.btt_compat && hits.len() > 1 {
-            self.own_request(&mut hits, k, start);
+            self.own_request(&mut hits, k, start, stop);
         }
         for &slot in hits.iter() {
             if k == K_D {
@@ -763,34 +767,38 @@ impl Machine {
         }
     }
 
-    /// The bios of the request a D or C (range from `start`) is for, among the live bios its
-    /// range holds (`hits`, by start sector, oldest first at equal starts). A bio that began
-    /// a request of its own (its G or I, no merge, none merged in front of it) belongs to the
-    /// request only when it starts where the D or C starts; of several such bios at that
-    /// start, one: for a D the oldest not yet issued since its last I, for a C the oldest
-    /// issued. btt applies the D or C to every hit; each event where that differs is counted
-    /// (`ambiguous`). When no hit is the request's own, btt's rule stands.
-    fn own_request(&mut self, hits: &mut Vec<u32>, k: u8, start: i64) {
+    /// The bios of the request a D or C (range [start, stop)) is for, among the live bios its
+    /// range holds (`hits`, by start sector, oldest first at equal starts). A bio that began a
+    /// request of its own (its G or I, no merge, none merged in front of it) belongs to it
+    /// only when it starts where the D or C starts; of several such bios there, one: for a D
+    /// the oldest not yet issued since its last I, for a C the oldest issued (of the event's
+    /// size first). Bios merged into a request (M, F, or front-merged into) belong as in btt;
+    /// bios in no request yet (a Q alone) do not. When no bio of the range begins a request
+    /// at its start, the event's request is not in view and btt's rule stands (every hit).
+    /// Each event paired otherwise than btt is counted (`ambiguous`).
+    fn own_request(&mut self, hits: &mut Vec<u32>, k: u8, start: i64, stop: i64) {
         let bios = &self.bios;
-        let head = |slot: u32| {
-            let f = bios[slot as usize].flags;
-            f & (SEEN_G | SEEN_I) != 0 && f & (SEEN_M | JOINED) == 0
-        };
-        let foreign = |slot: u32| head(slot) && bios[slot as usize].row.sector != start;
-        if hits.iter().all(|&slot| foreign(slot)) {
+        let flags = |slot: u32| bios[slot as usize].flags;
+        let member = |slot: u32| flags(slot) & (SEEN_M | JOINED) != 0;
+        let first = |slot: u32| !member(slot) && flags(slot) & (SEEN_G | SEEN_I) != 0
+            && bios[slot as usize].row.sector == start;
+        if !hits.iter().any(|&slot| first(slot)) {
             return;
         }
         let before = hits.len();
-        hits.retain(|&slot| !foreign(slot));
-        let firsts: Vec<usize> = (0..hits.len()).filter(|&i| head(hits[i])).collect();
+        hits.retain(|&slot| member(slot) || first(slot));
+        let firsts: Vec<usize> = (0..hits.len()).filter(|&i| first(hits[i])).collect();
         if firsts.len() > 1 {
             let ready = |slot: u32| {
                 let b = &bios[slot as usize];
                 if k == K_D { b.flags & SEEN_D == 0 || b.i > b.row.d_t } else { b.flags & SEEN_D != 0 }
             };
-            let keep = firsts.iter().copied().find(|&i| ready(hits[i])).unwrap_or(firsts[0]);
+            let sized = |slot: u32| bios[slot as usize].end == stop;
+            let keep = firsts.iter().copied().find(|&i| ready(hits[i]) && sized(hits[i]))
+                .or_else(|| firsts.iter().copied().find(|&i| ready(hits[i])))
+                .unwrap_or(firsts[0]);
             let keep_slot = hits[keep];
-            hits.retain(|&slot| !head(slot) || slot == keep_slot);
+            hits.retain(|&slot| !first(slot) || slot == keep_slot);
         }
         if hits.len() != before {
             self.ambiguous += 1;
@@ -867,7 +875,7 @@ impl Machine {
                 K_Q => self.queue(d, ti, s, nbytes[i], pid[i], a),
                 K_G | K_S | K_I | K_M => {
                     let flag = match k { K_G => SEEN_G, K_S => SEEN_S, K_I => SEEN_I, _ => SEEN_M };
-                    if let Some(slot) = self.lookup_stage(d, s, flag) {
+                    if let Some(slot) = self.lookup_stage(d, s, s + nbytes[i] / SECTOR, flag) {
                         self.bio_event(k, slot, ti);
                         if code == 3 && !self.btt_compat {
                             self.front_merged(d, slot);
@@ -876,7 +884,8 @@ impl Machine {
                 }
                 K_A => {
                     if let Some(src) = self.find_dev(pdu_dev[i]) {
-                        if let Some(slot) = self.lookup_stage(src, pdu_sector[i], SEEN_A) {
+                        let from = pdu_sector[i];
+                        if let Some(slot) = self.lookup_stage(src, from, from + nbytes[i] / SECTOR, SEEN_A) {
                             self.bio_event(k, slot, ti);
                             self.bios[slot as usize].flags |= SEEN_A;
                         }
