@@ -23,7 +23,8 @@ HEADER = "#Maj,Mn CPU SeqNo Seconds PID Evt Typ Sector +Len Description\n#" + "-
 # custom formats: (blkparse -f format, how a line is written from the default line's fields)
 FORMATS = {
     "%T.%t %p %a %d %S %n": lambda f: f"{f['t']} {f['pid']} {f['act']} {f['rwbs']} {_sn(f['rest'])}",
-    "%D %T.%t %p %a %d <details>": lambda f: f"{f['dev']} {f['t']} {f['pid']:>5} {f['act']:>2} {f['rwbs']:>3} {f['rest']}",
+    "%D %T.%t %p %a %d <details>":
+        lambda f: f"{f['dev']} {f['t']} {f['pid']:>5} {f['act']:>2} {f['rwbs']:>3} {f['rest']}",
     "%D %c %s %T.%t %p %a %d <details> (the default, one space)":
         lambda f: f"{f['dev']} {f['cpu']} {f['seq']} {f['t']} {f['pid']} {f['act']} {f['rwbs']} {f['rest']}",
     "%s %p %T.%t %a %d <details>": lambda f: f"{f['seq']} {f['pid']} {f['t']} {f['act']} {f['rwbs']} {f['rest']}",

@@ -11,14 +11,23 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from clirun import run_cli
+sys.path.insert(0, os.path.dirname(__file__))
+import gen_blktrace as gen  # noqa: E402
+from clirun import run_cli  # noqa: E402
+
+from scsitrace import core  # noqa: E402
+from scsitrace.parsers import blktrace  # noqa: E402
 
 GEN = Path(__file__).resolve().parents[2] / "shared" / "gen" / "gen_blktrace.py"
 N = 100_000
@@ -30,7 +39,7 @@ CASES = {
          "request for their G and I), --btt-compat 100,001 (exact start first, as btt's tree usually does)",
     23: "a request inside a larger one: D2C min 6.701 us, counts right",
 }
-pytestmark = pytest.mark.skipif(not GEN.is_file(), reason="../shared/gen/gen_blktrace.py absent")
+needs_gen = pytest.mark.skipif(not GEN.is_file(), reason="../shared/gen/gen_blktrace.py absent")
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
@@ -50,6 +59,7 @@ def _stages(base, *extra) -> tuple[dict, list[str], str]:
     return {s["name"]: s for s in js["stages"] if s["device"] == "all"}, js["notes"], out
 
 
+@needs_gen
 def test_every_count_and_bound_is_the_truth(capture, tmp_path):
     seed, base = capture
     st, notes, _ = _stages(base, "--ios", str(tmp_path / "ios.parquet"))
@@ -64,6 +74,7 @@ def test_every_count_and_bound_is_the_truth(capture, tmp_path):
     assert any("D/C events met bios of other requests" in n for n in notes), notes
 
 
+@needs_gen
 def test_btt_compat_shows_what_btt_shows(capture, tmp_path):
     seed, base = capture
     ours, notes, _ = _stages(base, "--btt-compat")
@@ -88,18 +99,6 @@ def test_btt_compat_shows_what_btt_shows(capture, tmp_path):
 
 
 # ---------------------------------------------------------------- any overlap, small
-
-import os  # noqa: E402
-import sys  # noqa: E402
-
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(__file__))
-import gen_blktrace as gen  # noqa: E402
-
-from scsitrace import core  # noqa: E402
-from scsitrace.parsers import blktrace  # noqa: E402
 
 PLAIN = st.lists(st.tuples(st.integers(0, 30_000), st.sampled_from([0, 8, 16, 24]), st.sampled_from([8, 16, 32]),
                            st.lists(st.integers(1, 2_000), min_size=4, max_size=4)), min_size=1, max_size=14)
