@@ -25,6 +25,21 @@ BLK_IO_TRACE = cs.Struct(
     "error" / cs.Int16ul,
     "pdu_len" / cs.Int16ul,
 )
+# protocol version 8 (BLK_IO_TRACE2_VERSION, Linux 6.19): pid before a 64-bit action, 64 bytes
+BLK_IO_TRACE2 = cs.Struct(
+    "magic" / cs.Int32ul,       # BLK_IO_TRACE_MAGIC | 0x08
+    "sequence" / cs.Int32ul,
+    "time" / cs.Int64ul,
+    "sector" / cs.Int64ul,
+    "bytes" / cs.Int32ul,
+    "pid" / cs.Int32ul,
+    "action" / cs.Int64ul,      # __BLK_TA_* | BLK_TC_ACT(categories), categories up to bit 22
+    "device" / cs.Int32ul,
+    "cpu" / cs.Int32ul,
+    "error" / cs.Int16ul,
+    "pdu_len" / cs.Int16ul,
+    "pad" / cs.Bytes(12),
+)
 # PDU of a remap (A) record; the kernel writes it big-endian whatever the host order
 BLK_IO_TRACE_REMAP = cs.Struct(
     "device_from" / cs.Int32ub,
@@ -38,6 +53,9 @@ def numpy_dtype(struct: cs.Struct, byteorder: str = "<") -> np.dtype:
     """The numpy record dtype mirroring a construct Struct of fixed-size integer fields."""
     fields = []
     for sub in struct.subcons:
+        if not hasattr(sub.subcon, "fmtstr"):       # padding bytes
+            fields.append((sub.name, np.dtype(f"V{sub.subcon.sizeof()}")))
+            continue
         letter = sub.subcon.fmtstr[-1]          # struct module letter: upper case = unsigned
         kind = "u" if letter.isupper() else "i"
         fields.append((sub.name, np.dtype(f"{byteorder}{kind}{sub.subcon.sizeof()}")))
@@ -51,4 +69,10 @@ DTYPE_BE = numpy_dtype(BLK_IO_TRACE, ">")
 REMAP_DTYPE = numpy_dtype(BLK_IO_TRACE_REMAP, ">")
 LAYOUT = {name: DTYPE_LE.fields[name][1] for name in DTYPE_LE.names}       # {field: offset}
 assert LAYOUT == dict(_native.blktrace_layout()), "the native reader reads another header layout"
+DTYPE2_LE = numpy_dtype(BLK_IO_TRACE2, "<")
+DTYPE2_BE = numpy_dtype(BLK_IO_TRACE2, ">")
+LAYOUT2 = {name: DTYPE2_LE.fields[name][1] for name in DTYPE2_LE.names if name != "pad"}
+HEADER2 = BLK_IO_TRACE2.sizeof()
+assert (LAYOUT2, HEADER2) == (dict(_native.blktrace2_layout()[0]), _native.blktrace2_layout()[1]), \
+    "the native reader reads another v8 header layout"
 REMAP_LAYOUT = {name: REMAP_DTYPE.fields[name][1] for name in REMAP_DTYPE.names}

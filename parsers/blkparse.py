@@ -21,7 +21,7 @@ from scsitrace.block import events as block
 from scsitrace.errors import BadInput
 from scsitrace.model import Capture, LazyFrames
 from scsitrace.streams import concatenated
-from . import _blktrace_gaps, _counters, _lines
+from . import _blkparse_layout as _layout, _blkparse_summary as _summary, _blktrace_gaps, _counters, _lines
 from ._time_order import InTimeOrder
 
 ID = "blkparse"
@@ -40,18 +40,57 @@ MAX_NSECT = (0, (2**32 - 1) // 512)     # blk_io_trace.bytes is 32 bits
 
 
 def sniff(head: bytes) -> bool:
-    for raw in head.splitlines()[:20]:
-        text = raw.decode("utf-8", "replace").strip()
-        if text:
-            return bool(_EVENT_RE.match(text))
-    return False
+    """The first line that is not blank or a comment (`#`, as a header naming the columns) is
+    an event line; or the first such lines (up to 10) share one custom layout (`-f`)."""
+    raws = head.splitlines()[:40]
+    if len(raws) > 1 and not head.endswith(b"\n"):
+        raws = raws[:-1]                                 # the head may cut the last line
+    texts = [raw.decode("utf-8", "replace").strip() for raw in raws]
+    events = [t for t in texts if t and not t.startswith("#")]
+    if not events:
+        return False
+    if _EVENT_RE.match(events[0]):
+        return True
+    header = next((t for t in texts if t.startswith("#")), None)
+    return _layout.infer(events[:10], header) is not None
+
+
+def layout_of(path: str) -> tuple[str, list[str]]:
+    """The line pattern of a blkparse text (EVENT, or a custom layout found from its first
+    event lines) and the fields that layout lacks."""
+    with open(path, "rb") as fh:
+        head = fh.read(1 << 16)
+    texts = [raw.decode("utf-8", "replace").strip() for raw in head.splitlines()]
+    if len(head) == 1 << 16 and texts:
+        texts.pop()                                      # maybe cut
+    events = []
+    for t in texts:
+        if re.match(SUMMARY_START, t):
+            break
+        if t and not t.startswith("#"):
+            events.append(t)
+    if not events or all(_EVENT_RE.match(t) for t in events[:50]):
+        return EVENT, []
+    header = next((t for t in texts if t.startswith("#")), None)
+    return _layout.infer(events[:50], header) or (EVENT, [])
+
+
+ZONE_RWBS = r"^F?(ZRA|Z[ARFOC])"       # v8's zone operations in RWBS (after a flush's F)
+
+
+def _zone_bits(rwbs: pl.Expr) -> pl.Expr:
+    """The upper 32 bits of a v8 action from the zone operation in the RWBS (0 when none)."""
+    by_text = {text: block.TC[name] >> (32 - block.TC_SHIFT) for name, text in block.ZONE_RWBS.items()}
+    return rwbs.str.extract(ZONE_RWBS).replace_strict(by_text, default=0, return_dtype=pl.UInt32).fill_null(0)
 
 
 def _category_bits(rwbs: pl.Expr) -> pl.Expr:
-    """blkparse's RWBS letters back to BLK_TC_* bits (<< 16): F first = flush, F later = FUA."""
+    """blkparse's RWBS letters back to BLK_TC_* bits (<< 16): F first = flush, F later = FUA
+    (v8's zone operations, ZA ZR ZRA ZF ZO ZC, are `_zone_bits`)."""
     bits = pl.lit(0, dtype=pl.UInt32)
     bits = bits | pl.when(rwbs.str.starts_with("F")).then(pl.lit(block.TC["FLUSH"], pl.UInt32)).otherwise(0)
     body = pl.when(rwbs.str.starts_with("F")).then(rwbs.str.slice(1)).otherwise(rwbs)
+    body = body.str.replace(r"^(ZRA|Z[ARFOC])", "Z")
     bits = bits | pl.when(body.str.slice(1).str.contains("F")).then(pl.lit(block.TC["FUA"], pl.UInt32)).otherwise(0)
     for letter, name in RWBS_BITS.items():
         bits = bits | pl.when(body.str.contains(letter, literal=True)).then(
@@ -66,11 +105,17 @@ REST = (r"^(?:(?P<sector>\d+)(?: \+ (?P<nsect>\d+)| / (?P<split_sector>\d+))?)?\
         r"(?:\[(?P<bracket>.*)\])?\s*(?P<unplugs>\d+)?\s*$")
 
 
-def _decode(lines: pl.DataFrame) -> pl.DataFrame:
-    """Every line -> its fields, or `reason` why it is not an event (null for blank/summary)."""
+def _decode(lines: pl.DataFrame, pattern: str = EVENT, missing: tuple = ()) -> pl.DataFrame:
+    """Every line -> its fields, or `reason` why it is not an event (null for blank/summary).
+    `pattern`: the line layout (EVENT or a custom one, `layout_of`), lacking the `missing`
+    fields (their defaults filled in on the lines it matches)."""
     text = pl.col("text").str.strip_chars_end("\r\n")
     df = lines.with_columns(text.alias("t"))
-    df = df.with_columns(pl.col("t").str.extract_groups(EVENT).alias("g")).unnest("g")
+    df = df.with_columns(pl.col("t").str.extract_groups(pattern).alias("g")).unnest("g")
+    if pattern != EVENT:
+        matched = pl.col("act").is_not_null()
+        df = df.with_columns(*(pl.when(matched).then(pl.lit(_layout.DEFAULTS[f])).alias(f) for f in missing),
+                             pl.col("rest").str.replace(r"^(\d+) (\d+)(\s|$)", "$1 + $2$3"))
     df = df.with_columns(pl.col("rest").fill_null("").str.extract_groups(REST).alias("r")).unnest("r")
     ranges = [(~_lines.bad_bytes(pl.col("t")), "NUL byte or bytes that are not UTF-8 in an event line"),
               (pl.col("rest").fill_null("").str.contains(REST), "unrecognised event details after the action"),
@@ -90,7 +135,8 @@ def _decode(lines: pl.DataFrame) -> pl.DataFrame:
     df = df.with_columns([ok.alias(f"_ok{i}") for i, (ok, _) in enumerate(ranges)])
     df = df.with_columns(pl.col("sector", "nsect", "split_sector", "from_sector", "unplugs")
                          .cast(pl.Int64, strict=False))
-    blank = pl.col("t").str.strip_chars() == ""
+    comment = pl.col("t").str.strip_chars_start().str.starts_with("#")
+    blank = (pl.col("t").str.strip_chars() == "") | comment
     known = pl.col("act").is_in(list(LETTER_CODE))
     reason = (pl.when(blank).then(None)
               .when(pl.col("major").is_null()).then(pl.lit("not a blkparse event line"))
@@ -98,7 +144,8 @@ def _decode(lines: pl.DataFrame) -> pl.DataFrame:
     for i, (_, why) in enumerate(ranges):
         reason = reason.when(~pl.col(f"_ok{i}")).then(pl.lit(why))
     reason = reason.otherwise(None)
-    return df.with_columns(reason.alias("reason"), blank.alias("blank")).drop([f"_ok{i}" for i in range(len(ranges))])
+    return df.with_columns(reason.alias("reason"), blank.alias("blank"), comment.alias("comment")) \
+        .drop([f"_ok{i}" for i in range(len(ranges))])
 
 
 PROBE = 1 << 20             # events read ahead before the first chunk: out of time order among them, the file is sorted
@@ -138,18 +185,28 @@ class _Stream:
         """RAW_EVENTS of each block of lines, in file order; `state` gathers the rest."""
         in_summary = False
         kw = {} if self.block_bytes is None else {"block_bytes": self.block_bytes}
+        pattern, missing = layout_of(self.path)
+        if pattern != EVENT:
+            state["layout"] = missing
         for lines in _lines.iter_line_blocks(self.path, strict=self.strict, progress=self.progress, **kw):
             if in_summary:
-                _counters.blkparse_counters(lines.select(pl.col("text").str.strip_chars_end("\r\n").alias("t")),
-                                            state["counters"])
+                text = lines.select(pl.col("text").str.strip_chars_end("\r\n").alias("t"))
+                _counters.blkparse_counters(text, state["counters"])
+                _summary.read_counters(text["t"].to_list(), state["summary"], state["summary_at"])
                 continue
-            df = _decode(lines)
+            df = _decode(lines, pattern, tuple(missing))
             summary_at = df.filter(pl.col("t").str.contains(SUMMARY_START))
             if summary_at.height:
                 first = summary_at["line_no"][0]
-                _counters.blkparse_counters(df.filter(pl.col("line_no") >= first), state["counters"])
+                tail = df.filter(pl.col("line_no") >= first)
+                _counters.blkparse_counters(tail, state["counters"])
+                _summary.read_counters(tail["t"].to_list(), state["summary"], state["summary_at"])
                 df = df.filter(pl.col("line_no") < first)
                 in_summary = True
+            comments = df.filter(pl.col("comment"))
+            state["comments"] += comments.height
+            if comments.height and state["header"] is None:
+                state["header"] = comments["t"][0].strip()
             bad = df.filter(pl.col("reason").is_not_null())
             if bad.height:
                 row = bad.row(0, named=True)
@@ -165,6 +222,7 @@ class _Stream:
             if room > 0:
                 state["message_rows"] += messages.head(room).select("sec", "nsec", "rest").rows()
             ev = ev.filter(pl.col("act") != "m")
+            _summary.count_events(ev, state["events_by"])
             _names(ev, state["names"])
             raw = _raw_events(ev)
             _sequence_gaps(raw, state["seq"], state["gaps"])
@@ -182,7 +240,8 @@ class _Stream:
             yield self.capture.columns["events"]
             return
         state = {"counters": {}, "bad": 0, "examples": [], "messages": 0, "message_rows": [], "names": {},
-                 "seq": {}, "gaps": {}, "disorder": 0, "events": 0}
+                 "seq": {}, "gaps": {}, "disorder": 0, "events": 0, "comments": 0, "header": None,
+                 "summary": {}, "summary_at": {}, "events_by": {}}
         origin = None
         for part in self._raw_sorted(state):
             if origin is None:
@@ -220,6 +279,15 @@ class _Stream:
         cap.notes += _blktrace_gaps.gap_notes(gaps) + _counters.blkparse_notes(
             {k: v for k, v in state["counters"].items() if not (k == "skips" and gaps)},
             cap.records.read + state["bad"])
+        cap.notes += _summary.notes(state["summary"], state["events_by"])
+        if state.get("layout") is not None:
+            lacks = {"major": "device (read as 0,0)", "cpu": "CPU (read as 0)", "seq": "sequence numbers (no "
+                     "gap check)", "pid": "pid (read as 0)"}
+            gone = [lacks[f] for f in state["layout"] if f in lacks]
+            cap.notes.append("a custom blkparse format (-f/-F): the fields recognised from its lines" +
+                             (f"; it has no {', no '.join(gone)}" if gone else ""))
+        if state["comments"]:
+            cap.notes.append(f"{state['comments']:,} comment lines (#) skipped, the first: {state['header'][:120]!r}")
         if state["disorder"]:
             cap.notes.append(f"{os.path.basename(self.path)}: {state['disorder']} blocks of event lines hold events "
                              f"earlier than events of blocks before them, after the first {self.probe} events: "
@@ -274,6 +342,7 @@ def _raw_events(ev: pl.DataFrame) -> pl.DataFrame:
         (split | pl.col("unplugs").is_not_null()).alias("has_int"),
         pl.lit(0, pl.Int16).alias("file"),
         pl.col("line_no").alias("position"),
+        _zone_bits(pl.col("rwbs")).alias("action_hi"),
     )
     return schema.validate(out, block.RAW_EVENTS, "blkparse raw events")
 

@@ -42,13 +42,14 @@ SUFFIXES = (".blktrace.0", ".blktrace.1", ".blktrace.2", ".blktrace.3", ".bin")
 
 MAGIC = 0x65617400
 VERSION = 0x07
+VERSION2 = 0x08             # struct blk_io_trace2 (Linux 6.19): 64-byte header, 64-bit action
 TN_CGROUP = 1 << 8          # notify/action carries an 8-byte cgroup id before the payload
 CGROUP_ID_BYTES = 8
 # the record's construct declaration and the dtypes and offsets derived from it live in
 # _blktrace_records, imported on first use (sniffing a file of another format does not load
 # construct); they read as attributes of this module too (bt.BLK_IO_TRACE, bt.DTYPE_LE...)
-RECORD_NAMES = ["BLK_IO_TRACE", "BLK_IO_TRACE_REMAP", "HEADER", "numpy_dtype", "DTYPE_LE", "DTYPE_BE",
-                "REMAP_DTYPE", "LAYOUT", "REMAP_LAYOUT"]
+RECORD_NAMES = ["BLK_IO_TRACE", "BLK_IO_TRACE2", "BLK_IO_TRACE_REMAP", "HEADER", "HEADER2", "numpy_dtype",
+                "DTYPE_LE", "DTYPE_BE", "DTYPE2_LE", "DTYPE2_BE", "REMAP_DTYPE", "LAYOUT", "LAYOUT2", "REMAP_LAYOUT"]
 __getattr__ = _lazy.from_module(__name__, f"{__package__}._blktrace_records", RECORD_NAMES)
 
 
@@ -102,11 +103,12 @@ MAGIC_MASK = 0xFFFFFF00                   # the first header word, version byte 
 
 def fill_pdu() -> list[int]:
     """What the native reader takes from PDUs: the actions whose PDU it reads, the notify
-    bits, and where a remap PDU keeps its device and sector (from the declaration)."""
+    bits, and where a remap PDU keeps its device and sector (from the declaration); last, v8's
+    zone unplug, whose PDU is an unplug count as U's (blkparse's account_unplug)."""
     from . import _blktrace_records as rec
     return [block.TA["A"], block.TA["X"], block.TA["U"], block.TA["T"], block.TC_NOTIFY, TN_CGROUP,
             CGROUP_ID_BYTES, rec.BLK_IO_TRACE_REMAP.sizeof(), rec.REMAP_LAYOUT["device_from"],
-            rec.REMAP_LAYOUT["sector_from"]]
+            rec.REMAP_LAYOUT["sector_from"], block.TA["ZU"]]
 
 
 CHUNK = 1 << 20              # records per chunk (about 52 MB of columns)
@@ -246,6 +248,7 @@ class _Stream:
         cap, files = self.capture, self.files
         names, messages, clocks, anomalies, gaps = {}, [], [], [], {}
         found = sorted(reader.files(), key=lambda d: d["file"])
+        versions = _versions(files, found)
         for d in found:
             anomalies += _file_anomalies(cap, files[d["file"]], d)
             _notify_texts(d, names, messages, clocks)
@@ -256,15 +259,46 @@ class _Stream:
                                                schema=block.PROCESSES)
         cap.meta.update({"origin_ns": (reader.origin() or 0) + shift, "messages": messages,
                          "wall_clock": clocks,             # BLK_TN_TIMESTAMP: trace time -> wall clock (ns)
-                         "sequence_gaps": {str(c): n for c, n in sorted(gaps.items())}})
+                         "sequence_gaps": {str(c): n for c, n in sorted(gaps.items())},
+                         "versions": versions})
         if anomalies:
             cap.anomalies = pl.DataFrame([{"t_ns": None, "kind": k, "detail": det, "position": pos}
                                           for k, det, pos in anomalies], schema=schema.ANOMALIES)
         cap.notes += _gaps.file_notes(files, self.sizes) + _gaps.gap_notes(gaps) + _gaps.report_notes(files)
+        cap.notes += _version_notes(files, found, versions)
         if order is None:
             cap.notes += _gaps.disorder_notes([(files[d["file"]][0], d.get("disorder", 0)) for d in found])
         else:
             cap.notes += _gaps.window_notes(files[0][0], order, self.window)
+
+
+def _versions(files, found: list[dict]) -> dict[str, int]:
+    """Records (notify records included) per protocol version over the capture ({"7": n, "8": m},
+    the versions present)."""
+    total = [sum(d.get("versions", [0, 0])[k] for d in found) for k in (0, 1)]
+    return {str(v): n for v, n in zip((VERSION, VERSION2), total) if n}
+
+
+def _version_notes(files, found: list[dict], versions: dict) -> list[str]:
+    """Which files are in which protocol version when they differ, and v8's zone operations
+    (the new actions ZP/ZU are counted with the events; these are categories of other actions)."""
+    notes = []
+    if len(versions) > 1:
+        per_file = []
+        for d in found:
+            v7, v8 = d.get("versions", [0, 0])
+            name = os.path.basename(files[d["file"]][0])
+            per_file.append(f"{name}: " + ", ".join(f"{n} v{v}" for v, n in ((7, v7), (8, v8)) if n))
+        notes.append("the capture mixes blktrace protocol versions 7 (struct blk_io_trace) and 8 "
+                     "(struct blk_io_trace2, 64-bit actions): " + "; ".join(per_file) + "; both are read")
+    zone = [sum(d.get("zone_ops", [0] * len(block.V2_CATEGORIES))[k] for d in found)
+            for k in range(len(block.V2_CATEGORIES))]
+    if any(zone):
+        named = ", ".join(f"{name.replace('_', ' ').lower()} ({block.ZONE_RWBS.get(name, 'no RWBS letter')}) {n}"
+                          for name, n in zip(block.V2_CATEGORIES, zone) if n)
+        notes.append(f"blktrace v8 operations among the data records: {named}; the stage tables treat them "
+                     "as the I/Os they are (btt's rules do not depend on the operation)")
+    return notes
 
 
 def _file_anomalies(cap: Capture, file: tuple[str, int | None], d: dict) -> list[tuple[str, str, str]]:

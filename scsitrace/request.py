@@ -34,7 +34,7 @@ INT64_MAX = (1 << 63) - 1
 # the per-trace option names of a manifest entry, batch's command line and a baseline's
 # stored options (`map` is a list of NAME=SIGNAL texts there, `mapping` a dict in the API)
 OPTION_KEYS = ("format", "lenient", "settle_ns", "data_polarity", "map", "active_low", "io_size",
-               "profile", "target", "device", "pid", "window", "route", "lun", "command_set")
+               "profile", "target", "device", "pid", "window", "route", "lun", "command_set", "btt_compat")
 # what a baseline remembers, so that `regress` analyses the new trace the same way
 STORED_OPTIONS = ("format", "lenient", "settle_ns", "data_polarity", "map", "active_low", "io_size",
                   "profile", "target")
@@ -83,6 +83,7 @@ class AnalysisRequest:
     active_low: tuple = ()                # capture signals (or 'all') that are active-low
     route: str | None = None              # usbmon pcap: native | pyshark
     command_set: str | None = None        # bus: the vendor opcode names of a device family (command_sets.py)
+    btt_compat: bool = False              # block: btt's pairing where requests in flight share sectors
 
     def __post_init__(self):
         for f in fields(self):
@@ -119,6 +120,8 @@ class AnalysisRequest:
         every = self.options()
         out = {k: every[k] for k in STORED_OPTIONS}
         out.update({k: every[k] for k in STORED_IF_SET if every[k] is not None})
+        if self.btt_compat:
+            out["btt_compat"] = True
         return out
 
     def with_trace(self, trace: str) -> "AnalysisRequest":
@@ -262,6 +265,7 @@ _CHECKS = {
     "active_low": _active_low,
     "route": _choice(*ROUTES, optional=True),
     "command_set": _choice(*sorted(COMMAND_SETS), optional=True),
+    "btt_compat": _bool,
 }
 
 

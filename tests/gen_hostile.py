@@ -98,9 +98,23 @@ def _count_chain(data: bytes, start: int, head: int, length_at: int, fmt: str) -
     return n
 
 
+def _blktrace_head(data: bytes, pos: int) -> tuple[int, int]:
+    """(header length, offset of pdu_len) of the record at `pos`: by its version byte (v8,
+    struct blk_io_trace2: 64 and 50; else v7's 48 and 46)."""
+    return (64, 50) if pos < len(data) and data[pos] == 0x08 else (48, 46)
+
+
 def count_blktrace(data: bytes) -> int:
-    """Records of a little-endian blktrace file, following the chain by pdu_len."""
-    return _count_chain(data, 0, 48, 46, "<H")
+    """Records of a little-endian blktrace file (v7 or v8 records), following the chain by
+    pdu_len; a tail too short for its header counts as one."""
+    pos, n = 0, 0
+    while pos < len(data):
+        n += 1
+        head, length_at = _blktrace_head(data, pos)
+        if pos + head > len(data):
+            break
+        pos += head + struct.unpack_from("<H", data, pos + length_at)[0]
+    return n
 
 
 def count_pcap(data: bytes) -> int:
@@ -287,20 +301,38 @@ def text_cases(d: Path) -> dict[str, Case]:
 # ---------------------------------------------------------------- binary formats
 
 def blktrace_cases(d: Path) -> dict[str, Case]:
+    """The structural cases on a real capture, in protocol version 7 and (`v8-`) converted to
+    version 8 (tests/blktrace_v8.py), and the two mixed."""
+    import blktrace_v8
     src = CAPTURED / "lsi_randread4k"
     f0 = (src / "lsi_randread4k.blktrace.0").read_bytes()
     f1 = (src / "lsi_randread4k.blktrace.1").read_bytes()
+    out = _blktrace_cases(d, "", f0, f1, 48)
+    out.update(_blktrace_cases(d, "v8-", blktrace_v8.to_v8(f0), blktrace_v8.to_v8(f1), 64))
+    sub = d / "blk-mixed-v7-v8"
+    sub.mkdir()
+    (sub / "t.blktrace.0").write_bytes(f0)
+    v8 = blktrace_v8.to_v8(f1)
+    (sub / "t.blktrace.1").write_bytes(v8)
+    out["blktrace/mixed-v7-v8"] = Case(str(sub / "t.blktrace.0"), "auto", count_blktrace(f0) + count_blktrace(v8),
+                                       False, None)
+    return out
+
+
+def _blktrace_cases(d: Path, prefix: str, f0: bytes, f1: bytes, head: int) -> dict[str, Case]:
     out: dict[str, Case] = {}
+    pdu_at = head - 2 if head == 48 else 50
 
     def offsets(data):
         pos, offs = 0, []
-        while pos + 48 <= len(data):
+        while pos + head <= len(data):
             offs.append(pos)
-            pos += 48 + struct.unpack_from("<H", data, pos + 46)[0]
+            pos += head + struct.unpack_from("<H", data, pos + pdu_at)[0]
         return offs
 
     def put(case, payload0: bytes, payload1: bytes | None = f1, *, bad=False, where=None, fmt="auto",
             count=True):
+        case = prefix + case
         sub = d / f"blk-{case}"
         sub.mkdir()
         p0 = sub / "t.blktrace.0"
@@ -313,17 +345,17 @@ def blktrace_cases(d: Path) -> dict[str, Case]:
 
     put("clean", f0)
     offs = offsets(f0)
-    with_pdu = next(o for o in offs if struct.unpack_from("<H", f0, o + 46)[0])
+    with_pdu = next(o for o in offs if struct.unpack_from("<H", f0, o + pdu_at)[0])
     last = offs[-1]
-    for at, case in ((20, "cut-first-header"), (48, "cut-after-first-header"),
-                     (with_pdu + 48 + 2, "cut-inside-pdu"), (last, "cut-at-last-record"),
+    for at, case in ((20, "cut-first-header"), (head, "cut-after-first-header"),
+                     (with_pdu + head + 2, "cut-inside-pdu"), (last, "cut-at-last-record"),
                      (last + 30, "cut-inside-last-header"), (len(f0) - 1, "cut-last-byte")):
         put(case, f0[:at], bad=at not in offs and at != len(f0), where="offset")
     b = bytearray(f0)
     b[offs[5]] ^= 0x10
     put("magic-flip", bytes(b), bad=True, where="offset")
     b = bytearray(f0)
-    struct.pack_into("<H", b, offs[5] + 46, 0xFFFF)
+    struct.pack_into("<H", b, offs[5] + pdu_at, 0xFFFF)
     put("pdu-len-huge", bytes(b), bad=True, where="offset", count=False)
     b = bytearray(f0)
     struct.pack_into("<Q", b, offs[10] + 8, (1 << 63) + 5)        # a time beyond int64 ns
@@ -340,7 +372,10 @@ def blktrace_cases(d: Path) -> dict[str, Case]:
         b[rng.randrange(len(b))] ^= 1 << rng.randrange(8)
         put(f"bitflip-{k}", bytes(b), count=False)
     put("empty-cpu-file", f0, b"")
-    put("nul-page", b"\0" * 4096, None, bad=True, fmt="blktrace", count=False)
+    if head == 48:
+        put("nul-page", b"\0" * 4096, None, bad=True, fmt="blktrace", count=False)
+    else:       # a v8 record whose 64-byte header the file cuts after v7's 48 bytes
+        put("cut-v8-header-at-48", f0[:offs[3] + 48], bad=True, where="offset")
     return out
 
 

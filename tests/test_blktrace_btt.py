@@ -82,8 +82,8 @@ def btt_overhead(text: str) -> dict:
     return out
 
 
-def ours(path: str) -> tuple[pl.DataFrame, dict]:
-    analysis = core.analyze(blktrace.parse(path), core.Options())
+def ours(path: str, btt_compat: bool = False) -> tuple[pl.DataFrame, dict]:
+    analysis = core.analyze(blktrace.parse(path), core.Options(btt_compat=btt_compat))
     return analysis.table("stages").filter(pl.col("n") > 0), summ.summary(analysis)
 
 
@@ -241,7 +241,9 @@ def test_generated_event_counts_equal_live_blkparse(generated):
 def test_small_btt_rules(tmp_path, name):
     """One rule each, checked against btt itself: contained Qs complete with the request; a
     requeued request's second I and D count again; a Q at the same start sector replaces the
-    older one; a G/I inside a queued bio's range (not at its start) finds that bio."""
+    older one; a G/I inside a queued bio's range (not at its start) finds that bio. Without
+    --btt-compat the same, except the replaced Q: two requests in flight on one sector, both
+    completed (the D and C paired oldest first)."""
     Q, G, I, M, F, D, C, R = (gen.ACT[x] for x in "QGIMFDCR")
     script = {
         "backmerge": [(1000, Q, 100, 8), (1100, G, 100, 8), (1200, I, 100, 8), (2000, Q, 108, 8),
@@ -261,5 +263,12 @@ def test_small_btt_rules(tmp_path, name):
     path = tmp_path / f"{name}.bin"
     path.write_bytes(data)
     ref = subprocess.run(["btt", "-i", str(path)], capture_output=True, text=True, cwd=tmp_path).stdout
-    stats, _ = ours(str(path))
+    stats, _ = ours(str(path), btt_compat=True)
     assert printed(stats, "all") == btt_section(ref, "All Devices")
+    default = printed(ours(str(path))[0], "all")
+    if name != "replaced":
+        assert default == btt_section(ref, "All Devices")
+    else:       # Q1 G I, Q2 G I at 1500, D 3000, C 8000, D 8500, C 8900: Q1 takes the first D and C
+        assert default["Q2C"] == ("0.000007000", "0.000007200", "0.000007400", 2)
+        assert default["D2C"] == ("0.000000400", "0.000002700", "0.000005000", 2)
+        assert default["I2D"] == ("0.000001800", "0.000004300", "0.000006800", 2)

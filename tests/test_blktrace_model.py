@@ -133,7 +133,7 @@ def _capture(tmp_path, events):
 def test_streamed_machine_equals_the_reference_over_any_chunking(tmp_path, ios, noise, size):
     events = lifecycles(ios, noise)
     capture = _capture(tmp_path, events)
-    whole = core.analyze(capture, core.Options())
+    whole = core.analyze(capture, core.Options(btt_compat=True))
     want = reference(events)
     stats = whole.table("stages").filter(pl.col("n") > 0)
     tables = {(r["device"], r["name"]): (r["n"], r["min_ns"], r["max_ns"], r["total_ns"])
@@ -142,11 +142,14 @@ def test_streamed_machine_equals_the_reference_over_any_chunking(tmp_path, ios, 
     assert (np.asarray(stats["min_ns"]) >= 1).all()
     # the same analysis, the events handed over in chunks of `size` (down to one event); with
     # the filters too (they apply as the events stream)
-    filtered = [core.Options(pids=("2", "3")), core.Options(window=(2_000, 15_000), device=gen.DISK)]
+    # (btt's rules, and the default pairing of requests meeting on the same sectors alike)
+    filtered = [core.Options(pids=("2", "3"), btt_compat=True),
+                core.Options(window=(2_000, 15_000), device=gen.DISK, btt_compat=True),
+                core.Options(), core.Options(pids=("2", "3"))]
     wants = [_tables(whole)] + [_filtered(capture, options) for options in filtered]
     cols = machine.event_columns(capture)
     capture.chunks = lambda: machine.sliced(cols, size)
-    assert _tables(core.analyze(capture, core.Options())) == wants[0]
+    assert _tables(core.analyze(capture, core.Options(btt_compat=True))) == wants[0]
     assert [_filtered(capture, options) for options in filtered] == wants[1:]
 
 

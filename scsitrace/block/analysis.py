@@ -36,7 +36,8 @@ def analyze(capture: Capture, options) -> Analysis:
             sink(ios_frame(rows_frame(rows), names), capture)
 
     run = run_machine(event_chunks(capture), device=options.device, window=options.window, pids=keep_pids,
-                      rows_sink=rows_sink if options.series or sink is not None else None, keep_rows=KEEP_IOS)
+                      rows_sink=rows_sink if options.series or sink is not None else None, keep_rows=KEEP_IOS,
+                      btt_compat=options.btt_compat)
     names = names or _names(capture)
     _check_filters(run, options, names)
     start_ns, end_ns = run["start_ns"], run["end_ns"]
@@ -62,7 +63,7 @@ def analyze(capture: Capture, options) -> Analysis:
     if options.window is not None:
         notes.append("--window: the events inside the window only (btt -t/-T); elapsed time is from the first "
                      "to the last of them")
-    notes += latency_notes + _stream_notes(run) + series_notes
+    notes += latency_notes + _stream_notes(run) + series_notes + _pairing_notes(run, options.btt_compat)
     done = int(run["done"].sum())
     data_bytes = int(run["bytes"].sum())
     completions = int(tables["events"].filter(pl.col("letter") == "C")["records"].sum())
@@ -118,6 +119,25 @@ def _check_filters(run: dict, options, names: dict) -> None:
         check_found("--device", dev_name(options.device), [dev_name(int(d)) for d in run["all_devices"]])
     if options.pids is not None and not run["kept_qs"]:
         check_found("--pid", ",".join(options.pids), [names.get(int(p), str(int(p))) for p in run["pids"]])
+
+
+def _pairing_notes(run: dict, btt_compat: bool) -> list[str]:
+    """Events the trace alone cannot tie to one request in flight (requests meeting on the
+    same sectors), and how they were paired."""
+    ranges, same = run["ambiguous"]
+    if btt_compat:
+        return ["--btt-compat: every D and C applies to every live bio its range holds, and a Q at the start "
+                "sector of a live one replaces it, as btt does (docs/blktrace.md)"]
+    notes = []
+    if ranges:
+        notes.append(f"{ranges:,} D/C events met bios of other requests in flight inside their range (requests "
+                     "meeting on the same sectors): each was applied to its own request only (the bios starting "
+                     "where it starts, or merged into it; of several at that start, the oldest not yet issued "
+                     "for a D, the oldest issued for a C); btt applies it to all of them (--btt-compat)")
+    if same:
+        notes.append(f"{same:,} G/S/I/M/A events found several bios in flight at their start sector: each went to "
+                     "the oldest without that event yet; btt keeps only the newest Q there (--btt-compat)")
+    return notes
 
 
 def _segments_end(run: dict) -> int:

@@ -15,14 +15,22 @@ from .._native import block as _native
 
 # __BLK_TA_* action codes (low 16 bits of `action`), by blkparse's letter; T is blkparse's "UT"
 TA = {"Q": 1, "M": 2, "F": 3, "G": 4, "S": 5, "R": 6, "D": 7, "C": 8, "P": 9, "U": 10, "T": 11,
-      "I": 12, "X": 13, "B": 14, "A": 15}
+      "I": 12, "X": 13, "B": 14, "A": 15, "ZP": 18, "ZU": 19}     # ZP, ZU: zone write plug, unplug (v8)
 
 LETTER = {code: letter for letter, code in TA.items()}
 TC_SHIFT = 16
 TC = {"READ": 1 << 0, "WRITE": 1 << 1, "FLUSH": 1 << 2, "SYNC": 1 << 3, "QUEUE": 1 << 4,
       "REQUEUE": 1 << 5, "ISSUE": 1 << 6, "COMPLETE": 1 << 7, "FS": 1 << 8, "PC": 1 << 9,
       "NOTIFY": 1 << 10, "AHEAD": 1 << 11, "META": 1 << 12, "DISCARD": 1 << 13,
-      "DRV_DATA": 1 << 14, "FUA": 1 << 15}
+      "DRV_DATA": 1 << 14, "FUA": 1 << 15,
+      # protocol version 8 only (struct blk_io_trace2): the action's bits 32-38
+      "ZONE_APPEND": 1 << 16, "ZONE_RESET": 1 << 17, "ZONE_RESET_ALL": 1 << 18, "ZONE_FINISH": 1 << 19,
+      "ZONE_OPEN": 1 << 20, "ZONE_CLOSE": 1 << 21, "WRITE_ZEROES": 1 << 22}
+# blkparse's RWBS for the v8 operations (fill_rwbs, first match wins; write-zeroes has none there)
+ZONE_RWBS = {"ZONE_APPEND": "ZA", "ZONE_RESET": "ZR", "ZONE_RESET_ALL": "ZRA", "ZONE_FINISH": "ZF",
+             "ZONE_OPEN": "ZO", "ZONE_CLOSE": "ZC"}
+V2_CATEGORIES = ("ZONE_APPEND", "ZONE_RESET", "ZONE_RESET_ALL", "ZONE_FINISH", "ZONE_OPEN", "ZONE_CLOSE",
+                 "WRITE_ZEROES")        # by bit: action bit 32 + k (the reader's zone_ops counts)
 
 TC_NOTIFY = TC["NOTIFY"] << TC_SHIFT
 TC_PC = TC["PC"] << TC_SHIFT
@@ -36,15 +44,17 @@ RAW_EVENTS = {
     "device": pl.UInt32, "sector": pl.Int64, "bytes": pl.Int64, "pid": pl.Int64,
     "error": pl.Int16, "pdu_dev": pl.UInt32, "pdu_sector": pl.Int64, "pdu_int": pl.Int64,
     "has_remap": pl.Boolean, "has_int": pl.Boolean, "file": pl.Int16, "position": pl.Int64,
+    "action_hi": pl.UInt32,    # v8: the action's upper 32 bits (0 for v7)
 }
 NUMPY_RAW = {"time_abs": np.int64, "seq": np.int64, "cpu": np.int32, "action": np.uint32,
              "device": np.uint32, "sector": np.int64, "bytes": np.int64, "pid": np.int64, "error": np.int16,
              "pdu_dev": np.uint32, "pdu_sector": np.int64, "pdu_int": np.int64, "has_remap": np.bool_,
-             "has_int": np.bool_, "file": np.int16, "position": np.int64}
+             "has_int": np.bool_, "file": np.int16, "position": np.int64, "action_hi": np.uint32}
 
 # Letters by action code (blkparse's, T = its "UT"; 16 abort, 17 driver data have none): the
 # categories of the `act` column, so that it costs one byte per event.
-ACT_LETTERS = ("N", "Q", "M", "F", "G", "S", "R", "D", "C", "P", "U", "T", "I", "X", "B", "A", "K", "Y", "?")
+ACT_LETTERS = ("N", "Q", "M", "F", "G", "S", "R", "D", "C", "P", "U", "T", "I", "X", "B", "A", "K", "Y", "ZP", "ZU",
+               "?")
 ACT_ENUM = pl.Enum(ACT_LETTERS)
 
 # Capture.frames["events"] of a block capture: one row per trace record except notify records,
@@ -53,7 +63,7 @@ EVENTS = {
     "t_ns": pl.Int64,          # from the first record of the capture
     "seq": pl.Int64,
     "cpu": pl.Int32,
-    "action": pl.UInt32,       # raw: __BLK_TA_* | category bits << 16 (RWBS: rwbs_expr)
+    "action": pl.UInt64,       # raw: __BLK_TA_* | category bits << 16 (RWBS: rwbs_expr); 64 bits in v8
     "act": ACT_ENUM,           # blkparse's letter (Q, G, I, D, C, M, F, ...; T is a timer unplug)
     "device": pl.UInt32,       # dev_t as blktrace records it: major << 20 | minor (dev_name())
     "sector": pl.Int64,
@@ -79,10 +89,12 @@ def dev_name(dev: int) -> str:
 
 
 def _rwbs(action: int, has_bytes: bool) -> str:
-    """blkparse's fill_rwbs."""
+    """blkparse's fill_rwbs (with v8's zone operations)."""
     tc = action >> TC_SHIFT
     out = "F" if tc & TC["FLUSH"] else ""
-    out += "D" if tc & TC["DISCARD"] else "W" if tc & TC["WRITE"] else "R" if has_bytes else "N"
+    zone = next((text for name, text in ZONE_RWBS.items() if tc & TC[name]), None)
+    out += ("D" if tc & TC["DISCARD"] else zone if zone else "W" if tc & TC["WRITE"] else
+            "R" if has_bytes else "N")
     for bit, ch in (("FUA", "F"), ("AHEAD", "A"), ("SYNC", "S"), ("META", "M")):
         if tc & TC[bit]:
             out += ch
@@ -91,7 +103,7 @@ def _rwbs(action: int, has_bytes: bool) -> str:
 
 def rwbs_expr(action: pl.Expr, nbytes: pl.Expr, combos: list[tuple[int, bool]]) -> pl.Expr:
     """blkparse's RWBS text for each (action, bytes > 0) pair present."""
-    key = (action & 0xFFFF0000).cast(pl.Int64) * 2 + (nbytes > 0).cast(pl.Int64)
+    key = (action.cast(pl.UInt64) & ~0xFFFF & (2**63 - 1)).cast(pl.Int64) * 2 + (nbytes > 0).cast(pl.Int64)
     mapping = {a * 2 + int(b): _rwbs(a, b) for a, b in combos}
     if not mapping:
         return pl.lit(None, pl.Utf8)
@@ -133,9 +145,10 @@ def finish_events(raw: pl.DataFrame) -> pl.DataFrame:
     code = (raw["action"].to_numpy() & 0xFF).astype(np.int64)
     act = pl.Series("act", ACT_LETTERS, dtype=ACT_ENUM).gather(np.minimum(code, len(ACT_LETTERS) - 1))
     is_x = pl.lit(pl.Series(code == TA["X"]))
+    action = pl.col("action").cast(pl.UInt64) | (pl.col("action_hi").cast(pl.UInt64) * (1 << 32))
     return raw.select(
         (pl.col("time_abs") - origin).alias("t_ns"),
-        "seq", "cpu", "action", act.alias("act"), "device",
+        "seq", "cpu", action.alias("action"), act.alias("act"), "device",
         "sector", "bytes", "pid", "error",
         pl.when("has_remap").then("pdu_dev").alias("pdu_dev"),
         pl.when("has_remap").then("pdu_sector")

@@ -62,15 +62,17 @@ def sliced(cols: dict[str, np.ndarray], size: int) -> Iterator[dict[str, np.ndar
 
 
 def run(chunks, *, device: int | None = None, window=None, pids: list[int] | None = None,
-        rows_sink=None, keep_rows: int = KEEP_IOS, bounds: dict | None = None) -> dict:
+        rows_sink=None, keep_rows: int = KEEP_IOS, bounds: dict | None = None, btt_compat: bool = False) -> dict:
     """The machine over a stream of chunks -> what the tables are built from (the Machine's
     `finish`). rows_sink(rows), if given, gets each batch of finished per-I/O rows (a dict of
     columns, in Q order) as they are produced. The chunks are read ahead in a worker thread
     while the machine (GIL released) runs the current one. `bounds`: the machine's buffer
-    bounds (pending_runs, ready_rows), for tests of what happens past them."""
+    bounds (pending_runs, ready_rows), for tests of what happens past them. `btt_compat`: btt's
+    pairing where requests in flight meet on the same sectors (else each D and C goes to its
+    own request; `ambiguous` counts where that differs)."""
     lo, hi = window or (None, None)
     m = _native.Machine(device=device, lo=lo, hi=hi, pids=pids, emit_rows=rows_sink is not None,
-                        keep_rows=keep_rows, **(bounds or {}))
+                        keep_rows=keep_rows, btt_compat=btt_compat, **(bounds or {}))
     for chunk in prefetched(chunks):
         m.feed(*(np.ascontiguousarray(chunk[name], dtype) for name, dtype in MACHINE_COLUMNS.items()))
         if rows_sink is not None:

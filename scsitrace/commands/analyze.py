@@ -57,6 +57,8 @@ def add_arguments(p) -> None:
     p.add_argument("--pid", metavar="PID[,PID|NAME...]", help="block, sg logs: only I/Os of these processes")
     p.add_argument("--window", metavar="START:END", help="only events between START and END seconds from the "
                    "trace start (either may be empty); every layer")
+    p.add_argument("--btt-compat", action="store_true", help="block: pair events with requests as btt does "
+                   "where requests in flight share sectors (docs/blktrace.md)")
 
 
 def request_of(args, trace: str | None = None) -> AnalysisRequest:
@@ -71,7 +73,7 @@ def request_of(args, trace: str | None = None) -> AnalysisRequest:
 
 # the request's fields a command line may give (mapping comes from --map)
 REQUEST_FLAGS = ("format", "lenient", "profile", "target", "lun", "io_size", "window", "device", "pid",
-                 "settle_ns", "data_polarity", "active_low", "route", "command_set")
+                 "settle_ns", "data_polarity", "active_low", "route", "command_set", "btt_compat")
 
 
 def parser_options(args) -> dict:

@@ -82,6 +82,8 @@ const SEEN_I: u8 = 4;
 const SEEN_M: u8 = 8;
 const SEEN_D: u8 = 16;
 const CLOSED: u8 = 32;
+const JOINED: u8 = 64; // a request's first bio that a later bio front-merged into (F): no longer its start
+const SEEN_A: u8 = 128;
 
 #[inline]
 fn tdelta(from: i64, to: i64) -> i64 {
@@ -197,17 +199,32 @@ impl LiveMap {
             Err(i) => self.0.insert(i, (k, v)),
         }
     }
-    /// Removes k when it maps to v.
+    /// Removes k when it maps to v (among the entries at k, when several share it).
     fn remove_if(&mut self, k: i64, v: u32) {
-        if let Ok(i) = self.find(k) {
-            if self.0[i].1 != v {
-                return;
-            }
+        let (lo, hi) = self.equal_range(k);
+        if let Some(i) = (lo..hi).find(|&i| self.0[i].1 == v) {
             if i == 0 {
                 self.0.pop_front();
             } else {
                 self.0.remove(i);
             }
+        }
+    }
+    /// The entries at k: [lo, hi), oldest first.
+    #[inline]
+    fn equal_range(&self, k: i64) -> (usize, usize) {
+        match self.0.back() {
+            Some(&(last, _)) if last < k => (self.0.len(), self.0.len()),
+            _ => (self.0.partition_point(|e| e.0 < k), self.0.partition_point(|e| e.0 <= k)),
+        }
+    }
+    /// Adds v at k after the entries already there (bios in flight on the same start sector).
+    fn push(&mut self, k: i64, v: u32) {
+        let at = self.equal_range(k).1;
+        if at == self.0.len() {
+            self.0.push_back((k, v));
+        } else {
+            self.0.insert(at, (k, v));
         }
     }
 }
@@ -301,6 +318,9 @@ pub struct Machine {
     rows_out_of_order: i64,
     pending_runs: usize, // PENDING_RUNS unless a test sets it
     ready_rows: usize,   // READY_ROWS unless a test sets it
+    btt_compat: bool,    // btt's pairing where requests in flight meet on the same sectors
+    ambiguous: i64,      // D and C events whose range held bios of another request (own_request)
+    ambiguous_same: i64, // G S I M A events at a start sector where several bios were in flight
 }
 
 impl Machine {
@@ -408,6 +428,26 @@ impl Machine {
         None
     }
 
+    /// The bio a G, S, I, M/F or A at `sector` (ending at `end`) belongs to: with several
+    /// bios in flight at that start sector (not btt's rules: a later Q replaces the earlier
+    /// there), the oldest of that size without this stage yet, else the oldest without it,
+    /// else the newest; counted as an ambiguous pairing.
+    fn lookup_stage(&mut self, d: usize, sector: i64, end: i64, flag: u8) -> Option<u32> {
+        if !self.btt_compat {
+            let live = &self.devs[d].live;
+            let (lo, hi) = live.equal_range(sector);
+            if hi - lo > 1 {
+                self.ambiguous_same += 1;
+                let bios = &self.bios;
+                let open = |slot: &u32| bios[*slot as usize].flags & flag == 0;
+                let slots = || (lo..hi).map(|i| live.0[i].1);
+                let pick = slots().find(|s| open(s) && bios[*s as usize].end == end).or_else(|| slots().find(open));
+                return Some(pick.unwrap_or(live.0[hi - 1].1));
+            }
+        }
+        self.lookup(d, sector)
+    }
+
     #[inline]
     fn in_flight(&self, entry: &(i64, i64, u32)) -> bool {
         let b = &self.bios[entry.2 as usize];
@@ -474,8 +514,10 @@ impl Machine {
         self.last_q_t = t;
         self.devs[d].last_q_t = t;
         self.pids[p as usize].last_q_t = t;
-        if let Some(old) = self.devs[d].live.get(sector) {
-            self.close(old);
+        if self.btt_compat {
+            if let Some(old) = self.devs[d].live.get(sector) {
+                self.close(old); // btt: a Q at the sector of a live one replaces it
+            }
         }
         let row = Row {
             q,
@@ -504,7 +546,11 @@ impl Machine {
             }
         };
         let dev = &mut self.devs[d];
-        dev.live.insert(sector, slot);
+        if self.btt_compat {
+            dev.live.insert(sector, slot);
+        } else {
+            dev.live.push(sector, slot);
+        }
         if dev.recent.len() == LOOKBACK {
             dev.recent.pop_back();
         }
@@ -669,6 +715,9 @@ impl Machine {
                 hits.push(slot);
             }
         }
+        if !self.btt_compat && hits.len() > 1 {
+            self.own_request(&mut hits, k, start, stop);
+        }
         for &slot in hits.iter() {
             if k == K_D {
                 self.dispatch(slot, t);
@@ -680,6 +729,58 @@ impl Machine {
             self.settle_runs(d, Some(t));
         }
         self.hits = hits;
+    }
+
+    /// A front merge (F) of `slot`: the request's first bio, which started where this one
+    /// ends, is now inside it (a D or C of the request starts at the merged bio).
+    fn front_merged(&mut self, d: usize, slot: u32) {
+        let end = self.bios[slot as usize].end;
+        let (lo, hi) = self.devs[d].live.equal_range(end);
+        for i in lo..hi {
+            let head = self.devs[d].live.0[i].1 as usize;
+            if self.bios[head].flags & (SEEN_G | SEEN_I) != 0 && self.bios[head].flags & SEEN_D == 0 {
+                self.bios[head].flags |= JOINED;
+                break;
+            }
+        }
+    }
+
+    /// The bios of the request a D or C (range [start, stop)) is for, among the live bios its
+    /// range holds (`hits`, by start sector, oldest first at equal starts). A bio that began a
+    /// request of its own (its G or I, no merge, none merged in front of it) belongs to it
+    /// only when it starts where the D or C starts; of several such bios there, one: for a D
+    /// the oldest not yet issued since its last I, for a C the oldest issued (of the event's
+    /// size first). Bios merged into a request (M, F, or front-merged into) belong as in btt;
+    /// bios in no request yet (a Q alone) do not. When no bio of the range begins a request
+    /// at its start, the event's request is not in view and btt's rule stands (every hit).
+    /// Each event paired otherwise than btt is counted (`ambiguous`).
+    fn own_request(&mut self, hits: &mut Vec<u32>, k: u8, start: i64, stop: i64) {
+        let bios = &self.bios;
+        let flags = |slot: u32| bios[slot as usize].flags;
+        let member = |slot: u32| flags(slot) & (SEEN_M | JOINED) != 0;
+        let first = |slot: u32| !member(slot) && flags(slot) & (SEEN_G | SEEN_I) != 0
+            && bios[slot as usize].row.sector == start;
+        if !hits.iter().any(|&slot| first(slot)) {
+            return;
+        }
+        let before = hits.len();
+        hits.retain(|&slot| member(slot) || first(slot));
+        let firsts: Vec<usize> = (0..hits.len()).filter(|&i| first(hits[i])).collect();
+        if firsts.len() > 1 {
+            let ready = |slot: u32| {
+                let b = &bios[slot as usize];
+                if k == K_D { b.flags & SEEN_D == 0 || b.i > b.row.d_t } else { b.flags & SEEN_D != 0 }
+            };
+            let sized = |slot: u32| bios[slot as usize].end == stop;
+            let keep = firsts.iter().copied().find(|&i| ready(hits[i]) && sized(hits[i]))
+                .or_else(|| firsts.iter().copied().find(|&i| ready(hits[i])))
+                .unwrap_or(firsts[0]);
+            let keep_slot = hits[keep];
+            hits.retain(|&slot| !first(slot) || slot == keep_slot);
+        }
+        if hits.len() != before {
+            self.ambiguous += 1;
+        }
     }
 
     fn depth_step(&mut self, d: usize, k: u8, t: i64) {
@@ -751,14 +852,20 @@ impl Machine {
             match k {
                 K_Q => self.queue(d, ti, s, nbytes[i], pid[i], a),
                 K_G | K_S | K_I | K_M => {
-                    if let Some(slot) = self.lookup(d, s) {
+                    let flag = match k { K_G => SEEN_G, K_S => SEEN_S, K_I => SEEN_I, _ => SEEN_M };
+                    if let Some(slot) = self.lookup_stage(d, s, s + nbytes[i] / SECTOR, flag) {
                         self.bio_event(k, slot, ti);
+                        if code == 3 && !self.btt_compat {
+                            self.front_merged(d, slot);
+                        }
                     }
                 }
                 K_A => {
                     if let Some(src) = self.find_dev(pdu_dev[i]) {
-                        if let Some(slot) = self.lookup(src, pdu_sector[i]) {
+                        let from = pdu_sector[i];
+                        if let Some(slot) = self.lookup_stage(src, from, from + nbytes[i] / SECTOR, SEEN_A) {
                             self.bio_event(k, slot, ti);
+                            self.bios[slot as usize].flags |= SEEN_A;
                         }
                     }
                 }
@@ -876,10 +983,10 @@ impl Machine {
     /// (PENDING_RUNS, READY_ROWS; tests lower them to reach the fallbacks).
     #[new]
     #[pyo3(signature = (device=None, lo=None, hi=None, pids=None, emit_rows=false, keep_rows=1 << 20,
-                        pending_runs=PENDING_RUNS, ready_rows=READY_ROWS))]
+                        pending_runs=PENDING_RUNS, ready_rows=READY_ROWS, btt_compat=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(device: Option<u32>, lo: Option<i64>, hi: Option<i64>, pids: Option<Vec<i64>>, emit_rows: bool,
-           keep_rows: usize, pending_runs: usize, ready_rows: usize) -> Machine {
+           keep_rows: usize, pending_runs: usize, ready_rows: usize, btt_compat: bool) -> Machine {
         Machine {
             device,
             lo,
@@ -920,6 +1027,9 @@ impl Machine {
             rows_out_of_order: 0,
             pending_runs,
             ready_rows,
+            btt_compat,
+            ambiguous: 0,
+            ambiguous_same: 0,
         }
     }
 
@@ -1056,6 +1166,7 @@ impl Machine {
         out.set_item("rows", rows_dict(py, &kept)?)?;
         out.set_item("rows_stride", self.stride)?;
         out.set_item("rows_out_of_order", self.rows_out_of_order)?;
+        out.set_item("ambiguous", (self.ambiguous, self.ambiguous_same))?;
         Ok(out)
     }
 }

@@ -42,6 +42,24 @@ const F_PDU_LEN: usize = 46;
 const MAGIC: u64 = 0x6561_7400;
 const MAGIC_MASK: u64 = 0xFFFF_FF00;
 const VERSION: u64 = 0x07;
+// `struct blk_io_trace2` (protocol version 8, Linux 6.19): a 64-byte header, pid before a
+// 64-bit action, 12 bytes of padding after pdu_len; the other fields where v7 has them
+const VERSION2: u64 = 0x08;
+const HEADER2: usize = 64;
+const F2_PID: usize = 28;
+const F2_ACTION: usize = 32;
+const F2_DEVICE: usize = 40;
+const F2_CPU: usize = 44;
+const F2_ERROR: usize = 48;
+const F2_PDU_LEN: usize = 50;
+// the categories only v8 has (BLK_TC_ZONE_APPEND .. BLK_TC_WRITE_ZEROES << 16): action bits 32-38
+pub const ZONE_OPS: usize = 7;
+
+/// The header length and the offset of pdu_len of a record of `version` (v7's for others).
+#[inline(always)]
+fn header_of(version: u64) -> (usize, usize) {
+    if version == VERSION2 { (HEADER2, F2_PDU_LEN) } else { (HEADER, F_PDU_LEN) }
+}
 
 /// The PDU rules, handed over by the Python declaration (parsers/blktrace.py FILL_PDU).
 #[derive(Clone, Copy)]
@@ -50,6 +68,7 @@ struct Pdu {
     split: u64,
     unplug: u64,
     timer_unplug: u64,
+    zone_unplug: u64,
     notify: u64,
     cgroup: u64,
     cgroup_bytes: u64,
@@ -76,12 +95,41 @@ struct Rec {
     has_remap: bool,
     has_int: bool,
     pos: i64,
+    action_hi: u32, // v8: the action's upper 32 bits (the zone and write-zeroes categories)
 }
 
 /// Decodes the record whose header starts at b[p] (its PDU follows it in `b`).
 #[inline(always)]
-fn decode(b: &[u8], p: usize, pos: u64, big: bool, r: &Pdu) -> Rec {
-    if big { decode_in::<true>(b, p, pos, r) } else { decode_in::<false>(b, p, pos, r) }
+fn decode(b: &[u8], p: usize, pos: u64, big: bool, v2: bool, r: &Pdu) -> Rec {
+    match (big, v2) {
+        (true, false) => decode_in::<true>(b, p, pos, r),
+        (false, false) => decode_in::<false>(b, p, pos, r),
+        (true, true) => decode_v2::<true>(b, p, pos, r),
+        (false, true) => decode_v2::<false>(b, p, pos, r),
+    }
+}
+
+/// A v8 record (`struct blk_io_trace2`): its fields into the v7 record's (the action's
+/// lower 32 bits mean what v7's action means), the upper bits kept apart.
+#[inline(always)]
+fn decode_v2<const BIG: bool>(b: &[u8], p: usize, pos: u64, r: &Pdu) -> Rec {
+    let h: &[u8; HEADER2] = b[p..p + HEADER2].try_into().unwrap();
+    let action = u64_at(h, F2_ACTION, BIG);
+    let rec = Rec {
+        time: u64_at(h, F_TIME, BIG) as i64,
+        seq: u32_at(h, F_SEQ, BIG) as i64,
+        sector: u64_at(h, F_SECTOR, BIG) as i64,
+        bytes: u32_at(h, F_BYTES, BIG) as i64,
+        pid: u32_at(h, F2_PID, BIG) as i64,
+        action: action as u32,
+        action_hi: (action >> 32) as u32,
+        device: u32_at(h, F2_DEVICE, BIG) as u32,
+        cpu: u32_at(h, F2_CPU, BIG) as u32 as i32,
+        error: u16_at(h, F2_ERROR, BIG) as u16 as i16,
+        pos: pos as i64,
+        ..Default::default()
+    };
+    with_pdu(rec, b, p + HEADER2, u16_at(h, F2_PDU_LEN, BIG), r)
 }
 
 #[inline(always)]
@@ -89,7 +137,7 @@ fn decode_in<const BIG: bool>(b: &[u8], p: usize, pos: u64, r: &Pdu) -> Rec {
     // the header as a fixed-size array: one bounds check, the field reads at constant offsets
     let h: &[u8; HEADER] = b[p..p + HEADER].try_into().unwrap();
     let action = u32_at(h, F_ACTION, BIG);
-    let mut rec = Rec {
+    let rec = Rec {
         time: u64_at(h, F_TIME, BIG) as i64,
         seq: u32_at(h, F_SEQ, BIG) as i64,
         sector: u64_at(h, F_SECTOR, BIG) as i64,
@@ -102,19 +150,25 @@ fn decode_in<const BIG: bool>(b: &[u8], p: usize, pos: u64, r: &Pdu) -> Rec {
         pos: pos as i64,
         ..Default::default()
     };
-    let pdu_len = u16_at(h, F_PDU_LEN, BIG);
+    with_pdu(rec, b, p + HEADER, u16_at(h, F_PDU_LEN, BIG), r)
+}
+
+/// A record's remap, split or unplug PDU (at b[at..], `pdu_len` bytes) into its fields.
+#[inline(always)]
+fn with_pdu(mut rec: Rec, b: &[u8], at: usize, pdu_len: u64, r: &Pdu) -> Rec {
+    let action = rec.action as u64;
     if pdu_len == 0 || action & r.notify != 0 {
         return rec;
     }
     let skip = if action & r.cgroup != 0 { r.cgroup_bytes } else { 0 };
     let payload = pdu_len as i64 - skip as i64;
     let code = action & 0xFFFF & !r.cgroup;
-    let start = p + HEADER + skip as usize;
+    let start = at + skip as usize;
     if code == r.remap && payload >= r.remap_size as i64 {
         rec.pdu_dev = u32_at(b, start + r.dev_from, true) as u32;
         rec.pdu_sector = u64_at(b, start + r.sector_from, true) as i64;
         rec.has_remap = true;
-    } else if (code == r.split || code == r.unplug || code == r.timer_unplug) && payload >= 8 {
+    } else if (code == r.split || code == r.unplug || code == r.timer_unplug || code == r.zone_unplug) && payload >= 8 {
         rec.pdu_int = u64_at(b, start, true) as i64;
         rec.has_int = true;
     }
@@ -124,7 +178,7 @@ fn decode_in<const BIG: bool>(b: &[u8], p: usize, pos: u64, r: &Pdu) -> Rec {
 enum Step {
     Rec(u64),
     Bad(u64),
-    TruncShort(u64),
+    TruncShort(u64, usize),
     TruncPdu(u64, u64),
     Odd,
     End,
@@ -243,25 +297,41 @@ impl Walker {
         }
         if self.n - pos < HEADER as u64 {
             self.done = true;
-            return Ok(Step::TruncShort(pos));
+            return Ok(Step::TruncShort(pos, self.header_at(pos)?));
         }
         if !self.ensure(pos, HEADER)? {
             self.done = true;
-            return Ok(Step::TruncShort(pos));
+            return Ok(Step::TruncShort(pos, HEADER));
         }
-        if self.u32(pos) & MAGIC_MASK != MAGIC {
+        let magic = self.u32(pos);
+        if magic & MAGIC_MASK != MAGIC {
             self.resync = true;
             self.seen_bad = true;
             return Ok(Step::Bad(pos));
         }
-        let pdu = u16_at(&self.buf, self.idx(pos) + F_PDU_LEN, self.big);
-        let nxt = pos + HEADER as u64 + pdu;
-        if nxt > self.n || !self.ensure(pos, HEADER + pdu as usize)? {
+        let (header, f_pdu_len) = header_of(magic & 0xFF);
+        if self.n - pos < header as u64 || !self.ensure(pos, header)? {
+            self.done = true;
+            return Ok(Step::TruncShort(pos, header));
+        }
+        let pdu = u16_at(&self.buf, self.idx(pos) + f_pdu_len, self.big);
+        let nxt = pos + header as u64 + pdu;
+        if nxt > self.n || !self.ensure(pos, header + pdu as usize)? {
             self.done = true;
             return Ok(Step::TruncPdu(pos, pdu));
         }
         self.pos = nxt;
         Ok(Step::Rec(pos))
+    }
+
+    /// The header length the record starting at `pos` needs, by its version (v7's when the
+    /// bytes left do not hold a magic).
+    fn header_at(&mut self, pos: u64) -> io::Result<usize> {
+        if self.n - pos < 4 || !self.ensure(pos, 4)? {
+            return Ok(HEADER);
+        }
+        let magic = self.u32(pos);
+        Ok(if magic & MAGIC_MASK == MAGIC { header_of(magic & 0xFF).0 } else { HEADER })
     }
 
     /// Reads the whole file into `buf` (sorting mode).
@@ -275,8 +345,8 @@ fn bad_magic(magic: u64) -> String {
     format!("bad magic 0x{:08x} (expected 0x{:08x}): not a blk_io_trace record", magic, MAGIC | VERSION)
 }
 
-fn truncated_short(left: u64) -> String {
-    format!("truncated record: {} bytes left, a record needs {}", left, HEADER)
+fn truncated_short(left: u64, header: usize) -> String {
+    format!("truncated record: {} bytes left, a record needs {}", left, header)
 }
 
 fn truncated_pdu(pdu: u64) -> String {
@@ -286,7 +356,7 @@ fn truncated_pdu(pdu: u64) -> String {
 const BAD_TIME: &str = "time or sector beyond int64 (a damaged record)";
 
 fn bad_version(version: u64) -> String {
-    format!("unsupported blktrace version {} (this reader knows {})", version, VERSION)
+    format!("unsupported blktrace version {} (this reader knows {} and {})", version, VERSION, VERSION2)
 }
 
 /// The byte order of a file from its first word (None: not blktrace).
@@ -342,9 +412,12 @@ fn first_fault(path: &str) -> io::Result<Option<Fault>> {
                 let p = w.idx(pos);
                 let b = &w.buf;
                 let ver = u32_at(b, p + F_MAGIC, big) & 0xFF;
-                let data = ver == VERSION && u32_at(b, p + F_ACTION, big) & (1 << 26) == 0;
-                if ver != VERSION && version.is_none() {
+                let f_action = if ver == VERSION2 { F2_ACTION } else { F_ACTION };
+                let data = (ver == VERSION || ver == VERSION2) && u32_at(b, p + f_action, big) & (1 << 26) == 0;
+                if ver != VERSION && ver != VERSION2 {
+                    // its header length is unknown: what follows cannot be chained
                     version = Some(("bad", pos, bad_version(ver)));
+                    break;
                 }
                 if data && bad_time.is_none()
                     && ((u64_at(b, p + F_TIME, big) as i64) < 0 || (u64_at(b, p + F_SECTOR, big) as i64) < 0)
@@ -353,7 +426,7 @@ fn first_fault(path: &str) -> io::Result<Option<Fault>> {
                 }
             }
             Step::Bad(pos) => return Ok(Some(("bad", pos, bad_magic(w.u32(pos))))),
-            Step::TruncShort(pos) => trunc = Some(("truncated", pos, truncated_short(w.n - pos))),
+            Step::TruncShort(pos, need) => trunc = Some(("truncated", pos, truncated_short(w.n - pos, need))),
             Step::TruncPdu(pos, pdu) => trunc = Some(("truncated", pos, truncated_pdu(pdu))),
             Step::Odd | Step::End => break,
         }
@@ -369,7 +442,7 @@ fn odd_ahead(path: &str, big: bool, read_size: usize, pos: u64) -> io::Result<bo
     loop {
         match w.next()? {
             Step::Odd => return Ok(true),
-            Step::End | Step::TruncShort(_) | Step::TruncPdu(..) => return Ok(false),
+            Step::End | Step::TruncShort(..) | Step::TruncPdu(..) => return Ok(false),
             Step::Rec(_) | Step::Bad(_) => {}
         }
     }
@@ -406,6 +479,8 @@ struct Lane {
     notify: Vec<Notify>,
     records: u64,
     disorder: u64,
+    versions: [u64; 2],         // records of version 7, 8
+    zone_ops: [u64; ZONE_OPS],  // v8 data records per category bit 32 + k of the action
 }
 
 impl Lane {
@@ -413,7 +488,8 @@ impl Lane {
         Ok(Lane { file, path: path.to_string(), walker: Walker::open(path, big, read_size, 0)?, file_cpu, strict,
                   read_size, head: None, last_time: i64::MIN, probed: false, faulted: false, bad: Vec::new(),
                   bad_time: Vec::new(), bad_version: Vec::new(), truncated: None, wrong: 0, first_wrong: -1,
-                  wrong_cpu: 0, seqs: Vec::new(), notify: Vec::new(), records: 0, disorder: 0 })
+                  wrong_cpu: 0, seqs: Vec::new(), notify: Vec::new(), records: 0, disorder: 0,
+                  versions: [0; 2], zone_ops: [0; ZONE_OPS] })
     }
 
     /// The next kept data record of the file, decoded (or None at its end, or at an error in
@@ -427,7 +503,7 @@ impl Lane {
                     let p = self.walker.idx(pos);
                     let b = &self.walker.buf;
                     let version = u32_at(b, p + F_MAGIC, big) & 0xFF;
-                    if version != VERSION {
+                    if version != VERSION && version != VERSION2 {
                         self.bad_version.push((pos, bad_version(version)));
                         if self.strict {
                             self.faulted = true;
@@ -435,7 +511,10 @@ impl Lane {
                         }
                         continue;
                     }
-                    let rec = decode(b, p, pos, big, rules);
+                    let v2 = version == VERSION2;
+                    let (header, f_pdu_len) = header_of(version);
+                    let rec = decode(b, p, pos, big, v2, rules);
+                    self.versions[v2 as usize] += 1;
                     if self.file_cpu >= 0 && rec.cpu as u32 as i64 != self.file_cpu {
                         if self.wrong == 0 {
                             self.first_wrong = pos as i64;
@@ -445,12 +524,12 @@ impl Lane {
                     }
                     if rec.action as u64 & rules.notify != 0 {
                         self.records += 1;
-                        let pdu_len = u16_at(b, p + F_PDU_LEN, big);
+                        let pdu_len = u16_at(b, p + f_pdu_len, big);
                         if pdu_len > 0 {
                             let skip = if rec.action as u64 & rules.cgroup != 0 { rules.cgroup_bytes } else { 0 };
-                            let start = p + HEADER + skip as usize;
+                            let start = p + header + skip as usize;
                             let len = pdu_len.saturating_sub(skip) as usize;
-                            let end = (start + len).min(p + HEADER + pdu_len as usize);
+                            let end = (start + len).min(p + header + pdu_len as usize);
                             let payload = if start < end { b[start..end].to_vec() } else { Vec::new() };
                             self.notify.push(Notify { action: rec.action as u64, pid: rec.pid as u64,
                                                       time: rec.time as u64, device: rec.device as u64, payload });
@@ -466,6 +545,9 @@ impl Lane {
                         continue;
                     }
                     self.records += 1;
+                    for (k, n) in self.zone_ops.iter_mut().enumerate() {
+                        *n += (rec.action_hi >> k & 1) as u64;
+                    }
                     self.sequence(rec.cpu as u32 as u64, rec.seq);
                     return Ok(Some(rec));
                 }
@@ -483,8 +565,8 @@ impl Lane {
                         }
                     }
                 }
-                Step::TruncShort(pos) => {
-                    self.truncated = Some((pos, truncated_short(self.walker.n - pos)));
+                Step::TruncShort(pos, need) => {
+                    self.truncated = Some((pos, truncated_short(self.walker.n - pos, need)));
                     self.faulted = self.strict;
                     return Ok(None);
                 }
@@ -552,6 +634,7 @@ struct Out {
     has_int: Vec<bool>,
     file: Vec<i16>,
     position: Vec<i64>,
+    action_hi: Vec<u32>,
 }
 
 impl Out {
@@ -575,6 +658,7 @@ impl Out {
             o.has_int.reserve_exact(cap);
             o.file.reserve_exact(cap);
             o.position.reserve_exact(cap);
+            o.action_hi.reserve_exact(cap);
         }
         o
     }
@@ -599,6 +683,7 @@ impl Out {
             self.has_int.push(r.has_int);
             self.file.push(file as i16);
             self.position.push(r.pos);
+            self.action_hi.push(r.action_hi);
         }
     }
 
@@ -618,7 +703,7 @@ impl Out {
               seq: part(&self.seq, lo, hi), cpu: part(&self.cpu, lo, hi), error: part(&self.error, lo, hi),
               pdu_int: part(&self.pdu_int, lo, hi), has_remap: part(&self.has_remap, lo, hi),
               has_int: part(&self.has_int, lo, hi), file: part(&self.file, lo, hi),
-              position: part(&self.position, lo, hi) }
+              position: part(&self.position, lo, hi), action_hi: part(&self.action_hi, lo, hi) }
     }
 
     fn into_dict<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -638,6 +723,7 @@ impl Out {
             d.set_item("error", PyArray1::from_vec_bound(py, self.error))?;
             d.set_item("pdu_int", PyArray1::from_vec_bound(py, self.pdu_int))?;
             d.set_item("has_remap", PyArray1::from_vec_bound(py, self.has_remap))?;
+            d.set_item("action_hi", PyArray1::from_vec_bound(py, self.action_hi))?;
             d.set_item("has_int", PyArray1::from_vec_bound(py, self.has_int))?;
             d.set_item("file", PyArray1::from_vec_bound(py, self.file))?;
             d.set_item("position", PyArray1::from_vec_bound(py, self.position))?;
@@ -737,7 +823,7 @@ impl BlktraceReader {
     /// Sorting mode: every file read whole, every kept record's key sorted.
     fn start_sorted(&mut self) -> io::Result<()> {
         let sizes: Vec<usize> = self.paths.iter().map(|p| std::fs::metadata(p).map(|m| m.len() as usize).unwrap_or(0)).collect();
-        let biggest = sizes.iter().copied().max().unwrap_or(0) + HEADER;
+        let biggest = sizes.iter().copied().max().unwrap_or(0) + HEADER2;
         self.open_lanes(biggest)?;
         self.heap = None;
         let mut keys = Vec::new();
@@ -813,7 +899,9 @@ impl BlktraceReader {
             let (_, k, pos) = s.keys[s.next];
             s.next += 1;
             let lane = &self.lanes[k as usize];
-            let rec = decode(&lane.walker.buf, lane.walker.idx(pos), pos, lane.walker.big, &self.rules);
+            let (b, p) = (&lane.walker.buf, lane.walker.idx(pos));
+            let v2 = u32_at(b, p + F_MAGIC, lane.walker.big) & 0xFF == VERSION2;
+            let rec = decode(b, p, pos, lane.walker.big, v2, &self.rules);
             let origin = *self.origin.get_or_insert(rec.time);
             out.push(&rec, lane.file, origin);
         }
@@ -892,13 +980,13 @@ impl BlktraceReader {
     #[allow(clippy::too_many_arguments)]
     fn new(paths: Vec<String>, cpus: Vec<i64>, pdu: Vec<i64>, strict: bool, raw: bool, chunk: usize,
            read_size: usize, probe: usize, sort_disorder: bool) -> PyResult<Self> {
-        if paths.len() != cpus.len() || pdu.len() != 10 || chunk == 0 {
+        if paths.len() != cpus.len() || pdu.len() != 11 || chunk == 0 {
             return Err(PyValueError::new_err("BlktraceReader: paths and cpus differ in length, or bad pdu/chunk"));
         }
         let rules = Pdu { remap: pdu[0] as u64, split: pdu[1] as u64, unplug: pdu[2] as u64,
                           timer_unplug: pdu[3] as u64, notify: pdu[4] as u64, cgroup: pdu[5] as u64,
                           cgroup_bytes: pdu[6] as u64, remap_size: pdu[7] as u64, dev_from: pdu[8] as usize,
-                          sector_from: pdu[9] as usize };
+                          sector_from: pdu[9] as usize, zone_unplug: pdu[10] as u64 };
         let mut bigs = Vec::new();
         let mut start_bad = Vec::new();
         for (i, path) in paths.iter().enumerate() {
@@ -989,6 +1077,8 @@ impl BlktraceReader {
             d.set_item("notify", notify)?;
             d.set_item("disorder", l.disorder)?;
             d.set_item("big", l.walker.big)?;
+            d.set_item("versions", l.versions.to_vec())?;
+            d.set_item("zone_ops", l.zone_ops.to_vec())?;
             out.append(d)?;
         }
         Ok(out)
@@ -1003,8 +1093,17 @@ fn blktrace_layout() -> Vec<(&'static str, usize)> {
          ("pdu_len", F_PDU_LEN)]
 }
 
+/// The v8 header layout (`struct blk_io_trace2`) this reader reads, and its length.
+#[pyfunction]
+fn blktrace2_layout() -> (Vec<(&'static str, usize)>, usize) {
+    (vec![("magic", F_MAGIC), ("sequence", F_SEQ), ("time", F_TIME), ("sector", F_SECTOR), ("bytes", F_BYTES),
+          ("pid", F2_PID), ("action", F2_ACTION), ("device", F2_DEVICE), ("cpu", F2_CPU), ("error", F2_ERROR),
+          ("pdu_len", F2_PDU_LEN)], HEADER2)
+}
+
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_class::<BlktraceReader>()?;
     m.add_function(wrap_pyfunction!(blktrace_layout, m)?)?;
+    m.add_function(wrap_pyfunction!(blktrace2_layout, m)?)?;
     Ok(())
 }
