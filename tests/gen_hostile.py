@@ -133,7 +133,27 @@ def base_texts() -> dict[str, dict]:
                      suffix=".strace.txt"),
         "sg3": dict(data=_read(c / "sg/lsi_sg_tools/dd_4k.out.txt"), count=count_lines,
                     suffix=".sg3.txt", fmt="sgio"),
+        "zfcp": dict(data=_zfcp_log(), count=count_lines, suffix=".dmesg", fmt="scsilog"),
+        "sgio_prog": dict(data=_strace_with_program_output(), count=count_lines, suffix=".strace.txt", fmt="sgio"),
     }
+
+
+def _zfcp_log() -> bytes:
+    """A completions-only kernel log (64-bit LUNs, Done: ADD_TO_MLQUEUE, sense lines, scsi scan)."""
+    from gen_scsilog import completions_log
+    cmds = [(1_000_000 * k, (0, 0, 0, [1084113024, 1084178560][k % 2]), 640 + k % 3, bytes([[0, 0x12][k % 2]]) + bytes(5),
+             ["ADD_TO_MLQUEUE", "SUCCESS"][k % 2], [None, "Unit Attention"][k % 2]) for k in range(1, 13)]
+    return completions_log(cmds, scan=2, other=True).encode()
+
+
+def _strace_with_program_output() -> bytes:
+    """strace of an sg program without -o, indented as pasted: the program's lines between."""
+    from gen_sgio import PROGRAM_LINES, command, strace_text, with_program_output
+    cmds = [command(bytes([[0, 0x12][k % 2], 0, 0, 0, 36 * (k % 2), 0]), start_us=900 * k,
+                    direction=["none", "in"][k % 2], dxfer_len=36 * (k % 2)) for k in range(8)]
+    text = with_program_output(strace_text(cmds), [(k, PROGRAM_LINES[k % len(PROGRAM_LINES)]) for k in range(8)],
+                               "    ", split_write=True)
+    return text.encode()
 
 
 def _first_record(name: str, lines: list[bytes]) -> int:
@@ -150,6 +170,10 @@ def _first_record(name: str, lines: list[bytes]) -> int:
         if name == "dmesg" and b"Send:" not in s:
             continue
         if name == "sg3" and b"cdb: [" not in s:
+            continue
+        if name == "zfcp" and b"Done:" not in s:
+            continue
+        if name == "sgio_prog" and b"SG_IO" not in s:
             continue
         return i
     raise AssertionError(name)
@@ -184,6 +208,11 @@ FIELD_ATTACKS = [
     ("sgio", "resid-huge", rb"(?<=resid=)\d+", b"100000000000000000000", True),
     ("sgio", "duration-huge", rb"(?<=duration=)\d+", b"100000000000000000000", True),
     ("sgio", "cmdp-garbled", rb'cmdp="\\x12', b'cmdp="\\xzz', True),
+    ("zfcp", "lun-huge", rb"1084\d+", b"100000000000000000000", True),
+    ("zfcp", "ts-huge", rb"\d+\.\d{6}(?=\])", b"100000000000.000000", True),
+    ("zfcp", "tag-huge", rb"(?<=tag#)\d+", b"100000000000000000000", True),
+    ("sgio_prog", "dxfer-len-huge", rb"(?<=dxfer_len=)\d+", b"100000000000000000000", True),
+    ("sgio_prog", "cut-call", rb"ioctl\(.*$", b'openat(AT_FDCWD, "/dev/sg0", O_RDWR', True),
     ("qemu_lsi", "ts-garbled", rb"(?<=@)\d+\.\d+", b"17x5345100.755681", True),
     ("qemu_lsi", "ts-huge", rb"(?<=@)\d+", b"100000000000000000000", True),
     ("qemu_lsi", "pid-huge", rb"^\d+", b"100000000000000000000", True),
@@ -263,7 +292,9 @@ def text_cases(d: Path) -> dict[str, Case]:
         put("crlf", _join(lines, b"\r\n"))
         # kernel logs and sg3_utils output read and ignore lines that are not SCSI events or
         # commands: a long one is legal there
-        put("long-line", _join(lines[:mid] + [b"a" * (10 << 20)] + lines[mid:]), bad=name not in ("ftrace", "dmesg", "sg3"),
+        # (strace's too: a line with no strace shape is the traced program's output)
+        put("long-line", _join(lines[:mid] + [b"a" * (10 << 20)] + lines[mid:]),
+            bad=name not in ("ftrace", "dmesg", "sg3", "zfcp", "sgio", "sgio_prog"),
             where="line")
         put("garbage", bytes(rng.randrange(256) for _ in range(65536)), bad=True, force_fmt=True, count=False)
         for fmt_name, case, rx, new, bad in FIELD_ATTACKS:
