@@ -201,6 +201,7 @@ def _good_batches(path: str, batches, strict: bool, capture: Capture):
     records, anomalies and link types are filled in as they go (skips counted in the
     order the whole-file reader listed them: chain end, truncation, bad records)."""
     records, bad_count, bad_examples, linktypes = RecordCount(read=0), 0, [], set()
+    short = 0
     for batch in batches:
         urbs, bad = batch[0], batch[1]
         linktype = batch[2] if len(batch) > 2 else np.broadcast_to(np.int64(batches.network), (len(urbs),))
@@ -215,8 +216,10 @@ def _good_batches(path: str, batches, strict: bool, capture: Capture):
         records.read += skipped.read
         bad_count += skipped.skipped
         bad_examples += skipped.examples[:5 - len(bad_examples)]
+        short += _captured_short(good)
         if len(good):
             yield good
+    _note_captured_short(capture, short)
     chain_bad, truncated = _chain_end(path, batches, strict)
     for off, why in chain_bad:
         records.skip(1, [f"{path}: byte offset {off}: {why}"])
@@ -228,6 +231,28 @@ def _good_batches(path: str, batches, strict: bool, capture: Capture):
         records.skip(bad_count, bad_examples)
     capture.meta["linktypes"] = sorted(linktypes)
     capture.records = records           # counted once the whole capture has been read
+
+
+def _captured_short(urbs: UrbColumns) -> int:
+    """URBs whose data was captured short: an OUT submission or an IN completion with some
+    data, less than the URB's length (the snap length, or usbmon's per-event limit: a fifth
+    of its buffer, 61,440 bytes by default). Isochronous URBs are left out (their length
+    counts every packet of the frame)."""
+    if not len(urbs):
+        return 0
+    carries = np.where(urbs.event == ord("S"), (urbs.ep & 0x80) == 0, (urbs.ep & 0x80) != 0)
+    return int(np.count_nonzero(carries & (urbs.xfer != 0) & (urbs.data_len > 0) & (urbs.data_len < urbs.length)))
+
+
+def _note_captured_short(capture: Capture, short: int) -> None:
+    capture.meta["urbs_captured_short"] = short
+    capture.notes[:] = [n for n in capture.notes if not n.endswith(SHORT_NOTE)]
+    if short:
+        capture.notes.append(f"{short} URBs {SHORT_NOTE}")
+
+
+SHORT_NOTE = ("captured short (data bytes captured < the URB's length: the capture's snap length or usbmon's "
+              "per-event limit): bytes and rates come from the URB lengths, not from the bytes captured")
 
 
 def _chain_end(path: str, batches, strict: bool):
