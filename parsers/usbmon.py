@@ -35,6 +35,7 @@ SUFFIXES = (".usbmon", ".usbmon.txt", ".usbmon.pcap", ".usbmon.pcapng", ".pcap",
 LINKTYPE_USB_LINUX = 189
 LINKTYPE_USB_LINUX_MMAPPED = 220
 LINKTYPES = (LINKTYPE_USB_LINUX, LINKTYPE_USB_LINUX_MMAPPED)
+LINKTYPE_USBPCAP = 249          # Windows' USBPcap: parsers/_usbpcap.py, into the same URB table
 EINPROGRESS = -115
 
 # the packet header's construct declarations (HEADER: per link type) and the field offsets
@@ -81,7 +82,7 @@ TEXT_TS_WRAP_US = 4096 * 1_000_000   # the text timestamp is (seconds % 4096) * 
 def sniff(head: bytes) -> bool:
     kind = _pcap.sniff_container(head)
     if kind is not None:
-        return kind[2] in LINKTYPES
+        return kind[2] in LINKTYPES or kind[2] == LINKTYPE_USBPCAP
     # most of the first lines are records (one damaged line does not hide the format)
     lines = [ln.decode("ascii", "replace").rstrip("\r") for ln in head.split(b"\n")[:6] if ln.strip()][:5]
     if len(head) == 65536 or len(lines) > 1:    # the last line of a head may be cut
@@ -94,13 +95,16 @@ def parse(path, *, strict: bool = True, progress=None, route: str = "native", **
     path = str(path)
     with open(path, "rb") as fh:
         head = fh.read(4096)
-    is_capture = _pcap.sniff_container(head) is not None
+    kind = _pcap.sniff_container(head)
+    is_capture = kind is not None
     if route not in ("native", "pyshark"):
         raise UsageError(f"--route must be native or pyshark, got {route!r}")
     if route == "pyshark":
         if not is_capture:
             raise UsageError("--route pyshark reads pcap/pcapng captures only (this is usbmon text)")
         return _parse_pyshark(path, strict)
+    if is_capture and kind[2] == LINKTYPE_USBPCAP:
+        return _parse_usbpcap(path, strict)
     if is_capture:
         return _parse_pcap(path, strict)
     return _parse_text(path, strict, progress)
@@ -300,6 +304,22 @@ def _good_records(path: str, urbs: UrbColumns, bad: np.ndarray, linktype: np.nda
         urbs = urbs.take(bad == 0)
     records.read += len(urbs)
     return urbs
+
+
+# ---------------------------------------------------------------- USBPcap (Windows)
+
+def _parse_usbpcap(path: str, strict: bool) -> Capture:
+    from . import _usbpcap
+    urbs, records, anomalies, meta = _usbpcap.parse(path, strict)
+    capture = _capture(path, urbs, records, anomalies, meta)
+    skipped = meta["skipped_by_design"]
+    capture.notes.append(
+        f"USBPcap capture (Windows): URBs paired by IRP; {skipped['not transfers']} packets of URB functions that "
+        f"move no data and {skipped['control stages']} later control-transfer stages read, skipped by design; "
+        "USBPcap records no requested length for IN transfers (taken from their completions) and no actual "
+        "length for OUT ones (taken from their submissions)")
+    _note_captured_short(capture, _captured_short(urb_columns(urbs)))
+    return capture
 
 
 # ---------------------------------------------------------------- text (1u / 1t)

@@ -19,7 +19,7 @@ Mutations of text formats (each on a chosen record line of the base):
   byte, a whole page of NULs, Latin-1 bytes, the file in UTF-16, a UTF-8 BOM, CRLF line
   ends, a 10 MB line, binary garbage; plus per-format field attacks (FIELD_ATTACKS).
 Logic-analyzer captures (sigrok .sr, DSView .dsl, Saleae CSV): cut, emptied, flipped, garbage.
-Binary formats (blktrace, usbmon pcap, transitions Parquet): truncation at every structural
+Binary formats (blktrace, usbmon pcap, USBPcap pcap, transitions Parquet): truncation at every structural
 boundary of the first and last record (inside the file header, the record header, the PDU
 or data), bit flips, absurd lengths, wrong magic and version.
 File system: a FIFO, /dev/null, /dev/zero (auto and with --format), a directory, a symlink
@@ -413,6 +413,46 @@ def pcap_cases(d: Path) -> dict[str, Case]:
     return out
 
 
+def usbpcap_cases(d: Path) -> dict[str, Case]:
+    """USBPcap (Windows, link type 249) captures of the same traffic (gen_usbmon.write_usbpcap),
+    then damaged in their USBPcap headers (headerLen, transfer type, dataLength, device)."""
+    import gen_usbmon as gu
+    good = d / "usbpcap-base.pcap"
+    gu.write_usbpcap(good, gu.traffic(2))
+    raw = good.read_bytes()
+    offs = gu._record_offsets(raw)
+    out: dict[str, Case] = {}
+
+    def put(case, payload: bytes, *, bad=False, where=None, count=True):
+        p = d / f"usbpcap-{case}.pcap"
+        p.write_bytes(payload)
+        out[f"usbpcap/{case}"] = Case(str(p), "auto", count_pcap(payload) if count else None, bad, where)
+
+    put("clean", raw)
+    ng = d / "usbpcap-base.pcapng"
+    gu.write_usbpcap(ng, gu.traffic(2), pcapng=True)
+    out["usbpcap/pcapng-clean"] = Case(str(ng), "auto", None)
+    put("cut-first-usbpcap-header", raw[:offs[0] + 16 + 10], where="offset")
+    put("cut-last-byte", raw[:-1], where="offset")
+    put("snap-200", (lambda p: p.read_bytes())(_written(d / "usbpcap-snap.pcap", gu, 200)))
+    for case, field_at, fmt, value in (("header-len-small", 0, "<H", 5), ("transfer-bad", 22, "<B", 7),
+                                       ("data-length-huge", 23, "<I", 0x7FFFFFFF), ("device-huge", 19, "<H", 300)):
+        b = bytearray(raw)
+        struct.pack_into(fmt, b, offs[6] + 16 + field_at, value)
+        put(case, bytes(b), bad=True, where="offset")
+    rng = random.Random(11)
+    for k in range(3):
+        b = bytearray(raw)
+        b[rng.randrange(24, len(b))] ^= 1 << rng.randrange(8)
+        put(f"bitflip-{k}", bytes(b), count=False)
+    return out
+
+
+def _written(path: Path, gu, snaplen: int) -> Path:
+    gu.write_usbpcap(path, gu.traffic(2), snaplen=snaplen)
+    return path
+
+
 def parquet_cases(d: Path) -> dict[str, Case]:
     """Parquet written by `scsitrace convert` from the ancot base, then damaged."""
     from scsitrace.cli import main
@@ -472,7 +512,7 @@ def fs_cases(d: Path) -> dict[str, Case]:
 def build(d: Path) -> dict[str, Case]:
     d = Path(d)
     out = {}
-    for make in (text_cases, blktrace_cases, pcap_cases, parquet_cases, logic_cases, fs_cases):
+    for make in (text_cases, blktrace_cases, pcap_cases, usbpcap_cases, parquet_cases, logic_cases, fs_cases):
         sub = d / make.__name__
         sub.mkdir()
         out.update(make(sub))

@@ -458,3 +458,71 @@ def pcap_to_text(src, dst) -> None:
                 data = u.data_buf[at:at + size].tobytes() if size > 0 else None
                 lines.append(text_line(Event(t, urb, chr(ev), xfer, ep, status, length, data, setup, bus, dev)))
             fh.write("\n".join(lines) + "\n")
+
+
+# ---------------------------------------------------------------- USBPcap (Windows)
+
+USBD_STATUS_OF = {0: 0, EPIPE: 0xC0000004}      # other errors: USBD_STATUS_DEV_NOT_RESPONDING
+URB_FUNCTION = {2: 0x0008, 3: 0x0009, 1: 0x0009}  # CONTROL_TRANSFER, BULK_OR_INTERRUPT_TRANSFER
+
+
+def usbpcap_packets(events: list[Event]) -> list[tuple[int, bytes]]:
+    """(time in us, packet) of each packet USBPcap logs for the same URBs: the usbmon header
+    rewritten as USBPcap's (parsers/_usbpcap.py USBPCAP_PACKET, as its driver fills it:
+    USBPcapURB.c). Bulk/interrupt: one packet down (OUT data), one back (IN data). Control:
+    the setup stage down (8 bytes), an OUT data stage down, the IN data stage back, then the
+    status stage back."""
+    from scsitrace.parsers._usbpcap import USBPCAP_CONTROL, USBPCAP_PACKET
+    out = []
+    for e in events:
+        back = e.ev != "S"
+        status = 0 if not back else USBD_STATUS_OF.get(e.status, 0xC0000005)
+
+        def pkt(data: bytes, stage: int | None = None) -> bytes:
+            fields = dict(irp_id=e.urb_id, status=status, function=URB_FUNCTION.get(e.xfer, 0x0009), info=int(back),
+                          bus=e.bus, device=e.dev, endpoint=e.ep, transfer=e.xfer, data_length=len(data))
+            if stage is None:
+                return USBPCAP_PACKET.build(dict(header_len=USBPCAP_PACKET.sizeof(), **fields)) + data
+            return USBPCAP_CONTROL.build(dict(header_len=USBPCAP_CONTROL.sizeof(), stage=stage, **fields)) + data
+
+        data = e.data or b""
+        if e.xfer != 2:
+            out.append((e.t_us, pkt(data)))
+        elif not back:
+            out.append((e.t_us, pkt(e.setup or bytes(8), 0)))
+            if data:
+                out.append((e.t_us, pkt(data, 1)))
+        else:
+            if data:
+                out.append((e.t_us, pkt(data, 1)))
+            out.append((e.t_us, pkt(b"", 2)))
+    return out
+
+
+def write_usbpcap(path, events: list[Event], pcapng: bool = False, snaplen: int | None = None) -> None:
+    """The USBPcap capture (link type 249) of `events`, pcap or pcapng."""
+    packets = usbpcap_packets(events)
+    longest = max(262144, *(len(p) for _, p in packets))
+    if pcapng:
+        shb = _pcap.pcapng_shb_body().build(dict(byte_order_magic=_pcap.PCAPNG_BYTE_ORDER_MAGIC,
+                                                 major_version=1, minor_version=0, section_length=-1))
+        idb = _pcap.pcapng_idb_body().build(dict(linktype=249, reserved=0, snaplen=snaplen or longest))
+        epb = _pcap.pcapng_epb_body()
+        out = [_block(_pcap.PCAPNG_SHB, shb), _block(_pcap.PCAPNG_IDB, idb)]
+        for t_us, p in packets:
+            cut = p[:snaplen] if snaplen else p
+            ts = BASE_SEC * 1_000_000 + t_us
+            out.append(_block(_pcap.PCAPNG_EPB, epb.build(dict(interface_id=0, timestamp_high=ts >> 32,
+                                                               timestamp_low=ts & 0xFFFFFFFF, captured_len=len(cut),
+                                                               original_len=len(p))) + cut))
+        with open(path, "wb") as fh:
+            fh.write(b"".join(out))
+        return
+    gh = _pcap.pcap_global_header().build(dict(magic_number=_pcap.PCAP_MAGIC_US, version_major=2, version_minor=4,
+                                               thiszone=0, sigfigs=0, snaplen=snaplen or longest, network=249))
+    rec = _pcap.pcap_record_header()
+    with open(path, "wb") as fh:
+        fh.write(gh + b"".join(
+            rec.build(dict(ts_sec=BASE_SEC + t // 1_000_000, ts_usec=t % 1_000_000,
+                           incl_len=len(p[:snaplen] if snaplen else p), orig_len=len(p))) + (p[:snaplen] if snaplen else p)
+            for t, p in packets))
