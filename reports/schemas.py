@@ -100,10 +100,11 @@ def declared_tables(layer: str) -> tuple:
     if layer == "usb":
         return (*TABLES, *LATENCY_TABLES)
     from scsitrace.scsilog.analysis import SRT_DRIVER
-    return (*TABLES, *LATENCY_TABLES, SRT_DRIVER)
+    from scsitrace.scsilog.completions import COMPLETIONS
+    return (*TABLES, *LATENCY_TABLES, SRT_DRIVER, COMPLETIONS)
 
 
-OPTIONAL_TABLES = {"scsilog": ("srt_driver",)}  # declared only by some formats (sgio)
+OPTIONAL_TABLES = {"scsilog": ("srt_driver", "completions")}  # declared only by some formats (sgio; kernel logs)
 
 
 def _table_json(table) -> dict:

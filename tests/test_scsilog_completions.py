@@ -110,3 +110,21 @@ def test_detected_among_other_lines(tmp_path, other):
     p = tmp_path / "pasted.txt"
     p.write_text(completions_log(cmds, other=other, scan=2))
     assert parsers.detect(str(p)) == "scsilog"
+
+
+def test_completions_only_json_follows_the_published_schema(tmp_path):
+    import json
+    from pathlib import Path
+
+    import jsonschema
+    schema = json.loads((Path(__file__).resolve().parents[1] / "docs" / "schemas" / "analyze-json.schema.json")
+                        .read_text())
+    cmds = [(1_000_000 * k, DEVICES[k % 2], 640, CDBS[k % 4], DISPOSITIONS[k % 3], [None, "Not Ready"][k % 2])
+            for k in range(1, 9)]
+    p = tmp_path / "zfcp.dmesg"
+    p.write_text(completions_log(cmds, scan=1))
+    out = tmp_path / "s.json"
+    assert main(["analyze", str(p), "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert not [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(doc)]
+    assert sum(r["count"] for r in doc["completions"]) == 8
