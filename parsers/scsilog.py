@@ -32,15 +32,20 @@ FTRACE = (r"^\s*(?P<task>.+?)-(?P<pid>\d+)\s+(?:\(\s*[-\d]+\)\s+)?\[(?P<cpu>\d+)
           r"(?:.*? driver_tag=(?P<tag>-?\d+))?.*?cmnd=\((?P<cname>[A-Z0-9_]+).*?raw=(?P<raw>[0-9a-f ]+)\)"
           r"(?: rtn=(?P<rtn>-?\d+))?(?: result=\((?P<result>[^)]*)\))?\s*$")
 FTRACE_HINT = "scsi_dispatch_cmd_"
-DMESG = (r"^(?:<\d+>)?\[\s*(?P<ts>\d+\.\d+)\] (?:sd|sr|st|scsi|ses|sg|osst|ch) (?P<host>\d+):(?P<channel>\d+):"
+# a syslog or journal line's head before the kernel's own line ("Nov 28 00:37:43 host kernel: ",
+# "2026-11-28T00:37:43.123456+00:00 host kernel: "): /var/log/messages, kern.log, journalctl -k
+SYSLOG = (r"(?:(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?"
+          r"(?:[+-]\d\d:?\d\d|Z)?) \S+ kernel: )?")
+STAMP = r"^(?:<\d+>)?" + SYSLOG + r"\["
+DMESG = (STAMP + r"\s*(?P<ts>\d+\.\d+)\] (?:sd|sr|st|scsi|ses|sg|osst|ch) (?P<host>\d+):(?P<channel>\d+):"
          r"(?P<id>\d+):(?P<lun>\d+): (?:\[\w+\] )?\s*(?:tag#(?P<tag>\d+) )?"
          r"(?P<kind>Send:|Done:|FAILED|CDB:|timing out command|Sense Key\s*:)(?P<rest>.*)$")
 DMESG_HINT = r"(?:Send:|Done:|FAILED|CDB:|timing out command|Sense Key\s*:)"
-DMESG_LINE = r"^(?:<\d+>)?\[\s*\d+\.\d+\] "
+DMESG_LINE = STAMP + r"\s*\d+\.\d+\] "
 # a line of the kernel's SCSI logging (any level): what tells a kernel log from other text
-LOGGING = (r" (?:sd|sr|st|scsi|ses|sg|osst|ch) \d+:\d+:\d+:\d+: (?:\[\w+\] )?\s*(?:tag#\d+ )?"
+LOGGING = (r"(?:^|\s)(?:sd|sr|st|scsi|ses|sg|osst|ch) \d+:\d+:\d+:\d+: (?:\[\w+\] )?\s*(?:tag#\d+ )?"
            r"(?:Send:|Done:|FAILED|CDB:|timing out command|Sense Key\s*:|Add\. Sense:|scsi scan: )")
-SCAN = r"^(?:<\d+>)?\[\s*\d+\.\d+\] (?:scsi \d+:\d+:\d+:\d+|scsi target\d+:\d+:\d+): scsi scan: "
+SCAN = DMESG_LINE + r"(?:scsi \d+:\d+:\d+:\d+|scsi target\d+:\d+:\d+): scsi scan: "
 
 
 def sniff(head: bytes) -> bool:
@@ -59,7 +64,8 @@ def sniff(head: bytes) -> bool:
             re.search(r" (?:sd|scsi) \d+:\d+:\d+:\d+: ", ln) for ln in lines):
         return True
     # a log pasted or mailed (long lines wrapped, other text between): its SCSI logging lines
-    return sum(bool(re.search(LOGGING, ln)) for ln in stamped) >= 2
+    # (unstamped ones too: the parser says why it cannot time them)
+    return sum(bool(re.search(LOGGING, ln)) for ln in lines) >= 2
 
 
 def parse(path, *, strict: bool = True, progress=None, chunk_bytes: int = _lines.BLOCK_BYTES, **_opts) -> Capture:
@@ -94,7 +100,8 @@ class _Events:
         self.path, self.strict, self.chunk_bytes = path, strict, chunk_bytes
         self.origin = None
         self.carry = None       # dmesg rows of the previous blocks still needed (see _dmesg)
-        self.events = self.ftrace = self.scan = 0
+        self.events = self.ftrace = self.scan = self.unstamped = 0
+        self.first_unstamped = None
 
     def run(self, cap: Capture, progress):
         counters = {}
@@ -108,7 +115,12 @@ class _Events:
             yield ev
         cap.meta["log"] = "ftrace" if self.events and self.events == self.ftrace else (
             "dmesg" if self.events else "none")
-        cap.notes[:] = _counters.ftrace_notes(counters) + _scan_notes(self.scan)
+        if self.unstamped and not self.events:
+            raise BadInput(self.path, f"kernel SCSI logging without timestamps ({self.unstamped} lines; dmesg -t, "
+                           "journalctl -o cat): commands cannot be timed or put in order; capture with dmesg's "
+                           "[seconds] stamps (printk.time=1)", line=self.first_unstamped[0], text=self.first_unstamped[1])
+        cap.notes[:] = _counters.ftrace_notes(counters) + _scan_notes(self.scan) + (
+            [f"{self.unstamped} SCSI logging lines without a timestamp: not read"] if self.unstamped else [])
         cap.meta["scan_lines"] = self.scan
 
     def _out(self, ev: pl.DataFrame, cap: Capture) -> pl.DataFrame:
@@ -124,6 +136,17 @@ class _Events:
         return ev.with_columns(pl.col("t_ns") - (self.origin or 0))
 
     first_t = None      # the earliest dmesg event line of the block being decoded (held or not)
+
+
+def _unstamped(lines: pl.DataFrame, st: "_Events") -> None:
+    """Count the kernel's SCSI logging lines that carry no [seconds] stamp (the first kept)."""
+    t = pl.col("t")
+    maybe = lines.filter(~t.str.starts_with("[") & ~t.str.contains(FTRACE_HINT, literal=True))   # cheap tests first
+    bare = maybe.filter(t.str.contains(LOGGING) & ~t.str.contains(DMESG_LINE))
+    if bare.height:
+        st.unstamped += bare.height
+        if st.first_unstamped is None:
+            st.first_unstamped = (int(bare["line_no"][0]), bare["t"][0])
 
 
 def _scan_notes(scan: int) -> list[str]:
@@ -145,9 +168,10 @@ def _decode_block(block: pl.DataFrame, st: _Events, records: RecordCount, counte
          path, strict, records)
     lines = lines.filter(~_lines.bad_bytes(pl.col("t")))
     st.scan += int(lines["t"].str.contains(SCAN).sum())
+    _unstamped(lines, st)
     ft = lines.filter(pl.col("t").str.contains(FTRACE_HINT, literal=True))
     dm = lines.filter(~pl.col("t").str.contains(FTRACE_HINT, literal=True)
-                      & pl.col("t").str.contains(r"^(?:<\d+>)?\[") & pl.col("t").str.contains(DMESG_HINT)
+                      & pl.col("t").str.contains(STAMP) & pl.col("t").str.contains(DMESG_HINT)
                       & pl.col("t").str.contains(r" \d+:\d+:\d+:\d+: "))
     out = []
     if ft.height:

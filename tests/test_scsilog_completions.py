@@ -128,3 +128,34 @@ def test_completions_only_json_follows_the_published_schema(tmp_path):
     doc = json.loads(out.read_text())
     assert not [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(doc)]
     assert sum(r["count"] for r in doc["completions"]) == 8
+
+
+@pytest.mark.parametrize("head", ["Nov 28 00:37:43 s390host kernel: ", "2026-11-28T00:37:43.123456+00:00 s390host kernel: "])
+def test_syslog_and_journal_lines_keep_the_kernel_stamp(tmp_path, head):
+    """/var/log/messages, kern.log, journalctl -k: the kernel's [seconds] stamp after the
+    syslog head is the time; the same counts as the bare dmesg."""
+    cmds = [(1_000_000 * k, DEVICES[k % 3], 640 + k % 2, CDBS[k % 4], DISPOSITIONS[k % 3], [None, "Not Ready"][k % 2])
+            for k in range(1, 12)]
+    p = tmp_path / "messages"
+    p.write_text("".join(head + ln + "\n" for ln in completions_log(cmds, scan=1).splitlines()))
+    assert parsers.detect(str(p)) == "scsilog"
+    assert table(core.analyze(parsers.parse(str(p)))) == expected(cmds)
+
+
+def test_unstamped_logging_says_why_it_cannot_be_read(tmp_path, capsys):
+    """dmesg -t: SCSI logging lines without stamps are named as such, not "format not
+    recognised"; among stamped ones they are counted in a note."""
+    cmds = [(1_000_000 * k, DEVICES[0], 640, bytes(6), "ADD_TO_MLQUEUE", "Unit Attention") for k in range(1, 5)]
+    stamped = completions_log(cmds).splitlines()
+    bare = [ln.split("] ", 1)[1] for ln in stamped]
+    p = tmp_path / "dmesg-t.txt"
+    p.write_text("\n".join(bare) + "\n")
+    assert parsers.detect(str(p)) == "scsilog"
+    assert main(["analyze", str(p)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{p}:1: kernel SCSI logging without timestamps (16 lines" in err[0]
+    mixed = tmp_path / "mixed.txt"
+    mixed.write_text("\n".join(stamped + bare[:4]) + "\n")
+    a = core.analyze(parsers.parse(str(mixed)))
+    assert sum(table(a).values()) == 4
+    assert "4 SCSI logging lines without a timestamp: not read" in a.notes
