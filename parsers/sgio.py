@@ -94,11 +94,13 @@ def parse(path, *, strict: bool = True, progress=None, chunk_bytes: int = _lines
 
 
 def _many_pids(path: str) -> bool:
-    """Whether the strace lines (good ones) name more than one process (-f): devices are then
-    named "pid N fd M". Decided on the log's first HEAD_BYTES."""
+    """Whether the SG_IO lines name more than one process (-f): devices are then named
+    "pid N fd M". Decided on the log's first HEAD_BYTES."""
     for block in _lines.iter_line_blocks(path, strict=False, block_bytes=HEAD_BYTES):
         g = _classify(_text(block), None)
-        return g.filter(~pl.col("kind").is_in(["bad", "alien", "program"]))["pid"].drop_nulls().n_unique() > 1
+        # the SG_IO lines' processes (an unprefixed line, before -f's first fork, is one too;
+        # other lines' are not: a write(2) split by the program's output resumes unprefixed)
+        return g.filter(pl.col("kind").is_in(["whole", "unfinished", "resumed"]))["pid"].n_unique() > 1
     return False
 
 
