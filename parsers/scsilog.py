@@ -339,6 +339,6 @@ def _sense_events(sense: pl.DataFrame) -> pl.DataFrame:
     return sense.select(
         "t_ns", pl.lit("sense").alias("kind"), "device", pl.col("tag").cast(pl.Int64, strict=False).alias("tag"),
         pl.lit(None, dtype=pl.Binary).alias("cdb"), pl.lit(None, dtype=pl.Utf8).alias("host_byte"),
-        pl.col("rest").str.extract(r"^\s*(.*?)\s*(?:\[[^\]]*\]\s*)?$").alias("status"),
+        pl.col("rest").str.extract(r"^\s*(.*?)\s*(?:\[[^\]]*\]\s*)*$").alias("status"),
         pl.lit(None, dtype=pl.Int64).alias("rtn"), pl.lit("dmesg").alias("source"), pl.col("line_no").alias("pos"),
     ).cast(EVENTS)

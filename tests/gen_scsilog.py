@@ -121,7 +121,8 @@ def completions_log(cmds, *, scan: int = 0, other: bool = False, old: bool = Fal
         out.append(head + f"Done: {disp} Result: hostbyte=DID_OK driverbyte=DRIVER_OK cmd_age=0s")
         out.append(head + f"CDB: {CDB_NAMES.get(cdb[0], 'Unknown')} {cdb.hex(' ')}")
         if key is not None:
-            out.append(head + f"Sense Key : {key} [current] ")
+            # descriptor-format sense adds "[descriptor]"
+            out.append(head + f"Sense Key : {key} [current] " + ("[descriptor] " if key == "Illegal Request" else ""))
             out.append(head + f"Add. Sense: {SENSE[key]}")
         if other:
             out.append(f"[{_ts(t_ns + 1):>12}] {OTHER_KERNEL[i % len(OTHER_KERNEL)]}")
