@@ -466,55 +466,66 @@ USBD_STATUS_OF = {0: 0, EPIPE: 0xC0000004}      # other errors: USBD_STATUS_DEV_
 URB_FUNCTION = {2: 0x0008, 3: 0x0009, 1: 0x0009}  # CONTROL_TRANSFER, BULK_OR_INTERRUPT_TRANSFER
 
 
-def usbpcap_packets(events: list[Event]) -> list[tuple[int, bytes]]:
-    """(time in us, packet) of each packet USBPcap logs for the same URBs: the usbmon header
-    rewritten as USBPcap's (parsers/_usbpcap.py USBPCAP_PACKET, as its driver fills it:
-    USBPcapURB.c). Bulk/interrupt: one packet down (OUT data), one back (IN data). Control:
-    the setup stage down (8 bytes), an OUT data stage down, the IN data stage back, then the
-    status stage back."""
+def usbpcap_packets(events: list[Event]) -> list[tuple[int, bytes, int]]:
+    """(time in us, packet, its length on the wire) of each packet USBPcap logs for the same
+    URBs: the usbmon header rewritten as USBPcap's (parsers/_usbpcap.py USBPCAP_PACKET, as its
+    driver fills it: USBPcapURB.c). Bulk/interrupt: one packet down (OUT data), one back (IN
+    data). Control: the setup stage down (8 bytes), an OUT data stage down, the IN data stage
+    back, then the status stage back. A URB whose data usbmon captured short (text: 32 bytes)
+    keeps its length in dataLength, the packet cut as a snap length cuts it."""
     from scsitrace.parsers._usbpcap import USBPCAP_CONTROL, USBPCAP_PACKET
     out = []
     for e in events:
         back = e.ev != "S"
         status = 0 if not back else USBD_STATUS_OF.get(e.status, 0xC0000005)
 
-        def pkt(data: bytes, stage: int | None = None) -> bytes:
+        def pkt(data: bytes, stage: int | None = None, whole: int | None = None) -> tuple[int, bytes, int]:
+            n = len(data) if whole is None else max(whole, len(data))
             fields = dict(irp_id=e.urb_id, status=status, function=URB_FUNCTION.get(e.xfer, 0x0009), info=int(back),
-                          bus=e.bus, device=e.dev, endpoint=e.ep, transfer=e.xfer, data_length=len(data))
+                          bus=e.bus, device=e.dev, endpoint=e.ep, transfer=e.xfer, data_length=n)
             if stage is None:
-                return USBPCAP_PACKET.build(dict(header_len=USBPCAP_PACKET.sizeof(), **fields)) + data
-            return USBPCAP_CONTROL.build(dict(header_len=USBPCAP_CONTROL.sizeof(), stage=stage, **fields)) + data
+                head = USBPCAP_PACKET.build(dict(header_len=USBPCAP_PACKET.sizeof(), **fields))
+            else:
+                head = USBPCAP_CONTROL.build(dict(header_len=USBPCAP_CONTROL.sizeof(), stage=stage, **fields))
+            return e.t_us, head + data, len(head) + n
 
         data = e.data or b""
         if e.xfer != 2:
-            out.append((e.t_us, pkt(data)))
+            out.append(pkt(data, whole=e.length if data else None))
         elif not back:
-            out.append((e.t_us, pkt(e.setup or bytes(8), 0)))
+            out.append(pkt(e.setup or bytes(8), 0))
             if data:
-                out.append((e.t_us, pkt(data, 1)))
+                out.append(pkt(data, 1, whole=e.length))
         else:
             if data:
-                out.append((e.t_us, pkt(data, 1)))
-            out.append((e.t_us, pkt(b"", 2)))
+                out.append(pkt(data, 1, whole=e.length))
+            out.append(pkt(b"", 2))
     return out
+
+
+def events_from_urbs(urbs) -> list[Event]:
+    """gen Events of a parsed capture's urbs frame (parsers: frames["urbs"]), e.g. a real
+    usbmon text capture, to write it again as pcap or USBPcap."""
+    return [Event(r["t_ns"] // 1000, r["urb_id"], r["event"], r["xfer"], r["ep"], r["status"], r["length"] or 0,
+                  r["data"], r["setup"], r["bus"], r["dev"]) for r in urbs.iter_rows(named=True)]
 
 
 def write_usbpcap(path, events: list[Event], pcapng: bool = False, snaplen: int | None = None) -> None:
     """The USBPcap capture (link type 249) of `events`, pcap or pcapng."""
     packets = usbpcap_packets(events)
-    longest = max(262144, *(len(p) for _, p in packets))
+    longest = max(262144, *(whole for _, _, whole in packets))
     if pcapng:
         shb = _pcap.pcapng_shb_body().build(dict(byte_order_magic=_pcap.PCAPNG_BYTE_ORDER_MAGIC,
                                                  major_version=1, minor_version=0, section_length=-1))
         idb = _pcap.pcapng_idb_body().build(dict(linktype=249, reserved=0, snaplen=snaplen or longest))
         epb = _pcap.pcapng_epb_body()
         out = [_block(_pcap.PCAPNG_SHB, shb), _block(_pcap.PCAPNG_IDB, idb)]
-        for t_us, p in packets:
+        for t_us, p, whole in packets:
             cut = p[:snaplen] if snaplen else p
             ts = BASE_SEC * 1_000_000 + t_us
             out.append(_block(_pcap.PCAPNG_EPB, epb.build(dict(interface_id=0, timestamp_high=ts >> 32,
                                                                timestamp_low=ts & 0xFFFFFFFF, captured_len=len(cut),
-                                                               original_len=len(p))) + cut))
+                                                               original_len=whole)) + cut))
         with open(path, "wb") as fh:
             fh.write(b"".join(out))
         return
@@ -524,5 +535,5 @@ def write_usbpcap(path, events: list[Event], pcapng: bool = False, snaplen: int 
     with open(path, "wb") as fh:
         fh.write(gh + b"".join(
             rec.build(dict(ts_sec=BASE_SEC + t // 1_000_000, ts_usec=t % 1_000_000,
-                           incl_len=len(p[:snaplen] if snaplen else p), orig_len=len(p))) + (p[:snaplen] if snaplen else p)
-            for t, p in packets))
+                           incl_len=len(p[:snaplen] if snaplen else p), orig_len=whole)) + (p[:snaplen] if snaplen else p)
+            for t, p, whole in packets))

@@ -122,3 +122,23 @@ def test_bad_usbpcap_headers(tmp_path, field_at, fmt, value, why):
     assert exc.value.offset == at
     cap = parsers.parse(str(p), strict=False)
     assert cap.records.skipped == 1 and cap.records.read == len(gen.usbpcap_packets(ev)) - 1
+
+
+CAPTURED = sorted((gen.__file__ and __import__("pathlib").Path(gen.__file__).resolve().parents[1] / "fixtures" / "captured")
+                  .glob("*/usbmon.txt"))
+
+
+@pytest.mark.parametrize("text", CAPTURED, ids=lambda p: p.parent.name)
+def test_real_usbmon_captures_rewritten_as_usbpcap(tmp_path, text):
+    """The committed real usbmon captures (QEMU's usb-storage and uas disks; text, 32 data
+    bytes a URB) written again as usbmon pcap and as USBPcap: the same commands as the text,
+    and tshark's SRT of the two equal."""
+    ev = gen.events_from_urbs(parsers.parse(str(text)).frames["urbs"])
+    gen.write_pcap(tmp_path / "m.pcap", ev)
+    gen.write_usbpcap(tmp_path / "w.pcapng", ev, pcapng=True)
+    want, got = analyze(text), analyze(tmp_path / "w.pcapng")
+    cols = [c for c in COMPARED if c in want.ios.columns]
+    assert got.ios.select(cols).equals(want.ios.select(cols))
+    assert got.ios.height >= 10 and got.ios["paired"].sum() >= 10
+    if shutil.which("tshark"):
+        assert _tshark_srt(tmp_path / "w.pcapng") == _tshark_srt(tmp_path / "m.pcap")
