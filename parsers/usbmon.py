@@ -102,6 +102,9 @@ def parse(path, *, strict: bool = True, progress=None, route: str = "native", **
     if route == "pyshark":
         if not is_capture:
             raise UsageError("--route pyshark reads pcap/pcapng captures only (this is usbmon text)")
+        if kind[2] == LINKTYPE_USBPCAP:
+            raise UsageError("--route pyshark reads usbmon captures only (this is a USBPcap capture: "
+                             "use the default route)")
         return _parse_pyshark(path, strict)
     if is_capture and kind[2] == LINKTYPE_USBPCAP:
         return _parse_usbpcap(path, strict)

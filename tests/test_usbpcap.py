@@ -142,3 +142,9 @@ def test_real_usbmon_captures_rewritten_as_usbpcap(tmp_path, text):
     assert got.ios.height >= 10 and got.ios["paired"].sum() >= 10
     if shutil.which("tshark"):
         assert _tshark_srt(tmp_path / "w.pcapng") == _tshark_srt(tmp_path / "m.pcap")
+
+
+def test_pyshark_route_refuses_usbpcap(captures):
+    from scsitrace.errors import UsageError
+    with pytest.raises(UsageError, match="USBPcap"):
+        parsers.parse(str(captures[1]["pcap"]), "usbmon", route="pyshark")
