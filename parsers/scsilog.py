@@ -291,13 +291,14 @@ def _dmesg_events(g: pl.DataFrame | None, st: _Events, final: bool = False) -> p
         (pl.col("_emitted") | pl.col("next_is_cdb").is_not_null()).alias("_emitted")).select(g.columns)
     sense = _sense_after_held(sense, ev.filter(held), st)
     # a failed command is logged twice ("FAILED Result:" from the midlayer's completion,
-    # "Done:" from the logging hook): keep the first end of such a pair. Two "Done:" in a row
-    # are two completions (a completions-only log, a command requeued: "Done: ADD_TO_MLQUEUE")
+    # "Done:" from the logging hook): an end right after an end of the same device and tag,
+    # one of them FAILED, is dropped (decided from the event before it alone, so every block
+    # size gives the same events). Two "Done:" in a row are two completions (a
+    # completions-only log, a command requeued: "Done: ADD_TO_MLQUEUE")
     prev_kind = pl.col("kind").shift(1).over(key)
     ends = pl.col("kind").is_in(["Done:", "FAILED"])
-    second = ends & prev_kind.is_in(["Done:", "FAILED"]).fill_null(False) & (pl.col("kind") != prev_kind)
-    ev = ev.with_columns(second.alias("_second")).filter(
-        ~(pl.col("_second") & ~pl.col("_second").shift(1).over(key).fill_null(False))).drop("_second")
+    failed = (pl.col("kind") == "FAILED") | (prev_kind == "FAILED").fill_null(False)
+    ev = ev.filter(~(ends & prev_kind.is_in(["Done:", "FAILED"]).fill_null(False) & failed))
     ev = ev.filter(~pl.col("_emitted") & ~held)
     kind = (pl.when(pl.col("kind") == "Send:").then(pl.lit("start"))
             .when(pl.col("kind") == "timing out command").then(pl.lit("timeout"))
