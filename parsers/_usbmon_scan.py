@@ -59,19 +59,21 @@ class Columns:
 
 def decode(buf, walk, start, big_endian, max_len, data_offset, caplens, sizes, mmapped, at, iso_descriptor_bytes,
            data_prefix, pos, bad, t_ns, urb_id, event, xfer, ep, bus, dev, status, length, setup, has_setup,
-           data_at, data_size, data_head, data_len, data):
+           data_at, data_size, data_head, data_len, data, origlens=None):
     """Decodes the usbmon records (scsitrace._native.usb.decode): walking the pcap record
     chain from `start` when `walk` (`sizes`, `mmapped`: one header size and link type 220
     flag for all, `pos` filled with the records' offsets), else the packets located
     beforehand (pcapng: data at `data_offset`, `caplens`, per-packet `sizes` and
-    `mmapped`). Per record: `bad` (0 or the first failed check), the URB columns, and the
+    `mmapped`; `origlens`: their lengths on the wire, a walk reads them from the record
+    headers; a record cut by the snap length keeps what was captured). Per record: `bad` (0 or the first failed check), the URB columns, and the
     first `data_prefix` data bytes packed into `data` (`data_at` says where). Returns
     (records, where a walk stopped, how): END_OF_FILE when the last record ends the
     buffer; TOO_LONG at a record longer than `max_len` (left out); CUT at a record or
     header that the end of the buffer cuts short, or when the outputs are full (left out)."""
     i64 = np.int64
     return _usb.decode(buf, bool(walk), int(start), bool(big_endian), int(max_len),
-                       np.ascontiguousarray(data_offset, i64), np.ascontiguousarray(caplens, i64), np.ascontiguousarray(sizes, i64),
+                       np.ascontiguousarray(data_offset, i64), np.ascontiguousarray(caplens, i64),
+                       np.ascontiguousarray(caplens if origlens is None else origlens, i64), np.ascontiguousarray(sizes, i64),
                        np.ascontiguousarray(mmapped, np.bool_), np.ascontiguousarray(at, i64), int(iso_descriptor_bytes),
                        int(data_prefix), pos, bad, t_ns, urb_id, event, xfer, ep, bus, dev, status, length,
                        setup.reshape(-1), has_setup, data_at, data_size, data_head, data_len, data)
@@ -173,7 +175,7 @@ class PcapngBatches:
             sizes = np.where(mmapped, self.header_sizes[self.mmapped_type], other)
             cols = Columns(len(rows), self.prefix)
             n, _, _ = decode(buf, False, 0, False, 0, rows[:, 3], rows[:, 4], sizes, mmapped, self.at, self.iso,
-                             self.prefix, *cols.outputs())
+                             self.prefix, *cols.outputs(), origlens=rows[:, 5])
             n = int(n)
             cols.pos[:n] = rows[:n, 2]
             yield cols.urbs(n), cols.bad[:n], np.ascontiguousarray(linktype)

@@ -1,6 +1,9 @@
 """SCSI kernel logs: ftrace `scsi:scsi_dispatch_cmd_{start,done,error,timeout}` events (the
 `trace` file or `trace-cmd report`), and dmesg lines of the kernel's SCSI logging
-(`scsi_logging_level`: "Send:", "Done:"/"FAILED", each followed by its "CDB:" line).
+(`scsi_logging_level`: "Send:", "Done:"/"FAILED", each followed by its "CDB:" line; the
+"Sense Key :" line of a command that ended with sense data, a `sense` event; the error
+handler's "Done: ADD_TO_MLQUEUE"/"NEEDS_RETRY" lines; `scsi scan:` lines, counted in a note).
+LUNs are 64-bit (`0:0:0:1084113024`, zfcp).
 
 Hands over one `events` frame (schema `scsitrace.scsilog.EVENTS`): one row per event with
 its device (host:channel:id:lun), tag, time, CDB bytes and outcome. Other lines (block
@@ -29,11 +32,20 @@ FTRACE = (r"^\s*(?P<task>.+?)-(?P<pid>\d+)\s+(?:\(\s*[-\d]+\)\s+)?\[(?P<cpu>\d+)
           r"(?:.*? driver_tag=(?P<tag>-?\d+))?.*?cmnd=\((?P<cname>[A-Z0-9_]+).*?raw=(?P<raw>[0-9a-f ]+)\)"
           r"(?: rtn=(?P<rtn>-?\d+))?(?: result=\((?P<result>[^)]*)\))?\s*$")
 FTRACE_HINT = "scsi_dispatch_cmd_"
-DMESG = (r"^(?:<\d+>)?\[\s*(?P<ts>\d+\.\d+)\] (?:sd|sr|st|scsi|ses|sg) (?P<host>\d+):(?P<channel>\d+):"
-         r"(?P<id>\d+):(?P<lun>\d+): (?:\[\w+\] )?(?:tag#(?P<tag>\d+) )?"
-         r"(?P<kind>Send:|Done:|FAILED|CDB:|timing out command)(?P<rest>.*)$")
-DMESG_HINT = r"(?:Send:|Done:|FAILED|CDB:|timing out command)"
-DMESG_LINE = r"^(?:<\d+>)?\[\s*\d+\.\d+\] "
+# a syslog or journal line's head before the kernel's own line ("Nov 28 00:37:43 host kernel: ",
+# "2026-11-28T00:37:43.123456+00:00 host kernel: "): /var/log/messages, kern.log, journalctl -k
+SYSLOG = (r"(?:(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?"
+          r"(?:[+-]\d\d:?\d\d|Z)?) \S+ kernel: )?")
+STAMP = r"^(?:<\d+>)?" + SYSLOG + r"\["
+DMESG = (STAMP + r"\s*(?P<ts>\d+\.\d+)\] (?:sd|sr|st|scsi|ses|sg|osst|ch) (?P<host>\d+):(?P<channel>\d+):"
+         r"(?P<id>\d+):(?P<lun>\d+): (?:\[\w+\] )?\s*(?:tag#(?P<tag>\d+) )?"
+         r"(?P<kind>Send:|Done:|FAILED|CDB:|timing out command|Sense Key\s*:)(?P<rest>.*)$")
+DMESG_HINT = r"(?:Send:|Done:|FAILED|CDB:|timing out command|Sense Key\s*:)"
+DMESG_LINE = STAMP + r"\s*\d+\.\d+\] "
+# a line of the kernel's SCSI logging (any level): what tells a kernel log from other text
+LOGGING = (r"(?:^|\s)(?:sd|sr|st|scsi|ses|sg|osst|ch) \d+:\d+:\d+:\d+: (?:\[\w+\] )?\s*(?:tag#\d+ )?"
+           r"(?:Send:|Done:|FAILED|CDB:|timing out command|Sense Key\s*:|Add\. Sense:|scsi scan: )")
+SCAN = DMESG_LINE + r"(?:scsi \d+:\d+:\d+:\d+|scsi target\d+:\d+:\d+): scsi scan: "
 
 
 def sniff(head: bytes) -> bool:
@@ -47,9 +59,13 @@ def sniff(head: bytes) -> bool:
         return False
     # a kernel log: most lines stamped (a damaged line or two among them is the reader's to
     # report, not a reason to refuse the file), one of them a SCSI device's
-    stamped = sum(bool(re.match(DMESG_LINE, ln)) for ln in lines)
-    return stamped * 5 >= len(lines) * 4 and any(
-        re.search(r" (?:sd|scsi) \d+:\d+:\d+:\d+: ", ln) for ln in lines)
+    stamped = [ln for ln in lines if re.match(DMESG_LINE, ln)]
+    if len(stamped) * 5 >= len(lines) * 4 and any(
+            re.search(r" (?:sd|scsi) \d+:\d+:\d+:\d+: ", ln) for ln in lines):
+        return True
+    # a log pasted or mailed (long lines wrapped, other text between): its SCSI logging lines
+    # (unstamped ones too: the parser says why it cannot time them)
+    return sum(bool(re.search(LOGGING, ln)) for ln in lines) >= 2
 
 
 def parse(path, *, strict: bool = True, progress=None, chunk_bytes: int = _lines.BLOCK_BYTES, **_opts) -> Capture:
@@ -84,7 +100,8 @@ class _Events:
         self.path, self.strict, self.chunk_bytes = path, strict, chunk_bytes
         self.origin = None
         self.carry = None       # dmesg rows of the previous blocks still needed (see _dmesg)
-        self.events = self.ftrace = 0
+        self.events = self.ftrace = self.scan = self.unstamped = 0
+        self.first_unstamped = None
 
     def run(self, cap: Capture, progress):
         counters = {}
@@ -98,7 +115,13 @@ class _Events:
             yield ev
         cap.meta["log"] = "ftrace" if self.events and self.events == self.ftrace else (
             "dmesg" if self.events else "none")
-        cap.notes[:] = _counters.ftrace_notes(counters)
+        if self.unstamped and not self.events:
+            raise BadInput(self.path, f"kernel SCSI logging without timestamps ({self.unstamped} lines; dmesg -t, "
+                           "journalctl -o cat): commands cannot be timed or put in order; capture with dmesg's "
+                           "[seconds] stamps (printk.time=1)", line=self.first_unstamped[0], text=self.first_unstamped[1])
+        cap.notes[:] = _counters.ftrace_notes(counters) + _scan_notes(self.scan) + (
+            [f"{self.unstamped} SCSI logging lines without a timestamp: not read"] if self.unstamped else [])
+        cap.meta["scan_lines"] = self.scan
 
     def _out(self, ev: pl.DataFrame, cap: Capture) -> pl.DataFrame:
         """Events with times from the log's first SCSI event: the earliest of the first block
@@ -115,6 +138,22 @@ class _Events:
     first_t = None      # the earliest dmesg event line of the block being decoded (held or not)
 
 
+def _unstamped(lines: pl.DataFrame, st: "_Events") -> None:
+    """Count the kernel's SCSI logging lines that carry no [seconds] stamp (the first kept)."""
+    t = pl.col("t")
+    maybe = lines.filter(~t.str.starts_with("[") & ~t.str.contains(FTRACE_HINT, literal=True))   # cheap tests first
+    bare = maybe.filter(t.str.contains(LOGGING) & ~t.str.contains(DMESG_LINE))
+    if bare.height:
+        st.unstamped += bare.height
+        if st.first_unstamped is None:
+            st.first_unstamped = (int(bare["line_no"][0]), bare["t"][0])
+
+
+def _scan_notes(scan: int) -> list[str]:
+    return [f"{scan} \"scsi scan:\" lines (the midlayer scanning for devices and LUNs: INQUIRY, REPORT LUNS): "
+            "read, not commands (a scan's commands are commands of the log when it logs them as such)"] if scan else []
+
+
 def _seconds_ns(col: str) -> pl.Expr:
     return _lines.seconds_ns(pl.col(col))
 
@@ -128,9 +167,11 @@ def _decode_block(block: pl.DataFrame, st: _Events, records: RecordCount, counte
     _bad(lines.filter(_lines.bad_bytes(pl.col("t"))), "NUL byte or bytes that are not UTF-8 in a log line",
          path, strict, records)
     lines = lines.filter(~_lines.bad_bytes(pl.col("t")))
+    st.scan += int(lines["t"].str.contains(SCAN).sum())
+    _unstamped(lines, st)
     ft = lines.filter(pl.col("t").str.contains(FTRACE_HINT, literal=True))
     dm = lines.filter(~pl.col("t").str.contains(FTRACE_HINT, literal=True)
-                      & pl.col("t").str.contains(r"^(?:<\d+>)?\[") & pl.col("t").str.contains(DMESG_HINT)
+                      & pl.col("t").str.contains(STAMP) & pl.col("t").str.contains(DMESG_HINT)
                       & pl.col("t").str.contains(r" \d+:\d+:\d+:\d+: "))
     out = []
     if ft.height:
@@ -231,6 +272,8 @@ def _dmesg_events(g: pl.DataFrame | None, st: _Events, final: bool = False) -> p
     dropped)."""
     parts = [p for p in (st.carry, g) if p is not None]
     g = pl.concat(parts) if len(parts) > 1 else parts[0]
+    is_sense = pl.col("kind").str.starts_with("Sense Key")
+    sense, g = g.filter(is_sense), g.filter(~is_sense)
     is_cdb = pl.col("kind") == "CDB:"
     key = ["device", "tag"]
     nxt = g.sort("line_no").with_columns(
@@ -246,18 +289,23 @@ def _dmesg_events(g: pl.DataFrame | None, st: _Events, final: bool = False) -> p
     # is a failed command's second end), marked emitted unless held
     st.carry = None if final else ev.group_by(key, maintain_order=True).tail(2).with_columns(
         (pl.col("_emitted") | pl.col("next_is_cdb").is_not_null()).alias("_emitted")).select(g.columns)
-    # a failed command is logged twice ("FAILED Result:" from the midlayer, then "Done:" from
-    # the logging hook): keep the first end of a command
+    sense = _sense_after_held(sense, ev.filter(held), st)
+    # a failed command is logged twice ("FAILED Result:" from the midlayer's completion,
+    # "Done:" from the logging hook): an end right after an end of the same device and tag,
+    # one of them FAILED, is dropped (decided from the event before it alone, so every block
+    # size gives the same events). Two "Done:" in a row are two completions (a
+    # completions-only log, a command requeued: "Done: ADD_TO_MLQUEUE")
     prev_kind = pl.col("kind").shift(1).over(key)
     ends = pl.col("kind").is_in(["Done:", "FAILED"])
-    ev = ev.filter(~(ends & prev_kind.is_in(["Done:", "FAILED"]).fill_null(False)))
+    failed = (pl.col("kind") == "FAILED") | (prev_kind == "FAILED").fill_null(False)
+    ev = ev.filter(~(ends & prev_kind.is_in(["Done:", "FAILED"]).fill_null(False) & failed))
     ev = ev.filter(~pl.col("_emitted") & ~held)
     kind = (pl.when(pl.col("kind") == "Send:").then(pl.lit("start"))
             .when(pl.col("kind") == "timing out command").then(pl.lit("timeout"))
             .when(pl.col("rest").str.contains("TIMEOUT")).then(pl.lit("timeout"))
             .otherwise(pl.lit("done")))
     result = pl.col("rest")
-    return ev.select(
+    return pl.concat([ev.select(
         "t_ns",
         kind.alias("kind"),
         "device",
@@ -269,4 +317,29 @@ def _dmesg_events(g: pl.DataFrame | None, st: _Events, final: bool = False) -> p
         pl.lit(None, dtype=pl.Int64).alias("rtn"),
         pl.lit("dmesg").alias("source"),
         pl.col("line_no").alias("pos"),
+    ).cast(EVENTS), _sense_events(sense)]).sort("pos")
+
+
+def _sense_after_held(sense: pl.DataFrame, held: pl.DataFrame, st: _Events) -> pl.DataFrame:
+    """The sense lines that can go now: those after an event held for the next block wait
+    with it in `st.carry` (an end goes before its sense lines)."""
+    if not sense.height or not held.height or st.carry is None:
+        return sense
+    tag = pl.col("tag").fill_null("").alias("_tag")
+    after = sense.with_columns(tag).join(
+        held.select("device", tag, pl.col("line_no").alias("_held")), on=["device", "_tag"], how="left")
+    wait = pl.col("_held").is_not_null() & (pl.col("line_no") > pl.col("_held"))
+    st.carry = pl.concat([st.carry, after.filter(wait).select(st.carry.columns)])
+    return after.filter(~wait).select(sense.columns)
+
+
+def _sense_events(sense: pl.DataFrame) -> pl.DataFrame:
+    """"Sense Key : Unit Attention [current]" lines -> `sense` events (the key's name in
+    `status`): the command they belong to is the last end of their (device, tag) before them
+    (scsitrace/scsilog/completions.py)."""
+    return sense.select(
+        "t_ns", pl.lit("sense").alias("kind"), "device", pl.col("tag").cast(pl.Int64, strict=False).alias("tag"),
+        pl.lit(None, dtype=pl.Binary).alias("cdb"), pl.lit(None, dtype=pl.Utf8).alias("host_byte"),
+        pl.col("rest").str.extract(r"^\s*(.*?)\s*(?:\[[^\]]*\]\s*)*$").alias("status"),
+        pl.lit(None, dtype=pl.Int64).alias("rtn"), pl.lit("dmesg").alias("source"), pl.col("line_no").alias("pos"),
     ).cast(EVENTS)

@@ -41,8 +41,14 @@ RET = (r"(?P<retpart>\)\s+= (?P<ret>-?\d+|\?)(?: (?P<errno>E[A-Z0-9]+) \([^)]*\)
        r"(?: <(?P<dur>\d+\.\d+)>)?)$")
 # everything strace writes besides SG_IO calls
 STRACE_OTHER = (r"^(?:[a-z_][a-z0-9_]*\(.*(?:\)\s+= .*|<unfinished \.\.\.>)|<\.\.\. [a-z_][a-z0-9_]* resumed>.*"
-                r"|--- .* ---|\+\+\+ .* \+\+\+|strace: .*|\?\?\?.*|)$")
-SNIFF = re.compile(r"(?m)^(?:\[pid\s+\d+\]\s+|\d+\s+)?(?:[\d:.]+\s+)?ioctl\(\d+(?:<[^\n]*?>)?, SG_IO, [{0N]")
+                r"|--- .* ---|\+\+\+ .* \+\+\+|strace: .*|\?\?\?.*|)$"
+                # strace without -o shares the terminal with the traced program: a write(2) to it
+                # is printed up to its count, the program's text follows, then ") = N" on a line
+                r"|^write\([12](?:<[^<>]*>)?, .*, \d+.*$|^\)\s+= -?\d+.*$")
+# what only strace writes at the start of a line (after -f's pid and a timestamp): a call, a
+# resumed half, a signal, an exit, its own message; any other line is the traced program's
+STRACE_SHAPED = r"^(?:[a-z_][a-z0-9_]*\(|<\.\.\. |--- |\+\+\+ |strace: |\)\s+= |\?\?\?)"
+SNIFF = re.compile(r"(?m)^[ \t]*(?:\[pid\s+\d+\]\s+|\d+\s+)?(?:[\d:.]+\s+)?ioctl\(\d+(?:<[^\n]*?>)?, SG_IO, [{0N]")
 
 DIRECTIONS = {"SG_DXFER_NONE": "none", "SG_DXFER_TO_DEV": "out", "SG_DXFER_FROM_DEV": "in",
               "SG_DXFER_TO_FROM_DEV": "bidi", "SG_DXFER_UNKNOWN": "unknown"}
@@ -88,11 +94,13 @@ def parse(path, *, strict: bool = True, progress=None, chunk_bytes: int = _lines
 
 
 def _many_pids(path: str) -> bool:
-    """Whether the strace lines (good ones) name more than one process (-f): devices are then
-    named "pid N fd M". Decided on the log's first HEAD_BYTES."""
+    """Whether the SG_IO lines name more than one process (-f): devices are then named
+    "pid N fd M". Decided on the log's first HEAD_BYTES."""
     for block in _lines.iter_line_blocks(path, strict=False, block_bytes=HEAD_BYTES):
         g = _classify(_text(block), None)
-        return g.filter(~pl.col("kind").is_in(["bad", "alien"]))["pid"].n_unique() > 1
+        # the SG_IO lines' processes (an unprefixed line, before -f's first fork, is one too;
+        # other lines' are not: a write(2) split by the program's output resumes unprefixed)
+        return g.filter(pl.col("kind").is_in(["whole", "unfinished", "resumed"]))["pid"].n_unique() > 1
     return False
 
 
@@ -110,7 +118,8 @@ class _Commands:
         self.path, self.strict, self.chunk_bytes, self.sg3, self.many = path, strict, chunk_bytes, sg3, many
         self.held = self.fd_paths = self.tail = self.dev = self.waiting = None
         self.clock = (None, 0)
-        self.by_design = {"other syscalls": 0, "signals and exits": 0, "strace messages": 0, "blank": 0}
+        self.by_design = {"other syscalls": 0, "signals and exits": 0, "strace messages": 0, "blank": 0,
+                          "program output": 0}
         self.other = 0
         self.stamped = self.timed = False
         self.origin = None
@@ -185,8 +194,12 @@ class _Commands:
     def _notes(self) -> list[str]:
         if self.sg3:
             return _sg3_verbose.notes_of(self.other)
-        notes = [f"{sum(self.by_design.values())} strace lines are not SG_IO commands (other syscalls, signals, "
-                 "exits, strace's messages, second halves of interrupted calls): read, skipped by design"]
+        program = self.by_design["program output"]
+        notes = [f"{sum(self.by_design.values()) - program} strace lines are not SG_IO commands (other syscalls, "
+                 "signals, exits, strace's messages, second halves of interrupted calls): read, skipped by design"]
+        if program:
+            notes.append(f"{program} lines are the traced program's own output (strace without -o shares its "
+                         "terminal): read, skipped by design")
         if not self.stamped:
             notes.append("strace without -t/-tt/-ttt: no timestamps, so no time line (segments, elapsed, IOPS)")
         notes.append("response time = the SG_IO syscall's time (strace -T)" if self.timed else
@@ -209,7 +222,8 @@ def _bad(bad: pl.DataFrame, path: str, strict: bool, records: RecordCount) -> No
 
 def _classify(lines: pl.DataFrame, st) -> pl.DataFrame:
     """Each line split (`_split`) and given its kind: whole, unfinished or resumed SG_IO,
-    other (read, skipped by design), bad (a broken SG_IO line) or alien (no strace line)."""
+    other (read, skipped by design), program (the traced program's own output, strace without
+    -o: read, skipped by design), bad (a broken SG_IO line) or alien (a broken strace line)."""
     g = _split(lines, st)
     body = pl.col("body")
     sg = g.filter(pl.col("sg") | body.str.starts_with("<... ioctl resumed>"))
@@ -224,8 +238,12 @@ def _classify(lines: pl.DataFrame, st) -> pl.DataFrame:
         .when(~pl.col("sg") & pl.col("ret").is_not_null()).then(pl.lit("resumed"))
         .when(~pl.col("sg")).then(pl.lit("other"))        # an ioctl resumed half without its result
         .otherwise(pl.lit("bad")).alias("kind"))
+    # a damaged line (a NUL, bytes that are not UTF-8) is bad wherever it is
+    strace_shaped = (pl.col("pid_b").is_not_null() | pl.col("ts").is_not_null() | body.str.contains(STRACE_SHAPED)
+                     | _lines.bad_bytes(pl.col("t")))
     rest = rest.with_columns(pl.when(body.str.contains(STRACE_OTHER)).then(pl.lit("other"))
-                             .otherwise(pl.lit("alien")).alias("kind"))
+                             .when(strace_shaped).then(pl.lit("alien"))
+                             .otherwise(pl.lit("program")).alias("kind"))
     return pl.concat([sg, rest], how="diagonal_relaxed").sort("line_no")
 
 
@@ -241,8 +259,10 @@ def _strace(lines: pl.DataFrame | None, st: _Commands, records: RecordCount, fin
         _bad(g.filter(pl.col("kind").is_in(["bad", "alien"])).with_columns(
             pl.when(pl.col("kind") == "bad").then(pl.lit("malformed SG_IO ioctl line (expected "
                                                          "ioctl(FD, SG_IO, {...}) = RET)"))
-            .otherwise(pl.lit("not an strace line")).alias("why")), st.path, st.strict, records)
+            .otherwise(pl.lit("malformed strace line")).alias("why")), st.path, st.strict, records)
         g = g.filter(~pl.col("kind").is_in(["bad", "alien"]))
+        st.by_design["program output"] += int((g["kind"] == "program").sum())
+        g = g.filter(pl.col("kind") != "program")
         opens = _fd_paths(g)
         if st.fd_paths is not None:
             opens = pl.concat([st.fd_paths, opens])

@@ -35,6 +35,7 @@ SUFFIXES = (".usbmon", ".usbmon.txt", ".usbmon.pcap", ".usbmon.pcapng", ".pcap",
 LINKTYPE_USB_LINUX = 189
 LINKTYPE_USB_LINUX_MMAPPED = 220
 LINKTYPES = (LINKTYPE_USB_LINUX, LINKTYPE_USB_LINUX_MMAPPED)
+LINKTYPE_USBPCAP = 249          # Windows' USBPcap: parsers/_usbpcap.py, into the same URB table
 EINPROGRESS = -115
 
 # the packet header's construct declarations (HEADER: per link type) and the field offsets
@@ -81,7 +82,7 @@ TEXT_TS_WRAP_US = 4096 * 1_000_000   # the text timestamp is (seconds % 4096) * 
 def sniff(head: bytes) -> bool:
     kind = _pcap.sniff_container(head)
     if kind is not None:
-        return kind[2] in LINKTYPES
+        return kind[2] in LINKTYPES or kind[2] == LINKTYPE_USBPCAP
     # most of the first lines are records (one damaged line does not hide the format)
     lines = [ln.decode("ascii", "replace").rstrip("\r") for ln in head.split(b"\n")[:6] if ln.strip()][:5]
     if len(head) == 65536 or len(lines) > 1:    # the last line of a head may be cut
@@ -94,13 +95,19 @@ def parse(path, *, strict: bool = True, progress=None, route: str = "native", **
     path = str(path)
     with open(path, "rb") as fh:
         head = fh.read(4096)
-    is_capture = _pcap.sniff_container(head) is not None
+    kind = _pcap.sniff_container(head)
+    is_capture = kind is not None
     if route not in ("native", "pyshark"):
         raise UsageError(f"--route must be native or pyshark, got {route!r}")
     if route == "pyshark":
         if not is_capture:
             raise UsageError("--route pyshark reads pcap/pcapng captures only (this is usbmon text)")
+        if kind[2] == LINKTYPE_USBPCAP:
+            raise UsageError("--route pyshark reads usbmon captures only (this is a USBPcap capture: "
+                             "use the default route)")
         return _parse_pyshark(path, strict)
+    if is_capture and kind[2] == LINKTYPE_USBPCAP:
+        return _parse_usbpcap(path, strict)
     if is_capture:
         return _parse_pcap(path, strict)
     return _parse_text(path, strict, progress)
@@ -201,6 +208,7 @@ def _good_batches(path: str, batches, strict: bool, capture: Capture):
     records, anomalies and link types are filled in as they go (skips counted in the
     order the whole-file reader listed them: chain end, truncation, bad records)."""
     records, bad_count, bad_examples, linktypes = RecordCount(read=0), 0, [], set()
+    short = 0
     for batch in batches:
         urbs, bad = batch[0], batch[1]
         linktype = batch[2] if len(batch) > 2 else np.broadcast_to(np.int64(batches.network), (len(urbs),))
@@ -215,8 +223,10 @@ def _good_batches(path: str, batches, strict: bool, capture: Capture):
         records.read += skipped.read
         bad_count += skipped.skipped
         bad_examples += skipped.examples[:5 - len(bad_examples)]
+        short += _captured_short(good)
         if len(good):
             yield good
+    _note_captured_short(capture, short)
     chain_bad, truncated = _chain_end(path, batches, strict)
     for off, why in chain_bad:
         records.skip(1, [f"{path}: byte offset {off}: {why}"])
@@ -228,6 +238,28 @@ def _good_batches(path: str, batches, strict: bool, capture: Capture):
         records.skip(bad_count, bad_examples)
     capture.meta["linktypes"] = sorted(linktypes)
     capture.records = records           # counted once the whole capture has been read
+
+
+def _captured_short(urbs: UrbColumns) -> int:
+    """URBs whose data was captured short: an OUT submission or an IN completion with some
+    data, less than the URB's length (the snap length, or usbmon's per-event limit: a fifth
+    of its buffer, 61,440 bytes by default). Isochronous URBs are left out (their length
+    counts every packet of the frame)."""
+    if not len(urbs):
+        return 0
+    carries = np.where(urbs.event == ord("S"), (urbs.ep & 0x80) == 0, (urbs.ep & 0x80) != 0)
+    return int(np.count_nonzero(carries & (urbs.xfer != 0) & (urbs.data_len > 0) & (urbs.data_len < urbs.length)))
+
+
+def _note_captured_short(capture: Capture, short: int) -> None:
+    capture.meta["urbs_captured_short"] = short
+    capture.notes[:] = [n for n in capture.notes if not n.endswith(SHORT_NOTE)]
+    if short:
+        capture.notes.append(f"{short} URBs {SHORT_NOTE}")
+
+
+SHORT_NOTE = ("captured short (data bytes captured < the URB's length: the capture's snap length or usbmon's "
+              "per-event limit): bytes and rates come from the URB lengths, not from the bytes captured")
 
 
 def _chain_end(path: str, batches, strict: bool):
@@ -275,6 +307,22 @@ def _good_records(path: str, urbs: UrbColumns, bad: np.ndarray, linktype: np.nda
         urbs = urbs.take(bad == 0)
     records.read += len(urbs)
     return urbs
+
+
+# ---------------------------------------------------------------- USBPcap (Windows)
+
+def _parse_usbpcap(path: str, strict: bool) -> Capture:
+    from . import _usbpcap
+    urbs, records, anomalies, meta = _usbpcap.parse(path, strict)
+    capture = _capture(path, urbs, records, anomalies, meta)
+    skipped = meta["skipped_by_design"]
+    capture.notes.append(
+        f"USBPcap capture (Windows): URBs paired by IRP; {skipped['not transfers']} packets of URB functions that "
+        f"move no data and {skipped['control stages']} later control-transfer stages read, skipped by design; "
+        "USBPcap records no requested length for IN transfers (taken from their completions) and no actual "
+        "length for OUT ones (taken from their submissions)")
+    _note_captured_short(capture, _captured_short(urb_columns(urbs)))
+    return capture
 
 
 # ---------------------------------------------------------------- text (1u / 1t)

@@ -111,10 +111,11 @@ def _declared(layer: str) -> tuple:
     if layer == "usb":
         return (*TABLES, *LATENCY_TABLES, *SERIES_TABLES)
     from scsitrace.scsilog.analysis import SRT_DRIVER
-    return (*TABLES, *LATENCY_TABLES, *SERIES_TABLES, SRT_DRIVER)
+    from scsitrace.scsilog.completions import COMPLETIONS
+    return (*TABLES, *LATENCY_TABLES, *SERIES_TABLES, SRT_DRIVER, COMPLETIONS)
 
 
-OPTIONAL_TABLES = {"scsilog": ("srt_driver",)}  # declared only by some formats (sgio)
+OPTIONAL_TABLES = {"scsilog": ("srt_driver", "completions")}  # declared only by some formats (sgio; kernel logs)
 
 
 def _table_json(table) -> dict:

@@ -54,10 +54,30 @@ def histogram_table(summary: dict) -> Table:
     return t
 
 
+def completions_table(summary: dict) -> Table:
+    t = Table(title="Completions (device, opcode, result, sense key)", title_justify="left")
+    for col in ("Device", "Opcode", "Command", "Result", "Host byte", "Sense key", "Count"):
+        t.add_column(col, justify="right" if col in ("Opcode", "Count") else "left")
+    for r in summary["completions"]:
+        t.add_row(r["device"], "" if r["opcode"] is None else f"0x{r['opcode']:02x}", r["command"] or "",
+                  r["result"] or "", r["host_byte"] or "", r["sense_key"] or "", str(r["count"]))
+    return t
+
+
+def _completions_worth_showing(summary: dict) -> bool:
+    """A kernel log's completions table when it says more than the SRT: no command paired,
+    or some ended other than GOOD or with sense data."""
+    rows = summary.get("completions") or []
+    return bool(rows) and (not summary.get("commands", {}).get("paired")
+                           or any(r["result"] != "GOOD" or r["sense_key"] for r in rows))
+
+
 def tables(summary: dict) -> list[Table]:
     out = [srt_table(summary), commands_table(summary)]
     if summary.get("devices"):
         out.append(devices_table(summary))
+    if _completions_worth_showing(summary):
+        out.append(completions_table(summary))
     if summary.get("srt_histogram"):
         out.append(histogram_table(summary))
     return out

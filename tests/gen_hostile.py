@@ -19,7 +19,7 @@ Mutations of text formats (each on a chosen record line of the base):
   byte, a whole page of NULs, Latin-1 bytes, the file in UTF-16, a UTF-8 BOM, CRLF line
   ends, a 10 MB line, binary garbage; plus per-format field attacks (FIELD_ATTACKS).
 Logic-analyzer captures (sigrok .sr, DSView .dsl, Saleae CSV): cut, emptied, flipped, garbage.
-Binary formats (blktrace, usbmon pcap, transitions Parquet): truncation at every structural
+Binary formats (blktrace, usbmon pcap, USBPcap pcap, transitions Parquet): truncation at every structural
 boundary of the first and last record (inside the file header, the record header, the PDU
 or data), bit flips, absurd lengths, wrong magic and version.
 File system: a FIFO, /dev/null, /dev/zero (auto and with --format), a directory, a symlink
@@ -147,7 +147,27 @@ def base_texts() -> dict[str, dict]:
                      suffix=".strace.txt"),
         "sg3": dict(data=_read(c / "sg/lsi_sg_tools/dd_4k.out.txt"), count=count_lines,
                     suffix=".sg3.txt", fmt="sgio"),
+        "zfcp": dict(data=_zfcp_log(), count=count_lines, suffix=".dmesg", fmt="scsilog"),
+        "sgio_prog": dict(data=_strace_with_program_output(), count=count_lines, suffix=".strace.txt", fmt="sgio"),
     }
+
+
+def _zfcp_log() -> bytes:
+    """A completions-only kernel log (64-bit LUNs, Done: ADD_TO_MLQUEUE, sense lines, scsi scan)."""
+    from gen_scsilog import completions_log
+    cmds = [(1_000_000 * k, (0, 0, 0, [1084113024, 1084178560][k % 2]), 640 + k % 3, bytes([[0, 0x12][k % 2]]) + bytes(5),
+             ["ADD_TO_MLQUEUE", "SUCCESS"][k % 2], [None, "Unit Attention"][k % 2]) for k in range(1, 13)]
+    return completions_log(cmds, scan=2, other=True).encode()
+
+
+def _strace_with_program_output() -> bytes:
+    """strace of an sg program without -o, indented as pasted: the program's lines between."""
+    from gen_sgio import PROGRAM_LINES, command, strace_text, with_program_output
+    cmds = [command(bytes([[0, 0x12][k % 2], 0, 0, 0, 36 * (k % 2), 0]), start_us=900 * k,
+                    direction=["none", "in"][k % 2], dxfer_len=36 * (k % 2)) for k in range(8)]
+    text = with_program_output(strace_text(cmds), [(k, PROGRAM_LINES[k % len(PROGRAM_LINES)]) for k in range(8)],
+                               "    ", split_write=True)
+    return text.encode()
 
 
 def _first_record(name: str, lines: list[bytes]) -> int:
@@ -164,6 +184,10 @@ def _first_record(name: str, lines: list[bytes]) -> int:
         if name == "dmesg" and b"Send:" not in s:
             continue
         if name == "sg3" and b"cdb: [" not in s:
+            continue
+        if name == "zfcp" and b"Done:" not in s:
+            continue
+        if name == "sgio_prog" and b"SG_IO" not in s:
             continue
         return i
     raise AssertionError(name)
@@ -198,6 +222,11 @@ FIELD_ATTACKS = [
     ("sgio", "resid-huge", rb"(?<=resid=)\d+", b"100000000000000000000", True),
     ("sgio", "duration-huge", rb"(?<=duration=)\d+", b"100000000000000000000", True),
     ("sgio", "cmdp-garbled", rb'cmdp="\\x12', b'cmdp="\\xzz', True),
+    ("zfcp", "lun-huge", rb"1084\d+", b"100000000000000000000", True),
+    ("zfcp", "ts-huge", rb"\d+\.\d{6}(?=\])", b"100000000000.000000", True),
+    ("zfcp", "tag-huge", rb"(?<=tag#)\d+", b"100000000000000000000", True),
+    ("sgio_prog", "dxfer-len-huge", rb"(?<=dxfer_len=)\d+", b"100000000000000000000", True),
+    ("sgio_prog", "cut-call", rb"ioctl\(.*$", b'openat(AT_FDCWD, "/dev/sg0", O_RDWR', True),
     ("qemu_lsi", "ts-garbled", rb"(?<=@)\d+\.\d+", b"17x5345100.755681", True),
     ("qemu_lsi", "ts-huge", rb"(?<=@)\d+", b"100000000000000000000", True),
     ("qemu_lsi", "pid-huge", rb"^\d+", b"100000000000000000000", True),
@@ -277,7 +306,9 @@ def text_cases(d: Path) -> dict[str, Case]:
         put("crlf", _join(lines, b"\r\n"))
         # kernel logs and sg3_utils output read and ignore lines that are not SCSI events or
         # commands: a long one is legal there
-        put("long-line", _join(lines[:mid] + [b"a" * (10 << 20)] + lines[mid:]), bad=name not in ("ftrace", "dmesg", "sg3"),
+        # (strace's too: a line with no strace shape is the traced program's output)
+        put("long-line", _join(lines[:mid] + [b"a" * (10 << 20)] + lines[mid:]),
+            bad=name not in ("ftrace", "dmesg", "sg3", "zfcp", "sgio", "sgio_prog"),
             where="line")
         put("garbage", bytes(rng.randrange(256) for _ in range(65536)), bad=True, force_fmt=True, count=False)
         for fmt_name, case, rx, new, bad in FIELD_ATTACKS:
@@ -417,6 +448,46 @@ def pcap_cases(d: Path) -> dict[str, Case]:
     return out
 
 
+def usbpcap_cases(d: Path) -> dict[str, Case]:
+    """USBPcap (Windows, link type 249) captures of the same traffic (gen_usbmon.write_usbpcap),
+    then damaged in their USBPcap headers (headerLen, transfer type, dataLength, device)."""
+    import gen_usbmon as gu
+    good = d / "usbpcap-base.pcap"
+    gu.write_usbpcap(good, gu.traffic(2))
+    raw = good.read_bytes()
+    offs = gu._record_offsets(raw)
+    out: dict[str, Case] = {}
+
+    def put(case, payload: bytes, *, bad=False, where=None, count=True):
+        p = d / f"usbpcap-{case}.pcap"
+        p.write_bytes(payload)
+        out[f"usbpcap/{case}"] = Case(str(p), "auto", count_pcap(payload) if count else None, bad, where)
+
+    put("clean", raw)
+    ng = d / "usbpcap-base.pcapng"
+    gu.write_usbpcap(ng, gu.traffic(2), pcapng=True)
+    out["usbpcap/pcapng-clean"] = Case(str(ng), "auto", None)
+    put("cut-first-usbpcap-header", raw[:offs[0] + 16 + 10], where="offset")
+    put("cut-last-byte", raw[:-1], where="offset")
+    put("snap-200", (lambda p: p.read_bytes())(_written(d / "usbpcap-snap.pcap", gu, 200)))
+    for case, field_at, fmt, value in (("header-len-small", 0, "<H", 5), ("transfer-bad", 22, "<B", 7),
+                                       ("data-length-huge", 23, "<I", 0x7FFFFFFF), ("device-huge", 19, "<H", 300)):
+        b = bytearray(raw)
+        struct.pack_into(fmt, b, offs[6] + 16 + field_at, value)
+        put(case, bytes(b), bad=True, where="offset")
+    rng = random.Random(11)
+    for k in range(3):
+        b = bytearray(raw)
+        b[rng.randrange(24, len(b))] ^= 1 << rng.randrange(8)
+        put(f"bitflip-{k}", bytes(b), count=False)
+    return out
+
+
+def _written(path: Path, gu, snaplen: int) -> Path:
+    gu.write_usbpcap(path, gu.traffic(2), snaplen=snaplen)
+    return path
+
+
 def parquet_cases(d: Path) -> dict[str, Case]:
     """Parquet written by `scsitrace convert` from the ancot base, then damaged."""
     from scsitrace.cli import main
@@ -476,7 +547,7 @@ def fs_cases(d: Path) -> dict[str, Case]:
 def build(d: Path) -> dict[str, Case]:
     d = Path(d)
     out = {}
-    for make in (text_cases, blktrace_cases, pcap_cases, parquet_cases, logic_cases, fs_cases):
+    for make in (text_cases, blktrace_cases, pcap_cases, usbpcap_cases, parquet_cases, logic_cases, fs_cases):
         sub = d / make.__name__
         sub.mkdir()
         out.update(make(sub))

@@ -91,3 +91,40 @@ def bulk_ftrace(path, commands: int, *, seed: int = 1, block: int = 1 << 18) -> 
             fh.write(text)
             written += len(text)
     return written
+
+
+# the kernel's names (scsi_logging: drivers/scsi/scsi_logging.c, constants.c) of what
+# `completions_log` writes
+CDB_NAMES = {0x00: "Test Unit Ready", 0x12: "Inquiry", 0x28: "Read(10)", 0x2A: "Write(10)", 0xA0: "Report luns"}
+SENSE = {"Unit Attention": "Power on, reset, or bus device reset occurred",
+         "Not Ready": "Logical unit not ready, cause not reportable",
+         "Illegal Request": "Invalid field in cdb"}
+DISPOSITIONS = ("SUCCESS", "ADD_TO_MLQUEUE", "NEEDS_RETRY")
+OTHER_KERNEL = ["zfcp 0.0.1900: Registering port 0x500507630708c1ab failed", "qeth 0.0.f500: MAC address 02:00:00:00:00:01",
+                "EXT4-fs (dasda1): mounted filesystem with ordered data mode"]
+
+
+def completions_log(cmds, *, scan: int = 0, other: bool = False, old: bool = False) -> str:
+    """A kernel log of the SCSI logging's completion/error-handling level only, as an s390
+    machine with zfcp LUNs writes it: per command (t_ns, (host, channel, id, lun), tag, cdb,
+    disposition, sense key or None) a "Done: <disposition> Result: ..." line, its "CDB:" line,
+    and for a sense key its "Sense Key :" and "Add. Sense:" lines; no "Send:" lines. `scan`:
+    that many `scsi scan:` pairs of lines first; `other`: the shell lines that set the logging
+    level first, ordinary kernel lines and unstamped lines (a paste's comments) between; `old`: no tag# and two spaces after the disk name (kernels before 4.x)."""
+    out = ["# echo 0x0001b000 > /proc/sys/dev/scsi/logging_level", "# dmesg"] if other else []
+    for k in range(scan):
+        out.append(f"[{_ts(k * 1000):>12}] scsi 0:0:0:0: scsi scan: INQUIRY pass {k % 2 + 1} length 36")
+        out.append(f"[{_ts(k * 1000 + 10):>12}] scsi 0:0:0:0: scsi scan: Sending REPORT LUNS to (try {k})")
+    for i, (t_ns, dev, tag, cdb, disp, key) in enumerate(cmds):
+        h, c, d, lun = dev
+        head = f"[{_ts(t_ns):>12}] sd {h}:{c}:{d}:{lun}: [sda] " + (" " if old else f"tag#{tag} ")
+        out.append(head + f"Done: {disp} Result: hostbyte=DID_OK driverbyte=DRIVER_OK cmd_age=0s")
+        out.append(head + f"CDB: {CDB_NAMES.get(cdb[0], 'Unknown')} {cdb.hex(' ')}")
+        if key is not None:
+            # descriptor-format sense adds "[descriptor]"
+            out.append(head + f"Sense Key : {key} [current] " + ("[descriptor] " if key == "Illegal Request" else ""))
+            out.append(head + f"Add. Sense: {SENSE[key]}")
+        if other:
+            out.append(f"[{_ts(t_ns + 1):>12}] {OTHER_KERNEL[i % len(OTHER_KERNEL)]}")
+            out.append("... (lines cut) ...")
+    return "".join(ln + "\n" for ln in out)

@@ -7,12 +7,16 @@ time order; a command whose pid has another pid's line inside its call is split.
 
 Hostile lines (`HOSTILE`), each with what the parser must do:
   truncated     an SG_IO line cut inside its struct            -> bad input at that line
-  garbage       a line that is no strace output                 -> bad input at that line
+  garbage       a line with strace's pid prefix and no call      -> bad input at that line
+  cut_call      a syscall line cut before its return            -> bad input at that line
   bad_ret       an SG_IO line whose return value is "= zero"    -> bad input at that line
+  (a line with no strace shape at all is the traced program's own output: `with_program_output`)
   other         ioctl(1, TCGETS, ...), openat, read, a signal,
                 an exit, "strace: Process N attached"           -> read, skipped by design (no error)
 """
 from __future__ import annotations
+
+import re
 
 
 DIRS = {"none": "SG_DXFER_NONE", "in": "SG_DXFER_FROM_DEV", "out": "SG_DXFER_TO_DEV"}
@@ -109,7 +113,8 @@ def strace_text(cmds: list[dict], *, ts: str | None = "tt", T: bool = True, y: b
 
 HOSTILE = {
     "truncated": "ioctl(3, SG_IO, {interface_id='S', dxfer_direction=SG_DXFER_NONE, cmd_len=6, cmdp=\"\\x00\\x00",
-    "garbage": "this is not what strace writes",
+    "garbage": "[pid   12] this is not what strace writes",
+    "cut_call": 'openat(AT_FDCWD, "/dev/sg0", O_RDWR',
     "bad_ret": ("ioctl(3, SG_IO, {interface_id='S', dxfer_direction=SG_DXFER_NONE, cmd_len=6, "
                 "cmdp=\"\\x00\\x00\\x00\\x00\\x00\\x00\", mx_sb_len=32, iovec_count=0, dxfer_len=0, timeout=60000, "
                 "flags=0, status=0, masked_status=0, msg_status=0, sb_len_wr=0, sbp=\"\", host_status=0, "
@@ -123,3 +128,33 @@ OTHER = [
     "+++ exited with 0 +++",
     "strace: Process 255 attached",
 ]
+
+
+# what sg example programs print (sg3_utils examples/sg_simple*.c, sg_turs): lines that are no
+# strace output, written by strace without -o between its own lines
+PROGRAM_LINES = [
+    "Some of the INQUIRY command's results:",
+    "    ATA       QEMU HARDDISK     2.5+  [wide=0 sync=0 cmdque=0 sftre=0]",
+    "Test Unit Ready successful so unit ready",
+    "INQUIRY duration=0 millisecs, resid=0",
+    "36 bytes of INQUIRY data",
+    "",
+    "sense key: Unit Attention",
+]
+
+
+def with_program_output(text: str, inserts: list[tuple[int, str]], indent: str = "", split_write: bool = False) -> str:
+    """`text` (strace lines) with program lines inserted: (index of the strace line it follows,
+    -1: before the first; the program line); every line prefixed by `indent` (an excerpt
+    pasted indented). `split_write`: the program's first line comes as a terminal shows it when
+    strace and the program share it: strace's `write(1, ...` entry, the program's text on the
+    same line, then `) = N` on the next line (two strace lines, one of them holding the program
+    text)."""
+    lines = text.splitlines()
+    out = [ln for i, ln in enumerate(lines) for ln in [ln] + [p for at, p in inserts if at == i]]
+    out = [p for at, p in inserts if at < 0] + out
+    if split_write:
+        msg = PROGRAM_LINES[0]
+        who = re.match(r"(\[pid\s+\d+\] )?", out[0])[0]
+        out[1:1] = [f'{who}write(1, "{msg[:20]}"..., {len(msg) + 1}{msg}', f") = {len(msg) + 1}"]
+    return "".join(f"{indent}{ln}\n" if ln else "\n" for ln in out)

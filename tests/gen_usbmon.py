@@ -69,11 +69,12 @@ class Session:
         return self.t_us
 
     def xfer(self, xfer, ep, req_len, out_data=None, in_data=None, status=0, setup=None,
-             lo=5, hi=400):
-        """One URB: submit then completion."""
+             lo=5, hi=400, actual=None):
+        """One URB: submit then completion (`actual`: its length, else its data's)."""
         u = self.urb()
         self.events.append(Event(self.step(), u, "S", xfer, ep, -115, req_len, out_data, setup))
-        actual = len(in_data) if in_data is not None else (len(out_data) if out_data is not None else 0)
+        if actual is None:
+            actual = len(in_data) if in_data is not None else (len(out_data) if out_data is not None else 0)
         if status == EPIPE:
             actual = 0
         self.events.append(Event(self.step(lo, hi), u, "C", xfer, ep, status, actual,
@@ -112,8 +113,11 @@ def enumerate_device(s: Session) -> None:
 
 
 def command(s: Session, cdb: bytes, data_len: int, data_in: bool, csw_status: int = 0,
-            stall: bool = False, lun: int = 0, residue: int = 0, data_cap: int | None = None) -> None:
-    """One Bulk-Only command: CBW, data (if any), CSW."""
+            stall: bool = False, lun: int = 0, residue: int = 0, data_cap: int | None = None,
+            whole_length: bool = False) -> None:
+    """One Bulk-Only command: CBW, data (if any), CSW. `data_cap`: the data URB's bytes
+    captured up to that many; its length is then the captured bytes' unless `whole_length`
+    (usbmon's per-event limit: the URB's length is the transfer's)."""
     tag = s.tag
     s.tag += 1
     s.xfer(3, 0x02, 31, out_data=cbw(tag, data_len, data_in, lun, cdb))
@@ -121,9 +125,9 @@ def command(s: Session, cdb: bytes, data_len: int, data_in: bool, csw_status: in
         payload = bytes((i * 7) & 0xFF for i in range(data_len if data_cap is None else min(data_len, data_cap)))
         if data_in:
             s.xfer(3, 0x81, data_len, in_data=None if stall else payload, status=EPIPE if stall else 0,
-                   lo=50, hi=3000)
+                   lo=50, hi=3000, actual=data_len if whole_length and not stall else None)
         else:
-            s.xfer(3, 0x02, data_len, out_data=payload, lo=50, hi=3000)
+            s.xfer(3, 0x02, data_len, out_data=payload, lo=50, hi=3000, actual=data_len if whole_length else None)
         if stall:
             s.xfer(2, 0x00, 0, setup=setup(0x02, 1, 0, 0x81, 0))
     s.xfer(3, 0x81, 13, in_data=csw(tag, residue, csw_status))
@@ -164,6 +168,20 @@ def traffic(seed: int = 1, repeats: int = 3, data_cap: int | None = None) -> lis
     return s.events
 
 
+def large_traffic(seed: int = 1, big_cap: int | None = None) -> list[Event]:
+    """A session with 1 MiB READ(10)s and WRITE(10)s (2048 blocks) between small commands;
+    `big_cap`: the big URBs' data captured up to that many bytes only (usbmon's per-event
+    limit: 61,440 bytes with the default buffer), their length the whole transfer's."""
+    s = Session(rng=random.Random(seed))
+    enumerate_device(s)
+    command(s, bytes(6), 0, True)
+    for k in range(3):
+        command(s, read10(4096 * k, 2048), 1 << 20, True, data_cap=big_cap, whole_length=True)
+        command(s, write10(4096 * k, 2048), 1 << 20, False, data_cap=big_cap, whole_length=True)
+        command(s, read10(8 * k, 8), 4096, True)
+    return s.events
+
+
 def bulk_traffic(n_commands: int, seed: int = 1, data_cap: int = 0) -> list[Event]:
     """Many READ(10)/WRITE(10) commands (benchmarks)."""
     s = Session(rng=random.Random(seed))
@@ -194,9 +212,13 @@ def packet(e: Event) -> bytes:
     return usbmon_header(e, len(data)) + data
 
 
-def write_pcap(path, events: list[Event], linktype: int = LINKTYPE_USB_LINUX_MMAPPED) -> None:
+def write_pcap(path, events: list[Event], linktype: int = LINKTYPE_USB_LINUX_MMAPPED,
+               snaplen: int | None = None) -> None:
+    """`snaplen`: records cut to that many bytes (incl_len), orig_len the whole packet's, as
+    tcpdump -s / dumpcap -s write them."""
     gh = _pcap.pcap_global_header().build(dict(magic_number=_pcap.PCAP_MAGIC_US, version_major=2,
-                                               version_minor=4, thiszone=0, sigfigs=0, snaplen=262144,
+                                               version_minor=4, thiszone=0, sigfigs=0,
+                                               snaplen=snaplen or max(262144, *(64 + len(e.data or b"") for e in events)),
                                                network=linktype))
     rec = _pcap.pcap_record_header()
     with open(path, "wb") as fh:
@@ -204,8 +226,9 @@ def write_pcap(path, events: list[Event], linktype: int = LINKTYPE_USB_LINUX_MMA
         chunk = []
         for e in events:
             p = packet(e)
+            cut = p[:snaplen] if snaplen else p
             chunk.append(rec.build(dict(ts_sec=BASE_SEC + e.t_us // 1_000_000, ts_usec=e.t_us % 1_000_000,
-                                        incl_len=len(p), orig_len=len(p))) + p)
+                                        incl_len=len(cut), orig_len=len(p))) + cut)
             if len(chunk) >= 4096:
                 fh.write(b"".join(chunk))
                 chunk = []
@@ -218,18 +241,20 @@ def _block(btype: int, body: bytes) -> bytes:
     return struct.pack("<II", btype, total) + body + struct.pack("<I", total)
 
 
-def write_pcapng(path, events: list[Event]) -> None:
+def write_pcapng(path, events: list[Event], snaplen: int | None = None) -> None:
     shb = _pcap.pcapng_shb_body().build(dict(byte_order_magic=_pcap.PCAPNG_BYTE_ORDER_MAGIC,
                                              major_version=1, minor_version=0, section_length=-1))
-    idb = _pcap.pcapng_idb_body().build(dict(linktype=LINKTYPE_USB_LINUX_MMAPPED, reserved=0, snaplen=262144))
+    idb = _pcap.pcapng_idb_body().build(dict(linktype=LINKTYPE_USB_LINUX_MMAPPED, reserved=0,
+                                             snaplen=snaplen or max(262144, *(64 + len(e.data or b"") for e in events))))
     epb = _pcap.pcapng_epb_body()
     out = [_block(_pcap.PCAPNG_SHB, shb), _block(_pcap.PCAPNG_IDB, idb)]
     for e in events:
         p = packet(e)
+        cut = p[:snaplen] if snaplen else p
         ts = (BASE_SEC * 1_000_000 + e.t_us)
         out.append(_block(_pcap.PCAPNG_EPB, epb.build(dict(interface_id=0, timestamp_high=ts >> 32,
                                                            timestamp_low=ts & 0xFFFFFFFF,
-                                                           captured_len=len(p), original_len=len(p))) + p))
+                                                           captured_len=len(cut), original_len=len(p))) + cut))
     with open(path, "wb") as fh:
         fh.write(b"".join(out))
 
@@ -433,3 +458,82 @@ def pcap_to_text(src, dst) -> None:
                 data = u.data_buf[at:at + size].tobytes() if size > 0 else None
                 lines.append(text_line(Event(t, urb, chr(ev), xfer, ep, status, length, data, setup, bus, dev)))
             fh.write("\n".join(lines) + "\n")
+
+
+# ---------------------------------------------------------------- USBPcap (Windows)
+
+USBD_STATUS_OF = {0: 0, EPIPE: 0xC0000004}      # other errors: USBD_STATUS_DEV_NOT_RESPONDING
+URB_FUNCTION = {2: 0x0008, 3: 0x0009, 1: 0x0009}  # CONTROL_TRANSFER, BULK_OR_INTERRUPT_TRANSFER
+
+
+def usbpcap_packets(events: list[Event]) -> list[tuple[int, bytes, int]]:
+    """(time in us, packet, its length on the wire) of each packet USBPcap logs for the same
+    URBs: the usbmon header rewritten as USBPcap's (parsers/_usbpcap.py USBPCAP_PACKET, as its
+    driver fills it: USBPcapURB.c). Bulk/interrupt: one packet down (OUT data), one back (IN
+    data). Control: the setup stage down (8 bytes), an OUT data stage down, the IN data stage
+    back, then the status stage back. A URB whose data usbmon captured short (text: 32 bytes)
+    keeps its length in dataLength, the packet cut as a snap length cuts it."""
+    from scsitrace.parsers._usbpcap import USBPCAP_CONTROL, USBPCAP_PACKET
+    out = []
+    for e in events:
+        back = e.ev != "S"
+        status = 0 if not back else USBD_STATUS_OF.get(e.status, 0xC0000005)
+
+        def pkt(data: bytes, stage: int | None = None, whole: int | None = None) -> tuple[int, bytes, int]:
+            n = len(data) if whole is None else max(whole, len(data))
+            fields = dict(irp_id=e.urb_id, status=status, function=URB_FUNCTION.get(e.xfer, 0x0009), info=int(back),
+                          bus=e.bus, device=e.dev, endpoint=e.ep, transfer=e.xfer, data_length=n)
+            if stage is None:
+                head = USBPCAP_PACKET.build(dict(header_len=USBPCAP_PACKET.sizeof(), **fields))
+            else:
+                head = USBPCAP_CONTROL.build(dict(header_len=USBPCAP_CONTROL.sizeof(), stage=stage, **fields))
+            return e.t_us, head + data, len(head) + n
+
+        data = e.data or b""
+        if e.xfer != 2:
+            out.append(pkt(data, whole=e.length if data else None))
+        elif not back:
+            out.append(pkt(e.setup or bytes(8), 0))
+            if data:
+                out.append(pkt(data, 1, whole=e.length))
+        else:
+            if data:
+                out.append(pkt(data, 1, whole=e.length))
+            out.append(pkt(b"", 2))
+    return out
+
+
+def events_from_urbs(urbs) -> list[Event]:
+    """gen Events of a parsed capture's urbs frame (parsers: frames["urbs"]), e.g. a real
+    usbmon text capture, to write it again as pcap or USBPcap."""
+    return [Event(r["t_ns"] // 1000, r["urb_id"], r["event"], r["xfer"], r["ep"], r["status"], r["length"] or 0,
+                  r["data"], r["setup"], r["bus"], r["dev"]) for r in urbs.iter_rows(named=True)]
+
+
+def write_usbpcap(path, events: list[Event], pcapng: bool = False, snaplen: int | None = None) -> None:
+    """The USBPcap capture (link type 249) of `events`, pcap or pcapng."""
+    packets = usbpcap_packets(events)
+    longest = max(262144, *(whole for _, _, whole in packets))
+    if pcapng:
+        shb = _pcap.pcapng_shb_body().build(dict(byte_order_magic=_pcap.PCAPNG_BYTE_ORDER_MAGIC,
+                                                 major_version=1, minor_version=0, section_length=-1))
+        idb = _pcap.pcapng_idb_body().build(dict(linktype=249, reserved=0, snaplen=snaplen or longest))
+        epb = _pcap.pcapng_epb_body()
+        out = [_block(_pcap.PCAPNG_SHB, shb), _block(_pcap.PCAPNG_IDB, idb)]
+        for t_us, p, whole in packets:
+            cut = p[:snaplen] if snaplen else p
+            ts = BASE_SEC * 1_000_000 + t_us
+            out.append(_block(_pcap.PCAPNG_EPB, epb.build(dict(interface_id=0, timestamp_high=ts >> 32,
+                                                               timestamp_low=ts & 0xFFFFFFFF, captured_len=len(cut),
+                                                               original_len=whole)) + cut))
+        with open(path, "wb") as fh:
+            fh.write(b"".join(out))
+        return
+    gh = _pcap.pcap_global_header().build(dict(magic_number=_pcap.PCAP_MAGIC_US, version_major=2, version_minor=4,
+                                               thiszone=0, sigfigs=0, snaplen=snaplen or longest, network=249))
+    rec = _pcap.pcap_record_header()
+    with open(path, "wb") as fh:
+        fh.write(gh + b"".join(
+            rec.build(dict(ts_sec=BASE_SEC + t // 1_000_000, ts_usec=t % 1_000_000,
+                           incl_len=len(p[:snaplen] if snaplen else p), orig_len=whole)) + (p[:snaplen] if snaplen else p)
+            for t, p, whole in packets))

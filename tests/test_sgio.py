@@ -18,7 +18,7 @@ from scsitrace.cli import main
 from scsitrace.errors import BadInput, UsageError
 from scsitrace.reports import summary as summ
 
-from gen_sgio import HOSTILE, OTHER, command, strace_text
+from gen_sgio import HOSTILE, OTHER, PROGRAM_LINES, command, strace_text, with_program_output
 
 CASE = Path(__file__).resolve().parents[1] / "fixtures" / "captured" / "sg" / "lsi_sg_tools"
 RUNS = json.loads((CASE / "workload.json").read_text())["runs"]
@@ -261,7 +261,49 @@ def test_other_syscalls_are_not_errors(tmp_path):
     s = summ.summary(core.analyze(parsers.parse(str(p))))
     assert s["commands"]["total"] == 1 and s["records"]["skipped"] == 0
     assert s["source"]["skipped_by_design"] == {"other syscalls": 3, "signals and exits": 2,
-                                                "strace messages": 1, "blank": 0}
+                                                "strace messages": 1, "blank": 0, "program output": 0}
+
+
+@settings(max_examples=30, deadline=None)
+@given(calls(), st.sampled_from([None, "tt"]), st.sampled_from(["", "    ", "\t"]),
+       st.lists(st.tuples(st.integers(-1, 40), st.sampled_from(PROGRAM_LINES)), max_size=12), st.booleans())
+def test_program_output_between_strace_lines_is_counted_and_skipped(tmp_path_factory, cmds, ts, indent, inserts,
+                                                                     split_write):
+    """strace without -o: the traced program's lines among strace's (the excerpt indented as
+    pasted) are read and skipped by design, counted; the commands are those of the same log
+    without them."""
+    d = tmp_path_factory.mktemp("sgp")
+    clean = strace_text(cmds, ts=ts, f="bracket")
+    mixed = d / "mixed.strace"
+    mixed.write_text(with_program_output(clean, inserts, indent, split_write))
+    want = parsers.parse(str(_write(d / "clean.strace", clean))).frames["commands"]
+    cap = parsers.parse(str(mixed))
+    got = cap.frames["commands"]
+    assert got.drop("pos").equals(want.drop("pos"))
+    # a split write(2) is two strace lines (the program's text rides on the first)
+    program = sum(1 for at, line in inserts if line and at < len(clean.splitlines()))
+    an = core.analyze(cap)
+    assert cap.records.skipped == 0
+    assert an.capture.meta["skipped_by_design"]["program output"] == program
+    assert an.capture.meta["skipped_by_design"]["other syscalls"] == 2 * split_write
+    said = [n for n in an.notes if "traced program's own output" in n]
+    assert said == ([f"{program} lines are the traced program's own output (strace without -o shares its "
+                     "terminal): read, skipped by design"] if program else [])
+
+
+def _write(p, text):
+    p.write_text(text)
+    return p
+
+
+def test_indented_strace_with_program_output_is_detected(tmp_path):
+    """An excerpt pasted indented, the program's lines first: still detected as an SG_IO log."""
+    clean = strace_text([command(bytes(6), start_us=0), command(bytes([0x12, 0, 0, 0, 36, 0]), start_us=900)])
+    p = _write(tmp_path / "pasted.txt", with_program_output(clean, [(-1, PROGRAM_LINES[2]), (0, PROGRAM_LINES[0])],
+                                                            "    "))
+    assert parsers.detect(str(p)) == "sgio"
+    s = summ.summary(core.analyze(parsers.parse(str(p))))
+    assert s["commands"]["total"] == 2 and s["source"]["skipped_by_design"]["program output"] == 2
 
 
 def test_bad_sg3_verbose_cdb_line(tmp_path, capsys):

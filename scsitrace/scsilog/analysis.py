@@ -23,6 +23,7 @@ from ..model import Analysis, Capture
 from ..stats import LATENCY_TABLES
 from ..command_stream import thinning_notes
 from . import stream
+from .completions import COMPLETIONS, Completions
 from .events import COMMAND_EXTRA, EVENTS, MLQUEUE
 
 SRT_DRIVER = Table("srt_driver", SRT.schema, "SRT per opcode over the driver's own durations (sg_io_hdr duration)",
@@ -143,6 +144,7 @@ class _Run:
         self.elapsed, self.rows, self.notes = 0, 0, []
         self.series = series.Series()
         self.waiting, self.unordered = None, False
+        self.completions = None if sgio else Completions(options)
 
     def add(self, ios: pl.DataFrame, before, lowest) -> None:
         """A batch of finished commands; `before`: no command still to come starts earlier;
@@ -190,6 +192,9 @@ class _Run:
         tables.update(series_tables)
         notes += series_notes + bandwidth.declare(tables, ios, thinned=self.kept.thinned)
         declared = (*TABLES, *LATENCY_TABLES, *series.SERIES_TABLES, *bandwidth.TABLES)
+        if self.completions is not None:
+            tables["completions"], declared = self.completions.table(), (*declared, COMPLETIONS)
+            notes += self.completions.notes()
         if self.sgio and self.rows:      # SG_IO: the driver's own duration beside the syscall's
             declared = (*declared, SRT_DRIVER)
         else:
@@ -226,6 +231,8 @@ def _kernel_batches(run: _Run):
         if window is not None:
             inside = pl.col("t_ns") >= lo if hi is None else pl.col("t_ns").is_between(lo, hi)
             ev = ev.filter(inside).with_columns(pl.col("t_ns") - lo)
+        run.completions.add(ev)
+        ev = ev.filter(pl.col("kind") != "sense")
         if ev.height:
             seen = int(ev["t_ns"].max()) if seen is None else max(seen, int(ev["t_ns"].max()))
         cmds, carry, next_io = pair(ev, carry, next_io)
@@ -271,8 +278,11 @@ class _Selection:
         self.total += ios.height
         keep = pl.lit(True)
         for k, (_, value, col) in enumerate(self.filters):
-            self.values[col].update(ios[col].unique().to_list())
-            keep &= pl.col(col).cast(pl.Utf8) == str(value)
+            # target and LUN as the log prints them (64-bit LUNs: zfcp's 1084113024)
+            have = pl.col("device").str.split(":").list.get({"target": 2, "lun": 3}[col], null_on_oob=True) \
+                if col != "device" else pl.col(col)
+            self.values[col].update(ios.select(have)["device"].unique().to_list())
+            keep &= have == str(value)
             self.kept[k] += ios.filter(keep).height
         return ios.filter(keep)
 

@@ -6,7 +6,7 @@ import polars as pl
 
 EVENTS = {
     "t_ns": pl.Int64,       # from the log's first SCSI event
-    "kind": pl.Utf8,        # start | done | error | timeout
+    "kind": pl.Utf8,        # start | done | error | timeout | sense (a "Sense Key" line: the key in status)
     "device": pl.Utf8,      # host:channel:id:lun
     "tag": pl.Int64,        # driver tag (ftrace) or tag# (dmesg); null when not logged
     "cdb": pl.Binary,

@@ -12,6 +12,7 @@ const BAD_XFER: u8 = 3;
 const BAD_LEN_CAP: u8 = 4;
 const PCAP_RECORD_HEADER: i64 = 16;
 const INCL_LEN_AT: i64 = 8;
+const ORIG_LEN_AT: i64 = 12;
 const END_OF_FILE: i64 = 0;
 const TOO_LONG: i64 = 1;
 const CUT: i64 = 2;
@@ -54,11 +55,13 @@ struct Out<'a> {
     data: &'a mut [u8],
 }
 
-/// Decodes one record's usbmon header at `base` (`caplen` bytes captured) into slot `i`;
-/// returns the data bytes kept.
+/// Decodes one record's usbmon header at `base` (`caplen` bytes captured of `origlen`) into
+/// slot `i`; returns the data bytes kept. A record cut by the capture's snap length
+/// (`origlen` > `caplen`, its `len_cap` within `origlen`) is good: its data is what was
+/// captured (`data_len`), the URB's length stays the header's.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn record(buf: &[u8], base: usize, caplen: i64, size: i64, mm: bool, at: &[usize], iso_bytes: i64,
+fn record(buf: &[u8], base: usize, caplen: i64, origlen: i64, size: i64, mm: bool, at: &[usize], iso_bytes: i64,
           prefix: i64, kept: usize, i: usize, o: &mut Out) -> usize {
     if caplen < size {
         o.bad[i] = SHORT;
@@ -72,7 +75,7 @@ fn record(buf: &[u8], base: usize, caplen: i64, size: i64, mm: bool, at: &[usize
         BAD_TYPE
     } else if xf > 3 {
         BAD_XFER
-    } else if size + iso + len_cap > caplen {
+    } else if size + iso + len_cap > caplen && !(origlen > caplen && size + iso <= caplen && size + iso + len_cap <= origlen) {
         BAD_LEN_CAP
     } else {
         0
@@ -91,9 +94,10 @@ fn record(buf: &[u8], base: usize, caplen: i64, size: i64, mm: bool, at: &[usize
     o.setup[i * 8..i * 8 + 8].copy_from_slice(&buf[base + at[SETUP]..base + at[SETUP] + 8]);
     o.has_setup[i] = buf[base + at[FLAG_SETUP]] == 0 && ev == b'S';
     let has_data = buf[base + at[FLAG_DATA]] == 0 && len_cap > 0;
-    let size_kept = if has_data { len_cap.min(prefix) } else { -1 };
+    let captured = len_cap.min((caplen - size - iso).max(0));
+    let size_kept = if has_data { captured.min(prefix) } else { -1 };
     o.data_size[i] = size_kept;
-    o.data_len[i] = if has_data { len_cap } else { 0 };
+    o.data_len[i] = if has_data { captured } else { 0 };
     o.data_at[i] = kept as i64;
     o.data_head[i] = 0;
     if why == 0 && has_data {
@@ -117,7 +121,8 @@ fn record(buf: &[u8], base: usize, caplen: i64, size: i64, mm: bool, at: &[usize
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 fn decode(py: Python, buf: PyReadonlyArray1<u8>, walk: bool, start: i64, big_endian: bool, max_len: i64,
-          data_offset: PyReadonlyArray1<i64>, caplens: PyReadonlyArray1<i64>, sizes: PyReadonlyArray1<i64>,
+          data_offset: PyReadonlyArray1<i64>, caplens: PyReadonlyArray1<i64>, origlens: PyReadonlyArray1<i64>,
+          sizes: PyReadonlyArray1<i64>,
           mmapped: PyReadonlyArray1<bool>, at: PyReadonlyArray1<i64>, iso_descriptor_bytes: i64,
           data_prefix: i64, mut pos: PyReadwriteArray1<i64>, mut bad: PyReadwriteArray1<u8>,
           mut t_ns: PyReadwriteArray1<i64>, mut urb_id: PyReadwriteArray1<u64>, mut event: PyReadwriteArray1<u8>,
@@ -128,8 +133,11 @@ fn decode(py: Python, buf: PyReadonlyArray1<u8>, walk: bool, start: i64, big_end
           mut data_head: PyReadwriteArray1<u32>, mut data_len: PyReadwriteArray1<i64>,
           mut data: PyReadwriteArray1<u8>) -> PyResult<(i64, i64, i64)> {
     let buf = buf.as_slice()?;
-    let (data_offset, caplens, sizes, mmapped) =
-        (data_offset.as_slice()?, caplens.as_slice()?, sizes.as_slice()?, mmapped.as_slice()?);
+    let (data_offset, caplens, origlens, sizes, mmapped) =
+        (data_offset.as_slice()?, caplens.as_slice()?, origlens.as_slice()?, sizes.as_slice()?, mmapped.as_slice()?);
+    if !walk && (caplens.len() < data_offset.len() || origlens.len() < data_offset.len()) {
+        return Err(pyo3::exceptions::PyValueError::new_err("decode: caplens and origlens must cover data_offset"));
+    }
     let at: Vec<usize> = at.as_slice()?.iter().map(|&a| a as usize).collect();
     let mut o = Out {
         pos: pos.as_slice_mut()?, bad: bad.as_slice_mut()?, t_ns: t_ns.as_slice_mut()?,
@@ -148,7 +156,7 @@ fn decode(py: Python, buf: PyReadonlyArray1<u8>, walk: bool, start: i64, big_end
         let mut p = start;
         let mut stop = END_OF_FILE;
         loop {
-            let (base, caplen, size, mm);
+            let (base, caplen, origlen, size, mm);
             if walk {
                 if p > end - PCAP_RECORD_HEADER {
                     stop = if p == end { END_OF_FILE } else { CUT };
@@ -170,6 +178,7 @@ fn decode(py: Python, buf: PyReadonlyArray1<u8>, walk: bool, start: i64, big_end
                 o.pos[n] = p;
                 base = (p + PCAP_RECORD_HEADER) as usize;
                 caplen = cl;
+                origlen = u32_at(buf, (p + ORIG_LEN_AT) as usize, big_endian) as i64;
                 size = sizes[0];
                 mm = mmapped[0];
                 p += PCAP_RECORD_HEADER + cl;
@@ -179,10 +188,11 @@ fn decode(py: Python, buf: PyReadonlyArray1<u8>, walk: bool, start: i64, big_end
                 }
                 base = data_offset[n] as usize;
                 caplen = caplens[n];
+                origlen = origlens[n];
                 size = sizes[n];
                 mm = mmapped[n];
             }
-            kept += record(buf, base, caplen, size, mm, &at, iso_descriptor_bytes, data_prefix, kept, n, &mut o);
+            kept += record(buf, base, caplen, origlen, size, mm, &at, iso_descriptor_bytes, data_prefix, kept, n, &mut o);
             n += 1;
         }
         (n as i64, p, stop)
