@@ -309,6 +309,18 @@ def stitch(bus: ProbeBus, block: Block, base: int) -> tuple:
 WORKERS = max(1, min(4, os.cpu_count() or 1))
 
 
+class Gap:
+    """In the blocks of stream_words: `n` samples that are missing (a lenient read of an
+    archive without one of its members): time advances, nothing is decoded."""
+
+    def __init__(self, n: int):
+        self.n = int(n)
+
+
+def gap(n: int) -> Gap:
+    return Gap(n)
+
+
 def stream_words(bus: ProbeBus, blocks: Iterable[Callable[[], np.ndarray]], times: SampleTimes,
                  counter: list[int]) -> Iterator[pl.DataFrame]:
     """Blocks of sample words (each a function returning them: reading and inflating run in
@@ -323,13 +335,19 @@ def stream_words(bus: ProbeBus, blocks: Iterable[Callable[[], np.ndarray]], time
     with ThreadPoolExecutor(WORKERS) as pool:
         def submit() -> None:
             make = next(blocks, None)
-            if make is not None:
+            if isinstance(make, Gap):
+                ahead.append(make)
+            elif make is not None:
                 ahead.append(pool.submit(lambda: reduce_block(bus, make())))
         for _ in range(WORKERS + 1):
             submit()
         while ahead:
-            block = ahead.popleft().result()
+            block = ahead.popleft()
             submit()
+            if isinstance(block, Gap):      # samples lost (a missing archive member): their time kept
+                base += block.n
+                continue
+            block = block.result()
             if block.n == 0:
                 continue
             at, lines, db, dbp = stitch(bus, block, base)

@@ -8,6 +8,7 @@ import json
 import polars as pl
 
 from scsitrace import schema
+from scsitrace import outputs
 from scsitrace.errors import BadInput
 from scsitrace.model import Capture
 
@@ -88,7 +89,7 @@ def write(path: str, capture: Capture) -> int:
     arrow_schema = pl.DataFrame(schema=schema.TRANSITIONS).to_arrow().schema.with_metadata(
         {META_KEY: json.dumps(meta).encode()})
     n = 0
-    with pq.ParquetWriter(path, arrow_schema, compression="zstd") as writer:
+    with outputs.replacing(path) as tmp, pq.ParquetWriter(tmp, arrow_schema, compression="zstd") as writer:
         for chunk in capture.chunks():
             writer.write_table(pa.Table.from_batches(chunk.to_arrow().to_batches(), schema=arrow_schema))
             n += chunk.height

@@ -5,6 +5,8 @@ import json
 
 import polars as pl
 
+from scsitrace import outputs
+from scsitrace.inert import csv_safe
 from scsitrace.model import Analysis
 
 IO_CSV_COLUMNS = ["io", "target", "lun", "tag", "opcode", "command", "lba", "blocks", "status",
@@ -12,18 +14,18 @@ IO_CSV_COLUMNS = ["io", "target", "lun", "tag", "opcode", "command", "lba", "blo
 
 
 def write_json(path: str, summary: dict) -> None:
-    with open(path, "w", encoding="utf-8") as fh:
+    with outputs.writing(path) as fh:
         json.dump(summary, fh, indent=1)
         fh.write("\n")
 
 
 def write_categories_csv(path: str, summary: dict) -> None:
-    pl.DataFrame(summary["categories"], schema={"name": pl.Utf8, "total_ns": pl.Int64, "percent": pl.Float64,
-                                                "normalized_ns": pl.Float64}).write_csv(path)
+    outputs.write_frame(path, csv_safe(pl.DataFrame(summary["categories"], schema={
+        "name": pl.Utf8, "total_ns": pl.Int64, "percent": pl.Float64, "normalized_ns": pl.Float64})), parquet=False)
 
 
 def write_ios_csv(path: str, analysis: Analysis, target: int | None = None) -> None:
-    ios_table(analysis, target).write_csv(path)
+    outputs.write_frame(path, csv_safe(ios_table(analysis, target)), parquet=False)
 
 
 def ios_table(analysis: Analysis, target: int | None = None) -> pl.DataFrame:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 
 from scsitrace.model import Analysis
+from scsitrace import outputs
 from . import views as views_mod
 from . import html_series as S
 from . import html_tables as T
@@ -296,6 +297,6 @@ def write_report(path: str, analysis: Analysis, summary: dict, attribution: dict
     """Write the report; returns the data dict it shows (same numbers as the JSON)."""
     data = report_data(analysis, summary, attribution, views)
     text = build_page(analysis, data).render()
-    with open(path, "w", encoding="utf-8") as fh:
+    with outputs.writing(path) as fh:
         fh.write(text)
     return data

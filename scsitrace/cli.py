@@ -8,7 +8,7 @@ import os
 import sys
 from importlib import import_module
 
-from . import __version__, heap
+from . import __version__, heap, outputs
 from .errors import ScsitraceError
 
 # name -> (module under scsitrace.commands, one-line help); explicit, no import magic
@@ -80,25 +80,26 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser(_command_in(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     try:
+        outputs.preflight(args)         # outputs checked against the inputs before any work
         return int(args._run(args) or 0)
     except ScsitraceError as exc:
         print(f"scsitrace: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_status
     except FileNotFoundError as exc:
-        print(f"scsitrace: {exc.filename}: no such file", file=sys.stderr)
+        print(f"scsitrace: {one_line(str(exc.filename or exc.strerror))}: no such file", file=sys.stderr)
         return 2
     except IsADirectoryError as exc:
-        print(f"scsitrace: {exc.filename}: is a directory", file=sys.stderr)
+        print(f"scsitrace: {one_line(str(exc.filename))}: is a directory", file=sys.stderr)
         return 2
     except PermissionError as exc:
-        print(f"scsitrace: {exc.filename}: permission denied", file=sys.stderr)
+        print(f"scsitrace: {one_line(str(exc.filename))}: permission denied", file=sys.stderr)
         return 2
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except OSError as exc:  # any other failure to open or read a file (a symlink loop, EIO...)
         if exc.filename is not None:
-            print(f"scsitrace: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+            print(f"scsitrace: {one_line(str(exc.filename))}: {exc.strerror or exc}", file=sys.stderr)
             return 2
         return _internal(exc, args)
     except KeyboardInterrupt:
@@ -116,8 +117,10 @@ def _internal(exc: Exception, args) -> int:
 
 
 def one_line(text: str) -> str:
-    """The error contract's one line: a message that spans lines (a library's) is joined."""
-    return " / ".join(part.strip() for part in text.splitlines() if part.strip())
+    """The error contract's one line: a message that spans lines (a library's) is joined;
+    control characters (a terminal escape in a file name or a record) shown escaped."""
+    from .inert import printable
+    return printable(" / ".join(part.strip() for part in text.splitlines() if part.strip()))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import json
 import os
 
 from .batch import OPTION_KEYS, Job, collect, job_args
+from . import outputs
 from .errors import BadInput, UsageError
 
 SUFFIX = ".baseline.json"
@@ -57,7 +58,8 @@ def write_baselines(directory: str, jobs: list[Job], results: list[dict]) -> int
     return n
 
 
-def regress_entries(directory: str, paths: list[str], manifest: str | None, defaults: dict):
+def regress_entries(directory: str, paths: list[str], manifest: str | None, defaults: dict,
+                    allow_outside: bool = False):
     """(checks, jobs): one check per trace {key, trace, baseline, doc, status, error}, and the
     jobs to run for the checks that have a baseline."""
     from scsitrace.reports import regress
@@ -65,7 +67,7 @@ def regress_entries(directory: str, paths: list[str], manifest: str | None, defa
         raise UsageError(f"--baselines {directory}: not a directory")
     checks, jobs = [], []
     if paths or manifest:
-        inputs = collect(paths, manifest, defaults)
+        inputs = collect(paths, manifest, defaults, allow_outside=allow_outside)
         check_keys(inputs.jobs)
         for job in inputs.jobs:
             check = {"key": job.key, "trace": job.path, "baseline": baseline_path(directory, job)}
@@ -173,8 +175,5 @@ def write_json(path: str, checks: list[dict]) -> None:
     doc = {"traces": [{k: c.get(k) for k in ("key", "trace", "baseline", "status", "error", "rows")}
                       for c in checks]}
     text = json.dumps(doc, indent=1) + "\n"
-    if path == "-":
-        print(text, end="")
-    else:
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text)
+    with outputs.writing(path) as fh:
+        fh.write(text)

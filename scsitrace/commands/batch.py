@@ -12,13 +12,16 @@ import os
 import sys
 
 from scsitrace.commands.analyze import add_input_options
-from scsitrace.errors import UsageError
+from scsitrace import outputs
+from scsitrace.errors import ScsitraceError, UsageError
 
 
 def add_common(p, what: str = "analyse") -> None:
     """Inputs and where they run: shared by batch, baseline (to a directory) and regress."""
     p.add_argument("--manifest", metavar="FILE.toml", help="traces with per-trace options and labels "
                    "([[trace]] path = ..., format, io_size, profile, device, pid, window, labels = {...})")
+    p.add_argument("--allow-outside", action="store_true",
+                   help="let --manifest name traces outside its own directory tree (refused by default)")
     p.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
                    help=f"worker processes that {what} the traces (default: the number of CPUs; "
                         "0: in this process, without time limits)")
@@ -52,7 +55,8 @@ def inputs_of(args, figures: bool = False):
     from scsitrace.batch import collect
     if not args.paths and not args.manifest:
         raise UsageError("name at least one trace, directory or glob, or --manifest FILE.toml")
-    inputs = collect(args.paths, args.manifest, default_options(args), exclude=args.output)
+    inputs = collect(args.paths, args.manifest, default_options(args), exclude=args.output,
+                     allow_outside=getattr(args, "allow_outside", False))
     for job in inputs.jobs:
         job.figures = figures
     return inputs
@@ -111,12 +115,13 @@ class Bar:
 
 def report(jobs, results, skipped, what: str) -> None:
     """One line per trace that did not succeed, the skipped files, and the totals."""
+    from scsitrace.inert import printable
     by_id = {j.trace_id: j for j in jobs}
     for r in results:
         if r["status"] != "ok":
-            print(f"{r['status']:8} {by_id[r['trace_id']].path}: {r['error']}")
+            print(printable(f"{r['status']:8} {by_id[r['trace_id']].path}: {r['error']}"))
     for path, why in skipped:
-        print(f"skipped  {path}: {why}")
+        print(printable(f"skipped  {path}: {why}"))
     counts = {}
     for r in results:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
@@ -133,7 +138,13 @@ def run(args) -> int:
                                                if inputs.skipped else ""))
     by_id = {j.trace_id: j for j in inputs.jobs}
     writer = DatasetWriter(args.output)
-    results = execute(args, inputs.jobs, lambda r: writer.add(by_id[r["trace_id"]], r))
-    writer.close(inputs.skipped)
+    try:
+        results = execute(args, inputs.jobs, lambda r: writer.add(by_id[r["trace_id"]], r))
+        writer.close(inputs.skipped)
+    except BaseException as exc:     # the older dataset, if any, stays whole
+        writer.abort()
+        if isinstance(exc, Exception) and not isinstance(exc, ScsitraceError) and outputs.is_write_failure(exc):
+            raise outputs.write_error(args.output, exc) from None
+        raise
     report(inputs.jobs, results, inputs.skipped, args.output)
     return exit_status(results)

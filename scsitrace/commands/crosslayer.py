@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-from scsitrace import core, parsers
+from scsitrace import core, outputs, parsers
 from scsitrace.errors import UsageError
 
 # layer -> file name pattern inside a case folder, and the format to read it with
@@ -92,7 +92,8 @@ def run(args) -> int:
             json.dump(doc, sys.stdout, indent=1)
             sys.stdout.write("\n")
             return 0
-        Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
+        with outputs.writing(args.json) as fh:
+            fh.write(json.dumps(doc, indent=1) + "\n")
     from scsitrace.reports.terminal import console_for, print_table
     console = console_for(getattr(args, "width", None))
     console.print(f"[bold]{case_dir.name}[/bold]: {', '.join(crosslayer.LAYER_SPANS[k][0] for k in analyses)}; "

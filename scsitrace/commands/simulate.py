@@ -11,6 +11,8 @@ import sys
 from dataclasses import replace
 
 from scsitrace.errors import UsageError
+from scsitrace import outputs
+from scsitrace.inert import csv_safe
 
 UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20}
 
@@ -199,7 +201,7 @@ def _run_sweep(args) -> int:
         import polars as pl
         df = pl.DataFrame(rows)
         if args.csv:
-            df.write_csv(args.csv)
+            outputs.write_frame(args.csv, csv_safe(df), parquet=False)
         if args.parquet:
-            df.write_parquet(args.parquet)
+            outputs.write_frame(args.parquet, df, parquet=True)
     return 0
