@@ -363,11 +363,18 @@ def stream_words(bus: ProbeBus, blocks: Iterable[Callable[[], np.ndarray]], time
                         np.array([db], dtype=np.uint8), np.array([dbp], dtype=np.uint8))
 
 
+# Sample rates a capture may claim: below 1 Hz a sample period overflows int64 nanoseconds within
+# a few billion samples (and no logic analyzer samples that slowly); above 1 THz none exists.
+MIN_RATE_HZ, MAX_RATE_HZ = 1, 10**12
+
+
 def check_rate(path: str, text: str | None, where: str) -> Fraction:
     rate = parse_samplerate(text) if text else None
     if rate is None:
         raise BadInput(path, f"{where}: no readable samplerate (expected e.g. '100 MHz')",
-                       text=text if text else None)
+                       text=text[:80] if text else None)
+    if not MIN_RATE_HZ <= rate <= MAX_RATE_HZ:
+        raise BadInput(path, f"{where}: samplerate {text.strip()[:40]!r} outside {MIN_RATE_HZ} Hz .. 1 THz")
     return rate
 
 

@@ -28,8 +28,6 @@ as text. `read_csv(path, layer, table)` reads it with the declared schema (the s
 """
 from __future__ import annotations
 
-import sys
-
 import polars as pl
 
 from scsitrace import outputs, schema as canon
@@ -164,7 +162,7 @@ class IosWriter:
             frame = csv_safe(frame)
             if self._csv is None:
                 if outputs.is_stdout(self.path):
-                    self._csv = sys.stdout.buffer
+                    self._csv = outputs.stdout_bytes()
                 else:
                     self._pending = outputs.Pending(self.path)
                     self._csv = open(self._pending.tmp, "wb")
@@ -173,8 +171,9 @@ class IosWriter:
                 frame.write_csv(self._csv, include_header=False)
 
     def close(self) -> None:
+        to_stdout = outputs.is_stdout(self.path)
         for handle in (self._parquet, self._csv):
-            if handle is not None and handle is not sys.stdout.buffer:
+            if handle is not None and not (to_stdout and handle is self._csv):
                 try:
                     handle.close()
                 except Exception as exc:
@@ -182,7 +181,7 @@ class IosWriter:
                     if not outputs.is_write_failure(exc):
                         raise
                     raise outputs.write_error(self.path, exc) from None
-        if self._csv is sys.stdout.buffer:
+        if to_stdout and self._csv is not None:
             self._csv.flush()
         self._parquet = self._csv = None
 

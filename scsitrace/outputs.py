@@ -139,7 +139,7 @@ def writing(path, mode: str = "w"):
     """An open file for `path` (text mode: UTF-8, "\\n"), whole or not at all; `-` is
     standard output (flushed, not closed)."""
     if is_stdout(path):
-        out = sys.stdout.buffer if "b" in mode else sys.stdout
+        out = stdout_bytes() if "b" in mode else sys.stdout
         yield out
         out.flush()
         return
@@ -149,11 +149,31 @@ def writing(path, mode: str = "w"):
             yield fh
 
 
+class _TextBytes:
+    """Bytes written to a text stream (standard output replaced by a StringIO: tests,
+    notebooks)."""
+
+    def __init__(self, text):
+        self.text = text
+
+    def write(self, data) -> int:
+        self.text.write(bytes(data).decode("utf-8", "replace"))
+        return len(data)
+
+    def flush(self) -> None:
+        self.text.flush()
+
+
+def stdout_bytes():
+    """Standard output as a binary stream."""
+    return getattr(sys.stdout, "buffer", None) or _TextBytes(sys.stdout)
+
+
 def write_frame(path, frame, parquet: bool | None = None) -> None:
     """A polars frame as Parquet (`parquet`, or the path ends in .parquet) or CSV; `-` is CSV
     on standard output."""
     if is_stdout(path):
-        frame.write_csv(sys.stdout.buffer)
+        frame.write_csv(stdout_bytes())
         sys.stdout.flush()
         return
     if parquet is None:

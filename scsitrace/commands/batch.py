@@ -137,6 +137,8 @@ def run(args) -> int:
         raise UsageError("no traces found" + (f" ({len(inputs.skipped)} file(s) skipped, none a trace)"
                                                if inputs.skipped else ""))
     by_id = {j.trace_id: j for j in inputs.jobs}
+    outputs.check_outputs({"-o": args.output}, [j.path for j in inputs.jobs if os.path.exists(j.path)],
+                          directories={"-o"})      # a manifest's trace inside the dataset to replace
     writer = DatasetWriter(args.output)
     try:
         results = execute(args, inputs.jobs, lambda r: writer.add(by_id[r["trace_id"]], r))

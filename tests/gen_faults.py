@@ -1,0 +1,277 @@
+"""Generator of the fault corpus: what a hostile user or a failing machine does to the outputs,
+the inputs around them and the text inside them, run by tests/test_faults.py.
+
+Every case is a command line over files written here, and what must happen:
+- the exit status (`status`), and for exit 2 one line on stderr `scsitrace: ...` holding
+  `message`, no traceback;
+- every input file's bytes unchanged (sha256 before and after);
+- no file under an output's final name that was not there before, unless the case says
+  the command succeeds (`creates`), and no temporary left beside it (`.NAME.*.part`);
+- `check(dir, stdout, stderr)` for what a case asserts beyond that (stdout CSV, escapes).
+
+Outputs (issue 30, item 1; issue 28, item 6):
+  out-is-input          analyze T --ios T (the log would become a CSV)
+  out-is-hardlink       analyze T --json H, H a hard link of T
+  out-is-symlink        convert T -o L, L a symbolic link to T
+  out-is-sibling        analyze b.blktrace.0 --ios b.blktrace.1 (a per-CPU file of the input)
+  annotate-onto-input   annotate t.vcd -o t.vcd
+  out-dir-missing       --ios /nonexistent/dir/x.parquet: refused before the analysis (no
+                        table printed)
+  out-is-directory      --json DIR
+  two-stdout            --json - --ios -: one output may be standard output
+  ios-to-stdout         --ios -: the CSV on standard output, no file named `-`
+  batch-foreign-dir     batch -o DIR where DIR holds other files: refused, files kept
+  batch-holds-input     batch --manifest M whose trace lies inside -o DIR
+Inert text (item 2):
+  escape-in-names       a blktrace whose process names are `=cmd|' '!A1` and `@` ESC ] 0 ;
+                        ... BEL: no ESC byte on stdout, `\\x1b` shown; the --ios CSV cells
+                        begin with `'`
+  escape-in-filename    a trace file named with ESC ] 0 ; ... BEL: the header shows `\\x1b`
+  missing-escape-name   a missing file named with ESC: the error line shows `\\x1b`
+  manifest-outside      a manifest naming ../x: refused without --allow-outside
+Not regular files, bounded reads (item 3):
+  fifo-sibling          b.blktrace.1 a FIFO beside b.blktrace.0
+  manifest-fifo         batch --manifest FIFO
+  regress-fifo          regress FIFO.json T
+  manifest-dev-zero     batch --manifest /dev/zero
+  regress-dev-zero      regress /dev/zero T
+Values read from files (item 4):
+  sr-rate-tiny          .sr samplerate 0.000000001 Hz
+  sr-rate-huge          .sr samplerate 99999999999999999999 GHz
+  sr-analog-abc         .sr `total analog=abc`
+Archive members (item 5):
+  sr-missing-chunk      .sr without logic-1-2 of 3 chunks (strict: exit 2; lenient: exit 0,
+                        a note, and the capture's full length)
+  sr-duplicate-chunk    .sr with logic-1-1 stored twice
+  sr-capturefile-version  capturefile=version
+  sr-metadata-bomb      metadata inflating to 4 MiB (compressed to a few KB)
+  sr-version-long       a 10 KB version member: the error line stays short
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import warnings
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+ANCOT = ROOT / "fixtures" / "examples" / "table3-slice.ancot"
+VCD = ROOT / "fixtures" / "bus" / "random4k-vcd-l1" / "trace.vcd"
+ESC_TITLE = "\x1b]0;PWNED\x07\x1b[2J"
+
+
+@dataclass
+class Case:
+    name: str
+    argv: list[str]
+    status: int
+    message: str | None = None          # what the one exit-2 line holds
+    inputs: list[str] = field(default_factory=list)    # files whose bytes must not change
+    outputs: list[str] = field(default_factory=list)   # final names: no new file, no temporary
+    creates: list[str] = field(default_factory=list)   # outputs the command must write whole
+    check: object = None                # check(directory, stdout, stderr) -> None
+    lenient: "Case | None" = None       # the same files with --lenient, when it differs
+
+
+def sha256(path) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def _copy(src, d: Path, name: str) -> str:
+    dst = d / name
+    shutil.copy(src, dst)
+    return str(dst)
+
+
+def _blktrace(d: Path, base: str, names: dict | None = None, cpus: int = 1) -> list[str]:
+    import gen_blktrace as gb
+    ev = gb.workload(40)
+    if names is not None:
+        data = gb.encode(ev, names=names)
+        path = d / f"{base}.blktrace.0"
+        path.write_bytes(data)
+        return [str(path)]
+    ev["cpu"] = ev["cpu"] % cpus
+    return gb.write(ev, str(d / base))
+
+
+def _sr(path: Path, chunks: int = 3, chunk_samples: int = 4000, metadata: str | None = None,
+        drop: tuple = (), twice: tuple = (), version: str = "2", rate: str = "10 MHz",
+        analog: str = "0") -> str:
+    """A level-1 bus capture as an srzip file (gen_logic.write_sr's layout), in `chunks`
+    members of `chunk_samples`; members in `drop` left out, those in `twice` stored twice."""
+    names = ["BSY", "SEL", "MSG", "CD", "IO"]
+    n = chunks * chunk_samples
+    words = np.zeros(n, dtype=np.uint64)
+    for k in range(0, n - 400, 400):           # a selection, command, status each 400 samples
+        words[k + 50:k + 100] = 0b00010 | 0b00001          # SEL (+BSY)
+        words[k + 100:k + 200] = 0b00001 | 0b01000         # BSY + C/D: COMMAND
+        words[k + 200:k + 300] = 0b00001 | 0b01000 | 0b10000   # STATUS
+        words[k + 300:k + 350] = 0b00001 | 0b00100 | 0b01000 | 0b10000   # MESSAGE IN
+    md = metadata if metadata is not None else (
+        "[global]\nsigrok version=0.5.2\n\n[device 1]\ncapturefile=logic-1\n"
+        f"total probes=5\nsamplerate={rate}\ntotal analog={analog}\n"
+        + "".join(f"probe{k + 1}={name}\n" for k, name in enumerate(names)) + "unitsize=1\n")
+    raw = words.astype(np.uint8).tobytes()
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("version", version)
+        zf.writestr("metadata", md)
+        for i in range(chunks):
+            name = f"logic-1-{i + 1}"
+            if name in drop:
+                continue
+            for _ in range(2 if name in twice else 1):
+                with warnings.catch_warnings():     # zipfile warns of the duplicate it is asked for
+                    warnings.simplefilter("ignore")
+                    zf.writestr(name, raw[i * chunk_samples:(i + 1) * chunk_samples])
+    return str(path)
+
+
+def _no_esc(d, out, err):
+    assert "\x1b" not in out and "\x1b" not in err, "a raw ESC reached the terminal"
+
+
+def _has_shown_escape(d, out, err):
+    _no_esc(d, out, err)
+    assert "\\x1b" in out + err, "the escape is not shown as \\x1b"
+
+
+def _csv_neutralised(d, out, err):
+    _has_shown_escape(d, out, err)
+    import polars as pl
+    ios = pl.read_csv(d / "ios.csv", infer_schema_length=0)
+    procs = set(ios["process"].drop_nulls())
+    formula = [p for p in procs if p[:1] in ("=", "+", "-", "@", "\t", "\r")]
+    assert not formula, f"CSV cells a spreadsheet would run: {formula}"
+    assert procs == {"'=cmd|' '!A1", "'@\x1b]0;PWN\x07"}, procs
+
+
+def _csv_on_stdout(d, out, err):
+    assert out.startswith("io,"), out[:80]
+    assert not (d / "-").exists(), "a file named '-' was written"
+
+
+def _printed_nothing(d, out, err):
+    assert out == "", f"the analysis ran before the output was refused: {out[:200]!r}"
+
+
+def _lenient_sr_keeps_time(d, out, err):
+    import json
+    s = json.loads(out)
+    assert any("logic-1-2" in n and "missing" in n for n in s["notes"]), s["notes"]
+    assert s["elapsed_ns"] >= 3 * 4000 * 100 - 400 * 100, s["elapsed_ns"]   # three chunks at 10 MHz
+
+
+def cases(d: Path) -> list[Case]:
+    """Every case, its files written under `d`."""
+    d = Path(d)
+    out: list[Case] = []
+    t = _copy(ANCOT, d, "t.ancot")
+
+    out.append(Case("out-is-input", ["analyze", t, "--ios", t], 2, "names an input", inputs=[t]))
+    hard = d / "hard.json"
+    os.link(t, hard)
+    out.append(Case("out-is-hardlink", ["analyze", t, "--json", str(hard)], 2, "names an input",
+                    inputs=[t, str(hard)]))
+    link = d / "link.parquet"
+    os.symlink(t, link)
+    out.append(Case("out-is-symlink", ["convert", t, "-o", str(link)], 2, "names an input", inputs=[t]))
+    sib = _blktrace(d, "sib", cpus=2)
+    out.append(Case("out-is-sibling", ["analyze", sib[0], "--ios", sib[1]], 2, "names an input", inputs=sib))
+    v = _copy(VCD, d, "t.vcd")
+    out.append(Case("annotate-onto-input", ["annotate", v, "-o", v], 2, "names an input", inputs=[v]))
+    out.append(Case("out-dir-missing", ["analyze", t, "--ios", str(d / "nonexistent" / "x.parquet")], 2,
+                    "no such directory", inputs=[t], outputs=[str(d / "nonexistent" / "x.parquet")],
+                    check=_printed_nothing))
+    (d / "adir").mkdir()
+    out.append(Case("out-is-directory", ["analyze", t, "--json", str(d / "adir")], 2, "is a directory",
+                    inputs=[t], check=_printed_nothing))
+    out.append(Case("two-stdout", ["analyze", t, "--json", "-", "--ios", "-"], 2, "standard output",
+                    inputs=[t], check=_printed_nothing))
+    out.append(Case("ios-to-stdout", ["analyze", t, "--ios", "-"], 0, inputs=[t], check=_csv_on_stdout))
+    foreign = d / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine\n")
+    out.append(Case("batch-foreign-dir", ["batch", t, "-o", str(foreign), "-j", "0"], 2,
+                    "not a scsitrace dataset", inputs=[t, str(foreign / "notes.txt")]))
+    ds = d / "ds"
+    ds.mkdir()
+    inner = _copy(ANCOT, ds, "inner.ancot")
+    man = d / "inner.toml"
+    man.write_text('[[trace]]\npath = "ds/inner.ancot"\n')
+    out.append(Case("batch-holds-input", ["batch", "--manifest", str(man), "-o", str(ds), "-j", "0"], 2,
+                    "holds", inputs=[inner, str(man)]))
+
+    names = {4242: "=cmd|' '!A1", 4243: "@\x1b]0;PWN\x07"}     # the workload's two processes
+    esc = _blktrace(d, "esc", names=names)
+    out.append(Case("escape-in-names", ["analyze", esc[0], "--ios", str(d / "ios.csv")], 0, inputs=esc,
+                    creates=[str(d / "ios.csv")], check=_csv_neutralised))
+    weird = _copy(ANCOT, d, f"x{ESC_TITLE}.ancot")
+    out.append(Case("escape-in-filename", ["analyze", weird], 0, inputs=[weird], check=_has_shown_escape))
+    out.append(Case("missing-escape-name", ["analyze", str(d / f"gone{ESC_TITLE}.ancot")], 2, "\\x1b",
+                    check=_has_shown_escape))
+    sub = d / "sub"
+    sub.mkdir()
+    outside = sub / "out.toml"
+    outside.write_text('[[trace]]\npath = "../t.ancot"\n')
+    out.append(Case("manifest-outside", ["batch", "--manifest", str(outside), "-o", str(d / "o1"), "-j", "0"],
+                    2, "outside the manifest's directory", inputs=[t, str(outside)], outputs=[str(d / "o1")]))
+
+    fb = _blktrace(d, "fifo", cpus=1)
+    os.mkfifo(d / "fifo.blktrace.1")
+    out.append(Case("fifo-sibling", ["analyze", fb[0]], 2, "FIFO", inputs=fb))
+    os.mkfifo(d / "m.toml")
+    out.append(Case("manifest-fifo", ["batch", "--manifest", str(d / "m.toml"), "-o", str(d / "o2"), "-j", "0"],
+                    2, "FIFO", outputs=[str(d / "o2")]))
+    os.mkfifo(d / "b.json")
+    out.append(Case("regress-fifo", ["regress", str(d / "b.json"), t], 2, "FIFO", inputs=[t]))
+    out.append(Case("manifest-dev-zero", ["batch", "--manifest", "/dev/zero", "-o", str(d / "o3"), "-j", "0"],
+                    2, "device", outputs=[str(d / "o3")]))
+    out.append(Case("regress-dev-zero", ["regress", "/dev/zero", t], 2, "device", inputs=[t]))
+
+    tiny = _sr(d / "rate-tiny.sr", rate="0.000000001 Hz")
+    out.append(Case("sr-rate-tiny", ["analyze", tiny], 2, "samplerate", inputs=[tiny]))
+    huge = _sr(d / "rate-huge.sr", rate="99999999999999999999 GHz")
+    out.append(Case("sr-rate-huge", ["analyze", huge], 2, "samplerate", inputs=[huge]))
+    abc = _sr(d / "analog.sr", analog="abc")
+    out.append(Case("sr-analog-abc", ["analyze", abc], 2, "total analog", inputs=[abc]))
+
+    gap = _sr(d / "gap.sr", drop=("logic-1-2",))
+    out.append(Case("sr-missing-chunk", ["analyze", gap], 2, "logic-1-2 missing", inputs=[gap],
+                    lenient=Case("sr-missing-chunk-lenient", ["analyze", gap, "--lenient", "--json", "-"], 0,
+                                 inputs=[gap], check=_lenient_sr_keeps_time)))
+    dup = _sr(d / "dup.sr", twice=("logic-1-1",))
+    out.append(Case("sr-duplicate-chunk", ["analyze", dup], 2, "stored twice", inputs=[dup]))
+    cfv = _sr(d / "cfv.sr", metadata="[device 1]\ncapturefile=version\nsamplerate=10 MHz\nprobe1=BSY\n"
+                                      "probe2=SEL\nprobe3=MSG\nprobe4=CD\nprobe5=IO\nunitsize=1\n")
+    out.append(Case("sr-capturefile-version", ["analyze", cfv], 2, "capturefile", inputs=[cfv]))
+    bomb = _sr(d / "bomb.sr", metadata="[device 1]\ncapturefile=logic-1\nsamplerate=10 MHz\nprobe1=BSY\n"
+                                       "probe2=SEL\nprobe3=MSG\nprobe4=CD\nprobe5=IO\nunitsize=1\n"
+                                       + "#" * (4 << 20) + "\n")
+    out.append(Case("sr-metadata-bomb", ["analyze", bomb], 2, "member metadata", inputs=[bomb]))
+    longv = _sr(d / "longv.sr", version="9" * 10_000)
+    out.append(Case("sr-version-long", ["analyze", longv], 2, "version", inputs=[longv]))
+    return out
+
+
+def write_all(d: Path) -> list[Case]:
+    """The corpus under `d` (a fresh directory), as the tests use it."""
+    d.mkdir(parents=True, exist_ok=True)
+    return cases(d)
+
+
+if __name__ == "__main__":
+    import sys
+    import tempfile
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="faults-"))
+    for c in write_all(target):
+        print(f"{c.name:24} exit {c.status}  scsitrace {' '.join(c.argv)}")

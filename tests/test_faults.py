@@ -1,0 +1,179 @@
+"""The fault corpus (tests/gen_faults.py: outputs onto inputs, missing output directories,
+standard output, terminal escapes and spreadsheet formulas in traces, FIFOs and devices
+where files are read, values out of range and damaged archives), plus the failures of the
+machine under a command: a full disk (RLIMIT_FSIZE: the write fails with EFBIG as it would
+with ENOSPC), two writers of one output, SIGINT and SIGTERM to a batch.
+
+For every case: the exit status, one line on stderr for exit 2 (no traceback), every input's
+bytes unchanged, nothing new under an output's final name unless the command succeeds, no
+temporary left beside it."""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import gen_faults
+from clirun import run_cli
+from scsitrace import inert, outputs
+
+_names_dir = Path(tempfile.mkdtemp(prefix="fault-names-"))
+CASES = {c.name: c for c in gen_faults.cases(_names_dir)}
+for _c in list(CASES.values()):
+    if _c.lenient is not None:
+        CASES[_c.lenient.name] = _c.lenient
+shutil.rmtree(_names_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    d = tmp_path_factory.mktemp("faults")
+    found = {}
+    for c in gen_faults.cases(d):
+        found[c.name] = c
+        if c.lenient is not None:
+            found[c.lenient.name] = c.lenient
+    return d, found
+
+
+def temporaries(d: Path) -> list[str]:
+    return [str(p) for p in d.rglob("*") if p.name.endswith(outputs.PART) or ".part.old" in p.name
+            or (p.name.startswith(".") and p.name.endswith(outputs.PART))]
+
+
+def check_one_line(status: int, err: str, message: str | None) -> None:
+    assert "Traceback" not in err
+    if status == 2:
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("scsitrace: "), err
+        if message:
+            assert message in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_fault_case(corpus, name):
+    d, found = corpus
+    case = found[name]
+    before = {p: gen_faults.sha256(p) for p in case.inputs}
+    existed = {p: os.path.lexists(p) for p in case.outputs}
+    status, out, err = run_cli(case.argv, timeout=120)
+    assert status == case.status, (status, err[-2000:])
+    check_one_line(status, err, case.message)
+    assert {p: gen_faults.sha256(p) for p in case.inputs} == before, "an input's bytes changed"
+    for p in case.outputs:
+        if not existed[p] and p not in case.creates:
+            assert not os.path.lexists(p), f"{p} written by a failing command"
+    assert not temporaries(d), temporaries(d)
+    if case.check is not None:
+        case.check(d, out, err)
+
+
+# ---------------------------------------------------------------- a full disk
+
+def _limited(limit: int):
+    def pre():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)     # the write fails with EFBIG instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return pre
+
+
+def _scsitrace(args, limit=None, **kw):
+    return subprocess.run([sys.executable, "-m", "scsitrace.cli", *args], capture_output=True, text=True,
+                          preexec_fn=_limited(limit) if limit else None, timeout=600, **kw)
+
+
+@pytest.mark.parametrize("flag", ["--html", "--segments", "--json"])
+def test_a_full_disk_keeps_the_old_output_whole(tmp_path, flag):
+    """The write fails (a 64 KB file size limit: EFBIG, as ENOSPC): exit 2, one line naming
+    the output, the previous file under the final name unchanged, no temporary left."""
+    t = shutil.copy(gen_faults.ANCOT, tmp_path / "t.ancot")
+    target = tmp_path / "out.file"
+    old = b"the previous output\n"
+    target.write_bytes(old)
+    limit = 64 << 10 if flag != "--json" else 256
+    r = _scsitrace(["analyze", str(t), flag, str(target)], limit=limit)
+    assert r.returncode == 2, r.stderr
+    check_one_line(2, r.stderr, f"{target}: cannot write: File too large")
+    assert target.read_bytes() == old
+    assert not temporaries(tmp_path)
+
+
+def test_a_full_disk_keeps_the_old_dataset_whole(tmp_path):
+    """batch -o DIR over a complete dataset: a write that fails leaves the old one as it was."""
+    t = shutil.copy(gen_faults.ANCOT, tmp_path / "t.ancot")
+    out = tmp_path / "ds"
+    r = _scsitrace(["batch", str(t), "-o", str(out), "-j", "0"])
+    assert r.returncode == 0, r.stderr
+    sums = {p.name: gen_faults.sha256(p) for p in out.glob("*.parquet")}
+    assert "summary.parquet" in sums and "latency.parquet" in sums
+    r = _scsitrace(["batch", str(t), str(t), "-o", str(out), "-j", "0"], limit=4 << 10)
+    assert r.returncode == 2, r.stderr
+    check_one_line(2, r.stderr, "cannot write")
+    assert {p.name: gen_faults.sha256(p) for p in out.glob("*.parquet")} == sums
+    assert pl.read_parquet(out / "summary.parquet").height == 1
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], list(tmp_path.iterdir())
+
+
+def test_a_new_dataset_replaces_the_old_one_whole(tmp_path):
+    """Two batches into one -o: the second's dataset replaces the first's entirely (no
+    partition of the first left behind)."""
+    t = shutil.copy(gen_faults.ANCOT, tmp_path / "t.ancot")
+    out = tmp_path / "ds"
+    assert _scsitrace(["batch", str(t), str(t), "-o", str(out), "-j", "0"]).returncode == 0
+    assert len(list((out / "ios").iterdir())) == 2
+    assert _scsitrace(["batch", str(t), "-o", str(out), "-j", "0"]).returncode == 0
+    assert [p.name for p in (out / "ios").iterdir()] == ["trace_id=0"]
+    assert pl.read_parquet(out / "summary.parquet").height == 1
+
+
+# ---------------------------------------------------------------- two writers
+
+def test_two_writers_of_one_output_never_interleave(tmp_path):
+    """Each writer has its own temporary: the output is one writer's bytes whole."""
+    target = tmp_path / "o.csv"
+    a, b = outputs.Pending(target), outputs.Pending(target)
+    with open(a.tmp, "w") as fa, open(b.tmp, "w") as fb:
+        for i in range(1000):
+            fa.write(f"a,{i}\n")
+            fb.write(f"b,{i}\n")
+    a.commit()
+    assert target.read_text() == "".join(f"a,{i}\n" for i in range(1000))
+    b.commit()
+    assert target.read_text() == "".join(f"b,{i}\n" for i in range(1000))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.csv"]
+
+
+# ---------------------------------------------------------------- inert text
+
+def test_csv_rule_neutralises_formula_cells_and_leaves_numbers():
+    df = pl.DataFrame({"s": ["=1+1", "+1", "-2", "@A", "\tx", "\rx", "ok", None, "'=x"], "n": [-1] * 9})
+    got = inert.csv_safe(df)
+    assert got["s"].to_list() == ["'=1+1", "'+1", "'-2", "'@A", "'\tx", "'\rx", "ok", None, "'=x"]
+    assert got["n"].to_list() == [-1] * 9
+
+
+def test_junit_with_control_characters_is_well_formed(tmp_path):
+    import xml.etree.ElementTree as ET
+    from scsitrace.reports import junit
+    path = tmp_path / "j.xml"
+    junit.write(str(path), [{"key": "t\x1b[2J\x00", "trace": "t\x07", "rows": None, "error": "bad \x1b",
+                             "status": "bad"}])
+    root = ET.parse(path).getroot()
+    case = root.find(".//testcase")
+    assert case.get("classname") == "t\\x1b[2J\\x00"
+
+
+def test_printable_escapes_every_control_character():
+    assert inert.printable("a\x1b]0;x\x07\x9bb") == "a\\x1b]0;x\\x07\\x9bb"
+    assert inert.printable("tab\there\nnl") == "tab\\there\\nnl"
+    assert inert.excerpt("x" * 500).endswith("...") and len(inert.excerpt("x" * 500)) == inert.EXCERPT
