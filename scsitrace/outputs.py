@@ -95,16 +95,28 @@ def is_write_failure(exc: BaseException) -> bool:
         os.strerror(c) in text for c in (errno.ENOSPC, errno.EROFS, errno.EFBIG, errno.EDQUOT, errno.EIO))
 
 
+def is_special(path) -> bool:
+    """An existing output that is not a regular file (/dev/null, a FIFO a reader waits on):
+    written in place, never replaced by a rename."""
+    try:
+        mode = os.stat(str(path)).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
 class Pending:
     """One output being written: `tmp` is where the writer writes; `commit()` renames it over
-    `path`, `discard()` removes it. Standard output (`-`) has no temporary (`tmp` is None)."""
+    `path`, `discard()` removes it. Standard output (`-`) has no temporary (`tmp` is None); a
+    device or a FIFO (/dev/null) is written in place (`tmp` is the path itself)."""
 
     def __init__(self, path):
         self.path = str(path)
-        self.tmp = None if is_stdout(self.path) else _create(self.path)
+        self.direct = is_special(self.path)
+        self.tmp = None if is_stdout(self.path) else self.path if self.direct else _create(self.path)
 
     def commit(self) -> None:
-        if self.tmp is None:
+        if self.tmp is None or self.direct:
             return
         try:
             os.replace(self.tmp, self.path)
@@ -114,7 +126,7 @@ class Pending:
         self.tmp = None
 
     def discard(self) -> None:
-        if self.tmp is not None:
+        if self.tmp is not None and not self.direct:
             with contextlib.suppress(OSError):
                 os.remove(self.tmp)
             self.tmp = None
@@ -274,8 +286,6 @@ def check_output(path, flag: str, *, can_stream: bool = True, directory: bool = 
             raise OutputError(f"{path}: exists and is not a directory ({flag})")
         if not directory and stat.S_ISDIR(mode):
             raise OutputError(f"{path}: is a directory ({flag} names the file to write)")
-        if not directory and not stat.S_ISREG(mode) and mode:
-            raise OutputError(f"{path}: is not a regular file ({flag}; use - for standard output)")
 
 
 def _read_only(directory: str) -> bool:

@@ -39,6 +39,14 @@ Values read from files (item 4):
   sr-rate-tiny          .sr samplerate 0.000000001 Hz
   sr-rate-huge          .sr samplerate 99999999999999999999 GHz
   sr-analog-abc         .sr `total analog=abc`
+  saleae-time-huge      Saleae CSV times 1e300, -1e10
+  strace-T-huge         strace `-T <99999999999999999999.000000>`
+  strace-duration-neg   SG_IO `duration=-5`
+  strace-resid-over     SG_IO `resid` larger than `dxfer_len`
+  strace-fd-huge        SG_IO on fd 99999999999999999999
+  parquet-initiator     transitions Parquet whose metadata says initiator 999
+  parquet-null-t        a null t_ns row
+  parquet-reverse       transitions in reverse time (lenient: never a negative elapsed time)
 Archive members (item 5):
   sr-missing-chunk      .sr without logic-1-2 of 3 chunks (strict: exit 2; lenient: exit 0,
                         a note, and the capture's full length)
@@ -245,6 +253,25 @@ def cases(d: Path) -> list[Case]:
     abc = _sr(d / "analog.sr", analog="abc")
     out.append(Case("sr-analog-abc", ["analyze", abc], 2, "total analog", inputs=[abc]))
 
+    for name, text in (("saleae-time-huge", "0.0,0,0,0,0,0\n1e300,1,0,0,0,0\n"),
+                       ("saleae-time-negative", "0.0,0,0,0,0,0\n-1e10,1,0,0,0,0\n0.1,1,0,0,0,0\n")):
+        s = d / f"{name}.csv"
+        s.write_text("Time [s],BSY,SEL,MSG,CD,IO\n" + text)
+        out.append(Case(name, ["analyze", str(s)], 2, ":3: ", inputs=[str(s)]))
+    turs = (ROOT / "fixtures" / "captured" / "sg" / "lsi_sg_tools" / "turs.strace.txt").read_text()
+    for name, old, new, why in (
+            ("strace-T-huge", "= 0 <0.", "= 0 <99999999999999999999.", "-T time"),
+            ("strace-duration-neg", "duration=0", "duration=-5", "duration is negative"),
+            ("strace-resid-over", "resid=0", "resid=4096", "resid is larger than dxfer_len"),
+            ("strace-fd-huge", "ioctl(3,", "ioctl(99999999999999999999,", "fd is not a number")):
+        s = d / f"{name}.strace.txt"
+        lines = turs.splitlines(keepends=True)
+        k = next(i for i, ln in enumerate(lines) if ", SG_IO, " in ln and old in ln)    # the first SG_IO call
+        lines[k] = lines[k].replace(old, new, 1)
+        s.write_text("".join(lines))
+        out.append(Case(name, ["analyze", str(s)], 2, why, inputs=[str(s)]))
+    out += _parquet_cases(d)
+
     gap = _sr(d / "gap.sr", drop=("logic-1-2",))
     out.append(Case("sr-missing-chunk", ["analyze", gap], 2, "logic-1-2 missing", inputs=[gap],
                     lenient=Case("sr-missing-chunk-lenient", ["analyze", gap, "--lenient", "--json", "-"], 0,
@@ -261,6 +288,45 @@ def cases(d: Path) -> list[Case]:
     longv = _sr(d / "longv.sr", version="9" * 10_000)
     out.append(Case("sr-version-long", ["analyze", longv], 2, "version", inputs=[longv]))
     return out
+
+
+def _parquet_cases(d: Path) -> list[Case]:
+    """Transitions Parquet files (as `scsitrace convert` writes them) with one value damaged."""
+    import json
+    import polars as pl
+    import pyarrow.parquet as pq
+    from scsitrace import parsers
+    from scsitrace.parsers import transitions_parquet as tp
+    good = d / "good.parquet"
+    tp.write(str(good), parsers.parse(str(ANCOT)))
+    table = pq.read_table(good)
+    meta = dict(table.schema.metadata)
+
+    def save(name, frame=None, **over):
+        m = dict(meta)
+        if over:
+            stored = json.loads(m[tp.META_KEY])
+            stored["meta"].update(over)
+            m[tp.META_KEY] = json.dumps(stored).encode()
+        t = table if frame is None else frame.to_arrow()
+        path = d / name
+        pq.write_table(t.replace_schema_metadata(m), path)
+        return str(path)
+
+    df = pl.from_arrow(table)
+    init = save("initiator.parquet", initiator=999)
+    null = save("null-t.parquet", df.with_columns(pl.when(pl.int_range(pl.len()) == 5).then(None)
+                                                  .otherwise(pl.col("t_ns")).alias("t_ns")))
+    rev = save("reverse.parquet", df.with_columns(pl.col("t_ns").reverse()))
+
+    def never_negative(_, out, err):
+        assert json.loads(out)["elapsed_ns"] >= 0
+
+    return [Case("parquet-initiator", ["analyze", init], 2, "initiator", inputs=[init]),
+            Case("parquet-null-t", ["analyze", null], 2, "t_ns is null", inputs=[null]),
+            Case("parquet-reverse", ["analyze", rev], 2, "back in time", inputs=[rev],
+                 lenient=Case("parquet-reverse-lenient", ["analyze", rev, "--lenient", "--json", "-"], 0,
+                              inputs=[rev], check=never_negative))]
 
 
 def write_all(d: Path) -> list[Case]:
