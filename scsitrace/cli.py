@@ -8,7 +8,7 @@ import os
 import sys
 from importlib import import_module
 
-from . import __version__, heap, outputs
+from . import __version__, heap, interrupts, outputs
 from .errors import ScsitraceError
 
 # name -> (module under scsitrace.commands, one-line help); explicit, no import magic
@@ -81,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         outputs.preflight(args)         # outputs checked against the inputs before any work
-        return int(args._run(args) or 0)
+        with interrupts.stopping_cleanly():
+            return int(args._run(args) or 0)
     except ScsitraceError as exc:
         print(f"scsitrace: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_status
@@ -102,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"scsitrace: {one_line(str(exc.filename))}: {exc.strerror or exc}", file=sys.stderr)
             return 2
         return _internal(exc, args)
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as exc:    # SIGINT 130, SIGTERM 143 (interrupts.py), after every cleanup
+        return interrupts.exit_status(exc)
     except Exception as exc:  # an internal error: one line unless --debug
         return _internal(exc, args)
 

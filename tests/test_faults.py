@@ -177,3 +177,90 @@ def test_printable_escapes_every_control_character():
     assert inert.printable("a\x1b]0;x\x07\x9bb") == "a\\x1b]0;x\\x07\\x9bb"
     assert inert.printable("tab\there\nnl") == "tab\\there\\nnl"
     assert inert.excerpt("x" * 500).endswith("...") and len(inert.excerpt("x" * 500)) == inert.EXCERPT
+
+
+# ---------------------------------------------------------------- signals
+
+def _started_batch(tmp_path, n: int = 120):
+    """A batch of n copies of the example trace on 2 workers, running: returns (process, output,
+    staging directory) once at least two traces are in its new dataset."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    for i in range(n):
+        shutil.copy(gen_faults.ANCOT, traces / f"t{i:03}.ancot")
+    out = tmp_path / "ds"
+    proc = subprocess.Popen([sys.executable, "-m", "scsitrace.cli", "batch", str(traces), "-o", str(out), "-j", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        staged = [p for p in tmp_path.iterdir() if p.name.startswith(".ds.") and p.name.endswith(outputs.PART)]
+        if staged and (staged[0] / "ios").is_dir() and len(list((staged[0] / "ios").iterdir())) >= 2:
+            return proc, out
+        time.sleep(0.05)
+    proc.kill()
+    pytest.fail("the batch did not get going")
+
+
+@pytest.mark.parametrize("sig, to_group", [(signal.SIGINT, True), (signal.SIGTERM, False)])
+def test_a_signal_stops_a_batch_cleanly(tmp_path, sig, to_group):
+    """Ctrl-C (SIGINT to the whole process group, workers included) or SIGTERM to the batch:
+    exit 128 + the signal, no traceback, the dataset of what finished written, every other
+    trace in it with status `interrupted`; no temporary left."""
+    proc, out = _started_batch(tmp_path)
+    if to_group:
+        os.killpg(proc.pid, sig)
+    else:
+        proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 128 + sig, (proc.returncode, stderr[-2000:])
+    assert "Traceback" not in stderr and "Error" not in stderr, stderr[-2000:]
+    summary = pl.read_parquet(out / "summary.parquet")
+    assert summary.height == 120
+    statuses = dict(summary.group_by("status").len().iter_rows())
+    assert statuses.get("ok", 0) >= 2 and statuses.get("interrupted", 0) >= 1, statuses
+    assert set(statuses) <= {"ok", "interrupted"}, statuses
+    ok = summary.filter(pl.col("status") == "ok")["trace_id"].to_list()
+    assert sorted(int(p.name.split("=")[1]) for p in (out / "ios").iterdir()) == sorted(ok)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+# ---------------------------------------------------------------- the cluster
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("address, message", [("garbage::x", "cannot connect"),
+                                              ("unreachable", "cannot connect"),
+                                              ("no-workers", "no worker joined")])
+def test_a_scheduler_that_cannot_run_the_batch_fails_in_bounded_time(tmp_path, monkeypatch, address, message):
+    """An address that is not one, a scheduler nobody listens for, a scheduler without workers:
+    one line, exit 2, within the connection bound (here 3 s), and no dataset written."""
+    pytest.importorskip("distributed")
+    from scsitrace import pool
+    monkeypatch.setattr(pool, "CONNECT_S", 3)
+    t = shutil.copy(gen_faults.ANCOT, tmp_path / "t.ancot")
+    sched = None
+    if address == "unreachable":
+        address = f"tcp://127.0.0.1:{_free_port()}"
+    elif address == "no-workers":
+        port = _free_port()
+        sched = subprocess.Popen([str(Path(sys.executable).with_name("dask")), "scheduler", "--port", str(port),
+                                  "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        address = f"tcp://127.0.0.1:{port}"
+        time.sleep(3)
+    try:
+        start = time.monotonic()
+        status, out, err = run_cli(["batch", str(t), "-o", str(tmp_path / "o"), "--scheduler", address], timeout=120)
+        took = time.monotonic() - start
+    finally:
+        if sched is not None:
+            sched.terminate()
+            sched.wait(30)
+    assert status == 2, err
+    check_one_line(2, err, message)
+    assert took < 60
+    assert not (tmp_path / "o").exists() and not temporaries(tmp_path)

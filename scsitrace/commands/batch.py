@@ -12,7 +12,7 @@ import os
 import sys
 
 from scsitrace.commands.analyze import add_input_options
-from scsitrace import outputs
+from scsitrace import interrupts, outputs
 from scsitrace.errors import ScsitraceError, UsageError
 
 
@@ -140,13 +140,39 @@ def run(args) -> int:
     outputs.check_outputs({"-o": args.output}, [j.path for j in inputs.jobs if os.path.exists(j.path)],
                           directories={"-o"})      # a manifest's trace inside the dataset to replace
     writer = DatasetWriter(args.output)
+    done: list[dict] = []
+    stopped = None
+
+    def add(result: dict) -> None:
+        with interrupts.deferred():         # a result is in the dataset whole or not at all
+            writer.add(by_id[result["trace_id"]], result)
+            done.append(result)
     try:
-        results = execute(args, inputs.jobs, lambda r: writer.add(by_id[r["trace_id"]], r))
-        writer.close(inputs.skipped)
+        try:
+            results = execute(args, inputs.jobs, add)
+        except KeyboardInterrupt as exc:    # SIGINT/SIGTERM: the dataset of what finished, marked
+            stopped = exc
+            results = interrupted(inputs.jobs, done, exc, writer)
+        with interrupts.deferred():
+            writer.close(inputs.skipped)
     except BaseException as exc:     # the older dataset, if any, stays whole
         writer.abort()
         if isinstance(exc, Exception) and not isinstance(exc, ScsitraceError) and outputs.is_write_failure(exc):
             raise outputs.write_error(args.output, exc) from None
         raise
     report(inputs.jobs, results, inputs.skipped, args.output)
-    return exit_status(results)
+    return interrupts.exit_status(stopped) if stopped is not None else exit_status(results)
+
+
+def interrupted(jobs, done: list[dict], exc: KeyboardInterrupt, writer) -> list[dict]:
+    """The results of a batch stopped by a signal: those that finished, and for every other
+    trace a row with status `interrupted` (the dataset says it is incomplete, trace by trace)."""
+    from scsitrace.batch import failed_result
+    have = {r["trace_id"]: r for r in done}
+    name = getattr(exc, "args", None) and exc.args[0] or "SIGINT"
+    for job in jobs:
+        if job.trace_id not in have:
+            have[job.trace_id] = failed_result(job, "interrupted", f"the batch was stopped ({name}) "
+                                                                   "before this trace finished")
+            writer.add(job, have[job.trace_id])
+    return [have[j.trace_id] for j in jobs]
