@@ -17,6 +17,7 @@ import configparser
 import os
 import re
 import zipfile
+from collections import Counter
 
 import deflate
 import numpy as np
@@ -86,7 +87,7 @@ def read_metadata(path: str, zf: zipfile.ZipFile) -> dict:
     if not re.fullmatch(r"[A-Za-z0-9_.]+(-[A-Za-z0-9_.]+)*", capturefile) or capturefile in ("version", "metadata"):
         raise BadInput(path, f"{where}: capturefile {excerpt(capturefile)!r} is not a sample member name "
                              "(expected e.g. 'logic-1')", offset=zf.getinfo("metadata").header_offset)
-    all_names = zf.namelist()
+    stored = Counter(zf.namelist())
     chunks = sorted((n for n in names if n == capturefile or re.fullmatch(re.escape(capturefile) + r"-\d+", n)),
                     key=lambda n: int(n.rsplit("-", 1)[1]) if n != capturefile else 0)
     analog = dev.get("total analog", "0") or "0"
@@ -95,7 +96,7 @@ def read_metadata(path: str, zf: zipfile.ZipFile) -> dict:
     return {"version": version, "rate": rate, "unitsize": unitsize, "probes": probes,
             "capturefile": capturefile, "chunks": chunks, "devices": len(devices),
             "analog": int(analog), "missing": missing_chunks(chunks, capturefile),
-            "duplicates": sorted({n for n in chunks if all_names.count(n) > 1}),
+            "duplicates": sorted(n for n in chunks if stored[n] > 1),
             "sigrok_version": ini.get("global", "sigrok version", fallback=None)}
 
 

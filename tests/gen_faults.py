@@ -54,6 +54,8 @@ Archive members (item 5):
   sr-capturefile-version  capturefile=version
   sr-metadata-bomb      metadata inflating to 4 MiB (compressed to a few KB)
   sr-version-long       a 10 KB version member: the error line stays short
+  dsl-header-bomb       .dsl whose header inflates to 4 MiB
+  dsl-duplicate-member  .dsl with L-0/0 stored twice
 """
 from __future__ import annotations
 
@@ -287,7 +289,24 @@ def cases(d: Path) -> list[Case]:
     out.append(Case("sr-metadata-bomb", ["analyze", bomb], 2, "member metadata", inputs=[bomb]))
     longv = _sr(d / "longv.sr", version="9" * 10_000)
     out.append(Case("sr-version-long", ["analyze", longv], 2, "version", inputs=[longv]))
+    out += _dsl_cases(d)
     return out
+
+
+def _dsl_cases(d: Path) -> list[Case]:
+    import gen_logic
+    names = {0: "BSY", 1: "SEL", 2: "MSG", 3: "CD", 4: "IO"}
+    words = np.tile(np.array([0, 1, 3, 0x1F, 0], dtype=np.uint64), 400)
+    bomb = d / "bomb.dsl"
+    gen_logic.write_dsl(bomb, words, names, 10_000_000,
+                        header=gen_logic.dsl_header(names, len(words), 10_000_000) + "#" * (4 << 20) + "\n")
+    dup = d / "dup.dsl"
+    gen_logic.write_dsl(dup, words, names, 10_000_000)
+    with zipfile.ZipFile(dup, "a") as zf, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zf.writestr("L-0/0", b"\xff" * 250)
+    return [Case("dsl-header-bomb", ["analyze", str(bomb)], 2, "member header", inputs=[str(bomb)]),
+            Case("dsl-duplicate-member", ["analyze", str(dup)], 2, "stored twice", inputs=[str(dup)])]
 
 
 def _parquet_cases(d: Path) -> list[Case]:
