@@ -264,3 +264,21 @@ def test_a_scheduler_that_cannot_run_the_batch_fails_in_bounded_time(tmp_path, m
     check_one_line(2, err, message)
     assert took < 60
     assert not (tmp_path / "o").exists() and not temporaries(tmp_path)
+
+
+# ---------------------------------------------------------------- bounded lines
+
+@pytest.mark.parametrize("fmt", ["scsilog", "sgio"])
+def test_a_line_past_the_bound_is_bad_input_before_it_is_read_whole(tmp_path, monkeypatch, fmt):
+    """A file without newlines (here: one line of 1 MiB against a bound lowered to 64 KiB, read
+    in 4 KiB blocks) is one line of bad input naming the byte offset, not a MemoryError."""
+    from scsitrace import parsers
+    from scsitrace.errors import BadInput
+    from scsitrace.parsers import _lines
+    monkeypatch.setattr(_lines, "MAX_LINE_BYTES", 64 << 10)
+    path = tmp_path / "x.log"
+    path.write_bytes(b"[    0.000000] sd 0:0:0:0: hello\n" + b"A" * (1 << 20) + b"\n")
+    with pytest.raises(BadInput, match="line longer than"):
+        cap = parsers.parse(str(path), fmt, strict=False, chunk_bytes=4096)
+        for _ in cap.chunks():
+            pass
