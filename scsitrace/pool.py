@@ -201,8 +201,10 @@ def _connected(Client, address: str, timeout: float | None):
     """A client of the scheduler at `address` with at least one worker, or UsageError within
     CONNECT_S (or --timeout, if longer) each: an unreachable scheduler, a garbage address or
     a cluster without workers fails in bounded time, in one line."""
+    import logging
     from .errors import UsageError
-    wait = max(CONNECT_S, timeout or 0)
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)   # a lost scheduler: our one line per
+    wait = max(CONNECT_S, timeout or 0)                            # trace, not distributed's tracebacks
     try:
         client = Client(address, timeout=wait)
     except (OSError, TimeoutError, ValueError, TypeError) as exc:
