@@ -353,8 +353,22 @@ def preflight(args) -> None:
     for dest in INPUTS:
         value = getattr(args, dest, None)
         inputs += [value] if isinstance(value, str) else list(value or [])
+    inputs += _manifest_traces(args)
     check_outputs(outputs, [i for i in inputs if i != STDOUT], streams=streams,
                   directories={"-o"} if command == "batch" else ())
+
+
+def _manifest_traces(args) -> list[str]:
+    """The traces a --manifest names (outputs must not overwrite them either); a manifest that
+    cannot be read is left to the command, which says why."""
+    manifest = getattr(args, "manifest", None)
+    if not manifest:
+        return []
+    from scsitrace.batch import read_manifest
+    try:
+        return [path for path, *_ in read_manifest(manifest, allow_outside=True)]
+    except ScsitraceError:
+        return []
 
 
 def _baseline_directory(args) -> bool:

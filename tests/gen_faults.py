@@ -34,6 +34,9 @@ Not regular files, bounded reads (item 3):
   manifest-fifo         batch --manifest FIFO
   regress-fifo          regress FIFO.json T
   manifest-dev-zero     batch --manifest /dev/zero
+  baselines-fifo        regress --baselines DIR where DIR/x.baseline.json is a FIFO: that
+                        baseline reported bad (exit 2), nothing hangs
+  out-is-manifest-trace regress --manifest M --junit T, T a trace M names
   regress-dev-zero      regress /dev/zero T
 Values read from files (item 4):
   sr-rate-tiny          .sr samplerate 0.000000001 Hz
@@ -86,6 +89,7 @@ class Case:
     creates: list[str] = field(default_factory=list)   # outputs the command must write whole
     check: object = None                # check(directory, stdout, stderr) -> None
     lenient: "Case | None" = None       # the same files with --lenient, when it differs
+    one_line: bool = True               # exit 2 is one line on stderr (False: a corpus report on stdout)
 
 
 def sha256(path) -> str | None:
@@ -170,6 +174,11 @@ def _csv_on_stdout(d, out, err):
     assert not (d / "-").exists(), "a file named '-' was written"
 
 
+def _fifo_reported(d, out, err):
+    assert "Traceback" not in err
+    assert "x.baseline.json" in out and "FIFO" in out, out
+
+
 def _printed_nothing(d, out, err):
     assert out == "", f"the analysis ran before the output was refused: {out[:200]!r}"
 
@@ -246,6 +255,15 @@ def cases(d: Path) -> list[Case]:
     out.append(Case("regress-fifo", ["regress", str(d / "b.json"), t], 2, "FIFO", inputs=[t]))
     out.append(Case("manifest-dev-zero", ["batch", "--manifest", "/dev/zero", "-o", str(d / "o3"), "-j", "0"],
                     2, "device", outputs=[str(d / "o3")]))
+    bdir = d / "baselines"
+    bdir.mkdir()
+    os.mkfifo(bdir / "x.baseline.json")
+    out.append(Case("baselines-fifo", ["regress", "--baselines", str(bdir), "-j", "0"], 2, inputs=[t],
+                    one_line=False, check=_fifo_reported))
+    mt = d / "mt.toml"
+    mt.write_text('[[trace]]\npath = "t.ancot"\n')
+    out.append(Case("out-is-manifest-trace", ["regress", "--baselines", str(bdir), "--manifest", str(mt),
+                                              "--junit", t, "-j", "0"], 2, "names an input", inputs=[t, str(mt)]))
     out.append(Case("regress-dev-zero", ["regress", "/dev/zero", t], 2, "device", inputs=[t]))
 
     tiny = _sr(d / "rate-tiny.sr", rate="0.000000001 Hz")
