@@ -283,3 +283,22 @@ def test_a_line_past_the_bound_is_bad_input_before_it_is_read_whole(tmp_path, mo
         cap = parsers.parse(str(path), fmt, strict=False, chunk_bytes=4096)
         for _ in cap.chunks():
             pass
+
+
+def test_sigterm_while_writing_leaves_the_old_output_and_no_temporary(tmp_path):
+    """SIGTERM to a command writing its output (simulate of a long trace): exit 143, no
+    traceback, the previous file under the final name unchanged, no temporary left."""
+    out = tmp_path / "sim.ancot"
+    out.write_text("the previous trace\n")
+    proc = subprocess.Popen([sys.executable, "-m", "scsitrace.cli", "simulate", "--duration", "120", "--level", "3",
+                             "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not any(p.name.endswith(outputs.PART) and p.stat().st_size
+                                                  for p in tmp_path.iterdir()):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 143, (proc.returncode, stderr[-2000:])
+    assert "Traceback" not in stderr
+    assert out.read_text() == "the previous trace\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sim.ancot"]
