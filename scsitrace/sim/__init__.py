@@ -67,8 +67,8 @@ def simulate(wl: Workload, path: str | Path, *, level: int = 1, fmt: str = "anco
     if truth_dir is not None:
         out = Path(truth_dir)
         out.mkdir(parents=True, exist_ok=True)
-        segments.write_parquet(out / "segments.parquet")
-        ios.write_parquet(out / "ios.parquet")
+        outputs.write_frame(out / "segments.parquet", segments, parquet=True)
+        outputs.write_frame(out / "ios.parquet", ios, parquet=True)
     return Result(path, level, end_ns, segments, ios, completed, data_bytes, rec.written)
 
 
