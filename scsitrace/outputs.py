@@ -312,7 +312,7 @@ def check_outputs(outputs: dict, inputs=(), *, streams=(), directories=()) -> No
         check_output(path, flag, can_stream=flag in streams, directory=flag in directories)
         if is_stdout(path):
             continue
-        named = ids.get(_identity(path)) or real.get(os.path.realpath(path))
+        named = ids.get(_identity(path)) or real.get(os.path.realpath(path)) or _capture_member(path, inputs)
         if named is not None:
             raise OutputError(f"{path}: {flag} names an input ({named}); writing it would destroy the input")
         if flag in directories:
@@ -320,6 +320,24 @@ def check_outputs(outputs: dict, inputs=(), *, streams=(), directories=()) -> No
             if inside is not None:
                 raise OutputError(f"{path}: {flag} holds an input ({inside}); the dataset replaces the "
                                   "directory, name another one")
+
+
+_PER_CPU = re.compile(r"^(?P<base>.*)\.blktrace\.\d+$")
+
+
+def _capture_member(path: str, inputs) -> str | None:
+    """An input whose blktrace capture `path` would join (`x.blktrace.7` beside an input
+    `x.blktrace.0` or `x`): the next read of the capture would take it for a CPU's file."""
+    m = _PER_CPU.match(os.path.realpath(path))
+    if not m:
+        return None
+    for i in inputs:
+        if i is None:
+            continue
+        mi = _PER_CPU.match(os.path.realpath(str(i)))
+        if os.path.realpath(mi.group("base") if mi else str(i)) == m.group("base"):
+            return str(i)
+    return None
 
 
 def _inside(directory: str, files) -> str | None:

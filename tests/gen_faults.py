@@ -14,6 +14,8 @@ Outputs (issue 30, item 1; issue 28, item 6):
   out-is-hardlink       analyze T --json H, H a hard link of T
   out-is-symlink        convert T -o L, L a symbolic link to T
   out-is-sibling        analyze b.blktrace.0 --ios b.blktrace.1 (a per-CPU file of the input)
+  out-joins-capture     analyze b.blktrace.0 --json b.blktrace.7 (a new file the next read
+                        would take for a CPU's file)
   annotate-onto-input   annotate t.vcd -o t.vcd
   out-dir-missing       --ios /nonexistent/dir/x.parquet: refused before the analysis (no
                         table printed)
@@ -206,6 +208,8 @@ def cases(d: Path) -> list[Case]:
     out.append(Case("out-is-symlink", ["convert", t, "-o", str(link)], 2, "names an input", inputs=[t]))
     sib = _blktrace(d, "sib", cpus=2)
     out.append(Case("out-is-sibling", ["analyze", sib[0], "--ios", sib[1]], 2, "names an input", inputs=sib))
+    out.append(Case("out-joins-capture", ["analyze", sib[0], "--json", str(d / "sib.blktrace.7")], 2,
+                    "names an input", inputs=sib, outputs=[str(d / "sib.blktrace.7")]))
     v = _copy(VCD, d, "t.vcd")
     out.append(Case("annotate-onto-input", ["annotate", v, "-o", v], 2, "names an input", inputs=[v]))
     out.append(Case("out-dir-missing", ["analyze", t, "--ios", str(d / "nonexistent" / "x.parquet")], 2,
