@@ -237,6 +237,10 @@ def _strace(lines: pl.DataFrame | None, st: _Commands, records: RecordCount, fin
     waiting for their resumed half have no return)."""
     body = pl.col("body")
     if lines is not None and lines.height:
+        damaged = _lines.bad_bytes(pl.col("t"))     # a NUL or non-UTF-8 bytes: one bad record, never "other"
+        _bad(lines.filter(damaged).with_columns(pl.lit("NUL byte or bytes that are not UTF-8 in a log line")
+                                                .alias("why")), st.path, st.strict, records)
+        lines = lines.filter(~damaged)
         g = _classify(lines, st)
         _bad(g.filter(pl.col("kind").is_in(["bad", "alien"])).with_columns(
             pl.when(pl.col("kind") == "bad").then(pl.lit("malformed SG_IO ioctl line (expected "

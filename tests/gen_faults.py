@@ -49,6 +49,7 @@ Values read from files (item 4):
   strace-duration-neg   SG_IO `duration=-5`
   strace-resid-over     SG_IO `resid` larger than `dxfer_len`
   strace-fd-huge        SG_IO on fd 99999999999999999999
+  strace-nul            a NUL inside `SG_IO`: a bad record, not a line of another syscall
   parquet-initiator     transitions Parquet whose metadata says initiator 999
   parquet-null-t        a null t_ns row
   parquet-reverse       transitions in reverse time (lenient: never a negative elapsed time)
@@ -287,7 +288,8 @@ def cases(d: Path) -> list[Case]:
             ("strace-T-huge", "= 0 <0.", "= 0 <99999999999999999999.", "-T time"),
             ("strace-duration-neg", "duration=0", "duration=-5", "duration is negative"),
             ("strace-resid-over", "resid=0", "resid=4096", "resid is larger than dxfer_len"),
-            ("strace-fd-huge", "ioctl(3,", "ioctl(99999999999999999999,", "fd is not a number")):
+            ("strace-fd-huge", "ioctl(3,", "ioctl(99999999999999999999,", "fd is not a number"),
+            ("strace-nul", "SG_IO", "SG\x00IO", "NUL byte")):
         s = d / f"{name}.strace.txt"
         lines = turs.splitlines(keepends=True)
         k = next(i for i, ln in enumerate(lines) if ", SG_IO, " in ln and old in ln)    # the first SG_IO call
