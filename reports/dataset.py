@@ -92,8 +92,8 @@ def _series(name: str, values: list, dtype=None) -> pl.Series:
         return pl.Series(name, values, dtype=pl.Utf8)
     if kinds == {"list"} and all(isinstance(x, str) for v in values if v is not None for x in v):
         return pl.Series(name, values, dtype=pl.List(pl.Utf8))
-    return pl.Series(name, [None if v is None else v if isinstance(v, str) else json.dumps(v, default=str)
-                            for v in values], dtype=pl.Utf8)
+    return pl.Series(name, [None if v is None else v if isinstance(v, str) else v.isoformat()   # TOML dates
+                            if hasattr(v, "isoformat") else json.dumps(v, default=str) for v in values], dtype=pl.Utf8)
 
 
 def _kind(v) -> str:

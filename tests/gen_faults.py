@@ -31,6 +31,8 @@ Inert text (item 2):
   escape-in-filename    a trace file named with ESC ] 0 ; ... BEL: the header shows `\\x1b`
   missing-escape-name   a missing file named with ESC: the error line shows `\\x1b`
   manifest-outside      a manifest naming ../x: refused without --allow-outside
+  manifest-date-label   a manifest label holding a TOML date: the dataset is written (the
+                        label as text), not an internal error after every trace ran
 Not regular files, bounded reads (item 3):
   fifo-sibling          b.blktrace.1 a FIFO beside b.blktrace.0
   manifest-fifo         batch --manifest FIFO
@@ -243,6 +245,17 @@ def cases(d: Path) -> list[Case]:
     out.append(Case("escape-in-filename", ["analyze", weird], 0, inputs=[weird], check=_has_shown_escape))
     out.append(Case("missing-escape-name", ["analyze", str(d / f"gone{ESC_TITLE}.ancot")], 2, "\\x1b",
                     check=_has_shown_escape))
+    dated = d / "dated.toml"
+    dated.write_text('[[trace]]\npath = "t.ancot"\nlabels = {when = 2024-01-02, at = 2024-01-02T03:04:05Z}\n')
+
+    def dates_kept(_, out, err):
+        import polars as pl
+        row = pl.read_parquet(d / "dated" / "summary.parquet").row(0, named=True)
+        assert row["status"] == "ok" and row["label.when"] == "2024-01-02", row
+
+    out.append(Case("manifest-date-label", ["batch", "--manifest", str(dated), "-o", str(d / "dated"), "-j", "0"], 0,
+                    inputs=[t, str(dated)], creates=[str(d / "dated")], outputs=[str(d / "dated")],
+                    check=dates_kept))
     sub = d / "sub"
     sub.mkdir()
     outside = sub / "out.toml"
