@@ -117,11 +117,18 @@ class _Reader(_samples.ArchiveReader):
             if n <= 0:
                 break
             members = []
+            lost = [f"L-{bit}/{block}" for bit in bits if f"L-{bit}/{block}" not in infos]
+            if lost:
+                reason = (f"member {', '.join(lost)} missing (block {block} of {self.md['blocks']}: "
+                          f"{n} samples)")
+                if self.strict:
+                    raise BadInput(self.path, reason + "; --lenient reads the other blocks, keeping their time")
+                self.cap.notes.append(f"{reason}: the block's samples are lost, their time kept; every figure "
+                                      "covers only the samples present")
+                yield _samples.gap(n)
+                continue
             for bit in bits:
                 name = f"L-{bit}/{block}"
-                if name not in infos:
-                    raise BadInput(self.path, f"member {name} missing (probe{bit}, block {block} of "
-                                   f"{self.md['blocks']})")
                 info = infos[name]
                 if info.file_size * 8 < n:
                     reason = (f"member {name}: {info.file_size} bytes hold {info.file_size * 8} samples, the "

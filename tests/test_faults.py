@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -302,3 +303,29 @@ def test_sigterm_while_writing_leaves_the_old_output_and_no_temporary(tmp_path):
     assert "Traceback" not in stderr
     assert out.read_text() == "the previous trace\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sim.ancot"]
+
+
+def test_a_dsl_block_without_its_member_costs_that_block_only_when_lenient(tmp_path, monkeypatch):
+    """DSView blocks (here 4096 samples) of which block 1 lost a probe's member: strict, bad
+    input naming it; lenient, a note, and the blocks after it keep their times (the capture's
+    full length), the lost samples decoded as nothing."""
+    import gen_logic
+    from scsitrace import core
+    from scsitrace.errors import BadInput
+    from scsitrace.parsers import dsview
+    monkeypatch.setattr(dsview, "BLOCK_SAMPLES", 4096)
+    monkeypatch.setattr(gen_logic, "DSL_BLOCK", 4096)
+    names = {0: "BSY", 1: "SEL", 2: "MSG", 3: "CD", 4: "IO"}
+    words = np.zeros(3 * 4096, dtype=np.uint64)
+    for k in range(0, len(words) - 400, 400):
+        words[k + 50:k + 100] = 0b00011
+        words[k + 100:k + 200] = 0b01001
+        words[k + 200:k + 300] = 0b11001
+        words[k + 300:k + 350] = 0b11101
+    path = tmp_path / "gap.dsl"
+    gen_logic.write_dsl(path, words, names, 10_000_000, drop={"L-2/1"})
+    with pytest.raises(BadInput, match="member L-2/1 missing"):
+        core.load(str(path))
+    a = core.load(str(path), strict=False)
+    assert any("L-2/1" in n and "lost" in n for n in a.notes), a.notes
+    assert a.elapsed_ns >= (3 * 4096 - 400) * 100
