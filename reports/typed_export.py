@@ -160,6 +160,8 @@ class IosWriter:
             self._parquet.write_table(table)
         else:
             frame = csv_safe(frame)
+            if outputs.is_stdout(self.path):
+                frame = outputs.for_stdout(frame)
             if self._csv is None:
                 if outputs.is_stdout(self.path):
                     self._csv = outputs.stdout_bytes()

@@ -60,6 +60,21 @@ def xml_text(text):
                         else f"\\u{ord(m.group(0)):04x}", str(text))
 
 
+def terminal_safe(frame):
+    """A polars frame whose text columns have their control characters escaped (printable),
+    one vectorised replacement per control character present: a CSV shown on a terminal."""
+    import polars as pl
+    text = [name for name, dtype in frame.schema.items() if dtype in (pl.Utf8, pl.Categorical)]
+    exprs = []
+    for c in text:
+        col = pl.col(c).cast(pl.Utf8)
+        present = frame.select(col.str.extract_all(_CONTROL.pattern).explode().unique().drop_nulls()).to_series()
+        for ch in present.to_list():
+            col = col.str.replace_all(ch, printable(ch), literal=True)
+        exprs.append(col.alias(c))
+    return frame.with_columns(exprs) if exprs else frame
+
+
 def csv_cell(value):
     """One CSV cell made spreadsheet-safe (see the module's rule)."""
     if isinstance(value, str) and value.startswith(FORMULA_START):

@@ -181,10 +181,19 @@ def stdout_bytes():
     return getattr(sys.stdout, "buffer", None) or _TextBytes(sys.stdout)
 
 
+def for_stdout(frame):
+    """The frame as it may go to standard output: on a terminal, its text made inert."""
+    if not sys.stdout.isatty():
+        return frame
+    from .inert import terminal_safe
+    return terminal_safe(frame)
+
+
 def write_frame(path, frame, parquet: bool | None = None) -> None:
     """A polars frame as Parquet (`parquet`, or the path ends in .parquet) or CSV; `-` is CSV
-    on standard output."""
+    on standard output (on a terminal, control characters escaped: inert.terminal_safe)."""
     if is_stdout(path):
+        frame = for_stdout(frame)
         frame.write_csv(stdout_bytes())
         sys.stdout.flush()
         return

@@ -329,3 +329,9 @@ def test_a_dsl_block_without_its_member_costs_that_block_only_when_lenient(tmp_p
     a = core.load(str(path), strict=False)
     assert any("L-2/1" in n and "lost" in n for n in a.notes), a.notes
     assert a.elapsed_ns >= (3 * 4096 - 400) * 100
+
+
+def test_a_csv_shown_on_a_terminal_has_its_control_characters_escaped():
+    df = pl.DataFrame({"p": ["ok", "\x1b]0;T\x07x", None], "n": [1, 2, 3]})
+    got = inert.terminal_safe(df)
+    assert got["p"].to_list() == ["ok", "\\x1b]0;T\\x07x", None] and got["n"].to_list() == [1, 2, 3]
