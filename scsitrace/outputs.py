@@ -25,7 +25,6 @@ import contextlib
 import errno
 import os
 import re
-import secrets
 import shutil
 import stat
 import sys
@@ -48,7 +47,7 @@ def is_stdout(path) -> bool:
 
 def _temporary_name(path: str) -> str:
     head, name = os.path.split(os.path.abspath(path))
-    return os.path.join(head, f".{name}.{secrets.token_hex(4)}{PART}")
+    return os.path.join(head, f".{name}.{os.urandom(4).hex()}{PART}")
 
 
 def _create(path: str) -> str:
@@ -311,6 +310,8 @@ def check_outputs(outputs: dict, inputs=(), *, streams=(), directories=()) -> No
     count), or, for a directory output, when an input lies inside it; at most one output on
     standard output. `streams`: the flags that may be `-`; `directories`: dataset flags."""
     given = {flag: str(p) for flag, p in outputs.items() if p is not None}
+    if not given:
+        return
     to_stdout = [flag for flag, p in given.items() if is_stdout(p)]
     if len(to_stdout) > 1:
         raise OutputError(f"{' and '.join(to_stdout)} both name standard output (-); one may")
@@ -380,6 +381,8 @@ def preflight(args) -> None:
     for dest in INPUTS:
         value = getattr(args, dest, None)
         inputs += [value] if isinstance(value, str) else list(value or [])
+    if not outputs:
+        return
     inputs += _manifest_traces(args)
     check_outputs(outputs, [i for i in inputs if i != STDOUT], streams=streams,
                   directories={"-o"} if command == "batch" else ())
