@@ -135,14 +135,24 @@ class Pending:
 def replacing(path):
     """A temporary path to write; renamed to `path` when the block ends without error."""
     pending = Pending(path)
+    tmp = pending.tmp
     try:
-        yield pending.tmp
+        yield tmp
     except BaseException as exc:
         pending.discard()
-        if isinstance(exc, Exception) and not isinstance(exc, ScsitraceError) and is_write_failure(exc):
+        if _failed_writing(exc, (tmp, str(path))):
             raise write_error(path, exc) from None
         raise
     pending.commit()
+
+
+def _failed_writing(exc: BaseException, names) -> bool:
+    """Whether an exception out of a writer's block is the output failing (an input read in
+    the same block, which names its own file, is not)."""
+    if not isinstance(exc, Exception) or isinstance(exc, ScsitraceError) or not is_write_failure(exc):
+        return False
+    named = getattr(exc, "filename", None)
+    return named is None or str(named) in names
 
 
 @contextlib.contextmanager
@@ -218,7 +228,7 @@ def replacing_dir(path):
         yield new
     except BaseException as exc:
         shutil.rmtree(new, ignore_errors=True)
-        if isinstance(exc, Exception) and not isinstance(exc, ScsitraceError) and is_write_failure(exc):
+        if _failed_writing(exc, ()) or (isinstance(exc, OSError) and str(exc.filename or "").startswith(new)):
             raise write_error(path, exc) from None
         raise
     swap_in(new, path)

@@ -9,7 +9,6 @@ bytes unchanged, nothing new under an output's final name unless the command suc
 temporary left beside it."""
 from __future__ import annotations
 
-import json
 import os
 import resource
 import shutil
