@@ -145,9 +145,11 @@ def judge(checks: list[dict], results: list[dict], tolerances) -> None:
 
 
 def print_checks(checks: list[dict]) -> None:
-    """One line per trace, then the total."""
+    """One line per trace, then the total (names and errors shown inert)."""
+    from .inert import printable
     counts: dict[str, int] = {}
     for c in checks:
+        c = {**c, "key": printable(c["key"]), "error": printable(c["error"]) if c.get("error") else c.get("error")}
         counts[c["status"]] = counts.get(c["status"], 0) + 1
         if c["rows"] is None:
             print(f"{c['status'].upper():11} {c['key']}: {c['error']}")

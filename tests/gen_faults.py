@@ -30,6 +30,8 @@ Inert text (item 2):
                         begin with `'`
   escape-in-filename    a trace file named with ESC ] 0 ; ... BEL: the header shows `\\x1b`
   missing-escape-name   a missing file named with ESC: the error line shows `\\x1b`
+  junit-escape          regress --junit over that file (no baseline): the report line shows
+                        `\\x1b`, the JUnit XML is well formed
   manifest-outside      a manifest naming ../x: refused without --allow-outside
   manifest-date-label   a manifest label holding a TOML date: the dataset is written (the
                         label as text), not an internal error after every trace ran
@@ -243,6 +245,18 @@ def cases(d: Path) -> list[Case]:
                     creates=[str(d / "ios.csv")], check=_csv_neutralised))
     weird = _copy(ANCOT, d, f"x{ESC_TITLE}.ancot")
     out.append(Case("escape-in-filename", ["analyze", weird], 0, inputs=[weird], check=_has_shown_escape))
+    jdir = d / "jbase"
+    jdir.mkdir()
+
+    def junit_well_formed(_, out, err):
+        import xml.etree.ElementTree as ET
+        _has_shown_escape(_, out, err)
+        case = ET.parse(d / "gate.xml").getroot().find(".//testcase")
+        assert "\\x1b" in case.get("classname"), case.attrib
+
+    out.append(Case("junit-escape", ["regress", "--baselines", str(jdir), weird, "--junit", str(d / "gate.xml"),
+                                     "-j", "0"], 2, inputs=[weird], one_line=False, creates=[str(d / "gate.xml")],
+                    check=junit_well_formed))
     out.append(Case("missing-escape-name", ["analyze", str(d / f"gone{ESC_TITLE}.ancot")], 2, "\\x1b",
                     check=_has_shown_escape))
     dated = d / "dated.toml"
