@@ -16,6 +16,14 @@ import polars as pl
 from scsitrace.errors import BadInput
 
 BLOCK_BYTES = 32 << 20
+MAX_LINE_BYTES = 256 << 20
+"""A longer line is no record of any text format (a file without newlines, a NUL tail): bad
+input, found before it is held in memory whole."""
+
+
+def _too_long(path: str, offset: int) -> BadInput:
+    return BadInput(path, f"a line longer than {MAX_LINE_BYTES >> 20} MiB: not a text trace (or a damaged one)",
+                    offset=offset)
 
 
 ARROW_SPLIT_BYTES = 4 << 20
@@ -73,8 +81,10 @@ def iter_byte_blocks(path: str, *, start_offset: int = 0, first_line: int = 1,
     saves a pass over the bytes); with `views` blocks are memoryviews (no copy)."""
     if views:
         mapped = _mapped(path)
-        blocks = _ring_blocks if mapped is None else _mapped_blocks
-        yield from blocks(mapped or path, start_offset, first_line, block_bytes, progress)
+        if mapped is None:
+            yield from _ring_blocks(path, start_offset, first_line, block_bytes, progress)
+        else:
+            yield from _mapped_blocks(mapped, start_offset, first_line, block_bytes, progress, path)
         return
     line_no = first_line
     with open(path, "rb") as fh:
@@ -84,6 +94,8 @@ def iter_byte_blocks(path: str, *, start_offset: int = 0, first_line: int = 1,
             if len(block) == block_bytes:
                 cut = block.rfind(b"\n")
                 while cut < 0:  # a line longer than the block: read on
+                    if len(block) > MAX_LINE_BYTES:
+                        raise _too_long(path, fh.tell() - len(block))
                     more = fh.read(block_bytes)
                     block += more
                     cut = block.rfind(b"\n") if more else len(block) - 1
@@ -111,7 +123,8 @@ def _mapped(path: str) -> mmap.mmap | None:
     return mm
 
 
-def _mapped_blocks(mm: mmap.mmap, start_offset: int, first_line: int, block_bytes: int, progress):
+def _mapped_blocks(mm: mmap.mmap, start_offset: int, first_line: int, block_bytes: int, progress,
+                   path: str = "input"):
     """Whole-line blocks as views of the mapped file: nothing is copied here; pages are read
     where the blocks are scanned (the scanner's threads). The mapping lives while any view
     does. Pages of blocks RING blocks back leave this process's resident set (they stay in
@@ -125,7 +138,9 @@ def _mapped_blocks(mm: mmap.mmap, start_offset: int, first_line: int, block_byte
         end = min(pos + block_bytes, size)
         cut = mm.rfind(b"\n", pos, end) if end < size else size - 1
         if cut < 0:  # a line longer than the block
-            cut = mm.find(b"\n", end)
+            cut = mm.find(b"\n", end, pos + MAX_LINE_BYTES + 1)
+            if cut < 0 and size - pos > MAX_LINE_BYTES:
+                raise _too_long(path, pos)
             cut = size - 1 if cut < 0 else cut
         view = whole[pos:cut + 1]
         if progress is not None:
@@ -168,6 +183,8 @@ def _ring_blocks(path: str, start_offset: int, first_line: int, block_bytes: int
                 rest = fh.read(block_bytes)
                 block = bytes(buf[:n]) + rest
                 while rest and b"\n" not in rest:
+                    if len(block) > MAX_LINE_BYTES:
+                        raise _too_long(path, fh.tell() - len(block))
                     rest = fh.read(block_bytes)
                     block += rest
                 cut = block.rfind(b"\n") if rest else len(block) - 1

@@ -314,6 +314,18 @@ def stitch(bus: ProbeBus, block: Block, base: int) -> tuple:
 WORKERS = max(1, min(4, os.cpu_count() or 1))
 
 
+class Gap:
+    """In the blocks of stream_words: `n` samples that are missing (a lenient read of an
+    archive without one of its members): time advances, nothing is decoded."""
+
+    def __init__(self, n: int):
+        self.n = int(n)
+
+
+def gap(n: int) -> Gap:
+    return Gap(n)
+
+
 def stream_words(bus: ProbeBus, blocks: Iterable[Callable[[], np.ndarray]], times: SampleTimes,
                  counter: list[int]) -> Iterator[pl.DataFrame]:
     """Blocks of sample words (each a function returning them: reading and inflating run in
@@ -328,13 +340,19 @@ def stream_words(bus: ProbeBus, blocks: Iterable[Callable[[], np.ndarray]], time
     with ThreadPoolExecutor(WORKERS) as pool:
         def submit() -> None:
             make = next(blocks, None)
-            if make is not None:
+            if isinstance(make, Gap):
+                ahead.append(make)
+            elif make is not None:
                 ahead.append(pool.submit(lambda: reduce_block(bus, make())))
         for _ in range(WORKERS + 1):
             submit()
         while ahead:
-            block = ahead.popleft().result()
+            block = ahead.popleft()
             submit()
+            if isinstance(block, Gap):      # samples lost (a missing archive member): their time kept
+                base += block.n
+                continue
+            block = block.result()
             if block.n == 0:
                 continue
             at, lines, db, dbp = stitch(bus, block, base)
@@ -350,11 +368,18 @@ def stream_words(bus: ProbeBus, blocks: Iterable[Callable[[], np.ndarray]], time
                         np.array([db], dtype=np.uint8), np.array([dbp], dtype=np.uint8))
 
 
+# Sample rates a capture may claim: below 1 Hz a sample period overflows int64 nanoseconds within
+# a few billion samples (and no logic analyzer samples that slowly); above 1 THz none exists.
+MIN_RATE_HZ, MAX_RATE_HZ = 1, 10**12
+
+
 def check_rate(path: str, text: str | None, where: str) -> Fraction:
     rate = parse_samplerate(text) if text else None
     if rate is None:
         raise BadInput(path, f"{where}: no readable samplerate (expected e.g. '100 MHz')",
-                       text=text if text else None)
+                       text=text[:80] if text else None)
+    if not MIN_RATE_HZ <= rate <= MAX_RATE_HZ:
+        raise BadInput(path, f"{where}: samplerate {text.strip()[:40]!r} outside {MIN_RATE_HZ} Hz .. 1 THz")
     return rate
 
 

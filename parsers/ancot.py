@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from scsitrace import schema
+from scsitrace import outputs
 from scsitrace.errors import BadInput
 from scsitrace.model import Capture, RecordCount
 from . import _ancot_scan as _scan
@@ -380,6 +381,6 @@ def _hex2(s: pl.Series) -> pl.Series:
 
 def write(path: str, transitions: pl.DataFrame, *, signals: list[str], data: list[str] = (),
           tick_ns: int = 50, initiator: int = 7, meta: dict | None = None) -> None:
-    with open(path, "w", encoding="utf-8") as fh:
+    with outputs.writing(path) as fh:
         Writer(fh, signals=signals, data=data, tick_ns=tick_ns, initiator=initiator,
                meta=meta).write(transitions)

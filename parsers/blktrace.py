@@ -32,6 +32,7 @@ from scsitrace.block import events as block
 from scsitrace.errors import BadInput, TruncatedInput
 from scsitrace._native import block as _native
 from scsitrace.model import Capture, LazyFrames
+from scsitrace.parsers import check_regular
 from scsitrace.streams import concatenated
 
 from . import _blktrace_gaps as _gaps
@@ -127,6 +128,8 @@ def parse(path: str, *, strict: bool = True, progress=None, chunk: int = CHUNK, 
     files = per_cpu_files(path)
     if len(files) == 1 and not os.path.exists(files[0][0]):
         raise FileNotFoundError(2, "no such file", path)
+    for f, _ in files:          # a FIFO or a device among the per-CPU files would block the read
+        check_regular(f)
     sizes = [os.path.getsize(f) for f, _ in files]
     if not any(sizes):
         raise BadInput(path, "empty capture: no records" if len(files) == 1 else

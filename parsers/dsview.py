@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import re
 import zipfile
+from collections import Counter
 
 import numpy as np
 
 from scsitrace.errors import BadInput, TruncatedInput
 from scsitrace.model import Capture
 from . import _samples
-from .sigrok import member_bytes
+from .sigrok import member_bytes, small_member
 
 ID = "dsview"
 SUFFIXES = (".dsl",)
@@ -71,7 +72,7 @@ def read_metadata(path: str, zf: zipfile.ZipFile) -> dict:
     if "header" not in zf.namelist():
         raise BadInput(path, "not a DSView file: no 'header' member in the archive", offset=0)
     try:
-        ini = read_header(path, zf.read("header").decode("utf-8"))
+        ini = read_header(path, small_member(path, zf, "header").decode("utf-8"))
     except UnicodeDecodeError:
         raise BadInput(path, "header: not UTF-8 text", offset=zf.getinfo("header").header_offset) from None
     version = ini.get("version", {}).get("version")
@@ -85,6 +86,9 @@ def read_metadata(path: str, zf: zipfile.ZipFile) -> dict:
     if mode != LOGIC_MODE:
         raise BadInput(path, f"header: device mode {mode} is not a logic capture (0); oscilloscope and "
                        "analog captures carry no bus lines")
+    twice = sorted(n for n, k in Counter(zf.namelist()).items() if k > 1 and n.startswith("L-"))
+    if twice:                       # zipfile reads the last copy; which one DSView meant is unknown
+        raise BadInput(path, f"sample member(s) {', '.join(twice[:3])} stored twice in the archive (damaged archive)")
     probes = {int(m.group(1)): v for k, v in head.items() if (m := re.fullmatch(r"probe(\d+)", k))}
     total_probes = _int(path, head, "total probes")
     if len(probes) != total_probes:
@@ -113,11 +117,18 @@ class _Reader(_samples.ArchiveReader):
             if n <= 0:
                 break
             members = []
+            lost = [f"L-{bit}/{block}" for bit in bits if f"L-{bit}/{block}" not in infos]
+            if lost:
+                reason = (f"member {', '.join(lost)} missing (block {block} of {self.md['blocks']}: "
+                          f"{n} samples)")
+                if self.strict:
+                    raise BadInput(self.path, reason + "; --lenient reads the other blocks, keeping their time")
+                self.cap.notes.append(f"{reason}: the block's samples are lost, their time kept; every figure "
+                                      "covers only the samples present")
+                yield _samples.gap(n)
+                continue
             for bit in bits:
                 name = f"L-{bit}/{block}"
-                if name not in infos:
-                    raise BadInput(self.path, f"member {name} missing (probe{bit}, block {block} of "
-                                   f"{self.md['blocks']})")
                 info = infos[name]
                 if info.file_size * 8 < n:
                     reason = (f"member {name}: {info.file_size} bytes hold {info.file_size * 8} samples, the "

@@ -30,6 +30,10 @@ SUFFIXES = (".csv",)
 TIME_HEADER = "Time [s]"
 
 
+# A time in seconds whose nanoseconds, and the span between two of them, fit int64 (+-126 years)
+MAX_ABS_S = 4e9
+
+
 def sniff(head: bytes) -> bool:
     return head.lstrip(b"\xef\xbb\xbf").startswith(TIME_HEADER.encode() + b",")
 
@@ -67,10 +71,11 @@ class _Reader:
             parts = df["row"].str.split(",")
             t = parts.list.get(0, null_on_oob=True).str.strip_chars().cast(pl.Float64, strict=False)
             cols = [parts.list.get(j, null_on_oob=True).str.strip_chars() for j in self.used_cols()]
-            bad = (parts.list.len() != ncol) | t.is_null() | ~t.is_finite()
+            bad = (parts.list.len() != ncol) | t.is_null() | ~t.is_finite() | (t.abs() > MAX_ABS_S)
             for c in cols:
                 bad = bad | ~c.is_in(["0", "1", "X", "x"]).fill_null(False)
-            t_ns = (t * 1e9).round().cast(pl.Int64, strict=False).to_numpy()
+            bad = bad.fill_null(True)
+            t_ns = (t * 1e9).round().cast(pl.Int64, strict=False).fill_null(0).to_numpy()
             bad = bad.to_numpy()
             # time must not go backwards
             t_fill = np.where(bad, np.iinfo(np.int64).min, t_ns)

@@ -255,6 +255,10 @@ def _strace(lines: pl.DataFrame | None, st: _Commands, records: RecordCount, fin
     waiting for their resumed half have no return)."""
     body = pl.col("body")
     if lines is not None and lines.height:
+        damaged = _lines.bad_bytes(pl.col("t"))     # a NUL or non-UTF-8 bytes: one bad record, never "other"
+        _bad(lines.filter(damaged).with_columns(pl.lit("NUL byte or bytes that are not UTF-8 in a log line")
+                                                .alias("why")), st.path, st.strict, records)
+        lines = lines.filter(~damaged)
         g = _classify(lines, st)
         _bad(g.filter(pl.col("kind").is_in(["bad", "alien"])).with_columns(
             pl.when(pl.col("kind") == "bad").then(pl.lit("malformed SG_IO ioctl line (expected "
@@ -422,6 +426,14 @@ def _why_bad() -> pl.Expr:
     for name in reversed(NUMBERS):
         why = pl.when(pl.col(name).is_not_null() & _num(name).is_null()) \
             .then(pl.lit(f"{name} is not a number in range")).otherwise(why)
+    why = pl.when(pl.col("fd_text").is_not_null() & pl.col("fd").is_null()) \
+        .then(pl.lit("fd is not a number in range")) \
+        .when(pl.col("dur").is_not_null() & pl.col("syscall_ns").is_null()) \
+        .then(pl.lit("-T time is not a number of seconds in range")) \
+        .when(pl.col("duration").is_not_null() & (_num("duration") < 0)).then(pl.lit("duration is negative")) \
+        .when(pl.col("dxfer_len").is_not_null() & (_num("dxfer_len") < 0)).then(pl.lit("dxfer_len is negative")) \
+        .when(_num("resid") > _num("dxfer_len")).then(pl.lit("resid is larger than dxfer_len")) \
+        .otherwise(why)
     hexed = pl.col("cdb_hex")
     return pl.when(hexed.is_not_null() & ~hexed.str.contains(r"^(?:[0-9a-fA-F]{2})*$")) \
         .then(pl.lit("CDB bytes are not \\xNN escapes")).otherwise(why)
@@ -438,7 +450,8 @@ def _decode(c: pl.DataFrame, fd_paths: pl.DataFrame, many_pids: bool) -> pl.Data
     if not c.height:
         return pl.DataFrame(schema={**COMMANDS, "why": pl.Utf8, "line_no": pl.Int64, "t": pl.Utf8})
     v4 = pl.col("arg").str.starts_with("{guard='Q'")
-    c = _fields(c).with_columns(pl.col("fd").cast(pl.Int64), pl.col("pid").fill_null(-1).alias("_pid"))
+    c = _fields(c).with_columns(pl.col("fd").alias("fd_text"), _lines.checked_int(pl.col("fd"), 0, 2**31 - 1)
+                                .alias("fd"), pl.col("pid").fill_null(-1).alias("_pid"))
     if fd_paths.height:
         c = c.sort("line_no").join_asof(fd_paths.sort("line_no"), on="line_no", by_left=["_pid", "fd"],
                                         by_right=["pid", "fd"], strategy="backward", check_sortedness=False)
@@ -458,8 +471,7 @@ def _decode(c: pl.DataFrame, fd_paths: pl.DataFrame, many_pids: bool) -> pl.Data
                          .when(dout > 0).then(pl.lit("out")).otherwise(pl.lit("none")))
         .otherwise(pl.col("dxfer_direction").replace_strict(DIRECTIONS, default="unknown")).alias("direction"),
         (_num("duration") * 1_000_000).alias("driver_ns"),
-        (pl.col("dur").str.split(".").list.get(0).cast(pl.Int64) * 1_000_000_000
-         + pl.col("dur").str.split(".").list.get(1).str.pad_end(9, "0").str.slice(0, 9).cast(pl.Int64)).alias("syscall_ns"))
+        _lines.seconds_ns(pl.col("dur")).alias("syscall_ns"))
     ok = pl.col("ret") == "0"
     returned = pl.col("ret") != "?"
     fixed = pl.col("sense").str.slice(0, 2).is_in(["70", "71", "f0", "f1"])

@@ -17,11 +17,13 @@ import configparser
 import os
 import re
 import zipfile
+from collections import Counter
 
 import deflate
 import numpy as np
 
 from scsitrace.errors import BadInput, TruncatedInput
+from scsitrace.inert import excerpt
 from scsitrace.model import Capture
 from . import _samples
 
@@ -50,13 +52,13 @@ def read_metadata(path: str, zf: zipfile.ZipFile) -> dict:
     for member in ("version", "metadata"):
         if member not in names:
             raise BadInput(path, f"not a sigrok session file: no '{member}' member in the archive", offset=0)
-    version = zf.read("version").decode("ascii", "replace").strip()
+    version = small_member(path, zf, "version").decode("ascii", "replace").strip()
     if version not in ("1", "2"):
-        raise BadInput(path, f"sigrok session format version {version!r} (this reader knows 1 and 2)",
+        raise BadInput(path, f"sigrok session format version {excerpt(version)!r} (this reader knows 1 and 2)",
                        offset=zf.getinfo("version").header_offset)
     ini = configparser.ConfigParser(interpolation=None, strict=False, delimiters=("=",))
     try:
-        ini.read_string(zf.read("metadata").decode("utf-8"))
+        ini.read_string(small_member(path, zf, "metadata").decode("utf-8"))
     except (configparser.Error, UnicodeDecodeError) as exc:
         raise BadInput(path, f"metadata: not an ini file ({str(exc).splitlines()[0]})",
                        offset=zf.getinfo("metadata").header_offset) from None
@@ -82,12 +84,63 @@ def read_metadata(path: str, zf: zipfile.ZipFile) -> dict:
     if max(probes) >= unitsize * 8:
         raise BadInput(path, f"{where}: probe{max(probes) + 1} does not fit in unitsize {unitsize}")
     capturefile = dev.get("capturefile", "logic-1").strip()
+    if not re.fullmatch(r"[A-Za-z0-9_.]+(-[A-Za-z0-9_.]+)*", capturefile) or capturefile in ("version", "metadata"):
+        raise BadInput(path, f"{where}: capturefile {excerpt(capturefile)!r} is not a sample member name "
+                             "(expected e.g. 'logic-1')", offset=zf.getinfo("metadata").header_offset)
+    stored = Counter(zf.namelist())
     chunks = sorted((n for n in names if n == capturefile or re.fullmatch(re.escape(capturefile) + r"-\d+", n)),
                     key=lambda n: int(n.rsplit("-", 1)[1]) if n != capturefile else 0)
+    analog = dev.get("total analog", "0") or "0"
+    if not re.fullmatch(r"\d{1,6}", analog.strip()):
+        raise BadInput(path, f"{where}: total analog {excerpt(analog)!r} is not a channel count")
     return {"version": version, "rate": rate, "unitsize": unitsize, "probes": probes,
             "capturefile": capturefile, "chunks": chunks, "devices": len(devices),
-            "analog": int(dev.get("total analog", "0") or 0),
+            "analog": int(analog), "missing": missing_chunks(chunks, capturefile),
+            "duplicates": sorted(n for n in chunks if stored[n] > 1),
             "sigrok_version": ini.get("global", "sigrok version", fallback=None)}
+
+
+SMALL_MEMBER_BYTES = 1 << 20    # version and metadata: a few hundred bytes in every real file
+
+
+def small_member(path: str, zf: zipfile.ZipFile, name: str) -> bytes:
+    """A small text member (version, metadata), read no further than SMALL_MEMBER_BYTES
+    whatever its declared size: a member that inflates past it is not one libsigrok wrote."""
+    info = zf.getinfo(name)
+    if info.file_size > SMALL_MEMBER_BYTES:
+        raise BadInput(path, f"member {name}: {info.file_size} bytes inflated (at most {SMALL_MEMBER_BYTES} "
+                             "expected)", offset=info.header_offset)
+    with zf.open(info) as fh:
+        data = fh.read(SMALL_MEMBER_BYTES + 1)
+    if len(data) > SMALL_MEMBER_BYTES:
+        raise BadInput(path, f"member {name}: inflates past {SMALL_MEMBER_BYTES} bytes (damaged or hostile "
+                             "archive)", offset=info.header_offset)
+    return data
+
+
+def missing_chunks(chunks: list[str], capturefile: str) -> list[int]:
+    """The chunk numbers missing between 1 and the last one (libsigrok numbers them from 1,
+    without gaps)."""
+    numbers = {int(n.rsplit("-", 1)[1]) for n in chunks if n != capturefile}
+    return sorted(set(range(1, max(numbers) + 1)) - numbers) if numbers else []
+
+
+def check_members(path: str, md: dict, strict: bool, notes: list) -> None:
+    """Missing and duplicated sample chunks: bad input (strict), or a note (lenient; a
+    missing chunk's samples are counted as lost and its time kept, see _Reader)."""
+    cf = md["capturefile"]
+    if md["duplicates"]:
+        what = f"sample member(s) {', '.join(md['duplicates'])} stored twice in the archive"
+        if strict:
+            raise BadInput(path, what + " (damaged archive; --lenient reads the last copy)")
+        notes.append(what + ": the last copy of each was read")
+    if md["missing"]:
+        names = ", ".join(f"{cf}-{n}" for n in md["missing"])
+        if strict:
+            raise BadInput(path, f"sample member(s) {names} missing from the archive (their samples are lost; "
+                                 "--lenient reads the rest, keeping their time)")
+        notes.append(f"sample member(s) {names} missing from the archive: their samples are lost (each counted "
+                     "as long as the chunk before it), every figure covers only the samples present")
 
 
 MAX_MEMBER_BYTES = 256 << 20    # a chunk is inflated whole (libsigrok writes 4 MiB chunks)
@@ -133,7 +186,12 @@ class _Reader(_samples.ArchiveReader):
         with _open(self.path) as zf:
             infos = [zf.getinfo(name) for name in self.md["chunks"]]
         if all(i.file_size % unitsize == 0 for i in infos[:-1]):
-            for info in infos:
+            missing = set(self.md.get("missing") or ())
+            for k, info in enumerate(infos):
+                number = info.filename.rsplit("-", 1)[1]
+                while number.isdigit() and int(number) - 1 in missing:     # lenient: the lost samples' time
+                    missing.discard(int(number) - 1)
+                    yield _samples.gap(infos[max(k - 1, 0)].file_size // unitsize)
                 yield lambda info=info: self._words(fd, info, last=info is infos[-1])
         else:
             yield from self._carried(fd, infos)
@@ -178,6 +236,7 @@ def parse(path: str, *, strict: bool = True, progress=None, mapping: dict | None
     bus = _samples.ProbeBus(path, md["probes"], mapping=mapping, active_low=active_low)
     period = _samples.SampleTimes(md["rate"]).period
     notes = list(bus.notes)
+    check_members(path, md, strict, notes)
     if not md["chunks"]:
         notes.append(f"no sample chunks ({md['capturefile']}-N) in the archive: an empty capture")
     if md["devices"] > 1:

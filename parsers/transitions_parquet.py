@@ -8,6 +8,7 @@ import json
 import polars as pl
 
 from scsitrace import schema
+from scsitrace import outputs
 from scsitrace.errors import BadInput
 from scsitrace.model import Capture
 
@@ -37,13 +38,17 @@ def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
         meta = dict(stored["meta"])
     except (ValueError, KeyError, TypeError):
         raise BadInput(path, "damaged scsitrace capture metadata in the Parquet footer", offset=footer) from None
+    bad_meta = _bad_meta(meta)
+    if bad_meta:
+        raise BadInput(path, f"scsitrace capture metadata: {bad_meta}", offset=footer)
     missing = [c for c in schema.TRANSITIONS if c not in pf.schema_arrow.names]
     if missing:
         raise BadInput(path, f"Parquet file lacks transitions column(s) {', '.join(missing)}", offset=footer)
     cap = Capture(layer="bus", path=path, format=ID, meta=meta)
 
     def chunks():
-        cap.records.read = 0
+        cap.records.read = cap.records.skipped = 0
+        last = [0]                      # the previous row's time: times never go back, never below 0
         for group in range(pf.num_row_groups):
             try:
                 table = pf.read_row_group(group, columns=list(schema.TRANSITIONS))
@@ -53,12 +58,52 @@ def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
                 start = chunk.dictionary_page_offset or chunk.data_page_offset
                 raise BadInput(path, f"row group {group} cannot be read ({_first_line(exc)})",
                                offset=int(start)) from None
+            frame = _in_order(frame, last, path, group, pf, strict, cap)
             cap.records.read += frame.height
             yield frame
 
     cap.chunks = chunks
     cap.notes.append(f"converted from {stored.get('source_path')} ({stored.get('source_format')})")
     return cap
+
+
+# metadata key -> (lowest, highest) of a value the analysis takes from it
+META_RANGES = {"initiator": (0, 15), "tick_ns": (1e-6, 1e12), "sample_period_ns": (1e-6, 1e12)}
+
+
+def _bad_meta(meta: dict) -> str | None:
+    """What is wrong with a value of the stored capture metadata the analysis uses, if any."""
+    for key, (lo, hi) in META_RANGES.items():
+        v = meta.get(key)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+            return f"{key} = {str(v)[:40]!r} outside {lo:g} .. {hi:g}"
+    return None
+
+
+def _in_order(frame: pl.DataFrame, last: list, path: str, group: int, pf, strict: bool, cap) -> pl.DataFrame:
+    """The rows of a row group whose time is present, not negative and not before the previous
+    row's; strict: the first other one is bad input (offset: the row group's first page),
+    lenient: skipped and counted."""
+    t = frame["t_ns"]
+    running = pl.select(pl.max_horizontal(t.fill_null(-1), pl.lit(last[0])).cum_max()).to_series()
+    prev = running.shift(1, fill_value=last[0])
+    bad = (t.is_null() | (t < 0) | (t < prev)).fill_null(True)
+    if bad.any():
+        row = int(bad.arg_true()[0])
+        v = t[row]
+        why = "t_ns is null" if v is None else "t_ns is negative" if v < 0 else \
+            f"t_ns goes back in time ({v} after {prev[row]})"
+        chunk = pf.metadata.row_group(group).column(0)
+        where = int(chunk.dictionary_page_offset or chunk.data_page_offset)
+        if strict:
+            raise BadInput(path, f"row group {group}, row {row}: {why}", offset=where)
+        cap.records.skip(int(bad.sum()), [f"{path}: byte offset {where}: row group {group}, row {row}: {why}"])
+        frame = frame.filter(~bad)
+    if frame.height:
+        last[0] = max(last[0], int(frame["t_ns"].max()))
+    return frame
 
 
 def _footer_offset(path: str) -> int:
@@ -88,7 +133,7 @@ def write(path: str, capture: Capture) -> int:
     arrow_schema = pl.DataFrame(schema=schema.TRANSITIONS).to_arrow().schema.with_metadata(
         {META_KEY: json.dumps(meta).encode()})
     n = 0
-    with pq.ParquetWriter(path, arrow_schema, compression="zstd") as writer:
+    with outputs.replacing(path) as tmp, pq.ParquetWriter(tmp, arrow_schema, compression="zstd") as writer:
         for chunk in capture.chunks():
             writer.write_table(pa.Table.from_batches(chunk.to_arrow().to_batches(), schema=arrow_schema))
             n += chunk.height

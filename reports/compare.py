@@ -11,10 +11,10 @@ import os
 import numpy as np
 
 from scsitrace.model import Analysis
+from scsitrace import outputs
 from scsitrace.tables import percent_title
 from . import html as H
 from . import html_series as S
-from .html_figures import SHARE_TITLES
 from . import regress
 
 
@@ -205,6 +205,6 @@ def build_page(analysis_a: Analysis, data_a: dict, analysis_b: Analysis, data_b:
 def write_compare(path: str, analysis_a: Analysis, data_a: dict, analysis_b: Analysis, data_b: dict) -> dict:
     comp = comparison(analysis_a, data_a, analysis_b, data_b)
     text = build_page(analysis_a, data_a, analysis_b, data_b, comp).render()
-    with open(path, "w", encoding="utf-8") as fh:
+    with outputs.writing(path) as fh:
         fh.write(text)
     return comp

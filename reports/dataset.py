@@ -159,8 +159,8 @@ def _series(name: str, values: list, dtype=None) -> pl.Series:
         return pl.Series(name, values, dtype=pl.Utf8)
     if kinds == {"list"} and all(isinstance(x, str) for v in values if v is not None for x in v):
         return pl.Series(name, values, dtype=pl.List(pl.Utf8))
-    return pl.Series(name, [None if v is None else v if isinstance(v, str) else json.dumps(v)
-                            for v in values], dtype=pl.Utf8)
+    return pl.Series(name, [None if v is None else v if isinstance(v, str) else v.isoformat()   # TOML dates
+                            if hasattr(v, "isoformat") else json.dumps(v, default=str) for v in values], dtype=pl.Utf8)
 
 
 def _kind(v) -> str:
@@ -177,18 +177,37 @@ def _kind(v) -> str:
     return "other"
 
 
+def dataset_files() -> set[str]:
+    """The names a dataset directory holds (what replacing an older dataset may remove)."""
+    return {"summary.parquet", "skipped.parquet", IOS_DIR} | {f"{t}.parquet" for t in LONG_TABLES + SQL_TABLES}
+
+
+def check_replaceable(out: str) -> None:
+    """Refuse, before any work, an output directory that holds something else than a
+    dataset: it is replaced whole when the new dataset is complete."""
+    if not os.path.isdir(out):
+        return
+    other = sorted(set(os.listdir(out)) - dataset_files())
+    if other:
+        from scsitrace.outputs import OutputError
+        raise OutputError(f"{out}: holds files that are not a scsitrace dataset ({', '.join(other[:3])}"
+                          f"{', ...' if len(other) > 3 else ''}); the dataset replaces the directory whole: "
+                          "name a new directory or an older dataset")
+
+
 class DatasetWriter:
     """Collects results as they arrive (any order), writes each trace's I/O table at once and
-    the tables at `close()`."""
+    the tables at `close()`, in a new directory beside `out` that `close()` swaps in for the
+    old dataset (outputs.swap_in): an older dataset stays whole until the new one is;
+    `abort()` removes the new one."""
 
     def __init__(self, out: str):
-        self.out = out
-        os.makedirs(out, exist_ok=True)
-        for name in ("summary.parquet", "skipped.parquet") + tuple(f"{t}.parquet" for t in LONG_TABLES + SQL_TABLES):
-            if os.path.exists(os.path.join(out, name)):
-                os.remove(os.path.join(out, name))
-        shutil.rmtree(os.path.join(out, IOS_DIR), ignore_errors=True)   # no partitions of an older run
-        os.makedirs(os.path.join(out, IOS_DIR))
+        from scsitrace import outputs
+        check_replaceable(out)
+        outputs.check_output(out, "-o", directory=True)
+        self.final = out
+        self.out = outputs.new_directory(out)
+        os.makedirs(os.path.join(self.out, IOS_DIR))
         self.rows: dict[int, dict] = {}
         self.long: dict[int, dict[str, list[dict]]] = {}
         self.sql: dict[int, dict[str, list[dict]]] = {}
@@ -238,6 +257,12 @@ class DatasetWriter:
                      schema={"path": pl.Utf8, "reason": pl.Utf8}).write_parquet(
             os.path.join(self.out, "skipped.parquet"))
         self._unify_ios()
+        from scsitrace import outputs
+        outputs.swap_in(self.out, self.final)
+
+    def abort(self) -> None:
+        """Remove the new dataset (the older one, if any, stays as it was)."""
+        shutil.rmtree(self.out, ignore_errors=True)
 
     def _unify_ios(self) -> None:
         """Rewrite the partitions whose columns differ from the union (traces of other layers)."""

@@ -5,6 +5,8 @@ import json
 
 import polars as pl
 
+from scsitrace import outputs
+from scsitrace.inert import csv_safe
 from scsitrace.model import Analysis
 from scsitrace.tables import CATEGORIES
 
@@ -13,17 +15,17 @@ IO_CSV_COLUMNS = ["io", "target", "lun", "tag", "opcode", "command", "lba", "blo
 
 
 def write_json(path: str, summary: dict) -> None:
-    with open(path, "w", encoding="utf-8") as fh:
+    with outputs.writing(path) as fh:
         json.dump(summary, fh, indent=1)
         fh.write("\n")
 
 
 def write_categories_csv(path: str, summary: dict) -> None:
-    pl.DataFrame(summary["categories"], schema=CATEGORIES).write_csv(path)
+    outputs.write_frame(path, csv_safe(pl.DataFrame(summary["categories"], schema=CATEGORIES)), parquet=False)
 
 
 def write_ios_csv(path: str, analysis: Analysis) -> None:
-    ios_table(analysis).write_csv(path)
+    outputs.write_frame(path, csv_safe(ios_table(analysis)), parquet=False)
 
 
 def ios_table(analysis: Analysis) -> pl.DataFrame:

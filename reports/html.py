@@ -16,6 +16,7 @@ import os
 
 from scsitrace.model import Analysis
 from scsitrace import bandwidth as views_mod
+from scsitrace import outputs
 from . import html_series as S
 from . import html_tables as T
 from .html_figures import fig_anomalies, fig_attribution, fig_shares, fig_timeline, timeline_bars
@@ -304,6 +305,6 @@ def write_report(path: str, analysis: Analysis, summary: dict, attribution: dict
     """Write the report; returns the data dict it shows (same numbers as the JSON)."""
     data = report_data(analysis, summary, attribution, views)
     text = build_page(analysis, data).render()
-    with open(path, "w", encoding="utf-8") as fh:
+    with outputs.writing(path) as fh:
         fh.write(text)
     return data

@@ -6,8 +6,6 @@ tables cut to their first MAX_ROWS rows (the JSON has them all).
 Every cell still carries its raw JSON value in data-value (see html_page.table)."""
 from __future__ import annotations
 
-import numpy as np
-import polars as pl
 
 from .html_page import esc, fmt_ns, table
 

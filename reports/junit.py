@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from scsitrace import outputs
+from scsitrace.inert import xml_text
 from .regress import UNIT
 
 
@@ -21,18 +23,20 @@ def document(checks: list[dict], name: str = "scsitrace regress") -> ET.ElementT
         if check.get("rows") is None:
             tests += 1
             errors += 1
-            case = ET.SubElement(suite, "testcase", classname=check["key"], name="analysis", time="0")
+            case = ET.SubElement(suite, "testcase", classname=xml_text(check["key"]), name="analysis", time="0")
             ET.SubElement(case, "error", type=check.get("status") or "error",
-                          message=check.get("error") or "not analysed").text = check.get("error")
+                          message=xml_text(check.get("error") or "not analysed")).text = xml_text(check.get("error"))
             continue
         for row in check["rows"]:
             tests += 1
-            case = ET.SubElement(suite, "testcase", classname=check["key"], name=row["figure"], time="0")
+            case = ET.SubElement(suite, "testcase", classname=xml_text(check["key"]), name=xml_text(row["figure"]),
+                                 time="0")
             text = (f"baseline {_fmt(row['kind'], row['baseline'])}, current {_fmt(row['kind'], row['current'])}, "
                     f"tolerance {row['tolerance']}: {row['verdict']}")
             if row["verdict"] in ("regressed", "missing"):
                 failures += 1
-                ET.SubElement(case, "failure", type=row["verdict"], message=text).text = f"{check['trace']}: {text}"
+                ET.SubElement(case, "failure", type=row["verdict"], message=text).text = \
+                    xml_text(f"{check['trace']}: {text}")
             elif row["verdict"] != "ok":
                 ET.SubElement(case, "system-out").text = text
     for el in (suites, suite):
@@ -44,4 +48,5 @@ def document(checks: list[dict], name: str = "scsitrace regress") -> ET.ElementT
 
 
 def write(path: str, checks: list[dict]) -> None:
-    document(checks).write(path, encoding="utf-8", xml_declaration=True)
+    with outputs.writing(path, "wb") as fh:
+        document(checks).write(fh, encoding="utf-8", xml_declaration=True)

@@ -22,6 +22,7 @@ import os
 
 import numpy as np
 
+from scsitrace import outputs
 from scsitrace.errors import BadInput, UsageError
 
 FORMAT = "scsitrace-baseline"
@@ -68,15 +69,15 @@ def make_baseline(trace: str, options: dict, figs: dict, baseline_path: str) -> 
 
 
 def write_baseline(path: str, doc: dict) -> None:
-    with open(path, "w", encoding="utf-8") as fh:
+    with outputs.writing(path) as fh:
         json.dump(doc, fh, indent=1, sort_keys=False)
         fh.write("\n")
 
 
 def read_baseline(path: str) -> dict:
+    from scsitrace.inputcheck import BASELINE_BYTES, read_regular
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
+        doc = json.loads(read_regular(path, BASELINE_BYTES, "JSON baseline").decode("utf-8"))
     except json.JSONDecodeError as exc:
         raise BadInput(path, f"not a JSON baseline: {exc.msg}", line=exc.lineno) from None
     except UnicodeDecodeError:

@@ -5,6 +5,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from scsitrace.inert import printable_tree
 from scsitrace.tables import percent_title
 
 from .units import fmt_ns
@@ -133,6 +134,7 @@ def source_lines(src: dict) -> list[str]:
 
 def render(summary: dict, console: Console | None = None) -> None:
     console = console or console_for()
+    summary = printable_tree(summary)      # text from the trace is shown, never run by the terminal
     src = summary["source"]
     console.print(f"{src.get('path', '')}  format {src.get('format', '?')}"
                   + (f", level {src['level']}" if src.get("level") else ""), markup=False, highlight=False,

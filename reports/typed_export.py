@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from scsitrace import schema as canon
+from scsitrace import outputs, schema as canon
 from scsitrace import scsi
+from scsitrace.inert import csv_safe
 from scsitrace.model import Analysis
 from scsitrace.reports.export import IO_CSV_COLUMNS, ios_table
 
@@ -161,12 +162,15 @@ def typed_ios(ios: pl.DataFrame, layer: str, fmt: str | None) -> pl.DataFrame:
 
 class IosWriter:
     """`--ios FILE` for the streaming layers (core.Options.ios_sink): each batch of per-I/O
-    rows is typed as ios_export types the whole table and appended to FILE (Parquet row
-    groups, or CSV), so the table is never held whole. `close()` after the analysis."""
+    rows is typed as ios_export types the whole table and appended to a temporary beside
+    FILE (Parquet row groups, or CSV; `-`: CSV on standard output), so the table is never
+    held whole. `close()` after the analysis, then `commit()` (renamed to FILE) or
+    `discard()`."""
 
     def __init__(self, path: str):
         self.path = str(path)
         self.rows, self._parquet, self._csv = 0, None, None
+        self._pending = None
 
     @property
     def used(self) -> bool:
@@ -176,24 +180,58 @@ class IosWriter:
         cols = [c for c in IO_CSV_COLUMNS if c in batch.columns]
         batch = batch.select(cols + [c for c in batch.columns if c not in cols and batch.schema[c] != pl.Object])
         frame = typed_ios(batch, capture.layer, capture.format)
+        try:
+            self._write(frame)
+        except Exception as exc:
+            if isinstance(exc, outputs.OutputError) or not outputs.is_write_failure(exc):
+                raise
+            raise outputs.write_error(self.path, exc) from None
+        self.rows += frame.height
+
+    def _write(self, frame: pl.DataFrame) -> None:
         if self.path.lower().endswith(".parquet"):
             table = frame.to_arrow()
             if self._parquet is None:
                 import pyarrow.parquet as pq
-                self._parquet = pq.ParquetWriter(self.path, table.schema)
+                self._pending = outputs.Pending(self.path)
+                self._parquet = pq.ParquetWriter(self._pending.tmp, table.schema)
             self._parquet.write_table(table)
         else:
+            frame = csv_safe(frame)
+            if outputs.is_stdout(self.path):
+                frame = outputs.for_stdout(frame)
             if self._csv is None:
-                self._csv = open(self.path, "wb")
+                if outputs.is_stdout(self.path):
+                    self._csv = outputs.stdout_bytes()
+                else:
+                    self._pending = outputs.Pending(self.path)
+                    self._csv = open(self._pending.tmp, "wb")
                 frame.write_csv(self._csv)
             else:
                 frame.write_csv(self._csv, include_header=False)
-        self.rows += frame.height
 
     def close(self) -> None:
+        to_stdout = outputs.is_stdout(self.path)
         for handle in (self._parquet, self._csv):
-            if handle is not None:
-                handle.close()
+            if handle is not None and not (to_stdout and handle is self._csv):
+                try:
+                    handle.close()
+                except Exception as exc:
+                    self.discard()
+                    if not outputs.is_write_failure(exc):
+                        raise
+                    raise outputs.write_error(self.path, exc) from None
+        if to_stdout and self._csv is not None:
+            self._csv.flush()
+        self._parquet = self._csv = None
+
+    def commit(self) -> None:
+        if self._pending is not None:
+            self._pending.commit()
+
+    def discard(self) -> None:
+        if self._pending is not None:
+            self._pending.discard()
 
 
 def segments_export(analysis: Analysis) -> pl.DataFrame:
@@ -210,11 +248,12 @@ def segments_export(analysis: Analysis) -> pl.DataFrame:
 
 
 def write(path: str, frame: pl.DataFrame) -> None:
-    """Parquet when `path` ends in .parquet (types kept), else CSV."""
+    """Parquet when `path` ends in .parquet (types kept), else CSV (cells that a spreadsheet
+    would run as a formula made inert: inert.csv_safe); `-`: CSV on standard output."""
     if str(path).lower().endswith(".parquet"):
-        frame.write_parquet(path)
+        outputs.write_frame(path, frame, parquet=True)
     else:
-        frame.write_csv(path)
+        outputs.write_frame(path, csv_safe(frame), parquet=False)
 
 
 def read_csv(path: str, layer: str, table: str, fmt: str | None = None) -> pl.DataFrame:

@@ -22,6 +22,7 @@ import tomllib
 from dataclasses import dataclass, field
 
 from .errors import BadInput, ScsitraceError, UsageError
+from .inert import printable
 from .request import OPTION_KEYS, AnalysisRequest, OptionError
 
 # per-trace options a manifest (or the command line, for every trace) may give: OPTION_KEYS
@@ -52,7 +53,7 @@ class Inputs:
 # ------------------------------------------------------------------ collecting the inputs
 
 def collect(paths: list[str], manifest: str | None = None, defaults: dict | None = None,
-            exclude: str | None = None) -> Inputs:
+            exclude: str | None = None, allow_outside: bool = False) -> Inputs:
     """Jobs for the PATH arguments (traces, directories walked recursively, globs) and the
     manifest's entries, in that order; `defaults` are options for every trace (the manifest's
     own entries override them). The walk leaves out `exclude` (the output directory) and
@@ -68,7 +69,7 @@ def collect(paths: list[str], manifest: str | None = None, defaults: dict | None
             else:
                 found.append((path, os.path.basename(path.rstrip(os.sep)) or path, dict(defaults), {}, None))
     if manifest:
-        for path, key, opts, labels in read_manifest(manifest):
+        for path, key, opts, labels in read_manifest(manifest, allow_outside):
             found.append((path, key, {**defaults, **opts}, labels, None))
     jobs = [Job(i, p, k, o, lab, detected=fmt) for i, (p, k, o, lab, fmt) in enumerate(found)]
     return Inputs(jobs, skipped)
@@ -134,9 +135,12 @@ def _walk(root: str, skipped: list, exclude: str | None = None) -> list[tuple[st
     return out
 
 
-def read_manifest(path: str) -> list[tuple[str, str, dict, dict]]:
+def read_manifest(path: str, allow_outside: bool = False) -> list[tuple[str, str, dict, dict]]:
     """(path, key, options, labels) of each [[trace]] of a TOML manifest. Paths are relative to
-    the manifest's directory; `[defaults]` gives options (and labels) for every entry.
+    the manifest's directory and must lie in its tree (symbolic links followed) unless
+    `allow_outside` (--allow-outside): a manifest from elsewhere cannot make a batch read
+    /etc/shadow. `[defaults]` gives options (and labels) for every entry. The manifest is
+    read as a regular file of at most inputcheck.MANIFEST_BYTES.
 
         [defaults]
         io_size = 32768
@@ -147,9 +151,9 @@ def read_manifest(path: str) -> list[tuple[str, str, dict, dict]]:
         device = "8,0"
         labels = {host = "srv1", run = 3}
     """
+    from .inputcheck import MANIFEST_BYTES, inside, read_regular
     try:
-        with open(path, "rb") as fh:
-            text = fh.read()
+        text = read_regular(path, MANIFEST_BYTES, "TOML manifest")
         doc = tomllib.loads(text.decode("utf-8"))
     except UnicodeDecodeError:
         raise BadInput(path, "not a TOML manifest (not UTF-8 text)") from None
@@ -175,6 +179,9 @@ def read_manifest(path: str) -> list[tuple[str, str, dict, dict]]:
         _check_entry(path, entry, line, f"[[trace]] #{i + 1}", need_path=True)
         rel = entry["path"]
         full = rel if os.path.isabs(rel) else os.path.normpath(os.path.join(base, rel))
+        if not allow_outside and not inside(full, base):
+            raise BadInput(path, f"[[trace]] #{i + 1}: path {printable(rel)!r} is outside the manifest's directory "
+                                 "(--allow-outside to allow it)", line=line)
         opts = {_opt(k): v for k, v in {**defaults, **entry}.items() if _opt(k) in OPTION_KEYS}
         _check_values(path, opts, line, f"[[trace]] #{i + 1} ({rel})", full)
         labels = {**defaults.get("labels", {}), **entry.get("labels", {})}

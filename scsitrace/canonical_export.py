@@ -19,6 +19,7 @@ from pathlib import Path
 import polars as pl
 
 from .errors import ScsitraceError
+from . import outputs
 from .model import Capture
 
 COMMANDS = {"device": pl.Utf8, "tag": pl.Int64, "cdb": pl.Binary, "pos": pl.Int64, "start_ns": pl.Int64,
@@ -77,6 +78,6 @@ def write(capture: Capture, out: str) -> list[tuple[Path, int]]:
     paths = out_paths(out, frames)
     written = []
     for name, frame in frames.items():
-        frame.write_parquet(paths[name])
+        outputs.write_frame(paths[name], frame, parquet=True)
         written.append((paths[name], frame.height))
     return written

@@ -8,7 +8,7 @@ import os
 import sys
 from importlib import import_module
 
-from . import __version__, heap
+from . import __version__, heap, interrupts, preflight
 from .errors import ScsitraceError
 
 # name -> (module under scsitrace.commands, one-line help); explicit, no import magic
@@ -91,29 +91,31 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "width", None) is not None:     # every command with tables takes --width
             from .request import check_width
             check_width(args.width)
-        return int(args._run(args) or 0)
+        preflight.preflight(args)       # outputs checked against the inputs before any work
+        with interrupts.stopping_cleanly():
+            return int(args._run(args) or 0)
     except ScsitraceError as exc:
         print(f"scsitrace: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_status
     except FileNotFoundError as exc:
-        print(f"scsitrace: {exc.filename}: no such file", file=sys.stderr)
+        print(f"scsitrace: {one_line(str(exc.filename or exc.strerror))}: no such file", file=sys.stderr)
         return 2
     except IsADirectoryError as exc:
-        print(f"scsitrace: {exc.filename}: is a directory", file=sys.stderr)
+        print(f"scsitrace: {one_line(str(exc.filename))}: is a directory", file=sys.stderr)
         return 2
     except PermissionError as exc:
-        print(f"scsitrace: {exc.filename}: permission denied", file=sys.stderr)
+        print(f"scsitrace: {one_line(str(exc.filename))}: permission denied", file=sys.stderr)
         return 2
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except OSError as exc:  # any other failure to open or read a file (a symlink loop, EIO...)
         if exc.filename is not None:
-            print(f"scsitrace: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+            print(f"scsitrace: {one_line(str(exc.filename))}: {exc.strerror or exc}", file=sys.stderr)
             return 2
         return _internal(exc, args)
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as exc:    # SIGINT 130, SIGTERM 143 (interrupts.py), after every cleanup
+        return interrupts.exit_status(exc)
     except Exception as exc:  # an internal error: one line unless --debug
         return _internal(exc, args)
 
@@ -127,8 +129,10 @@ def _internal(exc: Exception, args) -> int:
 
 
 def one_line(text: str) -> str:
-    """The error contract's one line: a message that spans lines (a library's) is joined."""
-    return " / ".join(part.strip() for part in text.splitlines() if part.strip())
+    """The error contract's one line: a message that spans lines (a library's) is joined;
+    control characters (a terminal escape in a file name or a record) shown escaped."""
+    from .inert import printable
+    return printable(" / ".join(part.strip() for part in text.splitlines() if part.strip()))
 
 
 if __name__ == "__main__":

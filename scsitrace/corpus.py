@@ -13,6 +13,7 @@ import json
 import os
 
 from .batch import Job, collect
+from . import outputs
 from .errors import BadInput, UsageError
 from .request import OPTION_KEYS, AnalysisRequest, OptionError
 
@@ -55,7 +56,8 @@ def write_baselines(directory: str, jobs: list[Job], results: list[dict]) -> int
     return n
 
 
-def regress_entries(directory: str, paths: list[str], manifest: str | None, defaults: dict):
+def regress_entries(directory: str, paths: list[str], manifest: str | None, defaults: dict,
+                    allow_outside: bool = False):
     """(checks, jobs): one check per trace {key, trace, baseline, doc, status, error}, and the
     jobs to run for the checks that have a baseline."""
     from scsitrace.reports import regress
@@ -63,7 +65,7 @@ def regress_entries(directory: str, paths: list[str], manifest: str | None, defa
         raise UsageError(f"--baselines {directory}: not a directory")
     checks, jobs = [], []
     if paths or manifest:
-        inputs = collect(paths, manifest, defaults)
+        inputs = collect(paths, manifest, defaults, allow_outside=allow_outside)
         check_keys(inputs.jobs)
         for job in inputs.jobs:
             check = {"key": job.key, "trace": job.path, "baseline": baseline_path(directory, job)}
@@ -148,9 +150,11 @@ def judge(checks: list[dict], results: list[dict], tolerances) -> None:
 
 
 def print_checks(checks: list[dict]) -> None:
-    """One line per trace, then the total."""
+    """One line per trace, then the total (names and errors shown inert)."""
+    from .inert import printable
     counts: dict[str, int] = {}
     for c in checks:
+        c = {**c, "key": printable(c["key"]), "error": printable(c["error"]) if c.get("error") else c.get("error")}
         counts[c["status"]] = counts.get(c["status"], 0) + 1
         if c["rows"] is None:
             print(f"{c['status'].upper():11} {c['key']}: {c['error']}")
@@ -178,8 +182,5 @@ def write_json(path: str, checks: list[dict]) -> None:
     doc = {"traces": [{k: c.get(k) for k in ("key", "trace", "baseline", "status", "error", "rows")}
                       for c in checks]}
     text = json.dumps(doc, indent=1) + "\n"
-    if path == "-":
-        print(text, end="")
-    else:
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text)
+    with outputs.writing(path) as fh:
+        fh.write(text)

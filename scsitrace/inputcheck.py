@@ -56,3 +56,33 @@ def require_records(analysis: Analysis, lenient: bool = False) -> Analysis:
         return analysis
     raise NoRecords(f"{analysis.capture.path}: no {what} found ({analysis.capture.format} format, "
                     f"{read} record(s) read; the file needs {needs})")
+
+
+# What a reader of a small input file takes at most: a manifest or a baseline larger than this
+# is not one (/dev/zero, a capture named by mistake), refused instead of read until memory ends.
+MANIFEST_BYTES = 16 << 20
+BASELINE_BYTES = 64 << 20
+
+
+def read_regular(path: str, limit: int, what: str) -> bytes:
+    """The bytes of a small input file (a manifest, a baseline): a regular file only (a FIFO,
+    a device or a socket is refused before it is opened: parsers.check_regular), at most
+    `limit` bytes (a larger file is bad input, read no further)."""
+    import os
+    from scsitrace.errors import BadInput
+    from scsitrace.parsers import check_regular
+    if not os.path.lexists(path):
+        raise FileNotFoundError(2, "no such file", path)
+    check_regular(path)
+    with open(path, "rb") as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise BadInput(path, f"larger than {limit >> 20} MiB: not a {what}")
+    return data
+
+
+def inside(path: str, root: str) -> bool:
+    """Whether `path` (followed through symbolic links) lies in the directory tree `root`."""
+    import os
+    real, top = os.path.realpath(path), os.path.realpath(root)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)

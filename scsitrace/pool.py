@@ -34,6 +34,8 @@ def warm() -> None:
 
 def _worker_main(conn, work, prepare) -> None:
     """A local worker: heap set-up, imports, then jobs until told to stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)     # Ctrl-C reaches the whole process group: the
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)    # parent stops its workers (no tracebacks here)
     from scsitrace import heap
     heap.keep_freed_memory()                     # before numpy (see heap.py)
     import contextlib
@@ -192,6 +194,30 @@ def _dask_task(job: Job, timeout: float | None) -> dict:
     return box[0]
 
 
+CONNECT_S = 30          # to reach the scheduler, and then for a worker to be there (each)
+
+
+def _connected(Client, address: str, timeout: float | None):
+    """A client of the scheduler at `address` with at least one worker, or UsageError within
+    CONNECT_S (or --timeout, if longer) each: an unreachable scheduler, a garbage address or
+    a cluster without workers fails in bounded time, in one line."""
+    import logging
+    from .errors import UsageError
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)   # a lost scheduler: our one line per
+    wait = max(CONNECT_S, timeout or 0)                            # trace, not distributed's tracebacks
+    try:
+        client = Client(address, timeout=wait)
+    except (OSError, TimeoutError, ValueError, TypeError) as exc:
+        raise UsageError(f"--scheduler {address}: cannot connect ({type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else 'no answer'})") from None
+    try:
+        client.wait_for_workers(1, timeout=wait)
+    except (OSError, TimeoutError) as exc:
+        client.close()
+        raise UsageError(f"--scheduler {address}: no worker joined within {wait:g} s") from exc
+    return client
+
+
 def run_dask(address: str, jobs: list[Job], timeout: float | None = None, on_result=None) -> list[dict]:
     """Run every job on the Dask cluster whose scheduler is at `address`; results in job order."""
     try:
@@ -200,7 +226,7 @@ def run_dask(address: str, jobs: list[Job], timeout: float | None = None, on_res
         from .errors import UsageError
         raise UsageError("--scheduler needs Dask distributed: pip install 'scsitrace[dask]'") from None
     results: dict[int, dict] = {}
-    with Client(address, timeout=30) as client:
+    with _connected(Client, address, timeout) as client:
         client.run(warm)              # imports done before any trace's time limit starts
         futures = {client.submit(_dask_task, job, timeout, key=f"scsitrace-{os.getpid()}-{job.trace_id}-{time.time_ns()}",
                                  pure=False): job for job in jobs}

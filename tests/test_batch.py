@@ -132,7 +132,7 @@ io-size = 4096
 labels = {{host = "srv2", run = 2, device = "sdb"}}
 """)
     out = tmp_path / "out"
-    assert cli.main(["batch", "--manifest", str(manifest), "-o", str(out), "-j", "0"]) == 0
+    assert cli.main(["batch", "--manifest", str(manifest), "-o", str(out), "-j", "0", "--allow-outside"]) == 0
     s = pl.read_parquet(out / "summary.parquet")
     assert s["label.host"].to_list() == ["srv1", "srv2"]
     assert s["label.build"].to_list() == ["4.2", "4.2"]

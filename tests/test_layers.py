@@ -28,7 +28,8 @@ ORDER = ("base", "records", "parsers", "layers", "reports", "app", "commands", "
 
 TIERS = {
     "base": ["scsitrace.errors", "scsitrace.schema", "scsitrace.tables", "scsitrace.stats", "scsitrace._native",
-             "scsitrace._keys", "scsitrace._lazy", "scsitrace.heap", "scsitrace.progress"],
+             "scsitrace._keys", "scsitrace._lazy", "scsitrace.heap", "scsitrace.progress", "scsitrace.inert",
+             "scsitrace.outputs", "scsitrace.interrupts"],
     # a layer's record declarations sit below the parsers that fill them
     "records": ["scsitrace.model", "scsitrace.streams", "scsitrace.scsi", "scsitrace.command_sets", "scsitrace.block.events",
                 "scsitrace.usb.urbs", "scsitrace.scsilog.events"],
@@ -38,6 +39,7 @@ TIERS = {
     "reports": ["scsitrace.canonical_export"],
     "app": ["scsitrace", "scsitrace.core", "scsitrace.request", "scsitrace.api", "scsitrace.batch",
             "scsitrace.pool", "scsitrace.corpus"],
+    "commands": ["scsitrace.preflight"],          # reads the commands' arguments (their outputs, inputs)
     "cli": ["scsitrace.cli", "scsitrace.synopsis", "scsitrace.fixtures"],
 }
 PACKAGES = {"scsitrace.parsers": "parsers", "scsitrace.reports": "reports", "scsitrace.bus": "layers",

@@ -1,11 +1,7 @@
 """Analyze one trace: phase (or stage) table, per-target table, I/O table; JSON, CSV, HTML."""
 from __future__ import annotations
 
-import json
-import os
-import sys
-
-from scsitrace import core, parsers, request
+from scsitrace import core, outputs, parsers, request
 from scsitrace.request import DEFAULTS, AnalysisRequest
 from scsitrace.command_sets import COMMAND_SETS
 
@@ -102,39 +98,30 @@ def run(args) -> int:
         from scsitrace.reports import typed_export
         sink = typed_export.IosWriter(args.ios)
     try:
-        analysis = load(req, tap=collector.tap if collector else None, ios_sink=sink)
-    except BaseException:
-        _discard(sink, args.ios)
-        raise
-    finally:
-        if sink is not None:
-            sink.close()
-    try:
-        s = summ.summary(analysis, args.profile, args.target, args.io_size, getattr(args, "lun", None))
-    except BaseException:   # a command that fails here writes no --ios file, streamed or not
-        _discard(sink, args.ios)
-        raise
-    return _report(args, analysis, sink, collector, s)
-
-
-def _discard(sink, path) -> None:
-    """Remove what a streaming layer already wrote to --ios, when the command fails."""
-    if sink is not None and sink.used:
         try:
-            os.remove(path)
-        except OSError:
-            pass
+            analysis = load(req, tap=collector.tap if collector else None, ios_sink=sink,
+                            series=bool(args.html))
+        finally:
+            if sink is not None:
+                sink.close()
+        s = summ.summary(analysis, args.profile, args.target, args.io_size, getattr(args, "lun", None))
+        status = _report(args, analysis, sink, collector, s)
+    except BaseException:   # a command that fails writes no --ios file, streamed or not
+        if sink is not None:
+            sink.discard()
+        raise
+    if sink is not None:
+        sink.commit()
+    return status
 
 
 def _report(args, analysis, sink, collector, s: dict) -> int:
     from scsitrace.reports import terminal, export
-    if args.json == "-":
-        json.dump(s, sys.stdout, indent=1)
-        sys.stdout.write("\n")
-    else:
+    to_stdout = any(outputs.is_stdout(getattr(args, k)) for k in ("json", "csv", "ios", "segments", "html"))
+    if not to_stdout:       # an output on standard output replaces the terminal tables
         terminal.render(s, terminal.console_for(args.width))
-        if args.json:
-            export.write_json(args.json, s)
+    if args.json:
+        export.write_json(args.json, s)
     if args.csv:
         export.write_categories_csv(args.csv, s)
     if args.ios or args.segments:

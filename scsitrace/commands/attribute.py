@@ -8,6 +8,7 @@ import sys
 
 from rich.table import Table
 
+from scsitrace import outputs
 from scsitrace.commands.analyze import add_input_arguments, load
 from scsitrace.reports.terminal import console_for, fmt_ns, print_table
 
@@ -28,7 +29,7 @@ def run(args) -> int:
         sys.stdout.write("\n")
         return 0
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
+        with outputs.writing(args.json) as fh:
             json.dump(result, fh, indent=1)
             fh.write("\n")
     console = console_for(args.width)

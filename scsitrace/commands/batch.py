@@ -12,13 +12,16 @@ import os
 import sys
 
 from scsitrace.commands.analyze import add_input_options
-from scsitrace.errors import UsageError
+from scsitrace import interrupts, outputs, preflight
+from scsitrace.errors import ScsitraceError, UsageError
 
 
 def add_common(p, what: str = "analyse") -> None:
     """Inputs and where they run: shared by batch, baseline (to a directory) and regress."""
     p.add_argument("--manifest", metavar="FILE.toml", help="traces with per-trace options and labels "
                    "([[trace]] path = ..., format, io_size, profile, device, pid, window, labels = {...})")
+    p.add_argument("--allow-outside", action="store_true",
+                   help="let --manifest name traces outside its own directory tree (refused by default)")
     p.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
                    help=f"worker processes that {what} the traces (default: the number of CPUs; "
                         "0: in this process, without time limits)")
@@ -59,7 +62,8 @@ def inputs_of(args, figures: bool = False):
     request.check_run(args.jobs, args.timeout, args.scheduler)    # before anything is read or written
     if not args.paths and not args.manifest:
         raise UsageError("name at least one trace, directory or glob, or --manifest FILE.toml")
-    inputs = collect(args.paths, args.manifest, default_options(args), exclude=args.output)
+    inputs = collect(args.paths, args.manifest, default_options(args), exclude=args.output,
+                     allow_outside=getattr(args, "allow_outside", False))
     for job in inputs.jobs:
         job.figures = figures
     return inputs
@@ -113,12 +117,13 @@ class Bar:
 
 def report(jobs, results, skipped, what: str) -> None:
     """One line per trace that did not succeed, the skipped files, and the totals."""
+    from scsitrace.inert import printable
     by_id = {j.trace_id: j for j in jobs}
     for r in results:
         if r["status"] != "ok":
-            print(f"{r['status']:8} {by_id[r['trace_id']].path}: {r['error']}")
+            print(printable(f"{r['status']:8} {by_id[r['trace_id']].path}: {r['error']}"))
     for path, why in skipped:
-        print(f"skipped  {path}: {why}")
+        print(printable(f"skipped  {path}: {why}"))
     counts = {}
     for r in results:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
@@ -134,8 +139,42 @@ def run(args) -> int:
         raise UsageError("no traces found" + (f" ({len(inputs.skipped)} file(s) skipped, none a trace)"
                                                if inputs.skipped else ""))
     by_id = {j.trace_id: j for j in inputs.jobs}
+    preflight.check_outputs({"-o": args.output}, [j.path for j in inputs.jobs if os.path.exists(j.path)],
+                          directories={"-o"})      # a manifest's trace inside the dataset to replace
     writer = DatasetWriter(args.output)
-    results = execute(args, inputs.jobs, lambda r: writer.add(by_id[r["trace_id"]], r))
-    writer.close(inputs.skipped)
+    done: list[dict] = []
+    stopped = None
+
+    def add(result: dict) -> None:
+        with interrupts.deferred():         # a result is in the dataset whole or not at all
+            writer.add(by_id[result["trace_id"]], result)
+            done.append(result)
+    try:
+        try:
+            results = execute(args, inputs.jobs, add)
+        except KeyboardInterrupt as exc:    # SIGINT/SIGTERM: the dataset of what finished, marked
+            stopped = exc
+            results = interrupted(inputs.jobs, done, exc, writer)
+        with interrupts.deferred():
+            writer.close(inputs.skipped)
+    except BaseException as exc:     # the older dataset, if any, stays whole
+        writer.abort()
+        if isinstance(exc, Exception) and not isinstance(exc, ScsitraceError) and outputs.is_write_failure(exc):
+            raise outputs.write_error(args.output, exc) from None
+        raise
     report(inputs.jobs, results, inputs.skipped, args.output)
-    return exit_status(results)
+    return interrupts.exit_status(stopped) if stopped is not None else exit_status(results)
+
+
+def interrupted(jobs, done: list[dict], exc: KeyboardInterrupt, writer) -> list[dict]:
+    """The results of a batch stopped by a signal: those that finished, and for every other
+    trace a row with status `interrupted` (the dataset says it is incomplete, trace by trace)."""
+    from scsitrace.batch import failed_result
+    have = {r["trace_id"]: r for r in done}
+    name = getattr(exc, "args", None) and exc.args[0] or "SIGINT"
+    for job in jobs:
+        if job.trace_id not in have:
+            have[job.trace_id] = failed_result(job, "interrupted", f"the batch was stopped ({name}) "
+                                                                   "before this trace finished")
+            writer.add(job, have[job.trace_id])
+    return [have[j.trace_id] for j in jobs]

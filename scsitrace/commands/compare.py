@@ -9,6 +9,7 @@ import sys
 
 from rich.table import Table
 
+from scsitrace import outputs
 from scsitrace.commands.analyze import add_input_arguments, load
 from scsitrace.commands.regress import fmt_value
 from scsitrace.errors import UsageError
@@ -63,13 +64,17 @@ def run(args) -> int:
         if args.json == "-":
             sys.stdout.write(text + "\n")
             return 0
-        with open(args.json, "w", encoding="utf-8") as fh:
+        with outputs.writing(args.json) as fh:
             fh.write(text + "\n")
+    if outputs.is_stdout(args.html):
+        return 0
     render(comp, getattr(args, "width", None))
     return 0
 
 
 def render(comp: dict, width: int | None = None) -> None:
+    from scsitrace.inert import printable_tree
+    comp = printable_tree(comp)
     t = Table(title=f"A = {comp['a']}\nB = {comp['b']}", title_justify="left")
     t.add_column("Figure", no_wrap=True)
     for col in ("A", "B", "B - A", "B / A"):

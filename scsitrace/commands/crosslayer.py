@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-from scsitrace import core, parsers
+from scsitrace import core, outputs, parsers
 from scsitrace.errors import UsageError
 
 # layer -> file name pattern inside a case folder, and the format to read it with
@@ -94,13 +94,16 @@ def run(args) -> int:
             json.dump(doc, sys.stdout, indent=1)
             sys.stdout.write("\n")
             return 0
-        Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
+        with outputs.writing(args.json) as fh:
+            fh.write(json.dumps(doc, indent=1) + "\n")
     from scsitrace.reports.terminal import console_for, print_table
     console = console_for(getattr(args, "width", None))
-    console.print(f"[bold]{case_dir.name}[/bold]: {', '.join(crosslayer.LAYER_SPANS[k][0] for k in analyses)}; "
+    from rich.markup import escape
+    from scsitrace.inert import printable
+    console.print(f"[bold]{escape(printable(case_dir.name))}[/bold]: {', '.join(crosslayer.LAYER_SPANS[k][0] for k in analyses)}; "
                   f"matched by op, sector and length ({bs}-byte logical blocks)", highlight=False)
     print_table(console, crosslayer.rich_table(table, counts, limit=None if args.all else 40))
     print_table(console, crosslayer.rich_summary(summ))
     for note in notes:
-        console.print(f"Note: {note}", markup=False, highlight=False)
+        console.print(f"Note: {printable(note)}", markup=False, highlight=False)
     return 0

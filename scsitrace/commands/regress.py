@@ -15,6 +15,7 @@ import sys
 from rich.table import Table
 from rich.text import Text
 
+from scsitrace import outputs
 from scsitrace.commands.baseline import args_from, current_figures
 from scsitrace.commands.batch import add_common, execute
 from scsitrace.errors import UsageError
@@ -65,7 +66,7 @@ def run(args) -> int:
         if args.json == "-":
             sys.stdout.write(text + "\n")
         else:
-            with open(args.json, "w", encoding="utf-8") as fh:
+            with outputs.writing(args.json) as fh:
                 fh.write(text + "\n")
     if args.json != "-":
         render(rows, trace, getattr(args, "width", None))
@@ -93,7 +94,8 @@ def run_corpus(args, tolerances) -> int:
     if args.update:
         raise UsageError("--update rewrites one baseline; rewrite a directory with scsitrace baseline ... -o DIR/")
     paths = ([args.baseline] if args.baseline else []) + list(args.trace)
-    checks, jobs = corpus.regress_entries(args.baselines, paths, args.manifest, {})
+    checks, jobs = corpus.regress_entries(args.baselines, paths, args.manifest, {},
+                                          getattr(args, "allow_outside", False))
     results = execute(args, jobs)
     corpus.judge(checks, results, tolerances)
     if args.json != "-":
@@ -117,6 +119,8 @@ def fmt_value(kind: str, v) -> str:
 
 
 def render(rows: list[dict], trace: str, width: int | None = None) -> None:
+    from scsitrace.inert import printable, printable_tree
+    rows, trace = printable_tree(rows), printable(trace)
     console = console_for(width)
     t = Table(title=f"Regression check of {trace}", title_justify="left")
     t.add_column("Figure", no_wrap=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
+from scsitrace import outputs
 from scsitrace.commands.analyze import add_input_arguments, load
 from scsitrace.reports.attribution import Collector
 
@@ -34,9 +35,9 @@ def run(args) -> int:
         json.dump(data, sys.stdout, indent=1)
         sys.stdout.write("\n")
     elif args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
+        with outputs.writing(args.json) as fh:
             json.dump(data, fh, indent=1)
             fh.write("\n")
-    else:
+    elif not outputs.is_stdout(args.output):
         print(f"wrote {args.output}")
     return 0

@@ -10,6 +10,8 @@ import sys
 from dataclasses import replace
 
 from scsitrace.errors import UsageError
+from scsitrace import outputs
+from scsitrace.inert import csv_safe
 
 from scsitrace import request
 from scsitrace.sim.params import UNITS, parse_ratio, parse_size  # noqa: F401 (UNITS: its old home)
@@ -167,7 +169,7 @@ def _run_sweep(args) -> int:
         import polars as pl
         df = pl.DataFrame(rows)
         if args.csv:
-            df.write_csv(args.csv)
+            outputs.write_frame(args.csv, csv_safe(df), parquet=False)
         if args.parquet:
-            df.write_parquet(args.parquet)
+            outputs.write_frame(args.parquet, df, parquet=True)
     return 0

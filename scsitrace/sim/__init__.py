@@ -12,6 +12,7 @@ from pathlib import Path
 import polars as pl
 
 from scsitrace.parsers import ancot
+from scsitrace import outputs
 
 from .encode import Recorder
 from .model import Sim, Workload
@@ -47,7 +48,7 @@ def simulate(wl: Workload, path: str | Path, *, level: int = 1, fmt: str = "anco
     signals = LEVEL_SIGNALS[level]
     data = ["DB"] if level >= 3 else []
     meta = {"source": "scsitrace simulate", "workload": _describe(wl, params, level)}
-    with open(path, "w", encoding="utf-8", newline="\n") as fh:
+    with outputs.writing(path) as fh:
         if fmt == "vcd":
             sink = VcdWriter(fh, signals=signals, data=data, meta=meta)
         else:
@@ -66,8 +67,8 @@ def simulate(wl: Workload, path: str | Path, *, level: int = 1, fmt: str = "anco
     if truth_dir is not None:
         out = Path(truth_dir)
         out.mkdir(parents=True, exist_ok=True)
-        segments.write_parquet(out / "segments.parquet")
-        ios.write_parquet(out / "ios.parquet")
+        outputs.write_frame(out / "segments.parquet", segments, parquet=True)
+        outputs.write_frame(out / "ios.parquet", ios, parquet=True)
     return Result(path, level, end_ns, segments, ios, completed, data_bytes, rec.written)
 
 

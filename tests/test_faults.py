@@ -1,0 +1,336 @@
+"""The fault corpus (tests/gen_faults.py: outputs onto inputs, missing output directories,
+standard output, terminal escapes and spreadsheet formulas in traces, FIFOs and devices
+where files are read, values out of range and damaged archives), plus the failures of the
+machine under a command: a full disk (RLIMIT_FSIZE: the write fails with EFBIG as it would
+with ENOSPC), two writers of one output, SIGINT and SIGTERM to a batch.
+
+For every case: the exit status, one line on stderr for exit 2 (no traceback), every input's
+bytes unchanged, nothing new under an output's final name unless the command succeeds, no
+temporary left beside it."""
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+import gen_faults
+from clirun import run_cli
+from scsitrace import inert, outputs
+
+_names_dir = Path(tempfile.mkdtemp(prefix="fault-names-"))
+CASES = {c.name: c for c in gen_faults.cases(_names_dir)}
+for _c in list(CASES.values()):
+    if _c.lenient is not None:
+        CASES[_c.lenient.name] = _c.lenient
+shutil.rmtree(_names_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    d = tmp_path_factory.mktemp("faults")
+    found = {}
+    for c in gen_faults.cases(d):
+        found[c.name] = c
+        if c.lenient is not None:
+            found[c.lenient.name] = c.lenient
+    return d, found
+
+
+def temporaries(d: Path) -> list[str]:
+    return [str(p) for p in d.rglob("*") if p.name.endswith(outputs.PART) or ".part.old" in p.name
+            or (p.name.startswith(".") and p.name.endswith(outputs.PART))]
+
+
+def check_one_line(status: int, err: str, message: str | None) -> None:
+    assert "Traceback" not in err
+    if status == 2:
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("scsitrace: "), err
+        if message:
+            assert message in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_fault_case(corpus, name):
+    d, found = corpus
+    case = found[name]
+    before = {p: gen_faults.sha256(p) for p in case.inputs}
+    existed = {p: os.path.lexists(p) for p in case.outputs}
+    status, out, err = run_cli(case.argv, timeout=120)
+    assert status == case.status, (status, err[-2000:])
+    if case.one_line:
+        check_one_line(status, err, case.message)
+    assert {p: gen_faults.sha256(p) for p in case.inputs} == before, "an input's bytes changed"
+    for p in case.outputs:
+        if not existed[p] and p not in case.creates:
+            assert not os.path.lexists(p), f"{p} written by a failing command"
+    assert not temporaries(d), temporaries(d)
+    if case.check is not None:
+        case.check(d, out, err)
+
+
+# ---------------------------------------------------------------- a full disk
+
+def _limited(limit: int):
+    def pre():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)     # the write fails with EFBIG instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return pre
+
+
+def _scsitrace(args, limit=None, **kw):
+    return subprocess.run([sys.executable, "-m", "scsitrace.cli", *args], capture_output=True, text=True,
+                          preexec_fn=_limited(limit) if limit else None, timeout=600, **kw)
+
+
+@pytest.mark.parametrize("flag", ["--html", "--segments", "--json"])
+def test_a_full_disk_keeps_the_old_output_whole(tmp_path, flag):
+    """The write fails (a 64 KB file size limit: EFBIG, as ENOSPC): exit 2, one line naming
+    the output, the previous file under the final name unchanged, no temporary left."""
+    t = shutil.copy(gen_faults.ANCOT, tmp_path / "t.ancot")
+    target = tmp_path / "out.file"
+    old = b"the previous output\n"
+    target.write_bytes(old)
+    limit = 64 << 10 if flag != "--json" else 256
+    r = _scsitrace(["analyze", str(t), flag, str(target)], limit=limit)
+    assert r.returncode == 2, r.stderr
+    check_one_line(2, r.stderr, f"{target}: cannot write: File too large")
+    assert target.read_bytes() == old
+    assert not temporaries(tmp_path)
+
+
+def test_a_full_disk_keeps_the_old_dataset_whole(tmp_path):
+    """batch -o DIR over a complete dataset: a write that fails leaves the old one as it was."""
+    t = shutil.copy(gen_faults.ANCOT, tmp_path / "t.ancot")
+    out = tmp_path / "ds"
+    r = _scsitrace(["batch", str(t), "-o", str(out), "-j", "0"])
+    assert r.returncode == 0, r.stderr
+    sums = {p.name: gen_faults.sha256(p) for p in out.glob("*.parquet")}
+    assert "summary.parquet" in sums and "latency.parquet" in sums
+    r = _scsitrace(["batch", str(t), str(t), "-o", str(out), "-j", "0"], limit=4 << 10)
+    assert r.returncode == 2, r.stderr
+    check_one_line(2, r.stderr, "cannot write")
+    assert {p.name: gen_faults.sha256(p) for p in out.glob("*.parquet")} == sums
+    assert pl.read_parquet(out / "summary.parquet").height == 1
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], list(tmp_path.iterdir())
+
+
+def test_a_new_dataset_replaces_the_old_one_whole(tmp_path):
+    """Two batches into one -o: the second's dataset replaces the first's entirely (no
+    partition of the first left behind)."""
+    t = shutil.copy(gen_faults.ANCOT, tmp_path / "t.ancot")
+    out = tmp_path / "ds"
+    assert _scsitrace(["batch", str(t), str(t), "-o", str(out), "-j", "0"]).returncode == 0
+    assert len(list((out / "ios").iterdir())) == 2
+    assert _scsitrace(["batch", str(t), "-o", str(out), "-j", "0"]).returncode == 0
+    assert [p.name for p in (out / "ios").iterdir()] == ["trace_id=0"]
+    assert pl.read_parquet(out / "summary.parquet").height == 1
+
+
+# ---------------------------------------------------------------- two writers
+
+def test_two_writers_of_one_output_never_interleave(tmp_path):
+    """Each writer has its own temporary: the output is one writer's bytes whole."""
+    target = tmp_path / "o.csv"
+    a, b = outputs.Pending(target), outputs.Pending(target)
+    with open(a.tmp, "w") as fa, open(b.tmp, "w") as fb:
+        for i in range(1000):
+            fa.write(f"a,{i}\n")
+            fb.write(f"b,{i}\n")
+    a.commit()
+    assert target.read_text() == "".join(f"a,{i}\n" for i in range(1000))
+    b.commit()
+    assert target.read_text() == "".join(f"b,{i}\n" for i in range(1000))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.csv"]
+
+
+# ---------------------------------------------------------------- inert text
+
+def test_csv_rule_neutralises_formula_cells_and_leaves_numbers():
+    df = pl.DataFrame({"s": ["=1+1", "+1", "-2", "@A", "\tx", "\rx", "ok", None, "'=x"], "n": [-1] * 9})
+    got = inert.csv_safe(df)
+    assert got["s"].to_list() == ["'=1+1", "'+1", "'-2", "'@A", "'\tx", "'\rx", "ok", None, "'=x"]
+    assert got["n"].to_list() == [-1] * 9
+
+
+def test_junit_with_control_characters_is_well_formed(tmp_path):
+    import xml.etree.ElementTree as ET
+    from scsitrace.reports import junit
+    path = tmp_path / "j.xml"
+    junit.write(str(path), [{"key": "t\x1b[2J\x00", "trace": "t\x07", "rows": None, "error": "bad \x1b",
+                             "status": "bad"}])
+    root = ET.parse(path).getroot()
+    case = root.find(".//testcase")
+    assert case.get("classname") == "t\\x1b[2J\\x00"
+
+
+def test_printable_escapes_every_control_character():
+    assert inert.printable("a\x1b]0;x\x07\x9bb") == "a\\x1b]0;x\\x07\\x9bb"
+    assert inert.printable("tab\there\nnl") == "tab\\there\\nnl"
+    assert inert.excerpt("x" * 500).endswith("...") and len(inert.excerpt("x" * 500)) == inert.EXCERPT
+
+
+# ---------------------------------------------------------------- signals
+
+def _started_batch(tmp_path, n: int = 120):
+    """A batch of n copies of the example trace on 2 workers, running: returns (process, output,
+    staging directory) once at least two traces are in its new dataset."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    for i in range(n):
+        shutil.copy(gen_faults.ANCOT, traces / f"t{i:03}.ancot")
+    out = tmp_path / "ds"
+    proc = subprocess.Popen([sys.executable, "-m", "scsitrace.cli", "batch", str(traces), "-o", str(out), "-j", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        staged = [p for p in tmp_path.iterdir() if p.name.startswith(".ds.") and p.name.endswith(outputs.PART)]
+        if staged and (staged[0] / "ios").is_dir() and len(list((staged[0] / "ios").iterdir())) >= 2:
+            return proc, out
+        time.sleep(0.05)
+    proc.kill()
+    pytest.fail("the batch did not get going")
+
+
+@pytest.mark.parametrize("sig, to_group", [(signal.SIGINT, True), (signal.SIGTERM, False)])
+def test_a_signal_stops_a_batch_cleanly(tmp_path, sig, to_group):
+    """Ctrl-C (SIGINT to the whole process group, workers included) or SIGTERM to the batch:
+    exit 128 + the signal, no traceback, the dataset of what finished written, every other
+    trace in it with status `interrupted`; no temporary left."""
+    proc, out = _started_batch(tmp_path)
+    if to_group:
+        os.killpg(proc.pid, sig)
+    else:
+        proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 128 + sig, (proc.returncode, stderr[-2000:])
+    assert "Traceback" not in stderr and "Error" not in stderr, stderr[-2000:]
+    summary = pl.read_parquet(out / "summary.parquet")
+    assert summary.height == 120
+    statuses = dict(summary.group_by("status").len().iter_rows())
+    assert statuses.get("ok", 0) >= 2 and statuses.get("interrupted", 0) >= 1, statuses
+    assert set(statuses) <= {"ok", "interrupted"}, statuses
+    ok = summary.filter(pl.col("status") == "ok")["trace_id"].to_list()
+    assert sorted(int(p.name.split("=")[1]) for p in (out / "ios").iterdir()) == sorted(ok)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+# ---------------------------------------------------------------- the cluster
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("address, message", [("garbage::x", "cannot connect"),
+                                              ("unreachable", "cannot connect"),
+                                              ("no-workers", "no worker joined")])
+def test_a_scheduler_that_cannot_run_the_batch_fails_in_bounded_time(tmp_path, monkeypatch, address, message):
+    """An address that is not one, a scheduler nobody listens for, a scheduler without workers:
+    one line, exit 2, within the connection bound (here 3 s), and no dataset written."""
+    pytest.importorskip("distributed")
+    from scsitrace import pool
+    monkeypatch.setattr(pool, "CONNECT_S", 3)
+    t = shutil.copy(gen_faults.ANCOT, tmp_path / "t.ancot")
+    sched = None
+    if address == "unreachable":
+        address = f"tcp://127.0.0.1:{_free_port()}"
+    elif address == "no-workers":
+        port = _free_port()
+        sched = subprocess.Popen([str(Path(sys.executable).with_name("dask")), "scheduler", "--port", str(port),
+                                  "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        address = f"tcp://127.0.0.1:{port}"
+        time.sleep(3)
+    try:
+        start = time.monotonic()
+        status, out, err = run_cli(["batch", str(t), "-o", str(tmp_path / "o"), "--scheduler", address], timeout=120)
+        took = time.monotonic() - start
+    finally:
+        if sched is not None:
+            sched.terminate()
+            sched.wait(30)
+    assert status == 2, err
+    check_one_line(2, err, message)
+    assert took < 60
+    assert not (tmp_path / "o").exists() and not temporaries(tmp_path)
+
+
+# ---------------------------------------------------------------- bounded lines
+
+@pytest.mark.parametrize("fmt", ["scsilog", "sgio"])
+def test_a_line_past_the_bound_is_bad_input_before_it_is_read_whole(tmp_path, monkeypatch, fmt):
+    """A file without newlines (here: one line of 1 MiB against a bound lowered to 64 KiB, read
+    in 4 KiB blocks) is one line of bad input naming the byte offset, not a MemoryError."""
+    from scsitrace import parsers
+    from scsitrace.errors import BadInput
+    from scsitrace.parsers import _lines
+    monkeypatch.setattr(_lines, "MAX_LINE_BYTES", 64 << 10)
+    path = tmp_path / "x.log"
+    path.write_bytes(b"[    0.000000] sd 0:0:0:0: hello\n" + b"A" * (1 << 20) + b"\n")
+    with pytest.raises(BadInput, match="line longer than"):
+        cap = parsers.parse(str(path), fmt, strict=False, chunk_bytes=4096)
+        for _ in cap.chunks():
+            pass
+
+
+def test_sigterm_while_writing_leaves_the_old_output_and_no_temporary(tmp_path):
+    """SIGTERM to a command writing its output (simulate of a long trace): exit 143, no
+    traceback, the previous file under the final name unchanged, no temporary left."""
+    out = tmp_path / "sim.ancot"
+    out.write_text("the previous trace\n")
+    proc = subprocess.Popen([sys.executable, "-m", "scsitrace.cli", "simulate", "--duration", "120", "--level", "3",
+                             "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not any(p.name.endswith(outputs.PART) and p.stat().st_size
+                                                  for p in tmp_path.iterdir()):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 143, (proc.returncode, stderr[-2000:])
+    assert "Traceback" not in stderr
+    assert out.read_text() == "the previous trace\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sim.ancot"]
+
+
+def test_a_dsl_block_without_its_member_costs_that_block_only_when_lenient(tmp_path, monkeypatch):
+    """DSView blocks (here 4096 samples) of which block 1 lost a probe's member: strict, bad
+    input naming it; lenient, a note, and the blocks after it keep their times (the capture's
+    full length), the lost samples decoded as nothing."""
+    import gen_logic
+    from scsitrace import core
+    from scsitrace.errors import BadInput
+    from scsitrace.parsers import dsview
+    monkeypatch.setattr(dsview, "BLOCK_SAMPLES", 4096)
+    monkeypatch.setattr(gen_logic, "DSL_BLOCK", 4096)
+    names = {0: "BSY", 1: "SEL", 2: "MSG", 3: "CD", 4: "IO"}
+    words = np.zeros(3 * 4096, dtype=np.uint64)
+    for k in range(0, len(words) - 400, 400):
+        words[k + 50:k + 100] = 0b00011
+        words[k + 100:k + 200] = 0b01001
+        words[k + 200:k + 300] = 0b11001
+        words[k + 300:k + 350] = 0b11101
+    path = tmp_path / "gap.dsl"
+    gen_logic.write_dsl(path, words, names, 10_000_000, drop={"L-2/1"})
+    with pytest.raises(BadInput, match="member L-2/1 missing"):
+        core.load(str(path))
+    a = core.load(str(path), strict=False)
+    assert any("L-2/1" in n and "lost" in n for n in a.notes), a.notes
+    assert a.elapsed_ns >= (3 * 4096 - 400) * 100
+
+
+def test_a_csv_shown_on_a_terminal_has_its_control_characters_escaped():
+    df = pl.DataFrame({"p": ["ok", "\x1b]0;T\x07x", None], "n": [1, 2, 3]})
+    got = inert.terminal_safe(df)
+    assert got["p"].to_list() == ["ok", "\\x1b]0;T\\x07x", None] and got["n"].to_list() == [1, 2, 3]
