@@ -37,8 +37,8 @@ def add_arguments(p) -> None:
                    "other layers name their own")
     p.add_argument("--target", type=int, metavar="ID", help="bus: only this target's time and I/Os (other "
                    "targets' bus time shown as such); kernel logs: only this SCSI target ID")
-    p.add_argument("--width", type=int, metavar="COLUMNS", help="width of the terminal tables (default: the "
-                   "terminal's; piped: what the tables need)")
+    p.add_argument("--width", type=int, metavar="COLUMNS", help="width of the terminal output (default: the "
+                   "terminal's; piped: $COLUMNS, else 80)")
     p.add_argument("--json", metavar="FILE|-", help="write the JSON summary")
     p.add_argument("--csv", metavar="FILE", help="write the category table as CSV")
     p.add_argument("--ios", metavar="FILE", help="write the per-I/O table: Parquet if FILE ends in .parquet, else CSV")

@@ -33,8 +33,8 @@ def add_arguments(p) -> None:
     p.add_argument("--profile", default=None, help="category profile (default: the layer's)")
     p.add_argument("--html", metavar="FILE", help="write the side-by-side HTML page")
     p.add_argument("--json", metavar="FILE|-", help="write the compared figures as JSON")
-    p.add_argument("--width", type=int, metavar="COLUMNS", help="width of the terminal tables (default: the "
-                   "terminal's; piped: what the tables need)")
+    p.add_argument("--width", type=int, metavar="COLUMNS", help="width of the terminal output (default: the "
+                   "terminal's; piped: $COLUMNS, else 80)")
 
 
 def _one(args, trace):

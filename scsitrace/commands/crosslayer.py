@@ -28,8 +28,8 @@ LOGICAL_BLOCK_RE = re.compile(r"\] \d+ (\d+)-byte logical blocks")
 def add_arguments(p) -> None:
     p.add_argument("case_dir", metavar="CASE_DIR")
     p.add_argument("--json", metavar="FILE|-", help="write the matched table and per-layer summary as JSON")
-    p.add_argument("--width", type=int, metavar="COLUMNS", help="width of the terminal tables (default: the "
-                   "terminal's; piped: what the tables need)")
+    p.add_argument("--width", type=int, metavar="COLUMNS", help="width of the terminal output (default: the "
+                   "terminal's; piped: $COLUMNS, else 80)")
     p.add_argument("--all", action="store_true", help="show every I/O (default: the first 40)")
     p.add_argument("--block-size", type=int, metavar="BYTES",
                    help="logical block size of the disk (default: from dmesg.txt, else 512)")
