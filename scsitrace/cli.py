@@ -14,6 +14,7 @@ from .errors import ScsitraceError
 # name -> (module under scsitrace.commands, one-line help); explicit, no import magic
 COMMANDS = {
     "analyze": ("analyze", "phase/stage tables, I/O table, JSON/CSV/HTML from one trace"),
+    "ios": ("ios", "the I/Os in order, one line each: time, device, command, LBA, status, response, bytes"),
     "compare": ("compare", "two traces side by side (terminal and HTML), for before/after studies"),
     "regress": ("regress", "check a trace against a baseline: exit 0 ok, 1 regressed, 2 bad input"),
     "baseline": ("baseline", "save a trace's figures as the baseline for regress"),

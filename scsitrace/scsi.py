@@ -17,6 +17,25 @@ OPCODE_NAMES = {
     0xA1: "ATA Pass-Through(12)", 0xA3: "Maintenance In", 0xA8: "Read(12)", 0xAA: "Write(12)",
     0xAD: "Read DVD Structure", 0xBD: "Mechanism Status", 0xBE: "Read CD",
 }
+# more of SPC/SBC, the MMC (CD/DVD) commands, and the NEC vendor commands of the PC Engine
+# CD-ROM and PC-FX drives (0xD8-0xDE), as real captures of those buses use them
+OPCODE_NAMES.update({
+    0x07: "Reassign Blocks", 0x1C: "Receive Diagnostic Results", 0x34: "Pre-Fetch(10)",
+    0x37: "Read Defect Data(10)", 0x3E: "Read Long(10)", 0x3F: "Write Long(10)", 0x41: "Write Same(10)",
+    0x44: "Read Header", 0x45: "Play Audio(10)", 0x47: "Play Audio MSF", 0x48: "Play Audio Track Index",
+    0x4B: "Pause/Resume", 0x4C: "Log Select", 0x4D: "Log Sense", 0x4E: "Stop Play/Scan",
+    0x52: "Read Track Information", 0x53: "Reserve Track", 0x54: "Send OPC Information",
+    0x58: "Repair Track", 0x5B: "Close Track/Session", 0x5C: "Read Buffer Capacity",
+    0x5D: "Send Cue Sheet", 0x5E: "Persistent Reserve In", 0x5F: "Persistent Reserve Out",
+    0x7F: "Variable Length CDB", 0x83: "Extended Copy", 0x84: "Receive Copy Results",
+    0x89: "Compare And Write", 0x8E: "Write And Verify(16)", 0x9F: "Service Action Out(16)",
+    0xA2: "Security Protocol In", 0xA4: "Report Key", 0xA5: "Play Audio(12)",
+    0xA6: "Load/Unload Medium", 0xA7: "Set Read Ahead", 0xAC: "Get Performance", 0xAF: "Verify(12)",
+    0xB5: "Security Protocol Out", 0xB6: "Set Streaming", 0xB9: "Read CD MSF", 0xBA: "Scan",
+    0xBB: "Set CD Speed", 0xBF: "Send DVD Structure",
+    0xD8: "NEC Audio Start Position", 0xD9: "NEC Audio Stop Position", 0xDA: "NEC Pause",
+    0xDD: "NEC Read Sub-Channel Q", 0xDE: "NEC Get Directory Info",
+})
 SERVICE_ACTION_IN_16 = {0x10: "Read Capacity(16)", 0x12: "Get LBA Status"}
 
 READ_OPS = {0x08, 0x28, 0xA8, 0x88}
