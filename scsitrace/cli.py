@@ -15,6 +15,7 @@ from .errors import ScsitraceError
 COMMANDS = {
     "analyze": ("analyze", "phase/stage tables, I/O table, JSON/CSV/HTML from one trace"),
     "ios": ("ios", "the I/Os in order, one line each: time, device, command, LBA, status, response, bytes"),
+    "export": ("export", "the analysis for another tool: --perfetto writes a Perfetto trace (I/Os, stages, phases, counters)"),
     "compare": ("compare", "two traces side by side (terminal and HTML), for before/after studies"),
     "regress": ("regress", "check a trace against a baseline: exit 0 ok, 1 regressed, 2 bad input"),
     "baseline": ("baseline", "save a trace's figures as the baseline for regress"),

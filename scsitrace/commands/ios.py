@@ -13,13 +13,15 @@ from .analyze import add_input_arguments, load
 FILTERS = ("target", "lun", "device", "pid", "window")
 
 
-def add_arguments(p) -> None:
+def add_arguments(p, listing: bool = True) -> None:
     add_input_arguments(p)
     analyze_options = argparse.ArgumentParser(add_help=False)
     add_analyze_arguments(analyze_options)
     for action in analyze_options._actions:     # the filters exactly as analyze declares them
         if action.dest in FILTERS:
             p._add_action(action)
+    if not listing:
+        return
     p.add_argument("--limit", type=int, metavar="N", help="list the first N I/Os only")
     p.add_argument("--width", type=int, metavar="COLUMNS", help="width of the terminal output (default: the "
                    "terminal's; piped: $COLUMNS, else 80)")
