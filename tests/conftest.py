@@ -2,3 +2,31 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+import subprocess  # noqa: E402
+
+import pytest  # noqa: E402
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+
+
+def _untracked() -> set[str] | None:
+    """Files git does not know in the checkout (None outside a git checkout)."""
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=CHECKOUT,
+                             capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return {line[3:] for line in out.splitlines() if line.startswith("??")}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_litter_in_the_checkout():
+    """Tests write only into their temporary directories: no new untracked file in the
+    checkout when the session ends (btt's *_fp.dat once landed in the root)."""
+    before = _untracked()
+    yield
+    after = _untracked()
+    if before is not None and after is not None:
+        new = sorted(f for f in after - before if "__pycache__" not in f and not f.startswith(".hypothesis"))
+        assert not new, f"tests left files in the checkout: {new[:10]}"
