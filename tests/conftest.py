@@ -11,13 +11,14 @@ CHECKOUT = Path(__file__).resolve().parent.parent
 
 
 def _untracked() -> set[str] | None:
-    """Files git does not know in the checkout (None outside a git checkout)."""
+    """Files and directories git does not track in the checkout, ignored ones included (btt's
+    *_fp.dat are in .gitignore); None outside a git checkout."""
     try:
-        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=CHECKOUT,
-                             capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(["git", "status", "--porcelain", "--ignored", "--untracked-files=normal"],
+                             cwd=CHECKOUT, capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
-    return {line[3:] for line in out.splitlines() if line.startswith("??")}
+    return {line[3:] for line in out.splitlines() if line[:2] in ("??", "!!")}
 
 
 @pytest.fixture(scope="session", autouse=True)
