@@ -157,13 +157,31 @@ def run(args) -> int:
         raise UsageError("-o/--output TRACE is required (except with --sweep)")
     if args.csv or args.parquet:
         raise UsageError("--csv and --parquet go with --sweep")
+    from scsitrace.progress import progress_of
     from scsitrace.sim import simulate
     wl, params = build(args)
-    res = simulate(wl, args.output, level=args.level, fmt=args.format, params=params, truth_dir=args.truth)
+    with _progress(wl, progress_of) as update:
+        res = simulate(wl, args.output, level=args.level, fmt=args.format, params=params, truth_dir=args.truth,
+                       progress=update)
     print(f"wrote {args.output}: level {res.level}, {res.transitions} records, "
           f"{res.end_ns / 1e9:.6f} s of bus time, {res.ios_completed} I/Os completed"
           + (f", ground truth in {args.truth}" if args.truth else ""), file=sys.stderr)
     return 0
+
+
+def _progress(wl, progress_of):
+    """On a terminal, a bar of bus time simulated (--duration) or I/Os issued (--count)."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def bar():
+        if wl.duration_ns is not None:
+            with progress_of("simulating", wl.duration_ns / 1e9, "s of bus time") as update:
+                yield None if update is None else (lambda t_ns, issued: update(t_ns / 1e9))
+        else:
+            with progress_of("simulating", wl.count, "I/Os") as update:
+                yield None if update is None else (lambda t_ns, issued: update(issued))
+    return bar()
 
 
 def _list_workloads() -> int:
