@@ -4,9 +4,7 @@ byte) as a VCD file, to open in GTKWave or PulseView next to the waveforms.
 The timescale is the capture's sample period (a power of ten at most that period), or the
 largest power of ten dividing every time of an unsampled trace, or --timescale; so PulseView
 makes as many samples as the capture has. Phases and command names are also one-bit lanes
-PulseView keeps; --for pulseview leaves out the text variables it cannot read.
-
-Example: scsitrace annotate capture.sr -o capture.vcd --window 0.9:1.0 --for pulseview"""
+PulseView keeps; --for pulseview leaves out the text variables it cannot read."""
 from __future__ import annotations
 
 import argparse
@@ -20,6 +18,12 @@ from .analyze import add_input_arguments, load
 
 TIMESCALE = re.compile(r"^\s*(1|10|100)\s*(s|ms|us|ns)\s*$")
 UNIT_NS = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+
+
+EXAMPLES = """examples:
+  scsitrace annotate fixtures/bus/table3-l3/trace.ancot -o annotated.vcd   (GTKWave)
+  scsitrace annotate capture.sr -o capture.vcd --window 0.9:1.0 --for pulseview
+"""
 
 
 def add_arguments(p) -> None:

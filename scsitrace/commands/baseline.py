@@ -15,6 +15,11 @@ STORED_OPTIONS = ("format", "lenient", "settle_ns", "data_polarity", "map", "act
                   "profile", "target")
 
 
+EXAMPLES = """examples:
+  scsitrace baseline fixtures/captured/lsi_randread4k/qemu-trace.txt -o baseline.json
+"""
+
+
 def add_arguments(p) -> None:
     p.add_argument("trace", metavar="TRACE", nargs="*", help="trace (several, a directory or a glob: "
                    "write a directory of baselines)")

@@ -26,6 +26,11 @@ class _WithoutTrace:
         return self.parser.add_argument(*names, **kw)
 
 
+EXAMPLES = """examples:
+  scsitrace compare fixtures/captured/lsi_seqread32k/ftrace.txt fixtures/captured/lsi_randread4k/ftrace.txt --html compare.html
+"""
+
+
 def add_arguments(p) -> None:
     p.add_argument("trace_a", metavar="A", help="the 'before' trace")
     p.add_argument("trace_b", metavar="B", help="the 'after' trace")

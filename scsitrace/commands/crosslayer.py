@@ -25,6 +25,11 @@ CASE_FILES = {
 LOGICAL_BLOCK_RE = re.compile(r"\] \d+ (\d+)-byte logical blocks")
 
 
+EXAMPLES = """examples:
+  scsitrace crosslayer fixtures/captured/lsi_randread4k
+"""
+
+
 def add_arguments(p) -> None:
     p.add_argument("case_dir", metavar="CASE_DIR")
     p.add_argument("--json", metavar="FILE|-", help="write the matched table and per-layer summary as JSON")

@@ -1,12 +1,15 @@
 """Export TRACE's analysis for another tool: --perfetto OUT writes a Perfetto trace (tracks
 per device with every I/O, its stages, bus phases, queue depth and MB/s counters) to open
-in ui.perfetto.dev. The filters are analyze's, applied by the analysis.
-
-Example: scsitrace export trace.blktrace.0 --perfetto trace.pftrace"""
+in ui.perfetto.dev. The filters are analyze's, applied by the analysis."""
 from __future__ import annotations
 
 from .analyze import load
 from .ios import add_arguments as add_ios_arguments
+
+
+EXAMPLES = """examples:
+  scsitrace export fixtures/captured/lsi_randread4k/lsi_randread4k.blktrace.0 --perfetto trace.pftrace   (open it in ui.perfetto.dev)
+"""
 
 
 def add_arguments(p) -> None:

@@ -1,7 +1,5 @@
 """List TRACE's I/Os in order, one line each: time, device, command, LBA and blocks, status
-(and sense), response time, bytes. The filters are analyze's, applied by the analysis.
-
-Example: scsitrace ios trace.blktrace.0 --pid dd --limit 20"""
+(and sense), response time, bytes. The filters are analyze's, applied by the analysis."""
 from __future__ import annotations
 
 import argparse
@@ -11,6 +9,12 @@ from .analyze import add_arguments as add_analyze_arguments
 from .analyze import add_input_arguments, load
 
 FILTERS = ("target", "lun", "device", "pid", "window")
+
+
+EXAMPLES = """examples:
+  scsitrace ios fixtures/captured/lsi_randread4k/lsi_randread4k.blktrace.0 --limit 20
+  scsitrace ios fixtures/captured/usb_bufread32k/usbmon.txt --window 0.01:0.05
+"""
 
 
 def add_arguments(p, listing: bool = True) -> None:

@@ -22,6 +22,11 @@ from scsitrace.reports.terminal import console_for, fmt_ns, print_table
 VERDICT_STYLE = {"ok": "green", "regressed": "bold red", "missing": "bold red", "improved": "cyan", "new": "yellow"}
 
 
+EXAMPLES = """examples:
+  scsitrace regress fixtures/captured/lsi_randread4k/baseline.json fixtures/captured/lsi_randread4k/qemu-trace.txt --junit regress.xml
+"""
+
+
 def add_arguments(p) -> None:
     p.add_argument("baseline", metavar="BASELINE", nargs="?",
                    help="baseline JSON (with --baselines DIR: the first trace to check)")
