@@ -70,13 +70,15 @@ class TraceWriter:
         self._write(p)
         return uuid
 
-    def begin(self, track: int, t_ns: int, name: str, args: dict | None = None) -> None:
+    def begin(self, track: int, t_ns: int, name: str, args: dict | None = None, flow: int | None = None) -> None:
         p = self._packet()
         p.timestamp = int(t_ns)
         e = p.track_event
         e.type = self.pb.TrackEvent.TYPE_SLICE_BEGIN
         e.track_uuid = track
         e.name = name
+        if flow is not None:          # slices with the same flow id are joined by arrows, in time order
+            e.flow_ids.append(flow)
         for key, value in (args or {}).items():
             if value is None:
                 continue
@@ -247,3 +249,36 @@ def _counters(w: TraceWriter, devices: dict, ios: pl.DataFrame, elapsed: int) ->
             w.counter(mbs, i * rates["bin_ns"], value)
             n += 1
     return n
+
+
+def write_crosslayer(path: str, case: str, table: pl.DataFrame) -> dict:
+    """The crosslayer table (`reports/crosslayer.py:match`) as a Perfetto trace: one track
+    group per layer (blktrace D..C, ftrace dispatch..done, usbmon CBW..CSW, the QEMU bus or
+    device), each matched I/O a slice there named `op #n` with its sector and length, and one
+    flow per I/O through its slices, layer to layer. Each layer keeps its own clock, counted
+    from its first I/O (as the table's `X@` columns): the slices line up by I/O, not by the
+    layers' absolute times, which no two of these captures share."""
+    from .crosslayer import LAYER_ORDER, LAYER_SPANS
+    layers = [layer for layer in LAYER_ORDER if f"{layer}_start_us" in table.columns]
+    counts = {"ios": table.height, "slices": 0}
+    with open(path, "wb") as fh:
+        w = TraceWriter(fh)
+        root = w.track("crosslayer", f"scsitrace crosslayer: {case}")
+        lanes = {}
+        for layer in layers:
+            label, start, end = LAYER_SPANS[layer]
+            group = w.track(f"layer/{layer}", f"{label} ({start}..{end})", root)
+            lanes[layer] = _Lanes(w, group, f"layer/{layer}")
+        for layer in layers:
+            rows = table.select("io", "op", "sector", "sectors", f"{layer}_start_us", f"{layer}_dur_us")
+            for io, op, sector, sectors, start_us, dur_us in rows.sort(f"{layer}_start_us").iter_rows():
+                if start_us is None or dur_us is None:
+                    continue
+                s, e = round(start_us * 1000), round((start_us + dur_us) * 1000)
+                track = lanes[layer].take(s, e)
+                w.begin(track, s, f"{op} #{io}", {"io": io, "sector": sector, "sectors": sectors,
+                                                  "layer": layer}, flow=io + 1)
+                w.end(track, e)
+                counts["slices"] += 1
+    counts["packets"] = w.packets
+    return counts

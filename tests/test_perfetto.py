@@ -146,3 +146,36 @@ def test_queue_depth_counter_agrees_with_the_io_slices(capsys, tmp_path, name):
         values = [v for _, v in counters[u]]
         lanes = [x for x, (m, p) in tracks.items() if p == parent and m.startswith("I/Os")]
         assert min(values) >= 0 and max(values) == len(lanes)
+
+
+@pytest.mark.parametrize("case", ["lsi_randread4k", "usb_bufread32k"])
+def test_crosslayer_one_io_across_the_layer_tracks(capsys, tmp_path, case):
+    """crosslayer --perfetto: per layer a track group with every matched I/O at its times
+    (the table's, in us), and each I/O's slices joined by one flow across the layers."""
+    out = tmp_path / "cl.pftrace"
+    case_dir = ROOT / "fixtures/captured" / case
+    assert main(["crosslayer", str(case_dir), "--perfetto", str(out), "--json", str(tmp_path / "cl.json")]) == 0
+    capsys.readouterr()
+    doc = json.loads((tmp_path / "cl.json").read_text())
+    tracks, slices, _ = read_back(out)
+    trace = pb.Trace()
+    trace.ParseFromString(out.read_bytes())
+    flows = {}
+    for p in trace.packet:
+        if p.HasField("track_event") and p.track_event.type == pb.TrackEvent.TYPE_SLICE_BEGIN:
+            for f in p.track_event.flow_ids:
+                flows.setdefault(f, []).append(p.track_event.name)
+    layers = [k[:-len("_start_us")] for k in doc["ios"][0] if k.endswith("_start_us")]
+    assert len(layers) >= 3
+    got = {}
+    for u, (name, parent) in tracks.items():
+        if name.startswith("I/Os"):
+            layer = next(s[4]["layer"] for s in slices[u])
+            for s in slices[u]:
+                got[(layer, s[4]["io"])] = (s[1], s[2], s[0])
+    for row in doc["ios"]:
+        for layer in layers:
+            start = round(row[f"{layer}_start_us"] * 1000)
+            end = round((row[f"{layer}_start_us"] + row[f"{layer}_dur_us"]) * 1000)
+            assert got[(layer, row["io"])] == (start, end, f"{row['op']} #{row['io']}")
+        assert flows[row["io"] + 1] == [f"{row['op']} #{row['io']}"] * len(layers)
