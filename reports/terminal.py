@@ -31,8 +31,7 @@ def print_table(console: Console, table: Table) -> None:
     if isinstance(table.caption, str):
         table.caption = Text(table.caption, style=table.caption_style or "table.caption")
     for column in table.columns:
-        wraps = column.justify in ("left", "default") and not isinstance(column.header, Bar)
-        column.no_wrap = not wraps
+        column.no_wrap = column.justify not in ("left", "default")
         column.overflow = "fold"
         column.header = _plain(column.header)
         column._cells = [_plain(cell) for cell in column._cells]   # rich keeps a column's cells there
@@ -40,39 +39,50 @@ def print_table(console: Console, table: Table) -> None:
         console.print(part)
 
 
-def _fits(console: Console, table: Table) -> bool:
-    return _narrowest(console, table) <= console.width
-
-
-def _narrowest(console: Console, table: Table) -> int:
-    """The table's narrowest width: a no-wrap column as wide as its widest cell and header,
+def _needs(console: Console, table: Table) -> list[int]:
+    """Each column's narrowest width: a no-wrap column as wide as its widest cell and header,
     a wrapping one as its longest word (rich's own measure takes a word for both)."""
-    width = table._extra_width
-    for i, column in enumerate(table.columns):
+    out = []
+    for column in table.columns:
         cells = [column.header, *column._cells]
         if column.no_wrap:
-            need = max(Measurement.get(console, console.options, c).maximum for c in cells)
+            out.append(max(Measurement.get(console, console.options, c).maximum for c in cells))
         else:
-            need = max(Measurement.get(console, console.options, c).minimum for c in cells)
-        width += need + table._get_padding_width(i)
-    return width
+            out.append(max(Measurement.get(console, console.options, c).minimum for c in cells))
+    return out
+
+
+def _width(table: Table, needs: list[int], columns: list[int]) -> int:
+    """The narrowest width of a table of `columns` (indices) of `table`: their needs, the
+    cell padding and the box."""
+    _, right, _, left = table.padding
+    pad = [left + right] * len(columns)
+    if not table.pad_edge:
+        pad[0] -= left
+        pad[-1] -= right
+    box = (2 if table.box and table.show_edge else 0) + (len(columns) - 1 if table.box else 0)
+    return sum(needs[i] for i in columns) + sum(pad) + box
 
 
 def _parts(console: Console, table: Table) -> list[Table]:
     """The table, or (when its narrowest form is wider than the console) tables of as many
     columns as fit, each with the first column again."""
-    if _fits(console, table) or len(table.columns) <= 2:
+    needs = _needs(console, table)
+    fits = lambda cols: _width(table, needs, [0] + cols) <= console.width  # noqa: E731
+    rest = list(range(1, len(table.columns)))
+    if len(table.columns) <= 2 or fits(rest):
         return [table]
-    parts, rest = [], list(range(1, len(table.columns)))
+    parts = []
     while rest:
         take = 1
-        while take < len(rest) and _fits(console, _subtable(table, [0] + rest[:take + 1], len(parts))):
+        while take < len(rest) and fits(rest[:take + 1]):
             take += 1
         parts.append(rest[:take])
         rest = rest[take:]
-    even = -(-sum(map(len, parts)) // len(parts))      # the same columns over as many parts, evenly
-    balanced = [list(range(1, len(table.columns)))[i:i + even] for i in range(0, len(table.columns) - 1, even)]
-    if len(balanced) == len(parts) and all(_fits(console, _subtable(table, [0] + p, 0)) for p in balanced):
+    every = [c for p in parts for c in p]
+    even = -(-len(every) // len(parts))     # the same columns over as many parts, evenly
+    balanced = [every[i:i + even] for i in range(0, len(every), even)]
+    if len(balanced) == len(parts) and all(fits(p) for p in balanced):
         parts = balanced
     return [_subtable(table, [0] + p, i) for i, p in enumerate(parts)]
 
