@@ -164,7 +164,8 @@ def write(path: str, analysis, ios: pl.DataFrame) -> dict:
     """Write the Perfetto trace of `analysis` (its typed `ios` table, as `--ios` exports it)
     to `path`; returns counts of what was written."""
     layer, elapsed = analysis.layer, int(analysis.elapsed_ns or 0)
-    ios = ios.with_columns(pl.col("device_id").fill_null(pl.col("device")).fill_null("unknown"))
+    named = lambda c: pl.when(pl.col(c) == "").then(None).otherwise(pl.col(c))  # noqa: E731
+    ios = ios.with_columns(pl.coalesce(named("device_id"), named("device"), pl.lit("unknown")).alias("device_id"))
     counts = {"ios": 0, "stages": 0, "phases": 0, "counters": 0}
     with open(path, "wb") as fh:
         w = TraceWriter(fh)
