@@ -71,10 +71,10 @@ def cells(frame: pl.DataFrame) -> list[dict]:
     return out
 
 
-def _share(room: int, need: dict) -> dict:
+def _share(room: int, need: dict, headed: bool = True) -> dict:
     """Widths for the text columns within `room`: a column that needs less than an equal
     share gets what it needs, the others split the rest (at least their header or
-    NARROWEST_TEXT each)."""
+    NARROWEST_TEXT each while the header is still to be written, else one character)."""
     out, rest = {}, dict(need)
     while rest:
         share = room // len(rest)
@@ -86,7 +86,7 @@ def _share(room: int, need: dict) -> dict:
             room -= n
             del rest[c]
     if rest:                              # each its header (or NARROWEST_TEXT), then the rest evenly
-        floor = {c: max(len(c), NARROWEST_TEXT) for c in rest}
+        floor = {c: max(len(c), NARROWEST_TEXT) if headed else 1 for c in rest}
         extra = max(0, room - sum(floor.values()))
         for i, c in enumerate(rest):
             out[c] = floor[c] + extra // len(rest) + (1 if i < extra % len(rest) else 0)
@@ -120,18 +120,24 @@ class Lister:
 
     def _fit(self, rows: list[dict]) -> None:
         """Column widths: numbers as wide as their widest cell (and header), then the text
-        columns share what is left in proportion to their need, each at least NARROWEST_TEXT."""
+        columns share what is left (`_share`). A later batch only widens number columns and
+        never widens a text column (the list stays aligned); when its numbers are wider, the
+        text columns give up the room."""
         need = {c: max([len(c)] + [len(r[c]) for r in rows]) for c in ORDER}
         if self.widths is not None:
-            need = {c: max(need[c], self.widths[c]) for c in ORDER}
-        widths = dict(need)
+            need = {c: max(need[c], self.widths[c]) if c in NUMBERS else need[c] for c in ORDER}
         left = self.width - len(self.gap) * (len(ORDER) - 1) - sum(need[c] for c in NUMBERS)
-        if self.widths is None and left < sum(max(len(c), NARROWEST_TEXT) for c in TEXTS):
+        floors = sum(max(len(c), NARROWEST_TEXT) for c in TEXTS) if self.widths is None else len(TEXTS)
+        if left < floors and self.gap != " ":
             self.gap = " "                    # narrow: one space between columns
             left += len(ORDER) - 1
-        widths.update(_share(left, {c: need[c] for c in TEXTS}))
-        if self.widths is not None:   # widths grow, text columns stay as the first batch set them
-            widths = {c: max(widths[c], self.widths[c]) if c in NUMBERS else self.widths[c] for c in ORDER}
+        widths = {c: need[c] for c in NUMBERS}
+        if self.widths is None:
+            widths.update(_share(left, {c: need[c] for c in TEXTS}))
+        elif sum(self.widths[c] for c in TEXTS) > left:
+            widths.update(_share(left, {c: min(need[c], self.widths[c]) for c in TEXTS}, headed=False))
+        else:
+            widths.update({c: self.widths[c] for c in TEXTS})
         self.widths = widths
 
     def _write(self, row: dict) -> None:

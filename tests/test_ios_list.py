@@ -102,3 +102,21 @@ def test_mmc_and_vendor_opcodes_are_named():
     names = list(scsi.decode_cdbs(cdbs)["command"])
     assert names == ["Read Header", "NEC Read Sub-Channel Q", "Read TOC/PMA/ATIP"]
     assert not any(n.startswith("Unknown") for n in map(scsi.opcode_name, (0x44, 0x4B, 0xBB, 0xD8, 0xDE)))
+
+
+def test_later_batches_with_wider_numbers_stay_within_the_width():
+    """A streaming layer's later batch with longer numbers (I/O 100000, LBA 9 digits) widens
+    the number columns; the text columns give up the room, every line still fits."""
+    import io as _io
+    from scsitrace.reports.ios_list import Lister
+    out = _io.StringIO()
+    lister = Lister(out, 60)
+    row = {"io": 1, "start_ns": 5_000, "device_id": "scsi:0:0:0:0", "command": "Read(10)", "lba": 8, "blocks": 8,
+           "status": "GOOD", "response_ns": 1000, "bytes": 4096}
+    lister.add(pl.DataFrame([row]))
+    wide = {**row, "io": 100000, "start_ns": 123_000_000_000, "lba": 987654321, "blocks": 2048,
+            "status": "CHECK CONDITION", "bytes": 1048576, "response_ns": 12_345_678_901}
+    lister.add(pl.DataFrame([wide]))
+    lines = out.getvalue().splitlines()
+    assert max(map(len, lines)) <= 60
+    assert any("987654321+2048" in line for line in lines) and any("100000" in line for line in lines)
