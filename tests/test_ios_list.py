@@ -120,3 +120,18 @@ def test_later_batches_with_wider_numbers_stay_within_the_width():
     lines = out.getvalue().splitlines()
     assert max(map(len, lines)) <= 60
     assert any("987654321+2048" in line for line in lines) and any("100000" in line for line in lines)
+
+
+def test_on_a_terminal_the_list_goes_through_the_pager(monkeypatch, tmp_path, capsys):
+    """stdout a terminal: the lines go to $PAGER (here a script keeping what it reads);
+    --no-pager and --limit print directly."""
+    import sys
+    got = tmp_path / "paged.txt"
+    monkeypatch.setenv("PAGER", f"{sys.executable} -c \"import sys; open({str(got)!r}, 'w').write(sys.stdin.read())\"")
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    assert main(["ios", str(TRACES["block"]), "--width", "100"]) == 0
+    paged = got.read_text().splitlines()
+    assert sum(1 for line in paged if ROW.match(line)) == 64 and capsys.readouterr().out == ""
+    got.unlink()
+    assert main(["ios", str(TRACES["block"]), "--width", "100", "--no-pager"]) == 0
+    assert not got.exists() and sum(1 for line in capsys.readouterr().out.splitlines() if ROW.match(line)) == 64

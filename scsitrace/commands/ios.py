@@ -1,5 +1,6 @@
 """List TRACE's I/Os in order, one line each: time, device, command, LBA and blocks, status
-(and sense), response time, bytes. The filters are analyze's, applied by the analysis."""
+(and sense), response time, bytes. The filters are analyze's, applied by the analysis. On a
+terminal the list goes through $PAGER (less -FRX) unless --limit or --no-pager."""
 from __future__ import annotations
 
 import argparse
@@ -27,6 +28,8 @@ def add_arguments(p, listing: bool = True) -> None:
     if not listing:
         return
     p.add_argument("--limit", type=int, metavar="N", help="list the first N I/Os only")
+    p.add_argument("--no-pager", action="store_true",
+                   help="on a terminal, print the list as it is instead of through $PAGER (default less -FRX)")
     p.add_argument("--width", type=int, metavar="COLUMNS", help="width of the terminal output (default: the "
                    "terminal's; piped: $COLUMNS, else 80)")
 
@@ -50,11 +53,44 @@ class _Sink:
 
 def run(args) -> int:
     from scsitrace.errors import UsageError
-    from scsitrace.reports import ios_list, terminal, typed_export
+    from scsitrace.reports import terminal
     if args.limit is not None and args.limit < 0:
         raise UsageError(f"--limit must be 0 or more, got {args.limit}")
     width = terminal.console_for(args.width).width
-    lister = ios_list.Lister(sys.stdout, width, args.limit)
+    pager = None if args.no_pager or args.limit is not None else _pager()
+    out = pager.stdin if pager is not None else sys.stdout
+    try:
+        _list(args, out, width)
+    except BrokenPipeError:           # the reader quit the pager: nothing more to show
+        pass
+    finally:
+        if pager is not None:
+            try:
+                pager.stdin.close()
+            except BrokenPipeError:
+                pass
+            pager.wait()
+    return 0
+
+
+def _pager():
+    """$PAGER (default `less -FRX`: it exits at once when the list fits the screen) when
+    standard output is a terminal, else None."""
+    import os
+    import shlex
+    import shutil
+    import subprocess
+    if not sys.stdout.isatty():
+        return None
+    argv = shlex.split(os.environ.get("PAGER") or "less -FRX")
+    if not argv or shutil.which(argv[0]) is None:
+        return None
+    return subprocess.Popen(argv, stdin=subprocess.PIPE, text=True, encoding="utf-8")
+
+
+def _list(args, out, width: int) -> None:
+    from scsitrace.reports import ios_list, typed_export
+    lister = ios_list.Lister(out, width, args.limit)
     sink = _Sink(lister, args.target)
     analysis = load(args, ios_sink=sink)
     if analysis.ios_streamed:
@@ -64,8 +100,7 @@ def run(args) -> int:
         total = ios.height
         lister.add(ios)
     if lister.printed < total:
-        print(f"first {lister.printed} of {total} I/Os (--limit)")
+        out.write(f"first {lister.printed} of {total} I/Os (--limit)\n")
     elif total == 0:
-        print("no I/O in the trace" + (" with these filters" if any(getattr(args, f) is not None
-                                                                     for f in FILTERS) else ""))
-    return 0
+        out.write("no I/O in the trace" + (" with these filters" if any(getattr(args, f) is not None
+                                                                         for f in FILTERS) else "") + "\n")
