@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from . import terminal
 from .terminal import fmt_ns
 
 
@@ -44,13 +45,10 @@ def devices_table(summary: dict) -> Table:
 
 
 def histogram_table(summary: dict) -> Table:
-    t = Table(title="Response time histogram (calls per bucket, upper bound)", title_justify="left")
-    t.add_column("Procedure")
-    t.add_column("Buckets")
+    """Per procedure, one row per bucket: its upper bound, calls and a bar."""
+    t = terminal.histogram_table("Response time histogram (calls per bucket, upper bound)", "Procedure")
     for h in summary.get("srt_histogram", []):
-        cells = ", ".join(f"<={fmt_ns(b['le_ns']) if b['le_ns'] is not None else 'inf'}: {b['count']}"
-                          for b in h["buckets"])
-        t.add_row(h["name"], cells)
+        terminal.histogram_rows(t, h["name"], [(b["le_ns"], b["count"]) for b in h["buckets"]])
     return t
 
 

@@ -1,7 +1,14 @@
-"""Terminal rendering with rich: aligned tables of the summary dict (never recomputes)."""
+"""Terminal rendering with rich: aligned tables of the summary dict (never recomputes).
+
+Every line fits the console: its width on a terminal, `--width`, or $COLUMNS (else 80) when
+piped. A number never wraps (it stays whole, with its unit); names wrap inside their column;
+a table whose numbers alone are wider than the console is printed in parts, each part
+repeating the first column. Histograms are one bucket a row with a bar."""
 from __future__ import annotations
 
 from rich.console import Console
+from rich.measure import Measurement
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
@@ -11,40 +18,129 @@ from scsitrace.tables import percent_title
 from .units import fmt_ns
 
 
-PIPE_WIDTH = 1000       # piped: tables take the width they need (rich would assume 80 columns)
-TABLE_WIDTH = 1 << 16   # tables are printed on a console this wide: never narrower than they need
-
-
 def console_for(width: int | None = None, file=None) -> Console:
-    """A console whose tables are never cut: `width` (--width) if given; on a terminal its
-    width (a wider table is printed wider, see print_table); piped, wide enough for any table."""
-    console = Console(file=file, width=width, highlight=False, emoji=False)
-    if width is None and not console.is_terminal:
-        console = Console(file=file, width=PIPE_WIDTH, highlight=False, emoji=False)
-    return console
+    """The console tables are fitted to: `width` (--width) if given, else the terminal's
+    width; piped, $COLUMNS or 80 (rich's default)."""
+    return Console(file=file, width=width, highlight=False, emoji=False)
 
 
 def print_table(console: Console, table: Table) -> None:
-    """Print a table without cutting or wrapping a value: cells never wrap (a number and its
-    unit stay on one line), and a table wider than the console is printed at its own width
-    (the terminal folds the lines; nothing is replaced by an ellipsis). Text is printed as
-    it is: a process name such as `[kworker/0:1]` is not read as rich markup."""
+    """Print a table within the console's width, no value cut or replaced by an ellipsis:
+    right-aligned cells (numbers and their units) never wrap; left-aligned ones (names) wrap
+    inside their column; a table that still does not fit is printed in parts of columns.
+    Text is printed as it is: a process name such as `[kworker/0:1]` is not rich markup."""
     if isinstance(table.title, str):
         table.title = Text(table.title, style=table.title_style or "table.title")
+    if isinstance(table.caption, str):
+        table.caption = Text(table.caption, style=table.caption_style or "table.caption")
     for column in table.columns:
-        column.no_wrap = True
+        column.no_wrap = column.justify not in ("left", "default")
+        column.overflow = "fold"
         column.header = _plain(column.header)
         column._cells = [_plain(cell) for cell in column._cells]   # rich keeps a column's cells there
-    # a table takes the width it needs on any console at least that wide; printing on an
-    # unbounded one spares measuring every cell twice (once to find the need, once to print)
-    if console.width < TABLE_WIDTH:
-        console = Console(file=console.file, width=TABLE_WIDTH, force_terminal=console.is_terminal,
-                          color_system=console.color_system, highlight=False, emoji=False)
-    console.print(table)
+    for part in _parts(console, table):
+        console.print(part)
+
+
+def _needs(console: Console, table: Table) -> list[int]:
+    """Each column's narrowest width: a no-wrap column as wide as its widest cell and header,
+    a wrapping one as its longest word (rich's own measure takes a word for both)."""
+    out = []
+    for column in table.columns:
+        cells = [column.header, *column._cells]
+        if column.no_wrap:
+            out.append(max(Measurement.get(console, console.options, c).maximum for c in cells))
+        else:
+            out.append(max(Measurement.get(console, console.options, c).minimum for c in cells))
+    return out
+
+
+def _width(table: Table, needs: list[int], columns: list[int]) -> int:
+    """The narrowest width of a table of `columns` (indices) of `table`: their needs, the
+    cell padding and the box."""
+    _, right, _, left = table.padding
+    pad = [left + right] * len(columns)
+    if not table.pad_edge:
+        pad[0] -= left
+        pad[-1] -= right
+    box = (2 if table.box and table.show_edge else 0) + (len(columns) - 1 if table.box else 0)
+    return sum(needs[i] for i in columns) + sum(pad) + box
+
+
+def _parts(console: Console, table: Table) -> list[Table]:
+    """The table, or (when its narrowest form is wider than the console) tables of as many
+    columns as fit, each with the first column again."""
+    needs = _needs(console, table)
+    fits = lambda cols: _width(table, needs, [0] + cols) <= console.width  # noqa: E731
+    rest = list(range(1, len(table.columns)))
+    if len(table.columns) <= 2 or fits(rest):
+        return [table]
+    parts = []
+    while rest:
+        take = 1
+        while take < len(rest) and fits(rest[:take + 1]):
+            take += 1
+        parts.append(rest[:take])
+        rest = rest[take:]
+    every = [c for p in parts for c in p]
+    even = -(-len(every) // len(parts))     # the same columns over as many parts, evenly
+    balanced = [every[i:i + even] for i in range(0, len(every), even)]
+    if len(balanced) == len(parts) and all(fits(p) for p in balanced):
+        parts = balanced
+    return [_subtable(table, [0] + p, i) for i, p in enumerate(parts)]
+
+
+def _subtable(table: Table, columns: list[int], index: int) -> Table:
+    title = table.title if index == 0 else Text.assemble(table.title or "", " (continued)",
+                                                         style=table.title_style or "table.title")
+    part = Table(title=title, title_justify=table.title_justify, box=table.box,
+                 caption=table.caption, caption_justify=table.caption_justify, show_lines=table.show_lines)
+    for i in columns:
+        c = table.columns[i]
+        part.add_column(c.header, justify=c.justify, no_wrap=c.no_wrap, overflow=c.overflow)
+    for r, row in enumerate(table.rows):
+        part.add_row(*(table.columns[i]._cells[r] for i in columns), end_section=row.end_section)
+    return part
 
 
 def _plain(value):
     return Text(value) if isinstance(value, str) else value
+
+
+class Bar:
+    """A horizontal bar for `fraction` of its column: as wide as the column rich gives it
+    (at most `widest` characters), at least one character when the fraction is not zero."""
+
+    def __init__(self, fraction: float, widest: int = 30):
+        self.fraction, self.widest = max(0.0, min(1.0, fraction)), widest
+
+    def __rich_measure__(self, console, options):
+        return Measurement(1, min(self.widest, options.max_width))
+
+    def __rich_console__(self, console, options):
+        width = min(self.widest, options.max_width)
+        n = round(self.fraction * width)
+        n = max(n, 1) if self.fraction > 0 else 0
+        yield Segment("█" * n + " " * (width - n))
+
+
+def histogram_rows(table: Table, name: str, buckets: list[tuple[object, int]]) -> None:
+    """One row per bucket of `name` (its name on the first row only): upper bound, count, bar
+    scaled to the largest count of this name. A section ends after each name."""
+    top = max((count for _, count in buckets), default=0) or 1
+    for i, (le_ns, count) in enumerate(buckets):
+        bound = "inf" if le_ns is None else fmt_ns(le_ns)
+        table.add_row(name if i == 0 else "", f"<= {bound}", str(count), Bar(count / top),
+                      end_section=i == len(buckets) - 1)
+
+
+def histogram_table(title: str, first: str) -> Table:
+    t = Table(title=title, title_justify="left")
+    t.add_column(first)
+    t.add_column("Up to", justify="right")
+    t.add_column("Count", justify="right")
+    t.add_column("", header_style="")
+    return t
 
 
 def phase_table(summary: dict) -> Table:
@@ -102,17 +198,13 @@ def latency_table(summary: dict) -> Table | None:
 
 def latency_histogram_table(summary: dict) -> Table | None:
     """The layer's latencies counted in power-of-two buckets (JSON `latency_histogram`): per
-    latency, each bucket's upper bound and count."""
+    latency, one row per bucket: its upper bound, count and a bar."""
     rows = summary.get("latency_histogram") or []
     if not rows:
         return None
-    t = Table(title="Latency histogram (I/Os per bucket, upper bound)", title_justify="left")
-    t.add_column("Latency")
-    t.add_column("Buckets")
-    names = list(dict.fromkeys(r["name"] for r in rows))
-    for name in names:
-        t.add_row(name, ", ".join(f"<={fmt_ns(r['le_ns']) if r['le_ns'] is not None else 'inf'}: {r['count']}"
-                                  for r in rows if r["name"] == name))
+    t = histogram_table("Latency histogram (I/Os per bucket, upper bound)", "Latency")
+    for name in dict.fromkeys(r["name"] for r in rows):
+        histogram_rows(t, name, [(r["le_ns"], r["count"]) for r in rows if r["name"] == name])
     return t
 
 
@@ -138,12 +230,12 @@ def render(summary: dict, console: Console | None = None) -> None:
     src = summary["source"]
     console.print(f"{src.get('path', '')}  format {src.get('format', '?')}"
                   + (f", level {src['level']}" if src.get("level") else ""), markup=False, highlight=False,
-                  soft_wrap=True, style="bold")
+                  overflow="fold", style="bold")
     for line in source_lines(src):
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+        console.print(line, markup=False, highlight=False, overflow="fold")
     if summary.get("filters"):
         console.print("Filtered: " + ", ".join(f"--{k} {v}" for k, v in summary["filters"].items()),
-                      markup=False, highlight=False, soft_wrap=True, style="bold")
+                      markup=False, highlight=False, overflow="fold", style="bold")
     tables = [phase_table(summary), targets_table(summary), *layer_tables(summary), latency_table(summary),
               latency_histogram_table(summary)]
     for table in tables:
@@ -152,14 +244,14 @@ def render(summary: dict, console: Console | None = None) -> None:
     an = summary["anomalies"]
     if an["count"]:
         kinds = ", ".join(f"{k} x{v}" for k, v in an["by_kind"].items())
-        console.print(f"Anomalies: {an['count']} ({kinds})", markup=False, soft_wrap=True)
+        console.print(f"Anomalies: {an['count']} ({kinds})", markup=False, overflow="fold")
     rec = summary["records"]
     line = f"Records: {rec['read']} read, {rec['skipped']} skipped"
-    console.print(line, markup=False, soft_wrap=True)
+    console.print(line, markup=False, overflow="fold")
     for ex in rec.get("skipped_examples", []):
-        console.print(f"  skipped {ex}", markup=False, soft_wrap=True)
+        console.print(f"  skipped {ex}", markup=False, overflow="fold")
     for note in summary.get("notes", []):
-        console.print(f"Note: {note}", markup=False, highlight=False, soft_wrap=True)
+        console.print(f"Note: {note}", markup=False, highlight=False, overflow="fold")
 
 
 def layer_tables(summary: dict) -> list[Table]:

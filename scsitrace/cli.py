@@ -14,6 +14,8 @@ from .errors import ScsitraceError
 # name -> (module under scsitrace.commands, one-line help); explicit, no import magic
 COMMANDS = {
     "analyze": ("analyze", "phase/stage tables, I/O table, JSON/CSV/HTML from one trace"),
+    "ios": ("ios", "the I/Os in order, one line each: time, device, command, LBA, status, response, bytes"),
+    "export": ("export", "the analysis for another tool: --perfetto writes a Perfetto trace (I/Os, stages, phases, counters)"),
     "compare": ("compare", "two traces side by side (terminal and HTML), for before/after studies"),
     "regress": ("regress", "check a trace against a baseline: exit 0 ok, 1 regressed, 2 bad input"),
     "baseline": ("baseline", "save a trace's figures as the baseline for regress"),
@@ -39,8 +41,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser. With `only`, only that command has its module imported and its arguments
     (some modules pull in plotly and the attribution passes); every command is listed."""
     parser = OneLineParser(
-        prog="scsitrace", description="Offline SCSI bus trace analyzer and protocol-phase profiler.",
-        epilog="Exit status: 0 ok; 1 internal error (regress: a figure regressed); 2 bad input or usage.")
+        prog="scsitrace", description="Offline SCSI trace analyzer: where the time goes on a SCSI bus, in the\n"
+        "block layer, on USB storage and in kernel logs.",
+        epilog="examples:\n  scsitrace analyze TRACE        tables of where the time goes\n"
+               "  scsitrace ios TRACE            the I/Os one line each\n"
+               "  scsitrace COMMAND --help       a command's options and examples\n\n"
+               "Exit status: 0 ok; 1 internal error (regress: a figure regressed); 2 bad input or usage.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"scsitrace {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -49,7 +56,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             sub.add_parser(name, help=help_text)
             continue
         mod = import_module(f"{__package__}.commands.{mod_name}")
-        p = sub.add_parser(name, help=help_text, description=(mod.__doc__ or help_text).strip())
+        p = sub.add_parser(name, help=help_text, description=(mod.__doc__ or help_text).strip(),
+                           epilog=getattr(mod, "EXAMPLES", None), formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
     return parser

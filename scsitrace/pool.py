@@ -14,9 +14,11 @@ a thread the task stops waiting for; Dask cannot kill a running task).
 """
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from collections import deque
 from multiprocessing.connection import wait
@@ -42,6 +44,7 @@ def _worker_main(conn, work, prepare) -> None:
     import io
     if prepare is not None:
         prepare()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)     # again: a library's import may take SIGINT over
     conn.send(READY)
     while True:
         try:
@@ -50,17 +53,33 @@ def _worker_main(conn, work, prepare) -> None:
             return
         if job is None:
             return
+        signal.signal(signal.SIGINT, signal.SIG_IGN)     # (polars installs a handler on first use)
         sink = io.StringIO()                     # a worker has no terminal of its own
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
             result = work(job)
         conn.send(result)
 
 
+@contextlib.contextmanager
+def _sigint_ignored():
+    """SIGINT ignored while a worker process starts (it inherits the disposition), in the main
+    thread only (signal handlers can be set nowhere else)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 class _Worker:
     def __init__(self, ctx, work, prepare):
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_worker_main, args=(child, work, prepare), daemon=True)
-        self.proc.start()
+        with _sigint_ignored():           # the child starts with Ctrl-C ignored: no window before
+            self.proc.start()             # _worker_main ignores it, where a traceback could print
         child.close()
         self.ready = False
         self.job: Job | None = None

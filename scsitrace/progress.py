@@ -24,3 +24,21 @@ def progress_for(path: str):
                   console=__import__("rich.console").console.Console(stderr=True)) as bar:
         task = bar.add_task(os.path.basename(path), total=size)
         yield lambda n: bar.advance(task, n)
+
+
+@contextmanager
+def progress_of(description: str, total: float, unit: str, stream=None):
+    """A bar for work measured in `unit` (bus seconds, I/Os): yields `update(done)` (the
+    amount done so far), or None when stderr is not a terminal."""
+    stream = stream or sys.stderr
+    if not total or not stream.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    columns = ["[progress.description]{task.description}", BarColumn()]
+    columns.append(MofNCompleteColumn() if unit == "I/Os" else
+                   TextColumn(f"{{task.completed:.2f}}/{{task.total:.2f}} {unit}"))
+    with Progress(*columns, TimeRemainingColumn(), transient=True, console=Console(file=stream)) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda done: bar.update(task, completed=min(done, total))

@@ -20,6 +20,21 @@ OPCODE_NAMES = {
     0xA1: "ATA Pass-Through(12)", 0xA3: "Maintenance In", 0xA8: "Read(12)", 0xAA: "Write(12)",
     0xAD: "Read DVD Structure", 0xBD: "Mechanism Status", 0xBE: "Read CD", **MMC_CD,
 }
+# more of SPC/SBC and the MMC (CD/DVD) commands real captures use (vendor opcodes, such as the
+# NEC drives' 0xD8-0xDE, are named by a command set: command_sets.py, --command-set)
+OPCODE_NAMES.update({
+    0x07: "Reassign Blocks", 0x1C: "Receive Diagnostic Results", 0x34: "Pre-Fetch(10)",
+    0x37: "Read Defect Data(10)", 0x3E: "Read Long(10)", 0x3F: "Write Long(10)", 0x41: "Write Same(10)",
+    0x48: "Play Audio Track Index", 0x4C: "Log Select", 0x4D: "Log Sense",
+    0x52: "Read Track Information", 0x53: "Reserve Track", 0x54: "Send OPC Information",
+    0x58: "Repair Track", 0x5B: "Close Track/Session", 0x5C: "Read Buffer Capacity",
+    0x5D: "Send Cue Sheet", 0x5E: "Persistent Reserve In", 0x5F: "Persistent Reserve Out",
+    0x7F: "Variable Length CDB", 0x83: "Extended Copy", 0x84: "Receive Copy Results",
+    0x89: "Compare And Write", 0x8E: "Write And Verify(16)", 0x9F: "Service Action Out(16)",
+    0xA2: "Security Protocol In", 0xA4: "Report Key",
+    0xA6: "Load/Unload Medium", 0xA7: "Set Read Ahead", 0xAC: "Get Performance", 0xAF: "Verify(12)",
+    0xB5: "Security Protocol Out", 0xB6: "Set Streaming", 0xBF: "Send DVD Structure",
+})
 SERVICE_ACTION_IN_16 = {0x10: "Read Capacity(16)", 0x12: "Get LBA Status"}
 
 READ_OPS = {0x08, 0x28, 0xA8, 0x88}

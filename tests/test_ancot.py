@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -226,7 +227,7 @@ def test_cli_bad_input_exit_2_one_line(tmp_path):
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and f"{p}:6: bad hex" in r.stderr and "Traceback" not in r.stderr
     r = subprocess.run([sys.executable, "-m", "scsitrace.cli", "analyze", p, "--lenient"],
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, env={**os.environ, "COLUMNS": "400"})
     assert r.returncode == 0 and "1 skipped" in r.stdout and f"{p}:6: bad hex" in r.stdout
     r = subprocess.run([sys.executable, "-m", "scsitrace.cli", "analyze", str(tmp_path / "nope")],
                        capture_output=True, text=True)

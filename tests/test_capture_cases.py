@@ -67,7 +67,8 @@ def btt_text(case: str) -> str:
         dump = Path(tmp) / "dump.bin"
         subprocess.run(["blkparse", "-i", case, "-D", str(d), "-d", str(dump), "-O"],
                        check=True, capture_output=True)
-        return subprocess.run(["btt", "-i", str(dump)], check=True, capture_output=True, text=True).stdout
+        return subprocess.run(["btt", "-i", str(dump)], check=True, capture_output=True, text=True,
+                              cwd=tmp).stdout           # btt writes its *_fp.dat files in the cwd
 
 
 def btt_all_devices(text: str) -> dict[str, tuple]:

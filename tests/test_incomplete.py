@@ -95,7 +95,8 @@ def test_missing_cpu_file_figures_equal_btt_and_are_noted(tmp_path):
     shutil.copy(LSI / "lsi_randread4k.blktrace.0", tmp_path / "t.blktrace.0")
     (tmp_path / "t.blktrace.2").write_bytes(b"")      # CPU 2 idle, CPU 1 missing
     subprocess.run(["blkparse", "-i", "t", "-d", "t.bin", "-O"], cwd=tmp_path, check=True, capture_output=True)
-    ref = subprocess.run(["btt", "-i", str(tmp_path / "t.bin")], capture_output=True, text=True, check=True).stdout
+    ref = subprocess.run(["btt", "-i", str(tmp_path / "t.bin")], capture_output=True, text=True, check=True,
+                         cwd=tmp_path).stdout           # btt writes its *_fp.dat files in the cwd
     stats, _ = ours(str(tmp_path / "t"))
     assert printed(stats, "all") == btt_section(ref, "All Devices")
     s = summary(tmp_path / "t")

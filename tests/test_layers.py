@@ -35,12 +35,12 @@ TIERS = {
                 "scsitrace.usb.urbs", "scsitrace.scsilog.events"],
     "layers": ["scsitrace.command_tables", "scsitrace.command_stream", "scsitrace.tiling", "scsitrace.filters",
                "scsitrace.completeness", "scsitrace.inputcheck", "scsitrace.series", "scsitrace.bandwidth",
-               "scsitrace.clock"],
+               "scsitrace.clock", "scsitrace.inflight"],
     "reports": ["scsitrace.canonical_export"],
     "app": ["scsitrace", "scsitrace.core", "scsitrace.request", "scsitrace.api", "scsitrace.batch",
             "scsitrace.pool", "scsitrace.corpus"],
     "commands": ["scsitrace.preflight"],          # reads the commands' arguments (their outputs, inputs)
-    "cli": ["scsitrace.cli", "scsitrace.synopsis", "scsitrace.fixtures"],
+    "cli": ["scsitrace.cli", "scsitrace.synopsis", "scsitrace.fixtures", "scsitrace.readme_samples"],
 }
 PACKAGES = {"scsitrace.parsers": "parsers", "scsitrace.reports": "reports", "scsitrace.bus": "layers",
             "scsitrace.block": "layers", "scsitrace.usb": "layers", "scsitrace.scsilog": "layers",

@@ -25,7 +25,13 @@ HANDSHAKE_FIGURES = ["data_bytes", "bandwidth_mib_s", "command names and CDB fie
 
 
 def _ns(value) -> str:
-    return f"{value:g} ns" if value is not None else "unknown"
+    """A time in engineering units (2.06157e+09 ns reads 2.061570 s)."""
+    if value is None:
+        return "unknown"
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.6g} {unit}"
+    return f"{value:g} ns"
 
 
 def review(meta: dict, settle_ns: int) -> tuple[dict | None, list[str]]:

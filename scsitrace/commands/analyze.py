@@ -6,9 +6,18 @@ from scsitrace.request import DEFAULTS, AnalysisRequest
 from scsitrace.command_sets import COMMAND_SETS
 
 
+EXAMPLES = """examples:
+  scsitrace analyze fixtures/captured/lsi_randread4k/lsi_randread4k.blktrace.0
+  scsitrace analyze fixtures/captured/lsi_randread4k/qemu-trace.txt --profile scsi --json summary.json --ios ios.parquet
+  scsitrace analyze fixtures/captured/lsi_randread4k/ftrace.txt --window 0.1:0.5 --width 80
+"""
+
+
 def add_input_arguments(p) -> None:
     """Options shared by every command that reads a trace."""
-    p.add_argument("trace", metavar="TRACE")
+    p.add_argument("trace", metavar="TRACE", help="the trace file: a bus capture (ancot, VCD, sigrok .sr, DSView "
+                   ".dsl, Saleae CSV, QEMU LSI trace), blktrace or blkparse output, usbmon text or pcap, a kernel "
+                   "log (ftrace, dmesg, SG_IO strace or sg3_utils output); the format is detected (--format to name it)")
     add_input_options(p)
 
 
@@ -33,12 +42,13 @@ def add_input_options(p) -> None:
 
 def add_arguments(p) -> None:
     add_input_arguments(p)
-    p.add_argument("--profile", default=None, help="raid1990 (bus default) or scsi (raw phases); "
-                   "other layers name their own")
+    p.add_argument("--profile", default=None, help="how time is grouped: bus raid1990 (default, the RAID-I "
+                   "report's categories) or scsi (raw phases); block btt (stages); usb usb; kernel logs scsilog "
+                   "(each layer's only profile is its default)")
     p.add_argument("--target", type=int, metavar="ID", help="bus: only this target's time and I/Os (other "
                    "targets' bus time shown as such); kernel logs: only this SCSI target ID")
-    p.add_argument("--width", type=int, metavar="COLUMNS", help="width of the terminal tables (default: the "
-                   "terminal's; piped: what the tables need)")
+    p.add_argument("--width", type=int, metavar="COLUMNS", help="width of the terminal output (default: the "
+                   "terminal's; piped: $COLUMNS, else 80)")
     p.add_argument("--json", metavar="FILE|-", help="write the JSON summary")
     p.add_argument("--csv", metavar="FILE", help="write the category table as CSV")
     p.add_argument("--ios", metavar="FILE", help="write the per-I/O table: Parquet if FILE ends in .parquet, else CSV")

@@ -13,11 +13,16 @@ from scsitrace.commands.analyze import add_input_arguments, load
 from scsitrace.reports.terminal import console_for, fmt_ns, print_table
 
 
+EXAMPLES = """examples:
+  scsitrace attribute fixtures/bus/random4k-l3/trace.ancot --width 100
+"""
+
+
 def add_arguments(p) -> None:
     add_input_arguments(p)
     p.add_argument("--json", metavar="FILE|-", help="write the attribution as JSON ('-' for stdout)")
-    p.add_argument("--width", type=int, metavar="COLUMNS", help="width of the terminal tables (default: the "
-                   "terminal's; piped: what the tables need)")
+    p.add_argument("--width", type=int, metavar="COLUMNS", help="width of the terminal output (default: the "
+                   "terminal's; piped: $COLUMNS, else 80)")
 
 
 def run(args) -> int:

@@ -11,6 +11,11 @@ from scsitrace.commands.analyze import add_input_options, load, request_of
 from scsitrace.request import STORED_OPTIONS, AnalysisRequest  # noqa: F401 (STORED_OPTIONS: its old home)
 
 
+EXAMPLES = """examples:
+  scsitrace baseline fixtures/captured/lsi_randread4k/qemu-trace.txt -o baseline.json
+"""
+
+
 def add_arguments(p) -> None:
     p.add_argument("trace", metavar="TRACE", nargs="*", help="trace (several, a directory or a glob: "
                    "write a directory of baselines)")

@@ -16,6 +16,11 @@ from scsitrace import interrupts, outputs, preflight
 from scsitrace.errors import ScsitraceError, UsageError
 
 
+EXAMPLES = """examples:
+  scsitrace batch fixtures/captured -o dataset/ --jobs 2
+"""
+
+
 def add_common(p, what: str = "analyse") -> None:
     """Inputs and where they run: shared by batch, baseline (to a directory) and regress."""
     p.add_argument("--manifest", metavar="FILE.toml", help="traces with per-trace options and labels "

@@ -27,6 +27,11 @@ class _WithoutTrace:
         return self.parser.add_argument(*names, **kw)
 
 
+EXAMPLES = """examples:
+  scsitrace compare fixtures/captured/lsi_seqread32k/ftrace.txt fixtures/captured/lsi_randread4k/ftrace.txt --html compare.html
+"""
+
+
 def add_arguments(p) -> None:
     p.add_argument("trace_a", metavar="A", help="the 'before' trace")
     p.add_argument("trace_b", metavar="B", help="the 'after' trace")
@@ -34,8 +39,8 @@ def add_arguments(p) -> None:
     p.add_argument("--profile", default=None, help="category profile (default: the layer's)")
     p.add_argument("--html", metavar="FILE", help="write the side-by-side HTML page")
     p.add_argument("--json", metavar="FILE|-", help="write the compared figures as JSON")
-    p.add_argument("--width", type=int, metavar="COLUMNS", help="width of the terminal tables (default: the "
-                   "terminal's; piped: what the tables need)")
+    p.add_argument("--width", type=int, metavar="COLUMNS", help="width of the terminal output (default: the "
+                   "terminal's; piped: $COLUMNS, else 80)")
 
 
 def _one(args, trace):

@@ -9,10 +9,15 @@ from scsitrace.errors import UsageError
 from scsitrace.progress import progress_for
 
 
+EXAMPLES = """examples:
+  scsitrace convert fixtures/bus/table3-l3/trace.ancot -o transitions.parquet
+"""
+
+
 def add_arguments(p) -> None:
     from scsitrace.commands.analyze import add_input_arguments
     add_input_arguments(p)
-    p.add_argument("-o", "--output", required=True, metavar="OUT.parquet")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.parquet", help="the Parquet file to write (the transitions, read back by analyze and the others)")
 
 
 def run(args) -> int:

@@ -25,12 +25,20 @@ CASE_FILES = {
 LOGICAL_BLOCK_RE = re.compile(r"\] \d+ (\d+)-byte logical blocks")
 
 
+EXAMPLES = """examples:
+  scsitrace crosslayer fixtures/captured/lsi_randread4k
+  scsitrace crosslayer fixtures/captured/usb_bufread32k --perfetto case.pftrace
+"""
+
+
 def add_arguments(p) -> None:
     p.add_argument("case_dir", metavar="CASE_DIR")
     p.add_argument("--json", metavar="FILE|-", help="write the matched table and per-layer summary as JSON")
-    p.add_argument("--width", type=int, metavar="COLUMNS", help="width of the terminal tables (default: the "
-                   "terminal's; piped: what the tables need)")
+    p.add_argument("--width", type=int, metavar="COLUMNS", help="width of the terminal output (default: the "
+                   "terminal's; piped: $COLUMNS, else 80)")
     p.add_argument("--all", action="store_true", help="show every I/O (default: the first 40)")
+    p.add_argument("--perfetto", metavar="OUT.pftrace",
+                   help="write the matched I/Os as a Perfetto trace: a track per layer, a flow per I/O across them")
     p.add_argument("--block-size", type=int, metavar="BYTES",
                    help="logical block size of the disk (default: from dmesg.txt, else 512)")
 
@@ -87,6 +95,10 @@ def run(args) -> int:
     bs = args.block_size or logical_block_size(case_dir)
     table, counts = crosslayer.match(analyses, bs)
     summ = crosslayer.summary(table, counts)
+    if args.perfetto:
+        from scsitrace.reports import perfetto
+        written = perfetto.write_crosslayer(args.perfetto, case_dir.name, table)
+        print(f"{args.perfetto}: {written['ios']} I/Os, {written['slices']} slices", file=sys.stderr)
     if args.json:
         doc = {"case": case_dir.name, "block_size": bs, "layers": summ, "notes": notes,
                "ios": table.to_dicts()}

@@ -25,6 +25,11 @@ VERDICT_STYLE = {"ok": "green", "regressed": "bold red", "missing": "bold red", 
                  "stale": "yellow"}
 
 
+EXAMPLES = """examples:
+  scsitrace regress fixtures/captured/lsi_randread4k/baseline.json fixtures/captured/lsi_randread4k/qemu-trace.txt --junit regress.xml
+"""
+
+
 def add_arguments(p) -> None:
     p.add_argument("baseline", metavar="BASELINE", nargs="?",
                    help="baseline JSON (with --baselines DIR: the first trace to check)")
@@ -37,8 +42,8 @@ def add_arguments(p) -> None:
                    help="override a tolerance (repeatable), e.g. percent=2, 'response_ns.*=20%%'")
     p.add_argument("--update", action="store_true", help="rewrite the baseline with the current figures")
     p.add_argument("--json", metavar="FILE|-", help="write the comparison rows as JSON")
-    p.add_argument("--width", type=int, metavar="COLUMNS", help="width of the terminal tables (default: the "
-                   "terminal's; piped: what the tables need)")
+    p.add_argument("--width", type=int, metavar="COLUMNS", help="width of the terminal output (default: the "
+                   "terminal's; piped: $COLUMNS, else 80)")
     add_common(p, "analyse")
 
 

@@ -11,6 +11,11 @@ from scsitrace.commands.analyze import add_input_arguments, load
 from scsitrace.reports.attribution import Collector
 
 
+EXAMPLES = """examples:
+  scsitrace report fixtures/captured/lsi_randread4k/qemu-trace.txt -o report.html
+"""
+
+
 def add_arguments(p) -> None:
     add_input_arguments(p)
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the HTML file to write")

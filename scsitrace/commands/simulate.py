@@ -17,14 +17,21 @@ from scsitrace import request
 from scsitrace.sim.params import UNITS, parse_ratio, parse_size  # noqa: F401 (UNITS: its old home)
 
 
+EXAMPLES = """examples:
+  scsitrace simulate --duration 2 -o table3.ancot
+  scsitrace simulate --workload list
+  scsitrace simulate --count 200 --disks 2 --level 3 --format vcd -o two.vcd --truth truth/
+"""
+
+
 def add_arguments(p) -> None:
     p.add_argument("-o", "--output", metavar="TRACE", help="trace file to write (not with --sweep)")
     p.add_argument("--workload", metavar="NAME",
                    help="start from a named experiment of the report (--workload list shows them); "
                    "the other options override it")
     p.add_argument("--disks", type=int, help="targets on the string, 1-7 (default 4)")
-    p.add_argument("--op", choices=("read", "write"))
-    p.add_argument("--pattern", choices=("seq", "random"))
+    p.add_argument("--op", choices=("read", "write"), help="read (default) or write")
+    p.add_argument("--pattern", choices=("seq", "random"), help="sequential (default) or random LBAs")
     p.add_argument("--size", metavar="BYTES|32K", help="request size, a multiple of 512 up to 128K (default 32K)")
     p.add_argument("--processes", type=int,
                    help="host processes per disk, 1-4 (default 1); the Jaguar queues their commands")
@@ -36,12 +43,13 @@ def add_arguments(p) -> None:
                    help="Buffer Full Ratio: 1/2, 0.5, a mode page value 0-255 (n/255), or bytes of the "
                    "32K buffer (512B, 16K); default 1/2")
     p.add_argument("--ber", default="1/2", metavar="RATIO", help="Buffer Empty Ratio, same forms (default 1/2)")
-    p.add_argument("--readahead", choices=("on", "off"), default="on")
-    p.add_argument("--host", choices=("no-copy", "user-level"))
+    p.add_argument("--readahead", choices=("on", "off"), default="on", help="the disks' readahead (default on)")
+    p.add_argument("--host", choices=("no-copy", "user-level"),
+                   help="host software: no-copy (default, Table 3) or user-level (the host also copies the data, Sec 4.7)")
     p.add_argument("--level", type=int, choices=(1, 2, 3), default=1,
                    help="1 control lines, 2 + REQ/ACK, 3 + data bus (default 1)")
-    p.add_argument("--format", choices=("ancot", "vcd"), default="ancot")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--format", choices=("ancot", "vcd"), default="ancot", help="trace format to write (default ancot)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the workload and the disks (default 0)")
     p.add_argument("--truth", metavar="DIR", help="write the ground truth (segments.parquet, ios.parquet)")
     what_if = p.add_argument_group("what-if (change one mechanism)")
     what_if.add_argument("--bus-rate", type=float, metavar="MB/S",
@@ -127,13 +135,31 @@ def run(args) -> int:
         raise UsageError("-o/--output TRACE is required (except with --sweep)")
     if args.csv or args.parquet:
         raise UsageError("--csv and --parquet go with --sweep")
+    from scsitrace.progress import progress_of
     from scsitrace.sim import simulate
     wl, params = build(args)
-    res = simulate(wl, args.output, level=args.level, fmt=args.format, params=params, truth_dir=args.truth)
+    with _progress(wl, progress_of) as update:
+        res = simulate(wl, args.output, level=args.level, fmt=args.format, params=params, truth_dir=args.truth,
+                       progress=update)
     print(f"wrote {args.output}: level {res.level}, {res.transitions} records, "
           f"{res.end_ns / 1e9:.6f} s of bus time, {res.ios_completed} I/Os completed"
           + (f", ground truth in {args.truth}" if args.truth else ""), file=sys.stderr)
     return 0
+
+
+def _progress(wl, progress_of):
+    """On a terminal, a bar of bus time simulated (--duration) or I/Os issued (--count)."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def bar():
+        if wl.duration_ns is not None:
+            with progress_of("simulating", wl.duration_ns / 1e9, "s of bus time") as update:
+                yield None if update is None else (lambda t_ns, issued: update(t_ns / 1e9))
+        else:
+            with progress_of("simulating", wl.count, "I/Os") as update:
+                yield None if update is None else (lambda t_ns, issued: update(issued))
+    return bar()
 
 
 def _list_workloads() -> int:

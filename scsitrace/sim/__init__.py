@@ -42,7 +42,9 @@ class Result:
 
 
 def simulate(wl: Workload, path: str | Path, *, level: int = 1, fmt: str = "ancot",
-             params: Params | None = None, truth_dir: str | Path | None = None) -> Result:
+             params: Params | None = None, truth_dir: str | Path | None = None, progress=None) -> Result:
+    """Simulate `wl` and write its trace to `path`; `progress(bus_time_ns, ios_issued)` is
+    called now and then during the run (a long --duration takes seconds)."""
     params = params or Params()
     path = str(path)
     signals = LEVEL_SIGNALS[level]
@@ -57,6 +59,7 @@ def simulate(wl: Workload, path: str | Path, *, level: int = 1, fmt: str = "anco
         rec = Recorder(level, params.bus.byte_ns, params.bus.handshake_offsets(), sink,
                        end_ns=wl.duration_ns)
         sim = Sim(wl, params, rec)
+        sim.on_progress = progress
         end_ns = sim.run()
         rec.finish(end_ns)
     segments = segments_frame(rec, end_ns, level, params.bus)

@@ -27,6 +27,8 @@ SIMPLE_QUEUE_TAG = 0x20
 READ6, WRITE6 = 0x08, 0x0A
 
 
+PROGRESS_EVERY = 2048    # bus grants between two progress callbacks
+
 @dataclass
 class Workload:
     disks: int = 4                 # Table 3: four disks on one string
@@ -81,6 +83,8 @@ class Request:
 
 
 class Sim:
+    on_progress = None        # callable(bus time ns, I/Os issued), every PROGRESS_EVERY bus grants
+
     def __init__(self, wl: Workload, params: Params, rec: Recorder):
         self.wl, self.p, self.rec = wl, params, rec
         self.rng = np.random.default_rng(wl.seed)
@@ -183,9 +187,13 @@ class Sim:
         for slot in range(max(self.wl.inflight, self.wl.processes)):
             for d in range(self.wl.disks):
                 self.host_submit(d, 0, slot)
+        steps = 0
         while self.requests:
             first = min(r.ready_ns for r in self.requests)
             a = self.q(max(self.bus_free_at + self.p.bus.bus_free_delay_ns, first))
+            steps += 1
+            if self.on_progress is not None and steps % PROGRESS_EVERY == 0:
+                self.on_progress(a, self.issued)
             if self.wl.duration_ns is not None and a >= self.wl.duration_ns:
                 break
             contenders = [r for r in self.requests if r.ready_ns <= a]
