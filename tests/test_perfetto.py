@@ -85,7 +85,7 @@ def test_every_io_is_a_slice_with_its_times_and_fields(capsys, tmp_path, name):
         assert device == (io["device_id"] or io["device"] or "unknown")
         assert start == io["start_ns"]
         assert end == (io["end_ns"] if io["end_ns"] is not None else max(elapsed, io["start_ns"]))
-        assert label == (io["command"] or io["op"] or "I/O")      # level 1: no command known
+        assert label == (io.get("command") or io["op"] or "I/O")      # level 1: no command known
         for key in ("lba", "blocks", "bytes", "status"):
             assert args.get(key) == io[key], key
         assert args.get("complete") == io["complete"]          # (level 1: unknown, no argument)
