@@ -74,8 +74,7 @@ def analyze(capture: Capture, options) -> Analysis:
 
 ORDER = {"raid1990": RAID1990, "scsi": SCSI_PHASES}
 FREE = {"Bus Free", "BUS FREE"}
-DECLARED = (*LATENCY_TABLES, *series.SERIES_TABLES, *bandwidth.TABLES, selection.TARGETS,
-            selection.TARGET_CATEGORIES)
+DECLARED = (*LATENCY_TABLES, *bandwidth.TABLES, selection.TARGETS, selection.TARGET_CATEGORIES)
 
 
 def _analysis(capture, options, runs, walker: Walker, reducer, invert, polarity_note, has_db, lines) -> Analysis:
@@ -127,13 +126,15 @@ def _analysis(capture, options, runs, walker: Walker, reducer, invert, polarity_
         notes.append(f"{_given(options)}: {chosen.ios.height} of {ios.height} I/Os; the bus-busy time of the "
                      f"others is shown as {chosen.others!r}")
     completed = walker.completions if chosen.others is None else int(chosen.ios["complete"].fill_null(False).sum())
-    over_time = series.Series(stats.first_ns or 0)
-    series.add_ios(over_time, chosen.ios)
-    series_tables, series_notes = over_time.tables(elapsed)
-    notes += series_notes
-    if walker.unmatched_completions:
-        notes.append(f"rates, queue depth and latency over time count the {over_time.n} I/Os tied to their "
-                     f"completion, not the {walker.unmatched_completions} completions that could not be tied")
+    series_tables = {}
+    if options.series:              # the figures over time, when a view draws them
+        over_time = series.Series(stats.first_ns or 0)
+        series.add_ios(over_time, chosen.ios)
+        series_tables, series_notes = over_time.tables(elapsed)
+        notes += series_notes
+        if walker.unmatched_completions:
+            notes.append(f"rates, queue depth and latency over time count the {over_time.n} I/Os tied to their "
+                         f"completion, not the {walker.unmatched_completions} completions that could not be tied")
     notes += bandwidth.declare(series_tables, chosen.ios, thinned=False)
     review, sampling_notes = sampling.review(capture.meta, options.settle_ns)
     if review is not None:          # a sampled capture: what its sample period could not resolve
@@ -147,8 +148,9 @@ def _analysis(capture, options, runs, walker: Walker, reducer, invert, polarity_
         category_order=ORDER, default_profile="raid1990",
         categories=chosen.categories(ORDER, elapsed, completed, tuple(FREE)),
         notes=notes + list(capture.notes), source=source, runs=runs,
-        declared=DECLARED, tables={**latency_tables({"response": _responses(chosen.ios)}),
-                                   "targets": targets, "target_categories": target_categories, **series_tables},
+        declared=(*DECLARED, *series.declared(options)),
+        tables={**latency_tables({"response": _responses(chosen.ios)}),
+                "targets": targets, "target_categories": target_categories, **series_tables},
         no_normalized=tuple(FREE),
     )
 
