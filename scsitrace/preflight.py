@@ -4,6 +4,7 @@ that names an input (same inode, a blktrace per-CPU sibling, a trace of the mani
 inside a dataset directory) or that cannot be written is refused, exit 2."""
 from __future__ import annotations
 
+import glob
 import os
 import re
 
@@ -96,7 +97,7 @@ def preflight(args) -> None:
     """The command's outputs checked against its inputs before any work (check_outputs)."""
     command = getattr(args, "command", None)
     outputs = {FLAGS[d]: getattr(args, d) for d in FLAGS if isinstance(getattr(args, d, None), str)}
-    if command == "baseline" and _baseline_directory(args):
+    if command == "baseline" and baseline_directory_mode(args):
         outputs.pop("-o", None)          # a directory of baselines: corpus.write_baselines checks it
     streams = {FLAGS[d] for d in STREAMS.get(command, ())
                if not str(getattr(args, d, "") or "").lower().endswith(".parquet")}
@@ -124,6 +125,9 @@ def _manifest_traces(args) -> list[str]:
         return []
 
 
-def _baseline_directory(args) -> bool:
-    from scsitrace.commands.baseline import directory_mode
-    return directory_mode(args)
+def baseline_directory_mode(args) -> bool:
+    """`baseline` writes a directory: several traces, a directory, a glob, a manifest, or -o
+    naming a directory (here, so that this module imports no command)."""
+    return (len(args.trace) != 1 or bool(args.manifest) or os.path.isdir(args.trace[0])
+            or (glob.has_magic(args.trace[0]) and not os.path.exists(args.trace[0]))
+            or args.output.endswith(os.sep) or os.path.isdir(args.output))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import re
 import sys
 
 WIDTH = 100
@@ -58,14 +57,8 @@ def block(text: str, name: str) -> str:
 
 
 def update(path: str) -> None:
-    with open(path, encoding="utf-8") as fh:
-        text = fh.read()
-    for name in SAMPLES:
-        begin, end = markers(name)
-        text = re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda _: begin + fenced(name) + end, text,
-                      count=1, flags=re.S)
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(text)
+    from .synopsis import replace_blocks
+    replace_blocks(path, {markers(name): (lambda name=name: fenced(name)) for name in SAMPLES})
 
 
 if __name__ == "__main__":

@@ -59,13 +59,21 @@ def fenced() -> str:
     return "```\n" + synopsis() + "```\n"
 
 
-def update(path: str) -> None:
-    """Rewrite the README's synopsis block from the parsers."""
+def replace_blocks(path: str, blocks: dict) -> None:
+    """Rewrite, in the file at `path`, the text between each (begin, end) marker pair of
+    `blocks` with its body (a function giving it); the README's generated blocks."""
     with open(path, encoding="utf-8") as fh:
         text = fh.read()
-    text = text.replace(BEGIN + readme_block(text) + END, BEGIN + fenced() + END)
+    for (begin, end), body in blocks.items():
+        at = text.index(begin) + len(begin)
+        text = text[:at] + body() + text[text.index(end, at):]
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(text)
+
+
+def update(path: str) -> None:
+    """Rewrite the README's synopsis block from the parsers."""
+    replace_blocks(path, {(BEGIN, END): fenced})
 
 
 if __name__ == "__main__":

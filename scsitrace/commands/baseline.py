@@ -4,10 +4,9 @@ With several traces, a directory, a glob or --manifest (or -o naming a directory
 whole directory: OUT/<name>.baseline.json per trace, which `regress --baselines OUT` reads."""
 from __future__ import annotations
 
-import glob
-import os
 
 from scsitrace.commands.analyze import add_input_options, load, request_of
+from scsitrace.preflight import baseline_directory_mode as directory_mode
 from scsitrace.request import STORED_OPTIONS, AnalysisRequest  # noqa: F401 (STORED_OPTIONS: its old home)
 
 
@@ -43,13 +42,6 @@ def current_figures(req: AnalysisRequest) -> dict:
 def args_from(trace: str, options: dict | None) -> AnalysisRequest:
     """The request a baseline's stored options make (for `regress`)."""
     return AnalysisRequest.from_options(trace, options)
-
-
-def directory_mode(args) -> bool:
-    """Several traces, a directory, a glob, a manifest, or -o naming a directory."""
-    return (len(args.trace) != 1 or bool(args.manifest) or os.path.isdir(args.trace[0])
-            or (glob.has_magic(args.trace[0]) and not os.path.exists(args.trace[0]))
-            or args.output.endswith(os.sep) or os.path.isdir(args.output))
 
 
 def run(args) -> int:
