@@ -85,7 +85,8 @@ def test_btt_compat_shows_what_btt_shows(capture, tmp_path):
         return      # 220: see CASES, --btt-compat does not model btt's tree shape
     dump = tmp_path / "t.bin"
     subprocess.run(["blkparse", "-i", str(base), "-d", str(dump), "-O"], check=True, capture_output=True)
-    text = subprocess.run(["btt", "-i", str(dump)], check=True, capture_output=True, text=True).stdout
+    text = subprocess.run(["btt", "-i", str(dump)], check=True, capture_output=True, text=True,
+                          cwd=tmp_path).stdout          # btt writes its *_fp.dat files in the cwd
     body = text.split("==================== All Devices ====================")[1].split("\n=====")[0]
     for line in body.splitlines():
         parts = line.split()
