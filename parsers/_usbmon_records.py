@@ -10,7 +10,7 @@ import construct as cs
 import numpy as np
 
 from . import _pcap, _usbmon_scan
-from .usbmon import LINKTYPE_USB_LINUX, LINKTYPE_USB_LINUX_MMAPPED
+from ._usbmon_scan import LINKTYPE_USB_LINUX, LINKTYPE_USB_LINUX_MMAPPED
 
 # Linux include/uapi/linux/usb/... (Documentation/usb/usbmon.rst, "Raw binary format")
 USBMON_PACKET = cs.Struct(

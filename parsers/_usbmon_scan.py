@@ -14,6 +14,8 @@ from scsitrace.usb.urbs import UrbColumns
 
 SHORT, BAD_TYPE, BAD_XFER, BAD_LEN_CAP = 1, 2, 3, 4    # why a record is bad, in checking order
 ISO = 0
+LINKTYPE_USB_LINUX = 189            # pcap link types of the Linux usbmon header (48 / 64 bytes)
+LINKTYPE_USB_LINUX_MMAPPED = 220
 FIELDS = ("id", "type", "xfer_type", "epnum", "devnum", "busnum", "flag_setup", "flag_data", "ts_sec", "ts_usec",
           "status", "length", "len_cap", "setup", "ndesc")
 ID, TYPE, XFER, EP, DEV, BUS, FLAG_SETUP, FLAG_DATA, TS_SEC, TS_USEC, STATUS, LENGTH, LEN_CAP, SETUP, NDESC = \

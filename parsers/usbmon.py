@@ -32,8 +32,7 @@ from . import _lines, _pcap, _usbmon_scan
 
 ID = "usbmon"
 SUFFIXES = (".usbmon", ".usbmon.txt", ".usbmon.pcap", ".usbmon.pcapng", ".pcap", ".pcapng", ".mon")
-LINKTYPE_USB_LINUX = 189
-LINKTYPE_USB_LINUX_MMAPPED = 220
+LINKTYPE_USB_LINUX, LINKTYPE_USB_LINUX_MMAPPED = _usbmon_scan.LINKTYPE_USB_LINUX, _usbmon_scan.LINKTYPE_USB_LINUX_MMAPPED
 LINKTYPES = (LINKTYPE_USB_LINUX, LINKTYPE_USB_LINUX_MMAPPED)
 LINKTYPE_USBPCAP = 249          # Windows' USBPcap: parsers/_usbpcap.py, into the same URB table
 EINPROGRESS = -115

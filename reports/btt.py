@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from .terminal import fmt_ns
+from .units import fmt_ns
 
 
 def _secs(ns) -> str:

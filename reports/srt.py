@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from . import terminal
-from .terminal import fmt_ns
+from . import histogram_rows as hist
+from .units import fmt_ns
 
 
 def srt_table(summary: dict) -> Table:
@@ -46,9 +46,9 @@ def devices_table(summary: dict) -> Table:
 
 def histogram_table(summary: dict) -> Table:
     """Per procedure, one row per bucket: its upper bound, calls and a bar."""
-    t = terminal.histogram_table("Response time histogram (calls per bucket, upper bound)", "Procedure")
+    t = hist.histogram_table("Response time histogram (calls per bucket, upper bound)", "Procedure")
     for h in summary.get("srt_histogram", []):
-        terminal.histogram_rows(t, h["name"], [(b["le_ns"], b["count"]) for b in h["buckets"]])
+        hist.histogram_rows(t, h["name"], [(b["le_ns"], b["count"]) for b in h["buckets"]])
     return t
 
 

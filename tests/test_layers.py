@@ -72,12 +72,26 @@ def tier(module: str) -> str:
     raise AssertionError(f"{module}: no tier; add it to TIERS in tests/test_layers.py")
 
 
-def imports(module: str, path: Path, known: set[str]) -> list[tuple[int, str]]:
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """ids of the import nodes under `if TYPE_CHECKING:`: names for annotations, never run."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING":
+            out |= {id(n) for stmt in node.body for n in ast.walk(stmt) if isinstance(n, (ast.Import, ast.ImportFrom))}
+    return out
+
+
+def imports(module: str, path: Path, known: set[str], runtime_only: bool = False) -> list[tuple[int, str]]:
     """(line, module imported) for every import statement of the file, at any depth. `from
-    package import name` imports package.name when that is a module, else the package."""
+    package import name` imports package.name when that is a module, else the package.
+    `runtime_only` leaves out the imports under `if TYPE_CHECKING:`."""
     is_package = path.name == "__init__.py"
     out = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = _type_checking_only(tree) if runtime_only else set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.Import):
             out += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -101,11 +115,49 @@ def _resolve(name: str, known: set[str]) -> str:
     return name
 
 
-def graph() -> list[tuple[str, int, str]]:
+def graph(runtime_only: bool = False) -> list[tuple[str, int, str]]:
     found = modules()
     known = set(found) | {"scsitrace._native"}
     return [(module, line, _resolve(target, known))
-            for module, path in found.items() for line, target in imports(module, path, known)]
+            for module, path in found.items() for line, target in imports(module, path, known, runtime_only)]
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+    for root in list(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, children = work[-1]
+            w = next(children, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(edges.get(w, ())))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                component = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    component.append(w)
+                    if w == v:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
 
 
 def test_every_module_has_a_tier():
@@ -123,6 +175,25 @@ def test_no_cycle_between_tiers():
     edges = {(tier(m), tier(t)) for m, _, t in graph() if tier(m) != tier(t)}
     for a, b in edges:
         assert (b, a) not in edges, f"tiers {a} and {b} import each other"
+
+
+def test_no_import_cycle_between_modules():
+    """Not even inside a tier: two modules that import each other (at any depth, at run time)
+    are one module split in two, or a shared piece waiting for a module of its own."""
+    edges: dict[str, set[str]] = {}
+    for module, _, target in graph(runtime_only=True):
+        if module != target:
+            edges.setdefault(module, set()).add(target)
+    assert not cycles(edges), f"import cycles: {cycles(edges)}"
+
+
+@pytest.mark.parametrize("edges, expected", [
+    ({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}, [["a", "b", "c"]]),
+    ({"a": {"b"}, "b": {"c"}, "c": set()}, []),
+    ({"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"c", "a"}}, [["a", "b"], ["c", "d"]]),
+])
+def test_the_cycle_finder_finds_cycles(edges, expected):
+    assert sorted(cycles(edges)) == expected
 
 
 def test_the_library_does_not_import_the_command_line():
@@ -157,3 +228,12 @@ def test_no_argparse_below_the_commands():
                 [node.module] if isinstance(node, ast.ImportFrom) else []
             found += [f"{module}:{node.lineno}" for name in names if name == "argparse"]
     assert not found, found
+
+def test_imports_for_annotations_only_are_not_run_time_edges(tmp_path):
+    path = tmp_path / "x.py"
+    path.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .reports import attribution\n"
+                    "from .reports import summary\n")
+    known = set(modules())
+    assert [_resolve(t, known) for _, t in imports("scsitrace.batch", path, known, runtime_only=True)] == [
+        "scsitrace.reports.summary"]
+    assert len(imports("scsitrace.batch", path, known)) == 2

@@ -15,7 +15,7 @@ import pytest
 
 from scsitrace.cli import main
 from scsitrace.sim import Params, Workload, simulate, timelines
-from scsitrace.sim.sweep import run_one
+from scsitrace.sim.workloads import run_one
 from scsitrace.sim.workloads import NAMED, evaluate, measure
 
 KIB = 1024

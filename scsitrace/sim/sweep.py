@@ -8,13 +8,12 @@ the (Workload, Params) pair, so a sweep changes exactly one mechanism.
 from __future__ import annotations
 
 import re
-import tempfile
 from dataclasses import replace
-from pathlib import Path
 
 from scsitrace.errors import UsageError
 
 from .params import US, parse_ratio, parse_size
+from .workloads import measure, run_one
 
 
 def _on_off(v: str) -> bool:
@@ -110,21 +109,7 @@ def parse_spec(spec: str) -> tuple[str, list[str], list]:
     return name, texts, values
 
 
-def run_one(wl, params, level: int = 1, workdir: str | None = None):
-    """Simulate and analyse one point: (simulation Result, summary dict)."""
-    from scsitrace import core, parsers
-    from scsitrace.reports.summary import summary
-
-    from . import simulate
-    with tempfile.TemporaryDirectory(dir=workdir) as d:
-        path = Path(d) / "t.ancot"
-        res = simulate(wl, path, level=level, params=params)
-        s = summary(core.analyze(parsers.parse(str(path))), "raid1990", None, wl.size)
-    return res, s
-
-
 def row(param: str, text: str, res, s: dict) -> dict:
-    from .workloads import measure
     m = measure(s, res.ios, res.end_ns)
     out = {"param": param, "value": text, "elapsed_s": res.end_ns / 1e9,
            "ios_completed": int(s["ios_completed"]), "bandwidth_mib_s": round(m["mib_s"], 4),

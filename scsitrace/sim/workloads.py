@@ -9,7 +9,9 @@ bandwidths and I/O rates of Sec 4.1, 4.5 and Table 32, and the timelines of Sec 
 """
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 KIB = 1024
 
@@ -169,9 +171,21 @@ def workload_of(named: Named, seed: int = 0, duration_s: float | None = None):
     return wl, params
 
 
+def run_one(wl, params, level: int = 1, workdir: str | None = None):
+    """Simulate and analyse one point: (simulation Result, summary dict)."""
+    from scsitrace import core, parsers
+    from scsitrace.reports.summary import summary
+
+    from . import simulate
+    with tempfile.TemporaryDirectory(dir=workdir) as d:
+        path = Path(d) / "t.ancot"
+        res = simulate(wl, path, level=level, params=params)
+        s = summary(core.analyze(parsers.parse(str(path))), "raid1990", None, wl.size)
+    return res, s
+
+
 def evaluate(named: Named, seed: int = 0, duration_s: float | None = None) -> dict[str, float]:
     """Simulate a named experiment (level 1), analyse it, and return its metrics."""
-    from .sweep import run_one
     wl, params = workload_of(named, seed, duration_s)
     res, s = run_one(wl, params, level=1)
     return measure(s, res.ios, res.end_ns)

@@ -9,10 +9,10 @@ import polars as pl
 
 from .. import scsi
 from .._native import usb as _usb
-from ..schema import NULL, nullable
+from ..schema import nullable
 from .transfers import Transfers
 from .._keys import dense_ids
-from .urbs import CSW_STATUS, EPIPE, EREMOTEIO, _anomalies, _le32 as _le32_expr, _u8
+from .urbs import CSW_STATUS, _anomalies, _le32 as _le32_expr, _u8
 
 CSW_BYTES = 13
 CBW_BYTES = 31

@@ -30,6 +30,7 @@ from ..model import Analysis
 from ..schema import NULL
 from ..streams import prefetched
 from .bot import BOT_REASONS, bot_commands
+from .ios import IOS_EXTRA, STAGES, control_anomalies, ios_frame
 from .stages import PIECE_PHASES
 from .transfers import transfers
 from .urbs import URBS, urb_columns
@@ -75,7 +76,6 @@ class _Run:
     analysis from what the stage accumulated."""
 
     def __init__(self, capture, options, streaming: bool):
-        from .analysis import IOS_EXTRA
         self.capture, self.origin, self.streaming = capture, None, streaming
         # read whole, every row is kept and the writer takes them from the analysis
         self.sink = getattr(options, "ios_sink", None) if streaming else None
@@ -97,7 +97,6 @@ class _Run:
 
     def _frame(self, found: dict, first_io: int) -> tuple[pl.DataFrame, list[pl.DataFrame]]:
         """(the ios_frame of commands given as the machine's columns, their anomalies)."""
-        from .analysis import ios_frame
         found = dict(found)
         for name in TIMES:
             t = found[name]
@@ -106,7 +105,6 @@ class _Run:
         return ios_frame(cmds, first_io), anomalies
 
     def finish(self, found: dict, machine) -> Analysis:
-        from .analysis import STAGES, _control_anomalies
         capture = self.capture
         origin = self.origin or 0
         r = machine.results()
@@ -115,7 +113,7 @@ class _Run:
         ctl = dict(found)
         ctl["ctl_t"] = found["ctl_t"] - origin
         kinds = self._frame(r["anomalous"], 0)[1] if len(r["anomalous"]["first"]) else []
-        found_an = [*kinds, *_control_anomalies(self.xf, ctl)]
+        found_an = [*kinds, *control_anomalies(self.xf, ctl)]
         unit = capture.meta.get("position_unit", "record")
         found_an = [a.with_columns(pl.format("{} {}", pl.lit(unit), "position").alias("position")) for a in found_an]
         an = pl.concat([capture.anomalies, *found_an]).cast(schema.ANOMALIES)
@@ -162,7 +160,6 @@ class _Run:
     def _kept(self, machine, n: int) -> pl.DataFrame:
         """The `ios` rows of the kept commands (built when a report reads them, a slice at a
         time: the peak is the frame)."""
-        from .analysis import IOS_EXTRA
         if not n:
             return pl.DataFrame(schema={**schema.IOS, **IOS_EXTRA})
         rows = machine.kept()
