@@ -299,6 +299,12 @@ class _Stream:
                                 for sec, nsec, rest in state["message_rows"]]
 
 
+def _error_field(value: pl.Expr) -> pl.Expr:
+    """The record's 16-bit error field from blkparse's `[N]`: blkparse prints it unsigned
+    (65531 for -EIO), other tools signed; either way the same Int16 as the binary reader's."""
+    return (((value + 32768) % 65536) - 32768).cast(pl.Int16)
+
+
 def _machine(raw: pl.DataFrame, origin: int) -> dict[str, np.ndarray]:
     """MACHINE_COLUMNS of raw events (as block.finish_events gives them: a remap's source
     device and sector, a split's new sector; else 0)."""
@@ -307,7 +313,7 @@ def _machine(raw: pl.DataFrame, origin: int) -> dict[str, np.ndarray]:
                   .when(is_x & raw["has_int"]).then(raw["pdu_int"]).otherwise(0))
     out = raw.select((pl.col("time_abs") - origin).alias("t_ns"), "action", "device", "sector", "bytes", "pid",
                      pl.when("has_remap").then("pdu_dev").otherwise(0).cast(pl.UInt32).alias("pdu_dev"),
-                     pdu_sector.cast(pl.Int64).alias("pdu_sector"))
+                     pdu_sector.cast(pl.Int64).alias("pdu_sector"), "error")
     return {name: out[name].to_numpy().astype(dtype, copy=False) for name, dtype in block.MACHINE_COLUMNS.items()}
 
 
@@ -333,8 +339,7 @@ def _raw_events(ev: pl.DataFrame) -> pl.DataFrame:
         pl.coalesce("sector", pl.lit(0, pl.Int64)).alias("sector"),
         (pl.coalesce("nsect", pl.lit(0, pl.Int64)) * block.SECTOR).alias("bytes"),
         pl.col("pid").cast(pl.Int64),
-        pl.when(is_err).then(pl.col("bracket").cast(pl.Int16, strict=False)).otherwise(0)
-        .fill_null(0).cast(pl.Int16).alias("error"),
+        _error_field(pl.when(is_err).then(pl.col("bracket").cast(pl.Int64, strict=False)).fill_null(0)).alias("error"),
         pl.when(remap).then(dev("from_major", "from_minor")).otherwise(0).cast(pl.UInt32).alias("pdu_dev"),
         pl.coalesce(pl.when(remap).then("from_sector"), pl.lit(0, pl.Int64)).alias("pdu_sector"),
         pl.coalesce("unplugs", "split_sector", pl.lit(0, pl.Int64)).alias("pdu_int"),

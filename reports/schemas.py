@@ -206,10 +206,10 @@ def vocabulary_markdown() -> str:
               "Bulk-Only `PHASE ERROR`, "
               "a kernel host byte other than `DID_OK` (`DID_TIME_OUT`, ...), a block completion with a "
               "non-zero error (blktrace's `C` error field, an errno). The layer's own word stays in "
-              "`status_detail` (bus, usb, kernel logs; also `host_byte` in kernel logs). The block layer: a "
-              "completed request is `GOOD` (it was `OK`; not completed: null, it was `INCOMPLETE`); the "
-              "block stage machine does not read the completion's error field yet, so a failed request "
-              "also shows `GOOD` until it does.", ""]
+              "`status_detail` (bus, usb, kernel logs: also `host_byte`; block: the errno's name, `EIO`). The "
+              "block layer: a completed request is `GOOD` (it was `OK`; not completed: null, it was "
+              "`INCOMPLETE`), `ERROR` when its completion carried an error (before 2026-11-28 the block "
+              "machine did not read that field and a failed request showed `GOOD`).", ""]
     lines += ["## Bytes, devices, time", "",
               "- `bytes`: the data the I/O moved, on every layer. `data_bytes` is the same values "
               "(deprecated). `requested_bytes` (usb, kernel logs and SG_IO): the length the command asked "

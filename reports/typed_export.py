@@ -46,7 +46,8 @@ DEVICE_FORM = {"bus": "bus:TARGET:LUN", "usb": "usb:BUS:DEVICE:LUN",
 _COMMON_TAIL = {"device_id": pl.Utf8, "device": pl.Utf8, "op": pl.Utf8, "bytes": pl.Int64,
                 "disconnects": pl.Int32, "partial": pl.Boolean}
 _BLOCK_IO = {"rwbs": pl.Utf8, "pid": pl.Int64, "process": pl.Utf8,
-             **{f"{s}_ns": pl.Int64 for s in ("q2g", "g2i", "q2m", "i2d", "d2c", "q2c")}, "merged": pl.Boolean}
+             **{f"{s}_ns": pl.Int64 for s in ("q2g", "g2i", "q2m", "i2d", "d2c", "q2c")}, "merged": pl.Boolean,
+             "status_detail": pl.Utf8}
 # the vocabulary's columns of the command layers: what the command asked to move (their `bytes`
 # before the one vocabulary), and the layer's own word for a failure that `status` calls ERROR
 _COMMAND_IO = {"requested_bytes": pl.Int64, "status_detail": pl.Utf8}
@@ -104,7 +105,7 @@ def vocabulary(ios: pl.DataFrame, layer: str) -> pl.DataFrame:
         listed = pl.col("status").is_in(list(scsi.STATUSES)) | pl.col("status").str.contains(r"^0x[0-9a-f]{2}$")
         out.append(pl.when(listed | pl.col("status").is_null()).then(pl.col("status"))
                    .otherwise(pl.lit(scsi.ERROR)).alias("status"))
-        if layer != "block":      # the block machine reads no completion error yet (docs/schemas/README.md)
+        if layer != "block":      # block: the completion's errno name, set by the layer (block/tables.py)
             out.append(pl.when(~listed).then(pl.col("status")).alias("status_detail"))
     out += [pl.col(c).alias(twin) for c, twin in SENSE_TWINS.items() if c in cols]
     foreign = [c for c in cols if c in canon.IOS_LAYERS and layer not in canon.IOS_LAYERS[c]]

@@ -35,19 +35,19 @@ def reference(paths: list[str]) -> dict[str, np.ndarray]:
         order = "<" if struct.unpack_from("<I", data, 0)[0] & 0xFFFFFF00 == bt.MAGIC else ">"
         pos = 0
         while pos + 48 <= len(data):
-            magic, _seq, t, sector, nbytes, action, pid, dev, _cpu, _err, pdu_len = struct.unpack_from(
-                order + "IIQQIIIIIHH", data, pos)
+            magic, _seq, t, sector, nbytes, action, pid, dev, _cpu, err, pdu_len = struct.unpack_from(
+                order + "IIQQIIIIIhH", data, pos)
             if magic & 0xFF == bt.VERSION and not action & block.TC_NOTIFY:
                 pdu = data[pos + 48:pos + 48 + pdu_len]
                 remap = action & 0xFFFF == block.TA["A"] and pdu_len >= 16
                 pdu_dev, pdu_sector = struct.unpack_from(">IxxxxQ", pdu) if remap else (0, 0)
-                rows.append((t, fi, pos, action, dev, sector, nbytes, pid, pdu_dev, pdu_sector))
+                rows.append((t, fi, pos, action, dev, sector, nbytes, pid, pdu_dev, pdu_sector, err))
             pos += 48 + pdu_len
     rows.sort(key=lambda r: r[:3])
     origin = rows[0][0] if rows else 0
-    names = ("t_ns", "action", "device", "sector", "bytes", "pid", "pdu_dev", "pdu_sector")
+    names = ("t_ns", "action", "device", "sector", "bytes", "pid", "pdu_dev", "pdu_sector", "error")
     cols = [np.array([r[0] - origin for r in rows], np.int64)] + [
-        np.array([r[k] for r in rows], block.MACHINE_COLUMNS[name]) for k, name in zip(range(3, 10), names[1:])]
+        np.array([r[k] for r in rows], block.MACHINE_COLUMNS[name]) for k, name in zip(range(3, 11), names[1:])]
     return dict(zip(names, cols))
 
 

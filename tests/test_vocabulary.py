@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import polars as pl
@@ -287,3 +289,43 @@ def test_the_kept_summary_table_says_its_percent_base(dataset):
     bases = dict(zip(kept["name"], kept["percent_base"]))
     assert bases["bus"] == "elapsed" and bases["block"] == "q2c"
     assert kept["percent.D2C"].drop_nulls().len() == 1 and kept["percent.Bus Free"].drop_nulls().len() == 1
+
+
+def _requests_with_errors(path: Path, errors: list[int]) -> None:
+    """A blktrace of one read request per entry (Q G I D C), its completion carrying that
+    error field (an errno, negative, as the kernel stores it in the u16 field)."""
+    import gen_blktrace
+    from scsitrace.block import events as block
+    read = (block.TC["READ"] | block.TC["SYNC"]) << block.TC_SHIFT
+    out, seq = b"", 0
+    for i, err in enumerate(errors):
+        t0, sector = 1_000_000 * (i + 1), 4096 * (i + 1)
+        for step, letter in enumerate("QGIDC"):
+            seq += 1
+            out += gen_blktrace.record(t0 + 10_000 * step, sector, 4096, block.TA[letter] | read, 100,
+                                       gen_blktrace.DISK, seq=seq, error=(err & 0xFFFF) if letter == "C" else 0)
+    path.write_bytes(out)
+
+
+def test_a_block_completion_with_an_error_is_an_error_named_by_its_errno(tmp_path):
+    """blktrace's C record carries the request's error: such a request is ERROR with the errno
+    name in `status_detail` (it showed GOOD before), the others GOOD with no detail."""
+    import errno
+    trace = tmp_path / "t.blktrace.0"
+    _requests_with_errors(trace, [0, -errno.EIO, 0, -errno.ETIMEDOUT, -4000])
+    dest = tmp_path / "ios.parquet"
+    assert cli.main(["analyze", str(trace), "--ios", str(dest)]) == 0
+    ios = pl.read_parquet(dest).sort("io")
+    assert ios["status"].to_list() == ["GOOD", scsi.ERROR, "GOOD", scsi.ERROR, scsi.ERROR]
+    assert ios["status_detail"].to_list() == [None, "EIO", None, "ETIMEDOUT", "errno 4000"]
+    assert ios["complete"].all()
+    notes = json.loads(_json(tmp_path, trace))["notes"]
+    assert any(n.startswith("3 requests completed with an error") and "EIO x1, ETIMEDOUT x1, errno 4000 x1" in n
+               for n in notes), notes
+    if shutil.which("blkparse"):      # blkparse's text prints the field unsigned: [65531]
+        text = tmp_path / "t.txt"
+        subprocess.run(["blkparse", "-i", str(trace), "-o", str(text)], check=True, capture_output=True, cwd=tmp_path)
+        assert "[65531]" in text.read_text()
+        assert cli.main(["analyze", str(text), "--ios", str(tmp_path / "text.parquet")]) == 0
+        from_text = pl.read_parquet(tmp_path / "text.parquet").sort("io")
+        assert from_text.select("status", "status_detail").equals(ios.select("status", "status_detail"))

@@ -13,7 +13,7 @@ from ..stats import HIST_EDGES_NS, LATENCY_TABLES, HISTOGRAM_SCHEMA, LATENCY_SCH
 from .events import _rwbs, dev_name
 from .machine import NONE, event_chunks, rows_frame, run as run_machine
 from .stats import OVERHEAD, _btt_categories, overhead, process_stats, stage_stats, stage_table, stage_totals
-from .tables import (busy_runs, busy_segments, device_counts, device_table, event_counts, ios_frame,
+from .tables import (busy_runs, errno_names, busy_segments, device_counts, device_table, event_counts, ios_frame,
                      process_table, queue_depth, size_histogram, TABLES)
 
 
@@ -64,6 +64,7 @@ def analyze(capture: Capture, options) -> Analysis:
         notes.append("--window: the events inside the window only (btt -t/-T); elapsed time is from the first "
                      "to the last of them")
     notes += latency_notes + _stream_notes(run) + series_notes + _pairing_notes(run, options.btt_compat)
+    notes += _error_notes(run)
     done = int(run["done"].sum())
     data_bytes = int(run["bytes"].sum())
     completions = int(tables["events"].filter(pl.col("letter") == "C")["records"].sum())
@@ -119,6 +120,17 @@ def _check_filters(run: dict, options, names: dict) -> None:
         check_found("--device", dev_name(options.device), [dev_name(int(d)) for d in run["all_devices"]])
     if options.pids is not None and not run["kept_qs"]:
         check_found("--pid", ",".join(options.pids), [names.get(int(p), str(int(p))) for p in run["pids"]])
+
+
+def _error_notes(run: dict) -> list[str]:
+    """Requests whose completion (C) carried an error: how many, by errno."""
+    if not run["errors"]:
+        return []
+    counts = pl.DataFrame(run["errors"], schema={"error": pl.Int16, "n": pl.Int64}, orient="row") \
+        .with_columns(errno_names(pl.col("error")).alias("name")).sort("n", "name", descending=[True, False])
+    listed = ", ".join(f"{name} x{n:,}" for name, n in counts.select("name", "n").iter_rows())
+    return [f"{int(counts['n'].sum()):,} requests completed with an error (the C event's error field: {listed}): "
+            "their status is ERROR; they count as completed I/Os in every figure, as in btt"]
 
 
 def _pairing_notes(run: dict, btt_compat: bool) -> list[str]:

@@ -81,7 +81,8 @@ PROCESSES = {"pid": pl.Int64, "name": pl.Utf8}
 # What the block analysis reads of the events (Capture.columns["events"] of a binary capture,
 # else taken from the events frame): a remap's source device and sector, else 0.
 MACHINE_COLUMNS = {"t_ns": np.int64, "action": np.uint32, "device": np.uint32, "sector": np.int64,
-                   "bytes": np.int64, "pid": np.int64, "pdu_dev": np.uint32, "pdu_sector": np.int64}
+                   "bytes": np.int64, "pid": np.int64, "pdu_dev": np.uint32, "pdu_sector": np.int64,
+                   "error": np.int16}
 
 
 def dev_name(dev: int) -> str:

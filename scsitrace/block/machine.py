@@ -74,7 +74,7 @@ def run(chunks, *, device: int | None = None, window=None, pids: list[int] | Non
     m = _native.Machine(device=device, lo=lo, hi=hi, pids=pids, emit_rows=rows_sink is not None,
                         keep_rows=keep_rows, btt_compat=btt_compat, **(bounds or {}))
     for chunk in prefetched(chunks):
-        m.feed(*(np.ascontiguousarray(chunk[name], dtype) for name, dtype in MACHINE_COLUMNS.items()))
+        m.feed({name: np.ascontiguousarray(chunk[name], dtype) for name, dtype in MACHINE_COLUMNS.items()})
         if rows_sink is not None:
             rows = m.take_rows()
             if rows is not None:

@@ -3,10 +3,12 @@ queue depth, seeks), per process, dispatched request sizes, record counts, the I
 the busy/idle segments."""
 from __future__ import annotations
 
+import errno
+
 import numpy as np
 import polars as pl
 
-from .. import schema
+from .. import schema, scsi
 from .events import ACT_LETTERS, SECTOR, TA, TC, TC_SHIFT, dev_name, rwbs_expr
 from ..tables import Table, mapping
 from .stats import PROCESS_STATS, STATS
@@ -123,8 +125,9 @@ def size_histogram(run: dict) -> pl.DataFrame:
 
 
 def ios_frame(queues: pl.DataFrame, names: dict) -> pl.DataFrame:
-    """schema.ios_columns("block") rows, one per Q (op in schema.OPS, status GOOD when completed,
-    null otherwise), blkparse's RWBS letters in `rwbs`, plus the block stage columns."""
+    """schema.ios_columns("block") rows, one per Q (op in schema.OPS; status GOOD when completed,
+    ERROR when its completion carried an error, whose errno name is in `status_detail`; null
+    when not completed), blkparse's RWBS letters in `rwbs`, plus the block stage columns."""
     combos = queues.select((pl.col("action") & 0xFFFF0000).alias("a"), (pl.col("bytes") > 0).alias("b")) \
         .unique().rows()
     cols = {
@@ -132,7 +135,8 @@ def ios_frame(queues: pl.DataFrame, names: dict) -> pl.DataFrame:
         "op": op_expr(pl.col("action"), pl.col("bytes")),
         "lba": pl.col("sector"), "blocks": pl.col("bytes") // SECTOR, "bytes": pl.col("bytes"),
         "data_bytes": pl.col("bytes"), "start_ns": pl.col("q_t"), "end_ns": pl.col("c_t"),
-        "status": pl.when(pl.col("c_t").is_not_null()).then(pl.lit("GOOD")),
+        "status": pl.when(pl.col("c_t").is_null()).then(None).when(pl.col("c_error") != 0).then(pl.lit(scsi.ERROR))
+                  .otherwise(pl.lit("GOOD")),
         "complete": pl.col("c_t").is_not_null(), "partial": pl.lit(False),
     }
     declared = schema.ios_columns("block")
@@ -140,8 +144,16 @@ def ios_frame(queues: pl.DataFrame, names: dict) -> pl.DataFrame:
     extra = [rwbs_expr(pl.col("action"), pl.col("bytes"), combos).alias("rwbs"),
              pl.col("pid"), _process_names(pl.col("pid"), names).alias("process"),
              *(pl.col(c) for c in ("q2g_ns", "g2i_ns", "q2m_ns", "i2d_ns", "d2c_ns", "q2c_ns")),
-             pl.col("q2m_ns").is_not_null().alias("merged")]
+             pl.col("q2m_ns").is_not_null().alias("merged"), errno_names(pl.col("c_error")).alias("status_detail")]
     return schema.validate(queues.select(*exprs, *extra), declared, "block ios")
+
+
+def errno_names(error: pl.Expr) -> pl.Expr:
+    """A completion's error field (an errno, as the kernel stores it: negative) by its name
+    (`EIO`), "errno N" for one this system does not name; null for 0 (no error)."""
+    code = error.cast(pl.Int64).abs()
+    return (pl.when(code != 0)
+            .then(code.replace_strict(dict(errno.errorcode), default=pl.format("errno {}", code), return_dtype=pl.Utf8)))
 
 
 def op_expr(action: pl.Expr, nbytes: pl.Expr) -> pl.Expr:

@@ -129,6 +129,61 @@ struct Row {
     i2d: i64,
     d_t: i64,
     c_t: i64,
+    /// the completion's error field (an errno, negative; 0: none)
+    c_error: i16,
+}
+
+/// One chunk of events as it crosses from Python: scsitrace/block/events.py MACHINE_COLUMNS,
+/// each column read by its name.
+#[derive(FromPyObject)]
+pub struct EventChunk<'py> {
+    #[pyo3(item)]
+    t_ns: PyReadonlyArray1<'py, i64>,
+    #[pyo3(item)]
+    action: PyReadonlyArray1<'py, u32>,
+    #[pyo3(item)]
+    device: PyReadonlyArray1<'py, u32>,
+    #[pyo3(item)]
+    sector: PyReadonlyArray1<'py, i64>,
+    #[pyo3(item)]
+    bytes: PyReadonlyArray1<'py, i64>,
+    #[pyo3(item)]
+    pid: PyReadonlyArray1<'py, i64>,
+    #[pyo3(item)]
+    pdu_dev: PyReadonlyArray1<'py, u32>,
+    #[pyo3(item)]
+    pdu_sector: PyReadonlyArray1<'py, i64>,
+    #[pyo3(item)]
+    error: PyReadonlyArray1<'py, i16>,
+}
+
+/// The chunk's columns as slices of one length.
+#[derive(Clone, Copy)]
+struct Events<'a> {
+    t: &'a [i64],
+    action: &'a [u32],
+    device: &'a [u32],
+    sector: &'a [i64],
+    nbytes: &'a [i64],
+    pid: &'a [i64],
+    pdu_dev: &'a [u32],
+    pdu_sector: &'a [i64],
+    error: &'a [i16],
+}
+
+impl<'py> EventChunk<'py> {
+    fn slices(&self) -> PyResult<Events<'_>> {
+        let e = Events { t: self.t_ns.as_slice()?, action: self.action.as_slice()?, device: self.device.as_slice()?,
+                         sector: self.sector.as_slice()?, nbytes: self.bytes.as_slice()?, pid: self.pid.as_slice()?,
+                         pdu_dev: self.pdu_dev.as_slice()?, pdu_sector: self.pdu_sector.as_slice()?,
+                         error: self.error.as_slice()? };
+        let n = e.t.len();
+        if [e.action.len(), e.device.len(), e.sector.len(), e.nbytes.len(), e.pid.len(), e.pdu_dev.len(),
+            e.pdu_sector.len(), e.error.len()].iter().any(|&m| m != n) {
+            return Err(pyo3::exceptions::PyValueError::new_err("block machine: columns of different lengths"));
+        }
+        Ok(e)
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -275,6 +330,8 @@ struct Pid {
 
 #[pyclass(module = "scsitrace._native.block")]
 pub struct Machine {
+    c_error: i16,           // the error field of the C event being processed
+    errors: Vec<(i16, i64)>,  // kept requests completed with an error: (error field, count)
     // filters
     device: Option<u32>,
     lo: Option<i64>,
@@ -533,6 +590,7 @@ impl Machine {
             i2d: NONE,
             d_t: NONE,
             c_t: NONE,
+            c_error: 0,
         };
         let bio = Bio { dev: d as u32, pid: p, kept, flags: 0, end: sector + nbytes / SECTOR, g: NONE, s: NONE, i: NONE, m: NONE, row };
         let slot = match self.free.pop() {
@@ -649,11 +707,19 @@ impl Machine {
             self.sample(slot, D2C, d2c);
         }
         self.bios[slot as usize].row.c_t = t;
+        self.bios[slot as usize].row.c_error = self.c_error;
         if kept {
             let (lq, ld) = if dm { (&mut self.q2c_dm, &mut self.d2c_dm) } else { (&mut self.q2c, &mut self.d2c) };
             lq.push(q2c);
             if d2c != NONE {
                 ld.push(d2c);
+            }
+            if self.c_error != 0 {
+                let e = self.c_error;
+                match self.errors.iter_mut().find(|(code, _)| *code == e) {
+                    Some((_, n)) => *n += 1,
+                    None => self.errors.push((e, 1)),
+                }
             }
             let pid = &mut self.pids[p];
             pid.done += 1;
@@ -822,9 +888,8 @@ impl Machine {
         dev.seek_seen = true;
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn run(&mut self, t: &[i64], action: &[u32], device: &[u32], sector: &[i64], nbytes: &[i64], pid: &[i64],
-           pdu_dev: &[u32], pdu_sector: &[i64]) {
+    fn run(&mut self, e: &Events) {
+        let Events { t, action, device, sector, nbytes, pid, pdu_dev, pdu_sector, error } = *e;
         for i in 0..t.len() {
             let (ti, a, dv) = (t[i], action[i], device[i]);
             self.all_t = (self.all_t.0.min(ti), self.all_t.1.max(ti));
@@ -872,6 +937,8 @@ impl Machine {
                 K_D | K_C => {
                     if k == K_D {
                         self.dispatched(d, s, nbytes[i], a);
+                    } else {
+                        self.c_error = error[i];
                     }
                     self.depth_step(d, k, ti);
                     self.range_event(k, d, s, s + nbytes[i] / SECTOR, ti);
@@ -925,6 +992,7 @@ fn rows_dict<'py>(py: Python<'py>, rows: &[Row]) -> PyResult<Bound<'py, PyDict>>
     let mut cols: Vec<Vec<i64>> = (0..NAMES.len()).map(|_| Vec::with_capacity(rows.len())).collect();
     let mut device = Vec::with_capacity(rows.len());
     let mut action = Vec::with_capacity(rows.len());
+    let mut c_error = Vec::with_capacity(rows.len());
     for r in rows {
         let d2c = if r.c_t != NONE && r.d_t != NONE { tdelta(r.d_t, r.c_t) } else { NONE };
         let q2c = if r.c_t != NONE { tdelta(r.q_t, r.c_t) } else { NONE };
@@ -934,6 +1002,7 @@ fn rows_dict<'py>(py: Python<'py>, rows: &[Row]) -> PyResult<Bound<'py, PyDict>>
         }
         device.push(r.device);
         action.push(r.action);
+        c_error.push(r.c_error);
     }
     let d = PyDict::new_bound(py);
     let mut cols = cols.into_iter();
@@ -946,6 +1015,7 @@ fn rows_dict<'py>(py: Python<'py>, rows: &[Row]) -> PyResult<Bound<'py, PyDict>>
             d.set_item("action", arr(py, std::mem::take(&mut action)))?;
         }
     }
+    d.set_item("c_error", arr(py, c_error))?;
     Ok(d)
 }
 
@@ -988,6 +1058,8 @@ impl Machine {
     fn new(device: Option<u32>, lo: Option<i64>, hi: Option<i64>, pids: Option<Vec<i64>>, emit_rows: bool,
            keep_rows: usize, pending_runs: usize, ready_rows: usize, btt_compat: bool) -> Machine {
         Machine {
+            c_error: 0,
+            errors: Vec::new(),
             device,
             lo,
             hi,
@@ -1033,21 +1105,10 @@ impl Machine {
         }
     }
 
-    /// One chunk of events (scsitrace/block/events.py MACHINE_COLUMNS), in processing order.
-    #[allow(clippy::too_many_arguments)]
-    fn feed(&mut self, py: Python<'_>, t: PyReadonlyArray1<i64>, action: PyReadonlyArray1<u32>,
-            device: PyReadonlyArray1<u32>, sector: PyReadonlyArray1<i64>, nbytes: PyReadonlyArray1<i64>,
-            pid: PyReadonlyArray1<i64>, pdu_dev: PyReadonlyArray1<u32>, pdu_sector: PyReadonlyArray1<i64>)
-            -> PyResult<()> {
-        let (t, action, device, sector) = (t.as_slice()?, action.as_slice()?, device.as_slice()?, sector.as_slice()?);
-        let (nbytes, pid, pdu_dev, pdu_sector) = (nbytes.as_slice()?, pid.as_slice()?, pdu_dev.as_slice()?,
-                                                 pdu_sector.as_slice()?);
-        let n = t.len();
-        if [action.len(), device.len(), sector.len(), nbytes.len(), pid.len(), pdu_dev.len(), pdu_sector.len()]
-            .iter().any(|&m| m != n) {
-            return Err(pyo3::exceptions::PyValueError::new_err("block machine: columns of different lengths"));
-        }
-        py.allow_threads(|| self.run(t, action, device, sector, nbytes, pid, pdu_dev, pdu_sector));
+    /// One chunk of events (scsitrace/block/events.py MACHINE_COLUMNS, by name), in processing order.
+    fn feed(&mut self, py: Python<'_>, chunk: EventChunk) -> PyResult<()> {
+        let events = chunk.slices()?;
+        py.allow_threads(|| self.run(&events));
         Ok(())
     }
 
@@ -1090,6 +1151,7 @@ impl Machine {
         let out = PyDict::new_bound(py);
         let (start, end) = if self.events > 0 { (self.t_min, self.t_max) } else { (0, 0) };
         out.set_item("events", self.events)?;
+        out.set_item("errors", self.errors.clone())?;
         let mut all = self.all_devices.clone();
         all.sort_unstable();
         out.set_item("all_devices", all)?;

@@ -648,11 +648,11 @@ impl Out {
         o.pid.reserve_exact(cap);
         o.pdu_dev.reserve_exact(cap);
         o.pdu_sector.reserve_exact(cap);
+        o.error.reserve_exact(cap);
         if raw {
             o.time_abs.reserve_exact(cap);
             o.seq.reserve_exact(cap);
             o.cpu.reserve_exact(cap);
-            o.error.reserve_exact(cap);
             o.pdu_int.reserve_exact(cap);
             o.has_remap.reserve_exact(cap);
             o.has_int.reserve_exact(cap);
@@ -673,11 +673,11 @@ impl Out {
         self.pid.push(r.pid);
         self.pdu_dev.push(if r.has_remap { r.pdu_dev } else { 0 });
         self.pdu_sector.push(if r.has_remap { r.pdu_sector } else { 0 });
+        self.error.push(r.error);
         if self.raw {
             self.time_abs.push(r.time);
             self.seq.push(r.seq);
             self.cpu.push(r.cpu);
-            self.error.push(r.error);
             self.pdu_int.push(r.pdu_int);
             self.has_remap.push(r.has_remap);
             self.has_int.push(r.has_int);
@@ -716,11 +716,11 @@ impl Out {
         d.set_item("pid", PyArray1::from_vec_bound(py, self.pid))?;
         d.set_item("pdu_dev", PyArray1::from_vec_bound(py, self.pdu_dev))?;
         d.set_item("pdu_sector", PyArray1::from_vec_bound(py, self.pdu_sector))?;
+        d.set_item("error", PyArray1::from_vec_bound(py, self.error))?;
         if self.raw {
             d.set_item("time_abs", PyArray1::from_vec_bound(py, self.time_abs))?;
             d.set_item("seq", PyArray1::from_vec_bound(py, self.seq))?;
             d.set_item("cpu", PyArray1::from_vec_bound(py, self.cpu))?;
-            d.set_item("error", PyArray1::from_vec_bound(py, self.error))?;
             d.set_item("pdu_int", PyArray1::from_vec_bound(py, self.pdu_int))?;
             d.set_item("has_remap", PyArray1::from_vec_bound(py, self.has_remap))?;
             d.set_item("action_hi", PyArray1::from_vec_bound(py, self.action_hi))?;
