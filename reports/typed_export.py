@@ -94,10 +94,6 @@ def vocabulary(ios: pl.DataFrame, layer: str) -> pl.DataFrame:
     (the command layers' requested length in `requested_bytes`); no IOS column of another layer."""
     cols = ios.columns
     out = []
-    if layer == "bus" and "op" in cols:        # the walker's op: '' unknown, SYNCHRONIZE CACHE "other"
-        known = pl.when(pl.col("op") != "").then(pl.col("op"))
-        out.append((pl.coalesce(scsi.op_kind_expr(pl.col("opcode")), known) if "opcode" in cols else known)
-                   .alias("op"))
     if layer in ("usb", "scsilog") and "data_bytes" in cols:
         out += [(pl.col("bytes") if "bytes" in cols else pl.lit(None, dtype=pl.Int64)).alias("requested_bytes"),
                 pl.col("data_bytes").alias("bytes")]

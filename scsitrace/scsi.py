@@ -120,14 +120,13 @@ def decode_cdb(cdb: bytes) -> dict:
             "lun": d["cdb_lun"][0], "length": len(cdb)}
 
 
-def op_kind(opcode: int | None) -> str:
-    """'read', 'write' or 'other' (or '' when unknown), for I/O tables."""
+def op_kind(opcode: int | None) -> str | None:
+    """schema.OPS of one opcode, as op_kind_expr names a column of them; None when unknown."""
     if opcode is None:
-        return ""
-    if opcode in READ_OPS:
-        return "read"
-    if opcode in WRITE_OPS:
-        return "write"
+        return None
+    for name, opcodes in (("read", READ_OPS), ("write", WRITE_OPS), ("flush", FLUSH_OPS), ("discard", DISCARD_OPS)):
+        if opcode in opcodes:
+            return name
     return "other"
 
 

@@ -451,7 +451,7 @@ class ReferenceWalker:
         rows = {c: [] for c in schema.IOS}
         for io in self.ios:
             d = scsi.decode_cdb(io.cdb) if io.cdb else {"opcode": None, "name": "", "lba": None, "blocks": None}
-            op = scsi.op_kind(d["opcode"]) or ("read" if io.data_in else "write" if io.data_out else "")
+            op = scsi.op_kind(d["opcode"]) or ("read" if io.data_in else "write" if io.data_out else None)
             vals = {
                 "io": io.io, "device": "" if io.target is None else f"{io.target}:{io.lun or 0}",
                 "target": io.target, "lun": io.lun, "tag": io.tag, "op": op, "opcode": d["opcode"],

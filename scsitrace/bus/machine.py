@@ -140,11 +140,12 @@ class Walker:
         names, op_kind = _io_tables()
         # without a CDB, the data phases say which way the I/O went
         op = np.where(has_op, op_kind[c["cdb"][:, 0]], np.where(c["data_in"], 1, np.where(c["data_out"], 2, 0)))
+        op_names = schema.nullable(names["op"].gather(op), op == 0)
         nbytes = pl.Series(c["data_bytes"]) if self.has_bytes else schema.nullable(np.zeros(n, np.int64), np.ones(n, bool))
         df = pl.DataFrame({
             "io": np.arange(n, dtype=np.int64), "device": names["device"].gather(c["device"]),
             "target": _optional(c, "target"), "lun": _optional(c, "lun"), "tag": _optional(c, "tag"),
-            "op": names["op"].gather(op), "opcode": schema.nullable(c["cdb"][:, 0].astype(np.int16), ~has_op),
+            "op": op_names, "opcode": schema.nullable(c["cdb"][:, 0].astype(np.int16), ~has_op),
             "command": cdb["command"], "lba": cdb["lba"], "blocks": cdb["blocks"], "bytes": nbytes, "data_bytes": nbytes,
             "start_ns": _optional(c, "start_ns"), "end_ns": _optional(c, "end_ns"),
             "status": schema.nullable(names["status"].gather(np.maximum(c["status"], 0)), c["status"] < 0),
@@ -163,14 +164,14 @@ class Walker:
 
 def _io_tables() -> tuple[dict, np.ndarray]:
     """Names the ios columns are gathered from: device (target x 8 + LUN; 64: no target), op
-    (0 none, 1 read, 2 write, 3 other), status (a status byte; 256, 257 aborted); and the op
-    of each opcode."""
+    (0 unknown: no CDB and no data phase, then schema.OPS as scsi.op_kind_expr names them),
+    status (a status byte; 256, 257 aborted); and the op of each opcode."""
     names = {"device": [f"{t}:{lun}" for t in range(8) for lun in range(8)] + [""],
-             "op": ["", "read", "write", "other"],
+             "op": ["", "read", "write", "other", "flush", "discard"],
              "status": [scsi.status_name(s) for s in range(256)] + list(ABORTED)}
     op_kind = np.full(256, 3, np.uint8)
-    op_kind[sorted(scsi.READ_OPS)] = 1
-    op_kind[sorted(scsi.WRITE_OPS)] = 2
+    for code, opcodes in ((1, scsi.READ_OPS), (2, scsi.WRITE_OPS), (4, scsi.FLUSH_OPS), (5, scsi.DISCARD_OPS)):
+        op_kind[sorted(opcodes)] = code
     return {k: pl.Series(v, dtype=pl.Utf8) for k, v in names.items()}, op_kind
 
 
