@@ -73,7 +73,10 @@ def analyze(path: str | os.PathLike, *,
             data_polarity: str = DEFAULTS.data_polarity,
             mapping: dict[str, str] | list[str] | None = DEFAULTS.mapping,
             active_low: list[str] | str | None = None,
-            route: str | None = DEFAULTS.route) -> Result:
+            route: str | None = DEFAULTS.route,
+            command_set: str | None = DEFAULTS.command_set,
+            btt_compat: bool = DEFAULTS.btt_compat,
+            stall_factor: float = DEFAULTS.stall_factor) -> Result:
     """Parse and analyse one trace, as `scsitrace analyze TRACE` does.
 
     path: the trace file (a blktrace capture by its first per-CPU file).
@@ -91,6 +94,9 @@ def analyze(path: str | os.PathLike, *,
     mapping: logic captures: {bus line: capture signal}, e.g. {"REQ": "D3"} (or ["REQ=D3"]).
     active_low: logic captures: signals (or "all") that are active-low.
     route: usbmon pcap: "native" (default) or "pyshark".
+    command_set: bus: the vendor opcode names of a device family ("pce": NEC PC Engine CD-ROM).
+    btt_compat: block: pair D and C events as btt does where requests in flight share sectors.
+    stall_factor: the stalls table lists I/Os slower than this x the median of their kind (> 0).
 
     Raises scsitrace.errors.UsageError naming the keyword for a bad option value (type or
     range), and other ScsitraceError subclasses for bad input (BadInput names the file and
@@ -98,7 +104,8 @@ def analyze(path: str | os.PathLike, *,
     from .reports import summary as summ, typed_export
     req = _request(path, format=format, lenient=lenient, profile=profile, target=target, lun=lun,
                    io_size=io_size, window=window, device=device, pid=pid, settle_ns=settle_ns,
-                   data_polarity=data_polarity, mapping=mapping, active_low=active_low, route=route)
+                   data_polarity=data_polarity, mapping=mapping, active_low=active_low, route=route,
+                   command_set=command_set, btt_compat=btt_compat, stall_factor=stall_factor)
     try:
         analysis = core.run(req, series=True)
         s = summ.summary(analysis, req.profile, req.target, req.io_size, req.lun)

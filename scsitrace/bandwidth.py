@@ -173,28 +173,27 @@ def stalls(ios: pl.DataFrame, factor: float = STALL_FACTOR, limit: int = MAX_STA
                     for r in rows.iter_rows(named=True)]}
 
 
-def views(analysis: Analysis, stall_factor: float | None = None) -> dict:
-    """The report's "views" (report --json): the analysis' declared tables as rows; a stall
-    factor other than the layer's recomputes the stalls over the same I/Os."""
+def views(analysis: Analysis, stall_factor: float = STALL_FACTOR) -> dict:
+    """The report's "views" (report --json): the analysis' declared tables as rows (the layer
+    built the stalls with the request's stall factor; `stall_factor` is what an analysis
+    without the tables shows)."""
     if "by_request_size" not in analysis.tables:
         return {"by_request_size": [], "by_device_count": [], "by_queue_depth": [],
-                "stalls": {"factor": stall_factor or STALL_FACTOR, "count": 0, "ios": []}}
+                "stalls": {"factor": stall_factor, "count": 0, "ios": []}}
     st = analysis.table("stalls")
-    factor = float(st["factor"][0]) if st.height else (stall_factor or STALL_FACTOR)
-    if st.height and stall_factor is not None and stall_factor != factor:
-        shown = stalls(completed_ios(analysis), stall_factor)
-    else:
-        shown = {"factor": factor, "count": int(st["count"][0]) if st.height else 0,
-                 "ios": st["ios"].to_list()[0] if st.height else []}
+    shown = {"factor": float(st["factor"][0]) if st.height else stall_factor,
+             "count": int(st["count"][0]) if st.height else 0, "ios": st["ios"].to_list()[0] if st.height else []}
     return {"by_request_size": analysis.table("by_request_size").to_dicts(),
             "by_device_count": analysis.table("by_device_count").to_dicts(),
             "by_queue_depth": analysis.table("by_queue_depth").to_dicts(),
             "stalls": shown}
 
 
-def declare(tables: dict, ios, thinned: bool, stall_factor: float = STALL_FACTOR) -> list[str]:
+def declare(tables: dict, ios, thinned: bool, options=None) -> list[str]:
     """Add the views' tables to a layer's `tables` (built when first read from `ios`, a frame or
-    a function giving it); the notes to add. Thinned rows give empty views and say so."""
+    a function giving it; the stalls by `options.stall_factor`); the notes to add. Thinned rows
+    give empty views and say so."""
+    stall_factor = getattr(options, "stall_factor", STALL_FACTOR)
     if thinned:
         for t in TABLES:
             tables[t.name] = t.empty()

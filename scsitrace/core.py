@@ -46,6 +46,7 @@ class Options:
     # emits every I/O's row for them, which costs time; True where a view draws them
     series: bool = True
     btt_compat: bool = False         # block: btt's pairing where requests in flight share sectors
+    stall_factor: float = DEFAULTS.stall_factor   # the stalls table: slower than this x the median
 
 
 def analyze(capture: Capture, options: Options | None = None) -> Analysis:
@@ -87,7 +88,7 @@ def run(req: AnalysisRequest, tap=None, ios_sink=None, series: bool = False) -> 
                                ("target", req.target), ("lun", req.lun)) if v is not None}
     options = Options(data_polarity=req.data_polarity, io_size=req.io_size, window=parse_window(req.window),
                       pids=parse_pids(req.pid), target=req.target, lun=req.lun, ios_sink=ios_sink, given=given,
-                      series=series, btt_compat=req.btt_compat)
+                      series=series, btt_compat=req.btt_compat, stall_factor=req.stall_factor)
     with progress_for(req.trace) as progress:
         capture = parsers.parse(req.trace, req.format, strict=req.strict, progress=progress,
                                 **req.parser_options())

@@ -34,7 +34,8 @@ INT64_MAX = (1 << 63) - 1
 # the per-trace option names of a manifest entry, batch's command line and a baseline's
 # stored options (`map` is a list of NAME=SIGNAL texts there, `mapping` a dict in the API)
 OPTION_KEYS = ("format", "lenient", "settle_ns", "data_polarity", "map", "active_low", "io_size",
-               "profile", "target", "device", "pid", "window", "route", "lun", "command_set", "btt_compat")
+               "profile", "target", "device", "pid", "window", "route", "lun", "command_set", "btt_compat",
+               "stall_factor")
 # what a baseline remembers, so that `regress` analyses the new trace the same way
 STORED_OPTIONS = ("format", "lenient", "settle_ns", "data_polarity", "map", "active_low", "io_size",
                   "profile", "target")
@@ -84,6 +85,7 @@ class AnalysisRequest:
     route: str | None = None              # usbmon pcap: native | pyshark
     command_set: str | None = None        # bus: the vendor opcode names of a device family (command_sets.py)
     btt_compat: bool = False              # block: btt's pairing where requests in flight share sectors
+    stall_factor: float = 5.0             # the stalls table: I/Os slower than this x their kind's median
 
     def __post_init__(self):
         for f in fields(self):
@@ -248,6 +250,15 @@ def _active_low(name, value):
     return tuple(value)
 
 
+def positive_number(name: str, value):
+    """A finite number > 0 (a factor, a rate)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
+        raise OptionError(name, f"must be a positive number, got {_shown(value)}")
+    return value
+
+
 _CHECKS = {
     "trace": _text,
     "format": _format,
@@ -266,6 +277,7 @@ _CHECKS = {
     "route": _choice(*ROUTES, optional=True),
     "command_set": _choice(*sorted(COMMAND_SETS), optional=True),
     "btt_compat": _bool,
+    "stall_factor": lambda name, value: float(positive_number(name, value if value is not None else "none")),
 }
 
 
@@ -362,15 +374,6 @@ def seconds(name: str, value, positive: bool = False):
             or value < 0 or (positive and value == 0) or value > MAX_SECONDS:
         what = "positive" if positive else "non-negative"
         raise OptionError(name, f"must be a {what} number of seconds, got {_shown(value)}")
-    return value
-
-
-def positive_number(name: str, value):
-    """A finite number > 0 (a factor, a rate)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
-        raise OptionError(name, f"must be a positive number, got {_shown(value)}")
     return value
 
 

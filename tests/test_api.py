@@ -26,6 +26,12 @@ USB = REPO / "fixtures/captured/usb_randread4k"
 TRACES = [BLOCK, BUS, USB / "usbmon.txt", USB / "ftrace.txt"]
 
 
+def test_every_request_field_is_a_keyword_of_the_api():
+    from dataclasses import fields
+    names = set(inspect.signature(scsitrace.analyze).parameters) - {"path"}
+    assert names == {f.name for f in fields(request.AnalysisRequest)} - {"trace"}
+
+
 def test_the_package_attribute_is_the_typed_function():
     assert scsitrace.analyze is api.analyze
     assert "analyze" in dir(scsitrace)

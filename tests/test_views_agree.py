@@ -138,3 +138,20 @@ def test_terminal_prints_the_json_percentages(capsys, path):
     out = capsys.readouterr().out
     for c in js["categories"]:
         assert f"{c['percent']:.2f} %" in out, c["name"]
+
+
+def test_the_stall_factor_is_the_layers_the_report_only_shows_it(tmp_path):
+    """`report --stall-factor K` and the API's stall_factor=K give the layer's stalls table,
+    built with K from every I/O: more stalls for a lower factor, each slower than K x its median."""
+    trace = REPO / "fixtures" / "captured" / "lsi_randread4k" / "lsi_randread4k.blktrace.0"
+    shown = {}
+    for k in (1.5, 5.0):
+        out = tmp_path / f"r{k}.json"
+        assert main(["report", str(trace), "-o", str(tmp_path / f"r{k}.html"), "--stall-factor", str(k),
+                     "--json", str(out)]) == 0
+        st = json.loads(out.read_text())["views"]["stalls"]
+        api = scsitrace.analyze(trace, stall_factor=k).tables["stalls"]
+        assert (st["factor"], st["count"]) == (k, api["count"][0])
+        assert all(r["response_ns"] > k * r["median_ns"] for r in st["ios"])
+        shown[k] = st["count"]
+    assert shown[1.5] > shown[5.0]

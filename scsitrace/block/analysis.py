@@ -55,7 +55,7 @@ def analyze(capture: Capture, options) -> Analysis:
     tables.update(series_tables)
     rows = run["rows"]
     series_notes += bandwidth.declare(tables, lambda: ios_frame(rows_frame(rows), names),
-                                      thinned=run["rows_stride"] > 1)
+                                      thinned=run["rows_stride"] > 1, options=options)
     notes = ["block layer: stage times as btt computes them; Device Overhead percentages are of Q2C "
              "time (Q2G+G2I and Q2M are alternatives, so they need not sum to 100)"]
     if keep_pids is not None:

@@ -135,7 +135,7 @@ def _analysis(capture, options, runs, walker: Walker, reducer, invert, polarity_
         if walker.unmatched_completions:
             notes.append(f"rates, queue depth and latency over time count the {over_time.n} I/Os tied to their "
                          f"completion, not the {walker.unmatched_completions} completions that could not be tied")
-    notes += bandwidth.declare(series_tables, chosen.ios, thinned=False)
+    notes += bandwidth.declare(series_tables, chosen.ios, thinned=False, options=options)
     review, sampling_notes = sampling.review(capture.meta, options.settle_ns)
     if review is not None:          # a sampled capture: what its sample period could not resolve
         source["sampling"] = review

@@ -79,7 +79,7 @@ def request_of(args, trace: str | None = None) -> AnalysisRequest:
 
 # the request's fields a command line may give (mapping comes from --map)
 REQUEST_FLAGS = ("format", "lenient", "profile", "target", "lun", "io_size", "window", "device", "pid",
-                 "settle_ns", "data_polarity", "active_low", "route", "command_set", "btt_compat")
+                 "settle_ns", "data_polarity", "active_low", "route", "command_set", "btt_compat", "stall_factor")
 
 
 def parser_options(args) -> dict:

@@ -28,9 +28,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from scsitrace import bandwidth as views, request
+    from scsitrace import bandwidth as views
     from scsitrace.reports import html, summary as summ
-    request.positive_number("stall_factor", args.stall_factor)
     collector = Collector()                  # attribution's pass, made while the trace is read
     analysis = load(args, tap=collector.tap, series=True)
     s = summ.summary(analysis, args.profile, args.target, args.io_size)

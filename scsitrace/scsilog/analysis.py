@@ -190,7 +190,7 @@ class _Run:
         tables = t.tables(elapsed)
         series_tables, series_notes = self.series.tables(elapsed)
         tables.update(series_tables)
-        notes += series_notes + bandwidth.declare(tables, ios, thinned=self.kept.thinned)
+        notes += series_notes + bandwidth.declare(tables, ios, thinned=self.kept.thinned, options=self.options)
         declared = (*TABLES, *LATENCY_TABLES, *series.SERIES_TABLES, *bandwidth.TABLES)
         if self.completions is not None:
             tables["completions"], declared = self.completions.table(), (*declared, COMPLETIONS)

@@ -102,7 +102,7 @@ def _series_tables(ios: pl.DataFrame, elapsed: int, notes: list[str], options) -
         series.add_ios(over_time, ios)
         tables, more = over_time.tables(elapsed)
         notes += more
-    notes += bandwidth.declare(tables, ios, thinned=False)
+    notes += bandwidth.declare(tables, ios, thinned=False, options=options)
     return tables
 
 

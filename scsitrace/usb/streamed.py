@@ -76,7 +76,7 @@ class _Run:
     analysis from what the stage accumulated."""
 
     def __init__(self, capture, options, streaming: bool):
-        self.capture, self.origin, self.streaming = capture, None, streaming
+        self.capture, self.options, self.origin, self.streaming = capture, options, None, streaming
         # read whole, every row is kept and the writer takes them from the analysis
         self.sink = getattr(options, "ios_sink", None) if streaming else None
         self.xf = transfers(urb_columns(pl.DataFrame(schema=URBS)))
@@ -136,7 +136,8 @@ class _Run:
         series_tables, series_notes = self.series.tables(elapsed) if self.series is not None else ({}, [])
         tables.update(series_tables)
         built = {}          # the kept rows are read from the machine once: through analysis.ios
-        notes += series_notes + bandwidth.declare(tables, lambda: built["analysis"].ios, thinned=r["stride"] > 1)
+        notes += series_notes + bandwidth.declare(tables, lambda: built["analysis"].ios, thinned=r["stride"] > 1,
+                                                  options=self.options)
         from ..command_tables import TABLES
         from ..stats import LATENCY_TABLES
         if self.streaming:          # (read whole, the parser set it: the times start there)
