@@ -417,7 +417,9 @@ def _stage_columns(seed, commands):
     sts_c = np.where([c[6] for c in commands], s0 + 2, NULL)
     data_in = np.array([c[5] for c in commands])
     elapsed = int(max(cmd_s.max(), np.max(np.where(sts_c != NULL, sts_c, 0))) + seed)
-    return dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, elapsed
+    n = len(commands)
+    return stages.CommandStages.from_arrays(dev=dev, io=np.arange(n), cmd_s=cmd_s, cmd_c=cmd_c, d0=d0, s0=s0,
+                                            data_c=data_c, sts_c=sts_c, data_bytes=np.zeros(n), data_in=data_in), elapsed
 
 
 @settings(max_examples=80, deadline=None)
@@ -429,18 +431,13 @@ def test_stage_totals_equal_tiled_pieces(seed, commands):
     tiling the listed pieces (tiling.tile), whenever the former reports them in order."""
     from scsitrace import tiling
     from scsitrace.usb import stages
-    n = len(commands)
-    dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, elapsed = _stage_columns(seed, commands)
+    cols, elapsed = _stage_columns(seed, commands)
     names = [*stages.PIECE_PHASES, tiling.IDLE]
-    totals, counts = np.zeros(len(names), np.int64), np.zeros(len(names), np.int64)
-    in_order, devices = stages.stage_totals(dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in,
-                                             names.index(tiling.IDLE), elapsed, totals, counts)
-    pieces = np.empty((5 * n, 6), np.int64)
-    m, _ = stages.stage_pieces(dev, np.arange(n), cmd_s, cmd_c, d0, s0, data_c, sts_c, np.zeros(n, np.int64),
-                                data_in, False, pieces)
-    want = tiling.tile(pieces[:m], elapsed, stages.PIECE_PHASES, segments=False)
-    _, listed_in_order = stages.stage_pieces(dev, np.arange(n), cmd_s, cmd_c, d0, s0, data_c, sts_c,
-                                              np.zeros(n, np.int64), data_in, True, pieces)
+    totals, counts, in_order, devices = stages.stage_totals(cols, names.index(tiling.IDLE), len(names), elapsed)
+    pieces, blocks, _ = stages.stage_pieces(cols, by_command=False)
+    assert len(blocks) == len(pieces) and set(blocks) <= set(range(5))
+    want = tiling.tile(pieces, elapsed, stages.PIECE_PHASES, segments=False)
+    _, _, listed_in_order = stages.stage_pieces(cols, by_command=True)
     assert in_order == listed_in_order
     if in_order:
         assert tiling.tile_totals(names, totals, counts, devices) == want
@@ -456,15 +453,11 @@ def test_pieces_listed_by_command_tile_as_sorted_pieces(seed, commands):
     tiling the block-by-block pieces sorted (what stages.tile relies on)."""
     from scsitrace import tiling
     from scsitrace.usb import stages
-    n = len(commands)
-    dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, elapsed = _stage_columns(seed, commands)
-    pieces = np.empty((5 * n, 6), np.int64)
-    m, _ = stages.stage_pieces(dev, np.arange(n), cmd_s, cmd_c, d0, s0, data_c, sts_c, np.zeros(n, np.int64),
-                                data_in, False, pieces)
-    want = tiling.tile(pieces[:m].copy(), elapsed, stages.PIECE_PHASES)
-    listed = np.empty((5 * n, 6), np.int64)
-    k, in_order = stages.stage_pieces(dev, np.arange(n), cmd_s, cmd_c, d0, s0, data_c, sts_c,
-                                      np.zeros(n, np.int64), data_in, True, listed)
+    cols, elapsed = _stage_columns(seed, commands)
+    pieces, _, _ = stages.stage_pieces(cols, by_command=False)
+    want = tiling.tile(pieces.copy(), elapsed, stages.PIECE_PHASES)
+    listed, _, in_order = stages.stage_pieces(cols, by_command=True)
+    k, m = len(listed), len(pieces)
     assert k == m
     if in_order:
         got = tiling.tile(listed[:k], elapsed, stages.PIECE_PHASES, in_order=True)

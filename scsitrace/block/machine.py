@@ -26,10 +26,11 @@ import polars as pl
 
 from .._native import block as _native
 from ..model import KEEP_IOS, Capture
+from ..schema import NULL, nullable
 from ..streams import prefetched
 from .events import MACHINE_COLUMNS
 
-NONE = -1
+NONE = NULL                # a missing value in the machine's columns (schema.NULL, as usb's)
 CHUNK = 1 << 20            # events per chunk when the capture hands over whole columns
 # the per-I/O columns that are null where the machine has no value (NONE)
 OPTIONAL = ("q2g_ns", "g2i_ns", "q2m_ns", "i2d_ns", "d_t", "c_t", "d2c_ns", "q2c_ns")
@@ -89,5 +90,5 @@ def run(chunks, *, device: int | None = None, window=None, pids: list[int] | Non
 
 def rows_frame(rows: dict) -> pl.DataFrame:
     """Per-I/O rows (the machine's columns) as polars, missing values null."""
-    return pl.DataFrame({name: pl.Series(name, col).set(pl.Series(col == NONE), None) if name in OPTIONAL
-                         else pl.Series(name, col) for name, col in rows.items()})
+    return pl.DataFrame({name: nullable(col, name=name) if name in OPTIONAL else pl.Series(name, col)
+                         for name, col in rows.items()})

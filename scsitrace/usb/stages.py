@@ -3,6 +3,8 @@ device's time with IDLE (scsitrace/tiling.py); compiled passes list the pieces o
 their totals without listing them."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import polars as pl
 
@@ -27,6 +29,39 @@ def _with_stages(cmds: pl.DataFrame) -> pl.DataFrame:
 PIECE_PHASES = list(_usb.PIECE_PHASES)
 
 
+@dataclass(frozen=True)
+class CommandStages:
+    """Per command: device code, io, the stage times the pieces are cut from (int64 ns,
+    schema.NULL where unknown; `_with_stages` names d0 and s0 `_d0`, `_s0`), data bytes and
+    direction. The record the compiled passes read by name (native/src/usb/machine.rs)."""
+
+    dev: np.ndarray
+    io: np.ndarray
+    cmd_s: np.ndarray
+    cmd_c: np.ndarray
+    d0: np.ndarray
+    s0: np.ndarray
+    data_c: np.ndarray
+    sts_c: np.ndarray
+    data_bytes: np.ndarray
+    data_in: np.ndarray
+
+    @classmethod
+    def of(cls, ios: pl.DataFrame) -> "CommandStages":
+        times = ios.select(pl.col(c).cast(pl.Int64).fill_null(NULL).alias(name) for c, name in _STAGE_COLUMNS.items())
+        data_in = ios.select(pl.col("data_in").fill_null(pl.col("flag_in")).fill_null(True)).to_series()
+        return cls(**{c: times[c].to_numpy() for c in times.columns}, data_in=data_in.to_numpy())
+
+    @classmethod
+    def from_arrays(cls, **columns) -> "CommandStages":
+        """From arrays of any integer type (int64 and bool copies where needed)."""
+        return cls(**{k: np.ascontiguousarray(v, np.bool_ if k == "data_in" else np.int64) for k, v in columns.items()})
+
+
+_STAGE_COLUMNS = {"_dev": "dev", "io": "io", "cmd_s": "cmd_s", "cmd_c": "cmd_c", "_d0": "d0", "_s0": "s0",
+                  "data_c": "data_c", "sts_c": "sts_c", "data_bytes": "data_bytes"}
+
+
 def tile(ios: pl.DataFrame, elapsed_ns: int, segments: bool = True) -> dict:
     """Per device, stage pieces plus IDLE tiling [0, elapsed_ns] (tiling.tile's columns).
     Pieces, in this order: every command's COMMAND, GAP to its data (or status), DATA, GAP
@@ -35,23 +70,16 @@ def tile(ios: pl.DataFrame, elapsed_ns: int, segments: bool = True) -> dict:
     tiling needs no sort, and its totals no piece table.)"""
     if not ios.height:
         return tiling.tile(np.empty((0, len(tiling.PIECE_COLUMNS)), np.int64), elapsed_ns, PIECE_PHASES, segments)
-    times = ios.select(pl.col(c).cast(pl.Int64).fill_null(NULL)
-                       for c in ("_dev", "io", "cmd_s", "cmd_c", "_d0", "_s0", "data_c", "sts_c", "data_bytes"))
-    dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes = (times[c].to_numpy() for c in times.columns)
-    data_in = ios.select(pl.col("data_in").fill_null(pl.col("flag_in")).fill_null(True)).to_series().to_numpy()
+    commands = CommandStages.of(ios)
     if not segments:
         names = [*PIECE_PHASES, tiling.IDLE]
-        totals, counts = np.zeros(len(names), np.int64), np.zeros(len(names), np.int64)
-        in_order, devices = stage_totals(dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in,
-                                         names.index(tiling.IDLE), elapsed_ns, totals, counts)
+        totals, counts, in_order, devices = stage_totals(commands, names.index(tiling.IDLE), len(names), elapsed_ns)
         if in_order:
             return tiling.tile_totals(names, totals, counts, devices)
-    pieces = np.empty((5 * ios.height, len(tiling.PIECE_COLUMNS)), np.int64)
-    columns = (dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_in)
-    n, in_order = stage_pieces(*columns, True, pieces)
+    pieces, _, in_order = stage_pieces(commands, by_command=True)
     if not in_order:
-        n, _ = stage_pieces(*columns, False, pieces)
-    return tiling.tile(pieces[:n], elapsed_ns, PIECE_PHASES, segments, in_order)
+        pieces, _, _ = stage_pieces(commands, by_command=False)
+    return tiling.tile(pieces, elapsed_ns, PIECE_PHASES, segments, in_order)
 
 
 def segments_frame(full: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
@@ -60,30 +88,22 @@ def segments_frame(full: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
     return tiling.segments_frame(tile(full, elapsed_ns), names)
 
 
-def stage_pieces(dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_in, by_command, out, blocks=None):
-    """Stage pieces of commands (per command columns; NULL times unknown) as rows of `out`
-    (tiling.PIECE_COLUMNS: device, io, start, end, phase, bytes), in one compiled pass
-    (scsitrace._native.usb.stage_pieces): a command's pieces are COMMAND, GAP before the
-    data (or status), DATA, GAP after the data, STATUS (none without a command submit),
-    listed block by block (every COMMAND, every GAP, ...) or, with `by_command`, command
-    by command. Returns the count and whether the pieces came out in (device, start,
-    block) order: then they are also in the order a stable sort of the block-by-block
-    pieces by (device, start) gives (ties: block, then command)."""
-    i64 = np.int64
-    n, in_order = _usb.stage_pieces(*(np.ascontiguousarray(c, i64) for c in (dev, io, cmd_s, cmd_c, d0, s0, data_c,
-                                                                             sts_c, data_bytes)),
-                                    np.ascontiguousarray(data_in, np.bool_), bool(by_command), out.reshape(-1),
-                                    np.zeros(0, i64) if blocks is None else blocks)
-    return n, in_order
+def stage_pieces(commands: CommandStages, by_command: bool) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Stage pieces of commands as tiling.PIECE_COLUMNS rows (device, io, start, end, phase,
+    bytes), in one compiled pass (scsitrace._native.usb.stage_pieces): a command's pieces are
+    COMMAND, GAP before the data (or status), DATA, GAP after the data, STATUS (none without a
+    command submit), listed block by block (every COMMAND, every GAP, ...) or, with
+    `by_command`, command by command. Returns (pieces, each piece's block 0-4, whether they
+    came out in (device, start, block) order: then they are also in the order a stable sort of
+    the block-by-block pieces by (device, start) gives (ties: block, then command))."""
+    return _usb.stage_pieces(commands, bool(by_command))
 
 
-def stage_totals(dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in, idle, elapsed, totals, counts):
-    """The tiling totals (tiling.tile's `totals`, as time and segments per phase code, added
-    to `totals` and `counts`) of the pieces stage_pieces lists command by command, tiled as
-    they are listed, without a piece table (40 MB for 170 000 commands), provided they come
-    in (device, start, block) order (scsitrace._native.usb.stage_totals: tiling.place's
-    rule). Returns whether they did (else the totals are incomplete: list and tile the
-    pieces) and how many devices have segments."""
-    i64 = np.int64
-    return _usb.stage_totals(*(np.ascontiguousarray(c, i64) for c in (dev, cmd_s, cmd_c, d0, s0, data_c, sts_c)),
-                             np.ascontiguousarray(data_in, np.bool_), int(idle), int(elapsed), totals, counts)
+def stage_totals(commands: CommandStages, idle: int, n_phases: int, elapsed: int) -> tuple:
+    """The tiling totals (tiling.tile's `totals`, as time and segments per phase code) of the
+    pieces stage_pieces lists command by command, tiled as they are listed, without a piece
+    table (40 MB for 170 000 commands), provided they come in (device, start, block) order
+    (scsitrace._native.usb.stage_totals: tiling.place's rule). Returns (totals, counts,
+    whether they did (else the totals are incomplete: list and tile the pieces), how many
+    devices have segments)."""
+    return _usb.stage_totals(commands, int(idle), int(n_phases), int(elapsed))

@@ -59,18 +59,14 @@ class Transfers:
 
 def transfers(u: UrbColumns) -> Transfers:
     s_row, c_row = pair_urbs(u.urb_id, u.event)
-    columns = (u.t_ns, u.status, u.status_null, u.length, u.ep, u.xfer, u.bus, u.dev)
-    cols, in_order = transfer_columns(s_row, c_row, *columns)
+    cols, in_order = transfer_columns(s_row, c_row, u)
     if not in_order:
         # transfers come in row order: sort by time (submit, else completion), then row
-        row, submit, complete = cols[0], cols[2], cols[3]
-        order = np.lexsort((row, np.where(submit != NULL, submit, complete)))
+        submit, complete = cols["submit_ns"], cols["complete_ns"]
+        order = np.lexsort((cols["row"], np.where(submit != NULL, submit, complete)))
         s_row, c_row = s_row[order], c_row[order]
-        cols, _ = transfer_columns(s_row, c_row, *columns)
-    row, data_row, submit, complete, status, status_null, req_len, actual, dir_in, xfer, bus_dev = cols
-    return Transfers(urbs=u, s_row=s_row, c_row=c_row, row=row, data_row=data_row, submit_ns=submit,
-                     complete_ns=complete, status=status, status_null=status_null, req_len=req_len,
-                     actual=actual, dir_in=dir_in, xfer=xfer, bus_dev=bus_dev)
+        cols, _ = transfer_columns(s_row, c_row, u)
+    return Transfers(urbs=u, s_row=s_row, c_row=c_row, **cols)
 
 
 def pair_urbs(urb_id: np.ndarray, event: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -89,15 +85,10 @@ def pair_urbs(urb_id: np.ndarray, event: np.ndarray) -> tuple[np.ndarray, np.nda
     return s_rows[:count], c_rows[:count]
 
 
-def transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer, bus, dev):
-    """Per transfer: (naming row, data row, submit time, completion time, status, status
-    unknown, requested length, actual length, direction IN, transfer type, (bus << 8) |
-    device address), and whether the transfers are in time order of their submit, else
-    completion. IN transfers move the completion's data, OUT transfers the submit's (a
-    lone completion: its own)."""
-    n = len(s_row)
-    ints = [np.empty(n, np.int64) for _ in range(7)]     # one array each (the pass borrows each apart)
-    out = (ints[0], ints[1], ints[2], ints[3], np.zeros(n, np.int32), np.ones(n, np.bool_), ints[4], ints[5],
-           np.empty(n, np.bool_), np.empty(n, np.uint8), ints[6])
-    in_order = _usb.transfer_columns(s_row, c_row, t_ns, status, status_null, length, ep, xfer, bus, dev, *out)
-    return out, in_order
+def transfer_columns(s_row, c_row, urbs: UrbColumns) -> tuple[dict, bool]:
+    """Per transfer: its columns by Transfers' names (naming row, data row, submit and
+    completion times, status and status unknown, requested and actual length, direction IN,
+    transfer type, (bus << 8) | device address), and whether the transfers are in time order
+    of their submit, else completion. IN transfers move the completion's data, OUT transfers
+    the submit's (a lone completion: its own)."""
+    return _usb.transfer_columns(np.ascontiguousarray(s_row, np.int64), np.ascontiguousarray(c_row, np.int64), urbs)

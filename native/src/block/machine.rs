@@ -24,7 +24,7 @@ use pyo3::types::PyDict;
 use crate::hash::IntMap;
 use crate::stat::Samples;
 
-const NONE: i64 = -1;
+const NONE: i64 = i64::MIN;        // a missing time: schema.NULL, the one marker of numpy columns
 const SECTOR: i64 = 512;
 const LOOKBACK: usize = 256; // Qs a containment lookup looks back at, per device
 const TC_PC: u32 = (1 << 9) << 16;

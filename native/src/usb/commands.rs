@@ -12,7 +12,7 @@ use numpy::PyArray1;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::machine::{bot_reason, le32, max_t, piece, BOT_REASONS, CBW_BYTES, CSW_BYTES, DATA_BYTES, DATA_C,
+use super::machine::{bot_reason, le32, max_t, piece, StageTimes, BOT_REASONS, CBW_BYTES, CSW_BYTES, DATA_BYTES, DATA_C,
                      DATA_IN, DATA_S, LAST, NULL, N_AGG, N_CSW, PAIRED, STALLS, STS_C, STS_S};
 
 const _: () = assert!(std::mem::size_of::<Kept>() == 128);
@@ -269,8 +269,9 @@ impl CommandStage {
             let d0 = max_t(data_s, cmd_c);
             let s0 = max_t(sts_s, if data_c != NULL { data_c } else { cmd_c });
             let data_in = if a[DATA_IN] >= 0 { a[DATA_IN] == 1 } else { c.cbw[12] & 0x80 != 0 };
+            let times = StageTimes { cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in };
             for block in 0..5usize {
-                let (start, end, stage) = piece(block, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in);
+                let (start, end, stage) = piece(block, &times);
                 if start == NULL || end == NULL {
                     continue;
                 }

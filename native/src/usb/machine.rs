@@ -2,7 +2,7 @@
 //! columns, the Bulk-Only command pass and its CBW/CSW fields, stage pieces.
 use std::collections::HashMap;
 
-use numpy::{PyArray1, PyReadonlyArray1, PyReadwriteArray1};
+use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadwriteArray1};
 use pyo3::types::PyDict;
 use pyo3::prelude::*;
 
@@ -94,52 +94,113 @@ fn pair_urbs(py: Python, urb_id: PyReadonlyArray1<u64>, event: PyReadonlyArray1<
     }))
 }
 
-/// Per transfer (scsitrace/usb/transfers.py transfer_columns): naming row, data row, submit
-/// and completion times, status (and unknown), requested and actual length, direction IN,
-/// transfer type, (bus << 8) | address; returns whether the naming times ascend.
+/// The URB columns transfer_columns reads (a scsitrace.usb.urbs.UrbColumns, by name).
+#[derive(FromPyObject)]
+struct UrbEvents<'py> {
+    #[pyo3(attribute)]
+    t_ns: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    status: PyReadonlyArray1<'py, i32>,
+    #[pyo3(attribute)]
+    status_null: PyReadonlyArray1<'py, bool>,
+    #[pyo3(attribute)]
+    length: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    ep: PyReadonlyArray1<'py, u8>,
+    #[pyo3(attribute)]
+    xfer: PyReadonlyArray1<'py, u8>,
+    #[pyo3(attribute)]
+    bus: PyReadonlyArray1<'py, u16>,
+    #[pyo3(attribute)]
+    dev: PyReadonlyArray1<'py, u8>,
+}
+
+/// Per transfer (submit row `s_row`, completion row `c_row`, -1 where absent) of the URBs
+/// `u` (scsitrace/usb/transfers.py transfer_columns): a dict of its naming row `row`,
+/// `data_row`, `submit_ns` and `complete_ns` (NULL unknown), `status` and `status_null`,
+/// `req_len` and `actual` (NULL unknown), `dir_in`, `xfer`, `bus_dev` ((bus << 8) | address),
+/// and whether the naming times ascend.
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn transfer_columns(py: Python, s_row: PyReadonlyArray1<i64>, c_row: PyReadonlyArray1<i64>,
-                    t_ns: PyReadonlyArray1<i64>, status: PyReadonlyArray1<i32>, status_null: PyReadonlyArray1<bool>,
-                    length: PyReadonlyArray1<i64>, ep: PyReadonlyArray1<u8>, xfer: PyReadonlyArray1<u8>,
-                    bus: PyReadonlyArray1<u16>, dev: PyReadonlyArray1<u8>, mut row: PyReadwriteArray1<i64>,
-                    mut data_row: PyReadwriteArray1<i64>, mut submit: PyReadwriteArray1<i64>,
-                    mut complete: PyReadwriteArray1<i64>, mut st: PyReadwriteArray1<i32>,
-                    mut st_null: PyReadwriteArray1<bool>, mut req: PyReadwriteArray1<i64>,
-                    mut act: PyReadwriteArray1<i64>, mut dir_in: PyReadwriteArray1<bool>,
-                    mut kind: PyReadwriteArray1<u8>, mut bus_dev: PyReadwriteArray1<i64>) -> PyResult<bool> {
-    let (s_row, c_row, t_ns, status, status_null, length, ep, xfer, bus, dev) = (
-        s_row.as_slice()?, c_row.as_slice()?, t_ns.as_slice()?, status.as_slice()?, status_null.as_slice()?,
-        length.as_slice()?, ep.as_slice()?, xfer.as_slice()?, bus.as_slice()?, dev.as_slice()?);
-    let (row, data_row, submit, complete, st, st_null, req, act, dir_in, kind, bus_dev) = (
-        row.as_slice_mut()?, data_row.as_slice_mut()?, submit.as_slice_mut()?, complete.as_slice_mut()?,
-        st.as_slice_mut()?, st_null.as_slice_mut()?, req.as_slice_mut()?, act.as_slice_mut()?,
-        dir_in.as_slice_mut()?, kind.as_slice_mut()?, bus_dev.as_slice_mut()?);
-    Ok(py.allow_threads(move || {
+fn transfer_columns<'py>(py: Python<'py>, s_row: PyReadonlyArray1<'py, i64>, c_row: PyReadonlyArray1<'py, i64>,
+                         u: UrbEvents<'py>) -> PyResult<(Bound<'py, PyDict>, bool)> {
+    let (s_row, c_row) = (s_row.as_slice()?, c_row.as_slice()?);
+    let (t_ns, status, status_null, length, ep, xfer, bus, dev) = (
+        u.t_ns.as_slice()?, u.status.as_slice()?, u.status_null.as_slice()?, u.length.as_slice()?,
+        u.ep.as_slice()?, u.xfer.as_slice()?, u.bus.as_slice()?, u.dev.as_slice()?);
+    let rows = t_ns.len();
+    if [status.len(), status_null.len(), length.len(), ep.len(), xfer.len(), bus.len(), dev.len()]
+        .iter().any(|&m| m != rows) || s_row.len() != c_row.len()
+        || s_row.iter().chain(c_row.iter()).any(|&r| r >= rows as i64)
+        || s_row.iter().zip(c_row.iter()).any(|(&s, &c)| s < 0 && c < 0) {
+        return Err(pyo3::exceptions::PyValueError::new_err("transfer_columns: columns of unequal lengths"));
+    }
+    let n = s_row.len();
+    let mut t = TransferOut::with_len(n);
+    let in_order = py.allow_threads(|| {
         let mut in_order = true;
         let mut prev = i64::MIN;
-        for k in 0..s_row.len() {
+        for k in 0..n {
             let (s, c) = (s_row[k], c_row[k]);
             let r = if s >= 0 { s } else { c } as usize;
-            row[k] = r as i64;
+            t.row[k] = r as i64;
             let din = ep[r] & 0x80 != 0;
-            dir_in[k] = din;
-            data_row[k] = if din || s < 0 { c } else { s };
-            submit[k] = if s >= 0 { t_ns[s as usize] } else { NULL };
-            req[k] = if s >= 0 { length[s as usize] } else { NULL };
-            complete[k] = if c >= 0 { t_ns[c as usize] } else { NULL };
-            act[k] = if c >= 0 { length[c as usize] } else { NULL };
+            t.dir_in[k] = din;
+            t.data_row[k] = if din || s < 0 { c } else { s };
+            t.submit[k] = if s >= 0 { t_ns[s as usize] } else { NULL };
+            t.req[k] = if s >= 0 { length[s as usize] } else { NULL };
+            t.complete[k] = if c >= 0 { t_ns[c as usize] } else { NULL };
+            t.act[k] = if c >= 0 { length[c as usize] } else { NULL };
             if c >= 0 {
-                st[k] = status[c as usize];
-                st_null[k] = status_null[c as usize];
+                t.st[k] = status[c as usize];
+                t.st_null[k] = status_null[c as usize];
             }
-            kind[k] = xfer[r];
-            bus_dev[k] = ((bus[r] as i64) << 8) | dev[r] as i64;
+            t.kind[k] = xfer[r];
+            t.bus_dev[k] = ((bus[r] as i64) << 8) | dev[r] as i64;
             in_order = in_order && t_ns[r] >= prev;
             prev = t_ns[r];
         }
         in_order
-    }))
+    });
+    Ok((t.into_dict(py)?, in_order))
+}
+
+/// transfer_columns' output columns.
+struct TransferOut {
+    row: Vec<i64>,
+    data_row: Vec<i64>,
+    submit: Vec<i64>,
+    complete: Vec<i64>,
+    st: Vec<i32>,
+    st_null: Vec<bool>,
+    req: Vec<i64>,
+    act: Vec<i64>,
+    dir_in: Vec<bool>,
+    kind: Vec<u8>,
+    bus_dev: Vec<i64>,
+}
+
+impl TransferOut {
+    fn with_len(n: usize) -> TransferOut {
+        TransferOut { row: vec![0; n], data_row: vec![0; n], submit: vec![0; n], complete: vec![0; n],
+                      st: vec![0; n], st_null: vec![true; n], req: vec![0; n], act: vec![0; n],
+                      dir_in: vec![false; n], kind: vec![0; n], bus_dev: vec![0; n] }
+    }
+
+    fn into_dict(self, py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+        let d = PyDict::new_bound(py);
+        d.set_item("row", PyArray1::from_vec_bound(py, self.row))?;
+        d.set_item("data_row", PyArray1::from_vec_bound(py, self.data_row))?;
+        d.set_item("submit_ns", PyArray1::from_vec_bound(py, self.submit))?;
+        d.set_item("complete_ns", PyArray1::from_vec_bound(py, self.complete))?;
+        d.set_item("status", PyArray1::from_vec_bound(py, self.st))?;
+        d.set_item("status_null", PyArray1::from_vec_bound(py, self.st_null))?;
+        d.set_item("req_len", PyArray1::from_vec_bound(py, self.req))?;
+        d.set_item("actual", PyArray1::from_vec_bound(py, self.act))?;
+        d.set_item("dir_in", PyArray1::from_vec_bound(py, self.dir_in))?;
+        d.set_item("xfer", PyArray1::from_vec_bound(py, self.kind))?;
+        d.set_item("bus_dev", PyArray1::from_vec_bound(py, self.bus_dev))?;
+        Ok(d)
+    }
 }
 
 /// One bulk transfer as the Bulk-Only rules read it (bot_pass, BotStream.process).
@@ -424,89 +485,150 @@ const STATUS: usize = 4;
 
 /// A command's piece `block` (0 COMMAND, 1 GAP to its data or status, 2 DATA, 3 GAP after
 /// the data, 4 STATUS): (start, end, its phase code: index into PIECE_PHASES).
+/// One command's stage times (ns; NULL unknown) and direction: what its pieces are cut from.
+#[derive(Clone, Copy)]
+pub(super) struct StageTimes {
+    pub cmd_s: i64,
+    pub cmd_c: i64,
+    pub d0: i64,
+    pub s0: i64,
+    pub data_c: i64,
+    pub sts_c: i64,
+    pub data_in: bool,
+}
+
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-pub(super) fn piece(block: usize, cmd_s: i64, cmd_c: i64, d0: i64, s0: i64, data_c: i64, sts_c: i64, data_in: bool) -> (i64, i64, usize) {
-    if cmd_s == NULL {
+pub(super) fn piece(block: usize, t: &StageTimes) -> (i64, i64, usize) {
+    if t.cmd_s == NULL {
         return (NULL, NULL, COMMAND);
     }
     match block {
-        0 => (cmd_s, cmd_c, COMMAND),
-        1 => (cmd_c, if d0 != NULL { d0 } else { s0 }, GAP),
-        2 if data_c != NULL => (d0, data_c, if data_in { DATA_IN_PHASE } else { DATA_OUT_PHASE }),
-        3 if data_c != NULL => (data_c, s0, GAP),
-        4 => (s0, sts_c, STATUS),
+        0 => (t.cmd_s, t.cmd_c, COMMAND),
+        1 => (t.cmd_c, if t.d0 != NULL { t.d0 } else { t.s0 }, GAP),
+        2 if t.data_c != NULL => (t.d0, t.data_c, if t.data_in { DATA_IN_PHASE } else { DATA_OUT_PHASE }),
+        3 if t.data_c != NULL => (t.data_c, t.s0, GAP),
+        4 => (t.s0, t.sts_c, STATUS),
         _ => (NULL, NULL, COMMAND),
     }
 }
 
-/// Stage pieces of commands as rows of `out` (tiling.PIECE_COLUMNS), block by block or
-/// command by command (`by_command`); returns the count and whether they came out in
-/// (device, start, block) order (scsitrace/usb/stages.py stage_pieces); `blocks`, when not
-/// empty, gets each piece's block (0 COMMAND, 1 GAP before the data, 2 DATA, 3 GAP, 4 STATUS).
+/// The per-command columns of scsitrace/usb/stages.py `CommandStages`, read by name (times
+/// as int64 with NULL for unknown: the one missing-value marker of numpy columns, schema.NULL).
+#[derive(FromPyObject)]
+struct CommandStages<'py> {
+    #[pyo3(attribute)]
+    dev: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    io: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    cmd_s: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    cmd_c: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    d0: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    s0: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    data_c: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    sts_c: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    data_bytes: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    data_in: PyReadonlyArray1<'py, bool>,
+}
+
+/// CommandStages as slices of one length.
+struct Stages<'a> {
+    dev: &'a [i64],
+    io: &'a [i64],
+    cmd_s: &'a [i64],
+    cmd_c: &'a [i64],
+    d0: &'a [i64],
+    s0: &'a [i64],
+    data_c: &'a [i64],
+    sts_c: &'a [i64],
+    data_bytes: &'a [i64],
+    data_in: &'a [bool],
+}
+
+impl<'py> CommandStages<'py> {
+    fn slices(&self) -> PyResult<Stages<'_>> {
+        let s = Stages { dev: self.dev.as_slice()?, io: self.io.as_slice()?, cmd_s: self.cmd_s.as_slice()?,
+                         cmd_c: self.cmd_c.as_slice()?, d0: self.d0.as_slice()?, s0: self.s0.as_slice()?,
+                         data_c: self.data_c.as_slice()?, sts_c: self.sts_c.as_slice()?,
+                         data_bytes: self.data_bytes.as_slice()?, data_in: self.data_in.as_slice()? };
+        let n = s.dev.len();
+        if [s.io.len(), s.cmd_s.len(), s.cmd_c.len(), s.d0.len(), s.s0.len(), s.data_c.len(), s.sts_c.len(),
+            s.data_bytes.len(), s.data_in.len()].iter().any(|&m| m != n) {
+            return Err(pyo3::exceptions::PyValueError::new_err("command stages: columns of different lengths"));
+        }
+        Ok(s)
+    }
+}
+
+impl Stages<'_> {
+    #[inline(always)]
+    fn times(&self, i: usize) -> StageTimes {
+        StageTimes { cmd_s: self.cmd_s[i], cmd_c: self.cmd_c[i], d0: self.d0[i], s0: self.s0[i],
+                     data_c: self.data_c[i], sts_c: self.sts_c[i], data_in: self.data_in[i] }
+    }
+}
+
+/// The stage pieces of the commands (tiling.PIECE_COLUMNS rows: device, io, start, end, phase,
+/// bytes; NULL bytes outside DATA), block by block or command by command (`by_command`):
+/// (pieces as an (n, 6) array, each piece's block (0 COMMAND, 1 GAP before the data, 2 DATA,
+/// 3 GAP, 4 STATUS), whether they came out in (device, start, block) order).
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn stage_pieces(py: Python, dev: PyReadonlyArray1<i64>, io: PyReadonlyArray1<i64>, cmd_s: PyReadonlyArray1<i64>,
-                cmd_c: PyReadonlyArray1<i64>, d0: PyReadonlyArray1<i64>, s0: PyReadonlyArray1<i64>,
-                data_c: PyReadonlyArray1<i64>, sts_c: PyReadonlyArray1<i64>, data_bytes: PyReadonlyArray1<i64>,
-                data_in: PyReadonlyArray1<bool>, by_command: bool,
-                mut out: PyReadwriteArray1<i64>, mut blocks: PyReadwriteArray1<i64>) -> PyResult<(i64, bool)> {
-    let (dev, io, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_bytes, data_in) = (
-        dev.as_slice()?, io.as_slice()?, cmd_s.as_slice()?, cmd_c.as_slice()?, d0.as_slice()?, s0.as_slice()?,
-        data_c.as_slice()?, sts_c.as_slice()?, data_bytes.as_slice()?, data_in.as_slice()?);
-    let out = out.as_slice_mut()?;
-    let blocks = blocks.as_slice_mut()?;      // each piece's block, when given room
-    Ok(py.allow_threads(move || {
-        let n = dev.len();
-        let mut m = 0usize;
+fn stage_pieces<'py>(py: Python<'py>, commands: CommandStages<'py>, by_command: bool)
+                     -> PyResult<(Bound<'py, PyArray2<i64>>, Bound<'py, PyArray1<i64>>, bool)> {
+    let c = commands.slices()?;
+    let (out, blocks, in_order) = py.allow_threads(|| {
+        let n = c.dev.len();
+        let mut out: Vec<i64> = Vec::with_capacity(5 * n * 6);
+        let mut blocks: Vec<i64> = Vec::with_capacity(5 * n);
         let mut in_order = true;
         let (mut prev_dev, mut prev_start, mut prev_block) = (-1i64, NULL, -1i64);
         for a in 0..5 * n {
             let (block, i) = if by_command { (a % 5, a / 5) } else { (a / n, a % n) };
-            let (start, end, stage) = piece(block, cmd_s[i], cmd_c[i], d0[i], s0[i], data_c[i], sts_c[i], data_in[i]);
+            let (start, end, stage) = piece(block, &c.times(i));
             if start == NULL || end == NULL {
                 continue;
             }
-            let row = &mut out[m * 6..m * 6 + 6];
-            row[0] = dev[i];
-            row[1] = io[i];
-            row[2] = start;
-            row[3] = end;
-            row[4] = stage as i64;
-            row[5] = if block == 2 { data_bytes[i] } else { NULL };
-            if !blocks.is_empty() {
-                blocks[m] = block as i64;
-            }
-            m += 1;
+            out.extend_from_slice(&[c.dev[i], c.io[i], start, end, stage as i64,
+                                    if block == 2 { c.data_bytes[i] } else { NULL }]);
             let b = block as i64;
-            let after = dev[i] > prev_dev
-                || (dev[i] == prev_dev && (start > prev_start || (start == prev_start && b >= prev_block)));
+            blocks.push(b);
+            let after = c.dev[i] > prev_dev
+                || (c.dev[i] == prev_dev && (start > prev_start || (start == prev_start && b >= prev_block)));
             in_order = in_order && after;
-            prev_dev = dev[i];
+            prev_dev = c.dev[i];
             prev_start = start;
             prev_block = b;
         }
-        (m as i64, in_order)
-    }))
+        (out, blocks, in_order)
+    });
+    let rows = blocks.len();
+    let pieces = PyArray1::from_vec_bound(py, out).reshape([rows, 6])?;
+    Ok((pieces, PyArray1::from_vec_bound(py, blocks), in_order))
 }
 
 /// The tiling totals (time and segments per phase code, scsitrace/tiling.py `tile` with
-/// segments=False) of the pieces `stage_pieces` lists command by command, tiled as they are
-/// listed, without a piece table, provided they come in (device, start, block) order.
-/// Returns whether they did (else the totals are incomplete: list and tile the pieces) and
-/// how many devices have segments. The placing rule is the bus tiling's `DeviceTiling`
-/// (tests/test_usbmon.py checks the totals against tiling.tile's).
+/// segments=False; phase `idle` for IDLE, `n_phases` codes in all) of the pieces `stage_pieces`
+/// lists command by command, tiled as they are listed, without a piece table, provided they
+/// come in (device, start, block) order: (totals, counts, whether they did (else the totals are
+/// incomplete: list and tile the pieces), how many devices have segments). The placing rule is
+/// the bus tiling's `DeviceTiling` (tests/test_usbmon.py checks the totals against tiling.tile's).
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn stage_totals(py: Python, dev: PyReadonlyArray1<i64>, cmd_s: PyReadonlyArray1<i64>, cmd_c: PyReadonlyArray1<i64>,
-                d0: PyReadonlyArray1<i64>, s0: PyReadonlyArray1<i64>, data_c: PyReadonlyArray1<i64>,
-                sts_c: PyReadonlyArray1<i64>, data_in: PyReadonlyArray1<bool>, idle: usize, elapsed: i64, mut totals: PyReadwriteArray1<i64>, mut counts: PyReadwriteArray1<i64>)
-                -> PyResult<(bool, i64)> {
-    let (dev, cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in) = (
-        dev.as_slice()?, cmd_s.as_slice()?, cmd_c.as_slice()?, d0.as_slice()?, s0.as_slice()?, data_c.as_slice()?,
-        sts_c.as_slice()?, data_in.as_slice()?);
-    let (totals, counts) = (totals.as_slice_mut()?, counts.as_slice_mut()?);
-    Ok(py.allow_threads(move || {
+fn stage_totals<'py>(py: Python<'py>, commands: CommandStages<'py>, idle: usize, n_phases: usize, elapsed: i64)
+                     -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>, bool, i64)> {
+    let c = commands.slices()?;
+    if idle >= n_phases {
+        return Err(pyo3::exceptions::PyValueError::new_err("stage_totals: idle must be a phase code"));
+    }
+    let (totals, counts, in_order, devices) = py.allow_threads(|| {
+        let mut totals = vec![0i64; n_phases];
+        let mut counts = vec![0i64; n_phases];
         let close = |tiling: &DeviceTiling, totals: &mut [i64], counts: &mut [i64]| -> i64 {
             let Some(last_end) = tiling.end() else { return 0 };
             if elapsed > last_end {
@@ -518,23 +640,24 @@ fn stage_totals(py: Python, dev: PyReadonlyArray1<i64>, cmd_s: PyReadonlyArray1<
         let mut devices = 0i64;
         let (mut prev_dev, mut prev_start, mut prev_block) = (-1i64, NULL, -1i64);
         let mut tiling = DeviceTiling::new();
-        for i in 0..dev.len() {
+        for i in 0..c.dev.len() {
+            let t = c.times(i);
             for block in 0..5usize {
-                let (start, end, stage) = piece(block, cmd_s[i], cmd_c[i], d0[i], s0[i], data_c[i], sts_c[i], data_in[i]);
+                let (start, end, stage) = piece(block, &t);
                 if start == NULL || end == NULL {
                     continue;
                 }
                 let b = block as i64;
-                let after = dev[i] > prev_dev
-                    || (dev[i] == prev_dev && (start > prev_start || (start == prev_start && b >= prev_block)));
+                let after = c.dev[i] > prev_dev
+                    || (c.dev[i] == prev_dev && (start > prev_start || (start == prev_start && b >= prev_block)));
                 if !after {
-                    return (false, 0);
+                    return (totals, counts, false, 0);
                 }
-                if dev[i] != prev_dev {
-                    devices += close(&tiling, totals, counts);
+                if c.dev[i] != prev_dev {
+                    devices += close(&tiling, &mut totals, &mut counts);
                     tiling = DeviceTiling::new();
                 }
-                prev_dev = dev[i];
+                prev_dev = c.dev[i];
                 prev_start = start;
                 prev_block = b;
                 let Some((idle_from, s)) = tiling.place(start, end) else { continue };
@@ -542,14 +665,14 @@ fn stage_totals(py: Python, dev: PyReadonlyArray1<i64>, cmd_s: PyReadonlyArray1<
                     totals[idle] += s - idle_from;
                     counts[idle] += 1;
                 }
-                let phase = stage;
-                totals[phase] += end - s;
-                counts[phase] += 1;
+                totals[stage] += end - s;
+                counts[stage] += 1;
             }
         }
-        devices += close(&tiling, totals, counts);
-        (true, devices)
-    }))
+        devices += close(&tiling, &mut totals, &mut counts);
+        (totals, counts, true, devices)
+    });
+    Ok((PyArray1::from_vec_bound(py, totals), PyArray1::from_vec_bound(py, counts), in_order, devices))
 }
 
 /// (len(at) * width) bytes: the first `counts[i]` (at most `width`) bytes from each
