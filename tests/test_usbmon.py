@@ -464,3 +464,19 @@ def test_pieces_listed_by_command_tile_as_sorted_pieces(seed, commands):
         assert got["totals"] == want["totals"] and got["devices"] == want["devices"]
         for c in tiling.PIECE_COLUMNS:
             assert np.array_equal(got[c], want[c])
+
+
+def test_uas_write_data_seen_before_its_command_keeps_every_stage_non_negative():
+    """UAS writes queue the data OUT URB before the command IU, and the host reports the
+    data's completion first (every command of uas_seqwrite32k): no stage is negative, the
+    stages of each command add up to its response time, and a note says what COMMAND holds."""
+    import scsitrace
+    r = scsitrace.analyze(Path(__file__).parent.parent / "fixtures/captured/uas_seqwrite32k/usbmon.txt")
+    ios = r.analysis.ios
+    stages = ("command_ns", "data_ns", "status_ns", "gap_ns")
+    assert ios.height == 64
+    assert all(ios[c].fill_null(0).min() >= 0 for c in stages)
+    total = sum(ios[c].fill_null(0) for c in stages)
+    assert (total == ios["response_ns"]).all()
+    assert any(n.startswith("64 commands: the host saw their data complete before") for n in r.summary["notes"])
+    assert all(c["percent"] >= 0 for c in r.summary["categories"])

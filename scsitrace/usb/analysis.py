@@ -29,7 +29,7 @@ from ..filters import check_found, check_window, refuse
 from ..model import Analysis, Capture
 from ..stats import LATENCY_TABLES
 from .bot import bot_commands
-from .stages import segments_frame, tile
+from .stages import late_command_notes, segments_frame, tile
 from .transfers import Transfers, transfers
 from .uas import uas_commands
 from .ios import IOS_EXTRA, STAGES, control_anomalies, ios_frame
@@ -70,7 +70,7 @@ def passes_analysis(capture: Capture, options=None) -> Analysis:
     found = [a.with_columns(pl.format("{} {}", pl.lit(unit), "position").alias("position")) for a in anomalies]
     an = pl.concat([capture.anomalies, *found]).cast(schema.ANOMALIES)
     data_bytes = int(ios["data_bytes"].sum()) if ios.height else 0
-    notes = window_notes + filter_notes
+    notes = window_notes + filter_notes + late_command_notes(full)
     n_dev = tiles["devices"]
     if n_dev > 1:
         notes.append(f"{n_dev} devices: stage percentages are of {n_dev} x the elapsed time")

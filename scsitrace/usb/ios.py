@@ -89,7 +89,7 @@ def ios_frame(cmds: pl.DataFrame, first_io: int = 0) -> pl.DataFrame:
     )
     cols = {**schema.IOS, **IOS_EXTRA}
     return out.select([pl.col(k).cast(v) for k, v in cols.items()] + ["data_s", "data_c", "cmd_s", "cmd_c",
-                                                                      "sts_s", "sts_c", "_d0", "_s0",
+                                                                      "sts_s", "sts_c", "_c0", "_d0", "_s0",
                                                                       "flag_in", "data_in", "_dev"])
 
 

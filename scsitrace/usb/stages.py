@@ -13,16 +13,36 @@ from .._native import usb as _usb
 from ..schema import NULL
 
 
+def command_end() -> pl.Expr:
+    """Where the COMMAND stage ends: its URB's completion, or the data's completion when the
+    host saw that first (UAS writes: the data OUT URB is queued before the command IU and
+    its completion is reported before the command IU's; the data cannot end before the
+    command reached the device, so the command's own completion was reported late). The
+    same rule in Rust: native/src/usb/machine.rs `command_end`."""
+    return pl.when(pl.col("data_c") < pl.col("cmd_c")).then(pl.col("data_c")).otherwise(pl.col("cmd_c"))
+
+
 def _with_stages(cmds: pl.DataFrame) -> pl.DataFrame:
-    data_start = pl.max_horizontal("data_s", "cmd_c")
+    cmd_end = command_end()
+    data_start = pl.max_horizontal("data_s", cmd_end)
     data_end = pl.col("data_c")
-    sts_start = pl.max_horizontal("sts_s", pl.coalesce("data_c", "cmd_c"))
+    sts_start = pl.max_horizontal("sts_s", pl.coalesce("data_c", cmd_end))
     return cmds.with_columns(
-        (pl.col("cmd_c") - pl.col("cmd_s")).alias("command_ns"),
+        (cmd_end - pl.col("cmd_s")).alias("command_ns"),
         pl.when(data_end.is_not_null()).then(data_end - data_start).alias("data_ns"),
         (pl.col("sts_c") - sts_start).alias("status_ns"),
         (pl.col("sts_c") - pl.col("cmd_s")).alias("response_ns"),
-        data_start.alias("_d0"), sts_start.alias("_s0"))
+        cmd_end.alias("_c0"), data_start.alias("_d0"), sts_start.alias("_s0"))
+
+
+def late_command_notes(ios: pl.DataFrame) -> list[str]:
+    """The commands whose data completed before their command IU's completion was seen."""
+    n = ios.filter(pl.col("data_c") < pl.col("cmd_c")).height if ios.height else 0
+    if not n:
+        return []
+    return [f"{n:,} commands: the host saw their data complete before their command's own completion (UAS "
+            "writes queue the data before the command IU); their COMMAND stage ends at the data's completion "
+            "and holds the data transfer, which the host's timestamps cannot separate from it (DATA 0)"]
 
 # the phases of the pieces by phase code, as the compiled passes number them (read from Rust:
 # native/src/usb/machine.rs PIECE_PHASES, the one table)
@@ -32,7 +52,8 @@ PIECE_PHASES = list(_usb.PIECE_PHASES)
 @dataclass(frozen=True)
 class CommandStages:
     """Per command: device code, io, the stage times the pieces are cut from (int64 ns,
-    schema.NULL where unknown; `_with_stages` names d0 and s0 `_d0`, `_s0`), data bytes and
+    schema.NULL where unknown; `_with_stages` names the command's end, d0 and s0 `_c0`, `_d0`,
+    `_s0`), data bytes and
     direction. The record the compiled passes read by name (native/src/usb/machine.rs)."""
 
     dev: np.ndarray
@@ -58,7 +79,7 @@ class CommandStages:
         return cls(**{k: np.ascontiguousarray(v, np.bool_ if k == "data_in" else np.int64) for k, v in columns.items()})
 
 
-_STAGE_COLUMNS = {"_dev": "dev", "io": "io", "cmd_s": "cmd_s", "cmd_c": "cmd_c", "_d0": "d0", "_s0": "s0",
+_STAGE_COLUMNS = {"_dev": "dev", "io": "io", "cmd_s": "cmd_s", "_c0": "cmd_c", "_d0": "d0", "_s0": "s0",
                   "data_c": "data_c", "sts_c": "sts_c", "data_bytes": "data_bytes"}
 
 

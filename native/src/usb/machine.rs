@@ -278,6 +278,13 @@ pub(super) fn min_t(cur: i64, v: i64) -> i64 {
     if v != NULL && (cur == NULL || v < cur) { v } else { cur }
 }
 
+/// Where the COMMAND stage ends: its completion, or the data's when that was seen first
+/// (scsitrace/usb/stages.py `command_end`: the same rule, said there).
+#[inline(always)]
+pub(super) fn command_end(cmd_c: i64, data_c: i64) -> i64 {
+    if data_c != NULL && cmd_c != NULL && data_c < cmd_c { data_c } else { cmd_c }
+}
+
 #[inline(always)]
 pub(super) fn max_t(cur: i64, v: i64) -> i64 {
     if v != NULL && (cur == NULL || v > cur) { v } else { cur }
