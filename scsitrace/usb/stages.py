@@ -10,34 +10,26 @@ import polars as pl
 
 from .. import tiling
 from .._native import usb as _usb
-from ..schema import NULL
-
-
-def command_end() -> pl.Expr:
-    """Where the COMMAND stage ends: its URB's completion, or the data's completion when the
-    host saw that first (UAS writes: the data OUT URB is queued before the command IU and
-    its completion is reported before the command IU's; the data cannot end before the
-    command reached the device, so the command's own completion was reported late). The
-    same rule in Rust: native/src/usb/machine.rs `command_end`."""
-    return pl.when(pl.col("data_c") < pl.col("cmd_c")).then(pl.col("data_c")).otherwise(pl.col("cmd_c"))
+from ..schema import NULL, nullable
 
 
 def _with_stages(cmds: pl.DataFrame) -> pl.DataFrame:
-    cmd_end = command_end()
-    data_start = pl.max_horizontal("data_s", cmd_end)
-    data_end = pl.col("data_c")
-    sts_start = pl.max_horizontal("sts_s", pl.coalesce("data_c", cmd_end))
+    """The stage times of commands (their URB times): the boundaries by the compiled rule
+    (native/src/usb/machine.rs `stage_bounds_of`, which the streamed machine applies too) as
+    `_c0` (COMMAND's end), `_d0` (DATA's start), `_s0` (STATUS's start), and the durations."""
+    times = cmds.select(pl.col(c).cast(pl.Int64).fill_null(NULL) for c in ("cmd_c", "data_s", "data_c", "sts_s"))
+    c0, d0, s0 = _usb.stage_bounds(*(np.ascontiguousarray(times[c].to_numpy()) for c in times.columns))
+    cmds = cmds.with_columns(nullable(c0, name="_c0"), nullable(d0, name="_d0"), nullable(s0, name="_s0"))
     return cmds.with_columns(
-        (cmd_end - pl.col("cmd_s")).alias("command_ns"),
-        pl.when(data_end.is_not_null()).then(data_end - data_start).alias("data_ns"),
-        (pl.col("sts_c") - sts_start).alias("status_ns"),
-        (pl.col("sts_c") - pl.col("cmd_s")).alias("response_ns"),
-        cmd_end.alias("_c0"), data_start.alias("_d0"), sts_start.alias("_s0"))
+        (pl.col("_c0") - pl.col("cmd_s")).alias("command_ns"),
+        pl.when(pl.col("data_c").is_not_null()).then(pl.col("data_c") - pl.col("_d0")).alias("data_ns"),
+        (pl.col("sts_c") - pl.col("_s0")).alias("status_ns"),
+        (pl.col("sts_c") - pl.col("cmd_s")).alias("response_ns"))
 
 
 def late_command_notes(ios: pl.DataFrame) -> list[str]:
     """The commands whose data completed before their command IU's completion was seen."""
-    n = ios.filter(pl.col("data_c") < pl.col("cmd_c")).height if ios.height else 0
+    n = ios.filter(pl.col("_c0") < pl.col("cmd_c")).height if ios.height else 0
     if not n:
         return []
     return [f"{n:,} commands: the host saw their data complete before their command's own completion (UAS "

@@ -12,7 +12,7 @@ use numpy::PyArray1;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::machine::{bot_reason, command_end, le32, max_t, piece, StageTimes, BOT_REASONS, CBW_BYTES, CSW_BYTES, DATA_BYTES, DATA_C,
+use super::machine::{bot_reason, le32, piece, stage_bounds_of, StageTimes, BOT_REASONS, CBW_BYTES, CSW_BYTES, DATA_BYTES, DATA_C,
                      DATA_IN, DATA_S, LAST, NULL, N_AGG, N_CSW, PAIRED, STALLS, STS_C, STS_S};
 
 const _: () = assert!(std::mem::size_of::<Kept>() == 128);
@@ -266,9 +266,7 @@ impl CommandStage {
             // the stage pieces (scsitrace/usb/stages.py: _with_stages, stage_pieces by command)
             let (cmd_s, cmd_c, sts_s, sts_c, data_s, data_c) =
                 (rel(c.cmd_s), rel(c.cmd_c), rel(a[STS_S]), rel(a[STS_C]), rel(a[DATA_S]), rel(a[DATA_C]));
-            let cmd_c = command_end(cmd_c, data_c);
-            let d0 = max_t(data_s, cmd_c);
-            let s0 = max_t(sts_s, if data_c != NULL { data_c } else { cmd_c });
+            let (cmd_c, d0, s0) = stage_bounds_of(cmd_c, data_s, data_c, sts_s);
             let data_in = if a[DATA_IN] >= 0 { a[DATA_IN] == 1 } else { c.cbw[12] & 0x80 != 0 };
             let times = StageTimes { cmd_s, cmd_c, d0, s0, data_c, sts_c, data_in };
             for block in 0..5usize {

@@ -278,8 +278,10 @@ pub(super) fn min_t(cur: i64, v: i64) -> i64 {
     if v != NULL && (cur == NULL || v < cur) { v } else { cur }
 }
 
-/// Where the COMMAND stage ends: its completion, or the data's when that was seen first
-/// (scsitrace/usb/stages.py `command_end`: the same rule, said there).
+/// Where the COMMAND stage ends: its URB's completion, or the data's completion when the host
+/// saw that first (UAS writes: the data OUT URB is queued before the command IU and its
+/// completion is reported before the command IU's; the data cannot end before the command
+/// reached the device, so the command's own completion was reported late).
 #[inline(always)]
 pub(super) fn command_end(cmd_c: i64, data_c: i64) -> i64 {
     if data_c != NULL && cmd_c != NULL && data_c < cmd_c { data_c } else { cmd_c }
@@ -288,6 +290,39 @@ pub(super) fn command_end(cmd_c: i64, data_c: i64) -> i64 {
 #[inline(always)]
 pub(super) fn max_t(cur: i64, v: i64) -> i64 {
     if v != NULL && (cur == NULL || v > cur) { v } else { cur }
+}
+
+/// A command's stage boundaries from its URB times (NULL unknown): (the COMMAND stage's end,
+/// the DATA stage's start, the STATUS stage's start). Data starts when submitted, not
+/// before the command ended; status starts when its URB was submitted, not before the data
+/// (or the command) ended.
+#[inline(always)]
+pub(super) fn stage_bounds_of(cmd_c: i64, data_s: i64, data_c: i64, sts_s: i64) -> (i64, i64, i64) {
+    let c0 = command_end(cmd_c, data_c);
+    (c0, max_t(data_s, c0), max_t(sts_s, if data_c != NULL { data_c } else { c0 }))
+}
+
+/// stage_bounds_of over columns (scsitrace/usb/stages.py `_with_stages`): (c0, d0, s0).
+#[pyfunction]
+fn stage_bounds<'py>(py: Python<'py>, cmd_c: PyReadonlyArray1<'py, i64>, data_s: PyReadonlyArray1<'py, i64>,
+                     data_c: PyReadonlyArray1<'py, i64>, sts_s: PyReadonlyArray1<'py, i64>)
+                     -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>)> {
+    let (cmd_c, data_s, data_c, sts_s) = (cmd_c.as_slice()?, data_s.as_slice()?, data_c.as_slice()?, sts_s.as_slice()?);
+    let n = cmd_c.len();
+    if [data_s.len(), data_c.len(), sts_s.len()].iter().any(|&m| m != n) {
+        return Err(pyo3::exceptions::PyValueError::new_err("stage_bounds: columns of unequal lengths"));
+    }
+    let (c0, d0, s0) = py.allow_threads(|| {
+        let (mut c0, mut d0, mut s0) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        for i in 0..n {
+            let (c, d, s) = stage_bounds_of(cmd_c[i], data_s[i], data_c[i], sts_s[i]);
+            c0.push(c);
+            d0.push(d);
+            s0.push(s);
+        }
+        (c0, d0, s0)
+    });
+    Ok((PyArray1::from_vec_bound(py, c0), PyArray1::from_vec_bound(py, d0), PyArray1::from_vec_bound(py, s0)))
 }
 
 /// The data of URB events a pass reads (a scsitrace.usb.urbs.UrbColumns, by name).
@@ -706,6 +741,7 @@ pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bot_pass, m)?)?;
     m.add_function(wrap_pyfunction!(bot_fields, m)?)?;
     m.add_function(wrap_pyfunction!(stage_pieces, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_bounds, m)?)?;
     m.add_function(wrap_pyfunction!(stage_totals, m)?)?;
     m.add_function(wrap_pyfunction!(take_bytes, m)?)?;
     m.add("BOT_REASONS", BOT_REASONS.to_vec())?;
