@@ -7,6 +7,13 @@ before and after a change, then compare the two folders:
     ... change ...
     python bench/diffcheck.py run /tmp/after
     python bench/diffcheck.py compare /tmp/before /tmp/after
+    python bench/diffcheck.py figures /tmp/before /tmp/after
+
+`compare` lists every file that differs in any byte; `figures` compares the figures only
+(exit status, elapsed time, I/Os, bytes, bandwidth, IOPS, each category's percent, each
+latency row's count, mean and percentiles, each anomaly kind's count): keys added by one
+side (new tables, new columns, notes, words) are not differences, a figure that changed is,
+and each figure that changed is listed with the cases it changed in.
 
 Runs in one process (cli.main per case), so a few hundred cases take a minute or two.
 Outputs that name a temporary path are compared with the path replaced.
@@ -16,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import json
 import os
 import sys
 from pathlib import Path
@@ -97,11 +105,56 @@ def compare(a: Path, b: Path) -> int:
     return 1 if bad else 0
 
 
+FIGURES = ("elapsed_ns", "ios_completed", "data_bytes", "bandwidth_mib_s", "iops")
+
+
+def figures_of(case: Path) -> dict:
+    """The figures of one case: its exit status and, for analyze, its JSON's figures."""
+    text = case.read_text()
+    out = {"exit": text.splitlines()[1]}
+    js = case.with_suffix(".json")
+    if js.exists() and js.stat().st_size:
+        d = json.loads(js.read_text())
+        out.update({k: d.get(k) for k in FIGURES})
+        out.update({f"percent.{c['name']}": round(c["percent"], 6) for c in d.get("categories") or []})
+        for row in d.get("latency") or []:
+            for k in ("n", "avg_ns", "p50_ns", "p90_ns", "p99_ns"):
+                if k in row:
+                    out[f"latency.{row.get('name')}.{k}"] = row[k]
+        anomalies = d.get("anomalies")
+        if isinstance(anomalies, dict):
+            out.update({f"anomalies.{k}": n for k, n in (anomalies.get("by_kind") or {}).items()})
+    return out
+
+
+def _close(x, y) -> bool:
+    if isinstance(x, float) or isinstance(y, float):
+        return x is not None and y is not None and abs(x - y) <= 1e-9 * max(1.0, abs(x), abs(y))
+    return x == y
+
+
+def compare_figures(a: Path, b: Path) -> int:
+    changed: dict[str, list[str]] = {}
+    cases = sorted(p.name for p in a.glob("*.txt") if (b / p.name).exists())
+    for name in cases:
+        fa, fb = figures_of(a / name), figures_of(b / name)
+        argv = (a / name).read_text().splitlines()[0][len("argv: "):]
+        for key in sorted(set(fa) & set(fb)):
+            if not _close(fa[key], fb[key]):
+                changed.setdefault(key, []).append(f"{argv}: {fa[key]} -> {fb[key]}")
+    for key, where in sorted(changed.items(), key=lambda kv: -len(kv[1])):
+        print(f"{key}: {len(where)} cases, e.g. {where[0]}")
+    print(f"{len(cases)} cases compared, {len(changed)} figures changed")
+    return 1 if changed else 0
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "run":
         run(Path(sys.argv[2]))
     elif len(sys.argv) == 4 and sys.argv[1] == "compare":
         sys.exit(compare(Path(sys.argv[2]), Path(sys.argv[3])))
+    elif len(sys.argv) == 4 and sys.argv[1] == "figures":
+        sys.exit(compare_figures(Path(sys.argv[2]), Path(sys.argv[3])))
     else:
         print(__doc__)
         sys.exit(2)
