@@ -10,9 +10,10 @@ computed by the layer (declared tables, `TABLES`; the report renders them):
 Every rate here is one definition: bytes of the group's completed I/Os divided by the time
 at least one of them was in flight (the union of their [start, end) intervals). For one
 device doing one request size at a time this is the rate the benchmark tools print.
-Groups are shown only when the trace holds more than one of them. They need every I/O: where
-the layer kept only a sample of its rows (streamed traces past model.KEEP_IOS I/Os) the tables
-are empty and a note says why.
+Groups are shown only when the trace holds more than one of them. They need every I/O: a
+streaming layer whose rows it keeps are a sample (past model.KEEP_IOS I/Os) hands every batch
+of completed I/Os to a `Collected` (their view columns only), up to KEEP_VIEW_IOS of them;
+past that the tables are empty and a note says why.
 """
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ from .tables import Table
 MIB = float(1 << 20)
 STALL_FACTOR = 5.0
 MAX_STALLS = 50
+KEEP_VIEW_IOS = 1 << 23       # completed I/Os a Collected holds (about 48 bytes each)
+VIEW_COLUMNS = ("io", "device", "op", "bytes", "start_ns", "end_ns", "response_ns")
 
 
 def completed_ios(analysis: Analysis) -> pl.DataFrame:
@@ -189,16 +192,45 @@ def views(analysis: Analysis, stall_factor: float = STALL_FACTOR) -> dict:
             "stalls": shown}
 
 
-def declare(tables: dict, ios, thinned: bool, options=None) -> list[str]:
+class Collected:
+    """Every completed I/O of a stream, batch by batch, in the columns the views read
+    (VIEW_COLUMNS), up to `limit` I/Os: what the views are built from when the layer keeps
+    only a sample of its rows. Past the limit it lets go of them (`over`)."""
+
+    def __init__(self, limit: int | None = None):
+        self.limit = KEEP_VIEW_IOS if limit is None else limit
+        self.n, self.parts, self.over = 0, [], False
+
+    def add(self, ios: pl.DataFrame) -> None:
+        """A batch of `ios` rows (schema.IOS columns, any layer)."""
+        if self.over or not ios.height:
+            return
+        done = completed_ios_of(ios).select(VIEW_COLUMNS)
+        self.n += done.height
+        if self.n > self.limit:
+            self.over, self.parts = True, []
+        elif done.height:
+            self.parts.append(done)
+
+    def frame(self) -> pl.DataFrame:
+        return completed_ios_of(pl.DataFrame()).select(VIEW_COLUMNS) if not self.parts else \
+            pl.concat(self.parts).sort("start_ns", maintain_order=True)
+
+
+def declare(tables: dict, ios, thinned: bool, options=None, collected: Collected | None = None) -> list[str]:
     """Add the views' tables to a layer's `tables` (built when first read from `ios`, a frame or
-    a function giving it; the stalls by `options.stall_factor`); the notes to add. Thinned rows
-    give empty views and say so."""
+    a function giving it, or from `collected` when the rows were `thinned`; the stalls by
+    `options.stall_factor`); the notes to add. Thinned rows without every I/O collected give
+    empty views and say so."""
     stall_factor = getattr(options, "stall_factor", STALL_FACTOR)
+    if thinned and collected is not None and not collected.over:
+        ios, thinned = collected.frame, False
     if thinned:
         for t in TABLES:
             tables[t.name] = t.empty()
-        return ["bandwidth views and stalls need every I/O; this trace's rows were thinned for the "
-                "reports, so they are not shown (--ios FILE writes every row)"]
+        past = f" (past {collected.limit:,} I/Os)" if collected is not None else ""
+        return [f"bandwidth views and stalls need every I/O; this trace's rows were thinned for the "
+                f"reports{past}, so they are not shown (--ios FILE writes every row)"]
     cache = {}
 
     def build(name):

@@ -237,3 +237,20 @@ def _plain(value):
     if hasattr(value, "record"):
         return value.record()
     return value
+
+
+def test_thinned_block_rows_still_give_the_views_of_every_io(tmp_path, monkeypatch):
+    """Past KEEP_IOS the block layer keeps every k-th row, but the bandwidth views and stalls
+    are built from every completed I/O (bandwidth.Collected): equal to the unthinned ones."""
+    from pathlib import Path
+
+    from scsitrace import bandwidth, parsers
+    from scsitrace.block import analysis as block_analysis
+    trace = Path(__file__).resolve().parents[1] / "fixtures/captured/lsi_randread4k/lsi_randread4k.blktrace.0"
+    whole = core.analyze(parsers.parse(str(trace)), core.Options(series=True))
+    monkeypatch.setattr(block_analysis, "KEEP_IOS", 8)
+    thin = core.analyze(parsers.parse(str(trace)), core.Options(series=True))
+    assert thin.ios.height <= 8 < whole.ios.height
+    for t in bandwidth.TABLES:
+        assert thin.table(t.name).equals(whole.table(t.name)), t.name
+    assert whole.table("stalls").height == 1 and not any("bandwidth views" in n for n in thin.notes)

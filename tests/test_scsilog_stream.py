@@ -142,11 +142,12 @@ def test_rows_kept_are_thinned_evenly_and_the_sink_gets_all(tmp_path, monkeypatc
     assert thin.ios.height <= 64 and thin.ios["io"].to_list() == list(range(0, 300, 8))
     assert thin.ios.equals(whole.ios.filter(pl.col("io") % 8 == 0))
     assert any("every 8th" in n for n in thin.notes) and thin.segments.height <= 64
-    needs_every_io = {t.name for t in bandwidth.TABLES}      # empty, with a note, once rows are thinned
-    for name in whole.tables:
-        if name in needs_every_io:
-            assert thin.table(name).is_empty(), name
-        else:
-            assert thin.table(name).equals(whole.table(name)), name
-    assert any("bandwidth views" in n for n in thin.notes)
+    for name in whole.tables:        # the views too: built from every completed I/O (bandwidth.Collected)
+        assert thin.table(name).equals(whole.table(name)), name
+    assert thin.table("stalls").height == 1          # built (its factor and count), not left empty
+    assert not any("bandwidth views" in n for n in thin.notes)
     assert thin.categories["scsilog"].equals(whole.categories["scsilog"])
+    monkeypatch.setattr(bandwidth, "KEEP_VIEW_IOS", 100)     # past what the views may hold: empty, said
+    over = analyze(p, "scsilog", 2000)
+    assert all(over.table(t.name).is_empty() for t in bandwidth.TABLES)
+    assert any("bandwidth views" in n and "past 100 I/Os" in n for n in over.notes)

@@ -10,7 +10,7 @@ import polars as pl
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import gen_usbmon as gen
-from scsitrace import bandwidth, core, model
+from scsitrace import core, model
 from scsitrace.parsers import _usbmon_scan, usbmon
 from scsitrace.usb.urbs import UrbColumns, concat_urbs
 
@@ -138,14 +138,9 @@ def test_streamed_rows_are_thinned_evenly_and_the_sink_gets_all(tmp_path, n_comm
     thinned = [n for n in thin.notes if n.startswith("per-command rows:")]
     assert thinned == ([f"per-command rows: {thin.ios.height} of {whole.ios.height} kept for the reports (every "
                         f"{stride}th, evenly over the capture); all of them went to the I/O sink"] if stride > 1 else [])
-    assert [n for n in thin.notes if n not in thinned and not n.startswith(("segments:", "bandwidth views"))] \
-        == whole.notes
-    needs_every_io = {t.name for t in bandwidth.TABLES}      # empty, with a note, once rows are thinned
-    for name in whole.tables:
-        if name in needs_every_io and thin.ios.height < whole.ios.height:
-            assert thin.table(name).is_empty(), name
-        else:
-            assert whole.table(name).equals(thin.table(name)), name
+    assert [n for n in thin.notes if n not in thinned and not n.startswith("segments:")] == whole.notes
+    for name in whole.tables:          # the views too: built from every completed I/O (bandwidth.Collected)
+        assert whole.table(name).equals(thin.table(name)), name
     assert whole.categories["usb"].equals(thin.categories["usb"])
     seg, all_seg = thin.segments, whole.segments
     assert seg.height <= keep and set(seg["phase"].unique()) <= set(all_seg["phase"].unique())

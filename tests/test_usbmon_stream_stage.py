@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import gen_usbmon as gen
 from test_usbmon_chunks import _same_analysis, by_passes
-from scsitrace import bandwidth, core, model
+from scsitrace import core, model
 from scsitrace._native import usb as _usb
 from scsitrace.parsers import usbmon
 from scsitrace.usb import streamed
@@ -156,10 +156,6 @@ def test_thinned_rows_and_segments_match_keep_ios(tmp_path):
     # one device: segments arrive in time order, so the kept ones are every s-th of the whole tiling
     assert thin.segments.equals(seg.sort("device", "start_ns").gather_every(s))
     assert any(n.startswith(f"segments: every {s}th kept") for n in thin.notes)
-    needs_every_io = {t.name for t in bandwidth.TABLES}      # empty, with a note, once rows are thinned
-    for name in whole.tables:
-        if name in needs_every_io and thin.ios.height < whole.ios.height:
-            assert thin.table(name).is_empty(), name
-        else:
-            assert whole.table(name).equals(thin.table(name)), name
+    for name in whole.tables:          # the views too: built from every completed I/O (bandwidth.Collected)
+        assert whole.table(name).equals(thin.table(name)), name
     assert whole.categories["usb"].equals(thin.categories["usb"])

@@ -27,11 +27,12 @@ def analyze(capture: Capture, options) -> Analysis:
     names = _names(capture) if sink is not None or _pids_by_name(options.pids) else {}
     keep_pids = _pid_set(options.pids, names) if options.pids is not None else None
     origin = (options.window or (None, None))[0] or 0      # the series' bins count from the window's start
-    over_time = series.Series(origin)
+    over_time, collected = series.Series(origin), bandwidth.Collected()
 
     def rows_sink(rows: dict) -> None:
         if options.series:
             _add_series(over_time, rows)
+            collected.add(ios_frame(rows_frame(rows), {}))
         if sink is not None:
             sink(ios_frame(rows_frame(rows), names), capture)
 
@@ -55,7 +56,8 @@ def analyze(capture: Capture, options) -> Analysis:
     tables.update(series_tables)
     rows = run["rows"]
     series_notes += bandwidth.declare(tables, lambda: ios_frame(rows_frame(rows), names),
-                                      thinned=run["rows_stride"] > 1, options=options)
+                                      thinned=run["rows_stride"] > 1, options=options,
+                                      collected=collected if options.series else None)
     notes = ["block layer: stage times as btt computes them; Device Overhead percentages are of Q2C "
              "time (Q2G+G2I and Q2M are alternatives, so they need not sum to 100)"]
     if keep_pids is not None:

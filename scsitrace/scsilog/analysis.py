@@ -143,6 +143,7 @@ class _Run:
         self.sink = getattr(options, "ios_sink", None)
         self.elapsed, self.rows, self.notes = 0, 0, []
         self.series = series.Series()
+        self.collected = bandwidth.Collected() if getattr(options, "series", True) else None
         self.waiting, self.unordered = None, False
         self.completions = None if sgio else Completions(options)
 
@@ -154,6 +155,8 @@ class _Run:
             self.tables.add(ios)
             self.kept.add(ios)
             series.add_ios(self.series, ios)
+            if self.collected is not None:
+                self.collected.add(ios)
         if self.sink is not None:
             self._to_sink(ios, lowest)
         self.tiler.add(ios.filter(pl.col("paired")).select(
@@ -190,7 +193,8 @@ class _Run:
         tables = t.tables(elapsed)
         series_tables, series_notes = self.series.tables(elapsed)
         tables.update(series_tables)
-        notes += series_notes + bandwidth.declare(tables, ios, thinned=self.kept.thinned, options=self.options)
+        notes += series_notes + bandwidth.declare(tables, ios, thinned=self.kept.thinned, options=self.options,
+                                                           collected=self.collected)
         declared = (*TABLES, *LATENCY_TABLES, *series.SERIES_TABLES, *bandwidth.TABLES)
         if self.completions is not None:
             tables["completions"], declared = self.completions.table(), (*declared, COMPLETIONS)

@@ -83,6 +83,7 @@ class _Run:
         self.columns = list({**schema.IOS, **IOS_EXTRA})
         self.rows = 0
         self.series = series.Series() if getattr(options, "series", True) else None
+        self.collected = bandwidth.Collected() if self.series is not None else None
 
     def sunk(self, found: dict | None) -> None:
         """A batch of commands' columns as `ios` rows: to the series, and to the sink if any."""
@@ -92,6 +93,7 @@ class _Run:
         self.rows += full.height
         if self.series is not None:
             series.add_ios(self.series, full)
+            self.collected.add(full)
         if self.sink is not None:
             self.sink(full.select(self.columns), self.capture)
 
@@ -137,7 +139,7 @@ class _Run:
         tables.update(series_tables)
         built = {}          # the kept rows are read from the machine once: through analysis.ios
         notes += series_notes + bandwidth.declare(tables, lambda: built["analysis"].ios, thinned=r["stride"] > 1,
-                                                  options=self.options)
+                                                  options=self.options, collected=self.collected)
         from ..command_tables import TABLES
         from ..stats import LATENCY_TABLES
         if self.streaming:          # (read whole, the parser set it: the times start there)
