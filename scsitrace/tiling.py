@@ -55,13 +55,10 @@ def tile(pieces: np.ndarray, elapsed_ns: int, phases: list[str], segments: bool 
         key, in_order = _bus.device_start_key(pieces, elapsed_ns)
     # by device, start, then piece order (pieces often come in that order already)
     order = np.arange(len(pieces)) if in_order else np.argsort(key, kind="stable")
-    # upper bound; untouched pages cost nothing
-    out = np.empty((6, 3 * len(order) + 1 if segments else 0), np.int64)
-    totals, counts = np.zeros(len(names), np.int64), np.zeros(len(names), np.int64)
-    m, devices = _bus.tile(order.astype(np.int64, copy=False), pieces, names.index(IDLE), elapsed_ns, segments,
-                           out, totals, counts)
+    columns, totals, counts, devices = _bus.tile(order.astype(np.int64, copy=False), pieces, names.index(IDLE),
+                                                 len(names), elapsed_ns, segments)
     found = tile_totals(names, totals, counts, devices)
-    return {**dict(zip(PIECE_COLUMNS, out[:, :m])), **found} if segments else found
+    return {**dict(zip(PIECE_COLUMNS, columns)), **found} if segments else found
 
 
 def tile_totals(names: list[str], totals: np.ndarray, counts: np.ndarray, devices: int) -> dict:

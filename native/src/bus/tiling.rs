@@ -1,6 +1,6 @@
 //! The command layers' tiling (scsitrace/tiling.py): stage pieces -> segments tiling each
 //! device's time with IDLE.
-use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray1, PyReadwriteArray2,
+use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1, PyReadonlyArray2,
             PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
@@ -61,30 +61,29 @@ fn device_start_key<'py>(py: Python<'py>, pieces: PyReadonlyArray2<'py, i64>, el
     Ok((key.into_pyarray_bound(py), in_order))
 }
 
-/// Pieces taken in `order` (by device, then start) -> segments written to the `out` rows
-/// (PIECE_COLUMNS) when `emit`; time and segments per phase added to `totals` and
-/// `counts`. Returns (segments, devices with segments).
+/// Pieces taken in `order` (by device, then start) tiled per device with `idle` (a phase code
+/// below `n_phases`) -> (the segments as PIECE_COLUMNS arrays when `emit`, else none; time and
+/// segment count per phase code; devices with segments).
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn tile(py: Python, order: PyReadonlyArray1<i64>, pieces: PyReadonlyArray2<i64>, idle: usize, elapsed: i64,
-        emit: bool, mut out: PyReadwriteArray2<i64>, mut totals: PyReadwriteArray1<i64>,
-        mut counts: PyReadwriteArray1<i64>) -> PyResult<(usize, i64)> {
+fn tile<'py>(py: Python<'py>, order: PyReadonlyArray1<'py, i64>, pieces: PyReadonlyArray2<'py, i64>, idle: usize,
+             n_phases: usize, elapsed: i64, emit: bool)
+             -> PyResult<(Vec<Bound<'py, PyArray1<i64>>>, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>, i64)> {
     let order = order.as_slice()?;
     let p = pieces.as_slice()?;
-    let width = out.shape()[1];
-    let out = out.as_slice_mut()?;
-    let totals = totals.as_slice_mut()?;
-    let counts = counts.as_slice_mut()?;
-    if pieces.shape()[1] != COLS || (emit && width < 3 * order.len() + 1) || out.len() != COLS * width {
+    if pieces.shape()[1] != COLS || idle >= n_phases
+        || order.iter().any(|&k| k < 0 || k as usize >= pieces.shape()[0])
+        || (0..pieces.shape()[0]).any(|k| p[k * COLS + 4] < 0 || p[k * COLS + 4] as usize >= n_phases) {
         return Err(err("array shapes"));
     }
-    Ok(py.allow_threads(|| {
-        let mut m = 0usize;
-        let mut put = |m: &mut usize, row: [i64; COLS]| {
-            for (c, v) in row.into_iter().enumerate() {
-                out[c * width + *m] = v;
+    let (cols, totals, counts, devices) = py.allow_threads(|| {
+        let mut cols: [Vec<i64>; COLS] = Default::default();
+        let (mut totals, mut counts) = (vec![0i64; n_phases], vec![0i64; n_phases]);
+        let mut put = |row: [i64; COLS]| {
+            if emit {
+                for (c, v) in row.into_iter().enumerate() {
+                    cols[c].push(v);
+                }
             }
-            *m += 1;
         };
         let mut devices = 0i64;
         let n = order.len();
@@ -98,15 +97,11 @@ fn tile(py: Python, order: PyReadonlyArray1<i64>, pieces: PyReadonlyArray2<i64>,
                     if idle_from < s {
                         totals[idle] += s - idle_from;
                         counts[idle] += 1;
-                        if emit {
-                            put(&mut m, [d, NULL, idle_from, s, idle as i64, NULL]);
-                        }
+                        put([d, NULL, idle_from, s, idle as i64, NULL]);
                     }
                     totals[r[4] as usize] += r[3] - s;
                     counts[r[4] as usize] += 1;
-                    if emit {
-                        put(&mut m, [d, r[1], s, r[3], r[4], r[5]]);
-                    }
+                    put([d, r[1], s, r[3], r[4], r[5]]);
                 }
                 k += 1;
             }
@@ -114,15 +109,15 @@ fn tile(py: Python, order: PyReadonlyArray1<i64>, pieces: PyReadonlyArray2<i64>,
                 if elapsed > last_end {
                     totals[idle] += elapsed - last_end;
                     counts[idle] += 1;
-                    if emit {
-                        put(&mut m, [d, NULL, last_end, elapsed, idle as i64, NULL]);
-                    }
+                    put([d, NULL, last_end, elapsed, idle as i64, NULL]);
                 }
                 devices += 1;
             }
         }
-        (m, devices)
-    }))
+        (cols, totals, counts, devices)
+    });
+    let columns = if emit { cols.into_iter().map(|c| PyArray1::from_vec_bound(py, c)).collect() } else { Vec::new() };
+    Ok((columns, PyArray1::from_vec_bound(py, totals), PyArray1::from_vec_bound(py, counts), devices))
 }
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
