@@ -116,7 +116,8 @@ def section_latency(page: Page, summary: dict, analysis: Analysis):
                               + [(T.header(c), c, fmt_ns) for c in ("min_ns", "avg_ns", "p50_ns", "p90_ns",
                                                                       "p99_ns", "p999_ns", "max_ns")],
                               summary["latency"])))
-    page.figure("latency-time", S.fig_latency_time(_table(analysis, "series_latency")),
+    page.figure("latency-time", S.fig_latency_time(_table(analysis, "series_latency"),
+                                                   points=_table(analysis, "latency_points")),
                 "No completed I/Os: no latency over time.")
     page.add("<div class=\"cols\">")
     page.figure("latency-hist", S.fig_histogram(summary.get("latency_histogram") or []),

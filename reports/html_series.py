@@ -1,8 +1,10 @@
 """The report's plots over time and of latency. They render the layer's declared tables
 (scsitrace/series.py, built from every I/O: series_rates, series_queue, series_latency,
-latency_cdf, offsets; and the summary's latency_histogram) and compute no figure: the
+latency_cdf, offsets, latency_points; and the summary's latency_histogram) and compute no figure: the
 numbers on a plot are the table's, rounded for the page."""
 from __future__ import annotations
+
+import base64
 
 import numpy as np
 import polars as pl
@@ -106,29 +108,82 @@ def fig_queue_depth(traces: list[tuple[str, pl.DataFrame, str | None]], what: st
         yaxis={"title": {"text": "I/Os in flight"}, "rangemode": "tozero"})}
 
 
-def fig_latency_time(frame: pl.DataFrame | None, title_extra: str = "", span_ns: int | None = None) -> dict | None:
-    """Per bin of completion time: p50/p90/p99 lines and the slowest I/O (`series_latency`);
-    `span_ns` picks the time unit (several plots on one axis)."""
+def fig_latency_time(frame: pl.DataFrame | None, title_extra: str = "", span_ns: int | None = None,
+                     points: pl.DataFrame | None = None) -> dict | None:
+    """Every I/O's response time against its completion time (`latency_points`: WebGL points,
+    one colour per op, or exact counts per cell past MAX_POINTS I/Os) under the p50/p90/p99
+    lines per bin of completion time (`series_latency`); `span_ns` picks the time unit
+    (several plots on one axis)."""
     if frame is None or not frame.height or not frame["ios"].sum():
         return None
     div, unit = time_unit(span_ns or int(frame["end_ns"].max()))
+    data, what = [], "every I/O counted"
+    if points is not None and points.height:
+        data, what = _latency_points(points, div, unit)
     x = _x(frame, div)
-    data = []
-    for name, col, color in (("p50", "p50_ns", PALETTE[4]), ("p90", "p90_ns", PALETTE[1]),
-                             ("p99", "p99_ns", PALETTE[2]), ("slowest", "max_ns", "#8a97a4")):
-        if frame[col].null_count() == frame.height:
+    for name, col, color in (("p50", "p50_ns", "#222222"), ("p90", "p90_ns", "#555555"),
+                             ("p99", "p99_ns", "#8a8a8a"), ("slowest", "max_ns", "#8a97a4")):
+        if frame[col].null_count() == frame.height or (col == "max_ns" and data):
             continue
         y = [None if v is None else round(v / 1e6, 6) for v in frame[col].to_list()]
         trace = {"type": "scatter", "name": f"{name} per {_bin_text(frame)}", "x": x, "y": y,
                  "mode": "markers" if col == "max_ns" else _mode(len(x)), "connectgaps": False,
                  "marker": {"size": 5 if col == "max_ns" else 4, "color": color}}
         if col != "max_ns":
-            trace["line"] = {"color": color, "width": 2}
+            trace["line"] = {"color": color, "width": 2, "dash": {"p50_ns": "solid", "p90_ns": "dash",
+                                                                  "p99_ns": "dot"}[col]}
         data.append(trace)
     return {"data": data, "layout": _layout(
-        f"Latency over time{title_extra} (response of the I/Os completing in each bin; every I/O counted)",
-        height=420, xaxis={"title": {"text": f"completion time ({unit})"}},
-        yaxis={"title": {"text": "response (ms)"}, "type": "log"})}
+        f"Latency over time{title_extra} ({what}; lines: percentiles per bin of completion time)",
+        height=460, xaxis={"title": {"text": f"completion time ({unit})"}},
+        yaxis={"title": {"text": "response time (ms)"}, "type": "log"})}
+
+
+def _latency_points(points: pl.DataFrame, div: float, unit: str) -> tuple[list[dict], str]:
+    """One WebGL trace per op: each I/O at (completion, response), or each cell at its centre
+    (geometric, on the log axis) with its exact count."""
+    cells = bool(points["cell_ns"].max())
+    colors = op_colors(points["op"].unique().to_list())
+    data = []
+    for op in sorted(colors):
+        o = points.filter(pl.col("op") == op)
+        x = (o["end_ns"] + o["cell_ns"] // 2).to_numpy() / div
+        lo, hi = o["response_ns"].to_numpy().astype(np.float64), o["response_top_ns"].to_numpy().astype(np.float64)
+        y = (np.sqrt(np.maximum(lo, 1) * hi) if cells else hi) / 1e6
+        data.append(_gl_points(f"{op} ({int(o['ios'].sum())} I/Os)", x, y, o["ios"].to_numpy(), colors[op], cells,
+                               f"completion %{{x:.6~g}} {unit}<br>response %{{y:.4~g}} ms"))
+    total = int(points["ios"].sum())
+    what = (f"{total} I/Os in cells of {fmt_width(int(points['cell_ns'][0]))} x a quarter octave, exact counts"
+            if cells else f"all {total} I/Os")
+    return data, what
+
+
+def typed(values, dtype: str) -> dict:
+    """A plotly typed array ({dtype, bdata}: base64 of the little-endian values): 4-8 bytes a
+    point in the page instead of 10-20 characters of JSON text."""
+    return {"dtype": dtype, "bdata": base64.b64encode(np.ascontiguousarray(values, dtype=f"<{dtype}").tobytes())
+            .decode("ascii")}
+
+
+def untyped(values) -> list:
+    """The values of a plotly data array, plain or typed (`typed`)."""
+    if isinstance(values, dict) and "bdata" in values:
+        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=f"<{values['dtype']}").tolist()
+    return list(values)
+
+
+def _gl_points(name: str, x, y, ios, color: str, cells: bool, hover: str) -> dict:
+    """A scattergl trace of points (every I/O) or of cells (marker area by count, hover count)."""
+    y_type = "u4" if len(y) and np.all(np.mod(y, 1) == 0) and np.max(y) < 2 ** 32 and np.min(y) >= 0 else "f4"
+    trace = {"type": "scattergl", "mode": "markers", "name": label(name), "x": typed(x, "f4"), "y": typed(y, y_type),
+             "marker": {"size": 3, "color": color, "opacity": 0.6}, "hovertemplate": hover + "<extra>%{fullData.name}</extra>"}
+    if cells:
+        top = max(int(np.max(ios)), 1)
+        trace["marker"] = {"size": typed(3 + 7 * np.sqrt(ios / top), "f4"), "color": color, "opacity": 0.75,
+                           "symbol": "square"}
+        trace["customdata"] = typed(ios, "u4")
+        trace["hovertemplate"] = hover + "<br>%{customdata} I/Os in the cell<extra>%{fullData.name}</extra>"
+    return trace
 
 
 OP_FAMILY = {"R": ["#1f5f99", "#4e79a7", "#7aa6d1", "#a9c9e8"], "W": ["#c0392b", "#f28e2b", "#e15759", "#f5b97f"],
@@ -153,8 +208,8 @@ def op_colors(ops: list[str]) -> dict[str, str]:
 
 
 def fig_offset(frame: pl.DataFrame | None, span_ns: int | None = None) -> dict | None:
-    """LBA against start time, one colour per op, from the `offsets` table: every I/O, or
-    exact counts per cell (the hover says how many) past the points the table keeps."""
+    """LBA against start time, one colour per op, from the `offsets` table: every I/O as a
+    WebGL point, or exact counts per cell (marker area and hover) past MAX_POINTS I/Os."""
     if frame is None or not frame.height:
         return None
     cells = bool(frame["cell_ns"].max())
@@ -164,21 +219,16 @@ def fig_offset(frame: pl.DataFrame | None, span_ns: int | None = None) -> dict |
     for op in sorted(colors):
         o = frame.filter(pl.col("op") == op)
         x = (o["start_ns"] + o["cell_ns"] // 2).to_numpy() / div
-        y = (o["lba"] + o["cell_blocks"] // 2).to_list()
-        trace = {"type": "scatter", "mode": "markers", "name": label(f"{op} ({int(o['ios'].sum())} I/Os)"),
-                 "x": _r(x, 6), "y": y, "marker": {"size": 4 if cells else 3, "color": colors[op],
-                                                   "opacity": 0.8 if cells else 0.6}}
-        if cells:
-            trace["text"] = [f"{n} I/Os" for n in o["ios"].to_list()]
-            trace["marker"]["symbol"] = "square"
-        data.append(trace)
+        y = (o["lba"] + o["cell_blocks"] // 2).to_numpy()
+        data.append(_gl_points(f"{op} ({int(o['ios'].sum())} I/Os)", x, y, o["ios"].to_numpy(), colors[op], cells,
+                               f"start %{{x:.6~g}} {unit}<br>LBA %{{y:,d}}"))
     total = int(frame["ios"].sum())
     what = (f"{total} I/Os in {frame.height} cells of {fmt_width(int(frame['cell_ns'][0]))} x "
             f"{int(frame['cell_blocks'][0])} blocks, exact counts" if cells else f"all {total} I/Os")
-    return {"data": data, "layout": _layout(f"Offset (LBA) vs time ({what})", height=400, showlegend=True,
+    return {"data": data, "layout": _layout(f"Offset (LBA) vs time ({what})", height=420, showlegend=True,
                                             margin={"l": 90, "r": 20, "t": 110, "b": 50},
                                             xaxis={"title": {"text": f"start time ({unit})"}},
-                                            yaxis={"title": {"text": "LBA"}, "tickformat": "~s"})}
+                                            yaxis={"title": {"text": "LBA (blocks)"}, "tickformat": "~s"})}
 
 
 def bucket_label(le_ns) -> str:
