@@ -192,8 +192,13 @@ def _has_points(trace: dict) -> bool:
     return False
 
 
-def _layout(title: str, **kw) -> dict:
-    base = {"title": {"text": label(title), "font": {"size": 15}}, "margin": {"l": 70, "r": 20, "t": 80, "b": 50},
+def _layout(title: str, subtitle: str | None = None, **kw) -> dict:
+    """A figure's layout: its title (short: plotly does not wrap it), the detail in a smaller
+    subtitle line below it, the legend in a row between them and the plot."""
+    head = {"text": label(title), "font": {"size": 15}}
+    if subtitle:
+        head["subtitle"] = {"text": label(subtitle), "font": {"size": 12, "color": "#555"}}
+    base = {"title": head, "margin": {"l": 70, "r": 20, "t": 115 if subtitle else 80, "b": 50},
             "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0}, "font": {"size": 12}}
     base.update(kw)
     return base

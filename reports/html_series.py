@@ -15,7 +15,7 @@ def time_unit(span_ns: float) -> tuple[float, str]:
     """(ns per unit, unit name) for a time axis spanning span_ns."""
     if span_ns < 2e6:
         return 1e3, "µs"
-    if span_ns < 20e9:
+    if span_ns < 2e9:          # 1999 ms at most; past that seconds (never "18k ms")
         return 1e6, "ms"
     return 1e9, "s"
 
@@ -37,6 +37,17 @@ def _r(a, digits=4) -> list:
     scale = 10.0 ** (digits - 1 - mag)
     out[nz] = np.round(a[nz] * scale) / scale
     return [None if not np.isfinite(v) else float(v) for v in out] if (~np.isfinite(a)).any() else out.tolist()
+
+
+def latency_ticks(ms_values) -> dict:
+    """A log axis in milliseconds labelled 1-2-5 in engineering units ("50 µs", "2 ms",
+    "1 s"), instead of plotly's bare digits ("3 4 5 0.1 2") between powers of ten."""
+    v = np.asarray([x for x in ms_values if x is not None and np.isfinite(x) and x > 0], np.float64)
+    if not len(v):
+        return {"type": "log"}
+    lo, hi = np.log10(v.min() * 1e6), np.log10(v.max() * 1e6)        # in ns
+    vals = [m * 10.0 ** e for e in range(max(int(np.floor(lo)) - 2, 0), int(np.ceil(hi)) + 2) for m in (1, 2, 5)]
+    return {"type": "log", "tickvals": [t / 1e6 for t in vals], "ticktext": [fmt_width(int(round(t))) for t in vals]}
 
 
 def _x(frame: pl.DataFrame, div: float) -> list:
@@ -83,7 +94,7 @@ def fig_rates(traces: list[tuple[str, pl.DataFrame, str | None]]) -> dict | None
         yaxis={"title": {"text": "I/Os per second"}, "domain": [0.56, 1], "anchor": "x", "rangemode": "tozero",
                "tickformat": "~s"},
         yaxis2={"title": {"text": "MB/s"}, "domain": [0, 0.44], "anchor": "x", "rangemode": "tozero",
-                "tickformat": ".3~g"})}
+                "tickformat": ",~r"})}
 
 
 def fig_queue_depth(traces: list[tuple[str, pl.DataFrame, str | None]], what: str = "issued, not completed") -> dict | None:
@@ -121,41 +132,73 @@ def fig_latency_time(frame: pl.DataFrame | None, title_extra: str = "", span_ns:
     if points is not None and points.height:
         data, what = _latency_points(points, div, unit)
     x = _x(frame, div)
-    for name, col, color in (("p50", "p50_ns", "#222222"), ("p90", "p90_ns", "#555555"),
-                             ("p99", "p99_ns", "#8a8a8a"), ("slowest", "max_ns", "#8a97a4")):
+    for name, col, color in (("p50", "p50_ns", "#111111"), ("p90", "p90_ns", "#6a3d9a"),
+                             ("p99", "p99_ns", "#b8860b"), ("slowest", "max_ns", "#8a97a4")):
         if frame[col].null_count() == frame.height or (col == "max_ns" and data):
             continue
         y = [None if v is None else round(v / 1e6, 6) for v in frame[col].to_list()]
-        trace = {"type": "scatter", "name": f"{name} per {_bin_text(frame)}", "x": x, "y": y,
+        trace = {"type": "scattergl" if data else "scatter", "name": f"{name} per {_bin_text(frame)}", "x": x, "y": y,
                  "mode": "markers" if col == "max_ns" else _mode(len(x)), "connectgaps": False,
                  "marker": {"size": 5 if col == "max_ns" else 4, "color": color}}
         if col != "max_ns":
-            trace["line"] = {"color": color, "width": 2, "dash": {"p50_ns": "solid", "p90_ns": "dash",
+            trace["line"] = {"color": color, "width": 3 if data else 2, "dash": {"p50_ns": "solid", "p90_ns": "dash",
                                                                   "p99_ns": "dot"}[col]}
         data.append(trace)
+    shown = [y for t in data for y in untyped(t["y"])]
+    if data and data[0]["type"] == "scattergl" and points["cell_ns"].max():      # cells: their edges too
+        shown += (points["response_ns"].clip(1) / 1e6).to_list() + (points["response_top_ns"] / 1e6).to_list()
     return {"data": data, "layout": _layout(
-        f"Latency over time{title_extra} ({what}; lines: percentiles per bin of completion time)",
-        height=460, xaxis={"title": {"text": f"completion time ({unit})"}},
-        yaxis={"title": {"text": "response time (ms)"}, "type": "log"})}
+        f"Latency over time{title_extra}", f"{what}; lines: percentiles per bin of completion time",
+        height=460, legend=GL_LEGEND, xaxis={"title": {"text": f"completion time ({unit})"}},
+        yaxis={"title": {"text": "response time"}, **latency_ticks(shown)})}
 
 
 def _latency_points(points: pl.DataFrame, div: float, unit: str) -> tuple[list[dict], str]:
-    """One WebGL trace per op: each I/O at (completion, response), or each cell at its centre
-    (geometric, on the log axis) with its exact count."""
+    """Each I/O at (completion, response), one WebGL trace per op, or each cell at its centre
+    (geometric, on the log axis) with its exact counts."""
     cells = bool(points["cell_ns"].max())
-    colors = op_colors(points["op"].unique().to_list())
+    x = (points["end_ns"] + points["cell_ns"] // 2).to_numpy() / div
+    lo, hi = points["response_ns"].to_numpy().astype(np.float64), points["response_top_ns"].to_numpy().astype(np.float64)
+    y = (np.sqrt(np.maximum(lo, 1) * hi) if cells else hi) / 1e6
+    data = op_traces(points, x, y, f"completion %{{x:.6~g}} {unit}<br>response %{{y:.4~g}} ms")
+    total = int(points["ios"].sum())
+    what = (f"{total:,} I/Os in cells of {fmt_width(int(points['cell_ns'][0]))} x a quarter octave, exact counts; "
+            "a cell takes the colour of its most frequent op" if cells else f"every one of the {total:,} I/Os")
+    return data, what
+
+
+def op_traces(frame: pl.DataFrame, x: np.ndarray, y: np.ndarray, hover: str) -> list[dict]:
+    """WebGL traces, one per op (legend: the op's I/Os in `frame`): every I/O a point; or,
+    when the frame holds cells (cell_ns > 0), each cell one marker at (x, y), its area by its
+    I/Os, in the colour of its most frequent op (ops overlaid would hide each other), its
+    hover the exact count of each op."""
+    colors = op_colors(frame["op"].unique().to_list())
+    per_op = dict(frame.group_by("op").agg(pl.col("ios").sum()).iter_rows())
+    if not frame["cell_ns"].max():
+        return [_gl_points(f"{op} ({per_op[op]:,} I/Os)", x[mask], y[mask], colors[op], hover)
+                for op in sorted(colors) for mask in [(frame["op"] == op).to_numpy()]]
+    cells = (frame.select("op", "ios").with_columns(x=pl.Series(x), y=pl.Series(y))
+             .sort("ios", "op", descending=[True, False])
+             .group_by("x", "y", maintain_order=True)
+             .agg(pl.col("op").first().alias("top"), pl.col("ios").sum().alias("total"),
+                  pl.concat_str(pl.col("op"), pl.lit(" "), pl.col("ios").cast(pl.Utf8)).str.join(", ").alias("text"))
+             .sort("x", "y"))
+    biggest = max(int(cells["total"].max()), 1)
     data = []
     for op in sorted(colors):
-        o = points.filter(pl.col("op") == op)
-        x = (o["end_ns"] + o["cell_ns"] // 2).to_numpy() / div
-        lo, hi = o["response_ns"].to_numpy().astype(np.float64), o["response_top_ns"].to_numpy().astype(np.float64)
-        y = (np.sqrt(np.maximum(lo, 1) * hi) if cells else hi) / 1e6
-        data.append(_gl_points(f"{op} ({int(o['ios'].sum())} I/Os)", x, y, o["ios"].to_numpy(), colors[op], cells,
-                               f"completion %{{x:.6~g}} {unit}<br>response %{{y:.4~g}} ms"))
-    total = int(points["ios"].sum())
-    what = (f"{total} I/Os in cells of {fmt_width(int(points['cell_ns'][0]))} x a quarter octave, exact counts"
-            if cells else f"all {total} I/Os")
-    return data, what
+        c = cells.filter(pl.col("top") == op)
+        trace = _gl_points(f"{op} ({per_op[op]:,} I/Os)", c["x"].to_numpy(), c["y"].to_numpy(), colors[op],
+                           hover + "<br>%{customdata} I/Os in the cell: %{text}")
+        trace["marker"].update(size=typed(3 + 7 * np.sqrt(c["total"].to_numpy() / biggest), "f4"), opacity=0.8,
+                               symbol="square")
+        trace["customdata"] = typed(c["total"].to_numpy(), "u4")
+        trace["text"] = [label(t) for t in c["text"].to_list()]
+        data.append(trace)
+    return data
+
+
+# legend symbols of a readable size whatever the size of the plotted points
+GL_LEGEND = {"orientation": "h", "yanchor": "bottom", "y": 1.01, "x": 0, "itemsizing": "constant"}
 
 
 def typed(values, dtype: str) -> dict:
@@ -172,18 +215,14 @@ def untyped(values) -> list:
     return list(values)
 
 
-def _gl_points(name: str, x, y, ios, color: str, cells: bool, hover: str) -> dict:
-    """A scattergl trace of points (every I/O) or of cells (marker area by count, hover count)."""
-    y_type = "u4" if len(y) and np.all(np.mod(y, 1) == 0) and np.max(y) < 2 ** 32 and np.min(y) >= 0 else "f4"
-    trace = {"type": "scattergl", "mode": "markers", "name": label(name), "x": typed(x, "f4"), "y": typed(y, y_type),
-             "marker": {"size": 3, "color": color, "opacity": 0.6}, "hovertemplate": hover + "<extra>%{fullData.name}</extra>"}
-    if cells:
-        top = max(int(np.max(ios)), 1)
-        trace["marker"] = {"size": typed(3 + 7 * np.sqrt(ios / top), "f4"), "color": color, "opacity": 0.75,
-                           "symbol": "square"}
-        trace["customdata"] = typed(ios, "u4")
-        trace["hovertemplate"] = hover + "<br>%{customdata} I/Os in the cell<extra>%{fullData.name}</extra>"
-    return trace
+def _gl_points(name: str, x, y, color: str, hover: str) -> dict:
+    """A scattergl trace of markers at (x, y): time as float32 (7 digits: 1 µs in 10 s),
+    y as uint32 where it holds whole numbers that fit (LBAs), else float32."""
+    whole = len(y) and np.all(np.mod(y, 1) == 0) and np.max(y) < 2 ** 32 and np.min(y) >= 0
+    return {"type": "scattergl", "mode": "markers", "name": label(name), "x": typed(x, "f4"),
+            "y": typed(y, "u4" if whole else "f4"),
+            "marker": {"size": 3 if len(x) < 20_000 else 2, "color": color, "opacity": 0.5},
+            "hovertemplate": hover + "<extra>%{fullData.name}</extra>"}
 
 
 OP_FAMILY = {"R": ["#1f5f99", "#4e79a7", "#7aa6d1", "#a9c9e8"], "W": ["#c0392b", "#f28e2b", "#e15759", "#f5b97f"],
@@ -209,24 +248,20 @@ def op_colors(ops: list[str]) -> dict[str, str]:
 
 def fig_offset(frame: pl.DataFrame | None, span_ns: int | None = None) -> dict | None:
     """LBA against start time, one colour per op, from the `offsets` table: every I/O as a
-    WebGL point, or exact counts per cell (marker area and hover) past MAX_POINTS I/Os."""
+    WebGL point, or exact counts per cell past MAX_POINTS I/Os (`op_traces`)."""
     if frame is None or not frame.height:
         return None
     cells = bool(frame["cell_ns"].max())
     div, unit = time_unit(span_ns or int(frame["start_ns"].max() + frame["cell_ns"].max()) or 1)
-    colors = op_colors(frame["op"].unique().to_list())
-    data = []
-    for op in sorted(colors):
-        o = frame.filter(pl.col("op") == op)
-        x = (o["start_ns"] + o["cell_ns"] // 2).to_numpy() / div
-        y = (o["lba"] + o["cell_blocks"] // 2).to_numpy()
-        data.append(_gl_points(f"{op} ({int(o['ios'].sum())} I/Os)", x, y, o["ios"].to_numpy(), colors[op], cells,
-                               f"start %{{x:.6~g}} {unit}<br>LBA %{{y:,d}}"))
+    x = (frame["start_ns"] + frame["cell_ns"] // 2).to_numpy() / div
+    y = (frame["lba"] + frame["cell_blocks"] // 2).to_numpy()
+    data = op_traces(frame, x, y, f"start %{{x:.6~g}} {unit}<br>LBA %{{y:,d}}")
     total = int(frame["ios"].sum())
-    what = (f"{total} I/Os in {frame.height} cells of {fmt_width(int(frame['cell_ns'][0]))} x "
-            f"{int(frame['cell_blocks'][0])} blocks, exact counts" if cells else f"all {total} I/Os")
-    return {"data": data, "layout": _layout(f"Offset (LBA) vs time ({what})", height=420, showlegend=True,
-                                            margin={"l": 90, "r": 20, "t": 110, "b": 50},
+    what = (f"{total:,} I/Os in cells of {fmt_width(int(frame['cell_ns'][0]))} x {int(frame['cell_blocks'][0]):,} "
+            "blocks, exact counts; a cell takes the colour of its most frequent op" if cells
+            else f"every one of the {total:,} I/Os")
+    return {"data": data, "layout": _layout("Offset (LBA) vs time", what, height=440, showlegend=True,
+                                            legend=GL_LEGEND, margin={"l": 90, "r": 20, "t": 125, "b": 50},
                                             xaxis={"title": {"text": f"start time ({unit})"}},
                                             yaxis={"title": {"text": "LBA (blocks)"}, "tickformat": "~s"})}
 
@@ -268,7 +303,8 @@ def fig_cdf(traces: list[tuple[str, pl.DataFrame | None]], title: str = "Latency
                          "line": {"color": PALETTE[k % len(PALETTE)], "shape": "hv"}})
     if not data:
         return None
-    return {"data": data, "layout": _layout(title, height=360, xaxis={"title": {"text": "latency (ms)"},
-                                                                      "type": "log"},
+    shown = [x for t in data for x in t["x"]]
+    return {"data": data, "layout": _layout(title, height=360, xaxis={"title": {"text": "latency"},
+                                                                      **latency_ticks(shown)},
                                             yaxis={"title": {"text": "fraction of I/Os at or below"},
                                                    "range": [0, 1.02]})}
