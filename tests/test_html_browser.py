@@ -39,8 +39,12 @@ def load_in_chromium(path: Path) -> tuple[str, str]:
 
 
 def console_messages(log: str) -> list[str]:
-    """Page console output as Chromium logs it ("CONSOLE(line)" / ":CONSOLE:" lines)."""
-    return [line for line in log.splitlines() if "CONSOLE" in line]
+    """Page console output as Chromium logs it ("CONSOLE(line)" / ":CONSOLE:" lines), less the
+    software GL renderer's performance notes on the WebGL plots ("GL Driver Message ...
+    Performance ...: GPU stall due to ReadPixels"), which are the headless renderer's, not the
+    page's."""
+    return [line for line in log.splitlines() if "CONSOLE" in line
+            and not ("GL Driver Message" in line and "Performance" in line)]
 
 
 def page_checks(dom: str) -> dict:
