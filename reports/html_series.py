@@ -84,17 +84,19 @@ def fig_rates(traces: list[tuple[str, pl.DataFrame, str | None]]) -> dict | None
                          "marker": {"size": 4}, "xaxis": "x", "yaxis": "y2"})
     bins = _bin_text(traces[0][1])
     if not any(t["yaxis"] == "y2" for t in data):      # no byte counts: IOPS alone, full height
+        below = _legend_below(len(traces), 400)
         return {"data": data, "layout": _layout(
-            f"IOPS over time ({bins} bins of completion time; no byte counts in this trace)", height=360,
+            f"IOPS over time ({bins} bins of completion time; no byte counts in this trace)", height=360 + 40 * bool(below),
             xaxis={"title": {"text": f"time ({unit})"}},
-            yaxis={"title": {"text": "I/Os per second"}, "rangemode": "tozero", "tickformat": "~s"})}
+            yaxis={"title": {"text": "I/Os per second"}, "rangemode": "tozero", "tickformat": "~s"}, **below)}
+    below = _legend_below(len(traces), 520)
     return {"data": data, "layout": _layout(
-        f"IOPS and MB/s over time ({bins} bins of completion time; MB = 2^20 bytes)", height=480,
+        f"IOPS and MB/s over time ({bins} bins of completion time; MB = 2^20 bytes)", height=480 + 40 * bool(below),
         xaxis={"title": {"text": f"time ({unit})"}, "anchor": "y2"},
         yaxis={"title": {"text": "I/Os per second"}, "domain": [0.56, 1], "anchor": "x", "rangemode": "tozero",
                "tickformat": "~s"},
         yaxis2={"title": {"text": "MB/s"}, "domain": [0, 0.44], "anchor": "x", "rangemode": "tozero",
-                "tickformat": ",~r"})}
+                "tickformat": ",~r"}, **below)}
 
 
 def fig_queue_depth(traces: list[tuple[str, pl.DataFrame, str | None]], what: str = "issued, not completed") -> dict | None:
@@ -113,10 +115,21 @@ def fig_queue_depth(traces: list[tuple[str, pl.DataFrame, str | None]], what: st
         data.append({"type": "scatter", "mode": _mode(len(x)), "name": label(f"{tag}mean in flight"), "x": x,
                      "y": _r(frame["mean_in_flight"].to_numpy()),
                      "line": {"color": color or PALETTE[0], "dash": "dot" if color else "solid"}, "marker": {"size": 4}})
+    below = _legend_below(len(traces), 400)
     return {"data": data, "layout": _layout(
-        f"Queue depth over time (I/Os {what}, {_bin_text(traces[0][1])} bins)", height=360,
+        f"Queue depth over time (I/Os {what}, {_bin_text(traces[0][1])} bins)", height=360 + 40 * bool(below),
         xaxis={"title": {"text": f"time ({unit})"}},
-        yaxis={"title": {"text": "I/Os in flight"}, "rangemode": "tozero"})}
+        yaxis={"title": {"text": "I/Os in flight"}, "rangemode": "tozero"}, **below)}
+
+
+def _legend_below(n_traces: int, height: int) -> dict:
+    """Several traces (compare: A and B): their legend wraps to two rows, so it goes below the
+    plot, clear of the title, 70 px down (under the x axis title)."""
+    if n_traces < 2:
+        return {}
+    top, bottom = 60, 130
+    return {"legend": {"orientation": "h", "yanchor": "top", "y": -70 / (height - top - bottom), "x": 0},
+            "margin": {"l": 70, "r": 20, "t": top, "b": bottom}}
 
 
 def fig_latency_time(frame: pl.DataFrame | None, title_extra: str = "", span_ns: int | None = None,
@@ -215,13 +228,22 @@ def untyped(values) -> list:
     return list(values)
 
 
+def _point_marker(n: int) -> dict:
+    """Points big and solid while few (64 I/Os must be seen), small and see-through when they
+    are many (overlaps show as density)."""
+    for most, size, opacity in ((2_000, 6, 0.85), (20_000, 4, 0.7), (100_000, 3, 0.55)):
+        if n <= most:
+            return {"size": size, "opacity": opacity}
+    return {"size": 2, "opacity": 0.5}
+
+
 def _gl_points(name: str, x, y, color: str, hover: str) -> dict:
     """A scattergl trace of markers at (x, y): time as float32 (7 digits: 1 µs in 10 s),
     y as uint32 where it holds whole numbers that fit (LBAs), else float32."""
     whole = len(y) and np.all(np.mod(y, 1) == 0) and np.max(y) < 2 ** 32 and np.min(y) >= 0
     return {"type": "scattergl", "mode": "markers", "name": label(name), "x": typed(x, "f4"),
             "y": typed(y, "u4" if whole else "f4"),
-            "marker": {"size": 3 if len(x) < 20_000 else 2, "color": color, "opacity": 0.5},
+            "marker": {**_point_marker(len(x)), "color": color},
             "hovertemplate": hover + "<extra>%{fullData.name}</extra>"}
 
 
