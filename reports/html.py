@@ -134,7 +134,9 @@ def section_rates(page: Page, analysis: Analysis):
     page.figure("queue-depth", S.fig_queue_depth([("", _table(analysis, "series_queue"), None)],
                                                  IN_FLIGHT.get(analysis.layer, "issued, not completed")),
                 "No completed I/Os: no queue depth.")
-    page.figure("offset", S.fig_offset(_table(analysis, "offsets")), "The I/Os of this trace carry no LBA.")
+    page.figure("offset", S.fig_offset(_table(analysis, "offsets")),
+                "The I/Os of this trace carry no LBA." if analysis.ios_completed else
+                "No completed I/Os: no offsets (the plot draws completed I/Os).")
 
 
 def section_attribution(page: Page, attr: dict | None):
