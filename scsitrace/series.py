@@ -239,7 +239,8 @@ class Series:
         notes = []
         if self.edges_dropped:
             notes.append(f"queue depth over time: the maximum per bin needs every I/O's start and end, kept "
-                         f"up to {KEEP_EDGES:,} I/Os; this trace has {self.n:,}, so only the mean is shown")
+                         f"up to {KEEP_EDGES:,} I/Os; this trace has {self.n:,}, so only the mean is shown (and "
+                         "depth_steps, Perfetto's queue-depth counter, is empty)")
         if not self.n or elapsed_ns <= 0:
             return {t.name: t.empty() for t in SERIES_TABLES}, notes
         width = _shown_width(elapsed_ns, self.n, self.axis.width, MIN_PER_BIN)
