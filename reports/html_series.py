@@ -238,11 +238,13 @@ def _point_marker(n: int) -> dict:
 
 
 def _gl_points(name: str, x, y, color: str, hover: str) -> dict:
-    """A scattergl trace of markers at (x, y): time as float32 (7 digits: 1 µs in 10 s),
-    y as uint32 where it holds whole numbers that fit (LBAs), else float32."""
-    whole = len(y) and np.all(np.mod(y, 1) == 0) and np.max(y) < 2 ** 32 and np.min(y) >= 0
+    """A scattergl trace of markers at (x, y): time as float32 (7 digits: 1 µs in 10 s); y
+    (LBAs: whole numbers) as uint32, or float64 past 2^32 (exact to 2^53), else (response
+    times in ms) float32."""
+    whole = bool(len(y)) and np.all(np.mod(y, 1) == 0) and np.min(y) >= 0
+    y_type = ("u4" if np.max(y) < 2 ** 32 else "f8") if whole else "f4"
     return {"type": "scattergl", "mode": "markers", "name": label(name), "x": typed(x, "f4"),
-            "y": typed(y, "u4" if whole else "f4"),
+            "y": typed(y, y_type),
             "marker": {**_point_marker(len(x)), "color": color},
             "hovertemplate": hover + "<extra>%{fullData.name}</extra>"}
 

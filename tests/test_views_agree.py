@@ -121,7 +121,8 @@ def values(array) -> np.ndarray:
 
 def plotted_points(fig: dict, x_of, y_of, frame: pl.DataFrame) -> None:
     """The WebGL traces of `fig` are `frame` (offsets or latency_points): with points (cell_ns
-    0), each op's trace holds exactly that op's I/Os at their (x, y) (float32 on the page);
+    0), each op's trace holds exactly that op's I/Os at their (x, y) (times float32 on the
+    page, LBAs exact);
     with cells, each cell once, its hover count the cell's I/Os summed over its ops, its
     trace the op with the most of them; the legend counts every op's I/Os."""
     gl = [t for t in fig["data"] if t["type"] == "scattergl" and t["mode"] == "markers"]   # not the lines
@@ -136,7 +137,9 @@ def plotted_points(fig: dict, x_of, y_of, frame: pl.DataFrame) -> None:
             op = t["name"].rsplit(" (", 1)[0]
             mask = (frame["op"] == op).to_numpy()
             got = np.c_[values(t["x"]), values(t["y"])]
-            want = np.c_[x[mask].astype(np.float32), y[mask].astype(np.float32)].astype(np.float64)
+            y_type = t["y"]["dtype"]          # LBAs exact (u4, f8), response times float32
+            assert y_type in (("u4", "f8") if x_of == ("start_ns",) else ("f4",))
+            want = np.c_[x[mask].astype(np.float32), y[mask].astype(f"<{y_type}")].astype(np.float64)
             assert np.array_equal(got[np.lexsort(got.T[::-1])], want[np.lexsort(want.T[::-1])]), op
         return
     cells = (pl.DataFrame({"x": x, "y": y, "op": frame["op"], "ios": frame["ios"]})
