@@ -120,7 +120,7 @@ def shared_axes(figs: list[dict | None], x: bool = True, y: bool = True):
                 if tr.get("orientation") == "h" and axis == "x":
                     vals += [b + w for b, w in zip(tr.get("base", []), tr.get("x", []))] + list(tr.get("base", []))
                 elif not (tr.get("orientation") == "h" and axis == "y"):
-                    vals += [v for v in tr.get(axis, []) if isinstance(v, (int, float))]
+                    vals += [v for v in S.untyped(tr.get(axis, [])) if isinstance(v, (int, float))]
         if not vals:
             continue
         lo, hi = min(vals), max(vals)
@@ -179,7 +179,8 @@ def build_page(analysis_a: Analysis, data_a: dict, analysis_b: Analysis, data_b:
                                 [c["name"] for c in d["summary"].get("categories") or []], span)
                  for a, d in ((analysis_a, data_a), (analysis_b, data_b))]
     shared_axes(timelines, y=False)
-    lat = [S.fig_latency_time(H._table(a, "series_latency"), span_ns=span) for _, a, _ in pair]
+    lat = [S.fig_latency_time(H._table(a, "series_latency"), span_ns=span, points=H._table(a, "latency_points"))
+           for _, a, _ in pair]
     shared_axes(lat)
     offsets = [S.fig_offset(H._table(a, "offsets"), span) for _, a, _ in pair]
     shared_axes(offsets)

@@ -116,7 +116,8 @@ def section_latency(page: Page, summary: dict, analysis: Analysis):
                               + [(T.header(c), c, fmt_ns) for c in ("min_ns", "avg_ns", "p50_ns", "p90_ns",
                                                                       "p99_ns", "p999_ns", "max_ns")],
                               summary["latency"])))
-    page.figure("latency-time", S.fig_latency_time(_table(analysis, "series_latency")),
+    page.figure("latency-time", S.fig_latency_time(_table(analysis, "series_latency"),
+                                                   points=_table(analysis, "latency_points")),
                 "No completed I/Os: no latency over time.")
     page.add("<div class=\"cols\">")
     page.figure("latency-hist", S.fig_histogram(summary.get("latency_histogram") or []),
@@ -133,7 +134,9 @@ def section_rates(page: Page, analysis: Analysis):
     page.figure("queue-depth", S.fig_queue_depth([("", _table(analysis, "series_queue"), None)],
                                                  IN_FLIGHT.get(analysis.layer, "issued, not completed")),
                 "No completed I/Os: no queue depth.")
-    page.figure("offset", S.fig_offset(_table(analysis, "offsets")), "The I/Os of this trace carry no LBA.")
+    page.figure("offset", S.fig_offset(_table(analysis, "offsets")),
+                "The I/Os of this trace carry no LBA." if analysis.ios_completed else
+                "No completed I/Os: no offsets (the plot draws completed I/Os).")
 
 
 def section_attribution(page: Page, attr: dict | None):

@@ -73,14 +73,15 @@ document.getElementById('js-errors').textContent=window.__errors.join('\\n');
 """
 
 
-PLOTLY_ASSET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets", "plotly-basic.min.js")
-PLOTLY_VERSION = "4.1.1"   # npm plotly.js-basic-dist-min (MIT, assets/plotly-basic.LICENSE)
+PLOTLY_ASSET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets", "plotly-scsitrace.min.js")
+PLOTLY_VERSION = "4.1.1"   # npm plotly.js, built by assets/build/ (MIT, assets/plotly.LICENSE)
 
 
 @functools.lru_cache(maxsize=1)
 def plotly_js() -> str:
-    """plotly.js's basic bundle (bar, pie, scatter: all the report draws, 1.2 MB instead of
-    the full bundle's 4.6 MB), shipped in reports/assets/ and inlined (never a CDN)."""
+    """plotly.js with the trace types the report draws (bar, pie, scatter and WebGL's
+    scattergl: 1.6 MB instead of the full bundle's 4.7 MB), shipped in reports/assets/ and
+    inlined (never a CDN)."""
     with open(PLOTLY_ASSET, encoding="utf-8") as fh:
         return fh.read()
 
@@ -183,13 +184,21 @@ class Page:
 
 def _has_points(trace: dict) -> bool:
     for key in ("x", "y", "values"):
-        if key in trace and len(trace[key]) > 0:
+        value = trace.get(key)
+        if isinstance(value, dict):          # a typed array: {dtype, bdata (base64)}
+            value = value.get("bdata")
+        if value is not None and len(value) > 0:
             return True
     return False
 
 
-def _layout(title: str, **kw) -> dict:
-    base = {"title": {"text": label(title), "font": {"size": 15}}, "margin": {"l": 70, "r": 20, "t": 80, "b": 50},
+def _layout(title: str, subtitle: str | None = None, **kw) -> dict:
+    """A figure's layout: its title (short: plotly does not wrap it), the detail in a smaller
+    subtitle line below it, the legend in a row between them and the plot."""
+    head = {"text": label(title), "font": {"size": 15}}
+    if subtitle:
+        head["subtitle"] = {"text": label(subtitle), "font": {"size": 12, "color": "#555"}}
+    base = {"title": head, "margin": {"l": 70, "r": 20, "t": 115 if subtitle else 80, "b": 50},
             "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0}, "font": {"size": 12}}
     base.update(kw)
     return base

@@ -1,8 +1,10 @@
 """The report's plots over time and of latency. They render the layer's declared tables
 (scsitrace/series.py, built from every I/O: series_rates, series_queue, series_latency,
-latency_cdf, offsets; and the summary's latency_histogram) and compute no figure: the
+latency_cdf, offsets, latency_points; and the summary's latency_histogram) and compute no figure: the
 numbers on a plot are the table's, rounded for the page."""
 from __future__ import annotations
+
+import base64
 
 import numpy as np
 import polars as pl
@@ -13,7 +15,7 @@ def time_unit(span_ns: float) -> tuple[float, str]:
     """(ns per unit, unit name) for a time axis spanning span_ns."""
     if span_ns < 2e6:
         return 1e3, "µs"
-    if span_ns < 20e9:
+    if span_ns < 2e9:          # 1999 ms at most; past that seconds (never "18k ms")
         return 1e6, "ms"
     return 1e9, "s"
 
@@ -35,6 +37,17 @@ def _r(a, digits=4) -> list:
     scale = 10.0 ** (digits - 1 - mag)
     out[nz] = np.round(a[nz] * scale) / scale
     return [None if not np.isfinite(v) else float(v) for v in out] if (~np.isfinite(a)).any() else out.tolist()
+
+
+def latency_ticks(ms_values) -> dict:
+    """A log axis in milliseconds labelled 1-2-5 in engineering units ("50 µs", "2 ms",
+    "1 s"), instead of plotly's bare digits ("3 4 5 0.1 2") between powers of ten."""
+    v = np.asarray([x for x in ms_values if x is not None and np.isfinite(x) and x > 0], np.float64)
+    if not len(v):
+        return {"type": "log"}
+    lo, hi = np.log10(v.min() * 1e6), np.log10(v.max() * 1e6)        # in ns
+    vals = [m * 10.0 ** e for e in range(max(int(np.floor(lo)) - 2, 0), int(np.ceil(hi)) + 2) for m in (1, 2, 5)]
+    return {"type": "log", "tickvals": [t / 1e6 for t in vals], "ticktext": [fmt_width(int(round(t))) for t in vals]}
 
 
 def _x(frame: pl.DataFrame, div: float) -> list:
@@ -71,17 +84,19 @@ def fig_rates(traces: list[tuple[str, pl.DataFrame, str | None]]) -> dict | None
                          "marker": {"size": 4}, "xaxis": "x", "yaxis": "y2"})
     bins = _bin_text(traces[0][1])
     if not any(t["yaxis"] == "y2" for t in data):      # no byte counts: IOPS alone, full height
+        below = _legend_below(len(traces), 400)
         return {"data": data, "layout": _layout(
-            f"IOPS over time ({bins} bins of completion time; no byte counts in this trace)", height=360,
+            f"IOPS over time ({bins} bins of completion time; no byte counts in this trace)", height=360 + 40 * bool(below),
             xaxis={"title": {"text": f"time ({unit})"}},
-            yaxis={"title": {"text": "I/Os per second"}, "rangemode": "tozero", "tickformat": "~s"})}
+            yaxis={"title": {"text": "I/Os per second"}, "rangemode": "tozero", "tickformat": "~s"}, **below)}
+    below = _legend_below(len(traces), 520)
     return {"data": data, "layout": _layout(
-        f"IOPS and MB/s over time ({bins} bins of completion time; MB = 2^20 bytes)", height=480,
+        f"IOPS and MB/s over time ({bins} bins of completion time; MB = 2^20 bytes)", height=480 + 40 * bool(below),
         xaxis={"title": {"text": f"time ({unit})"}, "anchor": "y2"},
         yaxis={"title": {"text": "I/Os per second"}, "domain": [0.56, 1], "anchor": "x", "rangemode": "tozero",
                "tickformat": "~s"},
         yaxis2={"title": {"text": "MB/s"}, "domain": [0, 0.44], "anchor": "x", "rangemode": "tozero",
-                "tickformat": ".3~g"})}
+                "tickformat": ",~r"}, **below)}
 
 
 def fig_queue_depth(traces: list[tuple[str, pl.DataFrame, str | None]], what: str = "issued, not completed") -> dict | None:
@@ -100,35 +115,138 @@ def fig_queue_depth(traces: list[tuple[str, pl.DataFrame, str | None]], what: st
         data.append({"type": "scatter", "mode": _mode(len(x)), "name": label(f"{tag}mean in flight"), "x": x,
                      "y": _r(frame["mean_in_flight"].to_numpy()),
                      "line": {"color": color or PALETTE[0], "dash": "dot" if color else "solid"}, "marker": {"size": 4}})
+    below = _legend_below(len(traces), 400)
     return {"data": data, "layout": _layout(
-        f"Queue depth over time (I/Os {what}, {_bin_text(traces[0][1])} bins)", height=360,
+        f"Queue depth over time (I/Os {what}, {_bin_text(traces[0][1])} bins)", height=360 + 40 * bool(below),
         xaxis={"title": {"text": f"time ({unit})"}},
-        yaxis={"title": {"text": "I/Os in flight"}, "rangemode": "tozero"})}
+        yaxis={"title": {"text": "I/Os in flight"}, "rangemode": "tozero"}, **below)}
 
 
-def fig_latency_time(frame: pl.DataFrame | None, title_extra: str = "", span_ns: int | None = None) -> dict | None:
-    """Per bin of completion time: p50/p90/p99 lines and the slowest I/O (`series_latency`);
-    `span_ns` picks the time unit (several plots on one axis)."""
+def _legend_below(n_traces: int, height: int) -> dict:
+    """Several traces (compare: A and B): their legend wraps to two rows, so it goes below the
+    plot, clear of the title, 70 px down (under the x axis title)."""
+    if n_traces < 2:
+        return {}
+    top, bottom = 60, 130
+    return {"legend": {"orientation": "h", "yanchor": "top", "y": -70 / (height - top - bottom), "x": 0},
+            "margin": {"l": 70, "r": 20, "t": top, "b": bottom}}
+
+
+def fig_latency_time(frame: pl.DataFrame | None, title_extra: str = "", span_ns: int | None = None,
+                     points: pl.DataFrame | None = None) -> dict | None:
+    """Every I/O's response time against its completion time (`latency_points`: WebGL points,
+    one colour per op, or exact counts per cell past MAX_POINTS I/Os) under the p50/p90/p99
+    lines per bin of completion time (`series_latency`); `span_ns` picks the time unit
+    (several plots on one axis)."""
     if frame is None or not frame.height or not frame["ios"].sum():
         return None
     div, unit = time_unit(span_ns or int(frame["end_ns"].max()))
+    data, what = [], "every I/O counted"
+    if points is not None and points.height:
+        data, what = _latency_points(points, div, unit)
     x = _x(frame, div)
-    data = []
-    for name, col, color in (("p50", "p50_ns", PALETTE[4]), ("p90", "p90_ns", PALETTE[1]),
-                             ("p99", "p99_ns", PALETTE[2]), ("slowest", "max_ns", "#8a97a4")):
-        if frame[col].null_count() == frame.height:
+    for name, col, color in (("p50", "p50_ns", "#111111"), ("p90", "p90_ns", "#6a3d9a"),
+                             ("p99", "p99_ns", "#b8860b"), ("slowest", "max_ns", "#8a97a4")):
+        if frame[col].null_count() == frame.height or (col == "max_ns" and data):
             continue
         y = [None if v is None else round(v / 1e6, 6) for v in frame[col].to_list()]
-        trace = {"type": "scatter", "name": f"{name} per {_bin_text(frame)}", "x": x, "y": y,
+        trace = {"type": "scattergl" if data else "scatter", "name": f"{name} per {_bin_text(frame)}", "x": x, "y": y,
                  "mode": "markers" if col == "max_ns" else _mode(len(x)), "connectgaps": False,
                  "marker": {"size": 5 if col == "max_ns" else 4, "color": color}}
         if col != "max_ns":
-            trace["line"] = {"color": color, "width": 2}
+            trace["line"] = {"color": color, "width": 3 if data else 2, "dash": {"p50_ns": "solid", "p90_ns": "dash",
+                                                                  "p99_ns": "dot"}[col]}
         data.append(trace)
+    shown = [y for t in data for y in untyped(t["y"])]
+    if data and data[0]["type"] == "scattergl" and points["cell_ns"].max():      # cells: their edges too
+        shown += (points["response_ns"].clip(1) / 1e6).to_list() + (points["response_top_ns"] / 1e6).to_list()
     return {"data": data, "layout": _layout(
-        f"Latency over time{title_extra} (response of the I/Os completing in each bin; every I/O counted)",
-        height=420, xaxis={"title": {"text": f"completion time ({unit})"}},
-        yaxis={"title": {"text": "response (ms)"}, "type": "log"})}
+        f"Latency over time{title_extra}", f"{what}; lines: percentiles per bin of completion time",
+        height=460, legend=GL_LEGEND, xaxis={"title": {"text": f"completion time ({unit})"}},
+        yaxis={"title": {"text": "response time"}, **latency_ticks(shown)})}
+
+
+def _latency_points(points: pl.DataFrame, div: float, unit: str) -> tuple[list[dict], str]:
+    """Each I/O at (completion, response), one WebGL trace per op, or each cell at its centre
+    (geometric, on the log axis) with its exact counts."""
+    cells = bool(points["cell_ns"].max())
+    x = (points["end_ns"] + points["cell_ns"] // 2).to_numpy() / div
+    lo, hi = points["response_ns"].to_numpy().astype(np.float64), points["response_top_ns"].to_numpy().astype(np.float64)
+    y = (np.sqrt(np.maximum(lo, 1) * hi) if cells else hi) / 1e6
+    data = op_traces(points, x, y, f"completion %{{x:.6~g}} {unit}<br>response %{{y:.4~g}} ms")
+    total = int(points["ios"].sum())
+    what = (f"{total:,} I/Os in cells of {fmt_width(int(points['cell_ns'][0]))} x a quarter octave, exact counts; "
+            "a cell takes the colour of its most frequent op" if cells else f"every one of the {total:,} I/Os")
+    return data, what
+
+
+def op_traces(frame: pl.DataFrame, x: np.ndarray, y: np.ndarray, hover: str) -> list[dict]:
+    """WebGL traces, one per op (legend: the op's I/Os in `frame`): every I/O a point; or,
+    when the frame holds cells (cell_ns > 0), each cell one marker at (x, y), its area by its
+    I/Os, in the colour of its most frequent op (ops overlaid would hide each other), its
+    hover the exact count of each op."""
+    colors = op_colors(frame["op"].unique().to_list())
+    per_op = dict(frame.group_by("op").agg(pl.col("ios").sum()).iter_rows())
+    if not frame["cell_ns"].max():
+        return [_gl_points(f"{op} ({per_op[op]:,} I/Os)", x[mask], y[mask], colors[op], hover)
+                for op in sorted(colors) for mask in [(frame["op"] == op).to_numpy()]]
+    cells = (frame.select("op", "ios").with_columns(x=pl.Series(x), y=pl.Series(y))
+             .sort("ios", "op", descending=[True, False])
+             .group_by("x", "y", maintain_order=True)
+             .agg(pl.col("op").first().alias("top"), pl.col("ios").sum().alias("total"),
+                  pl.concat_str(pl.col("op"), pl.lit(" "), pl.col("ios").cast(pl.Utf8)).str.join(", ").alias("text"))
+             .sort("x", "y"))
+    biggest = max(int(cells["total"].max()), 1)
+    data = []
+    for op in sorted(colors):
+        c = cells.filter(pl.col("top") == op)
+        trace = _gl_points(f"{op} ({per_op[op]:,} I/Os)", c["x"].to_numpy(), c["y"].to_numpy(), colors[op],
+                           hover + "<br>%{customdata} I/Os in the cell: %{text}")
+        trace["marker"].update(size=typed(3 + 7 * np.sqrt(c["total"].to_numpy() / biggest), "f4"), opacity=0.8,
+                               symbol="square")
+        trace["customdata"] = typed(c["total"].to_numpy(), "u4")
+        trace["text"] = [label(t) for t in c["text"].to_list()]
+        data.append(trace)
+    return data
+
+
+# legend symbols of a readable size whatever the size of the plotted points
+GL_LEGEND = {"orientation": "h", "yanchor": "bottom", "y": 1.01, "x": 0, "itemsizing": "constant"}
+
+
+def typed(values, dtype: str) -> dict:
+    """A plotly typed array ({dtype, bdata}: base64 of the little-endian values): 4-8 bytes a
+    point in the page instead of 10-20 characters of JSON text."""
+    return {"dtype": dtype, "bdata": base64.b64encode(np.ascontiguousarray(values, dtype=f"<{dtype}").tobytes())
+            .decode("ascii")}
+
+
+def untyped(values) -> list:
+    """The values of a plotly data array, plain or typed (`typed`)."""
+    if isinstance(values, dict) and "bdata" in values:
+        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=f"<{values['dtype']}").tolist()
+    return list(values)
+
+
+def _point_marker(n: int) -> dict:
+    """Points big and solid while few (64 I/Os must be seen), small and see-through when they
+    are many (overlaps show as density)."""
+    for most, size, opacity in ((2_000, 6, 0.85), (20_000, 4, 0.7), (100_000, 3, 0.55)):
+        if n <= most:
+            return {"size": size, "opacity": opacity}
+    return {"size": 2, "opacity": 0.5}
+
+
+def _gl_points(name: str, x, y, color: str, hover: str) -> dict:
+    """A scattergl trace of markers at (x, y): time as float32 (7 digits: 1 µs in 10 s); y
+    (LBAs: whole numbers) as uint32, or float64 past 2^32 (exact to 2^53), else (response
+    times in ms) float32."""
+    whole = bool(len(y)) and np.all(np.mod(y, 1) == 0) and np.min(y) >= 0
+    y_type = ("u4" if np.max(y) < 2 ** 32 else "f8") if whole else "f4"
+    return {"type": "scattergl", "mode": "markers", "name": label(name), "x": typed(x, "f4"),
+            "y": typed(y, y_type),
+            "marker": {**_point_marker(len(x)), "color": color},
+            "hovertemplate": hover + "<extra>%{fullData.name}</extra>"}
 
 
 OP_FAMILY = {"R": ["#1f5f99", "#4e79a7", "#7aa6d1", "#a9c9e8"], "W": ["#c0392b", "#f28e2b", "#e15759", "#f5b97f"],
@@ -153,32 +271,23 @@ def op_colors(ops: list[str]) -> dict[str, str]:
 
 
 def fig_offset(frame: pl.DataFrame | None, span_ns: int | None = None) -> dict | None:
-    """LBA against start time, one colour per op, from the `offsets` table: every I/O, or
-    exact counts per cell (the hover says how many) past the points the table keeps."""
+    """LBA against start time, one colour per op, from the `offsets` table: every I/O as a
+    WebGL point, or exact counts per cell past MAX_POINTS I/Os (`op_traces`)."""
     if frame is None or not frame.height:
         return None
     cells = bool(frame["cell_ns"].max())
     div, unit = time_unit(span_ns or int(frame["start_ns"].max() + frame["cell_ns"].max()) or 1)
-    colors = op_colors(frame["op"].unique().to_list())
-    data = []
-    for op in sorted(colors):
-        o = frame.filter(pl.col("op") == op)
-        x = (o["start_ns"] + o["cell_ns"] // 2).to_numpy() / div
-        y = (o["lba"] + o["cell_blocks"] // 2).to_list()
-        trace = {"type": "scatter", "mode": "markers", "name": label(f"{op} ({int(o['ios'].sum())} I/Os)"),
-                 "x": _r(x, 6), "y": y, "marker": {"size": 4 if cells else 3, "color": colors[op],
-                                                   "opacity": 0.8 if cells else 0.6}}
-        if cells:
-            trace["text"] = [f"{n} I/Os" for n in o["ios"].to_list()]
-            trace["marker"]["symbol"] = "square"
-        data.append(trace)
+    x = (frame["start_ns"] + frame["cell_ns"] // 2).to_numpy() / div
+    y = (frame["lba"] + frame["cell_blocks"] // 2).to_numpy()
+    data = op_traces(frame, x, y, f"start %{{x:.6~g}} {unit}<br>LBA %{{y:,d}}")
     total = int(frame["ios"].sum())
-    what = (f"{total} I/Os in {frame.height} cells of {fmt_width(int(frame['cell_ns'][0]))} x "
-            f"{int(frame['cell_blocks'][0])} blocks, exact counts" if cells else f"all {total} I/Os")
-    return {"data": data, "layout": _layout(f"Offset (LBA) vs time ({what})", height=400, showlegend=True,
-                                            margin={"l": 90, "r": 20, "t": 110, "b": 50},
+    what = (f"{total:,} I/Os in cells of {fmt_width(int(frame['cell_ns'][0]))} x {int(frame['cell_blocks'][0]):,} "
+            "blocks, exact counts; a cell takes the colour of its most frequent op" if cells
+            else f"every one of the {total:,} I/Os")
+    return {"data": data, "layout": _layout("Offset (LBA) vs time", what, height=440, showlegend=True,
+                                            legend=GL_LEGEND, margin={"l": 90, "r": 20, "t": 125, "b": 50},
                                             xaxis={"title": {"text": f"start time ({unit})"}},
-                                            yaxis={"title": {"text": "LBA"}, "tickformat": "~s"})}
+                                            yaxis={"title": {"text": "LBA (blocks)"}, "tickformat": "~s"})}
 
 
 def bucket_label(le_ns) -> str:
@@ -218,7 +327,8 @@ def fig_cdf(traces: list[tuple[str, pl.DataFrame | None]], title: str = "Latency
                          "line": {"color": PALETTE[k % len(PALETTE)], "shape": "hv"}})
     if not data:
         return None
-    return {"data": data, "layout": _layout(title, height=360, xaxis={"title": {"text": "latency (ms)"},
-                                                                      "type": "log"},
+    shown = [x for t in data for x in t["x"]]
+    return {"data": data, "layout": _layout(title, height=360, xaxis={"title": {"text": "latency"},
+                                                                      **latency_ticks(shown)},
                                             yaxis={"title": {"text": "fraction of I/Os at or below"},
                                                    "range": [0, 1.02]})}

@@ -13,9 +13,11 @@ Tracks, under one root track named after the layer and the file:
   IDLE belongs to no I/O and is left out);
 - bus: a `bus phases` track with every phase segment (Bus Free included); block: a `busy`
   track per device with the layer's BUSY and IDLE segments;
-- counters per device: `queue depth` (every change, `scsitrace.inflight.depth_steps`); and on
-  the root track the layer's declared figures over time (scsitrace/series.py): `MB/s` and
-  `I/Os per second` (`series_rates`) and `mean in flight` (`series_queue`), one value per bin.
+- counters on the root track, the layer's declared figures over time (scsitrace/series.py,
+  the tables the HTML plots draw): `queue depth` at every change (`depth_steps`: the I/Os in
+  flight as `series_queue` counts them, e.g. block from dispatch to completion), `max in
+  flight` and `mean in flight` per bin (`series_queue`), `MB/s` and `I/Os per second`
+  (`series_rates`), one value per bin.
 
 Times are the analysis's: ns from the trace's start. An I/O without an end (in progress
 when the trace ends) ends at the end of the trace, with complete = false.
@@ -191,7 +193,7 @@ def write(path: str, analysis, ios: pl.DataFrame) -> dict:
                     counts["stages"] += 1
             w.end(track, end)
             counts["ios"] += 1
-        counts["counters"] = _counters(w, devices, ios) + _series_counters(w, root, analysis)
+        counts["counters"] = _series_counters(w, root, analysis)
     counts["packets"] = w.packets
     return counts
 
@@ -230,34 +232,28 @@ def _busy(w: TraceWriter, root: int, devices: dict, segments: pl.DataFrame) -> i
     return n
 
 
-def _counters(w: TraceWriter, devices: dict, ios: pl.DataFrame) -> int:
-    """Per device, the queue depth at every change."""
-    from scsitrace import inflight
-    n = 0
-    steps = inflight.depth_steps(ios, "device_id")
-    for device, track in devices.items():
-        depth = w.track(f"depth/{device}", "queue depth", track, counter="I/Os")
-        w.counter(depth, 0, 0)
-        for t, d in steps.filter(pl.col("device") == device).select("t_ns", "depth").iter_rows():
-            w.counter(depth, t, d)
-            n += 1
-    return n
-
-
 def _series_counters(w: TraceWriter, root, analysis) -> int:
-    """The layer's declared figures over time as counters of the whole trace, one value at the
-    start of each bin (the HTML plots draw the same tables)."""
+    """The layer's declared figures over time as counters of the whole trace (the HTML plots
+    draw the same tables): `queue depth` at every change (`depth_steps`), and one value at the
+    start of each bin of `max in flight` and `mean in flight` (`series_queue`), `MB/s` and
+    `I/Os per second` (`series_rates`)."""
     n = 0
-    for table, column, name, unit in (("series_rates", "mib_s", "MB/s", "MiB/s"),
-                                      ("series_rates", "iops", "I/Os per second", "I/Os/s"),
-                                      ("series_queue", "mean_in_flight", "mean in flight", "I/Os")):
+    for table, column, name, unit in (("depth_steps", "in_flight", "queue depth", "I/Os"),
+                                      ("series_queue", "max_in_flight", "max in flight", "I/Os"),
+                                      ("series_queue", "mean_in_flight", "mean in flight", "I/Os"),
+                                      ("series_rates", "mib_s", "MB/s", "MiB/s"),
+                                      ("series_rates", "iops", "I/Os per second", "I/Os/s")):
         if table not in analysis.tables:
             continue
         frame = analysis.table(table).filter(pl.col(column).is_not_null())
         if not frame.height:
             continue
         track = w.track(f"series/{column}", name, root, counter=unit)
-        for t, value in frame.select("start_ns", column).iter_rows():
+        time = "t_ns" if table == "depth_steps" else "start_ns"
+        if table == "depth_steps" and frame[time][0] > 0:      # nothing in flight before the first start
+            w.counter(track, 0, 0)
+            n += 1
+        for t, value in frame.select(time, column).iter_rows():
             w.counter(track, t, value)
             n += 1
     return n

@@ -23,7 +23,12 @@ What each table holds (its `doc` says it again):
   time, each the upper edge of a 1/32-octave bucket (at most 2.2 % above the exact value), and
   only where the bin has enough I/Os for it (10 for p90, 100 for p99);
 - offsets: every I/O as a point (start time, LBA, op) up to `MAX_POINTS` I/Os; past that,
-  exact counts per cell of (op, start time, LBA).
+  exact counts per cell of (op, start time, LBA);
+- latency points: every I/O as a point (completion time, response time, op) up to
+  `MAX_POINTS` I/Os; past that, exact counts per cell of (op, completion time, quarter octave
+  of response time);
+- depth steps: every change of the I/Os in flight (the intervals the queue depth counts),
+  exact, while the maximum is (up to `KEEP_EDGES` I/Os).
 """
 from __future__ import annotations
 
@@ -38,8 +43,9 @@ MIN_BINS = 8
 MIN_PER_BIN = 10
 LAT_PER_BIN = 30          # latency bins: about 30 I/Os each (p90 from 10 per bin on average)
 KEEP_EDGES = 1 << 22
-MAX_POINTS = 50_000           # an SVG scatter draws this many well; past it, cells
+MAX_POINTS = 300_000          # a WebGL scatter draws this many (and the page stays < 10 MB); past it, cells
 OFFSET_CELLS = (300, 120)
+LAT_CELLS = 4                 # latency cells per octave of response time
 SUB_OCTAVE = 32
 LAT_BUCKETS = 48 * SUB_OCTAVE + 1      # 1 ns .. 2^48 ns (3.3 days), then one overflow bucket
 MAX_OPS = 15                          # distinct op names; more share "other"
@@ -133,6 +139,7 @@ class Series:
         self.points: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.n_points = 0
         self.cells: _Cells | None = None
+        self.latency_points = _LatencyPoints()
 
     def add(self, start_ns, end_ns, nbytes=None, response_ns=None, lba=None, op=None,
             flight=None) -> None:
@@ -160,8 +167,10 @@ class Series:
         if len(f_end):
             axis.reach(int(f_end.max()))
         self._add_flight(f_start, f_end)
+        codes = self._op_codes(op, len(start))
+        self.latency_points.add(end, resp, codes)
         if lba is not None:
-            self._add_offsets(start, np.asarray(lba, np.int64), op)
+            self._add_offsets(start, np.asarray(lba, np.int64), codes)
 
     def _add_flight(self, start: np.ndarray, end: np.ndarray) -> None:
         w, nb = self.axis.width, self.axis.nb
@@ -206,12 +215,11 @@ class Series:
             self.ops.append("other")
         return self.ops.index("other")
 
-    def _add_offsets(self, start: np.ndarray, lba: np.ndarray, op) -> None:
+    def _add_offsets(self, start: np.ndarray, lba: np.ndarray, codes: np.ndarray) -> None:
         known = lba >= 0
         if not known.any():
             return
         self.has_lba = True
-        codes = self._op_codes(op, len(start))
         start, lba, codes = start[known], lba[known], codes[known]
         if self.cells is None and self.n_points + len(start) <= MAX_POINTS:
             self.points.append((start, lba, codes))
@@ -231,7 +239,8 @@ class Series:
         notes = []
         if self.edges_dropped:
             notes.append(f"queue depth over time: the maximum per bin needs every I/O's start and end, kept "
-                         f"up to {KEEP_EDGES:,} I/Os; this trace has {self.n:,}, so only the mean is shown")
+                         f"up to {KEEP_EDGES:,} I/Os; this trace has {self.n:,}, so only the mean is shown (and "
+                         "depth_steps, Perfetto's queue-depth counter, is empty)")
         if not self.n or elapsed_ns <= 0:
             return {t.name: t.empty() for t in SERIES_TABLES}, notes
         width = _shown_width(elapsed_ns, self.n, self.axis.width, MIN_PER_BIN)
@@ -239,7 +248,8 @@ class Series:
         lat_width = _shown_width(elapsed_ns, self.n, self.axis.width, LAT_PER_BIN)
         return {"series_rates": rates, "series_queue": queue,
                 "series_latency": self._latency(elapsed_ns, lat_width), "latency_cdf": self._cdf(),
-                "offsets": self._offsets()}, notes
+                "offsets": self._offsets(), "latency_points": self._latency_points,
+                "depth_steps": self._depth_steps}, notes
 
     def _binned(self, name: str, elapsed_ns: int, width: int) -> tuple[np.ndarray, np.ndarray]:
         """(the array merged to `width` and to the shown bins, each bin's covered ns)."""
@@ -310,6 +320,85 @@ class Series:
                              "lba": lba[order], "ios": np.ones(len(order), np.int64),
                              "cell_ns": np.zeros(len(order), np.int64),
                              "cell_blocks": np.zeros(len(order), np.int64)})
+
+
+    def _latency_points(self) -> pl.DataFrame:
+        frame = self.latency_points.frame(self.ops)
+        return frame.with_columns(pl.col("end_ns") + self.origin) if frame.height else LAT_POINTS.empty()
+
+    def _depth_steps(self) -> pl.DataFrame:
+        """Every change of the I/Os in flight: the level once every start and end at t_ns is
+        applied (an I/O is in flight at t when start <= t < end; ends and starts at the same
+        time cancel), from the same intervals as series_queue."""
+        if self.edges_dropped or not self.edges:
+            return DEPTH_STEPS.empty()
+        starts = np.concatenate([e[0] for e in self.edges])
+        ends = np.concatenate([e[1] for e in self.edges])
+        times, where = np.unique(np.concatenate([starts, ends]), return_inverse=True)
+        delta = np.bincount(where, weights=np.r_[np.ones(len(starts)), -np.ones(len(ends))],
+                            minlength=len(times)).astype(np.int64)
+        moved = delta != 0
+        return pl.DataFrame({"t_ns": times[moved] + self.origin, "in_flight": np.cumsum(delta)[moved]},
+                            schema=DEPTH_STEPS.schema)
+
+
+class _LatencyPoints:
+    """Every I/O's (completion time, response time, op code) up to MAX_POINTS; past that,
+    exact counts per (op, completion-time cell, quarter octave of response time)."""
+
+    def __init__(self):
+        self.points: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.n = 0
+        self.cells: _Axis | None = None
+
+    def add(self, end: np.ndarray, resp: np.ndarray, codes: np.ndarray) -> None:
+        resp = np.maximum(resp, 0)
+        if self.cells is None and self.n + len(end) <= MAX_POINTS:
+            self.points.append((end, resp, codes))
+            self.n += len(end)
+            return
+        if self.cells is None:
+            self.cells = _Axis(OFFSET_CELLS[0])
+            self.cells.declare("n", np.int64, MAX_OPS * LAT_ROWS)
+            for part in self.points:
+                self._count(*part)
+            self.points = []
+        self._count(end, resp, codes)
+
+    def _count(self, end, resp, codes) -> None:
+        self.cells.reach(int(end.max()))
+        cell = codes * LAT_ROWS + _quarter_octave(resp)
+        self.cells.add("n", (end // self.cells.width) * (MAX_OPS * LAT_ROWS) + cell, inner=MAX_OPS * LAT_ROWS)
+
+    def frame(self, ops: list[str]) -> pl.DataFrame:
+        names = pl.Series(ops + ["other"] * (MAX_OPS - len(ops)))
+        if self.cells is not None:
+            n = self.cells.get("n").reshape(self.cells.nb, MAX_OPS, LAT_ROWS)
+            t, op, c = np.nonzero(n)
+            return pl.DataFrame({"op": names.gather(op), "end_ns": t.astype(np.int64) * self.cells.width,
+                                 "response_ns": _octave_edge(c - 1), "ios": n[t, op, c],
+                                 "cell_ns": np.full(len(t), self.cells.width, np.int64),
+                                 "response_top_ns": _octave_edge(c)}, schema=LAT_POINTS.schema)
+        if not self.points:
+            return LAT_POINTS.empty()
+        end, resp, codes = (np.concatenate([p[k] for p in self.points]) for k in range(3))
+        order = np.lexsort((resp, end))
+        return pl.DataFrame({"op": names.gather(codes[order]), "end_ns": end[order], "response_ns": resp[order],
+                             "ios": np.ones(len(order), np.int64), "cell_ns": np.zeros(len(order), np.int64),
+                             "response_top_ns": resp[order]}, schema=LAT_POINTS.schema)
+
+
+LAT_ROWS = 48 * LAT_CELLS + 1        # 1 ns .. 2^48 ns in quarter octaves
+
+
+def _quarter_octave(ns: np.ndarray) -> np.ndarray:
+    """Cell c of each response time: (2^((c-1)/4), 2^(c/4)] ns (c = 0: at most 1 ns)."""
+    v = np.maximum(ns.astype(np.float64), 1.0)
+    return np.clip(np.ceil(np.log2(v) * LAT_CELLS - 1e-9).astype(np.int64), 0, LAT_ROWS - 1)
+
+
+def _octave_edge(c: np.ndarray) -> np.ndarray:
+    return np.where(c < 0, 0, np.floor(np.exp2(np.maximum(c, 0) / LAT_CELLS))).astype(np.int64)
 
 
 class _Cells:
@@ -413,9 +502,18 @@ CDF = Table("latency_cdf", {"le_ns": pl.Int64, "ios": pl.Int64, "fraction": pl.F
             "(1/32-octave bucket edges: at most 2.2 % above the exact value)", in_json=False)
 OFFSETS = Table("offsets", {"op": pl.Utf8, "start_ns": pl.Int64, "lba": pl.Int64, "ios": pl.Int64,
                             "cell_ns": pl.Int64, "cell_blocks": pl.Int64},
-                "every I/O's start time and LBA by op (cell sizes 0), or past 50,000 I/Os exact counts per "
-                "cell of cell_ns x cell_blocks", in_json=False)
-SERIES_TABLES = (RATES, QUEUE, LATENCY, CDF, OFFSETS)
+                f"every I/O's start time and LBA by op (cell sizes 0), or past {MAX_POINTS:,} I/Os exact counts "
+                "per cell of cell_ns x cell_blocks", in_json=False)
+LAT_POINTS = Table("latency_points", {"op": pl.Utf8, "end_ns": pl.Int64, "response_ns": pl.Int64, "ios": pl.Int64,
+                                      "cell_ns": pl.Int64, "response_top_ns": pl.Int64},
+                   f"every completed I/O's completion time and response time by op (cell_ns 0, response_top_ns = "
+                   f"response_ns), or past {MAX_POINTS:,} I/Os exact counts per cell: completion time end_ns.."
+                   "end_ns+cell_ns, response time above response_ns up to response_top_ns (a quarter octave)",
+                   in_json=False)
+DEPTH_STEPS = Table("depth_steps", {"t_ns": pl.Int64, "in_flight": pl.Int64},
+                    "every change of the number of I/Os in flight (the intervals series_queue counts): the level "
+                    f"once every start and end at t_ns is applied; empty past {KEEP_EDGES:,} I/Os", in_json=False)
+SERIES_TABLES = (RATES, QUEUE, LATENCY, CDF, OFFSETS, LAT_POINTS, DEPTH_STEPS)
 
 
 def declared(options) -> tuple:

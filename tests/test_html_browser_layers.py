@@ -1,6 +1,6 @@
-"""The reports of a block, a usb and a kernel-log trace and a compare page in Debian's
+"""The reports of a block, a usb, a bus and a kernel-log trace and a compare page in Debian's
 headless Chromium (skipped when absent; `run.sh test` installs it): no console errors, no
-network request, every plot drawn with at least one trace (the harness and its negative
+network request, every plot drawn with at least one trace, the WebGL ones on a WebGL canvas (the harness and its negative
 control are in test_html_browser.py)."""
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.skipif(CHROMIUM is None, reason="
 CASES = {"block": ["report", str(CAPTURED / "usb_randread4k" / "usb_randread4k.blktrace.0")],
          "usb": ["report", str(CAPTURED / "usb_randread4k" / "usbmon.txt")],
          "bus": ["report", str(REPO / "fixtures" / "bus" / "random4k-l3" / "trace.ancot")],
+         "scsilog": ["report", str(CAPTURED / "lsi_randread4k" / "ftrace.txt")],
          "compare": ["compare", str(CAPTURED / "lsi_seqread32k" / "lsi_seqread32k.blktrace.0"),
                      str(CAPTURED / "lsi_randread4k" / "lsi_randread4k.blktrace.0")]}
 
@@ -41,3 +42,9 @@ def test_page_draws_every_plot_without_errors(case, tmp_path):
         block = dom[start:start + 200_000]
         assert "main-svg" in block, pid
         assert re.search(r'class="(?:trace|slice|point)', block), pid
+    gl = [fid for fid, body in re.findall(r'id="fig-([^"]+)">(.*?)</script>', out.read_text(), re.S)
+          if '"type":"scattergl"' in body]
+    assert gl or case == "bus"           # the offset and latency plots draw their points with WebGL
+    for fid in gl:                       # drawn: a WebGL canvas in the plot, no "WebGL not supported"
+        start = dom.index(f'id="plot-{fid}"')
+        assert 'class="gl-canvas' in dom[start:start + 200_000], fid

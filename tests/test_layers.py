@@ -35,7 +35,7 @@ TIERS = {
                 "scsitrace.usb.urbs", "scsitrace.scsilog.events"],
     "layers": ["scsitrace.command_tables", "scsitrace.command_stream", "scsitrace.tiling", "scsitrace.filters",
                "scsitrace.completeness", "scsitrace.inputcheck", "scsitrace.series", "scsitrace.bandwidth",
-               "scsitrace.clock", "scsitrace.inflight"],
+               "scsitrace.clock"],
     "reports": ["scsitrace.canonical_export"],
     "app": ["scsitrace", "scsitrace.core", "scsitrace.request", "scsitrace.api", "scsitrace.batch",
             "scsitrace.pool", "scsitrace.corpus"],

@@ -30,7 +30,8 @@ def build(start, end, nbytes, lba, op, elapsed, cuts, order=None) -> dict:
     idx = np.arange(len(start)) if order is None else order
     for part in np.split(idx, [c for c in cuts if c < len(idx)]):
         if len(part):
-            s.add(start[part], end[part], nbytes[part], end[part] - start[part], lba[part], list(op[part]))
+            s.add(start[part], end[part], nbytes[part], end[part] - start[part],
+                  None if lba is None else lba[part], list(op[part]))
     return s.tables(elapsed)[0]
 
 
@@ -114,3 +115,50 @@ def test_offsets_every_io_then_exact_cells(monkeypatch):
         "op", "start_ns", "lba").len("ios")
     got = cells.select("op", "start_ns", "lba", pl.col("ios").cast(pl.UInt32))
     assert got.sort(["op", "start_ns", "lba"]).equals(want.sort(["op", "start_ns", "lba"]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(workloads())
+def test_latency_points_and_depth_steps_hold_every_io(w):
+    """Every I/O a latency point (its completion and response time, its op), equal for any
+    batching; the depth steps are the brute-force level at each edge, and their maximum per
+    bin is series_queue's."""
+    start, end, nbytes, lba, op, elapsed, cuts = w
+    t = build(start, end, nbytes, lba, op, elapsed, [])
+    split = build(start, end, nbytes, lba, op, elapsed, cuts,
+                  order=np.random.default_rng(len(cuts)).permutation(len(start)))
+    pts = t["latency_points"]()
+    want = pl.DataFrame({"op": op, "end_ns": end, "response_ns": end - start}).sort("end_ns", "response_ns", "op")
+    assert pts.select("op", "end_ns", "response_ns").sort("end_ns", "response_ns", "op").equals(want)
+    assert (pts["ios"] == 1).all() and pts["response_top_ns"].equals(pts["response_ns"])
+    assert split["latency_points"]().sort("end_ns", "response_ns", "op").equals(pts.sort("end_ns", "response_ns", "op"))
+    steps = t["depth_steps"]()
+    assert steps.equals(split["depth_steps"]())
+    for x, level in steps.iter_rows():
+        assert level == int(((start <= x) & (end > x)).sum())
+    levels = [0] + steps["in_flight"].to_list()
+    assert all(a != b for a, b in zip(levels, levels[1:]))          # a row only where the level changes
+    assert levels[-1] == int(((start <= elapsed) & (end > elapsed)).sum()) or steps["t_ns"].max() > elapsed
+    queue = t["series_queue"]
+    last = queue.height - 1
+    b = np.minimum(steps["t_ns"].to_numpy() // _width(queue), last)
+    for k in range(queue.height):
+        if (b == k).any():
+            assert steps["in_flight"].to_numpy()[b == k].max() <= queue["max_in_flight"][k]
+
+
+def test_latency_points_every_io_then_exact_cells(monkeypatch):
+    rng = np.random.default_rng(4)
+    n = 5000
+    start = np.sort(rng.integers(0, 10**9, n))
+    resp = rng.integers(1, 10**8, n)
+    op = rng.choice(["read", "write", "flush"], n)
+    monkeypatch.setattr(S, "MAX_POINTS", 1500)
+    cells = build(start, start + resp, np.full(n, 4096), None, op, 2 * 10**9, [1000, 3000])["latency_points"]()
+    assert cells["ios"].sum() == n and (cells["cell_ns"] > 0).all()
+    w = int(cells["cell_ns"][0])
+    for row in cells.sample(50, seed=1).iter_rows(named=True):      # each cell's count, exactly
+        inside = ((op == row["op"]) & ((start + resp) // w * w == row["end_ns"])
+                  & (resp > row["response_ns"]) & (resp <= row["response_top_ns"]))
+        assert inside.sum() == row["ios"]
+        assert row["response_top_ns"] / max(row["response_ns"], 1) <= 2 ** 0.25 + 1e-3 or row["response_ns"] < 8

@@ -6,15 +6,19 @@ API shows the numbers of the layer's declared tables, never numbers of its own.
 - the share bars are the percentage table's percent column, value for value;
 - the rates, queue-depth, latency-over-time and CDF plots are the series tables (rounded to
   the 4-6 significant digits the page keeps);
-- the offset plot holds every I/O of the `offsets` table (points, or exact cell counts);
+- the offset and latency-over-time plots hold every I/O of the `offsets` and `latency_points`
+  tables (WebGL points, each at its place, or each cell once with its exact count);
 - the terminal's phase table prints each category's percent as the JSON has it.
 """
 from __future__ import annotations
 
+import base64
 import json
 import re
 from pathlib import Path
 
+import numpy as np
+import polars as pl
 import pytest
 
 import scsitrace
@@ -108,25 +112,97 @@ def test_report_plots_are_the_declared_tables(shown, path):
         assert all(close(y, None if r["p50_ns"] is None else r["p50_ns"] / 1e6, 6) for y, r in zip(p50["y"], lat))
 
 
+def values(array) -> np.ndarray:
+    """A plotly data array as numbers: a list, or a typed array {dtype, bdata (base64)}."""
+    if isinstance(array, dict):
+        return np.frombuffer(base64.b64decode(array["bdata"]), dtype=f"<{array['dtype']}").astype(np.float64)
+    return np.asarray(array, dtype=np.float64)
+
+
+def plotted_points(fig: dict, x_of, y_of, frame: pl.DataFrame) -> None:
+    """The WebGL traces of `fig` are `frame` (offsets or latency_points): with points (cell_ns
+    0), each op's trace holds exactly that op's I/Os at their (x, y) (times float32 on the
+    page, LBAs exact);
+    with cells, each cell once, its hover count the cell's I/Os summed over its ops, its
+    trace the op with the most of them; the legend counts every op's I/Os."""
+    gl = [t for t in fig["data"] if t["type"] == "scattergl" and t["mode"] == "markers"]   # not the lines
+    per_op = dict(frame.group_by("op").agg(pl.col("ios").sum()).iter_rows())
+    legend = {re.match(r"(.*) \(([\d,]+) I/Os\)$", t["name"]).groups() for t in gl}
+    assert {op: int(n.replace(",", "")) for op, n in legend} == per_op
+    div = fig["div"]
+    x = (frame[x_of[0]] + frame["cell_ns"] // 2).to_numpy() / div
+    y = y_of(frame)
+    if not frame["cell_ns"].max():
+        for t in gl:
+            op = t["name"].rsplit(" (", 1)[0]
+            mask = (frame["op"] == op).to_numpy()
+            got = np.c_[values(t["x"]), values(t["y"])]
+            y_type = t["y"]["dtype"]          # LBAs exact (u4, f8), response times float32
+            assert y_type in (("u4", "f8") if x_of == ("start_ns",) else ("f4",))
+            want = np.c_[x[mask].astype(np.float32), y[mask].astype(f"<{y_type}")].astype(np.float64)
+            assert np.array_equal(got[np.lexsort(got.T[::-1])], want[np.lexsort(want.T[::-1])]), op
+        return
+    cells = (pl.DataFrame({"x": x, "y": y, "op": frame["op"], "ios": frame["ios"]})
+             .group_by("x", "y").agg(pl.col("ios").sum(), pl.col("op").sort_by("ios", descending=True).first()))
+    assert sum(len(values(t["customdata"])) for t in gl) == cells.height
+    assert sum(values(t["customdata"]).sum() for t in gl) == frame["ios"].sum()
+    for t in gl:
+        op = t["name"].rsplit(" (", 1)[0]
+        mine = cells.filter(pl.col("op") == op)
+        assert sorted(values(t["customdata"]).astype(int)) == sorted(mine["ios"].to_list()), op
+
+
 @pytest.mark.parametrize("path", INPUTS[:6] + INPUTS[-6:], ids=lambda p: p.name)
-def test_offsets_and_cdf_hold_every_io(shown, path):
+def test_offsets_latency_points_and_cdf_hold_every_io(shown, path):
     got = shown(path)
     if got is None:
         pytest.skip("not a trace the tool reads (exit 2)")
     text, s = got
     figs = figures(text)
     api = scsitrace.analyze(path)
-    offsets, cdf = api.tables["offsets"], api.tables["latency_cdf"]
+    offsets, cdf, points = api.tables["offsets"], api.tables["latency_cdf"], api.tables["latency_points"]
     rates = api.tables["series_rates"]
     assert int(rates["completions"].sum()) == int(cdf["ios"].max() or 0) if cdf.height else True
+    assert int(points["ios"].sum()) == int(rates["completions"].sum())        # every completed I/O
     if offsets.height:
-        plotted = figs["offset"]["data"]
-        assert sum(len(t["x"]) for t in plotted) == offsets.height
-        counts = [int(re.search(r"\((\d+) I/Os\)", t["name"]).group(1)) for t in plotted]
-        assert sum(counts) == int(offsets["ios"].sum())
+        fig = figs["offset"]
+        fig["div"] = _div(fig["layout"]["xaxis"]["title"]["text"])
+        plotted_points(fig, ("start_ns",), lambda f: (f["lba"] + f["cell_blocks"] // 2).to_numpy(), offsets)
+    if points.height:
+        fig = figs["latency-time"]
+        fig["div"] = _div(fig["layout"]["xaxis"]["title"]["text"])
+
+        def response_ms(f):
+            lo, hi = f["response_ns"].to_numpy().astype(float), f["response_top_ns"].to_numpy().astype(float)
+            return (np.sqrt(np.maximum(lo, 1) * hi) if f["cell_ns"].max() else hi) / 1e6
+        plotted_points(fig, ("end_ns",), response_ms, points)
     if cdf.height:
         line = figs["latency-cdf"]["data"][0]
         assert len(line["x"]) == cdf.height and line["y"][-1] == 1.0
+
+
+def test_past_max_points_the_plots_show_exact_cells(tmp_path, monkeypatch):
+    """Past MAX_POINTS I/Os (300,000; here lowered to 20) the same checks hold for cells."""
+    from scsitrace import series
+    monkeypatch.setattr(series, "MAX_POINTS", 20)
+    path = REPO / "fixtures/captured/lsi_randread4k/lsi_randread4k.blktrace.0"
+    assert main(["report", str(path), "-o", str(tmp_path / "r.html")]) == 0
+    figs = figures((tmp_path / "r.html").read_text(encoding="utf-8"))
+    api = scsitrace.analyze(path)
+    offsets, points = api.tables["offsets"], api.tables["latency_points"]
+    assert offsets["cell_ns"].min() > 0 and points["cell_ns"].min() > 0 and points["ios"].sum() > 20
+    for fid, frame, x_of, y_of in (
+            ("offset", offsets, ("start_ns",), lambda f: (f["lba"] + f["cell_blocks"] // 2).to_numpy()),
+            ("latency-time", points, ("end_ns",),
+             lambda f: np.sqrt(np.maximum(f["response_ns"].to_numpy(), 1) * f["response_top_ns"].to_numpy()) / 1e6)):
+        fig = figs[fid]
+        fig["div"] = _div(fig["layout"]["xaxis"]["title"]["text"])
+        plotted_points(fig, x_of, y_of, frame)
+
+
+def _div(axis_title: str) -> float:
+    """ns per unit of a time axis titled "... (ms)"."""
+    return {"µs": 1e3, "ms": 1e6, "s": 1e9}[re.search(r"\((µs|ms|s)\)", axis_title).group(1)]
 
 
 @pytest.mark.parametrize("path", INPUTS[:4] + INPUTS[-4:], ids=lambda p: p.name)
