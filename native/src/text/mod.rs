@@ -5,7 +5,8 @@
 //! - `lines(buf)`: the lines of a block (memchr on '\n'), each without its '\n';
 //!   `line_count(buf)` counts them as `parsers/_lines.py` numbers them (a last line without
 //!   '\n' counts);
-//! - `parts(buf, n)`: a block cut into about `n` ranges at line boundaries, and `on_parts`:
+//! - `parts(buf, n)`: a block cut into about `n` ranges at line boundaries (`part_count`: one a
+//!   core), and `on_parts`:
 //!   a function run on each range in its own thread (the block's lines on every core, the
 //!   GIL released by the caller); results come back in order with each range's first line
 //!   index, so line numbers stay exact whatever the split;
@@ -63,12 +64,16 @@ pub fn parts(buf: &[u8], n: usize) -> Vec<std::ops::Range<usize>> {
 /// Bytes of a block worth a thread of their own.
 pub const PART_BYTES: usize = 1 << 20;
 
-/// `scan` run on each part of `buf` (one thread a part, as many parts as cores, at least
-/// PART_BYTES each), with the index of the part's first line in `buf`; results in order.
-pub fn on_parts<T: Send>(buf: &[u8], scan: impl Fn(&[u8], usize) -> T + Sync) -> Vec<T> {
+/// How many parts a block of `len` bytes is scanned in: one a core, at least PART_BYTES each.
+pub fn part_count(len: usize) -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let n = cores.min(buf.len() / PART_BYTES).max(1);
-    let ranges = parts(buf, n);
+    cores.min(len / PART_BYTES).max(1)
+}
+
+/// `scan` run on each of `n` parts of `buf` (`parts`; one thread a part), with the index of
+/// the part's first line in `buf`; results in order.
+pub fn on_parts<T: Send>(buf: &[u8], n: usize, scan: impl Fn(&[u8], usize) -> T + Sync) -> Vec<T> {
+    let ranges = parts(buf, n.max(1));
     if ranges.len() == 1 {
         return vec![scan(buf, 0)];
     }

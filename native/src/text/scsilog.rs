@@ -19,7 +19,7 @@ use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::{digits, hex_byte, is_space, on_parts, seconds_ns, strip_eol, uint, Interner};
+use super::{digits, hex_byte, is_space, on_parts, part_count, seconds_ns, strip_eol, uint, Interner};
 
 const HINT: &[u8] = b"scsi_dispatch_cmd_";
 /// What the Python reader's filters look for besides HINT (ftrace's counters, "scsi scan:",
@@ -407,16 +407,20 @@ fn merged(parts: Vec<Part>) -> Part {
 /// The ftrace events of a block of whole lines (`buf`, UTF-8 checked by the caller or not:
 /// a block that is not UTF-8 gives None, for the Python reader's own error or replacement),
 /// with the lines left to the Python reader. Line indexes count from the block's first line.
+/// `parts`: how many parts to cut the block in (the tests; default: one a core).
 #[pyfunction]
-fn ftrace_block<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>) -> PyResult<Option<Bound<'py, PyDict>>> {
+#[pyo3(signature = (buf, parts=None))]
+fn ftrace_block<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, parts: Option<usize>)
+                     -> PyResult<Option<Bound<'py, PyDict>>> {
     let data = buf.as_slice()?;
+    let n = parts.unwrap_or_else(|| part_count(data.len()));
     let out = py.allow_threads(|| {
         if std::str::from_utf8(data).is_err() {
             return None;
         }
         let clean = data.is_ascii() && memchr::memchr(0, data).is_none();
         let f = Finders::new();
-        Some(merged(on_parts(data, |part, first| scan_part(part, first, clean, &f))))
+        Some(merged(on_parts(data, n, |part, first| scan_part(part, first, clean, &f))))
     });
     let Some(p) = out else { return Ok(None) };
     let d = PyDict::new_bound(py);
