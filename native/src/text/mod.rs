@@ -13,10 +13,12 @@
 //! - `strip_eol`, `is_space` (the regex crate's ASCII `\s`), `digits`, `uint`, `hex_byte`,
 //!   `seconds_ns` (`SECONDS.FRACTION` as `_lines.seconds_ns` reads it): fields as checked numbers,
 //!   None when out of range (the error contract: never a wrapped or cast value);
-//! - `Interner`: a small vocabulary of byte strings (devices, names) as dense codes.
+//! - `Interner`: a small vocabulary of byte strings (devices, names) as dense codes; `StrCol`: a
+//!   column of optional strings handed to Python as Arrow lays it out.
 use pyo3::prelude::*;
 
 pub mod scsilog;
+pub mod sgio;
 
 /// The lines of `buf`, each without its '\n' (a last line without one is a line too).
 pub fn lines(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
@@ -197,8 +199,35 @@ impl Interner {
     }
 }
 
+/// A column of optional strings built as Arrow lays them out: the bytes one after another,
+/// where each ends, whether each is there (`_lines.string_array` makes the polars column).
+#[derive(Default)]
+pub struct StrCol {
+    pub data: Vec<u8>,
+    pub ends: Vec<i64>,
+    pub valid: Vec<bool>,
+}
+
+impl StrCol {
+    pub fn push(&mut self, s: Option<&[u8]>) {
+        if let Some(s) = s {
+            self.data.extend_from_slice(s);
+        }
+        self.ends.push(self.data.len() as i64);
+        self.valid.push(s.is_some());
+    }
+
+    /// (data, ends, valid) as numpy arrays.
+    pub fn into_py(self, py: Python) -> PyResult<PyObject> {
+        use numpy::PyArray1;
+        Ok((PyArray1::from_vec_bound(py, self.data), PyArray1::from_vec_bound(py, self.ends),
+            PyArray1::from_vec_bound(py, self.valid)).into_py(py))
+    }
+}
+
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
-    scsilog::register(m)
+    scsilog::register(m)?;
+    sgio::register(m)
 }
 
 #[cfg(test)]
