@@ -230,6 +230,17 @@ fn cut(line: &[u8], c: &mut Cols, sg_io: &memmem::Finder) -> Option<()> {
 fn cut_part(buf: &[u8]) -> Option<Cols> {
     let sg_io = memmem::Finder::new(SG_IO);
     let mut c = Cols::default();
+    // the line, its body and its struct text are most of each line: room for them at once
+    // (growing these vectors copied each about twice)
+    let lines = memchr::memchr_iter(b'\n', buf).count() + 1;
+    for col in [&mut c.t, &mut c.body, &mut c.arg] {
+        col.data.reserve(buf.len());
+    }
+    for col in [&mut c.t, &mut c.pre, &mut c.pid_b, &mut c.pid_o, &mut c.ts, &mut c.body, &mut c.fd, &mut c.path,
+                &mut c.ret, &mut c.errno, &mut c.dur, &mut c.arg] {
+        col.ends.reserve(lines);
+        col.valid.reserve(lines);
+    }
     for line in super::lines(buf) {
         cut(line, &mut c, &sg_io)?;
         c.lines += 1;
@@ -256,9 +267,13 @@ fn strace_block<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, parts: Opt
         if !data.is_ascii() || memchr::memchr(0, data).is_some() {
             return None;
         }
+        let mut cut: Vec<Cols> = on_parts(data, n, |part, _| cut_part(part)).into_iter().collect::<Option<_>>()?;
+        if cut.len() == 1 {
+            return cut.pop();
+        }
         let mut all = Cols::default();
-        for part in on_parts(data, n, |part, _| cut_part(part)) {
-            let p = part?;
+        for part in cut {
+            let p = part;
             all.lines += p.lines;
             append(&mut all.t, p.t);
             append(&mut all.pre, p.pre);
