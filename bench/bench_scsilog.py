@@ -1,11 +1,14 @@
 """Benchmark: the kernel-log layer streaming an ftrace log (scsi_dispatch_cmd_start/done) at
 1x, 4x and 16x, whole process: `scsitrace analyze FILE --json OUT`, its throughput, wall time
 and peak RSS beside a plain pass over the same file (`grep -c scsi_dispatch_cmd_`, `wc -l`;
-no real tool analyses these logs). Memory should stay flat as the log grows, once the
-per-command rows kept for the reports reach KEEP_IOS (1 Mi rows, about 0.4 GB; the
-`keep64k` column keeps 64 Ki rows instead).
+no real tool analyses these logs), each run in turn, with the ratios. Memory should stay flat
+as the log grows, once the per-command rows kept for the reports reach KEEP_IOS (1 Mi rows,
+about 0.4 GB; the `keep64k` column keeps 64 Ki rows instead).
 
-    python bench/bench_scsilog.py [--commands 200000] [--sizes 1,4,16]
+    python bench/bench_scsilog.py [--commands 200000] [--sizes 1,4,16] [--reference]
+
+`--reference` also times the regex reader the Rust scan replaced (the same process with the
+scan declining every block, so every line goes through parsers/scsilog.py's Python path).
 
 The logs (tests/gen_scsilog.py bulk_ftrace: 8 devices x 32 tags, about 620 bytes per
 command; 1x = 200 000 commands, about 124 MB; 16x about 2 GB) are written once under
@@ -37,16 +40,24 @@ def run(argv: list[str]) -> tuple[float, float]:
     return wall, usage.ru_maxrss / 1e6
 
 
+REFERENCE = ("import sys, scsitrace.parsers.scsilog as s\n"
+             "class Declines:\n    KINDS = None\n    def ftrace_block(self, buf, parts=None): return None\n"
+             "s._native_text = lambda: Declines()\n"
+             "from scsitrace.cli import main; sys.exit(main(sys.argv[1:]))")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--commands", type=int, default=200_000)
     ap.add_argument("--sizes", default="1,4,16")
+    ap.add_argument("--reference", action="store_true", help="also time the regex reader (Python path)")
     args = ap.parse_args()
     from gen_scsilog import bulk_ftrace
     os.makedirs(DATA, exist_ok=True)
     scsitrace = os.path.join(os.path.dirname(sys.executable), "scsitrace")
     print(f"{'size':>5} {'GB':>6} {'commands':>10} | {'scsitrace s':>11} {'MB/s':>6} {'peak GB':>7} | "
-          f"{'keep64k GB':>10} | {'grep -c s':>9} {'wc -l s':>7} | {'ratio/grep':>10}")
+          f"{'keep64k GB':>10} | {'grep -c s':>9} {'wc -l s':>7} | {'x grep':>6} {'x wc':>5}"
+          + (f" | {'regex s':>7} {'MB/s':>5} {'peak GB':>7}" if args.reference else ""))
     for k in (int(x) for x in args.sizes.split(",")):
         n = args.commands * k
         path = os.path.join(DATA, f"scsilog_{n}.ftrace.txt")
@@ -62,8 +73,12 @@ def main() -> None:
                             "analyze", path, "--json", os.devnull])
         grep, _ = run(["grep", "-c", "scsi_dispatch_cmd_", path])
         wc, _ = run(["wc", "-l", path])
-        print(f"{k:>4}x {size / 1e9:6.2f} {n:>10} | {wall:11.2f} {size / 1e6 / wall:6.0f} {rss:7.2f} {rss_small:10.2f} | "
-              f"{grep:9.2f} {wc:7.2f} | {wall / grep:10.1f}", flush=True)
+        ref = ""
+        if args.reference:
+            ref_wall, ref_rss = run([sys.executable, "-c", REFERENCE, "analyze", path, "--json", os.devnull])
+            ref = f" | {ref_wall:7.2f} {size / 1e6 / ref_wall:5.0f} {ref_rss:7.2f}"
+        print(f"{k:>4}x {size / 1e9:6.2f} {n:>10} | {wall:11.2f} {size / 1e6 / wall:6.0f} {rss:7.2f} | "
+              f"{rss_small:10.2f} | {grep:9.2f} {wc:7.2f} | {wall / grep:6.1f} {wall / wc:5.1f}{ref}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,30 +1,33 @@
-"""Benchmark: the strace SG_IO parser (sgio) and the kernel-log layer on its command table.
+"""Benchmark: strace SG_IO logs in the kernel-log layer at 1x, 4x and 16x, whole process:
+`scsitrace analyze FILE --json OUT`, its throughput, wall time and peak RSS beside the floors
+of any line reader on the same file (`grep -c SG_IO`, `wc -l`; no real tool reads strace's
+SG_IO lines), each run in turn, with the ratios.
 
-    python bench/bench_sgio.py [--commands 50000] [--repeat 3]
+    python bench/bench_sgio.py [--commands 50000] [--sizes 1,4,16] [--reference]
 
-No real tool reads strace's SG_IO lines, so the references are the floors of any line
-reader on the same file: `grep -c` (count the SG_IO lines) and `awk` splitting each line into
-its comma-separated fields. Generates (once, under bench/data/) a `strace -f -tt -T -y` log of
-N commands from 4 processes in the shapes strace 6.1 prints (tests/gen_sgio.py: 32 KiB
-READ(10)s, calls that overlap another process's split into unfinished/resumed halves), then
-times, best of --repeat: parse (lines -> command table) and parse + analyze (SRT tables,
-per-device figures, segments), and prints commands/s, the ratios against grep and awk, and
-the peak RSS.
+`--reference` also times the regex cut the Rust one replaced (the same process with the Rust
+cut declining every block: parsers/_strace_lines.py `split`'s patterns read every line).
+
+The logs (under bench/data/, written once): `strace -f -tt -T -y` of N commands from 4
+processes in the shapes strace 6.1 prints (tests/gen_sgio.py: 32 KiB READ(10)s, calls that
+overlap another process's split into unfinished/resumed halves), about 585 bytes a command
+(1x = 50 000 commands, 29 MB).
 """
 from __future__ import annotations
 
 import argparse
 import os
-import resource
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 sys.path.insert(0, HERE)
 
-from _timing import best  # noqa: E402
+from bench_scsilog import run  # noqa: E402
 DATA = os.path.join(HERE, "data")
+REFERENCE = ("import sys, scsitrace.parsers._strace_lines as s\n"
+             "s.split_block = lambda *a, **k: None\n"
+             "from scsitrace.cli import main; sys.exit(main(sys.argv[1:]))")
 
 
 def generate(path: str, n: int) -> None:
@@ -39,36 +42,35 @@ def generate(path: str, n: int) -> None:
         cdb = bytes([0x28, 0, *lba.to_bytes(4, "big"), 0, 0, 64, 0])
         cmds.append(command(cdb, pid=pid, path=f"/dev/sg{pid % 4}", direction="in", dxfer_len=32768,
                             duration_ms=4, start_us=(i // 4) * 5000 + (i % 4) * 1000, syscall_us=3000))
-    with open(path, "w") as fh:
+    with open(path + ".tmp", "w") as fh:
         fh.write(strace_text(cmds, ts="tt", T=True, y=True, f="bracket"))
+    os.replace(path + ".tmp", path)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--commands", type=int, default=50000)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--sizes", default="1,4,16")
+    ap.add_argument("--reference", action="store_true", help="also time the regex cut (Python path)")
     args = ap.parse_args()
-    from scsitrace import heap
-    heap.keep_freed_memory()
-    path = os.path.join(DATA, f"sgio-{args.commands}.strace")
-    generate(path, args.commands)
-    from scsitrace import core, parsers
-
-    size = os.path.getsize(path)
-    t_grep, _ = best(lambda: subprocess.run(["grep", "-c", "SG_IO", path], capture_output=True), args.repeat)
-    t_awk, _ = best(lambda: subprocess.run(["awk", "-F", ", ", "{n += NF} END {print n}", path],
-                                           capture_output=True), args.repeat)
-    t_parse, cap = best(lambda: parsers.parse(path, "sgio"), args.repeat)
-    t_all, a = best(lambda: core.analyze(parsers.parse(path, "sgio")), args.repeat)
-    n = a.ios.height
-    assert n == args.commands, (n, args.commands)
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"{n} commands, {size / 1e6:.1f} MB: grep -c {t_grep:.2f} s, awk {t_awk:.2f} s")
-    print(f"parse           {t_parse:.2f} s = {n / t_parse / 1e3:.0f} k commands/s; "
-          f"{t_parse / t_grep:.1f} x grep, {t_parse / t_awk:.2f} x awk")
-    print(f"parse + analyze {t_all:.2f} s = {n / t_all / 1e3:.0f} k commands/s; "
-          f"{t_all / t_grep:.1f} x grep, {t_all / t_awk:.2f} x awk")
-    print(f"peak RSS {rss:.0f} MiB")
+    scsitrace = os.path.join(os.path.dirname(sys.executable), "scsitrace")
+    print(f"{'size':>5} {'MB':>6} {'commands':>9} | {'scsitrace s':>11} {'MB/s':>5} {'peak GB':>7} | "
+          f"{'grep -c s':>9} {'wc -l s':>7} | {'x grep':>6} {'x wc':>5}"
+          + (f" | {'regex s':>7} {'MB/s':>5} {'peak GB':>7}" if args.reference else ""))
+    for k in (int(x) for x in args.sizes.split(",")):
+        n = args.commands * k
+        path = os.path.join(DATA, f"sgio-{n}.strace")
+        generate(path, n)
+        size = os.path.getsize(path)
+        wall, rss = run([scsitrace, "analyze", path, "--json", os.devnull])
+        grep, _ = run(["grep", "-c", "SG_IO", path])
+        wc, _ = run(["wc", "-l", path])
+        ref = ""
+        if args.reference:
+            ref_wall, ref_rss = run([sys.executable, "-c", REFERENCE, "analyze", path, "--json", os.devnull])
+            ref = f" | {ref_wall:7.2f} {size / 1e6 / ref_wall:5.0f} {ref_rss:7.2f}"
+        print(f"{k:>4}x {size / 1e6:6.0f} {n:>9} | {wall:11.2f} {size / 1e6 / wall:5.0f} {rss:7.2f} | "
+              f"{grep:9.2f} {wc:7.2f} | {wall / grep:6.1f} {wall / wc:5.1f}{ref}", flush=True)
     return 0
 
 

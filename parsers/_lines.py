@@ -51,6 +51,24 @@ def _lines_array(buf: bytes):
         len(offsets) - 1, pa.py_buffer(offsets), pa.py_buffer(buf))
 
 
+def string_array(data: np.ndarray, ends: np.ndarray, valid: np.ndarray | None = None) -> pl.Series:
+    """Strings from their bytes one after another (`data`, UTF-8) and where each ends; `valid`:
+    which are there (the others null)."""
+    return pl.from_arrow(_arrow_array("large_string", data, ends, valid)).cast(pl.Utf8)
+
+
+def binary_array(data: np.ndarray, ends: np.ndarray) -> pl.Series:
+    """Byte strings from their bytes one after another and where each ends."""
+    return pl.from_arrow(_arrow_array("large_binary", data, ends)).cast(pl.Binary)
+
+
+def _arrow_array(kind: str, data: np.ndarray, ends: np.ndarray, valid: np.ndarray | None = None):
+    import pyarrow as pa
+    offsets = np.concatenate(([0], ends)).astype(np.int64)
+    mask = None if valid is None or valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(getattr(pa, kind)(), len(ends), [mask, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
 def _check_utf8(buf: bytes, path: str, first_line: int) -> None:
     try:
         buf.decode("utf-8")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import polars as pl
 
 from scsitrace import schema
@@ -105,9 +106,12 @@ class _Events:
 
     def run(self, cap: Capture, progress):
         counters = {}
-        for block in _lines.iter_line_blocks(self.path, strict=self.strict, progress=progress,
-                                             block_bytes=self.chunk_bytes):
-            ev = self._out(_decode_block(block, self, cap.records, counters), cap)
+        line_no = 1
+        for buf, _ in _lines.iter_byte_blocks(self.path, block_bytes=self.chunk_bytes, progress=progress,
+                                              count_lines=False):
+            n, ev = _scan_block(buf, line_no, self, cap.records, counters)
+            line_no += n
+            ev = self._out(ev, cap)
             if ev.height:
                 yield ev
         ev = self._out(_dmesg_events(None, self, final=True), cap) if self.carry is not None else None
@@ -158,7 +162,48 @@ def _seconds_ns(col: str) -> pl.Expr:
     return _lines.seconds_ns(pl.col(col))
 
 
-def _decode_block(block: pl.DataFrame, st: _Events, records: RecordCount, counters: dict) -> pl.DataFrame:
+def _scan_block(buf: bytes, line_no: int, st: _Events, records: RecordCount, counters: dict):
+    """(lines, events) of one block of whole lines: the ftrace events of the kernel's own shape
+    decoded in Rust (`native/src/text/scsilog.rs`, every core), the other lines that any rule
+    here looks at decided by `_decode_block` exactly as before (a block that is not UTF-8
+    goes there whole: its error, or its lines replaced, lenient)."""
+    found = _native_text().ftrace_block(np.frombuffer(buf, dtype=np.uint8))
+    if found is None:
+        block = _lines._block_frame(buf, st.path, line_no, st.strict)
+        return block.height, _decode_block(block, st, records, counters)
+    rest = pl.DataFrame({"line_no": found["fb_idx"] + line_no,
+                         "text": _lines.string_array(found["fb_text"], found["fb_end"])})
+    records.read += found["lines"] - rest.height
+    return found["lines"], _decode_block(rest, st, records, counters, _decoded(found, line_no))
+
+
+def _native_text():
+    from scsitrace._native import text
+    return text
+
+
+def _decoded(found: dict, line_no: int) -> pl.DataFrame | None:
+    """The events Rust decoded, as `_ftrace` gives them."""
+    if not len(found["idx"]):
+        return None
+    names = pl.Series([None, *found["names"]], dtype=pl.Utf8)
+    return pl.DataFrame({
+        "t_ns": found["t_ns"],
+        "kind": pl.Series(_native_text().KINDS, dtype=pl.Utf8).gather(found["kind"]),
+        "device": pl.Series(found["devices"], dtype=pl.Utf8).gather(found["device"]),
+        "tag": pl.Series(found["tag"]).zip_with(pl.Series(found["tag_ok"]), pl.Series([None], dtype=pl.Int64)),
+        "cdb": _lines.binary_array(found["cdb"], found["cdb_end"]),
+        "host_byte": names.gather(found["host_byte"] + 1),
+        "status": names.gather(found["status"] + 1),
+        "rtn": pl.Series(found["rtn"]).zip_with(pl.Series(found["rtn_ok"]), pl.Series([None], dtype=pl.Int64)),
+        "source": pl.repeat("ftrace", len(found["idx"]), eager=True),
+        "pos": found["idx"] + line_no,
+    }).cast(EVENTS)
+
+
+def _decode_block(block: pl.DataFrame, st: _Events, records: RecordCount, counters: dict,
+                  decoded: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The events of a block's lines (`decoded`: its ftrace events already decoded)."""
     path, strict = st.path, st.strict
     t = pl.col("text").str.strip_chars_end("\r\n")
     lines = block.with_columns(t.alias("t"))
@@ -173,9 +218,9 @@ def _decode_block(block: pl.DataFrame, st: _Events, records: RecordCount, counte
     dm = lines.filter(~pl.col("t").str.contains(FTRACE_HINT, literal=True)
                       & pl.col("t").str.contains(STAMP) & pl.col("t").str.contains(DMESG_HINT)
                       & pl.col("t").str.contains(r" \d+:\d+:\d+:\d+: "))
-    out = []
-    if ft.height:
-        out.append(_ftrace(ft, path, strict, records))
+    out = [f for f in (decoded, _ftrace(ft, path, strict, records) if ft.height else None) if f is not None]
+    if len(out) == 2:
+        out = [pl.concat(out).sort("pos")]
     if dm.height or st.carry is not None:
         out.append(_dmesg_events(_dmesg(dm, path, strict, records) if dm.height else None, st))
     return pl.concat(out) if out else pl.DataFrame(schema=EVENTS)

@@ -1,0 +1,260 @@
+//! Line-oriented text formats scanned in Rust: the shared helpers and one module per format.
+//!
+//! The helpers every text reader uses (keep this API small; a format's own rules go in its
+//! module):
+//! - `lines(buf)`: the lines of a block (memchr on '\n'), each without its '\n';
+//!   `line_count(buf)` counts them as `parsers/_lines.py` numbers them (a last line without
+//!   '\n' counts);
+//! - `parts(buf, n)`: a block cut into about `n` ranges at line boundaries (`part_count`: one a
+//!   core), and `on_parts`:
+//!   a function run on each range in its own thread (the block's lines on every core, the
+//!   GIL released by the caller); results come back in order with each range's first line
+//!   index, so line numbers stay exact whatever the split;
+//! - `strip_eol`, `is_space` (the regex crate's ASCII `\s`), `digits`, `uint`, `hex_byte`,
+//!   `seconds_ns` (`SECONDS.FRACTION` as `_lines.seconds_ns` reads it): fields as checked numbers,
+//!   None when out of range (the error contract: never a wrapped or cast value);
+//! - `Interner`: a small vocabulary of byte strings (devices, names) as dense codes; `StrCol`: a
+//!   column of optional strings handed to Python as Arrow lays it out.
+use pyo3::prelude::*;
+
+pub mod scsilog;
+pub mod sgio;
+
+/// The lines of `buf`, each without its '\n' (a last line without one is a line too).
+pub fn lines(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut pos = 0usize;
+    std::iter::from_fn(move || {
+        if pos >= buf.len() {
+            return None;
+        }
+        let end = memchr::memchr(b'\n', &buf[pos..]).map_or(buf.len(), |i| pos + i);
+        let line = &buf[pos..end];
+        pos = end + 1;
+        Some(line)
+    })
+}
+
+/// How many lines `lines(buf)` yields.
+pub fn line_count(buf: &[u8]) -> usize {
+    let n = memchr::memchr_iter(b'\n', buf).count();
+    n + usize::from(buf.last().is_some_and(|&b| b != b'\n'))
+}
+
+/// `buf` cut into at most `n` consecutive ranges, each ending after a '\n' (the last at the end).
+pub fn parts(buf: &[u8], n: usize) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::with_capacity(n);
+    let mut start = 0usize;
+    for k in 1..n {
+        let aim = buf.len() * k / n;
+        if aim <= start {
+            continue;
+        }
+        match memchr::memchr(b'\n', &buf[aim..]) {
+            Some(i) => {
+                out.push(start..aim + i + 1);
+                start = aim + i + 1;
+            }
+            None => break,
+        }
+    }
+    if start < buf.len() || out.is_empty() {
+        out.push(start..buf.len());
+    }
+    out
+}
+
+/// Bytes of a block worth a thread of their own.
+pub const PART_BYTES: usize = 1 << 20;
+
+/// How many parts a block of `len` bytes is scanned in: one a core, at least PART_BYTES each.
+pub fn part_count(len: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cores.min(len / PART_BYTES).max(1)
+}
+
+/// `scan` run on each of `n` parts of `buf` (`parts`; one thread a part), with the index of
+/// the part's first line in `buf`; results in order.
+pub fn on_parts<T: Send>(buf: &[u8], n: usize, scan: impl Fn(&[u8], usize) -> T + Sync) -> Vec<T> {
+    let ranges = parts(buf, n.max(1));
+    if ranges.len() == 1 {
+        return vec![scan(buf, 0)];
+    }
+    let firsts: Vec<usize> = ranges.iter().scan(0usize, |acc, r| {
+        let first = *acc;
+        *acc += line_count(&buf[r.clone()]);
+        Some(first)
+    }).collect();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = ranges.iter().zip(&firsts)
+            .map(|(r, &first)| {
+                let part = &buf[r.clone()];
+                let scan = &scan;
+                s.spawn(move || scan(part, first))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("text scan thread panicked")).collect()
+    })
+}
+
+/// `line` without trailing '\r' and '\n' bytes (what `str.strip_chars_end("\r\n")` leaves).
+#[inline]
+pub fn strip_eol(mut line: &[u8]) -> &[u8] {
+    while let [rest @ .., b'\r' | b'\n'] = line {
+        line = rest;
+    }
+    line
+}
+
+/// The ASCII bytes the regex crate's `\s` matches.
+#[inline]
+pub fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0B | 0x0C | b'\r')
+}
+
+/// How many ASCII digits `s` starts with.
+#[inline]
+pub fn digits(s: &[u8]) -> usize {
+    s.iter().take_while(|b| b.is_ascii_digit()).count()
+}
+
+/// Decimal digits (at least one, nothing else) as a u64; None when empty or over u64.
+#[inline]
+pub fn uint(s: &[u8]) -> Option<u64> {
+    if s.is_empty() {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &b in s {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+    }
+    Some(v)
+}
+
+/// One hex digit's value (either case).
+#[inline]
+pub fn hex_digit(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Two hex digits as a byte.
+#[inline]
+pub fn hex_byte(hi: u8, lo: u8) -> Option<u8> {
+    Some(hex_digit(hi)? << 4 | hex_digit(lo)?)
+}
+
+/// The last whole second an int64 of nanoseconds holds (`_lines.MAX_SECONDS`).
+pub const MAX_SECONDS: u64 = (i64::MAX as u64) / 1_000_000_000 - 1;
+
+/// `WHOLE.FRAC` seconds (digits only, WHOLE non-empty) as int64 ns, FRAC cut to 9 digits or
+/// padded: `_lines.seconds_ns`. None when WHOLE > MAX_SECONDS.
+pub fn seconds_ns(whole: &[u8], frac: &[u8]) -> Option<i64> {
+    let sec = uint(whole)?;
+    if sec > MAX_SECONDS || !frac.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let mut ns: i64 = 0;
+    for k in 0..9 {
+        ns = ns * 10 + frac.get(k).map_or(0, |&b| i64::from(b - b'0'));
+    }
+    Some(sec as i64 * 1_000_000_000 + ns)
+}
+
+const SMALL: usize = 16;
+
+/// A small vocabulary of byte strings numbered in order of first appearance.
+#[derive(Default)]
+pub struct Interner {
+    pub names: Vec<Vec<u8>>,
+    index: std::collections::HashMap<Vec<u8>, u32>,
+}
+
+impl Interner {
+    pub fn code(&mut self, name: &[u8]) -> u32 {
+        // the few first names by a plain look (devices of a log are few), the rest hashed
+        if let Some(c) = self.names.iter().take(SMALL).position(|n| n == name) {
+            return c as u32;
+        }
+        if let Some(&c) = self.index.get(name) {
+            return c;
+        }
+        let c = self.names.len() as u32;
+        if self.names.len() >= SMALL {
+            self.index.insert(name.to_vec(), c);
+        }
+        self.names.push(name.to_vec());
+        c
+    }
+
+    /// The names as Python strings (the text was checked to be UTF-8 by the caller).
+    pub fn strings(&self) -> Vec<String> {
+        self.names.iter().map(|n| String::from_utf8_lossy(n).into_owned()).collect()
+    }
+}
+
+/// A column of optional strings built as Arrow lays them out: the bytes one after another,
+/// where each ends, whether each is there (`_lines.string_array` makes the polars column).
+#[derive(Default)]
+pub struct StrCol {
+    pub data: Vec<u8>,
+    pub ends: Vec<i64>,
+    pub valid: Vec<bool>,
+}
+
+impl StrCol {
+    pub fn push(&mut self, s: Option<&[u8]>) {
+        if let Some(s) = s {
+            self.data.extend_from_slice(s);
+        }
+        self.ends.push(self.data.len() as i64);
+        self.valid.push(s.is_some());
+    }
+
+    /// (data, ends, valid) as numpy arrays.
+    pub fn into_py(self, py: Python) -> PyResult<PyObject> {
+        use numpy::PyArray1;
+        Ok((PyArray1::from_vec_bound(py, self.data), PyArray1::from_vec_bound(py, self.ends),
+            PyArray1::from_vec_bound(py, self.valid)).into_py(py))
+    }
+}
+
+pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
+    scsilog::register(m)?;
+    sgio::register(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_cut_at_line_ends_and_cover_the_block() {
+        let buf = b"a\nbb\nccc\ndddd\ne";
+        for n in 1..8 {
+            let r = parts(buf, n);
+            assert_eq!(r.first().unwrap().start, 0);
+            assert_eq!(r.last().unwrap().end, buf.len());
+            for w in r.windows(2) {
+                assert_eq!(w[0].end, w[1].start);
+                assert_eq!(buf[w[0].end - 1], b'\n');
+            }
+        }
+        assert_eq!(line_count(buf), 5);
+        assert_eq!(lines(buf).count(), 5);
+    }
+
+    #[test]
+    fn seconds_follow_the_python_rule() {
+        assert_eq!(seconds_ns(b"1", b"5"), Some(1_500_000_000));
+        assert_eq!(seconds_ns(b"0", b"1234567891"), Some(123_456_789));
+        assert_eq!(seconds_ns(b"9223372036", b"0"), None);
+        assert_eq!(seconds_ns(b"9223372035", b"0"), Some(9_223_372_035_000_000_000));
+    }
+}

@@ -1,0 +1,307 @@
+//! strace's lines (`parsers/_strace_lines.py`): each line cut into the parts the patterns
+//! `PREFIX`, `FD` and `RET` there capture, without regex, on every core.
+//!
+//! A block with a byte that is not ASCII, or a NUL, is declined (None): the Python reader
+//! reads it (its error or its replacement characters, its Unicode classes); so is a block with
+//! a line whose parts would overlap (a struct text of negative length) or whose pid or
+//! timestamp does not fit an int64 (the Python reader's own failure there is kept).
+use memchr::memmem;
+use numpy::PyReadonlyArray1;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use super::{digits, is_space, on_parts, part_count, strip_eol, StrCol};
+
+const RESUMED: &[u8] = b"<... ioctl resumed>";
+const UNFINISHED: &[u8] = b" <unfinished ...>";
+const SG_IO: &[u8] = b", SG_IO, ";
+
+/// The columns of one part of a block.
+#[derive(Default)]
+struct Cols {
+    t: StrCol,
+    pre: StrCol,
+    pid_b: StrCol,
+    pid_o: StrCol,
+    ts: StrCol,
+    body: StrCol,
+    fd: StrCol,
+    path: StrCol,
+    ret: StrCol,
+    errno: StrCol,
+    dur: StrCol,
+    arg: StrCol,
+    lines: usize,
+}
+
+fn spaces(s: &[u8], i: usize) -> usize {
+    s[i..].iter().take_while(|&&b| is_space(b)).count()
+}
+
+/// `\[pid\s+(\d+)\]\s+|(\d+)\s+` at `h[i..]`: (pid_b, pid_o, index after).
+fn pid_at(h: &[u8], i: usize) -> (Option<&[u8]>, Option<&[u8]>, usize) {
+    if h[i..].starts_with(b"[pid") {
+        let j = i + 4;
+        let w = spaces(h, j);
+        let d = digits(&h[j + w..]);
+        let k = j + w + d;
+        if w > 0 && d > 0 && h.get(k) == Some(&b']') {
+            let w2 = spaces(h, k + 1);
+            if w2 > 0 {
+                return (Some(&h[j + w..k]), None, k + 1 + w2);
+            }
+        }
+    }
+    let d = digits(&h[i..]);
+    let w = if d > 0 { spaces(h, i + d) } else { 0 };
+    if d > 0 && w > 0 {
+        return (None, Some(&h[i..i + d]), i + d + w);
+    }
+    (None, None, i)
+}
+
+/// `(\d\d:\d\d:\d\d(?:\.\d+)?|\d+\.\d+)\s+` at `h[i..]`: (ts, index after).
+fn ts_at(h: &[u8], i: usize) -> (Option<&[u8]>, usize) {
+    let s = &h[i..];
+    let dd = |k: usize| s.len() >= k + 2 && s[k].is_ascii_digit() && s[k + 1].is_ascii_digit();
+    if dd(0) && s.get(2) == Some(&b':') && dd(3) && s.get(5) == Some(&b':') && dd(6) {
+        let mut e = 8;
+        if s.get(8) == Some(&b'.') && digits(&s[9..]) > 0 {
+            e = 9 + digits(&s[9..]);
+        }
+        let w = spaces(s, e);
+        if w > 0 {
+            return (Some(&s[..e]), i + e + w);
+        }
+    }
+    let d = digits(s);
+    if d > 0 && s.get(d) == Some(&b'.') {
+        let f = digits(&s[d + 1..]);
+        let w = if f > 0 { spaces(s, d + 1 + f) } else { 0 };
+        if f > 0 && w > 0 {
+            return (Some(&s[..d + 1 + f]), i + d + 1 + f + w);
+        }
+    }
+    (None, i)
+}
+
+/// `^ioctl\((\d+)(?:<([^<>]*)(?:<[^<>]*>)?>)?, SG_IO, ` on `s`: (fd, path).
+fn fd_of(s: &[u8]) -> (Option<&[u8]>, Option<&[u8]>) {
+    let Some(rest) = s.strip_prefix(b"ioctl(") else { return (None, None) };
+    let d = digits(rest);
+    if d == 0 {
+        return (None, None);
+    }
+    let fd = &rest[..d];
+    let after = &rest[d..];
+    if after.starts_with(SG_IO) {
+        return (Some(fd), None);
+    }
+    if after.first() != Some(&b'<') {
+        return (None, None);
+    }
+    let p = after[1..].iter().take_while(|&&b| b != b'<' && b != b'>').count();
+    let path = &after[1..1 + p];
+    let mut k = 1 + p;
+    if after.get(k) == Some(&b'<') {
+        let q = after[k + 1..].iter().take_while(|&&b| b != b'<' && b != b'>').count();
+        if after.get(k + 1 + q) != Some(&b'>') {
+            return (None, None);
+        }
+        k += 1 + q + 1;
+    }
+    if after.get(k) == Some(&b'>') && after[k + 1..].starts_with(SG_IO) {
+        return (Some(fd), Some(path));
+    }
+    (None, None)
+}
+
+/// The groups of RET when it matches `s` from its start to its end:
+/// `\)\s+= (-?\d+|\?)(?: (E[A-Z0-9]+) \([^)]*\))?(?: <(\d+\.\d+)>)?$`: (ret, errno, dur).
+fn ret_at(s: &[u8]) -> Option<(&[u8], Option<&[u8]>, Option<&[u8]>)> {
+    let w = spaces(s, 1);
+    if s.first() != Some(&b')') || w == 0 || !s[1 + w..].starts_with(b"= ") {
+        return None;
+    }
+    let r = &s[1 + w + 2..];
+    let n = if r.first() == Some(&b'?') {
+        1
+    } else {
+        let sign = usize::from(r.first() == Some(&b'-'));
+        let d = digits(&r[sign..]);
+        if d == 0 {
+            return None;
+        }
+        sign + d
+    };
+    let (ret, rest) = r.split_at(n);
+    if let Some((errno, after)) = errno_at(rest) {
+        if let Some(dur) = dur_to_end(after) {
+            return Some((ret, Some(errno), dur));
+        }
+    }
+    dur_to_end(rest).map(|dur| (ret, None, dur))
+}
+
+/// ` (E[A-Z0-9]+) \([^)]*\)` at the start of `s`: (errno, what follows).
+fn errno_at(s: &[u8]) -> Option<(&[u8], &[u8])> {
+    let e = s.strip_prefix(b" E")?;
+    let n = e.iter().take_while(|b| b.is_ascii_uppercase() || b.is_ascii_digit()).count();
+    if n == 0 || !e[n..].starts_with(b" (") {
+        return None;
+    }
+    let close = memchr::memchr(b')', &e[n + 2..])?;
+    Some((&s[1..2 + n], &e[n + 2 + close + 1..]))
+}
+
+/// `(?: <(\d+\.\d+)>)?$` on `s`: Some(dur) when it matches all of `s`.
+fn dur_to_end(s: &[u8]) -> Option<Option<&[u8]>> {
+    if s.is_empty() {
+        return Some(None);
+    }
+    let d = s.strip_prefix(b" <")?.strip_suffix(b">")?;
+    let w = digits(d);
+    (w > 0 && d.get(w) == Some(&b'.') && digits(&d[w + 1..]) == d.len() - w - 1 && d.len() > w + 1).then_some(Some(d))
+}
+
+/// RET's leftmost match in the last 200 bytes of `body`: (retpart length, ret, errno, dur).
+fn ret_of(body: &[u8]) -> Option<(usize, &[u8], Option<&[u8]>, Option<&[u8]>)> {
+    let tail = &body[body.len().saturating_sub(200)..];
+    memchr::memchr_iter(b')', tail).find_map(|p| ret_at(&tail[p..]).map(|(r, e, d)| (tail.len() - p, r, e, d)))
+}
+
+/// Cut one line into its columns; None: the block goes to the Python reader.
+fn cut(line: &[u8], c: &mut Cols, sg_io: &memmem::Finder) -> Option<()> {
+    let t = strip_eol(line);
+    let h = &t[..t.len().min(64)];
+    let lead = spaces(h, 0);
+    let (pid_b, pid_o, i) = pid_at(h, lead);
+    let (ts, i) = ts_at(h, i);
+    for d in [pid_b, pid_o].into_iter().flatten() {
+        if d.len() > 18 {
+            return None;        // the reader's strict cast to int64 may fail: its own error
+        }
+    }
+    if let Some(ts) = ts {
+        if ts.len() > 18 + 10 || ts.iter().position(|&b| b == b'.').unwrap_or(ts.len()) > 18 {
+            return None;
+        }
+    }
+    let mut end = t.len();
+    while end > i && is_space(t[end - 1]) {
+        end -= 1;
+    }
+    let body = &t[i..end.max(i)];
+    c.t.push(Some(t));
+    c.pre.push(Some(&t[..i]));
+    c.pid_b.push(pid_b);
+    c.pid_o.push(pid_o);
+    c.ts.push(ts);
+    c.body.push(Some(body));
+    let at = if body.starts_with(b"ioctl(") { sg_io.find(body) } else { None };
+    let resumed = body.starts_with(RESUMED);
+    if at.is_none() && !resumed {
+        for col in [&mut c.fd, &mut c.path, &mut c.ret, &mut c.errno, &mut c.dur, &mut c.arg] {
+            col.push(None);
+        }
+        return Some(());
+    }
+    let (fd, path) = fd_of(&body[..body.len().min(300)]);
+    let ret = ret_of(body);
+    let begin = at.map_or(RESUMED.len(), |a| a + SG_IO.len());
+    let trim = match ret {
+        Some((n, ..)) => n,
+        None if body.ends_with(UNFINISHED) => UNFINISHED.len(),
+        None => 0,
+    };
+    let finish = body.len().checked_sub(trim)?;
+    if finish < begin {
+        return None;
+    }
+    c.fd.push(fd);
+    c.path.push(path);
+    c.ret.push(ret.map(|r| r.1));
+    c.errno.push(ret.and_then(|r| r.2));
+    c.dur.push(ret.and_then(|r| r.3));
+    c.arg.push(Some(&body[begin..finish]));
+    Some(())
+}
+
+fn cut_part(buf: &[u8]) -> Option<Cols> {
+    let sg_io = memmem::Finder::new(SG_IO);
+    let mut c = Cols::default();
+    // the line, its body and its struct text are most of each line: room for them at once
+    // (growing these vectors copied each about twice)
+    let lines = memchr::memchr_iter(b'\n', buf).count() + 1;
+    for col in [&mut c.t, &mut c.body, &mut c.arg] {
+        col.data.reserve(buf.len());
+    }
+    for col in [&mut c.t, &mut c.pre, &mut c.pid_b, &mut c.pid_o, &mut c.ts, &mut c.body, &mut c.fd, &mut c.path,
+                &mut c.ret, &mut c.errno, &mut c.dur, &mut c.arg] {
+        col.ends.reserve(lines);
+        col.valid.reserve(lines);
+    }
+    for line in super::lines(buf) {
+        cut(line, &mut c, &sg_io)?;
+        c.lines += 1;
+    }
+    Some(c)
+}
+
+fn append(into: &mut StrCol, from: StrCol) {
+    let base = into.data.len() as i64;
+    into.data.extend(from.data);
+    into.ends.extend(from.ends.into_iter().map(|e| e + base));
+    into.valid.extend(from.valid);
+}
+
+/// The columns of strace's lines in a block (`parts`: how many parts to cut it in, the
+/// tests), or None: the block is the Python reader's (see the module's doc).
+#[pyfunction]
+#[pyo3(signature = (buf, parts=None))]
+fn strace_block<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, parts: Option<usize>)
+                     -> PyResult<Option<Bound<'py, PyDict>>> {
+    let data = buf.as_slice()?;
+    let n = parts.unwrap_or_else(|| part_count(data.len()));
+    let out = py.allow_threads(|| {
+        if !data.is_ascii() || memchr::memchr(0, data).is_some() {
+            return None;
+        }
+        let mut cut: Vec<Cols> = on_parts(data, n, |part, _| cut_part(part)).into_iter().collect::<Option<_>>()?;
+        if cut.len() == 1 {
+            return cut.pop();
+        }
+        let mut all = Cols::default();
+        for part in cut {
+            let p = part;
+            all.lines += p.lines;
+            append(&mut all.t, p.t);
+            append(&mut all.pre, p.pre);
+            append(&mut all.pid_b, p.pid_b);
+            append(&mut all.pid_o, p.pid_o);
+            append(&mut all.ts, p.ts);
+            append(&mut all.body, p.body);
+            append(&mut all.fd, p.fd);
+            append(&mut all.path, p.path);
+            append(&mut all.ret, p.ret);
+            append(&mut all.errno, p.errno);
+            append(&mut all.dur, p.dur);
+            append(&mut all.arg, p.arg);
+        }
+        Some(all)
+    });
+    let Some(c) = out else { return Ok(None) };
+    let d = PyDict::new_bound(py);
+    d.set_item("lines", c.lines)?;
+    for (name, col) in [("t", c.t), ("pre", c.pre), ("pid_b", c.pid_b), ("pid_o", c.pid_o), ("ts", c.ts),
+                        ("body", c.body), ("fd", c.fd), ("path", c.path), ("ret", c.ret), ("errno", c.errno),
+                        ("dur", c.dur), ("arg", c.arg)] {
+        d.set_item(name, col.into_py(py)?)?;
+    }
+    Ok(Some(d))
+}
+
+pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(strace_block, m)?)?;
+    Ok(())
+}

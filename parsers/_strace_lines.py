@@ -1,0 +1,129 @@
+"""strace's lines split into their parts (parsers/sgio.py): the -f pid, the -t/-tt/-ttt time
+(midnights counted), the body; for SG_IO calls and ioctl resumed halves the fd, the -y path,
+the struct text, the return value, errno and the -T time; `<unfinished ...>` halves joined to
+their `<... ioctl resumed>` half; the fd paths of open() lines."""
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from . import _lines
+
+PREFIX = (r"^\s*(?:\[pid\s+(?P<pid_b>\d+)\]\s+|(?P<pid_o>\d+)\s+)?"
+          r"(?:(?P<ts>\d\d:\d\d:\d\d(?:\.\d+)?|\d+\.\d+)\s+)?$")
+FD = r"ioctl\((?P<fd>\d+)(?:<(?P<path>[^<>]*)(?:<[^<>]*>)?>)?, SG_IO, "
+# the end of an SG_IO line or of a resumed half: return value, errno, -T time
+RET = (r"(?P<retpart>\)\s+= (?P<ret>-?\d+|\?)(?: (?P<errno>E[A-Z0-9]+) \([^)]*\))?"
+       r"(?: <(?P<dur>\d+\.\d+)>)?)$")
+
+
+DAY = 86_400_000_000_000
+
+
+def _clock(ts: pl.Expr, before: tuple) -> tuple[pl.Expr, pl.Expr]:
+    """-ttt (epoch seconds) or -t/-tt (time of day; a step back of over 12 h is midnight):
+    (the time as printed, midnights passed), `before`: (the last time printed in earlier
+    blocks, midnights passed by then)."""
+    clock = ts.str.contains(":")
+    hms = ts.str.extract_groups(r"^(\d\d):(\d\d):(\d\d)(?:\.(\d+))?$")
+    frac = lambda s: s.str.slice(0, 9).str.pad_end(9, "0").cast(pl.Int64).fill_null(0)  # noqa: E731
+    tod = ((hms.struct[0].cast(pl.Int64) * 3600 + hms.struct[1].cast(pl.Int64) * 60
+            + hms.struct[2].cast(pl.Int64)) * 1_000_000_000 + frac(hms.struct[3]))
+    epoch = ts.str.split(".")
+    sec = epoch.list.get(0, null_on_oob=True).cast(pl.Int64) * 1_000_000_000 + frac(epoch.list.get(1, null_on_oob=True))
+    raw = pl.when(clock).then(tod).otherwise(sec)
+    last, wraps = before
+    filled = raw.forward_fill()
+    step = filled.diff() if last is None else filled.fill_null(last) - filled.fill_null(last).shift(1, fill_value=last)
+    return raw, (pl.when(clock).then(step < -DAY // 2).otherwise(False)).fill_null(False).cum_sum() + wraps
+
+
+def split(lines: pl.DataFrame, st=None) -> pl.DataFrame:
+    """Each line's -f pid, timestamp and body; for SG_IO lines (and ioctl resumed halves) the
+    fd, -y path, struct text, return value, errno and -T time. Patterns run on the short head
+    and tail of a line only (a capture over a whole 600-byte line costs 30 times more). `st`:
+    the stream, whose clock (-t/-tt midnights) goes on from block to block. The rows of the
+    SG_IO lines and resumed halves come first."""
+    t = pl.col("t")
+    pre = t.str.slice(0, 64).str.extract(r"^(\s*(?:\[pid\s+\d+\]\s+|\d+\s+)?"
+                                         r"(?:(?:\d\d:\d\d:\d\d(?:\.\d+)?|\d+\.\d+)\s+)?)", 1)
+    g = lines.with_columns(pre.alias("pre"))
+    g = g.with_columns(pl.col("pre").str.extract_groups(PREFIX).alias("p"),
+                       t.str.slice(pl.col("pre").str.len_chars()).str.strip_chars_end().alias("body")).unnest("p")
+    g = _timed(g, st)
+    body = pl.col("body")
+    resumed = body.str.starts_with("<... ioctl resumed>")
+    part = g.filter(pl.col("sg") | resumed).with_columns(
+        body.str.slice(0, 300).str.extract_groups("^" + FD).alias("f"),
+        body.str.slice(-200).str.extract_groups(RET).alias("r")).unnest("f").unnest("r")
+    begin = pl.when(pl.col("sg")).then(body.str.find(", SG_IO, ", literal=True) + 9).otherwise(19)
+    finish = (body.str.len_chars() - pl.when(pl.col("retpart").is_not_null()).then(pl.col("retpart").str.len_chars())
+              .when(body.str.ends_with(" <unfinished ...>")).then(17).otherwise(0))
+    part = part.with_columns(body.str.slice(begin, finish - begin).alias("arg")).drop("retpart")
+    return pl.concat([part, g.filter(~(pl.col("sg") | resumed))], how="diagonal_relaxed")
+
+
+def _timed(g: pl.DataFrame, st) -> pl.DataFrame:
+    """`g` (line_no, t, pre, pid_b, pid_o, ts, body) with each line's pid, time (the clock of
+    `st` carried on) and whether it is an SG_IO call."""
+    body = pl.col("body")
+    raw, wraps = _clock(pl.col("ts"), st.clock if st is not None else (None, 0))
+    g = g.with_columns(raw.alias("_raw"), wraps.cast(pl.Int64).alias("_wraps"))
+    if st is not None and g.height:
+        stamped = g.filter(pl.col("_raw").is_not_null())
+        if stamped.height:
+            st.clock = (int(stamped["_raw"][-1]), int(g["_wraps"][-1]))
+    return g.with_columns(
+        pl.coalesce(pl.col("pid_b"), pl.col("pid_o")).cast(pl.Int64).alias("pid"),
+        (pl.col("_raw") + pl.col("_wraps") * DAY).alias("t_ns"),
+        (body.str.starts_with("ioctl(") & body.str.contains(", SG_IO, ", literal=True)).alias("sg")).drop("_raw", "_wraps")
+
+
+HEADS = ("t", "pre", "pid_b", "pid_o", "ts", "body")
+PARTS = ("fd", "path", "ret", "errno", "dur", "arg")
+
+
+def split_block(buf, line_no: int, st=None) -> tuple[int, pl.DataFrame] | None:
+    """`split` of a block of whole lines (bytes) cut in Rust (`native/src/text/sgio.rs`, every
+    core), rows in line order: (lines, the split lines), or None where the Rust cut declines
+    the block (a byte that is not ASCII, a NUL, a field an int64 cannot hold: `split`'s)."""
+    from scsitrace._native import text
+    found = text.strace_block(np.frombuffer(buf, dtype=np.uint8))
+    if found is None:
+        return None
+    n = found["lines"]
+    g = pl.DataFrame({"line_no": pl.int_range(line_no, line_no + n, eager=True, dtype=pl.Int64),
+                      **{k: _lines.string_array(*found[k]) for k in HEADS}})
+    g = _timed(g, st)
+    return n, g.with_columns(_lines.string_array(*found[k]).alias(k) for k in PARTS)
+
+
+def pairs(g: pl.DataFrame, final: bool = True):
+    """SG_IO calls split by -f into `<unfinished ...>` and `<... ioctl resumed>`: each resumed
+    half belongs to its pid's previous unfinished ioctl. Returns the joined SG_IO calls, how
+    many resumed halves they used, and (unless `final`) the unfinished halves that are their
+    pid's last line so far (rows of `g`: their resumed half may come in the next block)."""
+    halves = g.filter(pl.col("opens") | pl.col("closes")).sort("pid", "line_no")
+    cols = ("kind", "arg", "line_no", "t_ns", "fd", "path")
+    halves = halves.with_columns([pl.col(c).shift(1).over("pid").alias(f"p_{c}") for c in cols])
+    done = halves.filter((pl.col("kind") == "resumed") & (pl.col("p_kind") == "unfinished")).select(
+        pl.col("p_line_no").alias("line_no"), "pid", pl.col("p_t_ns").alias("t_ns"), pl.col("p_fd").alias("fd"),
+        pl.col("p_path").alias("path"), pl.concat_str("p_arg", "arg").alias("arg"), "ret", "errno", "dur",
+        pl.col("t_ns").alias("end_t_ns"))
+    # an unfinished SG_IO whose pid has no resumed half after it: the trace ended (or the process died)
+    nxt = pl.col("closes").shift(-1).over("pid")
+    last = nxt.is_null() & pl.lit(not final)
+    held = halves.filter((pl.col("kind") == "unfinished") & last).select(g.columns)
+    open_ = halves.filter((pl.col("kind") == "unfinished") & ~nxt.fill_null(False) & ~last).select(
+        "line_no", "pid", "t_ns", "fd", "path", "arg", pl.lit("?").alias("ret"),
+        pl.lit(None, dtype=pl.Int64).alias("end_t_ns"))
+    return pl.concat([done, open_], how="diagonal_relaxed"), done.height, held
+
+
+def fd_paths(g: pl.DataFrame) -> pl.DataFrame:
+    """(pid, fd) -> path of the last open/openat of it before each line (traces with opens)."""
+    m = g.filter(pl.col("body").str.contains(r"^open(?:at)?\(")).select(
+        "line_no", "pid", pl.col("body").str.extract_groups(
+            r'^open(?:at)?\((?:(?:[A-Z_]+|\d+(?:<[^>]*>)?), )?"(?P<opath>[^"]*)".*\)\s+= (?P<ofd>\d+)').alias("o")
+    ).unnest("o").filter(pl.col("ofd").is_not_null())
+    return m.select("line_no", pl.col("pid").fill_null(-1), pl.col("ofd").cast(pl.Int64).alias("fd"), "opath")
