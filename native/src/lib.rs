@@ -8,6 +8,7 @@ mod bus;
 mod bytes;
 mod hash;
 mod stat;
+mod text_usb;
 mod usb;
 
 /// Adds `name` as a submodule of `parent`, built by `fill`, importable by its dotted name
@@ -30,5 +31,6 @@ fn _native(m: &Bound<PyModule>) -> PyResult<()> {
     submodule(m, "bus", bus::register)?;       // bus captures, logic analyzers, VCD, shared tables
     submodule(m, "usb", usb::register)?;       // pcap/usbmon readers and the USB machines
     submodule(m, "block", block::register)?;   // blktrace readers and the btt machine
+    submodule(m, "text_usb", text_usb::register)?; // usbmon/blkparse/QEMU text lines
     Ok(())
 }
