@@ -108,12 +108,28 @@ pub fn dec(d: &[u8]) -> Option<i64> {
     Some(d.iter().fold(0i64, |v, &b| v * 10 + (b - b'0') as i64))
 }
 
-pub fn hex_digit(b: u8) -> u8 {
-    match b {
-        b'0'..=b'9' => b - b'0',
-        b'a'..=b'f' => b - b'a' + 10,
-        _ => b - b'A' + 10,
+const fn hex_table() -> [u8; 256] {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 10 {
+        t[b'0' as usize + i] = i as u8;
+        i += 1;
     }
+    let mut i = 0;
+    while i < 6 {
+        t[b'a' as usize + i] = 10 + i as u8;
+        t[b'A' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    t
+}
+
+static HEX_VALUE: [u8; 256] = hex_table();
+
+/// The value of a hex digit (callers have checked that it is one).
+#[inline]
+pub fn hex_digit(b: u8) -> u8 {
+    HEX_VALUE[b as usize]
 }
 
 /// Hex digits as a number (at most 16 of them).

@@ -196,20 +196,25 @@ fn parse(s: &[u8]) -> Option<Row<'_>> {
     Some(Row { t_ns, urb_id: hex_u64(tag), event, xfer, ep, bus, dev, status, length, setup, data })
 }
 
-/// The bytes of hex words (spaces between), or None for an odd number of digits.
+/// Appends the bytes of hex words (spaces between) to `out`; None (and nothing appended)
+/// for an odd number of digits.
 fn data_bytes(words: &[u8], out: &mut Vec<u8>) -> Option<usize> {
-    let digits = words.iter().filter(|b| **b != b' ').count();
-    if digits % 2 == 1 {
-        return None;
-    }
+    let at = out.len();
     let mut hi: Option<u8> = None;
-    for &b in words.iter().filter(|b| **b != b' ') {
+    for &b in words {
+        if b == b' ' {
+            continue;
+        }
         match hi.take() {
             None => hi = Some(hex_digit(b)),
             Some(h) => out.push((h << 4) | hex_digit(b)),
         }
     }
-    Some(digits / 2)
+    if hi.is_some() {
+        out.truncate(at);
+        return None;
+    }
+    Some(out.len() - at)
 }
 
 impl Cols {
@@ -247,14 +252,39 @@ impl Cols {
     }
 }
 
+impl Cols {
+    /// Room for about `lines` records (a record line is 50-120 bytes).
+    fn with_capacity(lines: usize) -> Self {
+        Cols {
+            t_ns: Vec::with_capacity(lines),
+            urb_id: Vec::with_capacity(lines),
+            event: Vec::with_capacity(lines),
+            xfer: Vec::with_capacity(lines),
+            ep: Vec::with_capacity(lines),
+            bus: Vec::with_capacity(lines),
+            dev: Vec::with_capacity(lines),
+            status: Vec::with_capacity(lines),
+            length: Vec::with_capacity(lines),
+            setup: Vec::with_capacity(lines * 8),
+            has_setup: Vec::with_capacity(lines),
+            data: Vec::with_capacity(lines * 16),
+            data_at: Vec::with_capacity(lines),
+            data_size: Vec::with_capacity(lines),
+            pos: Vec::with_capacity(lines),
+            ..Default::default()
+        }
+    }
+}
+
 fn scan_part(part: &[u8]) -> Cols {
-    let mut cols = Cols::default();
+    let mut cols = Cols::with_capacity(part.len() / 48 + 16);
     cols.newlines = for_each_line(part, |n, start, line| {
         let s = strip_end(line);
         if s.is_empty() {
             return;
         }
-        let taken = s.is_ascii() && matches!(parse(s), Some(r) if cols.push(&r, n));
+        // every byte the parser accepts is ASCII: a non-ASCII line is never taken
+        let taken = matches!(parse(s), Some(r) if cols.push(&r, n));
         if !taken {
             cols.other(n, start, line.len());
         }
@@ -263,8 +293,14 @@ fn scan_part(part: &[u8]) -> Cols {
 }
 
 /// The parts' columns as one (line indexes made block-relative, data offsets shifted).
-fn joined(parts: Vec<Cols>, offsets: Vec<usize>) -> Cols {
-    let mut out = Cols::default();
+fn joined(mut parts: Vec<Cols>, offsets: Vec<usize>) -> Cols {
+    if parts.len() == 1 {
+        return parts.pop().unwrap();
+    }
+    let rows: usize = parts.iter().map(|p| p.t_ns.len()).sum();
+    let bytes: usize = parts.iter().map(|p| p.data.len()).sum();
+    let mut out = Cols::with_capacity(rows);
+    out.data.reserve(bytes);
     let mut line0 = 0i64;
     for (p, off) in parts.into_iter().zip(offsets) {
         let data0 = out.data.len() as i64;
