@@ -37,6 +37,7 @@ RWBS_BITS = {"R": "READ", "W": "WRITE", "D": "DISCARD", "A": "AHEAD", "S": "SYNC
 ERROR_IN_BRACKETS = ("C", "R")
 MAX_SECTOR = (0, 2**63 - 1)             # u64 in the kernel; int64 here
 MAX_NSECT = (0, (2**32 - 1) // 512)     # blk_io_trace.bytes is 32 bits
+CPU_RANGE = (0, 2**31 - 1)              # RAW_EVENTS.cpu is Int32
 
 
 def sniff(head: bytes) -> bool:
@@ -121,6 +122,8 @@ def _decode(lines: pl.DataFrame, pattern: str = EVENT, missing: tuple = ()) -> p
               (pl.col("rest").fill_null("").str.contains(REST), "unrecognised event details after the action"),
               (pl.all_horizontal(_lines.checked_int(pl.col(c), *_lines.U32).is_not_null()
                                  for c in ("cpu", "seq", "pid")), "CPU, sequence or PID outside 0..2^32-1"),
+              (_lines.checked_int(pl.col("cpu"), *CPU_RANGE).is_not_null(),
+               "CPU number beyond 2^31-1 (the events table holds CPUs as int32)"),
               (_lines.checked_int(pl.col("major"), 0, 4095).is_not_null()
                & _lines.checked_int(pl.col("minor"), 0, (1 << 20) - 1).is_not_null(),
                "device number out of range (major 0-4095, minor 0-1048575)"),

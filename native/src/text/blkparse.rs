@@ -163,7 +163,7 @@ fn parse(s: &[u8]) -> Option<Event<'_>> {
     c.expect(b',')?;
     let minor = ranged(c.digits()?, (1 << 20) - 1)?;
     gap(&mut c)?;
-    let cpu = ranged(c.digits()?, U32)?;
+    let cpu = ranged(c.digits()?, i32::MAX as i64)?; // RAW_EVENTS.cpu is Int32
     gap(&mut c)?;
     let seq = ranged(c.digits()?, U32)?;
     gap(&mut c)?;
