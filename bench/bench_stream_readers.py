@@ -3,6 +3,7 @@ the input grows (issue 14: memory bounded by the batch size, not the file size).
 
     python bench/bench_stream_readers.py [--scales 1,4] [--read-only FILE]
     python bench/bench_stream_readers.py --text-scales 1,4,16 [--pairs 3]
+    python bench/bench_stream_readers.py --blkparse-scales 1,4,16 [--pairs 3]
 
 For each format and scale (inputs under bench/data/, generated once: pcapng and text
 converted from bench_usbmon.py's pcaps by tests/gen_usbmon.py `pcap_to_pcapng` and
@@ -17,6 +18,10 @@ one's, wrapping at 4096 s as the kernel's do), under bench/data/. Per scale, who
 run in interleaved pairs: `scsitrace analyze FILE` against `wc -l FILE` and against
 `grep -c ' S ' FILE` (no analysing peer: tshark does not read usbmon text); the median
 wall time of each, MB/s, the ratios and peak RSS.
+
+`--blkparse-scales`: blkparse's default text of a synthetic per-CPU blktrace
+(../shared/gen/gen_blktrace.py, 300 000 I/Os x scale, 5 events each: about 110 MB at 1x)
+written by `blkparse -i`, measured the same way (yardsticks `wc -l` and `grep -c ' C '`).
 """
 from __future__ import annotations
 
@@ -115,17 +120,37 @@ def median(values) -> float:
     return v[len(v) // 2]
 
 
-def text_speed(scales: list[int], pairs: int) -> None:
+def blkparse_input(scale: int) -> str:
+    """blkparse's text of a synthetic blktrace of 300 000 x `scale` I/Os (written once)."""
+    path = os.path.join(DATA, f"blkparse_300000_x{scale}.blkparse.txt")
+    if os.path.exists(path):
+        return path
+    gen = os.path.join(HERE, "..", "..", "shared", "gen", "gen_blktrace.py")
+    prefix = os.path.join(DATA, f"bp_x{scale}", "sda")
+    os.makedirs(os.path.dirname(prefix), exist_ok=True)
+    subprocess.run([sys.executable, gen, "--ios", str(300000 * scale), "--prefix", prefix], check=True,
+                   stdout=subprocess.DEVNULL)
+    subprocess.run(["blkparse", "-i", prefix, "-o", path + ".tmp"], check=True, stdout=subprocess.DEVNULL)
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def text_speed(scales: list[int], pairs: int, kind: str = "usbmon") -> None:
     scsitrace = os.path.join(os.path.dirname(sys.executable), "scsitrace")
-    print("usbmon text: tshark does not read usbmon text (only pcap/pcapng): the yardsticks are wc -l and grep -c")
+    if kind == "usbmon":
+        print("usbmon text: tshark does not read usbmon text (only pcap/pcapng): the yardsticks are wc -l and grep -c")
+    else:
+        print("blkparse text: no tool analyses blkparse's text (btt reads its binary dump): the yardsticks are "
+              "wc -l and grep -c")
     for scale in scales:
-        path = text_input(scale)
+        path = text_input(scale) if kind == "usbmon" else blkparse_input(scale)
         mb = os.path.getsize(path) / 1e6
         ours = [scsitrace, "analyze", path]
-        for name, ref in (("wc -l", ["wc", "-l", path]), ("grep -c", ["grep", "-c", " S ", path])):
+        word = " S " if kind == "usbmon" else " C "
+        for name, ref in (("wc -l", ["wc", "-l", path]), ("grep -c", ["grep", "-c", word, path])):
             ra, rb = paired(ours, ref, pairs)
             wa, wb = median(r[0] for r in ra), median(r[0] for r in rb)
-            print(f"text x{scale} ({mb:.0f} MB): analyze {wa:.2f} s = {mb / wa:.0f} MB/s, peak RSS "
+            print(f"{kind} text x{scale} ({mb:.0f} MB): analyze {wa:.2f} s = {mb / wa:.0f} MB/s, peak RSS "
                   f"{median(r[2] for r in ra) / 2**20:.0f} MiB; {name} {wb:.2f} s = {mb / wb:.0f} MB/s; "
                   f"ratio {median(x[0] / y[0] for x, y in zip(ra, rb)):.1f}x (median of {pairs} pairs)", flush=True)
 
@@ -135,13 +160,16 @@ def main() -> None:
     ap.add_argument("--scales", default="1,4")
     ap.add_argument("--read-only")
     ap.add_argument("--text-scales", help="usbmon text speed against wc/grep at these scales (e.g. 1,4,16)")
+    ap.add_argument("--blkparse-scales", help="blkparse text speed against wc/grep at these scales")
     ap.add_argument("--pairs", type=int, default=3)
     args = ap.parse_args()
     if args.read_only:
         read_only(args.read_only)
         return
-    if args.text_scales:
-        text_speed([int(s) for s in args.text_scales.split(",")], args.pairs)
+    if args.text_scales or args.blkparse_scales:
+        for kind, scales in (("usbmon", args.text_scales), ("blkparse", args.blkparse_scales)):
+            if scales:
+                text_speed([int(s) for s in scales.split(",")], args.pairs, kind)
         return
     scsitrace = os.path.join(os.path.dirname(sys.executable), "scsitrace")
     for scale in map(int, args.scales.split(",")):
