@@ -375,10 +375,15 @@ def _raw_events(ev: pl.DataFrame) -> pl.DataFrame:
     is_err = pl.col("act").is_in(ERROR_IN_BRACKETS)
     remap = pl.col("from_sector").is_not_null() & (pl.col("act") == "A")
     split = pl.col("split_sector").is_not_null()
+    # the action bits are a function of (act, rwbs), of which a trace has a few dozen: computed
+    # once per distinct pair (string passes over every row cost more than the rest together)
+    pairs = ev.select("act", "rwbs").unique().with_columns(
+        (code | _category_bits(pl.col("rwbs"))).alias("_action"), _zone_bits(pl.col("rwbs")).alias("_action_hi"))
+    ev = ev.join(pairs, on=["act", "rwbs"], how="left", maintain_order="left")
     out = ev.select(
         (pl.col("sec").cast(pl.Int64) * 1_000_000_000 + pl.col("nsec").cast(pl.Int64)).alias("time_abs"),
         pl.col("seq").cast(pl.Int64), pl.col("cpu").cast(pl.Int32),
-        (code | _category_bits(pl.col("rwbs"))).alias("action"),
+        pl.col("_action").alias("action"),
         dev("major", "minor").alias("device"),
         pl.coalesce("sector", pl.lit(0, pl.Int64)).alias("sector"),
         (pl.coalesce("nsect", pl.lit(0, pl.Int64)) * block.SECTOR).alias("bytes"),
@@ -392,7 +397,7 @@ def _raw_events(ev: pl.DataFrame) -> pl.DataFrame:
         (split | pl.col("unplugs").is_not_null()).alias("has_int"),
         pl.lit(0, pl.Int16).alias("file"),
         pl.col("line_no").alias("position"),
-        _zone_bits(pl.col("rwbs")).alias("action_hi"),
+        pl.col("_action_hi").alias("action_hi"),
     )
     return schema.validate(out, block.RAW_EVENTS, "blkparse raw events")
 
