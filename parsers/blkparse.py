@@ -37,6 +37,7 @@ RWBS_BITS = {"R": "READ", "W": "WRITE", "D": "DISCARD", "A": "AHEAD", "S": "SYNC
 ERROR_IN_BRACKETS = ("C", "R")
 MAX_SECTOR = (0, 2**63 - 1)             # u64 in the kernel; int64 here
 MAX_NSECT = (0, (2**32 - 1) // 512)     # blk_io_trace.bytes is 32 bits
+CPU_RANGE = (0, 2**31 - 1)              # RAW_EVENTS.cpu is Int32
 
 
 def sniff(head: bytes) -> bool:
@@ -121,6 +122,8 @@ def _decode(lines: pl.DataFrame, pattern: str = EVENT, missing: tuple = ()) -> p
               (pl.col("rest").fill_null("").str.contains(REST), "unrecognised event details after the action"),
               (pl.all_horizontal(_lines.checked_int(pl.col(c), *_lines.U32).is_not_null()
                                  for c in ("cpu", "seq", "pid")), "CPU, sequence or PID outside 0..2^32-1"),
+              (_lines.checked_int(pl.col("cpu"), *CPU_RANGE).is_not_null(),
+               "CPU number beyond 2^31-1 (the events table holds CPUs as int32)"),
               (_lines.checked_int(pl.col("major"), 0, 4095).is_not_null()
                & _lines.checked_int(pl.col("minor"), 0, (1 << 20) - 1).is_not_null(),
                "device number out of range (major 0-4095, minor 0-1048575)"),
@@ -182,51 +185,98 @@ class _Stream:
         cap.meta.update({"files": [path], "origin_ns": 0})
 
     def _raw_blocks(self, state: dict):
-        """RAW_EVENTS of each block of lines, in file order; `state` gathers the rest."""
-        in_summary = False
-        kw = {} if self.block_bytes is None else {"block_bytes": self.block_bytes}
+        """RAW_EVENTS of each block of lines, in file order; `state` gathers the rest. The
+        default layout's lines are scanned in Rust (parsers/_blkparse_native.py), a custom
+        layout's decoded by its regex."""
         pattern, missing = layout_of(self.path)
         if pattern != EVENT:
             state["layout"] = missing
+            yield from self._regex_blocks(state, pattern, missing)
+        else:
+            yield from self._native_blocks(state)
+
+    def _regex_blocks(self, state: dict, pattern: str, missing: list[str]):
+        in_summary = False
+        kw = {} if self.block_bytes is None else {"block_bytes": self.block_bytes}
         for lines in _lines.iter_line_blocks(self.path, strict=self.strict, progress=self.progress, **kw):
             if in_summary:
-                text = lines.select(pl.col("text").str.strip_chars_end("\r\n").alias("t"))
-                _counters.blkparse_counters(text, state["counters"])
-                _summary.read_counters(text["t"].to_list(), state["summary"], state["summary_at"])
+                self._summary_lines(lines, state)
                 continue
             df = _decode(lines, pattern, tuple(missing))
             summary_at = df.filter(pl.col("t").str.contains(SUMMARY_START))
             if summary_at.height:
                 first = summary_at["line_no"][0]
-                tail = df.filter(pl.col("line_no") >= first)
-                _counters.blkparse_counters(tail, state["counters"])
-                _summary.read_counters(tail["t"].to_list(), state["summary"], state["summary_at"])
+                self._summary_lines(df.filter(pl.col("line_no") >= first), state)
                 df = df.filter(pl.col("line_no") < first)
                 in_summary = True
-            comments = df.filter(pl.col("comment"))
-            state["comments"] += comments.height
-            if comments.height and state["header"] is None:
-                state["header"] = comments["t"][0].strip()
-            bad = df.filter(pl.col("reason").is_not_null())
-            if bad.height:
-                row = bad.row(0, named=True)
-                if self.strict:
-                    raise BadInput(self.path, row["reason"], line=row["line_no"], text=row["t"])
-                state["bad"] += bad.height
-                state["examples"] += [f"{self.path}:{r['line_no']}: {r['reason']}"
-                                      for r in bad.head(5).iter_rows(named=True)]
-            ev = df.filter(pl.col("reason").is_null() & ~pl.col("blank"))
-            messages = ev.filter(pl.col("act") == "m")
-            state["messages"] += messages.height
-            room = 1000 - len(state["message_rows"])
-            if room > 0:
-                state["message_rows"] += messages.head(room).select("sec", "nsec", "rest").rows()
-            ev = ev.filter(pl.col("act") != "m")
-            _summary.count_events(ev, state["events_by"])
-            _names(ev, state["names"])
-            raw = _raw_events(ev)
-            _sequence_gaps(raw, state["seq"], state["gaps"])
-            yield raw
+            yield from self._events(df, state)
+
+    def _native_blocks(self, state: dict):
+        """The blocks of a default-layout file: each line the scanner takes is a good event;
+        the others (comments, the summary, messages, bad lines, rare forms) are decoded by
+        `_decode`, and both merged in line order."""
+        from . import _blkparse_native as native
+        in_summary, line_no = False, 1
+        for view, _ in _lines.iter_byte_blocks(self.path, block_bytes=self.block_bytes or _lines.BLOCK_BYTES,
+                                               progress=self.progress, views=True):
+            first_line = line_no
+            if in_summary:
+                raw = bytes(view)
+                line_no += raw.count(b"\n")
+                self._summary_lines(_lines._block_frame(raw, self.path, first_line, self.strict), state)
+                continue
+            taken, other, newlines = native.scan_block(view, first_line)
+            line_no += newlines
+            df = _decode(native.other_frame(other, self.path, self.strict))
+            summary_at = df.filter(pl.col("t").str.contains(SUMMARY_START))
+            if summary_at.height:
+                first = summary_at["line_no"][0]
+                start = next(s for ln, s, _ in other if ln == first)
+                self._summary_lines(_lines._block_frame(bytes(view[start:]), self.path, first, self.strict), state)
+                df = df.filter(pl.col("line_no") < first)
+                taken = taken.filter(pl.col("line_no") < first)
+                in_summary = True
+            yield from self._events(df, state, taken)
+
+    @staticmethod
+    def _summary_lines(lines: pl.DataFrame, state: dict) -> None:
+        """blkparse's trailing summary (lines `line_no`, `text` or `t`): its counters."""
+        if "t" not in lines.columns:
+            lines = lines.select(pl.col("text").str.strip_chars_end("\r\n").alias("t"))
+        _counters.blkparse_counters(lines, state["counters"])
+        _summary.read_counters(lines["t"].to_list(), state["summary"], state["summary_at"])
+
+    def _events(self, df: pl.DataFrame, state: dict, taken: pl.DataFrame | None = None):
+        """The decoded lines of a block (before any summary): comments counted, bad lines
+        raised or counted, messages kept; the events (with `taken`, events read by the
+        scanner) as RAW_EVENTS."""
+        comments = df.filter(pl.col("comment"))
+        state["comments"] += comments.height
+        if comments.height and state["header"] is None:
+            state["header"] = comments["t"][0].strip()
+        bad = df.filter(pl.col("reason").is_not_null())
+        if bad.height:
+            row = bad.row(0, named=True)
+            if self.strict:
+                raise BadInput(self.path, row["reason"], line=row["line_no"], text=row["t"])
+            state["bad"] += bad.height
+            state["examples"] += [f"{self.path}:{r['line_no']}: {r['reason']}"
+                                  for r in bad.head(5).iter_rows(named=True)]
+        ev = df.filter(pl.col("reason").is_null() & ~pl.col("blank"))
+        if taken is not None:
+            from . import _blkparse_native as native
+            ev = native.merged(taken, ev)
+        messages = ev.filter(pl.col("act") == "m")
+        state["messages"] += messages.height
+        room = 1000 - len(state["message_rows"])
+        if room > 0:
+            state["message_rows"] += messages.head(room).select("sec", "nsec", "rest").rows()
+        ev = ev.filter(pl.col("act") != "m")
+        _summary.count_events(ev, state["events_by"])
+        _names(ev, state["names"])
+        raw = _raw_events(ev)
+        _sequence_gaps(raw, state["seq"], state["gaps"])
+        yield raw
 
     def _raw_sorted(self, state: dict):
         """The raw blocks in processing order (see the class docstring)."""
@@ -331,10 +381,15 @@ def _raw_events(ev: pl.DataFrame) -> pl.DataFrame:
     is_err = pl.col("act").is_in(ERROR_IN_BRACKETS)
     remap = pl.col("from_sector").is_not_null() & (pl.col("act") == "A")
     split = pl.col("split_sector").is_not_null()
+    # the action bits are a function of (act, rwbs), of which a trace has a few dozen: computed
+    # once per distinct pair (string passes over every row cost more than the rest together)
+    pairs = ev.select("act", "rwbs").unique().with_columns(
+        (code | _category_bits(pl.col("rwbs"))).alias("_action"), _zone_bits(pl.col("rwbs")).alias("_action_hi"))
+    ev = ev.join(pairs, on=["act", "rwbs"], how="left", maintain_order="left")
     out = ev.select(
         (pl.col("sec").cast(pl.Int64) * 1_000_000_000 + pl.col("nsec").cast(pl.Int64)).alias("time_abs"),
         pl.col("seq").cast(pl.Int64), pl.col("cpu").cast(pl.Int32),
-        (code | _category_bits(pl.col("rwbs"))).alias("action"),
+        pl.col("_action").alias("action"),
         dev("major", "minor").alias("device"),
         pl.coalesce("sector", pl.lit(0, pl.Int64)).alias("sector"),
         (pl.coalesce("nsect", pl.lit(0, pl.Int64)) * block.SECTOR).alias("bytes"),
@@ -347,7 +402,7 @@ def _raw_events(ev: pl.DataFrame) -> pl.DataFrame:
         (split | pl.col("unplugs").is_not_null()).alias("has_int"),
         pl.lit(0, pl.Int16).alias("file"),
         pl.col("line_no").alias("position"),
-        _zone_bits(pl.col("rwbs")).alias("action_hi"),
+        pl.col("_action_hi").alias("action_hi"),
     )
     return schema.validate(out, block.RAW_EVENTS, "blkparse raw events")
 

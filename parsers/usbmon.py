@@ -333,21 +333,23 @@ def _parse_text(path: str, strict: bool, progress, block_bytes: int | None = Non
     event). A file of `stream_bytes` or more is only read when someone consumes it (the
     analysis, as a stream; bad lines are then raised by the analysis that meets them); the
     capture's records and `text_format` are filled in when the stream ends."""
+    from . import _usbmon_text
     meta = {"container": "text", "text_format": "1u", "route": "native", "position_unit": "line"}
     capture = Capture(layer="usb", path=path, format=ID, meta=meta, records=RecordCount(),
                       anomalies=_anomaly_frame([]))
 
     def whole() -> pl.DataFrame:
         parts = list(_text_blocks(path, strict, progress, block_bytes, capture))
-        urbs = pl.concat(parts) if parts else pl.DataFrame(schema=URBS)
-        origin = int(urbs["t_ns"].min()) if urbs.height else 0
-        urbs = urbs.with_columns((pl.col("t_ns") - origin).alias("t_ns"))
-        schema.validate(urbs, URBS, "urbs")
+        urbs = concat_urbs(parts) if parts else urb_columns(pl.DataFrame(schema=URBS))
+        origin = int(urbs.t_ns.min()) if len(urbs) else 0
+        urbs = UrbColumns(**{**vars(urbs), "t_ns": urbs.t_ns - origin})
+        frame = _usbmon_text.frame(urbs, URBS)
+        schema.validate(frame, URBS, "urbs")
         meta["origin_ns"] = origin
-        return urbs
+        return frame
 
     stream_block = block_bytes or TEXT_STREAM_BLOCK
-    capture.chunks = lambda: (urb_columns(f) for f in _text_blocks(path, strict, progress, stream_block, capture))
+    capture.chunks = lambda: (_usbmon_text.chunk(u) for u in _text_blocks(path, strict, progress, stream_block, capture))
     if _lines.file_size(path) >= stream_bytes:
         meta["streamable"] = True
         capture.frames = LazyFrames({"urbs": whole})
@@ -357,22 +359,31 @@ def _parse_text(path: str, strict: bool, progress, block_bytes: int | None = Non
 
 
 def _text_blocks(path: str, strict: bool, progress, block_bytes: int | None, capture: Capture):
-    """The URB frames of the blocks of lines, times absolute: the text timestamp wraps every
-    4096 s, unwrapped across blocks. Once the last block is read, the capture's records and
-    text format (1t: no line has a bus number; devices on bus 0) are filled in."""
+    """The URB columns of the blocks of lines (every data byte a line shows), times
+    absolute: the text timestamp wraps every 4096 s, unwrapped across blocks. Lines are
+    scanned in Rust (parsers/_usbmon_text.py); the lines it leaves are decoded by
+    `_decode_text_block`. Once the last block is read, the capture's records and text format
+    (1t: no line has a bus number; devices on bus 0) are filled in."""
+    from . import _usbmon_text
     records = RecordCount()
     last, wraps, any_bus, any_urb = None, 0, False, False
-    kw = {} if block_bytes is None else {"block_bytes": block_bytes}
-    for block in _lines.iter_line_blocks(path, strict=strict, progress=progress, **kw):
-        urbs = _decode_text_block(block, path, strict, records)
-        if not urbs.height:
+    line_no = 1
+    for view, _ in _lines.iter_byte_blocks(path, block_bytes=block_bytes or _lines.BLOCK_BYTES, progress=progress,
+                                           views=True):
+        urbs, newlines, block_bus, other = _usbmon_text.scan_block(view, line_no)
+        line_no += newlines
+        del view
+        records.read += len(urbs)
+        if other:
+            decoded = _decode_text_block(_usbmon_text.other_frame(other, path, strict), path, strict, records)
+            block_bus = block_bus or not decoded["bus"].is_null().all()
+            urbs = _usbmon_text.merged(urbs, _usbmon_text.frame_columns(decoded.with_columns(pl.col("bus").fill_null(0))))
+        if not len(urbs):
             continue
-        t = urbs["t_ns"]
-        step = t.diff().fill_null(t[0] - last if last is not None else 0)
-        wrapped = (step < -(TEXT_TS_WRAP_US * 1000 // 2)).cast(pl.Int64).cum_sum() + wraps
-        last, wraps = t[-1], int(wrapped[-1])
-        any_bus, any_urb = any_bus or not urbs["bus"].is_null().all(), True
-        yield urbs.with_columns(pl.col("t_ns") + wrapped * TEXT_TS_WRAP_US * 1000, pl.col("bus").fill_null(0))
+        t_ns, wraps_now = _usbmon_text.unwrapped(urbs.t_ns, last, wraps, TEXT_TS_WRAP_US * 1000)
+        last, wraps = int(urbs.t_ns[-1]), wraps_now
+        any_bus, any_urb = any_bus or block_bus, True
+        yield UrbColumns(**{**vars(urbs), "t_ns": t_ns})
     capture.records = records
     capture.meta["text_format"] = "1t" if any_urb and not any_bus else "1u"
 

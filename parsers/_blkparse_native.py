@@ -1,0 +1,80 @@
+"""blkparse event lines of the default layout read by the compiled line scanner
+(scsitrace._native.text_usb.scan_blkparse, Rust: memchr line splitting, fields read without
+regex, the block's lines on every core with the GIL released) into the decoded fields
+parsers/blkparse.py's `_decode` gives. The scanner takes only lines certain to be good events
+of exactly those fields; the others (comments, the summary, messages, bad lines, rare forms)
+come back by line for `_decode`, so its reasons and rare forms stay the reference."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import polars as pl
+
+from scsitrace._native import text_usb as _text
+from scsitrace.errors import BadInput
+
+THREADS = max(1, min(os.cpu_count() or 1, 4))
+SMALL_BLOCK = 1 << 16
+INTS = ("major", "minor", "cpu", "seq", "sec", "nsec", "pid")
+OPTIONAL = ("sector", "nsect", "split_sector", "from_major", "from_minor", "from_sector", "unplugs")
+EVENT_COLUMNS = {"line_no": pl.Int64, **{c: pl.Int64 for c in INTS}, "act": pl.Utf8, "rwbs": pl.Utf8,
+                 "rest": pl.Utf8, **{c: pl.Int64 for c in OPTIONAL}, "bracket": pl.Utf8}
+
+
+def scan_block(view, first_line: int) -> tuple[pl.DataFrame, list[tuple[int, int, bytes]], int]:
+    """(the events the scanner took, EVENT_COLUMNS; the other non-blank lines as (line, byte
+    offset in the block, bytes); newlines in the block)."""
+    buf = np.frombuffer(view, np.uint8)
+    out = _text.scan_blkparse(buf, THREADS if len(buf) >= SMALL_BLOCK else 1)
+    n = len(out["line"])
+    cols = {"line_no": out["line"] + first_line, **{c: out[c] for c in INTS},
+            "act": _strings(out, "act", None), "rwbs": _strings(out, "rwbs", None),
+            "rest": pl.Series([None] * n, dtype=pl.Utf8)}
+    for c in OPTIONAL:
+        cols[c] = pl.Series(out[c]).set(pl.Series(~out[f"{c}_valid"]), None) if n else out[c]
+    cols["bracket"] = _strings(out, "bracket", out["has_bracket"])
+    taken = pl.DataFrame(cols).cast(EVENT_COLUMNS) if n else pl.DataFrame(schema=EVENT_COLUMNS)
+    other = [(first_line + int(k), int(s), bytes(buf[s:e]))
+             for k, s, e in zip(out["other_line"], out["other_start"], out["other_end"])]
+    return taken, other, int(out["newlines"])
+
+
+def _strings(out: dict, name: str, present: np.ndarray | None) -> pl.Series:
+    """The packed strings `name` (null where not `present`)."""
+    import pyarrow as pa
+    ends = out[f"{name}_ends"]
+    offsets = np.concatenate(([0], ends)).astype(np.int64)
+    validity, nulls = None, 0
+    if present is not None and not present.all():
+        validity, nulls = pa.array(present).buffers()[1], int((~present).sum())
+    arr = pa.LargeStringArray.from_buffers(len(ends), pa.py_buffer(offsets), pa.py_buffer(out[f"{name}_bytes"]),
+                                           validity, null_count=nulls)
+    return pl.from_arrow(arr).cast(pl.Utf8)
+
+
+def other_frame(other: list[tuple[int, int, bytes]], path: str, strict: bool) -> pl.DataFrame:
+    """The lines left to `_decode` as the frame `_lines` hands over (line_no, text). A line
+    that is not UTF-8 raises (strict: the first such line of the block, before any other bad
+    line, as `_lines` does) or becomes U+FFFD (lenient: a bad line)."""
+    texts = []
+    for line_no, _, raw in other:
+        try:
+            texts.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            if strict:
+                raise BadInput(path, "not UTF-8 text (byte %d of the line is invalid)" % (exc.start + 1),
+                               line=line_no) from None
+            texts.append("\ufffd")
+    return pl.DataFrame({"line_no": pl.Series([ln for ln, _, _ in other], dtype=pl.Int64),
+                         "text": pl.Series(texts, dtype=pl.Utf8)})
+
+
+def merged(taken: pl.DataFrame, decoded: pl.DataFrame) -> pl.DataFrame:
+    """The scanner's events and `_decode`'s good events of a block, in line order."""
+    if not decoded.height:
+        return taken
+    decoded = decoded.select(list(EVENT_COLUMNS)).cast(EVENT_COLUMNS)
+    if not taken.height:
+        return decoded
+    return pl.concat([taken, decoded]).sort("line_no")
