@@ -249,12 +249,15 @@ class Block:
     glitches: np.ndarray
     examples: np.ndarray     # block-local sample numbers
     same: int
+    t_local: np.ndarray | None = None   # positions x the sample period, when it is whole ns
 
 
-def reduce_block(bus: ProbeBus, words: np.ndarray) -> Block:
+def reduce_block(bus: ProbeBus, words: np.ndarray, period_ns: int | None = None) -> Block:
     """Reduce a block as if it began the capture (its first sample is a row): blocks are
     independent, so worker threads reduce several at once (one compiled pass over the words
-    that releases the GIL: native/src/bus/samples.rs `samples_block`)."""
+    that releases the GIL: native/src/bus/samples.rs `samples_block`). With a whole-ns
+    `period_ns`, the rows' times from the block start are computed here too (off the thread
+    that stitches)."""
     glitches = np.zeros(MAX_BITS, dtype=np.int64)
     if not len(words):
         return Block(0, (), 0, 0, 0, 0, glitches, np.zeros((MAX_BITS, 1), dtype=np.int64), 0)
@@ -266,7 +269,7 @@ def reduce_block(bus: ProbeBus, words: np.ndarray) -> Block:
     first_v = int(words[0] & bus.mask)
     f1 = int((words[1] ^ words[0]) & bus.mask) if len(words) > 1 else 0
     return Block(len(words), (at, lines, db, dbp), first_v, int(last_v), f1, int(last_f), glitches, examples,
-                 int(same))
+                 int(same), None if period_ns is None else at * period_ns)
 
 
 def stitch(bus: ProbeBus, block: Block, base: int) -> tuple:
@@ -333,13 +336,14 @@ def stream_words(bus: ProbeBus, blocks: Iterable[Callable[[], np.ndarray]], time
     last_sample = -1
     ahead: deque = deque()
     blocks = iter(blocks)
+    period_ns = times.num if times.den == 1 else None
     with ThreadPoolExecutor(WORKERS) as pool:
         def submit() -> None:
             make = next(blocks, None)
             if isinstance(make, Gap):
                 ahead.append(make)
             elif make is not None:
-                ahead.append(pool.submit(lambda: reduce_block(bus, make())))
+                ahead.append(pool.submit(lambda: reduce_block(bus, make(), period_ns)))
         for _ in range(WORKERS + 1):
             submit()
         while ahead:
@@ -353,9 +357,13 @@ def stream_words(bus: ProbeBus, blocks: Iterable[Callable[[], np.ndarray]], time
                 continue
             at, lines, db, dbp = stitch(bus, block, base)
             if len(at):
-                samples = at + base
-                last_sample = int(samples[-1])
-                yield bus.frame(times(samples), lines, db, dbp)
+                last_sample = base + int(at[-1])
+                if block.t_local is not None:
+                    t_ns = block.t_local[len(block.rows[0]) - len(at):]
+                    t_ns += base * period_ns
+                else:
+                    t_ns = times(at + base)
+                yield bus.frame(t_ns, lines, db, dbp)
             base += block.n
             counter[0] = base
     if base and last_sample < base and bus.last_row is not None:
