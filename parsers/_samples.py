@@ -299,7 +299,8 @@ def stitch(bus: ProbeBus, block: Block, base: int) -> tuple:
                     bit = low.bit_length() - 1
                     bus.block_glitches[bit] += 1
                     bus.example_list.append((at_s, bit))
-    bus.example_list = sorted(bus.example_list)[:MAX_GLITCH_EXAMPLES]
+    # the first few by sample, then line name: what sampling_meta keeps of the serial pass's
+    bus.example_list = sorted(bus.example_list, key=lambda e: (e[0], bus.bus_of_bit[e[1]]))[:MAX_GLITCH_EXAMPLES]
     kept = len(at) - keep_from
     if kept:
         last_f = block.last_f if len(at) > 1 else f0
