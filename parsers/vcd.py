@@ -287,6 +287,8 @@ class _Reader:
         self.feed_flags = np.array([_feed_flags(f) for f in feeds], dtype=np.int64)
         self.present = np.zeros(_scan.N_SLOTS, dtype=np.uint8)
         self.present[self.slots] = 1
+        # the one-call path takes blocks of packed codes only (long ones are compared as bytes)
+        self.fast = not self.declared_long and bool((self.feed_keys != 0).all())
 
     def __call__(self) -> Iterator[pl.DataFrame]:
         records, meta = self.cap.records, self.cap.meta
@@ -312,6 +314,10 @@ class _Reader:
 
     # -- one block
     def _block(self, buf: bytes, first_line: int, carry: _Carry) -> pl.DataFrame | None:
+        if self.fast:
+            done = self._fast(buf, first_line, carry)
+            if done is not False:
+                return done
         cols, carry.context = _scan.scan_block(buf, first_line, carry.context)
         items = self._check(buf, _Items(**cols), carry)
         self._count(items)
@@ -322,6 +328,33 @@ class _Reader:
                 self.cap.meta["origin"] = carry.origin
             carry.last_time = int(times[-1])
         return self._rows(buf, items, carry)
+
+    def _fast(self, buf: bytes, first_line: int, carry: _Carry) -> pl.DataFrame | None | bool:
+        """A block whose every item is good, in one compiled call (scan, checks, rows:
+        `_vcd_scan.fast_block`); False when something in it is not (nothing was changed:
+        the general path below says what)."""
+        done = _scan.fast_block(buf, first_line, carry.context, self.declared, self.declared_width, self.feed_keys,
+                                self.feed_slot, self.feed_flags, self.present, carry.last_time, carry.origin,
+                                _I64_MAX // self.tick.numerator, self.tick.numerator, self.tick.denominator,
+                                carry.vec)
+        if done is None:
+            return False
+        out_t, rows, carry.context, (read, real, string, dumpoff, first_t, last_t, xz_c, xz_d) = done
+        meta = self.cap.meta
+        self.cap.records.read += read
+        meta["real_changes_ignored"] += real
+        meta["string_changes_ignored"] += string
+        meta["dumpoff_changes_ignored"] += dumpoff
+        meta["xz_control_changes"] += xz_c
+        meta["xz_data_changes"] += xz_d
+        if first_t >= 0:
+            if carry.origin is None:
+                carry.origin = first_t
+                meta["origin"] = carry.origin
+            carry.last_time = last_t
+        if not len(out_t):
+            return None
+        return _frame_from(out_t, rows[:, 0], rows[:, 1], rows[:, 2])
 
     def _check(self, buf: bytes, items: _Items, carry: _Carry) -> _Items:
         """Mark undeclared codes, timestamps that go backwards or overflow; raise or skip."""
