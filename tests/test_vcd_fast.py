@@ -42,7 +42,8 @@ def outcome(path: str, strict: bool, block: int, fast: bool):
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.lists(st.sampled_from(GOOD) | st.sampled_from(BAD), min_size=1, max_size=4), max_size=40),
+@given(st.lists(st.lists(st.sampled_from(GOOD), min_size=1, max_size=4), max_size=40)
+       | st.lists(st.lists(st.sampled_from(GOOD) | st.sampled_from(BAD), min_size=1, max_size=4), max_size=40),
        st.booleans(), st.sampled_from([1 << 20, 97, 40]))
 def test_one_call_path_equals_the_general_path(tmp_path, lines, strict, block):
     path = tmp_path / "f.vcd"
