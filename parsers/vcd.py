@@ -26,6 +26,7 @@ import polars as pl
 from scsitrace import schema
 from scsitrace.errors import BadInput, TruncatedInput
 from scsitrace.model import Capture
+from scsitrace.streams import prefetched
 from . import _lines
 from . import _vcd_scan as _scan
 from ._vcd_scan import (BAD, KW_COMMENT, KW_DUMPALL, KW_DUMPOFF, KW_DUMPON, KW_DUMPVARS, KW_END,
@@ -291,6 +292,11 @@ class _Reader:
         self.fast = not self.declared_long and bool((self.feed_keys != 0).all())
 
     def __call__(self) -> Iterator[pl.DataFrame]:
+        """The transitions, read up to two blocks ahead in a worker thread (the compiled
+        passes release the GIL: reading and the analysis use both cores)."""
+        return prefetched(self._stream())
+
+    def _stream(self) -> Iterator[pl.DataFrame]:
         records, meta = self.cap.records, self.cap.meta
         records.read = records.skipped = 0
         records.examples.clear()

@@ -435,15 +435,23 @@ struct ItemBufs {
 }
 
 impl ItemBufs {
+    /// Columns of at least `cap` items. A new column is zeroed by the allocator (pages the
+    /// scan never reaches are never touched, so never resident); a reused one keeps the last
+    /// block's items, which the scan overwrites before anything reads them.
     fn items(&mut self, cap: usize) -> Items<'_> {
+        fn fit<T: Copy + Default>(v: &mut Vec<T>, cap: usize) {
+            if v.len() < cap {
+                *v = vec![T::default(); cap];
+            }
+        }
         for v in [&mut self.line, &mut self.start, &mut self.end, &mut self.time, &mut self.code_start,
                   &mut self.code_end, &mut self.val_start, &mut self.val_end] {
-            v.resize(cap, 0);
+            fit(v, cap);
         }
         for v in [&mut self.kind, &mut self.ctx, &mut self.reason] {
-            v.resize(cap, 0);
+            fit(v, cap);
         }
-        self.code.resize(cap, 0);
+        fit(&mut self.code, cap);
         Items { line: &mut self.line, start: &mut self.start, end: &mut self.end, kind: &mut self.kind,
                 ctx: &mut self.ctx, time: &mut self.time, code_start: &mut self.code_start,
                 code_end: &mut self.code_end, code: &mut self.code, val_start: &mut self.val_start,
