@@ -25,6 +25,7 @@ import polars as pl
 from scsitrace import schema
 from scsitrace._native import bus as _bus
 from scsitrace.errors import BadInput
+from scsitrace.streams import prefetched
 from ._probes import DB_BITS, Var, resolve
 
 OUT_ROWS = 1 << 20          # change rows handed over at a time (bounded memory)
@@ -404,8 +405,8 @@ class ArchiveReader:
         times = SampleTimes(self.md["rate"])
         self.bus.restart()
         fd = os.open(self.path, os.O_RDONLY)
-        try:
-            yield from stream_words(self.bus, self._blocks(fd), times, self.samples)
+        try:       # stitched in a thread of its own too: the caller's thread is the analysis's
+            yield from prefetched(stream_words(self.bus, self._blocks(fd), times, self.samples))
         finally:
             os.close(fd)
         self.cap.records.read = self.samples[0]
