@@ -11,8 +11,9 @@ The file carries no sample rate. The smallest interval between two rows bounds t
 period from above; it is used as the period estimate (one-sample glitches are pulses that
 short) and the report says the period was estimated. Channels map to bus lines by name
 (`parsers/_probes.py`, with --map and --active-low); rows are read in blocks of lines
-(`parsers/_lines.py`) and decoded with polars. `X` holds the channel's previous state
-(counted in `x_values`).
+(`parsers/_lines.py`): a block of clean lines in one Rust pass (`native/src/bus/saleae.rs`),
+any other decoded with polars, which names the bad line. `X` holds the channel's previous
+state (counted in `x_values`).
 """
 from __future__ import annotations
 
