@@ -9,7 +9,9 @@ Builds (once, cached in bench/data/) a 16-probe .sr file as PulseView writes it 
 - the same plus the bus analysis (`scsitrace analyze --json`'s work);
 - `sigrok-cli -i FILE -O null`: libsigrok reading the same file and discarding it (the
   real tool's own read, one thread), run in turn with ours: our reader's and our whole
-  analysis's time as a multiple of its time, with each one's CPU time and peak RSS.
+  analysis's time as a multiple of its time, with each one's CPU time and peak RSS (ours
+  from `parse` on, without the interpreter's start-up; for the whole process, time
+  `scsitrace analyze` with /usr/bin/time -v).
 Not a test.
 
     python bench/bench_sr.py [--samples 1000000000] [--runs 3]
@@ -88,14 +90,20 @@ def run_child(path: Path, analyse: bool) -> tuple[int, int, float, float, float]
 
 
 def run_tool(argv: list[str]) -> tuple[float, float, float]:
-    """(wall s, CPU s, peak RSS GiB) of one run of another tool."""
+    """(wall s, CPU s, peak RSS GiB) of one run of another tool. The peak comes from
+    /usr/bin/time when present: a child forked from this process counts this process's
+    pages in its own ru_maxrss until it execs."""
+    timer = shutil.which("time") or "/usr/bin/time"
+    peak_file = DATA / "run_tool.peak"
+    wrapped = [timer, "-f", "%M", "-o", str(peak_file)] + argv if os.path.exists(timer) else argv
     t = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(wrapped, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t
     if status:
         raise SystemExit(f"{argv[0]} failed (status {status})")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 2**20
+    peak_kib = int(peak_file.read_text().split()[-1]) if wrapped is not argv else usage.ru_maxrss
+    return wall, usage.ru_utime + usage.ru_stime, peak_kib / 2**20
 
 
 def main() -> None:
