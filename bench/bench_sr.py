@@ -8,7 +8,10 @@ Builds (once, cached in bench/data/) a 16-probe .sr file as PulseView writes it 
   samples/s (issue target: 100 M samples/s), transitions/s, peak RSS;
 - the same plus the bus analysis (`scsitrace analyze --json`'s work);
 - `sigrok-cli -i FILE -O null`: libsigrok reading the same file and discarding it (the
-  real tool's own read), as a ratio.
+  real tool's own read, one thread), run in turn with ours: our reader's and our whole
+  analysis's time as a multiple of its time, with each one's CPU time and peak RSS (ours
+  from `parse` on, without the interpreter's start-up; for the whole process, time
+  `scsitrace analyze` with /usr/bin/time -v).
 Not a test.
 
     python bench/bench_sr.py [--samples 1000000000] [--runs 3]
@@ -86,6 +89,23 @@ def run_child(path: Path, analyse: bool) -> tuple[int, int, float, float, float]
     return int(out[0]), int(out[1]), float(out[2]), float(out[3]), float(out[4])
 
 
+def run_tool(argv: list[str]) -> tuple[float, float, float]:
+    """(wall s, CPU s, peak RSS GiB) of one run of another tool. The peak comes from
+    /usr/bin/time when present: a child forked from this process counts this process's
+    pages in its own ru_maxrss until it execs."""
+    timer = shutil.which("time") or "/usr/bin/time"
+    peak_file = DATA / "run_tool.peak"
+    wrapped = [timer, "-f", "%M", "-o", str(peak_file)] + argv if os.path.exists(timer) else argv
+    t = time.perf_counter()
+    proc = subprocess.Popen(wrapped, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    if status:
+        raise SystemExit(f"{argv[0]} failed (status {status})")
+    peak_kib = int(peak_file.read_text().split()[-1]) if wrapped is not argv else usage.ru_maxrss
+    return wall, usage.ru_utime + usage.ru_stime, peak_kib / 2**20
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=1_000_000_000)
@@ -112,13 +132,16 @@ def main() -> None:
                   f"({rows} transitions), peak {rss:.2f} GiB")
     sigrok = shutil.which("sigrok-cli")
     if sigrok:
+        # side by side, in turn: libsigrok's own read of the file (inflate, nothing kept)
+        # against our reader alone and our whole analysis
         for _ in range(args.runs):
-            t = time.perf_counter()
-            subprocess.run([sigrok, "-i", str(path), "-O", "null"], check=True, capture_output=True)
-            ref = time.perf_counter() - t
-            n, _, wall, _, _ = run_child(path, False)
-            print(f"sigrok-cli -O null  {ref:5.2f} s ({n / ref / 1e6:.0f} M samples/s); ours {wall:5.2f} s: "
-                  f"{ref / wall:.1f}x")
+            ref, ref_cpu, ref_rss = run_tool([sigrok, "-i", str(path), "-O", "null"])
+            n, _, wall, cpu, rss = run_child(path, False)
+            _, _, a_wall, a_cpu, a_rss = run_child(path, True)
+            print(f"sigrok-cli -i FILE -O null {ref:5.2f} s ({ref_cpu:.2f} CPU s, peak {ref_rss * 1024:.0f} MiB, "
+                  f"{n / ref / 1e6:.0f} M samples/s) | ours: reader {wall:5.2f} s ({cpu:.2f} CPU s, peak "
+                  f"{rss:.2f} GiB) = {wall / ref:.2f}x its time; analyze {a_wall:5.2f} s ({a_cpu:.2f} CPU s, "
+                  f"peak {a_rss:.2f} GiB) = {a_wall / ref:.2f}x")
     else:
         print("sigrok-cli not installed: no ratio against the real tool")
     print(f"(cpus: {os.cpu_count()}, load {os.getloadavg()[0]:.1f})")

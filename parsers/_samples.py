@@ -25,6 +25,7 @@ import polars as pl
 from scsitrace import schema
 from scsitrace._native import bus as _bus
 from scsitrace.errors import BadInput
+from scsitrace.streams import prefetched
 from ._probes import DB_BITS, Var, resolve
 
 OUT_ROWS = 1 << 20          # change rows handed over at a time (bounded memory)
@@ -103,6 +104,10 @@ def widen(raw: np.ndarray, unitsize: int) -> np.ndarray:
     out = np.zeros((len(raw) // unitsize, width), dtype=np.uint8)
     out[:, :unitsize] = raw.reshape(-1, unitsize)
     return out.reshape(-1).view(f"<u{width}")
+
+
+def _nulls(name: str, dtype, n: int) -> pl.Series:
+    return pl.Series(name, [None], dtype=dtype).new_from_index(0, n)
 
 
 class ProbeBus:
@@ -191,17 +196,15 @@ class ProbeBus:
                 yield at, samples, out_lines[:k].copy(), out_db[:k].copy(), out_dbp[:k].copy()
 
     def frame(self, t_ns: np.ndarray, lines: np.ndarray, db: np.ndarray, dbp: np.ndarray) -> pl.DataFrame:
-        cols = {"t_ns": t_ns.astype(np.int64, copy=False), "lines": lines}
-        if self.has_db:
-            cols["db"] = db
-        if self.has_dbp:
-            cols["dbp"] = dbp.view(bool)
-        out = pl.DataFrame(cols)
-        if not self.has_db:
-            out = out.with_columns(pl.lit(None, dtype=pl.UInt8).alias("db"))
-        if not self.has_dbp:
-            out = out.with_columns(pl.lit(None, dtype=pl.Boolean).alias("dbp"))
-        return out.select(list(schema.TRANSITIONS))
+        """One transitions frame, built eagerly (Series from the arrays; a lazy select per
+        block cost ~2 ms of the main thread at 155 M transitions)."""
+        n = len(lines)
+        return pl.DataFrame([
+            pl.Series("t_ns", t_ns.astype(np.int64, copy=False)),
+            pl.Series("lines", lines),
+            pl.Series("db", db) if self.has_db else _nulls("db", pl.UInt8, n),
+            pl.Series("dbp", dbp.view(bool)) if self.has_dbp else _nulls("dbp", pl.Boolean, n),
+        ])
 
     def sampling_meta(self, period: Fraction | None, period_known: bool = True) -> dict:
         """What the sample period could not resolve: for scsitrace/sampling.py."""
@@ -247,30 +250,27 @@ class Block:
     glitches: np.ndarray
     examples: np.ndarray     # block-local sample numbers
     same: int
+    t_local: np.ndarray | None = None   # positions x the sample period, when it is whole ns
 
 
-def reduce_block(bus: ProbeBus, words: np.ndarray) -> Block:
+def reduce_block(bus: ProbeBus, words: np.ndarray, period_ns: int | None = None) -> Block:
     """Reduce a block as if it began the capture (its first sample is a row): blocks are
-    independent, so worker threads reduce several at once (the pass releases the GIL)."""
-    if not len(words):
-        return Block(0, (), 0, 0, 0, 0, np.zeros(MAX_BITS, dtype=np.int64), np.zeros((MAX_BITS, 1), dtype=np.int64), 0)
-    last = np.zeros(2, dtype=np.uint64)
-    st = np.zeros(N_STATE, dtype=np.int64)
-    st[3] = -2
+    independent, so worker threads reduce several at once (one compiled pass over the words
+    that releases the GIL: native/src/bus/samples.rs `samples_block`). With a whole-ns
+    `period_ns`, the rows' times from the block start are computed here too (off the thread
+    that stitches)."""
     glitches = np.zeros(MAX_BITS, dtype=np.int64)
+    if not len(words):
+        return Block(0, (), 0, 0, 0, 0, glitches, np.zeros((MAX_BITS, 1), dtype=np.int64), 0)
+    if words.dtype.byteorder == ">" or not words.flags.c_contiguous:
+        words = np.ascontiguousarray(words, dtype=words.dtype.newbyteorder("="))
     examples = np.zeros((MAX_BITS, MAX_GLITCH_EXAMPLES), dtype=np.int64)
-    out = _out_arrays(min(OUT_ROWS, len(words) + 1))
-    pieces = []
-    while st[1] < len(words):
-        k = _reduce(words, np.zeros(1, dtype=np.int64), False, np.int64(0), bus.mask, bus.used_bytes, bus.lut,
-                    bus.inv, bus.both, last, st, glitches, examples, *out)
-        if k:
-            pieces.append(tuple(a[:k].copy() for a in out[1:]))
-    rows = tuple(np.concatenate(parts) for parts in zip(*pieces)) if len(pieces) > 1 else pieces[0]
+    at, lines, db, dbp, last_v, same, last_f = _bus.samples_block(
+        words, int(bus.mask), bus.used_bytes, bus.lut, int(bus.inv), int(bus.both), glitches, examples)
     first_v = int(words[0] & bus.mask)
     f1 = int((words[1] ^ words[0]) & bus.mask) if len(words) > 1 else 0
-    return Block(len(words), rows, first_v, int(last[0]), f1, int(last[1]) if len(rows[0]) > 1 else 0,
-                 glitches, examples, int(st[2]))
+    return Block(len(words), (at, lines, db, dbp), first_v, int(last_v), f1, int(last_f), glitches, examples,
+                 int(same), None if period_ns is None else at * period_ns)
 
 
 def stitch(bus: ProbeBus, block: Block, base: int) -> tuple:
@@ -300,7 +300,8 @@ def stitch(bus: ProbeBus, block: Block, base: int) -> tuple:
                     bit = low.bit_length() - 1
                     bus.block_glitches[bit] += 1
                     bus.example_list.append((at_s, bit))
-    bus.example_list = sorted(bus.example_list)[:MAX_GLITCH_EXAMPLES]
+    # the first few by sample, then line name: what sampling_meta keeps of the serial pass's
+    bus.example_list = sorted(bus.example_list, key=lambda e: (e[0], bus.bus_of_bit[e[1]]))[:MAX_GLITCH_EXAMPLES]
     kept = len(at) - keep_from
     if kept:
         last_f = block.last_f if len(at) > 1 else f0
@@ -337,13 +338,14 @@ def stream_words(bus: ProbeBus, blocks: Iterable[Callable[[], np.ndarray]], time
     last_sample = -1
     ahead: deque = deque()
     blocks = iter(blocks)
+    period_ns = times.num if times.den == 1 else None
     with ThreadPoolExecutor(WORKERS) as pool:
         def submit() -> None:
             make = next(blocks, None)
             if isinstance(make, Gap):
                 ahead.append(make)
             elif make is not None:
-                ahead.append(pool.submit(lambda: reduce_block(bus, make())))
+                ahead.append(pool.submit(lambda: reduce_block(bus, make(), period_ns)))
         for _ in range(WORKERS + 1):
             submit()
         while ahead:
@@ -357,9 +359,13 @@ def stream_words(bus: ProbeBus, blocks: Iterable[Callable[[], np.ndarray]], time
                 continue
             at, lines, db, dbp = stitch(bus, block, base)
             if len(at):
-                samples = at + base
-                last_sample = int(samples[-1])
-                yield bus.frame(times(samples), lines, db, dbp)
+                last_sample = base + int(at[-1])
+                if block.t_local is not None:
+                    t_ns = block.t_local[len(block.rows[0]) - len(at):]
+                    t_ns += base * period_ns
+                else:
+                    t_ns = times(at + base)
+                yield bus.frame(t_ns, lines, db, dbp)
             base += block.n
             counter[0] = base
     if base and last_sample < base and bus.last_row is not None:
@@ -399,8 +405,8 @@ class ArchiveReader:
         times = SampleTimes(self.md["rate"])
         self.bus.restart()
         fd = os.open(self.path, os.O_RDONLY)
-        try:
-            yield from stream_words(self.bus, self._blocks(fd), times, self.samples)
+        try:       # stitched in a thread of its own too: the caller's thread is the analysis's
+            yield from prefetched(stream_words(self.bus, self._blocks(fd), times, self.samples))
         finally:
             os.close(fd)
         self.cap.records.read = self.samples[0]

@@ -11,8 +11,9 @@ The file carries no sample rate. The smallest interval between two rows bounds t
 period from above; it is used as the period estimate (one-sample glitches are pulses that
 short) and the report says the period was estimated. Channels map to bus lines by name
 (`parsers/_probes.py`, with --map and --active-low); rows are read in blocks of lines
-(`parsers/_lines.py`) and decoded with polars. `X` holds the channel's previous state
-(counted in `x_values`).
+(`parsers/_lines.py`): a block of clean lines in one Rust pass (`native/src/bus/saleae.rs`),
+any other decoded with polars, which names the bad line. `X` holds the channel's previous
+state (counted in `x_values`).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import polars as pl
 
 from scsitrace.errors import BadInput
 from scsitrace.model import Capture
+from scsitrace._native import bus as _bus
 from . import _lines, _samples
 
 ID = "saleae"
@@ -58,13 +60,40 @@ class _Reader:
         self.strict, self.progress = strict, progress
         self.used = sorted(set(bus.bit_of.values()))
 
+    def _clean_block(self, buf: bytes, last_t: int | None, held: np.ndarray):
+        """(t_ns, words) of a block whose every line is clean, in one compiled pass
+        (native/src/bus/saleae.rs); None, with nothing changed, when a line is not."""
+        if len(self.names) > _samples.MAX_BITS:
+            return None
+        col_bit = np.full(len(self.names), -1, dtype=np.int64)
+        col_bit[self.used] = self.used
+        held_bits = np.zeros(max(self.used) + 1, dtype=np.uint8)
+        held_bits[self.used] = held
+        done = _bus.saleae_clean_block(np.frombuffer(buf, dtype=np.uint8), len(self.names) + 1, col_bit,
+                                       np.iinfo(np.int64).min if last_t is None else int(last_t), held_bits)
+        if done is None:
+            return None
+        t_ns, words, x_values = done
+        held[:] = held_bits[self.used]
+        self.cap.meta["x_values"] += int(x_values)
+        self.cap.records.read += len(t_ns)
+        return t_ns, words
+
     def _rows(self):
-        """Blocks of (line, t_ns, channel words) of the good rows, in file order."""
+        """Blocks of (t_ns, channel words) of the good rows, in file order: clean blocks in
+        one compiled pass, any other through polars (which says what is wrong)."""
         ncol = len(self.names) + 1
         last_t = None
         held = np.zeros(len(self.names), dtype=np.int8)        # X holds the previous state
-        for block in _lines.iter_line_blocks(self.path, strict=self.strict, start_offset=self.offset,
-                                             first_line=2, progress=self.progress):
+        for buf, line_no in _lines.iter_byte_blocks(self.path, start_offset=self.offset, first_line=2,
+                                                    progress=self.progress):
+            clean = self._clean_block(buf, last_t, held[:len(self.used)])
+            if clean is not None:
+                if len(clean[0]):
+                    last_t = int(clean[0][-1])
+                    yield clean
+                continue
+            block = _lines._block_frame(buf, self.path, line_no, self.strict)
             df = block.select(pl.col("line_no").alias("line"),
                               pl.col("text").str.strip_chars_end("\r\n").alias("row"))
             df = df.filter(pl.col("row").str.strip_chars() != "")

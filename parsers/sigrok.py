@@ -8,8 +8,9 @@ A session file is a zip archive (libsigrok `src/output/srzip.c`, `src/session_fi
 - `logic-1-1`, `logic-1-2`, ...: the samples, `unitsize` bytes each, little-endian, in
   chunks of about 4 MiB (numbered from 1; version 1 may have one `logic-1`).
 
-Chunks are inflated one at a time (libdeflate) and reduced to the samples where a mapped probe
-changes (`parsers/_samples.py`, compiled), so memory stays flat whatever the capture length.
+Chunks are inflated whole (libdeflate) and reduced to the samples where a mapped probe changes
+(`parsers/_samples.py`, compiled) in worker threads, a few chunks ahead, both with the GIL
+released; the chunks are stitched in order, so memory stays flat whatever the capture length.
 """
 from __future__ import annotations
 

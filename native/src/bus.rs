@@ -9,6 +9,7 @@ pub(crate) mod cdb;
 mod handshakes;
 mod keys;
 mod runs;
+mod saleae;
 mod samples;
 pub(crate) mod tiling;
 mod vcd;
@@ -20,6 +21,7 @@ pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     handshakes::register(m)?;
     keys::register(m)?;
     runs::register(m)?;
+    saleae::register(m)?;
     samples::register(m)?;
     tiling::register(m)?;
     vcd::register(m)?;

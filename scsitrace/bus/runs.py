@@ -83,8 +83,11 @@ class _Piece:
 
 def _piece_of(chunk: pl.DataFrame) -> _Piece:
     db = chunk["db"]
-    if db.null_count() == len(db):
+    nulls = db.null_count()
+    if nulls == len(db):
         return _Piece(chunk["t_ns"].to_numpy(), chunk["lines"].to_numpy())
+    if nulls == 0:      # (fill_null and is_not_null each go through polars' lazy engine)
+        return _Piece(chunk["t_ns"].to_numpy(), chunk["lines"].to_numpy(), db.to_numpy(), np.ones(len(db), bool))
     return _Piece(chunk["t_ns"].to_numpy(), chunk["lines"].to_numpy(), db.fill_null(0).to_numpy(),
                   db.is_not_null().to_numpy())
 

@@ -125,6 +125,151 @@ fn reduce<W: Copy + Into<u64>>(words: &[W], tb: &Tables, s: &mut State, o: &mut 
     k
 }
 
+/// A sample word: compared in its own width (a u16 capture compares 16-bit lanes).
+trait Word: Copy + Into<u64> + std::ops::BitXor<Output = Self> + std::ops::BitAnd<Output = Self> + Eq {
+    fn zero() -> Self;
+    fn of(v: u64) -> Self;
+}
+macro_rules! word {
+    ($($t:ty),*) => {$(impl Word for $t {
+        fn zero() -> Self { 0 }
+        fn of(v: u64) -> Self { v as $t }
+    })*};
+}
+word!(u8, u16, u32, u64);
+
+const LANES: usize = 64; // samples compared at once: one bit each in a change mask
+
+/// Positions of the samples where a mapped probe changes, sample 0 first (a block is reduced
+/// as if it began the capture). 64 samples make one mask (compared in the word's own width,
+/// which the compiler vectorizes); its set bits are the changes.
+fn change_positions<W: Word>(words: &[W], mask: W, out: &mut Vec<i64>) {
+    out.clear();
+    if words.is_empty() {
+        return;
+    }
+    out.push(0);
+    let n = words.len();
+    let mut i = 1usize;
+    while i + LANES <= n {
+        let cur = &words[i..i + LANES];
+        let before = &words[i - 1..i - 1 + LANES];
+        let mut m = 0u64;
+        for j in 0..LANES {
+            m |= (((cur[j] ^ before[j]) & mask != W::zero()) as u64) << j;
+        }
+        while m != 0 {
+            out.push((i + m.trailing_zeros() as usize) as i64);
+            m &= m - 1;
+        }
+        i += LANES;
+    }
+    while i < n {
+        if (words[i] ^ words[i - 1]) & mask != W::zero() {
+            out.push(i as i64);
+        }
+        i += 1;
+    }
+}
+
+/// One block's rows and the edges it can see on its own (parsers/_samples.py `Block`).
+struct BlockRows {
+    lines: Vec<u16>,
+    db: Vec<u8>,
+    dbp: Vec<u8>,
+    last_v: u64,
+    last_f: u64,
+    same: i64,
+}
+
+/// Bus lines of the rows at `at` (lookup table per byte, active-low inversions), one-sample
+/// pulses (glitches[bit], the first `n_ex` starts in examples) and REQ/ACK same-sample edges.
+fn block_rows<W: Word>(words: &[W], at: &[i64], tb: &Tables, glitches: &mut [i64], examples: &mut [i64],
+                       n_ex: usize) -> BlockRows {
+    let k = at.len();
+    let mut r = BlockRows { lines: vec![0; k], db: vec![0; k], dbp: vec![0; k], last_v: 0, last_f: 0, same: 0 };
+    let (mut pv, mut prev_f, mut prev_s) = (0u64, 0u64, -2i64);
+    for (row, &s) in at.iter().enumerate() {
+        let v = words[s as usize].into() & tb.mask;
+        let mut word = 0u32;
+        for &j in tb.used_bytes {
+            word |= tb.lut[(j as usize) * 256 + ((v >> (8 * j)) & 255) as usize];
+        }
+        word ^= tb.inv;
+        if row > 0 {
+            let f = v ^ pv;
+            r.same += (tb.both != 0 && f & tb.both == tb.both) as i64;
+            if s - prev_s == 1 {
+                let mut g = f & prev_f; // changed in this sample and the one before
+                while g != 0 {
+                    let b = g.trailing_zeros() as usize;
+                    g &= g - 1;
+                    let seen = glitches[b] as usize;
+                    if seen < n_ex {
+                        examples[b * n_ex + seen] = prev_s;
+                    }
+                    glitches[b] += 1;
+                }
+            }
+            prev_f = f;
+        }
+        prev_s = s;
+        pv = v;
+        r.lines[row] = (word & 0xFFFF) as u16;
+        r.db[row] = ((word >> 16) & 0xFF) as u8;
+        r.dbp[row] = (word >> 24) as u8;
+    }
+    r.last_v = pv;
+    r.last_f = if k > 1 { prev_f } else { 0 };
+    r
+}
+
+type BlockOut<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u16>>, Bound<'py, PyArray1<u8>>,
+                      Bound<'py, PyArray1<u8>>, u64, i64, u64);
+
+/// parsers/_samples.py `reduce_block`: a block of sample words reduced on its own in two
+/// passes (the change positions, then their rows), GIL released. Returns (positions, lines,
+/// db, dbp, last masked word, last row's changed probes, REQ/ACK same-sample edges); counts
+/// one-sample pulses into `glitches`/`examples` (block-local sample numbers).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn samples_block<'py>(py: Python<'py>, words: &Bound<'py, PyAny>, mask: u64, used_bytes: PyReadonlyArray1<u64>,
+                      lut: PyReadonlyArray2<u32>, inv: u32, both: u64, mut glitches: PyReadwriteArray1<i64>,
+                      mut examples: PyReadwriteArray2<i64>) -> PyResult<BlockOut<'py>> {
+    let n_ex = examples.shape()[1];
+    let empty: [i64; 0] = [];
+    let tb = Tables { pos: &empty, use_pos: false, base: 0, mask, used_bytes: used_bytes.as_slice()?,
+                      lut: lut.as_slice()?, inv, both };
+    let g = glitches.as_slice_mut()?;
+    let ex = examples.as_slice_mut()?;
+    if tb.lut.len() != 8 * 256 || tb.used_bytes.iter().any(|&j| j >= 8) || g.len() < MAX_BITS
+        || ex.len() < MAX_BITS * n_ex {
+        return Err(err("array shapes"));
+    }
+    macro_rules! run {
+        ($t:ty) => {
+            if let Ok(w) = words.downcast::<PyArray1<$t>>() {
+                let w = w.readonly();
+                let w = w.as_slice()?;
+                let (at, r) = py.allow_threads(|| {
+                    let mut at = Vec::with_capacity(w.len() / 8 + 16);
+                    change_positions(w, <$t as Word>::of(mask), &mut at);
+                    let r = block_rows(w, &at, &tb, g, ex, n_ex);
+                    (at, r)
+                });
+                return Ok((PyArray1::from_vec_bound(py, at), PyArray1::from_vec_bound(py, r.lines),
+                           PyArray1::from_vec_bound(py, r.db), PyArray1::from_vec_bound(py, r.dbp),
+                           r.last_v, r.same, r.last_f));
+            }
+        };
+    }
+    run!(u8);
+    run!(u16);
+    run!(u32);
+    run!(u64);
+    Err(err("sample words must be a uint8, uint16, uint32 or uint64 array"))
+}
+
 fn err(what: &str) -> PyErr {
     pyo3::exceptions::PyValueError::new_err(format!("samples_reduce: {what}"))
 }
@@ -178,5 +323,6 @@ fn samples_reduce(py: Python, words: &Bound<PyAny>, pos: PyReadonlyArray1<i64>, 
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(samples_reduce, m)?)?;
+    m.add_function(wrap_pyfunction!(samples_block, m)?)?;
     Ok(())
 }

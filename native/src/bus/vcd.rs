@@ -1,7 +1,8 @@
 //! The VCD value-change passes (parsers/_vcd_scan.py): bytes of a block of whole lines ->
 //! items (timestamps and value changes) in file order; items -> the bus state at each
 //! timestamp. The constants are parsers/_vcd_scan.py's.
-use numpy::{PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray1, PyReadwriteArray2};
+use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray1,
+            PyReadwriteArray2};
 use pyo3::prelude::*;
 
 const KW_COMMENT: i8 = 2;
@@ -314,7 +315,38 @@ fn vcd_rows(py: Python, a: PyReadonlyArray1<u8>, kind: PyReadonlyArray1<i8>, ctx
     if !ok {
         return Err(pyo3::exceptions::PyValueError::new_err("vcd_rows: array shapes"));
     }
-    Ok(py.allow_threads(|| {
+    let cols = ItemCols { kind, ctx, time, val_start, val_end, code };
+    let feeds = Feeds { keys: feed_keys, long_hits, slot: feed_slot, flags: feed_flags, present };
+    Ok(py.allow_threads(|| apply_rows(a, &cols, &feeds, origin, num, den, carry, xz, out_t, out_row)))
+}
+
+/// The item columns the rows pass reads.
+struct ItemCols<'a> {
+    kind: &'a [i8],
+    ctx: &'a [i8],
+    time: &'a [i64],
+    val_start: &'a [i64],
+    val_end: &'a [i64],
+    code: &'a [u64],
+}
+
+/// The mapped signals: packed codes, long-code hits per item, slots, flags, present slots.
+struct Feeds<'a> {
+    keys: &'a [u64],
+    long_hits: &'a [i64],
+    slot: &'a [i64],
+    flags: &'a [i64],
+    present: &'a [u8],
+}
+
+/// Apply the value changes in file order and close a row at each new timestamp (see
+/// parsers/_vcd_scan.py `rows`); returns the rows written.
+#[allow(clippy::too_many_arguments)]
+fn apply_rows(a: &[u8], cols: &ItemCols, feeds: &Feeds, origin: i64, num: i64, den: i64, carry: &mut [i64],
+              xz: &mut [i64], out_t: &mut [i64], out_row: &mut [i64]) -> usize {
+    let ItemCols { kind, ctx, time, val_start, val_end, code } = *cols;
+    let Feeds { keys: feed_keys, long_hits, slot: feed_slot, flags: feed_flags, present } = *feeds;
+    let n = kind.len();
         let mut has_group = carry[PENDING] != 0;
         let mut group_t = carry[PENDING_T];
         let mut n_out = 0usize;
@@ -382,13 +414,186 @@ fn vcd_rows(py: Python, a: PyReadonlyArray1<u8>, kind: PyReadonlyArray1<i8>, ctx
             carry[PENDING_T] = group_t;
             carry[PENDING_LINES..PENDING_LINES + 3].copy_from_slice(&row);
         }
-        n_out
-    }))
+    n_out
+}
+
+/// Item columns owned by a worker, reused from block to block (no fresh pages per block).
+#[derive(Default)]
+struct ItemBufs {
+    line: Vec<i64>,
+    start: Vec<i64>,
+    end: Vec<i64>,
+    kind: Vec<i8>,
+    ctx: Vec<i8>,
+    time: Vec<i64>,
+    code_start: Vec<i64>,
+    code_end: Vec<i64>,
+    code: Vec<u64>,
+    val_start: Vec<i64>,
+    val_end: Vec<i64>,
+    reason: Vec<i8>,
+}
+
+impl ItemBufs {
+    /// Columns of at least `cap` items. A new column is zeroed by the allocator (pages the
+    /// scan never reaches are never touched, so never resident); a reused one keeps the last
+    /// block's items, which the scan overwrites before anything reads them.
+    fn items(&mut self, cap: usize) -> Items<'_> {
+        fn fit<T: Copy + Default>(v: &mut Vec<T>, cap: usize) {
+            if v.len() < cap {
+                *v = vec![T::default(); cap];
+            }
+        }
+        for v in [&mut self.line, &mut self.start, &mut self.end, &mut self.time, &mut self.code_start,
+                  &mut self.code_end, &mut self.val_start, &mut self.val_end] {
+            fit(v, cap);
+        }
+        for v in [&mut self.kind, &mut self.ctx, &mut self.reason] {
+            fit(v, cap);
+        }
+        fit(&mut self.code, cap);
+        Items { line: &mut self.line, start: &mut self.start, end: &mut self.end, kind: &mut self.kind,
+                ctx: &mut self.ctx, time: &mut self.time, code_start: &mut self.code_start,
+                code_end: &mut self.code_end, code: &mut self.code, val_start: &mut self.val_start,
+                val_end: &mut self.val_end, reason: &mut self.reason }
+    }
+}
+
+thread_local! {
+    static BUFS: std::cell::RefCell<ItemBufs> = std::cell::RefCell::new(ItemBufs::default());
+}
+
+/// The declared identifier codes (sorted, packed) and their widths.
+struct Declared<'a> {
+    codes: &'a [u64],
+    width: &'a [i64],
+}
+
+/// The time checks' carried state: the last accepted timestamp and the origin (-1: none).
+struct Clock {
+    last_time: i64,
+    origin: i64,
+    limit_span: i64, // timestamps beyond origin + this overflow int64 ns
+}
+
+/// Whether every item of the block is good as parsers/vcd.py `_check` rules it: no scanner
+/// reason, every change's code declared (and packed), no vector wider than its wire unless
+/// by leading zeros, time never backwards nor beyond int64 ns.
+fn all_good(a: &[u8], it: &Items, m: usize, dec: &Declared, clock: &Clock) -> bool {
+    let mut prev_max = clock.last_time;
+    let mut origin = clock.origin;
+    for i in 0..m {
+        if it.reason[i] != 0 {
+            return false;
+        }
+        let k = it.kind[i];
+        if k == TIME {
+            let t = it.time[i];
+            if t < prev_max {
+                return false;
+            }
+            prev_max = t;
+            if origin < 0 {
+                origin = t;
+            }
+            if t > origin.saturating_add(clock.limit_span) {
+                return false;
+            }
+        } else if k >= SCALAR {
+            let code = it.code[i];
+            if code == 0 {
+                return false;
+            }
+            let Ok(at) = dec.codes.binary_search(&code) else { return false };
+            if k == VECTOR {
+                let (vs, ve) = (it.val_start[i] as usize, it.val_end[i] as usize);
+                let width = dec.width[at] as usize;
+                if ve - vs > width && a[vs..ve - width].iter().any(|&c| c != b'0') {
+                    return false;
+                }
+            }
+        }
+    }
+    true
+}
+
+type FastOut<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray2<i64>>, i8, [i64; 8]);
+
+/// One block through scan, checks and rows in one call (parsers/vcd.py `_Reader._fast`), for
+/// blocks where every item is good and every mapped code is packed: None otherwise (nothing
+/// changed; the caller takes the general path, which says what is wrong). Returns (row
+/// times, rows, keyword context at the end, counts: items, real, string, $dumpoff changes,
+/// first and last timestamp outside $dumpoff (-1: none), x/z control and data changes).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn vcd_fast_block<'py>(py: Python<'py>, a: PyReadonlyArray1<u8>, first_line: i64, context: i8,
+                       table: PyReadonlyArray2<u8>, lengths: PyReadonlyArray1<i64>, declared: PyReadonlyArray1<u64>,
+                       declared_width: PyReadonlyArray1<i64>, feed_keys: PyReadonlyArray1<u64>,
+                       feed_slot: PyReadonlyArray1<i64>, feed_flags: PyReadonlyArray1<i64>,
+                       present: PyReadonlyArray1<u8>, last_time: i64, origin: i64, limit_span: i64, num: i64, den: i64,
+                       mut carry: PyReadwriteArray1<i64>) -> PyResult<Option<FastOut<'py>>> {
+    let a = a.as_slice()?;
+    let table = table.as_array();
+    let lengths = lengths.as_slice()?;
+    let words: Vec<Vec<u8>> = (0..lengths.len())
+        .map(|k| (0..lengths[k] as usize).map(|j| table[[k, j]]).collect()).collect();
+    let dec = Declared { codes: declared.as_slice()?, width: declared_width.as_slice()? };
+    let feeds = Feeds { keys: feed_keys.as_slice()?, long_hits: &[], slot: feed_slot.as_slice()?,
+                        flags: feed_flags.as_slice()?, present: present.as_slice()? };
+    let carry = carry.as_slice_mut()?;
+    if dec.codes.len() != dec.width.len() || feeds.slot.len() != feeds.keys.len() || feeds.keys.len() > 64
+        || feeds.flags.len() != feeds.keys.len() || feeds.present.len() < N_SLOTS || carry.len() < CARRY_SIZE
+        || den <= 0 || feeds.slot.iter().any(|&s| !(0..N_SLOTS as i64).contains(&s))
+        || feeds.keys.iter().any(|&k| k == 0) {
+        return Err(pyo3::exceptions::PyValueError::new_err("vcd_fast_block: array shapes"));
+    }
+    let clock = Clock { last_time, origin, limit_span };
+    let done = py.allow_threads(|| {
+        BUFS.with(|cell| {
+            let mut bufs = cell.borrow_mut();
+            let mut it = bufs.items(a.len() / 2 + 1);
+            let keywords: Vec<&[u8]> = words.iter().map(|w| w.as_slice()).collect();
+            let (m, end_ctx) = scan_into(a, first_line, context, &keywords, &mut it);
+            if !all_good(a, &it, m, &dec, &clock) {
+                return None;
+            }
+            let mut counts = [m as i64, 0, 0, 0, -1, -1, 0, 0];
+            for i in 0..m {
+                let (k, live) = (it.kind[i], it.ctx[i] != KW_DUMPOFF);
+                counts[1] += (k == REAL && live) as i64;
+                counts[2] += (k == STRING && live) as i64;
+                counts[3] += (k != TIME && !live) as i64;
+                if k == TIME && live {
+                    if counts[4] < 0 {
+                        counts[4] = it.time[i];
+                    }
+                    counts[5] = it.time[i];
+                }
+            }
+            let row_origin = if origin >= 0 { origin } else { counts[4].max(0) };
+            let cols = ItemCols { kind: &it.kind[..m], ctx: &it.ctx[..m], time: &it.time[..m],
+                                  val_start: &it.val_start[..m], val_end: &it.val_end[..m], code: &it.code[..m] };
+            let mut out_t = vec![0i64; m];
+            let mut out_row = vec![0i64; 3 * m];
+            let mut xz = [0i64; 2];
+            let k = apply_rows(a, &cols, &feeds, row_origin, num, den, carry, &mut xz, &mut out_t, &mut out_row);
+            out_t.truncate(k);
+            out_row.truncate(3 * k);
+            counts[6] = xz[0];
+            counts[7] = xz[1];
+            Some((out_t, out_row, end_ctx, counts))
+        })
+    });
+    let Some((out_t, out_row, end_ctx, counts)) = done else { return Ok(None) };
+    let k = out_t.len();
+    let rows = PyArray1::from_vec_bound(py, out_row).reshape([k, 3])?;
+    Ok(Some((PyArray1::from_vec_bound(py, out_t), rows, end_ctx, counts)))
 }
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(vcd_scan, m)?)?;
     m.add_function(wrap_pyfunction!(vcd_combine, m)?)?;
     m.add_function(wrap_pyfunction!(vcd_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(vcd_fast_block, m)?)?;
     Ok(())
 }
