@@ -45,17 +45,19 @@ SECTORS = 256                    # gen_blktrace.workload: sectors per I/O slot
 
 
 def generate(base: str, n_ios: int, pieces: int) -> None:
-    """`pieces` workloads of n_ios I/Os, one after the other in time and on the disk."""
+    """`pieces` workloads of n_ios I/Os, one after the other in time (each from the last event
+    of the one before, so each per-CPU file stays in time order) and on the disk."""
     import numpy as np
     import gen_blktrace as gen
     if os.path.exists(base + ".blktrace.0"):
         return
     os.makedirs(DATA, exist_ok=True)
     t = time.perf_counter()
-    seq = {}
+    seq, after = {}, 0
     for k in range(pieces):
         ev = gen.workload(n_ios, seed=5 + k)
-        ev["time"] += k * n_ios * PERIOD_NS
+        ev["time"] += after         # after the last event of the piece before: no file goes back in time
+        after = int(ev["time"].max()) + PERIOD_NS
         shift = k * n_ios * SECTORS
         ev["sector"] += shift
         ev["pdu_a"] = np.where(ev["action"] & 0xFFFF == gen.ACT["X"], ev["pdu_a"] + shift, ev["pdu_a"])
@@ -146,7 +148,7 @@ def main() -> int:
     print(f"{'scale':>5} {'events':>12} {'GB in':>6} | {'reader s':>8} {'GB':>5} | {'ours s':>7} {'cpu s':>6} {'GB':>5} | "
           f"{'blkparse -d + btt s':>19} {'cpu s':>6} {'GB':>5} | {'wall':>6} {'cpu':>6} | ALL = btt")
     for scale in (int(s) for s in args.scales.split(",")):
-        base = os.path.join(DATA, f"bench{args.base_ios}" + (f"x{scale}" if scale > 1 else ""))
+        base = os.path.join(DATA, f"blk{args.base_ios}" + (f"x{scale}" if scale > 1 else ""))
         if not os.path.exists(base + ".blktrace.0"):   # in a child: a process forked after generating
             subprocess.run([sys.executable, __file__, "--generate", base, str(args.base_ios), str(scale)],
                            check=True)                  # would inherit its peak RSS (ru_maxrss)
