@@ -1,5 +1,6 @@
 """Benchmark: `scsitrace analyze` on per-CPU blktrace captures against `blkparse -d` + `btt`, whole
-processes side by side, at 1x, 4x and 16x a base of about 5 M events.
+processes side by side, at 1x, 4x and 16x a base of about 5 M events (issue 29's sizes, 1 M, 5 M
+and 50 M events: `--base-ios 143000 --scales 1,5,50`).
 
     python bench/bench_blktrace.py [--scales 1,4,16] [--base-ios 700000] [--repeat 1]
                                    [--reader-only] [--no-tools]
@@ -15,7 +16,9 @@ bounded memory. Per scale it prints, each as wall seconds and peak RSS of the pr
   pipeline:  `blkparse -i BASE -d DUMP -o /dev/null`, then `btt -i DUMP` (wall: the sum; peak:
              the larger)
 
-and the ratio pipeline / ours (target >= 10x), and whether our ALL stage table equals btt's.
+and the ratios pipeline / ours of wall time and of CPU time (user + sys: on a shared machine
+the steadier figure), target >= 10x, and whether our ALL stage table equals btt's. With
+--repeat N the runs alternate (ours, the pipeline, ours...) and the fastest of each is kept.
 """
 from __future__ import annotations
 
@@ -42,17 +45,19 @@ SECTORS = 256                    # gen_blktrace.workload: sectors per I/O slot
 
 
 def generate(base: str, n_ios: int, pieces: int) -> None:
-    """`pieces` workloads of n_ios I/Os, one after the other in time and on the disk."""
+    """`pieces` workloads of n_ios I/Os, one after the other in time (each from the last event
+    of the one before, so each per-CPU file stays in time order) and on the disk."""
     import numpy as np
     import gen_blktrace as gen
     if os.path.exists(base + ".blktrace.0"):
         return
     os.makedirs(DATA, exist_ok=True)
     t = time.perf_counter()
-    seq = {}
+    seq, after = {}, 0
     for k in range(pieces):
         ev = gen.workload(n_ios, seed=5 + k)
-        ev["time"] += k * n_ios * PERIOD_NS
+        ev["time"] += after         # after the last event of the piece before: no file goes back in time
+        after = int(ev["time"].max()) + PERIOD_NS
         shift = k * n_ios * SECTORS
         ev["sector"] += shift
         ev["pdu_a"] = np.where(ev["action"] & 0xFFFF == gen.ACT["X"], ev["pdu_a"] + shift, ev["pdu_a"])
@@ -66,8 +71,9 @@ def generate(base: str, n_ios: int, pieces: int) -> None:
     print(f"generated {base}.blktrace.* in {time.perf_counter() - t:.1f} s", file=sys.stderr)
 
 
-def measured(cmd: list[str], **kw) -> tuple[float, float, str]:
-    """(wall seconds, peak RSS in GB, stdout) of one run of a command, as a whole process."""
+def measured(cmd: list[str], **kw) -> tuple[float, float, str, float]:
+    """(wall seconds, peak RSS in GB, stdout, CPU seconds) of one run of a command, as a whole
+    process."""
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, **kw)
     out = proc.stdout.read()
@@ -76,13 +82,13 @@ def measured(cmd: list[str], **kw) -> tuple[float, float, str]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
         raise SystemExit(f"{' '.join(cmd)}: exit {proc.returncode}")
-    return wall, usage.ru_maxrss / 1e6, out
+    return wall, usage.ru_maxrss / 1e6, out, usage.ru_utime + usage.ru_stime
 
 
 def best(runs: list[tuple]) -> tuple:
-    """The fastest run, with the largest peak of all runs."""
+    """The fastest run (its stdout), with the largest peak and the least CPU of all runs."""
     fastest = min(runs, key=lambda r: r[0])
-    return (fastest[0], max(r[1] for r in runs), *fastest[2:])
+    return (fastest[0], max(r[1] for r in runs), fastest[2], min(r[3] for r in runs))
 
 
 def read_only(base: str) -> None:
@@ -93,6 +99,15 @@ def read_only(base: str) -> None:
     for part in cap.chunks():
         n += len(part["t_ns"])
     print(json.dumps({"events": n, "records": cap.records.read}))
+
+
+def pipeline(base: str, tmp: str) -> tuple:
+    """`blkparse -i BASE -d DUMP -o /dev/null`, then `btt -i DUMP`: wall and CPU summed, the
+    larger peak, btt's report."""
+    dump = os.path.join(tmp, "dump")
+    parse = measured(["blkparse", "-i", base, "-d", dump, "-o", "/dev/null"])
+    btt = measured(["btt", "-i", dump], cwd=tmp)
+    return parse[0] + btt[0], max(parse[1], btt[1]), btt[2], parse[3] + btt[3]
 
 
 def btt_all(text: str) -> dict:
@@ -130,10 +145,10 @@ def main() -> int:
         return 0
     scsitrace = os.path.join(os.path.dirname(sys.executable), "scsitrace")
     tools = not args.no_tools and shutil.which("blkparse") and shutil.which("btt")
-    print(f"{'scale':>5} {'events':>12} {'GB in':>6} | {'reader s':>8} {'GB':>5} | {'ours s':>7} {'GB':>5} | "
-          f"{'blkparse -d + btt s':>19} {'GB':>5} | {'ratio':>6} | ALL = btt")
+    print(f"{'scale':>5} {'events':>12} {'GB in':>6} | {'reader s':>8} {'GB':>5} | {'ours s':>7} {'cpu s':>6} {'GB':>5} | "
+          f"{'blkparse -d + btt s':>19} {'cpu s':>6} {'GB':>5} | {'wall':>6} {'cpu':>6} | ALL = btt")
     for scale in (int(s) for s in args.scales.split(",")):
-        base = os.path.join(DATA, f"bench{args.base_ios}" + (f"x{scale}" if scale > 1 else ""))
+        base = os.path.join(DATA, f"blk{args.base_ios}" + (f"x{scale}" if scale > 1 else ""))
         if not os.path.exists(base + ".blktrace.0"):   # in a child: a process forked after generating
             subprocess.run([sys.executable, __file__, "--generate", base, str(args.base_ios), str(scale)],
                            check=True)                  # would inherit its peak RSS (ru_maxrss)
@@ -146,23 +161,23 @@ def main() -> int:
             continue
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "s.json")
-            ours = best([measured([scsitrace, "analyze", base, "--json", out]) for _ in range(args.repeat)])
+            ours_runs, pipe_runs = [], []
+            for _ in range(args.repeat):            # interleaved: a drift of the machine hits both
+                ours_runs.append(measured([scsitrace, "analyze", base, "--json", out]))
+                if tools:
+                    pipe_runs.append(pipeline(base, tmp))
+            ours = best(ours_runs)
             with open(out) as fh:
                 summary = json.load(fh)
-            row += f" {ours[0]:>7.2f} {ours[1]:>5.2f} |"
+            row += f" {ours[0]:>7.2f} {ours[3]:>6.2f} {ours[1]:>5.2f} |"
             if not tools:
                 print(row + " (blkparse/btt not installed)", flush=True)
                 continue
-            dump = os.path.join(tmp, "dump")
-            runs = []
-            for _ in range(args.repeat):
-                parse = measured(["blkparse", "-i", base, "-d", dump, "-o", "/dev/null"])
-                btt = measured(["btt", "-i", dump], cwd=tmp)
-                runs.append((parse[0] + btt[0], max(parse[1], btt[1]), btt[2]))
-            pipe = best(runs)
+            pipe = best(pipe_runs)
         ref = btt_all(pipe[2])
         same = {k: v for k, v in ours_all(summary).items() if k in ref or k != "S2G"} == ref
-        print(row + f" {pipe[0]:>19.2f} {pipe[1]:>5.2f} | {pipe[0] / ours[0]:>5.1f}x | {same}", flush=True)
+        print(row + f" {pipe[0]:>19.2f} {pipe[3]:>6.2f} {pipe[1]:>5.2f} | {pipe[0] / ours[0]:>5.1f}x "
+              f"{pipe[3] / ours[3]:>5.1f}x | {same}", flush=True)
     return 0
 
 

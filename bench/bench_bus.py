@@ -7,6 +7,12 @@ numba it was its import and cached code, about 1 s per process) outside the timi
 test.
 
     python bench/bench_bus.py [--transitions 10000000]
+    python bench/bench_bus.py --whole FILE [--repeat 3]
+
+--whole: `scsitrace analyze FILE --json` as a whole process against `wc -l FILE` (reading
+every line of the same file: the floor of any line-based reader), run in turn (ours, wc,
+ours...): wall and CPU seconds and peak RSS of each, the ratios ours / wc. Issue 29's figure
+is the 77 M-transition level-2 trace of `scsitrace simulate --level 2 --duration 6.64`.
 """
 from __future__ import annotations
 
@@ -85,13 +91,48 @@ def run_child(mode: str, path: Path):
     return int(out[0]), float(out[1]), float(out[2]), int(out[3])
 
 
+def whole_process(cmd: list[str]) -> tuple[float, float, float]:
+    """(wall s, CPU s, peak RSS MiB) of one run of a command, its output discarded."""
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status):
+        raise SystemExit(f"{' '.join(cmd)}: exit {os.waitstatus_to_exitcode(status)}")
+    return time.perf_counter() - t, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def whole(path: str, repeat: int) -> None:
+    """The analysis of `path` against `wc -l` on it, interleaved; the best of each figure."""
+    import tempfile
+    scsitrace = os.path.join(os.path.dirname(sys.executable), "scsitrace")
+    ours, wc = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(repeat):
+            ours.append(whole_process([scsitrace, "analyze", path, "--json", os.path.join(tmp, "s.json")]))
+            wc.append(whole_process(["wc", "-l", path]))
+    size = os.path.getsize(path)
+    for name, runs in (("scsitrace analyze --json", ours), ("wc -l", wc)):
+        wall, cpu, peak = min(r[0] for r in runs), min(r[1] for r in runs), max(r[2] for r in runs)
+        # wc's own peak is a few MiB: its figure is this (numpy, polars) process' size at the fork
+        shown = f"peak {peak:6.0f} MiB" if runs is ours else "peak (this process at the fork)"
+        print(f"{name:<26} {wall:7.2f} s wall ({size / wall / 1e6:6.0f} MB/s) {cpu:7.2f} s CPU  {shown}")
+    print(f"ratio ours / wc -l: wall {min(r[0] for r in ours) / min(r[0] for r in wc):.2f}x, "
+          f"CPU {min(r[1] for r in ours) / min(r[1] for r in wc):.2f}x "
+          f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--transitions", type=int, default=10_000_000)
+    ap.add_argument("--whole", metavar="FILE", help="whole-process analyze of FILE against wc -l")
+    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--child", nargs=2)
     args = ap.parse_args()
     if args.child:
         child(*args.child)
+        return
+    if args.whole:
+        whole(args.whole, args.repeat)
         return
     DATA.mkdir(exist_ok=True)
     text = DATA / f"bus-l2-{args.transitions}.ancot"

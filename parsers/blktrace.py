@@ -112,13 +112,14 @@ def fill_pdu() -> list[int]:
             rec.REMAP_LAYOUT["sector_from"], block.TA["ZU"]]
 
 
-CHUNK = 1 << 20              # records per chunk (about 52 MB of columns)
+CHUNK = 1 << 18              # records per chunk (about 13 MB of columns: reused memory, in cache)
+PROBE = 1 << 20              # records merged ahead before the first chunk (and a piped stream's window)
 READ_SIZE = 4 << 20          # bytes per read of a file
 EAGER_BYTES = 64 << 20       # captures up to this size are read whole by parse (errors raised there)
 
 
 def parse(path: str, *, strict: bool = True, progress=None, chunk: int = CHUNK, read_size: int = READ_SIZE,
-          eager: bool | None = None, probe: int = CHUNK, window: int = CHUNK, **_opts) -> Capture:
+          eager: bool | None = None, probe: int = PROBE, window: int = PROBE, **_opts) -> Capture:
     """A blktrace capture (all per-CPU files of it) as a streaming block-layer Capture. A
     small capture (EAGER_BYTES, or `eager`) is read whole here; a larger one as it is streamed.
     chunk: records per chunk; read_size: bytes per read; probe: records merged ahead before the

@@ -44,7 +44,8 @@ def test_readme_opens_with_the_two_commands_then_what_it_is_for():
 def test_benchmarks_are_one_current_table():
     text = (REPO / "docs/benchmarks.md").read_text(encoding="utf-8")
     tables = re.findall(r"^\|.*\|$", text, re.M)
-    assert tables[0] == "| what (script) | scsitrace | reference tool | ratio | measured |"
+    assert tables[0] == "| figure (script) | scsitrace | reference tool, same input | ratio | peak RSS | measured |"
     rows = tables[2:]
     assert len(rows) >= 10 and all(re.search(r"\| \d{4}-\d\d-\d\d \|$", row) for row in rows)
+    assert all(row.count(" | ") == 5 for row in rows)   # every row has the six cells (no | inside one)
     assert all(len(row) < 500 for row in rows)          # no cell of history

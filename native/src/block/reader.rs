@@ -841,6 +841,12 @@ impl BlktraceReader {
         Ok(())
     }
 
+    /// At most how many records the files still hold (each at least a header): what an output
+    /// chunk reserves room for, so that a small capture's columns are not sized for a full one.
+    fn records_left(&self) -> usize {
+        self.lanes.iter().map(|l| (l.walker.n.saturating_sub(l.walker.pos) as usize) / HEADER + 1).sum()
+    }
+
     fn fill_merged(&mut self, out: &mut Out, upto: usize) -> io::Result<()> {
         let rules = self.rules;
         while out.len() < upto {
@@ -920,7 +926,7 @@ impl BlktraceReader {
                 return Ok(Out::new(self.raw, 0));
             }
             let ahead = self.probe.max(self.chunk);
-            let mut first = Out::new(self.raw, ahead.min(1 << 24));
+            let mut first = Out::new(self.raw, ahead.min(1 << 24).min(self.records_left()));
             self.fill_merged(&mut first, ahead)?;
             if self.fault.is_some() {
                 return Ok(Out::new(self.raw, 0));
@@ -947,7 +953,9 @@ impl BlktraceReader {
                 out
             }
         } else {
-            let mut out = Out::new(self.raw, self.chunk);
+            // sorting: the walk has passed every record already (its keys are sorted)
+            let room = if self.sorted.is_some() { self.chunk } else { self.chunk.min(self.records_left()) };
+            let mut out = Out::new(self.raw, room);
             if self.sorted.is_some() {
                 self.fill_sorted(&mut out, self.chunk);
             } else {

@@ -198,9 +198,11 @@ fn scan_into(a: &[u8], sig_bits: &[u16], n_data: usize, o: &mut Out) -> (usize, 
             }
             rec += 1;
         } else {
-            o.bad_line[nbad] = line;
-            o.bad_reason[nbad] = why;
-            o.bad_found[nbad] = nf as i32;
+            if nbad < o.bad_line.len() {     // past the arrays: counted only (the caller rescans)
+                o.bad_line[nbad] = line;
+                o.bad_reason[nbad] = why;
+                o.bad_found[nbad] = nf as i32;
+            }
             nbad += 1;
         }
         line += 1;
@@ -210,8 +212,15 @@ fn scan_into(a: &[u8], sig_bits: &[u16], n_data: usize, o: &mut Out) -> (usize, 
     (rec, nbad, line, decreases)
 }
 
-/// See parsers/_ancot_scan.py `scan_block`: the arrays hold len(a) / 2 + 1 records (db,
-/// db_null as many when n_data >= 1, dbp when n_data == 2, else empty).
+/// Records a block of `n` bytes can hold: a good record is `fields` fields of at least one
+/// byte, a blank between each, and its line's end.
+fn good_cap(n: usize, fields: usize) -> usize {
+    n / (2 * fields) + 1
+}
+
+/// See parsers/_ancot_scan.py `scan_block`: the good arrays hold good_cap records (db,
+/// db_null as many when n_data >= 1, dbp when n_data == 2, else empty); the bad arrays any
+/// number (bad records past them are counted, not written: the caller scans again with room).
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 fn ancot_scan(py: Python, a: PyReadonlyArray1<u8>, sig_bits: PyReadonlyArray1<u16>, n_data: usize,
@@ -225,11 +234,12 @@ fn ancot_scan(py: Python, a: PyReadonlyArray1<u8>, sig_bits: PyReadonlyArray1<u1
         db: db.as_slice_mut()?, db_null: db_null.as_slice_mut()?, dbp: dbp.as_slice_mut()?,
         bad_line: bad_line.as_slice_mut()?, bad_reason: bad_reason.as_slice_mut()?, bad_found: bad_found.as_slice_mut()?,
     };
-    let cap = a.len() / 2 + 1;
+    let cap = good_cap(a.len(), 1 + sig_bits.len() + n_data);
     let data_cap = |k: usize| if n_data >= k { cap } else { 0 };
+    let n_bad = o.bad_line.len();
     if n_data > 2 || o.line_idx.len() < cap || o.tick.len() < cap || o.lines.len() < cap || o.db.len() < data_cap(1)
-        || o.db_null.len() < data_cap(1) || o.dbp.len() < data_cap(2) || o.bad_line.len() < cap
-        || o.bad_reason.len() < cap || o.bad_found.len() < cap {
+        || o.db_null.len() < data_cap(1) || o.dbp.len() < data_cap(2) || o.bad_reason.len() != n_bad
+        || o.bad_found.len() != n_bad {
         return Err(pyo3::exceptions::PyValueError::new_err("ancot_scan: array shapes"));
     }
     Ok(py.allow_threads(|| scan_into(a, sig_bits, n_data, &mut o)))
