@@ -57,6 +57,16 @@ Values read from files (item 4):
   parquet-initiator     transitions Parquet whose metadata says initiator 999
   parquet-null-t        a null t_ns row
   parquet-reverse       transitions in reverse time (lenient: never a negative elapsed time)
+Bounded lines (item 3: a 10 GB file without newlines, a valid trace with a 10 GiB NUL tail;
+sparse files, no disk):
+  no-newline-FMT        10 GiB of NULs named --format FMT, for the readers that read a
+                        header line by line (ancot, vcd, saleae): line 1 is longer than the
+                        bound (256 MiB), read no further
+  long-tail-FMT         a valid trace of every text format (ancot, VCD, Saleae, QEMU, blkparse,
+                        usbmon, ftrace, dmesg, strace, sg3_utils) followed by 10 GiB of NULs:
+                        strict, exit 2 naming the line after the last record
+  long-line-FMT-lenient a 300 MiB line in the middle: lenient, exit 0, that line one skipped
+                        record (named by its line), the records after it read
 Archive members (item 5):
   sr-missing-chunk      .sr without logic-1-2 of 3 chunks (strict: exit 2; lenient: exit 0,
                         a note, and the capture's full length)
@@ -100,11 +110,41 @@ class Case:
 
 
 def sha256(path) -> str | None:
+    """The checksum of a file's bytes, holes included: data segments are hashed with their
+    offsets (SEEK_DATA / SEEK_HOLE), a hole reads as NULs, so a 10 GiB sparse input costs its
+    data only, and a byte written anywhere changes the sum."""
     try:
         with open(path, "rb") as fh:
-            return hashlib.sha256(fh.read()).hexdigest()
+            size = os.fstat(fh.fileno()).st_size
+            h = hashlib.sha256(str(size).encode())
+            for start, end in _data_segments(fh, size):
+                fh.seek(start)
+                h.update(str(start).encode())
+                left = end - start
+                while left > 0:
+                    chunk = fh.read(min(left, 1 << 20))
+                    if not chunk:
+                        break
+                    h.update(chunk)
+                    left -= len(chunk)
+            return h.hexdigest()
     except OSError:
         return None
+
+
+def _data_segments(fh, size: int) -> list[tuple[int, int]]:
+    if not hasattr(os, "SEEK_DATA"):
+        return [(0, size)]
+    out, pos = [], 0
+    while pos < size:
+        try:
+            start = os.lseek(fh.fileno(), pos, os.SEEK_DATA)
+        except OSError:         # ENXIO: only a hole from here on
+            break
+        end = os.lseek(fh.fileno(), start, os.SEEK_HOLE)
+        out.append((start, end))
+        pos = end
+    return out
 
 
 def _copy(src, d: Path, name: str) -> str:
@@ -341,6 +381,62 @@ def cases(d: Path) -> list[Case]:
     longv = _sr(d / "longv.sr", version="9" * 10_000)
     out.append(Case("sr-version-long", ["analyze", longv], 2, "version", inputs=[longv]))
     out += _dsl_cases(d)
+    out += _long_line_cases(d)
+    return out
+
+
+MAX_LINE = 256 << 20      # parsers/_lines.MAX_LINE_BYTES: a line longer is no record
+CAPTURED = ROOT / "fixtures" / "captured"
+TEXT_TRACES = {            # one real trace of every text format (the Saleae one written here)
+    "ancot": ANCOT, "vcd": VCD, "saleae": None,
+    "qemu": CAPTURED / "lsi_bufread32k" / "qemu-trace.txt",
+    "blkparse": CAPTURED / "lsi_bufread32k" / "ref.blkparse.txt",
+    "usbmon": CAPTURED / "usb_bufread32k" / "usbmon.txt",
+    "ftrace": CAPTURED / "lsi_bufread32k" / "ftrace.txt",
+    "dmesg": CAPTURED / "lsi_bufread32k" / "dmesg.txt",
+    "strace": CAPTURED / "sg" / "lsi_sg_tools" / "dd_4k.strace.txt",
+    "sg3": CAPTURED / "sg" / "lsi_sg_tools" / "inq.out.txt"}
+SALEAE = b"Time [s],BSY,SEL,MSG,CD,IO\n" + b"".join(
+    b"%.6f,%d,0,0,0,0\n" % (k * 1e-6, k % 2) for k in range(40))
+
+
+def _sparse(path: Path, head: bytes, hole: int, tail: bytes = b"") -> str:
+    """`head`, `hole` NUL bytes that take no disk, then `tail`."""
+    with open(path, "wb") as fh:
+        fh.write(head)
+        fh.seek(hole, 1)
+        fh.write(tail)
+        fh.truncate()
+    return str(path)
+
+
+def _skipped_at(line: int):
+    def check(_, out, err):
+        import json
+        rec = json.loads(out)["records"]
+        assert rec["skipped"] == 1 and rec["read"] > 0, rec
+        assert rec["skipped_examples"][0].split(": ")[0].endswith(f":{line}"), rec
+    return check
+
+
+def _long_line_cases(d: Path) -> list[Case]:
+    out = []
+    for fmt in ("ancot", "vcd", "saleae"):
+        z = _sparse(d / f"zeros-{fmt}", b"", 10 << 30)
+        out.append(Case(f"no-newline-{fmt}", ["analyze", "--format", fmt, z], 2,
+                        ":1: line longer than 268435456 bytes", inputs=[z]))
+    for name, src in TEXT_TRACES.items():
+        text = SALEAE if src is None else Path(src).read_bytes()
+        lines = text.splitlines(keepends=True)
+        suffix = {"saleae": ".csv", "vcd": ".vcd", "ancot": ".ancot"}.get(name, ".txt")
+        t = _sparse(d / f"tail-{name}{suffix}", text, 10 << 30)
+        out.append(Case(f"long-tail-{name}", ["analyze", t], 2,
+                        f":{len(lines) + 1}: line longer than 268435456 bytes", inputs=[t]))
+        k = len(lines) // 2
+        m = _sparse(d / f"mid-{name}{suffix}", b"".join(lines[:k]), MAX_LINE + (44 << 20),
+                    b"\n" + b"".join(lines[k:]))
+        out.append(Case(f"long-line-{name}-lenient", ["analyze", m, "--lenient", "--json", "-"], 0,
+                        inputs=[m], check=_skipped_at(k + 1)))
     return out
 
 

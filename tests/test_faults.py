@@ -272,17 +272,71 @@ def test_a_scheduler_that_cannot_run_the_batch_fails_in_bounded_time(tmp_path, m
 @pytest.mark.parametrize("fmt", ["scsilog", "sgio"])
 def test_a_line_past_the_bound_is_bad_input_before_it_is_read_whole(tmp_path, monkeypatch, fmt):
     """A file without newlines (here: one line of 1 MiB against a bound lowered to 64 KiB, read
-    in 4 KiB blocks) is one line of bad input naming the byte offset, not a MemoryError."""
+    in 4 KiB blocks) is one line of bad input naming its line, not a MemoryError; lenient,
+    that line is one skipped record and the lines after it are read."""
     from scsitrace import parsers
     from scsitrace.errors import BadInput
     from scsitrace.parsers import _lines
     monkeypatch.setattr(_lines, "MAX_LINE_BYTES", 64 << 10)
     path = tmp_path / "x.log"
-    path.write_bytes(b"[    0.000000] sd 0:0:0:0: hello\n" + b"A" * (1 << 20) + b"\n")
-    with pytest.raises(BadInput, match="line longer than"):
-        cap = parsers.parse(str(path), fmt, strict=False, chunk_bytes=4096)
+    path.write_bytes(b"[    0.000000] sd 0:0:0:0: hello\n" + b"A" * (1 << 20) + b"\n"
+                     + b"[    0.000001] sd 0:0:0:0: after\n")
+    with pytest.raises(BadInput, match=r"x.log:2: line longer than 65536 bytes"):
+        cap = parsers.parse(str(path), fmt, strict=True, chunk_bytes=4096)
         for _ in cap.chunks():
             pass
+    cap = parsers.parse(str(path), fmt, strict=False, chunk_bytes=4096)
+    for _ in cap.chunks():
+        pass
+    assert cap.records.skipped == 1 and cap.records.examples[0].startswith(f"{path}:2: "), cap.records.as_json()
+
+
+def _long_line_file(path: Path, long: int, tail: bytes = b"") -> bytes:
+    """Two short lines, a line of `long` bytes (a hole: NULs, no disk), then `tail`."""
+    head = b"one\ntwo\n"
+    with open(path, "wb") as fh:
+        fh.write(head)
+        fh.seek(long, 1)
+        fh.write(tail)
+    return head
+
+
+@pytest.mark.parametrize("mode", ["read", "mapped", "ring"])
+def test_the_line_layer_bounds_a_line_in_every_block_mode(tmp_path, monkeypatch, mode):
+    """Copied blocks, mapped views and ring buffers: a line past the bound is bad input naming
+    its line (3) when strict; lenient, it comes through as SKIPPED_LINE (one line: the lines
+    after it keep their numbers) and its bytes are never held (the blocks stay small)."""
+    from scsitrace.errors import BadInput
+    from scsitrace.parsers import _lines
+    monkeypatch.setattr(_lines, "MAX_LINE_BYTES", 64 << 10)
+    monkeypatch.setattr(_lines, "SKIP_BYTES", 8192)
+    if mode == "ring":
+        monkeypatch.setattr(_lines, "_mapped", lambda path: None)
+    path = tmp_path / "x.txt"
+    head = _long_line_file(path, 1 << 20, b"\nfour\nfive\n")
+    kw = dict(block_bytes=4096, views=mode != "read")
+    with pytest.raises(BadInput, match=r"x.txt:3: line longer than 65536 bytes"):
+        list(_lines.iter_byte_blocks(str(path), **kw))
+    lines = []
+    for block, _ in _lines.iter_byte_blocks(str(path), strict=False, **kw):
+        assert len(block) <= 4096 + len(_lines.SKIPPED_LINE)
+        lines += bytes(block).splitlines(keepends=True)
+    assert lines == head.splitlines(keepends=True) + [_lines.SKIPPED_LINE, b"four\n", b"five\n"]
+
+
+def test_a_header_line_is_bounded_too(tmp_path, monkeypatch):
+    """Header readers (ancot, VCD, Saleae) read line by line: a first line past the bound is
+    bad input at line 1, not the whole file in memory."""
+    from scsitrace.errors import BadInput
+    from scsitrace.parsers import _lines
+    monkeypatch.setattr(_lines, "MAX_LINE_BYTES", 64 << 10)
+    path = tmp_path / "x.txt"
+    path.write_bytes(b"x" * (1 << 20))
+    with open(path, "rb") as fh, pytest.raises(BadInput, match=r"x.txt:1: line longer than"):
+        list(_lines.bounded_lines(fh, str(path)))
+    path.write_bytes(b"a\n" + b"x" * 65536 + b"\n")
+    with open(path, "rb") as fh:
+        assert [len(r) for r in _lines.bounded_lines(fh, str(path))] == [2, 65537]
 
 
 def test_sigterm_while_writing_leaves_the_old_output_and_no_temporary(tmp_path):
