@@ -9,6 +9,7 @@ bytes unchanged, nothing new under an output's final name unless the command suc
 temporary left beside it."""
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import shutil
@@ -16,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -265,6 +267,80 @@ def test_a_scheduler_that_cannot_run_the_batch_fails_in_bounded_time(tmp_path, m
     check_one_line(2, err, message)
     assert took < 60
     assert not (tmp_path / "o").exists() and not temporaries(tmp_path)
+
+
+@contextlib.contextmanager
+def _cluster():
+    """A Dask scheduler and one worker (no nanny: killing it kills the worker), as processes of
+    their own: yields (address, scheduler process, worker process); both ended on the way out."""
+    dask = str(Path(sys.executable).with_name("dask"))
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sched = subprocess.Popen([dask, "scheduler", "--port", str(port), "--no-dashboard"], **quiet)
+    worker = None
+    try:
+        time.sleep(3)
+        worker = subprocess.Popen([dask, "worker", address, "--nthreads", "1", "--no-nanny", "--no-dashboard"], **quiet)
+        from distributed import Client
+        with Client(address, timeout=60) as c:
+            c.wait_for_workers(1, timeout=120)
+        yield address, sched, worker
+    finally:
+        for p in (worker, sched):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait(30)
+
+
+def _kill_when_started(tmp_path: Path, proc) -> threading.Thread:
+    """Kills `proc` (SIGKILL) once the batch's new dataset holds two traces."""
+    def watch():
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            staged = [p for p in tmp_path.iterdir() if p.name.startswith(".ds.") and p.name.endswith(outputs.PART)]
+            if staged and (staged[0] / "ios").is_dir() and len(list((staged[0] / "ios").iterdir())) >= 2:
+                break
+            time.sleep(0.02)
+        proc.kill()
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    return t
+
+
+@pytest.mark.parametrize("lost, status", [("scheduler", "interrupted"), ("worker", "timeout")])
+def test_a_cluster_lost_mid_batch_ends_it_in_one_line_per_trace(tmp_path, monkeypatch, capfd, lost, status):
+    """The scheduler (or the only worker) killed while a batch runs on it: the batch ends (a
+    lost worker: within the stall bound, here 3 s, after which no worker came back), one line
+    per trace and no traceback (distributed's own logging included), the dataset written with
+    every trace: those that finished `ok`, the others `interrupted` (scheduler lost) or
+    `timeout` (nobody to run them)."""
+    pytest.importorskip("distributed")
+    from scsitrace import pool
+    monkeypatch.setattr(pool, "CONNECT_S", 3)
+    monkeypatch.setattr(pool, "WORKER_CHECK_S", 1)
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    n = 200
+    for i in range(n):
+        shutil.copy(gen_faults.ANCOT, traces / f"t{i:03}.ancot")
+    out = tmp_path / "ds"
+    with _cluster() as (address, sched, worker):
+        watcher = _kill_when_started(tmp_path, sched if lost == "scheduler" else worker)
+        code, stdout, stderr = run_cli(["batch", str(traces), "-o", str(out), "--scheduler", address], timeout=240)
+        watcher.join(5)
+    leaked = capfd.readouterr()          # what distributed's threads wrote straight to fd 2
+    assert "Traceback" not in stderr + leaked.err and "Traceback" not in stdout, (stderr + leaked.err)[-3000:]
+    assert code == 2, stderr[-2000:]
+    summary = pl.read_parquet(out / "summary.parquet")
+    assert summary.height == n
+    statuses = dict(summary.group_by("status").len().iter_rows())
+    assert statuses.get("ok", 0) >= 2 and statuses.get(status, 0) >= 1 and set(statuses) <= {"ok", status}, statuses
+    rows = [ln for ln in stdout.splitlines() if ln.startswith(status)]
+    assert len(rows) == statuses[status], stdout[-2000:]
+    assert all(("scheduler lost" in ln or "connection to the Dask" in ln) if lost == "scheduler"
+               else "no Dask worker" in ln for ln in rows), rows[:3]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
 # ---------------------------------------------------------------- bounded lines
