@@ -278,15 +278,30 @@ def check_output(path, flag: str, *, can_stream: bool = True, directory: bool = 
         raise OutputError(f"{flag}: empty file name")
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
-        raise OutputError(f"{path}: no such directory: {parent} ({flag})")
+        what = "not a directory" if os.path.exists(parent) else "no such directory"
+        raise OutputError(f"{path}: {what}: {parent} ({flag})")
     if not os.access(parent, os.W_OK | os.X_OK) or _read_only(parent):
         raise OutputError(f"{path}: directory not writable: {parent} ({flag})")
+    if not is_special(path):
+        _probe(path, flag)
     if os.path.lexists(path):
         mode = os.stat(path).st_mode if os.path.exists(path) else 0
         if directory and not stat.S_ISDIR(mode):
             raise OutputError(f"{path}: exists and is not a directory ({flag})")
         if not directory and stat.S_ISDIR(mode):
             raise OutputError(f"{path}: is a directory ({flag} names the file to write)")
+
+
+def _probe(path: str, flag: str) -> None:
+    """Create and remove the output's temporary: a directory access() calls writable where no
+    file can be made (procfs, sysfs, a file system that refuses root) is refused before the
+    work, not after it."""
+    try:
+        os.remove(_create(path))
+    except OutputError as exc:
+        raise OutputError(f"{exc} ({flag})") from None
+    except OSError:
+        pass
 
 
 def _read_only(directory: str) -> bool:

@@ -20,6 +20,10 @@ Outputs (issue 30, item 1; issue 28, item 6):
   out-dir-missing       --ios /nonexistent/dir/x.parquet: refused before the analysis (no
                         table printed)
   out-is-directory      --json DIR
+  out-in-procfs         --json /proc/x.json: a directory access() calls writable for root where
+                        no file can be made: refused before the analysis (the temporary is
+                        created and removed first)
+  out-under-a-file      --ios FILE/x.csv, batch -o FILE/ds (batch-under-a-file): not a directory
   two-stdout            --json - --ios -: one output may be standard output
   ios-to-stdout         --ios -: the CSV on standard output, no file named `-`
   batch-foreign-dir     batch -o DIR where DIR holds other files: refused, files kept
@@ -260,6 +264,13 @@ def cases(d: Path) -> list[Case]:
     out.append(Case("out-dir-missing", ["analyze", t, "--ios", str(d / "nonexistent" / "x.parquet")], 2,
                     "no such directory", inputs=[t], outputs=[str(d / "nonexistent" / "x.parquet")],
                     check=_printed_nothing))
+    out.append(Case("out-in-procfs", ["analyze", t, "--json", "/proc/scsitrace-fault.json"], 2, "cannot write",
+                    inputs=[t], outputs=["/proc/scsitrace-fault.json"], check=_printed_nothing))
+    (d / "afile").write_text("a file where a directory is expected\n")
+    out.append(Case("out-under-a-file", ["analyze", t, "--ios", str(d / "afile" / "x.csv")], 2, "not a directory",
+                    inputs=[t, str(d / "afile")], check=_printed_nothing))
+    out.append(Case("batch-under-a-file", ["batch", t, "-o", str(d / "afile" / "ds"), "-j", "0"], 2,
+                    "not a directory", inputs=[t, str(d / "afile")]))
     (d / "adir").mkdir()
     out.append(Case("out-is-directory", ["analyze", t, "--json", str(d / "adir")], 2, "is a directory",
                     inputs=[t], check=_printed_nothing))

@@ -139,6 +139,50 @@ def test_a_new_dataset_replaces_the_old_one_whole(tmp_path):
     assert pl.read_parquet(out / "summary.parquet").height == 1
 
 
+def test_a_read_only_file_system_is_refused_before_the_work(tmp_path):
+    """Outputs on a read-only file system (a read-only bind mount of a directory, in a mount
+    namespace of the command's own: nothing to clean up): exit 2, one line, the old file
+    unchanged and nothing new in the directory; batch likewise."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("no unshare(1) to make a read-only mount")
+    t = shutil.copy(gen_faults.ANCOT, tmp_path / "t.ancot")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    (ro / "x.json").write_text("old\n")
+    as_root = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
+    cli = f"{sys.executable} -m scsitrace.cli"
+    script = (f"mount --bind {ro} {ro} && mount -o remount,ro,bind {ro} || exit 99; "
+              f"{cli} analyze {t} --json {ro}/x.json; echo \"rc=$?\" >&2; "
+              f"{cli} batch {t} -o {ro}/ds -j 0; echo \"rc=$?\" >&2")
+    r = subprocess.run([unshare, *as_root, "--mount", "sh", "-c", script], capture_output=True, text=True, timeout=600)
+    if r.returncode == 99 or "rc=" not in r.stderr:
+        pytest.skip(f"cannot make a read-only mount here: {r.stderr.strip()[-200:]}")
+    lines = r.stderr.strip().splitlines()
+    assert lines == [f"scsitrace: {ro}/x.json: directory not writable: {ro} (--json)", "rc=2",
+                     f"scsitrace: {ro}/ds: directory not writable: {ro} (-o)", "rc=2"], r.stderr
+    assert r.stdout == ""
+    assert sorted(p.name for p in ro.iterdir()) == ["x.json"] and (ro / "x.json").read_text() == "old\n"
+
+
+def test_a_directory_without_write_permission_is_refused_before_the_work(tmp_path):
+    """A directory of mode 0555: exit 2, one line, nothing printed, nothing written (for root
+    the mode does not block writes; the read-only mount test covers root)."""
+    if os.geteuid() == 0:
+        pytest.skip("running as root: a directory's mode does not stop root writing in it")
+    t = shutil.copy(gen_faults.ANCOT, tmp_path / "t.ancot")
+    d = tmp_path / "locked"
+    d.mkdir()
+    d.chmod(0o555)
+    try:
+        status, out, err = run_cli(["analyze", str(t), "--json", str(d / "x.json")])
+        assert status == 2 and out == ""
+        check_one_line(2, err, f"{d}/x.json: directory not writable: {d} (--json)")
+        assert list(d.iterdir()) == []
+    finally:
+        d.chmod(0o755)
+
+
 # ---------------------------------------------------------------- two writers
 
 def test_two_writers_of_one_output_never_interleave(tmp_path):
