@@ -284,8 +284,9 @@ def _collect(client, futures: dict, stall: float, finish) -> None:
                                                               "(the cluster lost its workers)"))
             client.cancel(list(pending))
             return
+        deadline = time.monotonic() + stall       # for the round's results, together
         for fut in sorted(done, key=lambda f: futures[f].trace_id):
-            finish(_task_result(fut, futures[fut]))
+            finish(_task_result(fut, futures[fut], max(0.1, deadline - time.monotonic())))
 
 
 def _has_worker(client, wait_s: float) -> bool:
@@ -296,15 +297,19 @@ def _has_worker(client, wait_s: float) -> bool:
         return False
 
 
-def _task_result(fut, job: Job) -> dict:
-    """A finished task's result row, or the row saying why there is none."""
+def _task_result(fut, job: Job, wait_s: float) -> dict:
+    """A finished task's result row, or the row saying why there is none (a result held by a
+    worker that died before it was fetched waits for the trace to run again: `wait_s` at most)."""
     import asyncio
     import concurrent.futures
     lost = failed_result(job, "interrupted", "the Dask scheduler lost this trace before its result came back")
     if fut.status not in ("finished", "error", "cancelled"):
         return lost                 # still pending on a lost scheduler: result() would wait for ever
     try:
-        return fut.result()
+        return fut.result(timeout=wait_s)
+    except TimeoutError:
+        return failed_result(job, "timeout", "its result was lost with its Dask worker and no worker ran it "
+                                             "again in time")
     except (concurrent.futures.CancelledError, asyncio.CancelledError) as exc:
         why = getattr(exc, "reason", None) or "cancelled"
         return failed_result(job, "interrupted", f"the Dask scheduler lost this trace before its result came back "

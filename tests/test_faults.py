@@ -383,7 +383,7 @@ def test_a_cluster_lost_mid_batch_ends_it_in_one_line_per_trace(tmp_path, monkey
     rows = [ln for ln in stdout.splitlines() if ln.startswith(status)]
     assert len(rows) == statuses[status], stdout[-2000:]
     assert all(("scheduler lost" in ln or "connection to the Dask" in ln) if lost == "scheduler"
-               else "no Dask worker" in ln for ln in rows), rows[:3]
+               else ("no Dask worker" in ln or "lost with its Dask worker" in ln) for ln in rows), rows[:3]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
