@@ -66,11 +66,11 @@ def _create(path: str) -> str:
 
 def write_error(path, exc: BaseException) -> OutputError:
     """The one line for a failed write: the output and the system's reason."""
-    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else _os_reason(str(exc))
+    reason = _os_reason(exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc))
     return OutputError(f"{path}: cannot write: {reason}")
 
 
-_RUST_IO = re.compile(r"\(os error (\d+)\)")
+_RUST_IO = re.compile(r"\(os error (\d+)\)|\[errno (\d+)\]")   # polars (Rust) and pyarrow
 
 
 def _os_reason(text: str) -> str:
@@ -78,7 +78,7 @@ def _os_reason(text: str) -> str:
     on device'); polars and pyarrow wrap the errno in their own words."""
     m = _RUST_IO.search(text)
     if m:
-        return os.strerror(int(m.group(1)))
+        return os.strerror(int(m.group(1) or m.group(2)))
     for code in (errno.ENOSPC, errno.EROFS, errno.EFBIG, errno.EACCES, errno.EDQUOT, errno.EIO):
         if os.strerror(code) in text:
             return os.strerror(code)

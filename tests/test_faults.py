@@ -95,16 +95,20 @@ def _scsitrace(args, limit=None, **kw):
                           preexec_fn=_limited(limit) if limit else None, timeout=600, **kw)
 
 
-@pytest.mark.parametrize("flag", ["--html", "--segments", "--json"])
+@pytest.mark.parametrize("flag", ["--html", "--segments", "--json", "convert", "annotate"])
 def test_a_full_disk_keeps_the_old_output_whole(tmp_path, flag):
     """The write fails (a 64 KB file size limit: EFBIG, as ENOSPC): exit 2, one line naming
-    the output, the previous file under the final name unchanged, no temporary left."""
+    the output and the system's reason alone (pyarrow's own words cut: `convert`), the previous
+    file under the final name unchanged, no temporary left."""
     t = shutil.copy(gen_faults.ANCOT, tmp_path / "t.ancot")
-    target = tmp_path / "out.file"
+    target = tmp_path / ("out.parquet" if flag == "convert" else "out.file")
     old = b"the previous output\n"
     target.write_bytes(old)
-    limit = 64 << 10 if flag != "--json" else 256
-    r = _scsitrace(["analyze", str(t), flag, str(target)], limit=limit)
+    limit = 64 << 10 if flag.startswith("--") and flag != "--json" else 256
+    argv = {"convert": ["convert", str(t), "-o", str(target)],
+            "annotate": ["annotate", str(shutil.copy(gen_faults.VCD, tmp_path / "t.vcd")), "-o", str(target)]
+            }.get(flag, ["analyze", str(t), flag, str(target)])
+    r = _scsitrace(argv, limit=limit)
     assert r.returncode == 2, r.stderr
     check_one_line(2, r.stderr, f"{target}: cannot write: File too large")
     assert target.read_bytes() == old
