@@ -58,6 +58,8 @@ Values read from files (item 4):
   strace-resid-over     SG_IO `resid` larger than `dxfer_len`
   strace-fd-huge        SG_IO on fd 99999999999999999999
   strace-nul            a NUL inside `SG_IO`: a bad record, not a line of another syscall
+  strace-clock-bad      a -t time of day 25:61:61 (a known gap: see STRACE_GAPS)
+  strace-pid-huge       a -f pid past int64 (a known gap: see STRACE_GAPS)
   parquet-initiator     transitions Parquet whose metadata says initiator 999
   parquet-null-t        a null t_ns row
   parquet-reverse       transitions in reverse time (lenient: never a negative elapsed time)
@@ -111,6 +113,7 @@ class Case:
     check: object = None                # check(directory, stdout, stderr) -> None
     lenient: "Case | None" = None       # the same files with --lenient, when it differs
     one_line: bool = True               # exit 2 is one line on stderr (False: a corpus report on stdout)
+    gap: str | None = None              # a known gap (expected to fail, strictly: its fix ends the mark)
 
 
 def sha256(path) -> str | None:
@@ -241,6 +244,13 @@ def _lenient_sr_keeps_time(d, out, err):
     assert s["elapsed_ns"] >= 3 * 4000 * 100 - 400 * 100, s["elapsed_ns"]   # three chunks at 10 MHz
 
 
+STRACE_GAPS = {   # parsers/sgio.py (moved to _strace_lines.py on the `logs` branch): not fixed here
+    "strace-clock-bad": "sgio accepts a time of day 25:61:61 (exit 0): _clock must null hours > 23, "
+                        "minutes or seconds > 59, and the line be bad",
+    "strace-pid-huge": "sgio casts a -f pid past int64 strictly (internal error, exit 1): "
+                       "_lines.checked_int(pid, 0, I64) and a bad line"}
+
+
 def cases(d: Path) -> list[Case]:
     """Every case, its files written under `d`."""
     d = Path(d)
@@ -367,13 +377,15 @@ def cases(d: Path) -> list[Case]:
             ("strace-duration-neg", "duration=0", "duration=-5", "duration is negative"),
             ("strace-resid-over", "resid=0", "resid=4096", "resid is larger than dxfer_len"),
             ("strace-fd-huge", "ioctl(3,", "ioctl(99999999999999999999,", "fd is not a number"),
-            ("strace-nul", "SG_IO", "SG\x00IO", "NUL byte")):
+            ("strace-nul", "SG_IO", "SG\x00IO", "NUL byte"),
+            ("strace-clock-bad", "ioctl(3", "25:61:61.000000 ioctl(3", "time of day"),
+            ("strace-pid-huge", "ioctl(3", "99999999999999999999 ioctl(3", "pid")):
         s = d / f"{name}.strace.txt"
         lines = turs.splitlines(keepends=True)
         k = next(i for i, ln in enumerate(lines) if ", SG_IO, " in ln and old in ln)    # the first SG_IO call
         lines[k] = lines[k].replace(old, new, 1)
         s.write_text("".join(lines))
-        out.append(Case(name, ["analyze", str(s)], 2, why, inputs=[str(s)]))
+        out.append(Case(name, ["analyze", str(s)], 2, why, inputs=[str(s)], gap=STRACE_GAPS.get(name)))
     out += _parquet_cases(d)
 
     gap = _sr(d / "gap.sr", drop=("logic-1-2",))
