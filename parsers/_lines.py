@@ -28,8 +28,8 @@ def _too_long(path: str, line: int | None = None, offset: int | None = None) -> 
 
 SKIPPED_LINE = b"\x00(a-line-longer-than-the-bound-skipped)\n"
 """What a lenient read yields for a line past MAX_LINE_BYTES (its bytes are skipped, never
-held): one line, one token, that every text parser counts as a bad record (a NUL byte), so the line numbers
-after it stay right and the skip is counted where the parser counts the others."""
+held): one line of one token that every text parser counts as a bad record (a NUL byte), so
+the line numbers after it stay right and the skip is counted where the parser counts others."""
 
 SKIP_BYTES = 16 << 20   # the window a skipped line is scanned in
 

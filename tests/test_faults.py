@@ -10,6 +10,7 @@ temporary left beside it."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import resource
 import shutil
@@ -84,16 +85,19 @@ def test_fault_case(corpus, name):
 
 # ---------------------------------------------------------------- a full disk
 
-def _limited(limit: int):
+def _limited(limit: int | None, as_limit: int | None = None):
     def pre():
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)     # the write fails with EFBIG instead
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        if limit:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)     # the write fails with EFBIG instead
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        if as_limit:
+            resource.setrlimit(resource.RLIMIT_AS, (as_limit, as_limit))
     return pre
 
 
-def _scsitrace(args, limit=None, **kw):
+def _scsitrace(args, limit=None, as_limit=None, **kw):
     return subprocess.run([sys.executable, "-m", "scsitrace.cli", *args], capture_output=True, text=True,
-                          preexec_fn=_limited(limit) if limit else None, timeout=600, **kw)
+                          preexec_fn=_limited(limit, as_limit) if limit or as_limit else None, timeout=600, **kw)
 
 
 @pytest.mark.parametrize("flag", ["--html", "--segments", "--json", "convert", "annotate"])
@@ -534,3 +538,19 @@ def test_a_csv_shown_on_a_terminal_has_its_control_characters_escaped():
     df = pl.DataFrame({"p": ["ok", "\x1b]0;T\x07x", None], "n": [1, 2, 3]})
     got = inert.terminal_safe(df)
     assert got["p"].to_list() == ["ok", "\\x1b]0;T\\x07x", None] and got["n"].to_list() == [1, 2, 3]
+
+
+def test_crosslayer_reads_a_case_dmesg_in_bounded_memory(tmp_path):
+    """crosslayer looks for the logical block size in the case's dmesg.txt: read in blocks of
+    whole lines, a 10 GiB line (a sparse hole) before the size's line is skipped, not held
+    (here under a 3 GiB address-space limit: reading it whole was a MemoryError, exit 1)."""
+    case = tmp_path / "case"
+    case.mkdir()
+    src = gen_faults.CAPTURED / "lsi_bufread32k"
+    for name in ("ftrace.txt",):
+        shutil.copy(src / name, case / name)
+    size_line = b"[    1.000000] sd 0:0:0:0: [sda] 2048 4096-byte logical blocks: (8.39 MB/8.00 MiB)\n"
+    gen_faults._sparse(case / "dmesg.txt", b"[    0.000000] Linux version\n", 10 << 30, b"\n" + size_line)
+    r = _scsitrace(["crosslayer", str(case), "--json", "-"], limit=None, as_limit=3 << 30)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout)["block_size"] == 4096, r.stdout[:500]
