@@ -62,16 +62,23 @@ def _worker_main(conn, work, prepare) -> None:
 
 @contextlib.contextmanager
 def _sigint_ignored():
-    """SIGINT ignored while a worker process starts (it inherits the disposition), in the main
-    thread only (signal handlers can be set nowhere else)."""
+    """SIGINT ignored and blocked while a worker process starts, in the main thread only
+    (signal handlers can be set nowhere else). The worker inherits both: the mask stays with
+    it and every thread it starts, so polars' native SIGINT handler (installed by its import,
+    before the worker can ignore SIGINT again) is never run. A Ctrl-C in the parent meanwhile
+    is held and delivered when the mask is restored."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    from multiprocessing import resource_tracker
+    resource_tracker.ensure_running()     # its first start unblocks SIGINT: done before the mask
     old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, old)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 class _Worker:

@@ -266,11 +266,16 @@ def _worker_processes(pid: int) -> list[int]:
 
 
 def _sigint_ignored(pid: int) -> bool:
-    """SIGINT's disposition in the kernel is 'ignore' (what Python's signal.getsignal says can
-    differ: a native library's sigaction is not seen there)."""
-    status = Path(f"/proc/{pid}/status").read_text()
-    ign = next(int(ln.split()[1], 16) for ln in status.splitlines() if ln.startswith("SigIgn:"))
-    return bool(ign >> (signal.SIGINT - 1) & 1)
+    """SIGINT cannot run a handler in the process: its disposition in the kernel is 'ignore'
+    (what Python's signal.getsignal says can differ: a native library's sigaction is not seen
+    there), or every thread blocks it (a worker still importing polars, whose import installs
+    a handler)."""
+    def bit(status: str, key: str) -> bool:
+        value = next(int(ln.split()[1], 16) for ln in status.splitlines() if ln.startswith(key))
+        return bool(value >> (signal.SIGINT - 1) & 1)
+    if bit(Path(f"/proc/{pid}/status").read_text(), "SigIgn:"):
+        return True
+    return all(bit((task / "status").read_text(), "SigBlk:") for task in Path(f"/proc/{pid}/task").iterdir())
 
 
 @pytest.mark.parametrize("sig, to_group", [(signal.SIGINT, True), (signal.SIGTERM, False), (signal.SIGINT, False)])
