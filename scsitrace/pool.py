@@ -292,8 +292,9 @@ def _collect(client, futures: dict, stall: float, finish) -> None:
             client.cancel(list(pending))
             return
         deadline = time.monotonic() + stall       # for the round's results, together
+        connected = client.status == "running"
         for fut in sorted(done, key=lambda f: futures[f].trace_id):
-            finish(_task_result(fut, futures[fut], max(0.1, deadline - time.monotonic())))
+            finish(_task_result(fut, futures[fut], max(0.1, deadline - time.monotonic()), connected))
 
 
 def _has_worker(client, wait_s: float) -> bool:
@@ -304,14 +305,13 @@ def _has_worker(client, wait_s: float) -> bool:
         return False
 
 
-def _task_result(fut, job: Job, wait_s: float) -> dict:
+def _task_result(fut, job: Job, wait_s: float, connected: bool = True) -> dict:
     """A finished task's result row, or the row saying why there is none (a result held by a
     worker that died before it was fetched waits for the trace to run again: `wait_s` at most)."""
     import asyncio
     import concurrent.futures
-    lost = failed_result(job, "interrupted", "the Dask scheduler lost this trace before its result came back")
-    if fut.status not in ("finished", "error", "cancelled"):
-        return lost                 # still pending on a lost scheduler: result() would wait for ever
+    if not connected and fut.status not in ("finished", "error", "cancelled"):
+        return failed_result(job, "interrupted", "the Dask scheduler lost this trace before its result came back")
     try:
         return fut.result(timeout=wait_s)
     except TimeoutError:
