@@ -21,9 +21,63 @@ MAX_LINE_BYTES = 256 << 20
 input, found before it is held in memory whole."""
 
 
-def _too_long(path: str, offset: int) -> BadInput:
-    return BadInput(path, f"a line longer than {MAX_LINE_BYTES >> 20} MiB: not a text trace (or a damaged one)",
-                    offset=offset)
+def _too_long(path: str, line: int | None = None, offset: int | None = None) -> BadInput:
+    return BadInput(path, f"line longer than {MAX_LINE_BYTES} bytes (no text trace has one: a file "
+                          "without newlines, or a damaged tail)", line=line, offset=offset)
+
+
+SKIPPED_LINE = b"\x00(a-line-longer-than-the-bound-skipped)\n"
+"""What a lenient read yields for a line past MAX_LINE_BYTES (its bytes are skipped, never
+held): one line of one token that every text parser counts as a bad record (a NUL byte), so
+the line numbers after it stay right and the skip is counted where the parser counts others."""
+
+SKIP_BYTES = 16 << 20   # the window a skipped line is scanned in
+
+
+def _line_at(path: str, start_offset: int, first_line: int, pos: int) -> int:
+    """The line number of the line starting at byte `pos` (error path only: reads the file
+    from `start_offset` to `pos` again, a block at a time)."""
+    line = first_line
+    with open(path, "rb") as fh:
+        fh.seek(start_offset)
+        left = pos - start_offset
+        while left > 0:
+            chunk = fh.read(min(SKIP_BYTES, left))
+            if not chunk:
+                break
+            line += chunk.count(b"\n")
+            left -= len(chunk)
+    return line
+
+
+def _overlong(fh: BinaryIO, path: str, pos: int, start_offset: int, first_line: int, strict: bool) -> bytes:
+    """The line starting at `pos` is past the bound: strict, bad input naming its line;
+    lenient, `fh` is moved past it (a window at a time) and SKIPPED_LINE stands for it."""
+    if strict:
+        raise _too_long(path, line=_line_at(path, start_offset, first_line, pos))
+    fh.seek(pos)
+    while True:
+        chunk = fh.read(SKIP_BYTES)
+        if not chunk:
+            return SKIPPED_LINE
+        nl = chunk.find(b"\n")
+        if nl >= 0:
+            fh.seek(nl + 1 - len(chunk), 1)
+            return SKIPPED_LINE
+
+
+def bounded_lines(fh: BinaryIO, path: str, first_line: int = 1) -> Iterator[bytes]:
+    """The raw lines of `fh` from where it stands (a header), none held past MAX_LINE_BYTES:
+    a longer one is bad input naming its line."""
+    line = first_line
+    while True:
+        raw = fh.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            raise _too_long(path, line=line)
+        yield raw
+        line += 1
 
 
 ARROW_SPLIT_BYTES = 4 << 20
@@ -93,27 +147,32 @@ def _replace_invalid_utf8(buf: bytes) -> tuple[bytes, set[int]]:
 
 def iter_byte_blocks(path: str, *, start_offset: int = 0, first_line: int = 1,
                      block_bytes: int = BLOCK_BYTES, progress=None,
-                     count_lines: bool = True, views: bool = False) -> Iterator[tuple[bytes, int]]:
+                     count_lines: bool = True, views: bool = False,
+                     strict: bool = True) -> Iterator[tuple[bytes, int]]:
     """Yield (block, line number of its first line): whole lines only, in file order.
     Without `count_lines` the numbers are not kept up (a caller that counts lines itself
-    saves a pass over the bytes); with `views` blocks are memoryviews (no copy)."""
+    saves a pass over the bytes); with `views` blocks are memoryviews (no copy). A line past
+    MAX_LINE_BYTES is bad input (strict) or skipped as one SKIPPED_LINE (lenient)."""
     if views:
         mapped = _mapped(path)
         if mapped is None:
-            yield from _ring_blocks(path, start_offset, first_line, block_bytes, progress)
+            yield from _ring_blocks(path, start_offset, first_line, block_bytes, progress, strict)
         else:
-            yield from _mapped_blocks(mapped, start_offset, first_line, block_bytes, progress, path)
+            yield from _mapped_blocks(mapped, start_offset, first_line, block_bytes, progress, path, strict)
         return
     line_no = first_line
     with open(path, "rb") as fh:
         fh.seek(start_offset)
         while True:
+            at = fh.tell()
             block = fh.read(block_bytes)
             if len(block) == block_bytes:
                 cut = block.rfind(b"\n")
                 while cut < 0:  # a line longer than the block: read on
                     if len(block) > MAX_LINE_BYTES:
-                        raise _too_long(path, fh.tell() - len(block))
+                        block = _overlong(fh, path, at, start_offset, first_line, strict)
+                        cut = len(block) - 1
+                        break
                     more = fh.read(block_bytes)
                     block += more
                     cut = block.rfind(b"\n") if more else len(block) - 1
@@ -121,7 +180,7 @@ def iter_byte_blocks(path: str, *, start_offset: int = 0, first_line: int = 1,
                     fh.seek(cut + 1 - len(block), 1)
                     block = memoryview(block)[:cut + 1] if views else block[:cut + 1]
             if progress is not None:
-                progress(len(block))
+                progress(fh.tell() - at)
             if not block:
                 return
             yield block, line_no
@@ -142,7 +201,7 @@ def _mapped(path: str) -> mmap.mmap | None:
 
 
 def _mapped_blocks(mm: mmap.mmap, start_offset: int, first_line: int, block_bytes: int, progress,
-                   path: str = "input"):
+                   path: str = "input", strict: bool = True):
     """Whole-line blocks as views of the mapped file: nothing is copied here; pages are read
     where the blocks are scanned (the scanner's threads). The mapping lives while any view
     does. Pages of blocks RING blocks back leave this process's resident set (they stay in
@@ -158,7 +217,14 @@ def _mapped_blocks(mm: mmap.mmap, start_offset: int, first_line: int, block_byte
         if cut < 0:  # a line longer than the block
             cut = mm.find(b"\n", end, pos + MAX_LINE_BYTES + 1)
             if cut < 0 and size - pos > MAX_LINE_BYTES:
-                raise _too_long(path, pos)
+                if strict:
+                    raise _too_long(path, line=_line_at(path, start_offset, first_line, pos))
+                after = _skip_mapped(mm, pos)
+                if progress is not None:
+                    progress(after - pos)
+                yield SKIPPED_LINE, first_line
+                pos, released = after, after - after % mmap.PAGESIZE
+                continue
             cut = size - 1 if cut < 0 else cut
         view = whole[pos:cut + 1]
         if progress is not None:
@@ -168,6 +234,22 @@ def _mapped_blocks(mm: mmap.mmap, start_offset: int, first_line: int, block_byte
         if len(starts) > RING:
             released = _release(mm, released, starts.pop(0))
         pos = cut + 1
+
+
+def _skip_mapped(mm: mmap.mmap, pos: int) -> int:
+    """Where the line starting at `pos` ends (past its newline, or the end of the file),
+    scanned a window at a time, each window dropped from the resident set once scanned."""
+    size = len(mm)
+    while pos < size:
+        end = min(pos + SKIP_BYTES, size)
+        nl = mm.find(b"\n", pos, end)
+        if hasattr(mmap, "MADV_DONTNEED"):
+            start = pos - pos % mmap.PAGESIZE
+            mm.madvise(mmap.MADV_DONTNEED, start, end - start if end < size else size - start)
+        if nl >= 0:
+            return nl + 1
+        pos = end
+    return size
 
 
 def _release(mm: mmap.mmap, start: int, end: int) -> int:
@@ -183,7 +265,8 @@ def _release(mm: mmap.mmap, start: int, end: int) -> int:
 RING = 6  # buffers in rotation: enough for the blocks a reader keeps in flight (at most 4)
 
 
-def _ring_blocks(path: str, start_offset: int, first_line: int, block_bytes: int, progress):
+def _ring_blocks(path: str, start_offset: int, first_line: int, block_bytes: int, progress,
+                 strict: bool = True):
     """Whole-line blocks as views into a few reused buffers (no allocation or copy per block).
     A view stays valid until RING more blocks have been read."""
     ring = [bytearray(block_bytes) for _ in range(RING)]
@@ -193,6 +276,7 @@ def _ring_blocks(path: str, start_offset: int, first_line: int, block_bytes: int
         while True:
             buf = ring[k % RING]
             k += 1
+            at = fh.tell()
             n = fh.readinto(buf)
             if not n:
                 return
@@ -202,7 +286,8 @@ def _ring_blocks(path: str, start_offset: int, first_line: int, block_bytes: int
                 block = bytes(buf[:n]) + rest
                 while rest and b"\n" not in rest:
                     if len(block) > MAX_LINE_BYTES:
-                        raise _too_long(path, fh.tell() - len(block))
+                        block = rest = _overlong(fh, path, at, start_offset, first_line, strict)
+                        break
                     rest = fh.read(block_bytes)
                     block += rest
                 cut = block.rfind(b"\n") if rest else len(block) - 1
@@ -213,7 +298,7 @@ def _ring_blocks(path: str, start_offset: int, first_line: int, block_bytes: int
                     fh.seek(cut + 1 - n, 1)
                 view = memoryview(buf)[:cut + 1]
             if progress is not None:
-                progress(len(view))
+                progress(fh.tell() - at)
             yield view, first_line
 
 
@@ -225,7 +310,7 @@ def iter_line_blocks(path: str, *, strict: bool, start_offset: int = 0, first_li
     caller can count them as bad; in strict mode the first one raises BadInput.
     """
     for buf, line_no in iter_byte_blocks(path, start_offset=start_offset, first_line=first_line,
-                                         block_bytes=block_bytes, progress=progress):
+                                         block_bytes=block_bytes, progress=progress, strict=strict):
         yield _block_frame(buf, path, line_no, strict)
 
 

@@ -41,7 +41,7 @@ def _parse_header(path: str) -> tuple[dict, int, int]:
     offset = 0
     line_no = 0
     with open(path, "rb") as fh:
-        for raw in fh:
+        for raw in _lines.bounded_lines(fh, path):
             line_no += 1
             try:
                 text = raw.decode("utf-8").strip()
@@ -189,7 +189,8 @@ class _Reader:
             pending = deque()
             line_no = self.first_line
             blocks = _lines.iter_byte_blocks(self.path, start_offset=self.offset, block_bytes=PARSE_BLOCK_BYTES,
-                                             progress=self.progress, count_lines=False, views=True)
+                                             progress=self.progress, count_lines=False, views=True,
+                                             first_line=self.first_line, strict=self.strict)
             for buf, _ in blocks:
                 pending.append((buf, pool.submit(_scan.scan_block, buf, self.sig_bits, n_data)))
                 while len(pending) > 2:

@@ -42,7 +42,7 @@ def sniff(head: bytes) -> bool:
 
 def _header(path: str) -> tuple[list[str], int]:
     with open(path, "rb") as fh:
-        first = fh.readline()
+        first = next(_lines.bounded_lines(fh, path), b"")
     text = first.decode("utf-8", "replace").lstrip("\ufeff").rstrip("\r\n")
     names = text.split(",")
     if names[0] != TIME_HEADER or len(names) < 2:

@@ -97,7 +97,7 @@ class _HeaderReader:
     def read(self) -> Header:
         offset = line_no = 0
         with open(self.path, "rb") as fh:
-            for raw in fh:
+            for raw in _lines.bounded_lines(fh, self.path):
                 line_no += 1
                 try:
                     text = raw.decode("utf-8")
@@ -316,7 +316,7 @@ class _Reader:
             yield self.h.rest.encode() + b"\n", self.h.rest_line
         yield from _lines.iter_byte_blocks(self.path, start_offset=self.h.data_offset,
                                            first_line=self.h.data_line, block_bytes=self.block_bytes,
-                                           progress=self.progress)
+                                           progress=self.progress, strict=self.strict)
 
     # -- one block
     def _block(self, buf: bytes, first_line: int, carry: _Carry) -> pl.DataFrame | None:

@@ -66,11 +66,11 @@ def _create(path: str) -> str:
 
 def write_error(path, exc: BaseException) -> OutputError:
     """The one line for a failed write: the output and the system's reason."""
-    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else _os_reason(str(exc))
+    reason = _os_reason(exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc))
     return OutputError(f"{path}: cannot write: {reason}")
 
 
-_RUST_IO = re.compile(r"\(os error (\d+)\)")
+_RUST_IO = re.compile(r"\(os error (\d+)\)|\[errno (\d+)\]")   # polars (Rust) and pyarrow
 
 
 def _os_reason(text: str) -> str:
@@ -78,7 +78,7 @@ def _os_reason(text: str) -> str:
     on device'); polars and pyarrow wrap the errno in their own words."""
     m = _RUST_IO.search(text)
     if m:
-        return os.strerror(int(m.group(1)))
+        return os.strerror(int(m.group(1) or m.group(2)))
     for code in (errno.ENOSPC, errno.EROFS, errno.EFBIG, errno.EACCES, errno.EDQUOT, errno.EIO):
         if os.strerror(code) in text:
             return os.strerror(code)
@@ -278,15 +278,30 @@ def check_output(path, flag: str, *, can_stream: bool = True, directory: bool = 
         raise OutputError(f"{flag}: empty file name")
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
-        raise OutputError(f"{path}: no such directory: {parent} ({flag})")
+        what = "not a directory" if os.path.exists(parent) else "no such directory"
+        raise OutputError(f"{path}: {what}: {parent} ({flag})")
     if not os.access(parent, os.W_OK | os.X_OK) or _read_only(parent):
         raise OutputError(f"{path}: directory not writable: {parent} ({flag})")
+    if not is_special(path):
+        _probe(path, flag)
     if os.path.lexists(path):
         mode = os.stat(path).st_mode if os.path.exists(path) else 0
         if directory and not stat.S_ISDIR(mode):
             raise OutputError(f"{path}: exists and is not a directory ({flag})")
         if not directory and stat.S_ISDIR(mode):
             raise OutputError(f"{path}: is a directory ({flag} names the file to write)")
+
+
+def _probe(path: str, flag: str) -> None:
+    """Create and remove the output's temporary: a directory access() calls writable where no
+    file can be made (procfs, sysfs, a file system that refuses root) is refused before the
+    work, not after it."""
+    try:
+        os.remove(_create(path))
+    except OutputError as exc:
+        raise OutputError(f"{exc} ({flag})") from None
+    except OSError:
+        pass
 
 
 def _read_only(directory: str) -> bool:

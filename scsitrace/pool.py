@@ -62,16 +62,23 @@ def _worker_main(conn, work, prepare) -> None:
 
 @contextlib.contextmanager
 def _sigint_ignored():
-    """SIGINT ignored while a worker process starts (it inherits the disposition), in the main
-    thread only (signal handlers can be set nowhere else)."""
+    """SIGINT ignored and blocked while a worker process starts, in the main thread only
+    (signal handlers can be set nowhere else). The worker inherits both: the mask stays with
+    it and every thread it starts, so polars' native SIGINT handler (installed by its import,
+    before the worker can ignore SIGINT again) is never run. A Ctrl-C in the parent meanwhile
+    is held and delivered when the mask is restored."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    from multiprocessing import resource_tracker
+    resource_tracker.ensure_running()     # its first start unblocks SIGINT: done before the mask
     old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, old)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 class _Worker:
@@ -220,10 +227,8 @@ def _connected(Client, address: str, timeout: float | None):
     """A client of the scheduler at `address` with at least one worker, or UsageError within
     CONNECT_S (or --timeout, if longer) each: an unreachable scheduler, a garbage address or
     a cluster without workers fails in bounded time, in one line."""
-    import logging
     from .errors import UsageError
-    logging.getLogger("distributed").setLevel(logging.CRITICAL)   # a lost scheduler: our one line per
-    wait = max(CONNECT_S, timeout or 0)                            # trace, not distributed's tracebacks
+    wait = max(CONNECT_S, timeout or 0)
     try:
         client = Client(address, timeout=wait)
     except (OSError, TimeoutError, ValueError, TypeError) as exc:
@@ -238,27 +243,110 @@ def _connected(Client, address: str, timeout: float | None):
 
 
 def run_dask(address: str, jobs: list[Job], timeout: float | None = None, on_result=None) -> list[dict]:
-    """Run every job on the Dask cluster whose scheduler is at `address`; results in job order."""
+    """Run every job on the Dask cluster whose scheduler is at `address`; results in job order.
+    Bounded when the cluster fails under the batch: traces left when no worker has been there
+    for CONNECT_S (or --timeout, if longer) end as `timeout`; a lost scheduler ends every
+    trace not yet back as `interrupted`; one line each, distributed's own logging silenced."""
     try:
-        from distributed import Client, as_completed
+        from distributed import Client
     except ImportError:
         from .errors import UsageError
         raise UsageError("--scheduler needs Dask distributed: pip install 'scsitrace[dask]'") from None
     results: dict[int, dict] = {}
-    with _connected(Client, address, timeout) as client:
+
+    def finish(result: dict) -> None:
+        results[result["trace_id"]] = result
+        if on_result is not None:
+            on_result(result)
+
+    with _distributed_silenced(), _connected(Client, address, timeout) as client:
         client.run(warm)              # imports done before any trace's time limit starts
         futures = {client.submit(_dask_task, job, timeout, key=f"scsitrace-{os.getpid()}-{job.trace_id}-{time.time_ns()}",
                                  pure=False): job for job in jobs}
-        for fut in as_completed(futures):
-            job = futures[fut]
-            try:
-                result = fut.result()
-            except Exception as exc:   # KilledWorker after the scheduler's retries, or a lost task
-                kind = type(exc).__name__
-                status = "crashed" if kind == "KilledWorker" else "error"
-                result = failed_result(job, status, f"{kind}: the Dask worker running this trace died"
-                                       if status == "crashed" else f"internal error: {kind}: {exc}")
-            results[job.trace_id] = result
-            if on_result is not None:
-                on_result(result)
+        _collect(client, futures, max(CONNECT_S, timeout or 0), finish)
     return [results[j.trace_id] for j in jobs]
+
+
+WORKER_CHECK_S = 5      # how long a stalled batch waits for the scheduler to show a worker
+
+
+def _collect(client, futures: dict, stall: float, finish) -> None:
+    """Results as they come; when none has come for `stall` seconds and the cluster has no
+    worker (none joined within WORKER_CHECK_S), the traces left fail as `timeout`: the time
+    limit covers waiting to be scheduled, not only running."""
+    import concurrent.futures
+    from distributed import wait
+    pending = set(futures)
+    while pending:
+        try:
+            done, pending = wait(pending, timeout=stall, return_when="FIRST_COMPLETED")
+        except concurrent.futures.CancelledError:      # the scheduler is lost: its futures cancelled
+            done = {f for f in pending if f.status in ("finished", "error", "cancelled", "lost")} or set(pending)
+            pending -= done
+        except TimeoutError:
+            if _has_worker(client, min(WORKER_CHECK_S, stall)):
+                continue                 # traces are running (each bounded by --timeout, if given)
+            for fut in sorted(pending, key=lambda f: futures[f].trace_id):
+                finish(failed_result(futures[fut], "timeout", f"no Dask worker to run this trace for {stall:g} s "
+                                                              "(the cluster lost its workers)"))
+            client.cancel(list(pending))
+            return
+        deadline = time.monotonic() + stall       # for the round's results, together
+        connected = client.status == "running"
+        for fut in sorted(done, key=lambda f: futures[f].trace_id):
+            finish(_task_result(fut, futures[fut], max(0.1, deadline - time.monotonic()), connected))
+
+
+def _has_worker(client, wait_s: float) -> bool:
+    try:
+        client.wait_for_workers(1, timeout=wait_s)
+        return True
+    except Exception:               # TimeoutError, or the scheduler is gone: no worker either way
+        return False
+
+
+def _task_result(fut, job: Job, wait_s: float, connected: bool = True) -> dict:
+    """A finished task's result row, or the row saying why there is none (a result held by a
+    worker that died before it was fetched waits for the trace to run again: `wait_s` at most)."""
+    import asyncio
+    import concurrent.futures
+    if not connected and fut.status not in ("finished", "error", "cancelled"):
+        return failed_result(job, "interrupted", "the Dask scheduler lost this trace before its result came back")
+    try:
+        return fut.result(timeout=wait_s)
+    except TimeoutError:
+        return failed_result(job, "timeout", "its result was lost with its Dask worker and no worker ran it "
+                                             "again in time")
+    except (concurrent.futures.CancelledError, asyncio.CancelledError) as exc:
+        why = getattr(exc, "reason", None) or "cancelled"
+        return failed_result(job, "interrupted", f"the Dask scheduler lost this trace before its result came back "
+                                                 f"({why})")
+    except OSError as exc:          # distributed's CommClosedError: the result's connection went down
+        return failed_result(job, "interrupted", "the connection to the Dask cluster was lost before this "
+                                                 f"trace's result came back ({type(exc).__name__})")
+    except Exception as exc:   # KilledWorker after the scheduler's retries, or a lost task
+        kind = type(exc).__name__
+        if kind == "KilledWorker":
+            return failed_result(job, "crashed", f"{kind}: the Dask worker running this trace died")
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        return failed_result(job, "error", f"internal error: {kind}: {first}")
+
+
+@contextlib.contextmanager
+def _distributed_silenced():
+    """distributed's loggers (each has its own level from Dask's config) quiet while the batch
+    talks to the cluster: a lost scheduler or worker is told by one line per trace, not by
+    distributed's tracebacks on stderr."""
+    import logging
+    loggers = [logging.getLogger(name) for name in ("distributed", "tornado", "asyncio")]
+    loggers += [logging.getLogger(name) for name in list(logging.root.manager.loggerDict)
+                if name.startswith("distributed.")]
+    old = [(lg, lg.disabled, lg.handlers[:]) for lg in loggers]
+    for lg in loggers:              # a logger made later propagates to "distributed": no handler there
+        lg.disabled = True
+        lg.handlers = [logging.NullHandler()] if lg.name == "distributed" else lg.handlers
+    try:
+        yield
+    finally:
+        for lg, disabled, handlers in old:
+            lg.disabled, lg.handlers = disabled, handlers

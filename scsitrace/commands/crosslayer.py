@@ -22,7 +22,7 @@ CASE_FILES = {
     "usb": ("usbmon.txt", "usbmon"),
     "bus": ("qemu-trace.txt", "qemu_lsi"),
 }
-LOGICAL_BLOCK_RE = re.compile(r"\] \d+ (\d+)-byte logical blocks")
+LOGICAL_BLOCK_RE = re.compile(rb"\] \d+ (\d+)-byte logical blocks")
 
 
 EXAMPLES = """examples:
@@ -58,10 +58,12 @@ def case_files(case_dir: Path) -> dict[str, Path]:
 
 def logical_block_size(case_dir: Path) -> int:
     dmesg = case_dir / "dmesg.txt"
-    if dmesg.exists():
-        m = LOGICAL_BLOCK_RE.search(dmesg.read_text(errors="replace"))
-        if m:
-            return int(m.group(1))
+    if dmesg.is_file():             # a regular file, read in blocks of whole lines (a FIFO, a
+        from scsitrace.parsers import _lines  # 10 GB line: neither hangs nor fills memory)
+        for block, _ in _lines.iter_byte_blocks(str(dmesg), strict=False, count_lines=False):
+            m = LOGICAL_BLOCK_RE.search(block)
+            if m:
+                return int(m.group(1))
     return 512
 
 
