@@ -218,7 +218,7 @@ class _Stream:
         from . import _blkparse_native as native
         in_summary, line_no = False, 1
         for view, _ in _lines.iter_byte_blocks(self.path, block_bytes=self.block_bytes or _lines.BLOCK_BYTES,
-                                               progress=self.progress, views=True):
+                                               progress=self.progress, views=True, strict=self.strict):
             first_line = line_no
             if in_summary:
                 raw = bytes(view)

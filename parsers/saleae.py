@@ -86,7 +86,7 @@ class _Reader:
         last_t = None
         held = np.zeros(len(self.names), dtype=np.int8)        # X holds the previous state
         for buf, line_no in _lines.iter_byte_blocks(self.path, start_offset=self.offset, first_line=2,
-                                                    progress=self.progress):
+                                                    progress=self.progress, strict=self.strict):
             clean = self._clean_block(buf, last_t, held[:len(self.used)])
             if clean is not None:
                 if len(clean[0]):

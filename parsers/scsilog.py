@@ -108,7 +108,7 @@ class _Events:
         counters = {}
         line_no = 1
         for buf, _ in _lines.iter_byte_blocks(self.path, block_bytes=self.chunk_bytes, progress=progress,
-                                              count_lines=False):
+                                              count_lines=False, strict=self.strict):
             n, ev = _scan_block(buf, line_no, self, cap.records, counters)
             line_no += n
             ev = self._out(ev, cap)

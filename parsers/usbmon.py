@@ -369,7 +369,7 @@ def _text_blocks(path: str, strict: bool, progress, block_bytes: int | None, cap
     last, wraps, any_bus, any_urb = None, 0, False, False
     line_no = 1
     for view, _ in _lines.iter_byte_blocks(path, block_bytes=block_bytes or _lines.BLOCK_BYTES, progress=progress,
-                                           views=True):
+                                           views=True, strict=strict):
         urbs, newlines, block_bus, other = _usbmon_text.scan_block(view, line_no)
         line_no += newlines
         del view
