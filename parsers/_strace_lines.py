@@ -18,6 +18,7 @@ RET = (r"(?P<retpart>\)\s+= (?P<ret>-?\d+|\?)(?: (?P<errno>E[A-Z0-9]+) \([^)]*\)
 
 
 DAY = 86_400_000_000_000
+MAX_EPOCH_S = (2**63 - 1) // 1_000_000_000 - 1     # -ttt seconds whose nanoseconds fit int64
 
 
 def _clock(ts: pl.Expr, before: tuple) -> tuple[pl.Expr, pl.Expr]:
@@ -27,10 +28,12 @@ def _clock(ts: pl.Expr, before: tuple) -> tuple[pl.Expr, pl.Expr]:
     clock = ts.str.contains(":")
     hms = ts.str.extract_groups(r"^(\d\d):(\d\d):(\d\d)(?:\.(\d+))?$")
     frac = lambda s: s.str.slice(0, 9).str.pad_end(9, "0").cast(pl.Int64).fill_null(0)  # noqa: E731
-    tod = ((hms.struct[0].cast(pl.Int64) * 3600 + hms.struct[1].cast(pl.Int64) * 60
-            + hms.struct[2].cast(pl.Int64)) * 1_000_000_000 + frac(hms.struct[3]))
+    h, m, s = (hms.struct[k].cast(pl.Int64) for k in range(3))
+    valid = (h < 24) & (m < 60) & (s <= 60)          # 60: a leap second
+    tod = pl.when(valid).then((h * 3600 + m * 60 + s) * 1_000_000_000 + frac(hms.struct[3]))
     epoch = ts.str.split(".")
-    sec = epoch.list.get(0, null_on_oob=True).cast(pl.Int64) * 1_000_000_000 + frac(epoch.list.get(1, null_on_oob=True))
+    whole = _lines.checked_int(epoch.list.get(0, null_on_oob=True), 0, MAX_EPOCH_S)
+    sec = whole * 1_000_000_000 + frac(epoch.list.get(1, null_on_oob=True))
     raw = pl.when(clock).then(tod).otherwise(sec)
     last, wraps = before
     filled = raw.forward_fill()
@@ -73,10 +76,17 @@ def _timed(g: pl.DataFrame, st) -> pl.DataFrame:
         stamped = g.filter(pl.col("_raw").is_not_null())
         if stamped.height:
             st.clock = (int(stamped["_raw"][-1]), int(g["_wraps"][-1]))
+    pid_text = pl.coalesce(pl.col("pid_b"), pl.col("pid_o"))
+    pid = _lines.checked_int(pid_text, 0, 2**63 - 1)
     return g.with_columns(
-        pl.coalesce(pl.col("pid_b"), pl.col("pid_o")).cast(pl.Int64).alias("pid"),
+        pid.alias("pid"),
         (pl.col("_raw") + pl.col("_wraps") * DAY).alias("t_ns"),
-        (body.str.starts_with("ioctl(") & body.str.contains(", SG_IO, ", literal=True)).alias("sg")).drop("_raw", "_wraps")
+        (body.str.starts_with("ioctl(") & body.str.contains(", SG_IO, ", literal=True)).alias("sg"),
+        # a prefix strace cannot have written: the line is bad input, not a call
+        pl.when(pid_text.is_not_null() & pid.is_null()).then(pl.lit("pid is not a number in range"))
+        .when(pl.col("ts").is_not_null() & pl.col("_raw").is_null())
+        .then(pl.lit("timestamp is not a time of day or a number of seconds in range"))
+        .alias("prefix_why")).drop("_raw", "_wraps")
 
 
 HEADS = ("t", "pre", "pid_b", "pid_o", "ts", "body")

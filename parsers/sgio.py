@@ -251,6 +251,9 @@ def _strace(lines: pl.DataFrame | None, st: _Commands, records: RecordCount, fin
                                                 .alias("why")), st.path, st.strict, records)
         lines = lines.filter(~damaged)
         g = _classify(lines, st, split)
+        prefixed = pl.col("prefix_why").is_not_null() & (pl.col("kind") != "program")
+        _bad(g.filter(prefixed).with_columns(pl.col("prefix_why").alias("why")), st.path, st.strict, records)
+        g = g.filter(~prefixed)
         _bad(g.filter(pl.col("kind").is_in(["bad", "alien"])).with_columns(
             pl.when(pl.col("kind") == "bad").then(pl.lit("malformed SG_IO ioctl line (expected "
                                                          "ioctl(FD, SG_IO, {...}) = RET)"))

@@ -58,8 +58,8 @@ Values read from files (item 4):
   strace-resid-over     SG_IO `resid` larger than `dxfer_len`
   strace-fd-huge        SG_IO on fd 99999999999999999999
   strace-nul            a NUL inside `SG_IO`: a bad record, not a line of another syscall
-  strace-clock-bad      a -t time of day 25:61:61 (a known gap: see STRACE_GAPS)
-  strace-pid-huge       a -f pid past int64 (a known gap: see STRACE_GAPS)
+  strace-clock-bad      a -t time of day 25:61:61
+  strace-pid-huge       a -f pid past int64
   parquet-initiator     transitions Parquet whose metadata says initiator 999
   parquet-null-t        a null t_ns row
   parquet-reverse       transitions in reverse time (lenient: never a negative elapsed time)
@@ -244,11 +244,7 @@ def _lenient_sr_keeps_time(d, out, err):
     assert s["elapsed_ns"] >= 3 * 4000 * 100 - 400 * 100, s["elapsed_ns"]   # three chunks at 10 MHz
 
 
-STRACE_GAPS = {   # parsers/sgio.py (moved to _strace_lines.py on the `logs` branch): not fixed here
-    "strace-clock-bad": "sgio accepts a time of day 25:61:61 (exit 0): _clock must null hours > 23, "
-                        "minutes or seconds > 59, and the line be bad",
-    "strace-pid-huge": "sgio casts a -f pid past int64 strictly (internal error, exit 1): "
-                       "_lines.checked_int(pid, 0, I64) and a bad line"}
+STRACE_GAPS: dict[str, str] = {}   # strace cases known to fail (none since _strace_lines checks the prefix)
 
 
 def cases(d: Path) -> list[Case]:
