@@ -288,11 +288,26 @@ def report_data(analysis: Analysis, summary: dict, attribution: dict | None = "a
             "per_device": summary.get("targets") if analysis.layer == "bus" else summary.get("devices") or []}
 
 
-def build_page(analysis: Analysis, data: dict) -> Page:
+def section_timeline_link(page: Page, perfetto: str | None, trace: str) -> None:
+    """Where to zoom: the Perfetto timeline written beside the page (a link relative to it), or
+    the command that writes one."""
+    page.h2("Timeline to zoom (Perfetto)", "perfetto")
+    if perfetto:
+        page.add(f'<p>Every I/O, phase and stage as slices on one timeline per device: <a href="{esc(perfetto)}">'
+                 f'{esc(os.path.basename(perfetto))}</a>. Open it in ui.perfetto.dev ("Open trace file") to zoom '
+                 'from the whole capture to one command; the file stays on your machine.</p>')
+    else:
+        page.note(f"For a timeline to zoom from the whole capture to one command: scsitrace report "
+                  f"{trace} -o PAGE.html --perfetto TIMELINE.pftrace (or scsitrace export {trace} --perfetto "
+                  "TIMELINE.pftrace), then open the file in ui.perfetto.dev.")
+
+
+def build_page(analysis: Analysis, data: dict, perfetto: str | None = None) -> Page:
     summary = data["summary"]
     path = (summary.get("source") or {}).get("path") or analysis.capture.path
     page = Page(f"scsitrace report: {os.path.basename(str(path))}")
     section_summary(page, summary, data.get("per_device"))
+    section_timeline_link(page, perfetto, str(path))
     section_latency(page, summary, analysis)
     section_rates(page, analysis)
     section_phases(page, summary, analysis)
@@ -304,10 +319,14 @@ def build_page(analysis: Analysis, data: dict) -> Page:
 
 
 def write_report(path: str, analysis: Analysis, summary: dict, attribution: dict | None = "auto",
-                 views: dict | None = None) -> dict:
-    """Write the report; returns the data dict it shows (same numbers as the JSON)."""
+                 views: dict | None = None, perfetto: str | None = None) -> dict:
+    """Write the report; returns the data dict it shows (same numbers as the JSON). `perfetto`:
+    a Perfetto timeline written beside it, linked from the page (relative to it)."""
     data = report_data(analysis, summary, attribution, views)
-    text = build_page(analysis, data).render()
+    link = None
+    if perfetto and not outputs.is_stdout(path):
+        link = os.path.relpath(os.path.abspath(perfetto), os.path.dirname(os.path.abspath(path)))
+    text = build_page(analysis, data, link).render()
     with outputs.writing(path) as fh:
         fh.write(text)
     return data

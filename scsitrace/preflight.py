@@ -83,7 +83,7 @@ def _inside(directory: str, files) -> str | None:
 
 # argparse dest -> the flag as the user types it
 FLAGS = {"json": "--json", "csv": "--csv", "ios": "--ios", "segments": "--segments", "html": "--html",
-         "junit": "--junit", "output": "-o", "parquet": "--parquet"}
+         "junit": "--junit", "output": "-o", "parquet": "--parquet", "perfetto": "--perfetto"}
 # argparse dests that name inputs (a path or a list of them)
 INPUTS = ("trace", "paths", "trace_a", "trace_b", "case_dir", "baseline", "manifest")
 # command -> its outputs that may be `-` (CSV outputs only when not .parquet: see preflight)

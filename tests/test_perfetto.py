@@ -212,3 +212,31 @@ def test_crosslayer_one_io_across_the_layer_tracks(capsys, tmp_path, case):
             end = round((row[f"{layer}_start_us"] + row[f"{layer}_dur_us"]) * 1000)
             assert got[(layer, row["io"])] == (start, end, f"{row['op']} #{row['io']}")
         assert flows[row["io"] + 1] == [f"{row['op']} #{row['io']}"] * len(layers)
+
+
+def test_the_report_links_the_timeline_it_writes_beside_it(capsys, tmp_path):
+    """`report --perfetto` writes the timeline (every I/O as export writes it) and the page
+    links it relative to itself; without it the page says how to make one."""
+    import re
+    trace = TRACES["block"]
+    (tmp_path / "pages").mkdir()
+    page, timeline = tmp_path / "pages" / "r.html", tmp_path / "t.pftrace"
+    assert main(["report", str(trace), "-o", str(page), "--perfetto", str(timeline)]) == 0
+    assert main(["export", str(trace), "--perfetto", str(tmp_path / "e.pftrace")]) == 0
+    capsys.readouterr()
+    assert read_back(timeline) == read_back(tmp_path / "e.pftrace")
+    assert re.search(r'<a href="\.\./t\.pftrace">t\.pftrace</a>', page.read_text())
+    assert main(["report", str(trace), "-o", str(tmp_path / "plain.html")]) == 0
+    assert "--perfetto TIMELINE.pftrace" in (tmp_path / "plain.html").read_text()
+
+
+def test_a_timeline_written_over_its_input_is_refused_before_any_work(tmp_path, capsys):
+    import hashlib
+    import shutil
+    trace = Path(shutil.copy(TRACES["scsilog"], tmp_path / "ftrace.txt"))
+    before = hashlib.sha256(trace.read_bytes()).hexdigest()
+    for argv in (["export", str(trace), "--perfetto", str(trace)],
+                 ["report", str(trace), "-o", str(tmp_path / "r.html"), "--perfetto", str(trace)]):
+        assert main(argv) == 2
+        assert "--perfetto" in capsys.readouterr().err
+    assert hashlib.sha256(trace.read_bytes()).hexdigest() == before and not (tmp_path / "r.html").exists()

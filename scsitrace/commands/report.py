@@ -13,6 +13,7 @@ from scsitrace.reports.attribution import Collector
 
 EXAMPLES = """examples:
   scsitrace report fixtures/captured/lsi_randread4k/qemu-trace.txt -o report.html
+  scsitrace report fixtures/captured/lsi_randread4k/qemu-trace.txt -o report.html --perfetto report.pftrace
 """
 
 
@@ -25,6 +26,8 @@ def add_arguments(p) -> None:
     p.add_argument("--stall-factor", type=float, default=5.0, metavar="K",
                    help="list I/Os slower than K x the median of their kind (default 5)")
     p.add_argument("--json", metavar="FILE|-", help="also write everything the page shows as JSON")
+    p.add_argument("--perfetto", metavar="OUT.pftrace",
+                   help="also write the Perfetto timeline (as `export --perfetto`), linked from the page")
 
 
 def run(args) -> int:
@@ -33,8 +36,11 @@ def run(args) -> int:
     collector = Collector()                  # attribution's pass, made while the trace is read
     analysis = load(args, tap=collector.tap, series=True)
     s = summ.summary(analysis, args.profile, args.target, args.io_size)
+    if args.perfetto:
+        from scsitrace.reports import perfetto, typed_export
+        perfetto.write(args.perfetto, analysis, typed_export.ios_export(analysis))
     data = html.write_report(args.output, analysis, s, attribution=html.attribution_for(analysis, collector),
-                             views=views.views(analysis, args.stall_factor))
+                             views=views.views(analysis, args.stall_factor), perfetto=args.perfetto)
     if args.json == "-":
         json.dump(data, sys.stdout, indent=1)
         sys.stdout.write("\n")
