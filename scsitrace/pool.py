@@ -221,14 +221,22 @@ def _dask_task(job: Job, timeout: float | None) -> dict:
 
 
 CONNECT_S = 30          # to reach the scheduler, and then for a worker to be there (each)
+MIN_CONNECT_S = 5       # the least --timeout allows for either (a connection takes a second or two)
+
+
+def scheduling_wait(timeout: float | None) -> float:
+    """How long a batch waits to reach the scheduler, for a worker to be there, or, once
+    none is left, for one to come back: --timeout covers scheduling as it covers running
+    (at least MIN_CONNECT_S), CONNECT_S without it."""
+    return CONNECT_S if timeout is None else max(float(timeout), min(MIN_CONNECT_S, CONNECT_S))
 
 
 def _connected(Client, address: str, timeout: float | None):
     """A client of the scheduler at `address` with at least one worker, or UsageError within
-    CONNECT_S (or --timeout, if longer) each: an unreachable scheduler, a garbage address or
-    a cluster without workers fails in bounded time, in one line."""
+    scheduling_wait(timeout) each: an unreachable scheduler, a garbage address or a cluster
+    without workers fails in bounded time, in one line."""
     from .errors import UsageError
-    wait = max(CONNECT_S, timeout or 0)
+    wait = scheduling_wait(timeout)
     try:
         client = Client(address, timeout=wait)
     except (OSError, TimeoutError, ValueError, TypeError) as exc:
@@ -245,7 +253,7 @@ def _connected(Client, address: str, timeout: float | None):
 def run_dask(address: str, jobs: list[Job], timeout: float | None = None, on_result=None) -> list[dict]:
     """Run every job on the Dask cluster whose scheduler is at `address`; results in job order.
     Bounded when the cluster fails under the batch: traces left when no worker has been there
-    for CONNECT_S (or --timeout, if longer) end as `timeout`; a lost scheduler ends every
+    for scheduling_wait(timeout) end as `timeout`; a lost scheduler ends every
     trace not yet back as `interrupted`; one line each, distributed's own logging silenced."""
     try:
         from distributed import Client
@@ -263,7 +271,7 @@ def run_dask(address: str, jobs: list[Job], timeout: float | None = None, on_res
         client.run(warm)              # imports done before any trace's time limit starts
         futures = {client.submit(_dask_task, job, timeout, key=f"scsitrace-{os.getpid()}-{job.trace_id}-{time.time_ns()}",
                                  pure=False): job for job in jobs}
-        _collect(client, futures, max(CONNECT_S, timeout or 0), finish)
+        _collect(client, futures, scheduling_wait(timeout), finish)
     return [results[j.trace_id] for j in jobs]
 
 

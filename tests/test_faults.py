@@ -559,3 +559,26 @@ def test_crosslayer_reads_a_case_dmesg_in_bounded_memory(tmp_path):
     r = _scsitrace(["crosslayer", str(case), "--json", "-"], limit=None, as_limit=3 << 30)
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(r.stdout)["block_size"] == 4096, r.stdout[:500]
+
+
+def test_timeout_covers_waiting_for_a_worker_too(tmp_path):
+    """`--timeout` bounds scheduling as it bounds running: a scheduler without workers fails
+    after the --timeout given (6 s here), not the 30 s connection bound."""
+    pytest.importorskip("distributed")
+    from scsitrace import pool
+    assert pool.scheduling_wait(None) == pool.CONNECT_S and pool.scheduling_wait(6) == 6
+    assert pool.scheduling_wait(1) == pool.MIN_CONNECT_S and pool.scheduling_wait(600) == 600
+    t = shutil.copy(gen_faults.ANCOT, tmp_path / "t.ancot")
+    port = _free_port()
+    sched = subprocess.Popen([str(Path(sys.executable).with_name("dask")), "scheduler", "--port", str(port),
+                              "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(3)
+        status, _, err = run_cli(["batch", str(t), "-o", str(tmp_path / "o"), "--scheduler",
+                                  f"tcp://127.0.0.1:{port}", "--timeout", "6"], timeout=120)
+    finally:
+        sched.terminate()
+        sched.wait(30)
+    assert status == 2, err
+    check_one_line(2, err, "no worker joined within 6 s")
+    assert not (tmp_path / "o").exists() and not temporaries(tmp_path)
