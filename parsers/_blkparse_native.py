@@ -12,7 +12,6 @@ import numpy as np
 import polars as pl
 
 from scsitrace._native import text_usb as _text
-from scsitrace.errors import BadInput
 
 THREADS = max(1, min(os.cpu_count() or 1, 4))
 SMALL_BLOCK = 1 << 16
@@ -51,23 +50,6 @@ def _strings(out: dict, name: str, present: np.ndarray | None) -> pl.Series:
     arr = pa.LargeStringArray.from_buffers(len(ends), pa.py_buffer(offsets), pa.py_buffer(out[f"{name}_bytes"]),
                                            validity, null_count=nulls)
     return pl.from_arrow(arr).cast(pl.Utf8)
-
-
-def other_frame(other: list[tuple[int, int, bytes]], path: str, strict: bool) -> pl.DataFrame:
-    """The lines left to `_decode` as the frame `_lines` hands over (line_no, text). A line
-    that is not UTF-8 raises (strict: the first such line of the block, before any other bad
-    line, as `_lines` does) or becomes U+FFFD (lenient: a bad line)."""
-    texts = []
-    for line_no, _, raw in other:
-        try:
-            texts.append(raw.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            if strict:
-                raise BadInput(path, "not UTF-8 text (byte %d of the line is invalid)" % (exc.start + 1),
-                               line=line_no) from None
-            texts.append("\ufffd")
-    return pl.DataFrame({"line_no": pl.Series([ln for ln, _, _ in other], dtype=pl.Int64),
-                         "text": pl.Series(texts, dtype=pl.Utf8)})
 
 
 def merged(taken: pl.DataFrame, decoded: pl.DataFrame) -> pl.DataFrame:

@@ -378,3 +378,21 @@ def bad_bytes(text: pl.Expr) -> pl.Expr:
     """Lines no text format allows: a NUL byte, or bytes that were not UTF-8 (the lenient
     reader turned them into U+FFFD)."""
     return text.str.contains("\x00", literal=True) | text.str.contains("\ufffd", literal=True)
+
+
+def fallback_frame(other: list[tuple[int, bytes]], path: str, strict: bool) -> pl.DataFrame:
+    """The lines a compiled scanner left to a reader's Python patterns, as the frame the line
+    layer hands over (line_no, text). A line that is not UTF-8 raises (strict: the first such
+    line of the block, before any other bad line, as the line layer does) or becomes U+FFFD
+    (lenient: a bad line)."""
+    texts = []
+    for line_no, raw in other:
+        try:
+            texts.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            if strict:
+                raise BadInput(path, "not UTF-8 text (byte %d of the line is invalid)" % (exc.start + 1),
+                               line=line_no) from None
+            texts.append("\ufffd")
+    return pl.DataFrame({"line_no": pl.Series([ln for ln, _ in other], dtype=pl.Int64),
+                         "text": pl.Series(texts, dtype=pl.Utf8)})

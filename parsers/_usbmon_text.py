@@ -13,7 +13,6 @@ import numpy as np
 import polars as pl
 
 from scsitrace._native import text_usb as _text
-from scsitrace.errors import BadInput
 from scsitrace.usb.urbs import DATA_PREFIX, UrbColumns, concat_urbs, take_bytes
 
 THREADS = max(1, min(os.cpu_count() or 1, 4))
@@ -41,23 +40,6 @@ def scan_block(view, first_line: int) -> tuple[UrbColumns, int, bool, list[tuple
 def _heads(buf: np.ndarray, at: np.ndarray, size: np.ndarray) -> np.ndarray:
     """The first 4 data bytes of each URB, little-endian, zero-padded."""
     return take_bytes(buf, at, np.clip(size, 0, 4), 4).view("<u4").reshape(-1)
-
-
-def other_frame(other: list[tuple[int, bytes]], path: str, strict: bool) -> pl.DataFrame:
-    """The lines left to the regex reader as the frame `_lines` hands over (line_no, text).
-    A line that is not UTF-8 raises (strict: the first such line of the block, before any
-    other bad line, as `_lines` does) or becomes U+FFFD (lenient: a bad line)."""
-    texts = []
-    for line_no, raw in other:
-        try:
-            texts.append(raw.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            if strict:
-                raise BadInput(path, "not UTF-8 text (byte %d of the line is invalid)" % (exc.start + 1),
-                               line=line_no) from None
-            texts.append("\ufffd")
-    return pl.DataFrame({"line_no": pl.Series([ln for ln, _ in other], dtype=pl.Int64),
-                         "text": pl.Series(texts, dtype=pl.Utf8)})
 
 
 def frame_columns(urbs: pl.DataFrame) -> UrbColumns:

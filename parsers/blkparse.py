@@ -227,7 +227,7 @@ class _Stream:
                 continue
             taken, other, newlines = native.scan_block(view, first_line)
             line_no += newlines
-            df = _decode(native.other_frame(other, self.path, self.strict))
+            df = _decode(_lines.fallback_frame([(ln, raw) for ln, _, raw in other], self.path, self.strict))
             summary_at = df.filter(pl.col("t").str.contains(SUMMARY_START))
             if summary_at.height:
                 first = summary_at["line_no"][0]

@@ -375,7 +375,7 @@ def _text_blocks(path: str, strict: bool, progress, block_bytes: int | None, cap
         del view
         records.read += len(urbs)
         if other:
-            decoded = _decode_text_block(_usbmon_text.other_frame(other, path, strict), path, strict, records)
+            decoded = _decode_text_block(_lines.fallback_frame(other, path, strict), path, strict, records)
             block_bus = block_bus or not decoded["bus"].is_null().all()
             urbs = _usbmon_text.merged(urbs, _usbmon_text.frame_columns(decoded.with_columns(pl.col("bus").fill_null(0))))
         if not len(urbs):

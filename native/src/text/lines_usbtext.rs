@@ -1,29 +1,13 @@
 //! Small line-scanning helpers of the usbtext readers (usbmon, blkparse, QEMU text): a block
 //! split into whole-line parts for the threads, lines walked with memchr, and a cursor that
-//! reads the fields of one line without regex. (The logs helper's text/mod.rs has the same
-//! kind of helpers; the two are to be merged.)
+//! reads the fields of one line without regex. (The cut into parts is text/mod.rs's; the
+//! field readers here and there are still two sets, to be merged.)
 use memchr::memchr_iter;
 
 /// `buf` cut into about `parts` pieces, each ending just after a newline (the last one at
-/// the end of `buf`): what each thread scans.
+/// the end of `buf`): what each thread scans (the cut of `text::parts`, shared).
 pub fn line_parts(buf: &[u8], parts: usize) -> Vec<&[u8]> {
-    let mut out = Vec::with_capacity(parts.max(1));
-    let mut start = 0;
-    for k in 1..parts.max(1) {
-        let aim = buf.len() * k / parts;
-        if aim <= start {
-            continue;
-        }
-        match memchr::memchr(b'\n', &buf[aim..]) {
-            Some(i) => {
-                out.push(&buf[start..aim + i + 1]);
-                start = aim + i + 1;
-            }
-            None => break,
-        }
-    }
-    out.push(&buf[start..]);
-    out
+    crate::text::parts(buf, parts.max(1)).into_iter().map(|r| &buf[r]).collect()
 }
 
 /// Calls `each(line index, line start, line without its newline)` for every line of `part`
