@@ -245,8 +245,11 @@ def _started_batch(tmp_path, n: int = 120):
     for i in range(n):
         shutil.copy(gen_faults.ANCOT, traces / f"t{i:03}.ancot")
     out = tmp_path / "ds"
+    # as a terminal starts it: SIGINT at its default (a test run started in the background, as
+    # `cmd &` in a script, inherits SIGINT ignored, and a process started so keeps ignoring it)
     proc = subprocess.Popen([sys.executable, "-m", "scsitrace.cli", "batch", str(traces), "-o", str(out), "-j", "2"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and proc.poll() is None:
         staged = [p for p in tmp_path.iterdir() if p.name.startswith(".ds.") and p.name.endswith(outputs.PART)]
