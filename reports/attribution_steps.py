@@ -3,7 +3,7 @@ steps of the I/O sequence (the rows of the paper's Table 11), periodic pauses in
 transfers, and the totals per component; `_report` assembles the `attribute --json` dict."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import polars as pl
@@ -13,8 +13,16 @@ from scsitrace.model import Analysis
 from . import _handshakes as _hs
 
 
-if TYPE_CHECKING:
-    from .attribution import Collector
+class Collected(Protocol):
+    """What the rows are read from: the handshakes attribution.Collector gathered (per run
+    columns by _handshakes index, the wait histogram, the long-wait thresholds, kept edges)."""
+
+    hist: np.ndarray
+    kept: list
+
+    def column(self, index: int) -> np.ndarray: ...
+
+    def long_thresholds(self) -> dict[int, float]: ...
 
 
 REQ = 1 << schema.SIGNAL_BIT["REQ"]
@@ -61,7 +69,7 @@ class _Segments:
 class _PerSegment:
     """The collector's runs folded into the analysis' segments (what the report needs)."""
 
-    def __init__(self, segs: _Segments, col: Collector):
+    def __init__(self, segs: _Segments, col: Collected):
         run_start = col.column(_hs.START)
         inner = segs.start[(segs.start > (run_start[0] if len(run_start) else 0))]
         if not np.isin(inner, run_start).all():
@@ -86,7 +94,7 @@ class _PerSegment:
         self.long_thresholds = col.long_thresholds
         self.kept = self._kept(segs, col, seg, ok)
 
-    def _kept(self, segs: _Segments, col: Collector, run_seg: np.ndarray, run_ok: np.ndarray) -> list[pl.DataFrame]:
+    def _kept(self, segs: _Segments, col: Collected, run_seg: np.ndarray, run_ok: np.ndarray) -> list[pl.DataFrame]:
         if not col.kept:
             return []
         k = pl.concat(col.kept)

@@ -72,26 +72,12 @@ def tier(module: str) -> str:
     raise AssertionError(f"{module}: no tier; add it to TIERS in tests/test_layers.py")
 
 
-def _type_checking_only(tree: ast.AST) -> set[int]:
-    """ids of the import nodes under `if TYPE_CHECKING:`: names for annotations, never run."""
-    out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING":
-            out |= {id(n) for stmt in node.body for n in ast.walk(stmt) if isinstance(n, (ast.Import, ast.ImportFrom))}
-    return out
-
-
-def imports(module: str, path: Path, known: set[str], runtime_only: bool = False) -> list[tuple[int, str]]:
+def imports(module: str, path: Path, known: set[str]) -> list[tuple[int, str]]:
     """(line, module imported) for every import statement of the file, at any depth. `from
-    package import name` imports package.name when that is a module, else the package.
-    `runtime_only` leaves out the imports under `if TYPE_CHECKING:`."""
+    package import name` imports package.name when that is a module, else the package."""
     is_package = path.name == "__init__.py"
     out = []
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    skipped = _type_checking_only(tree) if runtime_only else set()
-    for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             out += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -115,11 +101,11 @@ def _resolve(name: str, known: set[str]) -> str:
     return name
 
 
-def graph(runtime_only: bool = False) -> list[tuple[str, int, str]]:
+def graph() -> list[tuple[str, int, str]]:
     found = modules()
     known = set(found) | {"scsitrace._native"}
     return [(module, line, _resolve(target, known))
-            for module, path in found.items() for line, target in imports(module, path, known, runtime_only)]
+            for module, path in found.items() for line, target in imports(module, path, known)]
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -178,10 +164,11 @@ def test_no_cycle_between_tiers():
 
 
 def test_no_import_cycle_between_modules():
-    """Not even inside a tier: two modules that import each other (at any depth, at run time)
-    are one module split in two, or a shared piece waiting for a module of its own."""
+    """Not even inside a tier: two modules that import each other (at any depth, for type
+    annotations too) are one module split in two, or a shared piece waiting for a module of
+    its own."""
     edges: dict[str, set[str]] = {}
-    for module, _, target in graph(runtime_only=True):
+    for module, _, target in graph():
         if module != target:
             edges.setdefault(module, set()).add(target)
     assert not cycles(edges), f"import cycles: {cycles(edges)}"
@@ -228,12 +215,3 @@ def test_no_argparse_below_the_commands():
                 [node.module] if isinstance(node, ast.ImportFrom) else []
             found += [f"{module}:{node.lineno}" for name in names if name == "argparse"]
     assert not found, found
-
-def test_imports_for_annotations_only_are_not_run_time_edges(tmp_path):
-    path = tmp_path / "x.py"
-    path.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .reports import attribution\n"
-                    "from .reports import summary\n")
-    known = set(modules())
-    assert [_resolve(t, known) for _, t in imports("scsitrace.batch", path, known, runtime_only=True)] == [
-        "scsitrace.reports.summary"]
-    assert len(imports("scsitrace.batch", path, known)) == 2
