@@ -8,6 +8,8 @@ use pyo3::prelude::*;
 
 use crate::bus::tiling::DeviceTiling;
 
+use super::stream::UrbBatch;
+
 pub(super) const NULL: i64 = i64::MIN;
 const EV_S: u8 = b'S';
 const EV_C: u8 = b'C';
@@ -94,27 +96,6 @@ fn pair_urbs(py: Python, urb_id: PyReadonlyArray1<u64>, event: PyReadonlyArray1<
     }))
 }
 
-/// The URB columns transfer_columns reads (a scsitrace.usb.urbs.UrbColumns, by name).
-#[derive(FromPyObject)]
-struct UrbEvents<'py> {
-    #[pyo3(attribute)]
-    t_ns: PyReadonlyArray1<'py, i64>,
-    #[pyo3(attribute)]
-    status: PyReadonlyArray1<'py, i32>,
-    #[pyo3(attribute)]
-    status_null: PyReadonlyArray1<'py, bool>,
-    #[pyo3(attribute)]
-    length: PyReadonlyArray1<'py, i64>,
-    #[pyo3(attribute)]
-    ep: PyReadonlyArray1<'py, u8>,
-    #[pyo3(attribute)]
-    xfer: PyReadonlyArray1<'py, u8>,
-    #[pyo3(attribute)]
-    bus: PyReadonlyArray1<'py, u16>,
-    #[pyo3(attribute)]
-    dev: PyReadonlyArray1<'py, u8>,
-}
-
 /// Per transfer (submit row `s_row`, completion row `c_row`, -1 where absent) of the URBs
 /// `u` (scsitrace/usb/transfers.py transfer_columns): a dict of its naming row `row`,
 /// `data_row`, `submit_ns` and `complete_ns` (NULL unknown), `status` and `status_null`,
@@ -122,7 +103,7 @@ struct UrbEvents<'py> {
 /// and whether the naming times ascend.
 #[pyfunction]
 fn transfer_columns<'py>(py: Python<'py>, s_row: PyReadonlyArray1<'py, i64>, c_row: PyReadonlyArray1<'py, i64>,
-                         u: UrbEvents<'py>) -> PyResult<(Bound<'py, PyDict>, bool)> {
+                         u: UrbBatch<'py>) -> PyResult<(Bound<'py, PyDict>, bool)> {
     let (s_row, c_row) = (s_row.as_slice()?, c_row.as_slice()?);
     let (t_ns, status, status_null, length, ep, xfer, bus, dev) = (
         u.t_ns.as_slice()?, u.status.as_slice()?, u.status_null.as_slice()?, u.length.as_slice()?,

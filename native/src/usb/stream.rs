@@ -177,39 +177,41 @@ impl BotStream {
 /// The columns of one batch of URB events the machine reads, by name, from a
 /// scsitrace.usb.urbs.UrbColumns (declared there once; dtypes as its comments say).
 #[derive(FromPyObject)]
-struct UrbBatch<'py> {
+pub(super) struct UrbBatch<'py> {
     #[pyo3(attribute)]
-    t_ns: PyReadonlyArray1<'py, i64>,
+    pub(super) t_ns: PyReadonlyArray1<'py, i64>,
     #[pyo3(attribute)]
-    urb_id: PyReadonlyArray1<'py, u64>,
+    pub(super) urb_id: PyReadonlyArray1<'py, u64>,
     #[pyo3(attribute)]
-    event: PyReadonlyArray1<'py, u8>,
+    pub(super) event: PyReadonlyArray1<'py, u8>,
     #[pyo3(attribute)]
-    xfer: PyReadonlyArray1<'py, u8>,
+    pub(super) xfer: PyReadonlyArray1<'py, u8>,
     #[pyo3(attribute)]
-    ep: PyReadonlyArray1<'py, u8>,
+    pub(super) ep: PyReadonlyArray1<'py, u8>,
     #[pyo3(attribute)]
-    bus: PyReadonlyArray1<'py, u16>,
+    pub(super) bus: PyReadonlyArray1<'py, u16>,
     #[pyo3(attribute)]
-    dev: PyReadonlyArray1<'py, u8>,
+    pub(super) dev: PyReadonlyArray1<'py, u8>,
     #[pyo3(attribute)]
-    status: PyReadonlyArray1<'py, i32>,
+    pub(super) status: PyReadonlyArray1<'py, i32>,
     #[pyo3(attribute)]
-    length: PyReadonlyArray1<'py, i64>,
+    pub(super) status_null: PyReadonlyArray1<'py, bool>,
     #[pyo3(attribute)]
-    has_setup: PyReadonlyArray1<'py, bool>,
+    pub(super) length: PyReadonlyArray1<'py, i64>,
     #[pyo3(attribute)]
-    setup: PyReadonlyArray2<'py, u8>,
+    pub(super) has_setup: PyReadonlyArray1<'py, bool>,
     #[pyo3(attribute)]
-    data_buf: PyReadonlyArray1<'py, u8>,
+    pub(super) setup: PyReadonlyArray2<'py, u8>,
     #[pyo3(attribute)]
-    data_at: PyReadonlyArray1<'py, i64>,
+    pub(super) data_buf: PyReadonlyArray1<'py, u8>,
     #[pyo3(attribute)]
-    data_size: PyReadonlyArray1<'py, i64>,
+    pub(super) data_at: PyReadonlyArray1<'py, i64>,
     #[pyo3(attribute)]
-    data_head: PyReadonlyArray1<'py, u32>,
+    pub(super) data_size: PyReadonlyArray1<'py, i64>,
     #[pyo3(attribute)]
-    pos: PyReadonlyArray1<'py, i64>,
+    pub(super) data_head: PyReadonlyArray1<'py, u32>,
+    #[pyo3(attribute)]
+    pub(super) pos: PyReadonlyArray1<'py, i64>,
 }
 
 #[pymethods]
