@@ -8,7 +8,7 @@ use numpy::{IntoPyArray, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::lines_usbtext::{dec, for_each_line, line_parts, Cursor};
+use super::lines_usbtext::{dec, for_each_line, scan_parts, Cursor};
 
 const MAX_SECONDS: i64 = (i64::MAX) / 1_000_000_000 - 1;
 const U32: i64 = u32::MAX as i64;
@@ -294,14 +294,7 @@ fn put_strs(py: Python, d: &Bound<PyDict>, name: &str, s: Strs) -> PyResult<()> 
 fn scan_blkparse<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, threads: usize) -> PyResult<Bound<'py, PyDict>> {
     let bytes = buf.as_slice()?;
     let c = py.allow_threads(|| {
-        let parts = line_parts(bytes, threads.max(1));
-        let offsets: Vec<usize> = parts.iter().map(|p| p.as_ptr() as usize - bytes.as_ptr() as usize).collect();
-        let scanned: Vec<Cols> = std::thread::scope(|s| {
-            let handles: Vec<_> = parts[1..].iter().map(|p| s.spawn(move || scan_part(p))).collect();
-            let mut all = vec![scan_part(parts[0])];
-            all.extend(handles.into_iter().map(|h| h.join().expect("blkparse scan thread")));
-            all
-        });
+        let (scanned, offsets) = scan_parts(bytes, threads, scan_part);
         joined(scanned, offsets)
     });
     let d = PyDict::new_bound(py);

@@ -10,6 +10,21 @@ pub fn line_parts(buf: &[u8], parts: usize) -> Vec<&[u8]> {
     crate::text::parts(buf, parts.max(1)).into_iter().map(|r| &buf[r]).collect()
 }
 
+/// `scan` run on each whole-line part of `buf` (`line_parts`: about `threads` of them, the
+/// first on this thread, each other on its own): the results in order, with each part's byte
+/// offset in `buf`.
+pub fn scan_parts<T: Send>(buf: &[u8], threads: usize, scan: fn(&[u8]) -> T) -> (Vec<T>, Vec<usize>) {
+    let parts = line_parts(buf, threads.max(1));
+    let offsets = parts.iter().map(|p| p.as_ptr() as usize - buf.as_ptr() as usize).collect();
+    let scanned = std::thread::scope(|s| {
+        let handles: Vec<_> = parts[1..].iter().map(|p| s.spawn(move || scan(p))).collect();
+        let mut all = vec![scan(parts[0])];
+        all.extend(handles.into_iter().map(|h| h.join().expect("text scan thread")));
+        all
+    });
+    (scanned, offsets)
+}
+
 /// Calls `each(line index, line start, line without its newline)` for every line of `part`
 /// (a last line without a newline too); returns the number of newlines.
 pub fn for_each_line(part: &[u8], mut each: impl FnMut(i64, usize, &[u8])) -> i64 {

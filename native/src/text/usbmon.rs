@@ -8,7 +8,7 @@ use numpy::{IntoPyArray, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::lines_usbtext::{dec, for_each_line, hex_digit, hex_u64, line_parts, strip_end, Cursor};
+use super::lines_usbtext::{dec, for_each_line, hex_digit, hex_u64, scan_parts, strip_end, Cursor};
 
 const EINPROGRESS: i32 = -115;
 const MAX_SECONDS: i64 = (i64::MAX) / 1_000_000_000 - 1;
@@ -338,14 +338,7 @@ fn joined(mut parts: Vec<Cols>, offsets: Vec<usize>) -> Cols {
 fn scan_usbmon<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, threads: usize) -> PyResult<Bound<'py, PyDict>> {
     let bytes = buf.as_slice()?;
     let cols = py.allow_threads(|| {
-        let parts = line_parts(bytes, threads.max(1));
-        let offsets: Vec<usize> = parts.iter().map(|p| p.as_ptr() as usize - bytes.as_ptr() as usize).collect();
-        let scanned: Vec<Cols> = std::thread::scope(|s| {
-            let handles: Vec<_> = parts[1..].iter().map(|p| s.spawn(move || scan_part(p))).collect();
-            let mut all = vec![scan_part(parts[0])];
-            all.extend(handles.into_iter().map(|h| h.join().expect("usbmon text scan thread")));
-            all
-        });
+        let (scanned, offsets) = scan_parts(bytes, threads, scan_part);
         joined(scanned, offsets)
     });
     let out = PyDict::new_bound(py);
