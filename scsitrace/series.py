@@ -36,10 +36,9 @@ import numpy as np
 import polars as pl
 
 from .tables import Table
+from . import time_bins as tb
 
 MAX_FINE = 600
-MAX_BINS = 150
-MIN_BINS = 8
 MIN_PER_BIN = 10
 LAT_PER_BIN = 30          # latency bins: about 30 I/Os each (p90 from 10 per bin on average)
 KEEP_EDGES = 1 << 22
@@ -50,63 +49,6 @@ SUB_OCTAVE = 32
 LAT_BUCKETS = 48 * SUB_OCTAVE + 1      # 1 ns .. 2^48 ns (3.3 days), then one overflow bucket
 MAX_OPS = 15                          # distinct op names; more share "other"
 MIB = float(1 << 20)
-
-
-def chain_width(at_least: float) -> int:
-    """The smallest width of 1, 2 x 10^k ns at or above `at_least`."""
-    w = 1
-    while w < at_least:
-        w = w * 5 if str(w)[0] == "2" else w * 2
-    return w
-
-
-def _merge(a: np.ndarray, factor: int, how: str = "sum") -> np.ndarray:
-    """Merge each run of `factor` bins along axis 0 (padded with zeros)."""
-    if factor == 1:
-        return a
-    nb = -(-a.shape[0] // factor)
-    pad = np.zeros((nb * factor - a.shape[0],) + a.shape[1:], a.dtype)
-    b = np.concatenate([a, pad]).reshape((nb, factor) + a.shape[1:])
-    return b.max(axis=1) if how == "max" else b.sum(axis=1)
-
-
-class _Axis:
-    """Bins of a chain width over [0, reach): arrays of max_bins + 1 rows allocated once, the
-    bins merged by the chain's factor as later times come."""
-
-    def __init__(self, max_bins: int):
-        self.max_bins, self.width, self.nb = max_bins, 0, 0
-        self.arrays: dict[str, tuple[np.ndarray, str]] = {}
-
-    def reach(self, t_max: int) -> None:
-        """Make room for times up to t_max, merging bins when needed."""
-        need = chain_width((t_max + 1) / self.max_bins)
-        if self.width == 0:
-            self.width = need
-        elif need > self.width:
-            factor = need // self.width
-            for name, (a, how) in self.arrays.items():
-                merged = _merge(a[:self.nb], factor, how)
-                a[:] = 0
-                a[:len(merged)] = merged
-            self.nb = -(-self.nb // factor)
-            self.width = need
-        self.nb = max(self.nb, int(t_max // self.width) + 1)
-
-    def add(self, name: str, index: np.ndarray, weights=None, inner: int = 0) -> None:
-        """Count (or add weights) at bin `index` (with `inner`, a second axis of that size)."""
-        a, how = self.arrays[name]
-        size = self.nb * inner if inner else self.nb
-        counts = np.bincount(index, weights=weights, minlength=size)
-        a[:self.nb] += counts.reshape((self.nb, inner) if inner else (self.nb,)).astype(a.dtype)
-
-    def declare(self, name: str, dtype, inner: int = 0, how: str = "sum") -> None:
-        shape = (self.max_bins + 1, inner) if inner else (self.max_bins + 1,)
-        self.arrays[name] = (np.zeros(shape, dtype), how)
-
-    def get(self, name: str) -> np.ndarray:
-        """The array's bins in use."""
-        return self.arrays[name][0][:self.nb]
 
 
 def _lat_bucket(ns: np.ndarray) -> np.ndarray:
@@ -126,7 +68,7 @@ class Series:
 
     def __init__(self, origin_ns: int = 0):
         self.origin = int(origin_ns or 0)     # the trace's start: bins count from it
-        self.axis = _Axis(MAX_FINE)
+        self.axis = tb.Axis(MAX_FINE)
         for name, dtype in (("count", np.int64), ("bytes", np.int64), ("area", np.float64)):
             self.axis.declare(name, dtype)
         self.axis.declare("lat", np.int64, LAT_BUCKETS)
@@ -163,7 +105,7 @@ class Series:
         resp = end - start if response_ns is None else np.asarray(response_ns, np.int64)
         axis.add("lat", b_end * LAT_BUCKETS + _lat_bucket(resp), inner=LAT_BUCKETS)
         np.maximum.at(axis.get("lat_max"), b_end, resp)
-        f_start, f_end = (start, end) if flight is None else _flight(*flight, self.origin)
+        f_start, f_end = (start, end) if flight is None else tb.flight(*flight, self.origin)
         if len(f_end):
             axis.reach(int(f_end.max()))
         self._add_flight(f_start, f_end)
@@ -243,9 +185,9 @@ class Series:
                          "depth_steps, Perfetto's queue-depth counter, is empty)")
         if not self.n or elapsed_ns <= 0:
             return {t.name: t.empty() for t in SERIES_TABLES}, notes
-        width = _shown_width(elapsed_ns, self.n, self.axis.width, MIN_PER_BIN)
+        width = tb.shown_width(elapsed_ns, self.n, self.axis.width, MIN_PER_BIN)
         rates, queue = self._rates(elapsed_ns, width), self._queue(elapsed_ns, width)
-        lat_width = _shown_width(elapsed_ns, self.n, self.axis.width, LAT_PER_BIN)
+        lat_width = tb.shown_width(elapsed_ns, self.n, self.axis.width, LAT_PER_BIN)
         return {"series_rates": rates, "series_queue": queue,
                 "series_latency": self._latency(elapsed_ns, lat_width), "latency_cdf": self._cdf(),
                 "offsets": self._offsets(), "latency_points": self._latency_points,
@@ -254,8 +196,8 @@ class Series:
     def _binned(self, name: str, elapsed_ns: int, width: int) -> tuple[np.ndarray, np.ndarray]:
         """(the array merged to `width` and to the shown bins, each bin's covered ns)."""
         a, how = self.axis.arrays[name]
-        a = _merge(a[:self.axis.nb], width // self.axis.width, how)
-        nb, cover = _bins(elapsed_ns, width)
+        a = tb.merge(a[:self.axis.nb], width // self.axis.width, how)
+        nb, cover = tb.bins(elapsed_ns, width)
         if a.shape[0] < nb:
             a = np.concatenate([a, np.zeros((nb - a.shape[0],) + a.shape[1:], a.dtype)])
         if a.shape[0] > nb:          # the remainder (and anything past the end) joins the last bin
@@ -280,7 +222,7 @@ class Series:
 
     def _queue(self, elapsed_ns: int, width: int) -> pl.DataFrame:
         area, cover = self._binned("area", elapsed_ns, width)
-        mx = None if self.edges_dropped else _max_in_flight(self.edges, width, len(cover))
+        mx = None if self.edges_dropped else tb.max_in_flight(self.edges, width, len(cover))
         return self._frame(width, cover, mean_in_flight=area / cover,
                            max_in_flight=pl.Series(mx, dtype=pl.Int64) if mx is not None
                            else pl.Series([None] * len(cover), dtype=pl.Int64))
@@ -349,7 +291,7 @@ class _LatencyPoints:
     def __init__(self):
         self.points: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.n = 0
-        self.cells: _Axis | None = None
+        self.cells: tb.Axis | None = None
 
     def add(self, end: np.ndarray, resp: np.ndarray, codes: np.ndarray) -> None:
         resp = np.maximum(resp, 0)
@@ -358,7 +300,7 @@ class _LatencyPoints:
             self.n += len(end)
             return
         if self.cells is None:
-            self.cells = _Axis(OFFSET_CELLS[0])
+            self.cells = tb.Axis(OFFSET_CELLS[0])
             self.cells.declare("n", np.int64, MAX_OPS * LAT_ROWS)
             for part in self.points:
                 self._count(*part)
@@ -406,7 +348,7 @@ class _Cells:
     LBA cells, both merged as later times and higher LBAs come."""
 
     def __init__(self):
-        self.axis = _Axis(OFFSET_CELLS[0])
+        self.axis = tb.Axis(OFFSET_CELLS[0])
         self.lba_shift = 0
         self.axis.declare("n", np.int64, MAX_OPS * OFFSET_CELLS[1])
 
@@ -431,58 +373,6 @@ class _Cells:
                              "lba": lc.astype(np.int64) << self.lba_shift, "ios": n[t, op, lc],
                              "cell_ns": np.full(len(t), self.axis.width, np.int64),
                              "cell_blocks": np.full(len(t), 1 << self.lba_shift, np.int64)})
-
-
-def _flight(start, end, origin: int) -> tuple[np.ndarray, np.ndarray]:
-    """The in-flight intervals that have both ends (a negative time is a missing one)."""
-    start, end = np.asarray(start, np.int64), np.asarray(end, np.int64)
-    both = (start >= 0) & (end >= 0)
-    start = np.maximum(start[both] - origin, 0)
-    return start, np.maximum(end[both] - origin, start)
-
-
-def _shown_width(elapsed_ns: int, n: int, fine: int, per_bin: int) -> int:
-    """The chain width the tables show: at most MAX_BINS bins, about `per_bin` I/Os per bin,
-    at least MIN_BINS bins where the fine bins allow it."""
-    want = chain_width(max(elapsed_ns / MAX_BINS, elapsed_ns * per_bin / max(n, 1)))
-    while want > fine and elapsed_ns / want < MIN_BINS:
-        smaller = want // 5 if str(want)[0] == "1" else want // 2
-        if smaller < fine:
-            break
-        want = smaller
-    return max(want, fine)
-
-
-def _bins(elapsed_ns: int, width: int) -> tuple[int, np.ndarray]:
-    """(number of bins, each bin's covered ns): a remainder under half a bin joins the last."""
-    nb = max(int(elapsed_ns // width), 1)
-    if (elapsed_ns - nb * width) * 2 >= width:
-        nb += 1
-    cover = np.full(nb, float(width))
-    cover[-1] = max(elapsed_ns - (nb - 1) * width, 1)
-    return nb, cover
-
-
-def _max_in_flight(edges, width: int, nb: int) -> np.ndarray:
-    """Per bin, the most I/Os in flight at once: the level entering the bin, or the level just
-    after one of the starts inside it (the level only rises at a start). An I/O is in flight
-    at t when start <= t < end; a sort of the starts and one of the ends, no per-I/O loop."""
-    out = np.zeros(nb, np.int64)
-    if not edges:
-        return out
-    starts = np.sort(np.concatenate([e[0] for e in edges]), kind="stable")
-    ends = np.sort(np.concatenate([e[1] for e in edges]), kind="stable")
-    if not len(starts):
-        return out
-    # after the i-th start: i + 1 started (fewer than the true count inside a group of equal
-    # starts, but exact at the group's last, which holds the group's maximum), minus the ended
-    level = np.arange(1, len(starts) + 1, dtype=np.int64) - np.searchsorted(ends, starts, side="right")
-    b = np.minimum(starts // width, nb - 1)
-    first = np.flatnonzero(np.r_[True, b[1:] != b[:-1]])
-    out[b[first]] = np.maximum.reduceat(level, first)
-    edge = np.arange(nb, dtype=np.int64) * width
-    entering = np.searchsorted(starts, edge, side="right") - np.searchsorted(ends, edge, side="right")
-    return np.maximum(out, entering)
 
 
 _BIN = {"bin": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64}

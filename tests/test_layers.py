@@ -34,7 +34,7 @@ TIERS = {
     "records": ["scsitrace.model", "scsitrace.streams", "scsitrace.scsi", "scsitrace.command_sets", "scsitrace.block.events",
                 "scsitrace.usb.urbs", "scsitrace.scsilog.events"],
     "layers": ["scsitrace.command_tables", "scsitrace.command_stream", "scsitrace.tiling", "scsitrace.filters",
-               "scsitrace.completeness", "scsitrace.inputcheck", "scsitrace.series", "scsitrace.bandwidth",
+               "scsitrace.completeness", "scsitrace.inputcheck", "scsitrace.series", "scsitrace.time_bins", "scsitrace.bandwidth",
                "scsitrace.clock"],
     "reports": ["scsitrace.canonical_export"],
     "app": ["scsitrace", "scsitrace.core", "scsitrace.request", "scsitrace.api", "scsitrace.batch",
