@@ -102,9 +102,9 @@ def run_child(mode: str, path: Path):
 
 def mapped_changes(path: Path) -> int:
     """Value changes of mapped signals, counted by our reader's rules (for the cross-check)."""
-    from scsitrace.parsers import vcd
+    from scsitrace.parsers import _vcd_header, vcd
     cap = vcd.parse(str(path))
-    codes = {cap_var.code for cap_var in vcd._HeaderReader(str(path)).read().vars
+    codes = {cap_var.code for cap_var in _vcd_header._HeaderReader(str(path)).read().vars
              if cap_var.path in set(cap.meta["mapping"].values())}
     n = 0
     with open(path) as fh:
