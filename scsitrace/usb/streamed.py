@@ -92,7 +92,7 @@ class _Run:
         full = self._frame(found, self.rows)[0]
         self.rows += full.height
         if self.series is not None:
-            series.add_ios(self.series, full)
+            series.add_ios(self.series, full, "usb")
             self.collected.add(full)
         if self.sink is not None:
             self.sink(full.select(self.columns), self.capture)
