@@ -39,6 +39,10 @@ def late_command_notes(ios: pl.DataFrame) -> list[str]:
 PIECE_PHASES = list(_usb.PIECE_PHASES)
 
 
+_STAGE_COLUMNS = {"_dev": "dev", "io": "io", "cmd_s": "cmd_s", "_c0": "cmd_c", "_d0": "d0", "_s0": "s0",
+                  "data_c": "data_c", "sts_c": "sts_c", "data_bytes": "data_bytes"}
+
+
 def command_stages(ios: pl.DataFrame) -> pl.DataFrame:
     """Per command, the frame the compiled passes read by name (native/src/usb/machine.rs
     `Stages`): device code `dev`, `io`, the stage times the pieces are cut from (int64 ns,

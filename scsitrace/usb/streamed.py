@@ -66,7 +66,7 @@ def streamed_analysis(capture, options) -> Analysis | None:
     found = machine.finish()
     if found is None:
         return None
-    run.sunk(found)
+    run.sunk(found.commands)
     return run.finish(found, machine)
 
 
