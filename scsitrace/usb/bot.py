@@ -120,7 +120,7 @@ def bot_pass(xf: Transfers, device: np.ndarray, n_devices: int):
     A command is the CBW and every bulk transfer of its device up to the next CBW. Status
     stage: the CSW, and failed reads of CSW size before it. Data: the other transfers;
     bytes only from those that completed (status 0 or -EREMOTEIO)."""
-    return _usb.bot_pass(xf.cols, xf.urbs, np.ascontiguousarray(device, np.int64), int(n_devices))
+    return _usb.bot_pass(xf.cols.with_columns(pl.Series("device", device, dtype=pl.Int64)), xf.urbs, int(n_devices))
 
 
 def bot_fields(commands: pl.DataFrame, cbw: np.ndarray, csw: np.ndarray) -> pl.DataFrame:

@@ -316,19 +316,22 @@ struct UrbData<'py> {
 const AGG_NAMES: [&str; N_AGG] = ["first", "last", "csw", "n_csw", "sts_s", "sts_c", "data_s", "data_c",
                                   "data_bytes", "stalls", "data_in"];
 
-/// Bulk-Only commands from transfers in time order (scsitrace/usb/bot.py bot_pass), each
-/// transfer's device (`device`, < `n_devices`): a dict of, per command, the aggregates by
-/// name (AGG_NAMES), `cbw` (31 bytes each), `csw` (the first CSW's 13 bytes) and
-/// `csw_size` (-1: none); per transfer `kind` (its class).
+/// Bulk-Only commands from transfers in time order (scsitrace/usb/bot.py bot_pass; the
+/// transfers' columns by name, with each one's `device` id, < `n_devices`) and their URBs'
+/// data: a `BotCommands` (per command the aggregates by name (AGG_NAMES) and `csw_size`
+/// (-1: none), `cbw` (31 bytes each), `csw` (the first CSW's 13 bytes); per transfer
+/// `kind`, its class).
 #[pyfunction]
-fn bot_pass<'py>(py: Python<'py>, xf: Table, urbs: UrbData<'py>, device: PyReadonlyArray1<'py, i64>, n_devices: usize)
-                 -> PyResult<BotCommands> {
+fn bot_pass<'py>(py: Python<'py>, xf: Table, urbs: UrbData<'py>, n_devices: usize) -> PyResult<BotCommands> {
     let (xfer, dir_in, device, data_row) = (xf.values::<UInt8Type>("xfer")?, xf.values::<UInt8Type>("dir_in")?,
-                                            device.as_slice()?, xf.i64s("data_row")?);
+                                            xf.i64s("device")?, xf.i64s("data_row")?);
+    if device.iter().any(|&d| d < 0 || d as usize >= n_devices) {
+        return Err(pyo3::exceptions::PyValueError::new_err("bot_pass: a device id below n_devices for each transfer"));
+    }
     let (submit_ns, complete_ns, status, req_len, actual) = (
         xf.i64s_or_null("submit_ns")?, xf.i64s_or_null("complete_ns")?, xf.i64s_or_null("status")?,
         xf.i64s_or_null("req_len")?, xf.i64s_or_null("actual")?);
-    let (xfer, dir_in, data_row) = (&xfer[..], &dir_in[..], &data_row[..]);
+    let (xfer, dir_in, device, data_row) = (&xfer[..], &dir_in[..], &device[..], &data_row[..]);
     let u = &urbs;
     let (data_buf, data_at, data_size, data_head) =
         (u.data_buf.as_slice()?, u.data_at.as_slice()?, u.data_size.as_slice()?, u.data_head.as_slice()?);
