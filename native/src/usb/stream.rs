@@ -2,7 +2,7 @@
 //! pairing, transfers and Bulk-Only commands, their state (URBs in flight, bulk transfers
 //! waiting for their completion, each device's open command) carried across batch edges,
 //! so memory holds what is in flight plus one row per command. The rules are those of
-//! pair_urbs, transfer_columns and bot_pass (machine.rs). A capture this machine does not
+//! transfers and bot_pass (machine.rs). A capture this machine does not
 //! cover (transfers out of time order, bulk traffic before a device's first CBW, bulk URB
 //! errors) makes `feed` return false: the caller analyses it whole instead.
 use std::collections::VecDeque;
