@@ -77,7 +77,7 @@ def replicate(src: str, dst: str, times: int) -> None:
                     copy[offsets + at + b] = v[:, b]
             copy.tofile(fh)
     os.replace(dst + ".tmp", dst)
-    print(f"generated {dst} ({times} x {n} packets) in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    print(f"generated {dst} ({times} x {len(offsets)} packets) in {time.perf_counter() - t:.1f} s", file=sys.stderr)
 
 
 # Runs a command and prints its wall time, CPU time and peak RSS. A child's ru_maxrss starts

@@ -422,6 +422,7 @@ def pcap_to_pcapng(src, dst) -> None:
     le = struct.unpack_from("<I", bytes(raw[:4]))[0] in (_pcap.PCAP_MAGIC_US, _pcap.PCAP_MAGIC_NS)
     network = struct.unpack_from("<I" if le else ">I", bytes(raw[20:24]))[0]
     offsets, _ = _pcap_scan.walk_chain(body, 0, 16, 8, not le)
+    n = len(offsets)
     shb = _pcap.pcapng_shb_body().build(dict(byte_order_magic=_pcap.PCAPNG_BYTE_ORDER_MAGIC,
                                              major_version=1, minor_version=0, section_length=-1))
     idb = _pcap.pcapng_idb_body().build(dict(linktype=network, reserved=0, snaplen=262144))
