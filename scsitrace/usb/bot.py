@@ -110,9 +110,9 @@ def bot_pass(xf: Transfers, device: np.ndarray, n_devices: int):
     device id, < n_devices), in one compiled pass (native/src/usb/machine.rs `bot_pass`,
     which reads `xf`'s columns by name). Returns its `BotCommands`: `commands`, a row per
     command of BOT_AGGREGATES (first transfer (the CBW), last-of-device flag, CSW transfer
-    or -1, CSW count, status-stage start, CSW completion, data start, data end (null
+    (null: none), CSW count, status-stage start, CSW completion, data start, data end (null
     unknown), data bytes, stalls, data direction (null unknown, 0 out, 1 in)) and
-    `csw_size` (-1: no CSW); `cbw`, the CBW bytes; `csw`, the first CSW's bytes; per
+    `csw_size` (null: no CSW); `cbw`, the CBW bytes; `csw`, the first CSW's bytes; per
     transfer `kind`, its class (0 in a command or not bulk, BEFORE_CBW_DATA,
     BEFORE_CBW_CSW, NOT_BOT). Signatures come from `data_head`; only CBWs and CSWs are read
     in `data_buf`.

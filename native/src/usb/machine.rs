@@ -430,20 +430,20 @@ pub(super) struct BotCommands {
 }
 
 /// The commands' aggregates (AGG_NAMES order) as columns: times null where unknown, `last`
-/// as 0/1, `data_in` null where no data stage said (else 1 IN, 0 OUT); and `csw_size`
-/// (-1: no CSW); then the `extra` columns.
+/// as 0/1, `csw` (the CSW's transfer) null without one, `data_in` null where no data stage
+/// said (else 1 IN, 0 OUT); and `csw_size` (null: no CSW); then the `extra` columns.
 pub(super) fn aggregates(agg: Vec<Vec<i64>>, csw_size: Vec<i64>, extra: Vec<(&'static str, arrow_array::ArrayRef)>)
                          -> PyResult<Columns> {
     let mut cols: Vec<(&str, arrow_array::ArrayRef)> = Vec::with_capacity(N_AGG + 1);
     for (j, col) in agg.into_iter().enumerate() {
         let array = match j {
             STS_S | STS_C | DATA_S | DATA_C => ints_or_null(col),
-            DATA_IN => ints_or_null(col.into_iter().map(|v| if v < 0 { NULL } else { v }).collect()),
+            CSW_K | DATA_IN => ints_or_null(col.into_iter().map(|v| if v < 0 { NULL } else { v }).collect()),
             _ => ints(col),
         };
         cols.push((AGG_NAMES[j], array));
     }
-    cols.push(("csw_size", ints(csw_size)));
+    cols.push(("csw_size", ints_or_null(csw_size.into_iter().map(|v| if v < 0 { NULL } else { v }).collect())));
     cols.extend(extra);
     Columns::new(cols)
 }
@@ -454,15 +454,16 @@ pub(super) fn le32(rows: &[u8], at: usize) -> i64 {
 }
 
 /// Per Bulk-Only command (scsitrace/usb/bot.py bot_fields): from its `commands` row (by
-/// name: `csw_size`, `n_csw`, `last`, `sts_c`) and its `cbw` and `csw` bytes (31 and 13 a
+/// name: `csw_size` (null: no CSW), `n_csw`, `last`, `sts_c`) and its `cbw` and `csw` bytes (31 and 13 a
 /// command), the CBW tag (`usb_tag`), transfer length (`bytes`), LUN, CDB length (`cb_len`),
 /// CSW tag, residue and status (`csw_status`; null where the CSW's bytes hold none), unpaired
 /// reason code (`reason`, `bot_reason`), direction flag (`flag_in`, 0/1).
 #[pyfunction]
 fn bot_fields(py: Python, commands: Table, cbw: PyReadonlyArray1<u8>, csw: PyReadonlyArray1<u8>) -> PyResult<Columns> {
     let (cbw, csw) = (cbw.as_slice()?, csw.as_slice()?);
-    let (csw_size, n_csw, last, sts_c) = (commands.i64s("csw_size")?, commands.i64s("n_csw")?, commands.i64s("last")?,
-                                          commands.i64s_or_null("sts_c")?);
+    // a command without a CSW has no csw_size: NULL, below every size the fields need
+    let (csw_size, n_csw, last, sts_c) = (commands.i64s_or_null("csw_size")?, commands.i64s("n_csw")?,
+                                          commands.i64s("last")?, commands.i64s_or_null("sts_c")?);
     let n = commands.len();
     if cbw.len() != n * CBW_BYTES || csw.len() != n * CSW_BYTES {
         return Err(pyo3::exceptions::PyValueError::new_err("bot_fields: CBW and CSW bytes of each command"));
