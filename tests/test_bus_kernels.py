@@ -3,8 +3,11 @@ the rules they implement, on random inputs: the command layers' tiling (scsitrac
 the bus runs (scsitrace/bus/runs.py) and attribution's handshake pass (reports/_handshakes.py)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -140,3 +143,18 @@ def test_no_cdbs_decode_to_empty_columns():
     out = scsi.decode_cdb_matrix(np.zeros((0, 16), np.uint8), np.zeros(0, np.int64))
     assert set(out) == {"opcode", "command", "lba", "blocks", "cdb_lun"}
     assert all(len(col) == 0 for col in out.values())
+
+
+NATIVE = Path(__file__).resolve().parent.parent / "native" / "src"
+BUS_BOUNDARY = ["bus.rs", *(f"bus/{name}.rs" for name in ("walker", "ancot", "runs", "handshakes", "keys", "cdb",
+                                                          "tiling"))]
+
+
+@pytest.mark.parametrize("name", BUS_BOUNDARY)
+def test_bus_passes_cross_the_boundary_by_name(name):
+    """The bus passes take named inputs (a Table or a struct read by name: nothing allowed
+    past clippy's argument limit) and return Columns or a pyclass of named parts: no array
+    the caller fills, no dict of columns."""
+    text = (NATIVE / name).read_text()
+    for marker in ("too_many_arguments", "PyReadwriteArray", "PyDict"):
+        assert marker not in text, f"{name} still uses {marker}"
