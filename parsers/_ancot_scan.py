@@ -28,7 +28,8 @@ class Layout:
 
 
 def scan_block(buf: bytes, layout: Layout):
-    """Scan one block of whole lines -> `Scanned`: `good` (columns line_idx, tick, lines, then
-    db and dbp when the file has them, null for `--` and `-`), `bad` (columns line, reason,
-    found), `lines` (the lines in the block) and `decreases` (tick decreases among the good)."""
+    """Scan one block of whole lines -> `Scanned`: `good` (columns tick, lines, then db and
+    dbp when the file has them, null for `--` and `-`), `line_idx` (column line_idx: the good
+    records' line indexes in the block), `bad` (columns line, reason, found), `lines` (the
+    lines in the block) and `decreases` (tick decreases among the good)."""
     return _bus.ancot_scan(np.frombuffer(buf, dtype=np.uint8), layout)

@@ -108,8 +108,8 @@ def _header_field(header: dict, key: str, value: str, path: str, line_no: int, t
 # ---------------------------------------------------------------- records
 
 class _Decoded:
-    """One block's good records (a frame: line_idx, tick, lines, then db and dbp when the file
-    has them) and bad records (line index, reason)."""
+    """One block's good records (a frame: tick, lines, then db and dbp when the file has
+    them) and bad records (line index, reason)."""
 
     def __init__(self, good: pl.DataFrame, bad_lines: np.ndarray, bad_reasons: list[str]):
         self.good, self.bad_lines, self.bad_reasons = good, bad_lines, bad_reasons
@@ -136,10 +136,12 @@ def _decode(scanned, header: dict, last_tick: int | None) -> _Decoded:
     """Checks the scanner leaves to bulk code (tick order), then the block's bad lines in
     line order with the reason each one breaks first."""
     good, bad = pl.DataFrame(scanned.good), pl.DataFrame(scanned.bad)
+    line_idx = None                # read only when good records turn out bad
     tick = good["tick"].to_numpy()
     over = tick > np.iinfo(np.int64).max // header["tick_ns"]
     if over.any():                 # tick x tick_ns beyond int64 nanoseconds: bad lines
-        good, bad = _move_bad(good, bad, over, BAD_OVERFLOW)
+        line_idx = pl.DataFrame(scanned.line_idx)["line_idx"]
+        good, bad, line_idx = _move_bad(good, bad, line_idx, over, BAD_OVERFLOW)
         tick = good["tick"].to_numpy()
     in_order = scanned.decreases == 0 and (last_tick is None or not len(tick) or tick[0] >= last_tick)
     if not in_order:
@@ -149,7 +151,9 @@ def _decode(scanned, header: dict, last_tick: int | None) -> _Decoded:
         if last_tick is not None:
             prev_max = np.maximum(prev_max, last_tick)
         backwards = tick < prev_max  # (a backwards tick never raises the maximum, so no loop)
-        good, bad = _move_bad(good, bad, backwards, BAD_BACKWARDS)
+        if line_idx is None:
+            line_idx = pl.DataFrame(scanned.line_idx)["line_idx"]
+        good, bad, line_idx = _move_bad(good, bad, line_idx, backwards, BAD_BACKWARDS)
     if not bad.height:
         return _Decoded(good, np.zeros(0, np.int64), [])
     bad_line, bad_reason, bad_found = (bad[c].to_numpy() for c in ("line", "reason", "found"))
@@ -158,13 +162,14 @@ def _decode(scanned, header: dict, last_tick: int | None) -> _Decoded:
     return _Decoded(good, bad_line[order], texts)
 
 
-def _move_bad(good: pl.DataFrame, bad: pl.DataFrame, which: np.ndarray, reason: int):
-    """(good without the records `which` selects, bad with them, for `reason`)."""
+def _move_bad(good: pl.DataFrame, bad: pl.DataFrame, line_idx: pl.Series, which: np.ndarray, reason: int):
+    """(good, bad, the good records' line indexes) after moving the records `which` selects
+    from good to bad, for `reason`."""
     which = pl.Series(which)
-    lines = good["line_idx"].filter(which)
+    lines = line_idx.filter(which)
     moved = pl.DataFrame({"line": lines, "reason": pl.repeat(reason, len(lines), dtype=pl.Int16, eager=True),
                           "found": pl.repeat(0, len(lines), dtype=pl.Int32, eager=True)})
-    return good.filter(~which), pl.concat([bad, moved])
+    return good.filter(~which), pl.concat([bad, moved]), line_idx.filter(~which)
 
 
 MAX_REPORTED = 5
@@ -227,14 +232,16 @@ class _Reader:
 
     def _frame(self, decoded: list[_Decoded]) -> pl.DataFrame:
         """One `transitions` frame from several parsed blocks (t_ns from the first record)."""
-        good = pl.concat([d.good for d in decoded], rechunk=True)
-        if "origin_tick" not in self.header:
-            self.header["origin_tick"] = good["tick"][0]
         data = self.header["data"]
-        return good.select(
-            ((pl.col("tick") - self.header["origin_tick"]) * self.header["tick_ns"]).alias("t_ns"), "lines",
-            pl.col("db") if data else pl.lit(None, dtype=pl.UInt8).alias("db"),
-            pl.col("dbp") if len(data) == 2 else pl.lit(None, dtype=pl.Boolean).alias("dbp"))
+        tick = np.concatenate([d.good["tick"].to_numpy() for d in decoded])
+        if "origin_tick" not in self.header:
+            self.header["origin_tick"] = int(tick[0])
+        out = {"t_ns": (tick - self.header["origin_tick"]) * self.header["tick_ns"],
+               "lines": np.concatenate([d.good["lines"].to_numpy() for d in decoded])}
+        for name, dtype, present in (("db", pl.UInt8, bool(data)), ("dbp", pl.Boolean, len(data) == 2)):
+            out[name] = (pl.concat([d.good[name] for d in decoded], rechunk=True) if present
+                         else pl.repeat(None, len(tick), dtype=dtype, eager=True))
+        return pl.DataFrame(out, schema=schema.TRANSITIONS)
 
     def _report_bad(self, buf: bytes, line_no: int, dec: _Decoded) -> None:
         lines = bytes(buf).split(b"\n") if len(dec.bad_lines) else []

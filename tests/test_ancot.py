@@ -329,4 +329,5 @@ def test_densest_good_records_fit_the_scanner_bound():
         scanned = _ancot_scan.scan_block(buf, _ancot_scan.Layout(sig_bits, 0))
         good, bad = pl.DataFrame(scanned.good), pl.DataFrame(scanned.bad)
         assert good.height == n == scanned.lines and not bad.height
-        assert good["tick"].to_list() == [i % 10 for i in range(n)] and good["line_idx"].to_list() == list(range(n))
+        line_idx = pl.DataFrame(scanned.line_idx)["line_idx"]
+        assert good["tick"].to_list() == [i % 10 for i in range(n)] and line_idx.to_list() == list(range(n))

@@ -32,60 +32,82 @@ fn hex(c: u8) -> i64 {
     }
 }
 
-/// The good-record columns (sized for the most records a block can hold, cut to the records
-/// read) and the bad-record columns of one block.
+/// The good-record columns and the bad-record columns of one block.
 struct Out {
     line_idx: Vec<i64>,
     tick: Vec<i64>,
     lines: Vec<u16>,
     db: Vec<u8>,
-    db_null: Vec<bool>,
+    db_valid: Vec<bool>,
     dbp: Vec<i8>,
+    n_data: usize,
     bad_line: Vec<i64>,
     bad_reason: Vec<i16>,
     bad_found: Vec<i32>,
 }
 
 impl Out {
+    /// Room for `cap` good records (allocated, not written: only the records read are touched).
     fn new(cap: usize, n_data: usize) -> Out {
         let data_cap = |k: usize| if n_data >= k { cap } else { 0 };
-        Out { line_idx: vec![0; cap], tick: vec![0; cap], lines: vec![0; cap], db: vec![0; data_cap(1)],
-              db_null: vec![true; data_cap(1)], dbp: vec![-1; data_cap(2)], bad_line: Vec::new(),
-              bad_reason: Vec::new(), bad_found: Vec::new() }
+        Out { line_idx: Vec::with_capacity(cap), tick: Vec::with_capacity(cap), lines: Vec::with_capacity(cap),
+              db: Vec::with_capacity(data_cap(1)), db_valid: Vec::with_capacity(data_cap(1)),
+              dbp: Vec::with_capacity(data_cap(2)), n_data, bad_line: Vec::new(), bad_reason: Vec::new(),
+              bad_found: Vec::new() }
     }
 
-    /// The good records as columns line_idx, tick, lines, then db (null: `--`) with a DB
-    /// column and dbp (null: `-`) with a DBP column; the bad ones as line, reason, found.
-    fn columns(mut self, good: usize, n_data: usize) -> PyResult<(Columns, Columns)> {
-        for v in [&mut self.line_idx, &mut self.tick] {
-            v.truncate(good);
+    /// A good record: its line, tick, lines, DB byte (None: `--`) and DBP (-1: `-`), the
+    /// data columns kept when the file has them.
+    #[inline(always)]
+    fn good(&mut self, line: i64, tick: i64, lines: u16, db: Option<u8>, dbp: i8) {
+        self.line_idx.push(line);
+        self.tick.push(tick);
+        self.lines.push(lines);
+        if self.n_data >= 1 {
+            self.db.push(db.unwrap_or(0));
+            self.db_valid.push(db.is_some());
         }
-        self.lines.truncate(good);
-        let mut columns: Vec<(&str, ArrayRef)> = vec![("line_idx", ints(self.line_idx)), ("tick", ints(self.tick)),
-                                                      ("lines", values_of::<UInt16Type>(self.lines))];
-        if n_data >= 1 {
-            let valid = self.db_null[..good].iter().map(|&null| !null).collect();
-            self.db.truncate(good);
-            columns.push(("db", values_or_null::<UInt8Type>(self.db, valid)));
+        if self.n_data == 2 {
+            self.dbp.push(dbp);
         }
-        if n_data == 2 {
-            let dbp: BooleanArray = self.dbp[..good].iter().map(|&p| (p >= 0).then_some(p == 1)).collect();
-            columns.push(("dbp", Arc::new(dbp)));
+    }
+
+    fn bad(&mut self, line: i64, why: i16, found: usize) {
+        self.bad_line.push(line);
+        self.bad_reason.push(why);
+        self.bad_found.push(found as i32);
+    }
+
+    /// (the good records' line indexes; the good records as columns tick, lines, then db
+    /// (null: `--`) with a DB column and dbp (null: `-`) with a DBP column; the bad ones as
+    /// line, reason, found).
+    fn columns(mut self) -> PyResult<(Columns, Columns, Columns)> {
+        // the room left unused goes back now, not when the block's frame is dropped
+        self.line_idx.shrink_to_fit();
+        self.tick.shrink_to_fit();
+        self.lines.shrink_to_fit();
+        let mut good: Vec<(&str, ArrayRef)> = vec![("tick", ints(self.tick)), ("lines", values_of::<UInt16Type>(self.lines))];
+        if self.n_data >= 1 {
+            good.push(("db", values_or_null::<UInt8Type>(self.db, self.db_valid)));
+        }
+        if self.n_data == 2 {
+            let dbp: BooleanArray = self.dbp.iter().map(|&p| (p >= 0).then_some(p == 1)).collect();
+            good.push(("dbp", Arc::new(dbp)));
         }
         let bad = Columns::new(vec![("line", ints(self.bad_line)),
                                     ("reason", values_of::<Int16Type>(self.bad_reason)),
                                     ("found", values_of::<Int32Type>(self.bad_found))])?;
-        Ok((Columns::new(columns)?, bad))
+        Ok((Columns::new(vec![("line_idx", ints(self.line_idx))])?, Columns::new(good)?, bad))
     }
 }
 
-/// Returns (good records, lines seen, tick decreases among the good records).
-fn scan_into(a: &[u8], sig_bits: &[u16], n_data: usize, o: &mut Out) -> (usize, i64, i64) {
+/// Returns (lines seen, tick decreases among the good records).
+fn scan_into(a: &[u8], sig_bits: &[u16], n_data: usize, o: &mut Out) -> (i64, i64) {
     let n = a.len();
     let n_sig = sig_bits.len();
     let n_fields = 1 + n_sig + n_data;
     let fixed_width = 2 * n_sig + 3 * n_data.min(1) + 2 * n_data.saturating_sub(1); // after the tick
-    let (mut i, mut line, mut rec) = (0usize, 0i64, 0usize);
+    let (mut i, mut line) = (0usize, 0i64);
     while i < n {
         while i < n && blank(a[i]) {
             i += 1;
@@ -126,16 +148,15 @@ fn scan_into(a: &[u8], sig_bits: &[u16], n_data: usize, o: &mut Out) -> (usize, 
             fast = off == 0;
             j += 2 * n_sig;
         }
+        let (mut db, mut dbp) = (None, -1i8);
         if fast && n_data >= 1 {
             let (c0, c1) = (a[j + 1], a[j + 2]);
             if a[j] != b' ' {
                 fast = false;
             } else if c0 == b'-' && c1 == b'-' {
-                o.db[rec] = 0;
-                o.db_null[rec] = true;
+                db = None;
             } else if hex(c0) >= 0 && hex(c1) >= 0 {
-                o.db[rec] = (hex(c0) * 16 + hex(c1)) as u8;
-                o.db_null[rec] = false;
+                db = Some((hex(c0) * 16 + hex(c1)) as u8);
             } else {
                 fast = false;
             }
@@ -146,7 +167,7 @@ fn scan_into(a: &[u8], sig_bits: &[u16], n_data: usize, o: &mut Out) -> (usize, 
             if a[j] != b' ' || !(c0 == b'0' || c0 == b'1' || c0 == b'-') {
                 fast = false;
             }
-            o.dbp[rec] = if c0 != b'-' { c0.wrapping_sub(b'0') as i8 } else { -1 };
+            dbp = if c0 != b'-' { c0.wrapping_sub(b'0') as i8 } else { -1 };
             j += 2;
         }
         if fast {
@@ -156,10 +177,7 @@ fn scan_into(a: &[u8], sig_bits: &[u16], n_data: usize, o: &mut Out) -> (usize, 
             fast = j >= n || a[j] == b'\n';
         }
         if fast {
-            o.tick[rec] = t;
-            o.lines[rec] = ln;
-            o.line_idx[rec] = line;
-            rec += 1;
+            o.good(line, t, ln, db, dbp);
             line += 1;
             i = j + 1;
             continue;
@@ -226,27 +244,15 @@ fn scan_into(a: &[u8], sig_bits: &[u16], n_data: usize, o: &mut Out) -> (usize, 
             why = BAD_COUNT;
         }
         if why == 0 {
-            o.line_idx[rec] = line;
-            o.tick[rec] = t;
-            o.lines[rec] = ln;
-            if n_data >= 1 {
-                o.db[rec] = d;
-                o.db_null[rec] = dnull;
-            }
-            if n_data == 2 {
-                o.dbp[rec] = p;
-            }
-            rec += 1;
+            o.good(line, t, ln, (!dnull).then_some(d), p);
         } else {
-            o.bad_line.push(line);
-            o.bad_reason.push(why);
-            o.bad_found.push(nf as i32);
+            o.bad(line, why, nf);
         }
         line += 1;
         i += 1;
     }
-    let decreases = o.tick[..rec].windows(2).filter(|w| w[1] < w[0]).count() as i64;
-    (rec, line, decreases)
+    let decreases = o.tick.windows(2).filter(|w| w[1] < w[0]).count() as i64;
+    (line, decreases)
 }
 
 /// Records a block of `n` bytes can hold: a good record is `fields` fields of at least one
@@ -264,10 +270,11 @@ struct Layout<'py> {
     n_data: usize,
 }
 
-/// One block scanned: the good records, the bad ones (line index, reason code, fields found),
-/// the lines read and the tick decreases among the good records.
+/// One block scanned: the good records and their line indexes, the bad ones (line index,
+/// reason code, fields found), the lines read and the tick decreases among the good records.
 #[pyclass(get_all)]
 struct Scanned {
+    line_idx: Py<Columns>,
     good: Py<Columns>,
     bad: Py<Columns>,
     lines: i64,
@@ -282,9 +289,9 @@ fn ancot_scan(py: Python, block: PyReadonlyArray1<u8>, layout: Layout) -> PyResu
         return Err(pyo3::exceptions::PyValueError::new_err("ancot_scan: at most two data columns"));
     }
     let mut o = Out::new(good_cap(a.len(), 1 + sig_bits.len() + n_data), n_data);
-    let (good, lines, decreases) = py.allow_threads(|| scan_into(a, sig_bits, n_data, &mut o));
-    let (good, bad) = o.columns(good, n_data)?;
-    Ok(Scanned { good: Py::new(py, good)?, bad: Py::new(py, bad)?, lines, decreases })
+    let (lines, decreases) = py.allow_threads(|| scan_into(a, sig_bits, n_data, &mut o));
+    let (line_idx, good, bad) = o.columns()?;
+    Ok(Scanned { line_idx: Py::new(py, line_idx)?, good: Py::new(py, good)?, bad: Py::new(py, bad)?, lines, decreases })
 }
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
