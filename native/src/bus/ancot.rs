@@ -81,11 +81,7 @@ impl Out {
     /// (the good records' line indexes; the good records as columns tick, lines, then db
     /// (null: `--`) with a DB column and dbp (null: `-`) with a DBP column; the bad ones as
     /// line, reason, found).
-    fn columns(mut self) -> PyResult<(Columns, Columns, Columns)> {
-        // the room left unused goes back now, not when the block's frame is dropped
-        self.line_idx.shrink_to_fit();
-        self.tick.shrink_to_fit();
-        self.lines.shrink_to_fit();
+    fn columns(self) -> PyResult<(Columns, Columns, Columns)> {
         let mut good: Vec<(&str, ArrayRef)> = vec![("tick", ints(self.tick)), ("lines", values_of::<UInt16Type>(self.lines))];
         if self.n_data >= 1 {
             good.push(("db", values_or_null::<UInt8Type>(self.db, self.db_valid)));
