@@ -76,7 +76,7 @@ class Collector:
 
     def column(self, which: str) -> np.ndarray:
         """One column of the per-run table (`_handshakes.START`, `G`, `UP`, ...), run order."""
-        if self._runs is None or self._runs.height != self.n_runs:
+        if self._runs is None:
             self._runs = pl.DataFrame(self._pass.runs())
         return self._runs[which].to_numpy()
 
@@ -106,6 +106,7 @@ class Collector:
         if not chunk.height:
             return
         kept = pl.DataFrame(self._pass.feed(chunk.select("t_ns", "lines")))
+        self._runs = None                     # the per-run sums moved on
         if kept.height:
             self.kept.append(kept)
 
