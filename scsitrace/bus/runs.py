@@ -54,11 +54,16 @@ class RunStats:
 
 @dataclass
 class _Piece:
-    """Transitions as numpy columns: time, lines, and the data bus (None when not sampled)."""
+    """Transitions as numpy columns: time, lines, and the data bus (None when not sampled);
+    the compiled passes read it by name (native/src/bus/runs.rs `Piece`)."""
     t: np.ndarray
     lines: np.ndarray
     db: np.ndarray | None = None       # byte values, 0 where not sampled
     has_db: np.ndarray | None = None
+
+    def __post_init__(self):
+        self.t = np.ascontiguousarray(self.t, np.int64)
+        self.lines = np.ascontiguousarray(self.lines, np.uint16)
 
     def __len__(self) -> int:
         return len(self.t)
@@ -122,7 +127,7 @@ class RunReducer:
 
     # -- one piece ---------------------------------------------------------------------
     def _reduce(self, tr: _Piece, final: bool) -> pl.DataFrame | None:
-        first, starts, keys = self._merged_runs(tr.t, tr.lines, final)
+        first, starts, keys = self._merged_runs(tr, final)
         if not final:
             # the last run may go on in the next piece: keep its transitions for later
             first_open = int(first[-1])
@@ -140,10 +145,11 @@ class RunReducer:
             ends = np.append(starts[1:], tr.t[-1])
         return self._aggregate(tr, first, starts, ends, keys, prev_lines)
 
-    def _merged_runs(self, t: np.ndarray, lines: np.ndarray, final: bool):
+    def _merged_runs(self, tr: _Piece, final: bool):
         """Index of the first transition, start and key of each run, after folding skew into
         the next run."""
-        raw_idx, raw_key = _raw_runs(lines, PHASE_KEY)
+        t = tr.t
+        raw_idx, raw_key = _raw_runs(tr)
         raw_start = t[raw_idx]
         raw_end = np.append(raw_start[1:], t[-1])
         dur = raw_end - raw_start
@@ -166,27 +172,21 @@ class RunReducer:
         """Per-run handshake counts, first REQ, last data-bus value and the bytes of
         COMMAND/STATUS/MESSAGE runs."""
         t, lines = tr.t, tr.lines
-        n_runs = len(starts)
-        n_req, n_ack, atn, first_req = _run_sums(t, lines, prev_lines, first)
+        sums = pl.DataFrame(_bus.run_sums(tr, first, prev_lines, HANDSHAKE_BITS))
         if tr.db is None:
-            db_last = np.full(n_runs, -1)
-            info_bytes = [None] * n_runs
+            info_bytes = [None] * len(starts)
         else:
-            db, has_db = tr.db, tr.has_db
-            at = np.maximum.reduceat(np.where(has_db, np.arange(len(t)), -1), first)
-            db_last = np.where(at >= 0, db[at], -1)
             prev = np.empty_like(lines)
             prev[0] = prev_lines
             prev[1:] = lines[:-1]
             size = np.diff(np.append(first, len(t)))
-            info_bytes = self._info_bytes(lines, prev, size, keys, db, has_db, lines & ~prev, first,
-                                          np.repeat(n_ack > n_req, size))
+            req_unresolved = np.repeat((sums["n_ack"] > sums["n_req"]).to_numpy(), size)
+            info_bytes = self._info_bytes(lines, prev, size, keys, tr.db, tr.has_db, lines & ~prev, first,
+                                          req_unresolved)
         return pl.DataFrame({
-            "start_ns": starts, "end_ns": ends, "key": keys.astype(np.uint16), "atn": atn,
-            "n_req": n_req, "n_ack": n_ack,
-            "first_req_ns": pl.Series(first_req).set(pl.Series(first_req < 0), None),
-            "db_last": pl.Series(np.maximum(db_last, 0).astype(np.uint8)).set(pl.Series(db_last < 0), None),
-            "info_bytes": pl.Series(info_bytes, dtype=pl.List(pl.UInt8)),
+            "start_ns": starts, "end_ns": ends, "key": keys.astype(np.uint16), "atn": sums["atn"],
+            "n_req": sums["n_req"], "n_ack": sums["n_ack"], "first_req_ns": sums["first_req_ns"],
+            "db_last": sums["db_last"], "info_bytes": pl.Series(info_bytes, dtype=pl.List(pl.UInt8)),
         }, schema=RUN_SCHEMA)
 
     def _info_bytes(self, lines, prev, size, keys, db, has_db, rising, first, req_unresolved):
@@ -248,13 +248,18 @@ def _info_codes(keys: np.ndarray) -> np.ndarray:
     return (msg << 2) | (cd << 1) | io
 
 
-def _raw_runs(lines: np.ndarray, key_table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _raw_runs(piece: _Piece) -> tuple[np.ndarray, np.ndarray]:
     """First transition and phase key of each run of equal key (before skew folding)."""
-    return _bus.raw_runs(np.ascontiguousarray(lines, dtype=np.uint16), key_table)
+    runs = pl.DataFrame(_bus.raw_runs(piece, PHASE_KEY))
+    return runs["first"].to_numpy(), runs["key"].to_numpy()
 
 
-def _run_sums(t: np.ndarray, lines: np.ndarray, prev_lines: int, first: np.ndarray) -> tuple:
-    """Per run (transitions first[r] up to first[r+1]): REQ and ACK assertions, whether ATN
-    was asserted, time of the first REQ assertion (-1: none)."""
-    return _bus.run_sums(np.ascontiguousarray(t, dtype=np.int64), np.ascontiguousarray(lines, dtype=np.uint16),
-                         int(prev_lines), np.ascontiguousarray(first, dtype=np.int64), REQ_BIT, ACK_BIT, ATN_BIT)
+@dataclass(frozen=True)
+class HandshakeBits:
+    """The line bits `run_sums` counts (read by name: native/src/bus/runs.rs)."""
+    req: int = REQ_BIT
+    ack: int = ACK_BIT
+    atn: int = ATN_BIT
+
+
+HANDSHAKE_BITS = HandshakeBits()

@@ -1,15 +1,44 @@
 //! Stage 1 of the bus machine (scsitrace/bus/runs.py): runs of equal phase key and the
 //! handshakes summed per run.
-use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
+use std::sync::Arc;
+
+use arrow_array::types::{UInt16Type, UInt8Type};
+use arrow_array::{ArrayRef, BooleanArray};
+use numpy::PyReadonlyArray1;
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-/// First transition and phase key of each run of equal key (before skew folding).
+use crate::arrow::{ints, ints_or_null, options_of, values_of, Columns, NULL};
+
+/// A piece of transitions as bus/runs.py `_Piece` holds it, read by name: times, lines, and
+/// the data bus (`db` None when not sampled; else `has_db` says where it was).
+#[derive(FromPyObject)]
+struct Piece<'py> {
+    t: PyReadonlyArray1<'py, i64>,
+    lines: PyReadonlyArray1<'py, u16>,
+    db: Option<PyReadonlyArray1<'py, u8>>,
+    has_db: Option<PyReadonlyArray1<'py, bool>>,
+}
+
+/// The line bits a run's handshakes are counted on (bus/runs.py `HANDSHAKE_BITS`), by name.
+#[derive(FromPyObject)]
+struct HandshakeBits {
+    req: i64,
+    ack: i64,
+    atn: i64,
+}
+
+fn err(what: &str) -> PyErr {
+    PyValueError::new_err(format!("runs: {what}"))
+}
+
+/// Each run of equal phase key (before skew folding): `first`, the index of its first
+/// transition, and its `key`.
 #[pyfunction]
-fn raw_runs<'py>(py: Python<'py>, lines: PyReadonlyArray1<'py, u16>, key_table: PyReadonlyArray1<'py, u16>)
-                 -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u16>>)> {
-    let (lines, table) = (lines.as_slice()?, key_table.as_slice()?);
+fn raw_runs(py: Python, piece: Piece, key_table: PyReadonlyArray1<u16>) -> PyResult<Columns> {
+    let (lines, table) = (piece.lines.as_slice()?, key_table.as_slice()?);
     if table.len() < 1 << 16 {
-        return Err(pyo3::exceptions::PyValueError::new_err("raw_runs: key table of 65536 entries"));
+        return Err(err("key table of 65536 entries"));
     }
     let (idx, keys) = py.allow_threads(|| {
         let (mut idx, mut keys) = (Vec::new(), Vec::new());
@@ -24,39 +53,43 @@ fn raw_runs<'py>(py: Python<'py>, lines: PyReadonlyArray1<'py, u16>, key_table: 
         }
         (idx, keys)
     });
-    Ok((idx.into_pyarray_bound(py), keys.into_pyarray_bound(py)))
+    Columns::new(vec![("first", ints(idx)), ("key", values_of::<UInt16Type>(keys))])
 }
 
-type Sums<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<bool>>,
-                  Bound<'py, PyArray1<i64>>);
-
-/// Per run (transitions first[r] up to first[r+1]): REQ and ACK assertions, whether ATN was
-/// asserted, time of the first REQ assertion (-1: none).
+/// Per run (transitions first[r] up to first[r+1]; `prev_lines` the lines before the
+/// piece): `n_req`, `n_ack` (assertions), `atn` (asserted at all), `first_req_ns` (the first
+/// REQ assertion, null: none), `db_last` (the last sampled data-bus byte, null: none).
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn run_sums<'py>(py: Python<'py>, t: PyReadonlyArray1<'py, i64>, lines: PyReadonlyArray1<'py, u16>, prev_lines: i64,
-                 first: PyReadonlyArray1<'py, i64>, req_bit: i64, ack_bit: i64, atn_bit: i64) -> PyResult<Sums<'py>> {
-    let (t, lines, first) = (t.as_slice()?, lines.as_slice()?, first.as_slice()?);
-    if lines.len() != t.len() || first.iter().any(|&f| f < 0 || f as usize > t.len()) {
-        return Err(pyo3::exceptions::PyValueError::new_err("run_sums: array shapes"));
+fn run_sums(py: Python, piece: Piece, first: PyReadonlyArray1<i64>, prev_lines: i64, bits: HandshakeBits)
+            -> PyResult<Columns> {
+    let (t, lines, first) = (piece.t.as_slice()?, piece.lines.as_slice()?, first.as_slice()?);
+    let db = match (&piece.db, &piece.has_db) {
+        (Some(db), Some(has)) => Some((db.as_slice()?, has.as_slice()?)),
+        _ => None,
+    };
+    if lines.len() != t.len() || db.is_some_and(|(d, h)| d.len() != t.len() || h.len() != t.len())
+        || first.iter().any(|&f| f < 0 || f as usize > t.len()) {
+        return Err(err("array shapes"));
     }
-    let (n_req, n_ack, atn, first_req) = py.allow_threads(|| {
+    let HandshakeBits { req, ack, atn: atn_bit } = bits;
+    let (n_req, n_ack, atn, first_req, db_last) = py.allow_threads(|| {
         let n = first.len();
         let (mut n_req, mut n_ack) = (vec![0i64; n], vec![0i64; n]);
-        let (mut atn, mut first_req) = (vec![false; n], vec![-1i64; n]);
+        let (mut atn, mut first_req) = (vec![false; n], vec![NULL; n]);
+        let mut db_last: Vec<Option<u8>> = vec![None; if db.is_some() { n } else { 0 }];
         let mut prev = prev_lines;
         for r in 0..n {
             let stop = if r + 1 < n { first[r + 1] as usize } else { t.len() };
             for i in first[r] as usize..stop {
                 let ln = lines[i] as i64;
                 let rising = ln & !prev;
-                if rising & req_bit != 0 {
+                if rising & req != 0 {
                     n_req[r] += 1;
-                    if first_req[r] < 0 {
+                    if first_req[r] == NULL {
                         first_req[r] = t[i];
                     }
                 }
-                if rising & ack_bit != 0 {
+                if rising & ack != 0 {
                     n_ack[r] += 1;
                 }
                 if ln & atn_bit != 0 {
@@ -64,11 +97,20 @@ fn run_sums<'py>(py: Python<'py>, t: PyReadonlyArray1<'py, i64>, lines: PyReadon
                 }
                 prev = ln;
             }
+            if let Some((db, has)) = db {
+                db_last[r] = (first[r] as usize..stop).rev().find(|&i| has[i]).map(|i| db[i]);
+            }
         }
-        (n_req, n_ack, atn, first_req)
+        (n_req, n_ack, atn, first_req, db_last)
     });
-    Ok((n_req.into_pyarray_bound(py), n_ack.into_pyarray_bound(py), atn.into_pyarray_bound(py),
-        first_req.into_pyarray_bound(py)))
+    let db_last = if db.is_some() { db_last } else { vec![None; first.len()] };
+    Columns::new(vec![
+        ("n_req", ints(n_req)),
+        ("n_ack", ints(n_ack)),
+        ("atn", Arc::new(BooleanArray::from(atn)) as ArrayRef),
+        ("first_req_ns", ints_or_null(first_req)),
+        ("db_last", options_of::<UInt8Type>(db_last)),
+    ])
 }
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
