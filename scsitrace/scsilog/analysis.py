@@ -15,6 +15,7 @@ from __future__ import annotations
 import polars as pl
 
 from .. import bandwidth, schema, scsi, series, tiling
+from ..streams import prefetched
 from ..command_tables import SRT, TABLES
 from ..errors import UsageError
 from ..filters import check_found, check_window, refuse
@@ -48,12 +49,14 @@ def pair(events: pl.DataFrame, carry: pl.DataFrame | None, next_io: int, final: 
     if carry is not None and carry.height:
         e = pl.concat([carry, e])
     e = e.sort(["device", "tag", "t_ns", "pos"], nulls_last=True)
-    e = e.with_columns(
-        pl.col("kind").shift(-1).over(key).alias("n_kind"), pl.col("t_ns").shift(-1).over(key).alias("n_t"),
-        pl.col("status").shift(-1).over(key).alias("n_status"),
-        pl.col("host_byte").shift(-1).over(key).alias("n_host"),
-        pl.col("rtn").shift(-1).over(key).alias("n_rtn"),
-        pl.col("kind").shift(1).over(key).alias("p_kind"))
+    # sorted by (device, tag): a row's neighbour in its group is its neighbour in the frame
+    # when the keys agree (what shift().over(key) gives, without a group-by per column)
+    same_next = pl.col("device").eq_missing(pl.col("device").shift(-1)) & pl.col("tag").eq_missing(pl.col("tag").shift(-1))
+    same_prev = pl.col("device").eq_missing(pl.col("device").shift(1)) & pl.col("tag").eq_missing(pl.col("tag").shift(1))
+    e = e.with_columns(same_next.alias("_next"), same_prev.alias("_prev")).with_columns(
+        *[pl.when(pl.col("_next")).then(pl.col(c).shift(-1)).alias(n) for c, n in (
+            ("kind", "n_kind"), ("t_ns", "n_t"), ("status", "n_status"), ("host_byte", "n_host"), ("rtn", "n_rtn"))],
+        pl.when(pl.col("_prev")).then(pl.col("kind").shift(1)).alias("p_kind")).drop("_next", "_prev")
     orphan = (pl.col("kind") == "done") & (pl.col("p_kind").is_null() | (pl.col("p_kind") != "start"))
     begins = e.filter(pl.col("io").is_null() & ((pl.col("kind") == "start") | orphan)).sort("t_ns", "pos")
     if begins.height:
@@ -227,7 +230,7 @@ def _kernel_batches(run: _Run):
     lo, hi = (max(window[0] or 0, 0), window[1]) if window is not None else (0, None)
     first = last = seen = None
     carry, next_io = None, 0
-    for ev in run.capture.chunks():
+    for ev, held in _with_held(run.capture):
         if not ev.height:
             continue
         t0, t1 = int(ev["t_ns"].min()), int(ev["t_ns"].max())
@@ -240,7 +243,6 @@ def _kernel_batches(run: _Run):
         if ev.height:
             seen = int(ev["t_ns"].max()) if seen is None else max(seen, int(ev["t_ns"].max()))
         cmds, carry, next_io = pair(ev, carry, next_io)
-        held = getattr(run.capture, "held_from", None)
         waiting = [v for v in (seen, held - lo if held is not None else None,
                                int(carry["t_ns"].min()) if carry.height else None) if v is not None]
         lowest = int(carry["io"].min()) if carry.height else next_io
@@ -257,6 +259,16 @@ def _kernel_batches(run: _Run):
     else:
         run.elapsed = last
     run.notes += select.finish()
+
+
+def _with_held(capture: Capture):
+    """The capture's chunks, each with the parser's `held_from` as it stood when the chunk was
+    made, read ahead in a worker thread (the scan releases the GIL: it runs while this thread
+    pairs and adds up the block before)."""
+    def chunks():
+        for ev in capture.chunks():
+            yield ev, getattr(capture, "held_from", None)
+    return prefetched(chunks()) if capture.chunks else chunks()
 
 
 class _Selection:
@@ -327,8 +339,8 @@ def _sgio_batches(run: _Run):
     found, values = [0] * len(checks), {col: set() for _, _, col in checks}
     total = kept = next_io = 0
     origin = end = start = None
-    chunks = run.capture.chunks() if run.capture.chunks else [run.capture.frames["commands"]]
-    for cmds in chunks:
+    chunks = _with_held(run.capture) if run.capture.chunks else [(run.capture.frames["commands"], None)]
+    for cmds, held in chunks:
         total += cmds.height
         if filtered and cmds.height:
             for k, (_, value, col) in enumerate(checks):
@@ -346,7 +358,6 @@ def _sgio_batches(run: _Run):
             run.elapsed = max(run.elapsed, int(cmds["end_ns"].max()))
         ios = ios_frame(cmds, next_io) if cmds.height else _EMPTY_IOS
         next_io += cmds.height
-        held = getattr(run.capture, "held_from", None)
         latest = ios["start_ns"].max() if ios.height else None
         waiting = [v - (origin or 0) for v in (held,) if v is not None] + ([latest] if latest is not None else [])
         yield ios, min(waiting) if waiting else None, None
