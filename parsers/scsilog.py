@@ -174,7 +174,8 @@ def _scan_block(buf: bytes, line_no: int, st: _Events, records: RecordCount, cou
     rest = pl.DataFrame({"line_no": found["fb_idx"] + line_no,
                          "text": _lines.string_array(found["fb_text"], found["fb_end"])})
     records.read += found["lines"] - rest.height
-    return found["lines"], _decode_block(rest, st, records, counters, _decoded(found, line_no))
+    return found["lines"], _decode_block(rest, st, records, counters, _decoded(found, line_no),
+                                         _dmesg_decoded(found, line_no))
 
 
 def _native_text():
@@ -201,9 +202,26 @@ def _decoded(found: dict, line_no: int) -> pl.DataFrame | None:
     }).cast(EVENTS)
 
 
+def _dmesg_decoded(found: dict, line_no: int) -> pl.DataFrame | None:
+    """The dmesg lines Rust cut, as `_dmesg` gives them."""
+    if not len(found["d_idx"]):
+        return None
+    return pl.DataFrame({
+        "line_no": found["d_idx"] + line_no,
+        "t_ns": found["d_t_ns"],
+        "kind": pl.Series(found["d_kinds"], dtype=pl.Utf8).gather(found["d_kind"]),
+        "device": pl.Series(found["devices"], dtype=pl.Utf8).gather(found["d_device"]),
+        "tag": _lines.string_array(*found["d_tag"]),
+        "cdb_hex": _lines.string_array(*found["d_cdb_hex"]),
+        "rest": _lines.string_array(*found["d_rest"]),
+        "_emitted": pl.repeat(False, len(found["d_idx"]), eager=True),
+    })
+
+
 def _decode_block(block: pl.DataFrame, st: _Events, records: RecordCount, counters: dict,
-                  decoded: pl.DataFrame | None = None) -> pl.DataFrame:
-    """The events of a block's lines (`decoded`: its ftrace events already decoded)."""
+                  decoded: pl.DataFrame | None = None, dmesg: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The events of a block's lines (`decoded`: its ftrace events already decoded; `dmesg`:
+    its dmesg lines already cut into `_dmesg`'s fields)."""
     path, strict = st.path, st.strict
     t = pl.col("text").str.strip_chars_end("\r\n")
     lines = block.with_columns(t.alias("t"))
@@ -221,8 +239,11 @@ def _decode_block(block: pl.DataFrame, st: _Events, records: RecordCount, counte
     out = [f for f in (decoded, _ftrace(ft, path, strict, records) if ft.height else None) if f is not None]
     if len(out) == 2:
         out = [pl.concat(out).sort("pos")]
-    if dm.height or st.carry is not None:
-        out.append(_dmesg_events(_dmesg(dm, path, strict, records) if dm.height else None, st))
+    cut = [g for g in (dmesg, _dmesg(dm, path, strict, records) if dm.height else None) if g is not None]
+    if len(cut) == 2:
+        cut = [pl.concat(cut).sort("line_no")]
+    if cut or st.carry is not None:
+        out.append(_dmesg_events(cut[0] if cut else None, st))
     return pl.concat(out) if out else pl.DataFrame(schema=EVENTS)
 
 

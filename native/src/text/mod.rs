@@ -344,6 +344,14 @@ impl StrCol {
         self.valid.push(s.is_some());
     }
 
+    /// `from`'s strings after these.
+    pub fn append(&mut self, from: StrCol) {
+        let base = self.data.len() as i64;
+        self.data.extend(from.data);
+        self.ends.extend(from.ends.into_iter().map(|e| e + base));
+        self.valid.extend(from.valid);
+    }
+
     /// (data, ends, valid) as numpy arrays.
     pub fn into_py(self, py: Python) -> PyResult<PyObject> {
         use numpy::PyArray1;
