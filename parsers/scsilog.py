@@ -342,9 +342,12 @@ def _dmesg_events(g: pl.DataFrame | None, st: _Events, final: bool = False) -> p
     sense, g = g.filter(is_sense), g.filter(~is_sense)
     is_cdb = pl.col("kind") == "CDB:"
     key = ["device", "tag"]
-    nxt = g.sort("line_no").with_columns(
-        pl.col("cdb_hex").shift(-1).over(key).alias("next_cdb"),
-        is_cdb.shift(-1).over(key).alias("next_is_cdb"))
+    # sorted by (device, tag, line): a line's next of its key is the next row when the key agrees
+    # (shift().over(key) without a group-by per column)
+    nxt = g.sort(["device", pl.col("tag").is_null(), "tag", "line_no"])
+    same = pl.col("device").eq_missing(pl.col("device").shift(-1)) & pl.col("tag").eq_missing(pl.col("tag").shift(-1))
+    nxt = nxt.with_columns(pl.when(same).then(pl.col("cdb_hex").shift(-1)).alias("next_cdb"),
+                           pl.when(same).then(is_cdb.shift(-1)).alias("next_is_cdb"))
     ev = nxt.filter(~is_cdb).sort("line_no")
     held = pl.col("next_is_cdb").is_null() & ~pl.col("_emitted") & pl.lit(not final)
     pending = ev.filter(~pl.col("_emitted"))

@@ -48,7 +48,8 @@ def pair(events: pl.DataFrame, carry: pl.DataFrame | None, next_io: int, final: 
     e = events.with_columns(pl.lit(None, dtype=pl.Int64).alias("io"))
     if carry is not None and carry.height:
         e = pl.concat([carry, e])
-    e = e.sort(["device", "tag", "t_ns", "pos"], nulls_last=True)
+    # nulls last by a key of their own: polars' multi-column sort with nulls_last is slower
+    e = e.sort(["device", pl.col("tag").is_null(), "tag", "t_ns", "pos"])
     # sorted by (device, tag): a row's neighbour in its group is its neighbour in the frame
     # when the keys agree (what shift().over(key) gives, without a group-by per column)
     same_next = pl.col("device").eq_missing(pl.col("device").shift(-1)) & pl.col("tag").eq_missing(pl.col("tag").shift(-1))
