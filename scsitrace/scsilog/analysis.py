@@ -12,6 +12,7 @@ Per device, time is SERVICE (at least one command dispatched and not done) or ID
 """
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from .. import bandwidth, schema, scsi, series, tiling
@@ -48,8 +49,7 @@ def pair(events: pl.DataFrame, carry: pl.DataFrame | None, next_io: int, final: 
     e = events.with_columns(pl.lit(None, dtype=pl.Int64).alias("io"))
     if carry is not None and carry.height:
         e = pl.concat([carry, e])
-    # nulls last by a key of their own: polars' multi-column sort with nulls_last is slower
-    e = e.sort(["device", pl.col("tag").is_null(), "tag", "t_ns", "pos"])
+    e = _by_key(e)
     # sorted by (device, tag): a row's neighbour in its group is its neighbour in the frame
     # when the keys agree (what shift().over(key) gives, without a group-by per column)
     same_next = pl.col("device").eq_missing(pl.col("device").shift(-1)) & pl.col("tag").eq_missing(pl.col("tag").shift(-1))
@@ -90,6 +90,20 @@ def pair(events: pl.DataFrame, carry: pl.DataFrame | None, next_io: int, final: 
                 pl.col("t_ns").alias("end_ns"), "status", "host_byte",
                 pl.lit("done without start (trace started mid-command)").alias("reason"), "io")
     return pl.concat([starts, orphans], how="diagonal_relaxed"), carry, next_io
+
+
+def _by_key(e: pl.DataFrame) -> pl.DataFrame:
+    """`e` sorted by device, tag (nulls last), time and line: numpy's lexsort over the devices'
+    ranks (3x less CPU than polars' multi-column sort with a string key, the same order)."""
+    if not e.height or e["device"].null_count():
+        return e.sort(["device", "tag", "t_ns", "pos"], nulls_last=True)
+    devices = e["device"].unique().sort()
+    rank = e["device"].replace_strict(devices, pl.int_range(devices.len(), eager=True, dtype=pl.UInt32),
+                                      return_dtype=pl.UInt32)
+    tag = e["tag"]
+    order = np.lexsort((e["pos"].to_numpy(), e["t_ns"].to_numpy(), tag.fill_null(0).to_numpy(),
+                        tag.is_null().to_numpy(), rank.to_numpy()))
+    return e[order]
 
 
 def ios_frame(cmds: pl.DataFrame, first_io: int = 0) -> pl.DataFrame:
