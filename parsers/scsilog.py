@@ -345,7 +345,7 @@ def _dmesg_events(g: pl.DataFrame | None, st: _Events, final: bool = False) -> p
     # sorted by (device, tag, line): a line's next of its key is the next row when the key agrees
     # (shift().over(key) without a group-by per column)
     nxt = g.sort(["device", pl.col("tag").is_null(), "tag", "line_no"])
-    same = pl.col("device").eq_missing(pl.col("device").shift(-1)) & pl.col("tag").eq_missing(pl.col("tag").shift(-1))
+    same = pl.all_horizontal(pl.col(c).eq_missing(pl.col(c).shift(-1)) for c in key)
     nxt = nxt.with_columns(pl.when(same).then(pl.col("cdb_hex").shift(-1)).alias("next_cdb"),
                            pl.when(same).then(is_cdb.shift(-1)).alias("next_is_cdb"))
     ev = nxt.filter(~is_cdb).sort("line_no")

@@ -45,16 +45,13 @@ def pair(events: pl.DataFrame, carry: pl.DataFrame | None, next_io: int, final: 
     are finished, starts still waiting for their next event, the next io number). A command
     is numbered (`io`) when its first event comes: its start, or a done without start; in
     (time, line) order within a block, blocks in order."""
-    key = ["device", "tag"]
     e = events.with_columns(pl.lit(None, dtype=pl.Int64).alias("io"))
     if carry is not None and carry.height:
         e = pl.concat([carry, e])
     e = _by_key(e)
     # sorted by (device, tag): a row's neighbour in its group is its neighbour in the frame
     # when the keys agree (what shift().over(key) gives, without a group-by per column)
-    same_next = pl.col("device").eq_missing(pl.col("device").shift(-1)) & pl.col("tag").eq_missing(pl.col("tag").shift(-1))
-    same_prev = pl.col("device").eq_missing(pl.col("device").shift(1)) & pl.col("tag").eq_missing(pl.col("tag").shift(1))
-    e = e.with_columns(same_next.alias("_next"), same_prev.alias("_prev")).with_columns(
+    e = e.with_columns(_same_key(-1).alias("_next"), _same_key(1).alias("_prev")).with_columns(
         *[pl.when(pl.col("_next")).then(pl.col(c).shift(-1)).alias(n) for c, n in (
             ("kind", "n_kind"), ("t_ns", "n_t"), ("status", "n_status"), ("host_byte", "n_host"), ("rtn", "n_rtn"))],
         pl.when(pl.col("_prev")).then(pl.col("kind").shift(1)).alias("p_kind")).drop("_next", "_prev")
@@ -92,10 +89,15 @@ def pair(events: pl.DataFrame, carry: pl.DataFrame | None, next_io: int, final: 
     return pl.concat([starts, orphans], how="diagonal_relaxed"), carry, next_io
 
 
+def _same_key(n: int) -> pl.Expr:
+    """Whether the row `n` away has the same (device, tag)."""
+    return pl.all_horizontal(pl.col(c).eq_missing(pl.col(c).shift(n)) for c in ("device", "tag"))
+
+
 def _by_key(e: pl.DataFrame) -> pl.DataFrame:
     """`e` sorted by device, tag (nulls last), time and line: numpy's lexsort over the devices'
     ranks (3x less CPU than polars' multi-column sort with a string key, the same order)."""
-    if not e.height or e["device"].null_count():
+    if not e.height or any(e[c].null_count() for c in ("device", "t_ns", "pos")):
         return e.sort(["device", "tag", "t_ns", "pos"], nulls_last=True)
     devices = e["device"].unique().sort()
     rank = e["device"].replace_strict(devices, pl.int_range(devices.len(), eager=True, dtype=pl.UInt32),
