@@ -215,6 +215,9 @@ def _dmesg_decoded(found: dict, line_no: int) -> pl.DataFrame | None:
         "cdb_hex": _lines.string_array(*found["d_cdb_hex"]),
         "rest": _lines.string_array(*found["d_rest"]),
         "_emitted": pl.repeat(False, len(found["d_idx"]), eager=True),
+        "_host": _lines.string_array(*found["d_host_byte"]),
+        "_word": _lines.string_array(*found["d_word"]),
+        "_timeout": found["d_timeout"],
     })
 
 
@@ -325,9 +328,13 @@ def _dmesg(dm: pl.DataFrame, path: str, strict: bool, records: RecordCount) -> p
         (is_cdb & (pl.col("cdb_hex").str.len_bytes().fill_null(0) < 12), "garbled CDB (expected 6 or more hex bytes)")],
         malformed="malformed SCSI logging line")
     _bad(g.filter(pl.col("reason").is_not_null()), "reason", path, strict, records)
+    rest = pl.col("rest")
     return g.filter(pl.col("reason").is_null()).select(
         "line_no", "t_ns", "kind", pl.format("{}:{}:{}:{}", "host", "channel", "id", "lun").alias("device"),
-        "tag", "cdb_hex", "rest", pl.lit(False).alias("_emitted"))
+        "tag", "cdb_hex", "rest", pl.lit(False).alias("_emitted"),
+        # what _dmesg_events reads of the rest (the Rust scan cuts the same of its lines)
+        rest.str.extract(r"hostbyte=(\w+)").alias("_host"), rest.str.extract(r"^\s*([A-Z_]+)").alias("_word"),
+        rest.str.contains("TIMEOUT").alias("_timeout"))
 
 
 def _dmesg_events(g: pl.DataFrame | None, st: _Events, final: bool = False) -> pl.DataFrame:
@@ -342,12 +349,9 @@ def _dmesg_events(g: pl.DataFrame | None, st: _Events, final: bool = False) -> p
     sense, g = g.filter(is_sense), g.filter(~is_sense)
     is_cdb = pl.col("kind") == "CDB:"
     key = ["device", "tag"]
-    # sorted by (device, tag, line): a line's next of its key is the next row when the key agrees
-    # (shift().over(key) without a group-by per column)
-    nxt = g.sort(["device", pl.col("tag").is_null(), "tag", "line_no"])
-    same = pl.all_horizontal(pl.col(c).eq_missing(pl.col(c).shift(-1)) for c in key)
-    nxt = nxt.with_columns(pl.when(same).then(pl.col("cdb_hex").shift(-1)).alias("next_cdb"),
-                           pl.when(same).then(is_cdb.shift(-1)).alias("next_is_cdb"))
+    nxt = g.sort("line_no").with_columns(
+        pl.col("cdb_hex").shift(-1).over(key).alias("next_cdb"),
+        is_cdb.shift(-1).over(key).alias("next_is_cdb"))
     ev = nxt.filter(~is_cdb).sort("line_no")
     held = pl.col("next_is_cdb").is_null() & ~pl.col("_emitted") & pl.lit(not final)
     pending = ev.filter(~pl.col("_emitted"))
@@ -371,18 +375,17 @@ def _dmesg_events(g: pl.DataFrame | None, st: _Events, final: bool = False) -> p
     ev = ev.filter(~pl.col("_emitted") & ~held)
     kind = (pl.when(pl.col("kind") == "Send:").then(pl.lit("start"))
             .when(pl.col("kind") == "timing out command").then(pl.lit("timeout"))
-            .when(pl.col("rest").str.contains("TIMEOUT")).then(pl.lit("timeout"))
+            .when(pl.col("_timeout")).then(pl.lit("timeout"))
             .otherwise(pl.lit("done")))
-    result = pl.col("rest")
     return pl.concat([ev.select(
         "t_ns",
         kind.alias("kind"),
         "device",
         pl.col("tag").cast(pl.Int64, strict=False).alias("tag"),
         pl.when(pl.col("next_is_cdb").fill_null(False)).then(pl.col("next_cdb")).str.decode("hex").alias("cdb"),
-        result.str.extract(r"hostbyte=(\w+)").alias("host_byte"),
+        pl.col("_host").alias("host_byte"),
         pl.when(pl.col("kind") == "FAILED").then(pl.lit("FAILED"))
-        .otherwise(result.str.extract(r"^\s*([A-Z_]+)").replace({"SUCCESS": "GOOD"})).alias("status"),
+        .otherwise(pl.col("_word").replace({"SUCCESS": "GOOD"})).alias("status"),
         pl.lit(None, dtype=pl.Int64).alias("rtn"),
         pl.lit("dmesg").alias("source"),
         pl.col("line_no").alias("pos"),

@@ -75,6 +75,9 @@ struct Dmesg {
     tag: StrCol,
     cdb_hex: StrCol,
     rest: StrCol,
+    host_byte: StrCol,
+    word: StrCol,
+    timeout: Vec<bool>,
 }
 
 /// One dmesg line's fields, as `DMESG`'s groups would give them.
@@ -87,12 +90,22 @@ struct DmesgLine<'a> {
     cdb_hex: Option<&'a [u8]>,
 }
 
+/// What `_dmesg_events` reads of a line's rest: `hostbyte=(\w+)`, `^\s*([A-Z_]+)` and whether
+/// it holds `TIMEOUT` (as `_dmesg` extracts them for the lines it reads).
+fn rest_fields<'a>(rest: &'a [u8], f: &Finders) -> (Option<&'a [u8]>, Option<&'a [u8]>, bool) {
+    let lead = rest.iter().take_while(|&&b| b == b' ').count();
+    let n = rest[lead..].iter().take_while(|b| b.is_ascii_uppercase() || **b == b'_').count();
+    (word_after(rest, &f.hostbyte), (n > 0).then(|| &rest[lead..lead + n]), f.timeout.find(rest).is_some())
+}
+
 struct Finders {
     hint: memmem::Finder<'static>,
     words: Vec<memmem::Finder<'static>>,
     other: Vec<memmem::Finder<'static>>,
     host: memmem::Finder<'static>,
     status: memmem::Finder<'static>,
+    hostbyte: memmem::Finder<'static>,
+    timeout: memmem::Finder<'static>,
 }
 
 impl Finders {
@@ -103,6 +116,8 @@ impl Finders {
             other: EVENT_OTHER.iter().map(|w| memmem::Finder::new(*w)).collect(),
             host: memmem::Finder::new(b"host="),
             status: memmem::Finder::new(b"status=SAM_STAT_"),
+            hostbyte: memmem::Finder::new(b"hostbyte="),
+            timeout: memmem::Finder::new(b"TIMEOUT"),
         }
     }
 }
@@ -135,7 +150,7 @@ fn scan_part(buf: &[u8], first: usize, clean: bool, f: &Finders) -> Part {
             None if plain && at.is_none() && !f.words[..words_to_look(line)].iter().any(|w| w.find(line).is_some()) => {}
             None if plain && at.is_none() && line.first() == Some(&b'[')
                 && !(other && f.other.iter().any(|w| w.find(line).is_some())) && printable(line)
-                && dmesg_line(line).is_some_and(|d| p.push_dmesg(idx, &d, &mut dev)) => {}
+                && dmesg_line(line).is_some_and(|d| p.push_dmesg(idx, &d, &mut dev, f)) => {}
             None => {
                 p.fb_idx.push(idx);
                 p.fb_text.extend_from_slice(raw_line);
@@ -184,7 +199,7 @@ impl Part {
 
 impl Part {
     /// Adds a dmesg line (true), or leaves it (false: a field out of its range).
-    fn push_dmesg(&mut self, idx: i64, d: &DmesgLine, dev: &mut Vec<u8>) -> bool {
+    fn push_dmesg(&mut self, idx: i64, d: &DmesgLine, dev: &mut Vec<u8>, f: &Finders) -> bool {
         for x in &d.device[..3] {
             if uint(x).map_or(true, |v| v > u64::from(u32::MAX)) {
                 return false;
@@ -210,6 +225,10 @@ impl Part {
         m.device.push(self.devices.code(dev));
         m.tag.push(d.tag);
         m.rest.push(Some(d.rest));
+        let (host, word, timeout) = rest_fields(d.rest, f);
+        m.host_byte.push(host);
+        m.word.push(word);
+        m.timeout.push(timeout);
         // the hex pairs with their spaces taken out, as `cdb_hex` is
         if let Some(h) = d.cdb_hex {
             m.cdb_hex.data.extend(h.iter().filter(|&&b| b != b' '));
@@ -581,6 +600,9 @@ fn merged(parts: Vec<Part>) -> Part {
         m.tag.append(d.tag);
         m.cdb_hex.append(d.cdb_hex);
         m.rest.append(d.rest);
+        m.host_byte.append(d.host_byte);
+        m.word.append(d.word);
+        m.timeout.extend(&d.timeout);
     }
     out
 }
@@ -632,6 +654,9 @@ fn ftrace_block<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, parts: Opt
     d.set_item("d_tag", m.tag.into_py(py)?)?;
     d.set_item("d_cdb_hex", m.cdb_hex.into_py(py)?)?;
     d.set_item("d_rest", m.rest.into_py(py)?)?;
+    d.set_item("d_host_byte", m.host_byte.into_py(py)?)?;
+    d.set_item("d_word", m.word.into_py(py)?)?;
+    d.set_item("d_timeout", PyArray1::from_vec_bound(py, m.timeout))?;
     Ok(Some(d))
 }
 
