@@ -5,14 +5,15 @@ no real tool analyses these logs), each run in turn, with the ratios. Memory sho
 as the log grows, once the per-command rows kept for the reports reach KEEP_IOS (1 Mi rows,
 about 0.4 GB; the `keep64k` column keeps 64 Ki rows instead).
 
-    python bench/bench_scsilog.py [--commands 200000] [--sizes 1,4,16] [--reference]
+    python bench/bench_scsilog.py [--log ftrace|dmesg] [--commands 200000] [--sizes 1,4,16] [--reference]
 
 `--reference` also times the regex reader the Rust scan replaced (the same process with the
 scan declining every block, so every line goes through parsers/scsilog.py's Python path).
 
 The logs (tests/gen_scsilog.py bulk_ftrace: 8 devices x 32 tags, about 620 bytes per
-command; 1x = 200 000 commands, about 124 MB; 16x about 2 GB) are written once under
-bench/data/.
+command; 1x = 200 000 commands, about 124 MB; 16x about 2 GB; `--log dmesg`: bulk_dmesg, the
+same commands as dmesg prints the kernel's SCSI logging, Send/CDB/Done/CDB lines, about 350
+bytes per command, `grep -c CDB:`) are written once under bench/data/.
 """
 from __future__ import annotations
 
@@ -51,8 +52,11 @@ def main() -> None:
     ap.add_argument("--commands", type=int, default=200_000)
     ap.add_argument("--sizes", default="1,4,16")
     ap.add_argument("--reference", action="store_true", help="also time the regex reader (Python path)")
+    ap.add_argument("--log", choices=("ftrace", "dmesg"), default="ftrace")
     args = ap.parse_args()
-    from gen_scsilog import bulk_ftrace
+    from gen_scsilog import bulk_dmesg, bulk_ftrace
+    write, suffix, word = {"ftrace": (bulk_ftrace, "ftrace.txt", "scsi_dispatch_cmd_"),
+                           "dmesg": (bulk_dmesg, "dmesg", "CDB:")}[args.log]
     os.makedirs(DATA, exist_ok=True)
     scsitrace = os.path.join(os.path.dirname(sys.executable), "scsitrace")
     print(f"{'size':>5} {'GB':>6} {'commands':>10} | {'scsitrace s':>11} {'MB/s':>6} {'peak GB':>7} | "
@@ -60,9 +64,9 @@ def main() -> None:
           + (f" | {'regex s':>7} {'MB/s':>5} {'peak GB':>7}" if args.reference else ""))
     for k in (int(x) for x in args.sizes.split(",")):
         n = args.commands * k
-        path = os.path.join(DATA, f"scsilog_{n}.ftrace.txt")
+        path = os.path.join(DATA, f"scsilog_{n}.{suffix}")
         if not os.path.exists(path):
-            bulk_ftrace(path + ".tmp", n)
+            write(path + ".tmp", n)
             os.replace(path + ".tmp", path)
         size = os.path.getsize(path)
         wall, rss = run([scsitrace, "analyze", path, "--json", os.devnull])
@@ -71,7 +75,7 @@ def main() -> None:
         _, rss_small = run([sys.executable, "-c", "import sys, scsitrace.model as m; m.KEEP_IOS = 1 << 16; "
                             "from scsitrace.cli import main; sys.exit(main(sys.argv[1:]))",
                             "analyze", path, "--json", os.devnull])
-        grep, _ = run(["grep", "-c", "scsi_dispatch_cmd_", path])
+        grep, _ = run(["grep", "-c", word, path])
         wc, _ = run(["wc", "-l", path])
         ref = ""
         if args.reference:

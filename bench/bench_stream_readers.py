@@ -75,7 +75,9 @@ def read_only(path: str) -> None:
 
 def whole_process(argv: list[str]) -> tuple[float, float, int]:
     t = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+    # output into a pipe, read: GNU grep stops at the first match when it writes to /dev/null
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE)
+    proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{argv} failed")

@@ -1,5 +1,5 @@
 """blkparse event lines of the default layout read by the compiled line scanner
-(scsitrace._native.text_usb.scan_blkparse, Rust: memchr line splitting, fields read without
+(scsitrace._native.text.scan_blkparse, Rust: memchr line splitting, fields read without
 regex, the block's lines on every core with the GIL released) into the decoded fields
 parsers/blkparse.py's `_decode` gives. The scanner takes only lines certain to be good events
 of exactly those fields; the others (comments, the summary, messages, bad lines, rare forms)
@@ -11,7 +11,7 @@ import os
 import numpy as np
 import polars as pl
 
-from scsitrace._native import text_usb as _text
+from scsitrace._native import text as _text
 
 THREADS = max(1, min(os.cpu_count() or 1, 4))
 SMALL_BLOCK = 1 << 16

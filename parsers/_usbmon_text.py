@@ -1,4 +1,4 @@
-"""usbmon text blocks read by the compiled line scanner (scsitrace._native.text_usb, Rust:
+"""usbmon text blocks read by the compiled line scanner (scsitrace._native.text, Rust:
 memchr line splitting, fields read without regex, the block's lines on every core with the
 GIL released) into URB columns (`scsitrace.usb.UrbColumns`, every data byte a line shows
 kept). The scanner takes only lines that are certain to be good records of the fields
@@ -12,7 +12,7 @@ import os
 import numpy as np
 import polars as pl
 
-from scsitrace._native import text_usb as _text
+from scsitrace._native import text as _text
 from scsitrace.usb.urbs import DATA_PREFIX, UrbColumns, concat_urbs, take_bytes
 
 THREADS = max(1, min(os.cpu_count() or 1, 4))

@@ -174,7 +174,8 @@ def _scan_block(buf: bytes, line_no: int, st: _Events, records: RecordCount, cou
     rest = pl.DataFrame({"line_no": found["fb_idx"] + line_no,
                          "text": _lines.string_array(found["fb_text"], found["fb_end"])})
     records.read += found["lines"] - rest.height
-    return found["lines"], _decode_block(rest, st, records, counters, _decoded(found, line_no))
+    return found["lines"], _decode_block(rest, st, records, counters, _decoded(found, line_no),
+                                         _dmesg_decoded(found, line_no))
 
 
 def _native_text():
@@ -201,9 +202,29 @@ def _decoded(found: dict, line_no: int) -> pl.DataFrame | None:
     }).cast(EVENTS)
 
 
+def _dmesg_decoded(found: dict, line_no: int) -> pl.DataFrame | None:
+    """The dmesg lines Rust cut, as `_dmesg` gives them."""
+    if not len(found["d_idx"]):
+        return None
+    return pl.DataFrame({
+        "line_no": found["d_idx"] + line_no,
+        "t_ns": found["d_t_ns"],
+        "kind": pl.Series(found["d_kinds"], dtype=pl.Utf8).gather(found["d_kind"]),
+        "device": pl.Series(found["devices"], dtype=pl.Utf8).gather(found["d_device"]),
+        "tag": _lines.string_array(*found["d_tag"]),
+        "cdb_hex": _lines.string_array(*found["d_cdb_hex"]),
+        "rest": _lines.string_array(*found["d_rest"]),
+        "_emitted": pl.repeat(False, len(found["d_idx"]), eager=True),
+        "_host": _lines.string_array(*found["d_host_byte"]),
+        "_word": _lines.string_array(*found["d_word"]),
+        "_timeout": found["d_timeout"],
+    })
+
+
 def _decode_block(block: pl.DataFrame, st: _Events, records: RecordCount, counters: dict,
-                  decoded: pl.DataFrame | None = None) -> pl.DataFrame:
-    """The events of a block's lines (`decoded`: its ftrace events already decoded)."""
+                  decoded: pl.DataFrame | None = None, dmesg: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The events of a block's lines (`decoded`: its ftrace events already decoded; `dmesg`:
+    its dmesg lines already cut into `_dmesg`'s fields)."""
     path, strict = st.path, st.strict
     t = pl.col("text").str.strip_chars_end("\r\n")
     lines = block.with_columns(t.alias("t"))
@@ -221,8 +242,11 @@ def _decode_block(block: pl.DataFrame, st: _Events, records: RecordCount, counte
     out = [f for f in (decoded, _ftrace(ft, path, strict, records) if ft.height else None) if f is not None]
     if len(out) == 2:
         out = [pl.concat(out).sort("pos")]
-    if dm.height or st.carry is not None:
-        out.append(_dmesg_events(_dmesg(dm, path, strict, records) if dm.height else None, st))
+    cut = [g for g in (dmesg, _dmesg(dm, path, strict, records) if dm.height else None) if g is not None]
+    if len(cut) == 2:
+        cut = [pl.concat(cut).sort("line_no")]
+    if cut or st.carry is not None:
+        out.append(_dmesg_events(cut[0] if cut else None, st))
     return pl.concat(out) if out else pl.DataFrame(schema=EVENTS)
 
 
@@ -304,9 +328,13 @@ def _dmesg(dm: pl.DataFrame, path: str, strict: bool, records: RecordCount) -> p
         (is_cdb & (pl.col("cdb_hex").str.len_bytes().fill_null(0) < 12), "garbled CDB (expected 6 or more hex bytes)")],
         malformed="malformed SCSI logging line")
     _bad(g.filter(pl.col("reason").is_not_null()), "reason", path, strict, records)
+    rest = pl.col("rest")
     return g.filter(pl.col("reason").is_null()).select(
         "line_no", "t_ns", "kind", pl.format("{}:{}:{}:{}", "host", "channel", "id", "lun").alias("device"),
-        "tag", "cdb_hex", "rest", pl.lit(False).alias("_emitted"))
+        "tag", "cdb_hex", "rest", pl.lit(False).alias("_emitted"),
+        # what _dmesg_events reads of the rest (the Rust scan cuts the same of its lines)
+        rest.str.extract(r"hostbyte=(\w+)").alias("_host"), rest.str.extract(r"^\s*([A-Z_]+)").alias("_word"),
+        rest.str.contains("TIMEOUT").alias("_timeout"))
 
 
 def _dmesg_events(g: pl.DataFrame | None, st: _Events, final: bool = False) -> pl.DataFrame:
@@ -347,18 +375,17 @@ def _dmesg_events(g: pl.DataFrame | None, st: _Events, final: bool = False) -> p
     ev = ev.filter(~pl.col("_emitted") & ~held)
     kind = (pl.when(pl.col("kind") == "Send:").then(pl.lit("start"))
             .when(pl.col("kind") == "timing out command").then(pl.lit("timeout"))
-            .when(pl.col("rest").str.contains("TIMEOUT")).then(pl.lit("timeout"))
+            .when(pl.col("_timeout")).then(pl.lit("timeout"))
             .otherwise(pl.lit("done")))
-    result = pl.col("rest")
     return pl.concat([ev.select(
         "t_ns",
         kind.alias("kind"),
         "device",
         pl.col("tag").cast(pl.Int64, strict=False).alias("tag"),
         pl.when(pl.col("next_is_cdb").fill_null(False)).then(pl.col("next_cdb")).str.decode("hex").alias("cdb"),
-        result.str.extract(r"hostbyte=(\w+)").alias("host_byte"),
+        pl.col("_host").alias("host_byte"),
         pl.when(pl.col("kind") == "FAILED").then(pl.lit("FAILED"))
-        .otherwise(result.str.extract(r"^\s*([A-Z_]+)").replace({"SUCCESS": "GOOD"})).alias("status"),
+        .otherwise(pl.col("_word").replace({"SUCCESS": "GOOD"})).alias("status"),
         pl.lit(None, dtype=pl.Int64).alias("rtn"),
         pl.lit("dmesg").alias("source"),
         pl.col("line_no").alias("pos"),

@@ -3,8 +3,9 @@
 or "FAILED" lines), for the streaming tests and bench/bench_scsilog.py.
 
 `ftrace_text(events)` and `dmesg_text(events)` write events (t_ns, kind, (host, channel, id,
-lun), tag, cdb, status) in order; `bulk_ftrace(path, commands)` writes a large log without a
-Python loop per line (blocks of commands on 8 devices, 32 tags each, overlapping).
+lun), tag, cdb, status) in order; `bulk_ftrace(path, commands)` and `bulk_dmesg(path,
+commands)` write a large log without a Python loop per line (blocks of commands on 8
+devices, 32 tags each, overlapping).
 """
 from __future__ import annotations
 
@@ -87,6 +88,44 @@ def bulk_ftrace(path, commands: int, *, seed: int = 1, block: int = 1 << 18) -> 
                 frame.select(pl.col("end").alias("t"), pl.format("          <idle>-0       [000] d.h2.  {}: "
                                                                  "scsi_dispatch_cmd_done: {} result=({})", ts("end"), common,
                                                                  pl.lit(RESULT["GOOD"])).alias("l"))]).sort("t")
+            text = "\n".join(lines["l"].to_list()) + "\n"
+            fh.write(text)
+            written += len(text)
+    return written
+
+
+def bulk_dmesg(path, commands: int, *, seed: int = 1, block: int = 1 << 18) -> int:
+    """`commands` READ(10)/WRITE(10) commands as dmesg prints the kernel's SCSI logging
+    (scsi_logging_level with MLQUEUE and MLCOMPLETE at level 1: "Send:" and "Done:" lines, each
+    followed by its "CDB:" line), 8 devices x 32 tags as `bulk_ftrace`; returns the bytes written."""
+    rng = np.random.default_rng(seed)
+    written, t0 = 0, 1_000_000_000
+    with open(path, "w") as fh:
+        for first in range(0, commands, block):
+            n = min(block, commands - first)
+            i = np.arange(first, first + n)
+            start = t0 + i * 50_000 + rng.integers(0, 20_000, n)
+            took = rng.integers(20_000, 400_000, n)
+            dev, tag = i % 8, (i // 8) % 32
+            op = np.where(rng.random(n) < 0.7, "28", "2a")
+            lba = rng.integers(0, 1 << 31, n)
+            b = [HEX[(lba >> s) & 255] for s in (24, 16, 8, 0)]
+            frame = pl.DataFrame({"dev": dev, "tag": tag, "op": op, "start": start, "end": start + took,
+                                  "b0": b[0], "b1": b[1], "b2": b[2], "b3": b[3]})
+            name = pl.when(pl.col("op") == "28").then(pl.lit("Read(10)")).otherwise(pl.lit("Write(10)"))
+            cdb = pl.format("CDB: {} {} 00 {} {} {} {} 00 00 40 00", name, "op", "b0", "b1", "b2", "b3")
+            ts = lambda c: pl.format("[{}]", pl.format("{}.{}", pl.col(c) // 10**9,  # noqa: E731
+                                     (pl.col(c) % 10**9 // 1000).cast(pl.Utf8).str.zfill(6)).str.pad_start(12))
+            head = lambda c: pl.format("{} sd 0:0:{}:0: [sd{}] tag#{} ", ts(c), "dev", "dev", "tag")  # noqa: E731
+            lines = pl.concat([
+                frame.select(pl.col("start").alias("t"), pl.lit(0).alias("k"),
+                             pl.format("{}Send: scmd 0x00000000c37893e6", head("start")).alias("l")),
+                frame.select(pl.col("start").alias("t"), pl.lit(1).alias("k"), pl.format("{}{}", head("start"), cdb).alias("l")),
+                frame.select(pl.col("end").alias("t"), pl.lit(2).alias("k"),
+                             pl.format("{}Done: SUCCESS Result: hostbyte=DID_OK driverbyte=DRIVER_OK cmd_age=0s",
+                                       head("end")).alias("l")),
+                frame.select(pl.col("end").alias("t"), pl.lit(3).alias("k"), pl.format("{}{}", head("end"), cdb).alias("l")),
+            ]).sort("t", "k")
             text = "\n".join(lines["l"].to_list()) + "\n"
             fh.write(text)
             written += len(text)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from scsitrace._native import text_usb
+from scsitrace._native import text as native_text
 from scsitrace.errors import BadInput
 from scsitrace.parsers import blkparse
 
@@ -95,7 +95,7 @@ def test_native_equals_the_regex_route(tmp_path, text, block_bytes):
 @given(text=texts(), threads=st.integers(1, 5))
 def test_scan_does_not_depend_on_threads(text, threads):
     buf = np.frombuffer(text, np.uint8)
-    one, many = text_usb.scan_blkparse(buf, 1), text_usb.scan_blkparse(buf, threads)
+    one, many = native_text.scan_blkparse(buf, 1), native_text.scan_blkparse(buf, threads)
     for k in one:
         assert np.array_equal(one[k], many[k]), k
     assert one["newlines"] == text.count(b"\n")
@@ -110,5 +110,5 @@ def test_the_scanner_takes_the_common_lines():
              b"  8,0    0        6     0.000005000     0  C  RS 90624 + 8 [0]",
              b"  8,0    0        7     0.000006000   218  A   W 1000 + 8 <- (8,1) 200",
              b"  8,0    0        8     0.000007000   218  X   W 1000 / 1004 [dd]"]
-    out = text_usb.scan_blkparse(np.frombuffer(b"\n".join(lines), np.uint8), 2)
+    out = native_text.scan_blkparse(np.frombuffer(b"\n".join(lines), np.uint8), 2)
     assert len(out["other_line"]) == 0 and len(out["line"]) == len(lines)

@@ -1,6 +1,6 @@
 """The kernel-log reader's Rust scan (native/src/text/scsilog.rs) against the Python reader it
-stands in for: on any set of lines (the kernel's ftrace events in every shape the pattern
-allows, those events damaged byte by byte, dmesg SCSI logging, ftrace's counters, other
+stands in for: on any set of lines (the kernel's ftrace events and dmesg SCSI logging lines
+in every shape the patterns allow, those lines damaged byte by byte, ftrace's counters, other
 text), the capture is the same as the regex reader's (events, records read and skipped, the
 examples, notes, meta) or the same error, whatever the block size; and the Rust result is the
 same whatever the cut of a block into parts (the threads)."""
@@ -84,16 +84,51 @@ def damaged(draw, line: str) -> str:
     return "".join(chars)
 
 
+DMESG_TEXT = ["Send: scmd 0x00000000c37893e6", "Done: SUCCESS Result: hostbyte=DID_OK driverbyte=DRIVER_OK cmd_age=0s",
+              "FAILED Result: hostbyte=DID_ERROR driverbyte=DRIVER_OK cmd_age=0s",
+              "Done: TIMEOUT Result: hostbyte=DID_TIME_OUT driverbyte=DRIVER_OK cmd_age=30s",
+              "Done: ADD_TO_MLQUEUE Result: hostbyte=DID_OK driverbyte=DRIVER_OK cmd_age=0s",
+              "CDB: Read(10) 28 00 00 00 00 08 00 00 08 00", "CDB: Read(10): 28 00 00 00 00 08 00 00 08 00  ",
+              "CDB: Test Unit Ready 00 00 00 00 00 00", "CDB: Read(10) 28 00 00", "CDB: Write(10) 2A 00 00 00 00 08 00 00 08 00",
+              "CDB: Write(10) 2a 00 00 00 00 08 00 00 08 0", "CDB: Inquiry 12 01 00 00 24 00 x", "CDB:28 00 00 00 00 00",
+              "timing out command, waited 30s", "Sense Key : Unit Attention [current] ", "Sense Key: Not Ready",
+              "Sense Key  : Illegal Request [current] [descriptor] ", "Sense Key x", "Add. Sense: Power on, reset",
+              "Done: SUCCESS Result: hostbyte=DID_OK FAILED"]
+
+
+@st.composite
+def dmesg_line(draw) -> str:
+    """A line of the kernel's SCSI logging as dmesg (and syslog) prints it, in the shapes the
+    pattern allows and a few it does not."""
+    stamp = draw(st.sampled_from(["[    1.000000]", "[12345.5]", "[9223372036.0]", "[9223372035.999999999]", "[   1.]",
+                                  "[ 1.000001 ]", "<6>[    2.000000]", "Nov 28 00:37:43 host kernel: [    3.000000]",
+                                  "[    4.000000]", "[    5.000000]", "    [    6.000000]"]))
+    driver = draw(st.sampled_from(["sd", "sd", "sr", "scsi", "osst", "ch", "sdx", "usb"]))
+    small = st.sampled_from(["0", "1", "2"])
+    num = st.one_of(small, small, st.sampled_from(["007", "4294967295", "4294967296", "1084113024",
+                                                   "9223372036854775807", "9223372036854775808"]))
+    dev = ":".join(draw(num) for _ in range(4))
+    name = draw(st.sampled_from(["[sda] ", "[sda] ", "", "[sd_a] ", "[s-a] ", "[] "]))
+    sp = draw(st.sampled_from(["", "", " ", "  "]))
+    tag = draw(st.sampled_from(["tag#3 ", "tag#1 ", "", "tag#2147483647 ", "tag#2147483648 ", "tag# ", "tag#007 ",
+                                "tag#1x "]))
+    return f"{stamp} {driver} {dev}: {name}{sp}{tag}{draw(st.sampled_from(DMESG_TEXT))}"
+
+
 @st.composite
 def log_lines(draw) -> list[str]:
     out = []
     for _ in range(draw(st.integers(1, 30))):
-        pick = draw(st.integers(0, 9))
+        pick = draw(st.integers(0, 13))
         if pick < 5:
             out.append(draw(ftrace_event()))
         elif pick < 7:
             out.append(draw(damaged(draw(ftrace_event()))))
-        elif pick < 8:
+        elif pick < 10:
+            out.append(draw(dmesg_line()))
+        elif pick < 11:
+            out.append(draw(damaged(draw(dmesg_line()))))
+        elif pick < 12:
             t = draw(st.integers(1, 10**6)) * 1000
             out += dmesg_lines(t, draw(st.sampled_from(["start", "done", "timeout"])), (0, 0, 0, 0), 3,
                                bytes.fromhex("2800000000080000000800"[:20]))
@@ -146,8 +181,30 @@ def test_any_cut_into_parts_gives_the_same_scan(lines, parts):
     for key in whole:
         if isinstance(whole[key], np.ndarray):
             assert np.array_equal(whole[key], cut[key]), key
+        elif isinstance(whole[key], tuple):
+            assert all(np.array_equal(a, b) for a, b in zip(whole[key], cut[key])), key
         else:
             assert whole[key] == cut[key], key
+
+
+def test_dmesg_logs_read_as_the_python_reader_in_blocks_of_any_size(tmp_path, monkeypatch):
+    """A dmesg log of every kind of SCSI logging line (commands, failed commands logged twice,
+    timeouts, completions with sense lines, scans, other kernel lines) cut in the scan and read
+    by the Python reader alone give the same capture, whole or in blocks of a few lines."""
+    from gen_scsilog import completions_log, dmesg_text
+    cdb = bytes.fromhex("28000000000800000800")
+    ev = [(1000 * i, ["start", "done", "timeout"][i % 3], (0, 0, i % 3, 0), i % 5, cdb, ["GOOD", "CHECK CONDITION"][i % 7 == 0])
+          for i in range(60)]
+    cmds = [(10**6 + 1000 * i, (0, 0, i % 2, 1084113024), i % 4, cdb, ["SUCCESS", "ADD_TO_MLQUEUE"][i % 5 == 0],
+             [None, "Unit Attention", "Not Ready"][i % 3]) for i in range(40)]
+    path = tmp_path / "k.dmesg"
+    path.write_text(dmesg_text(ev) + completions_log(cmds, scan=2, other=True))
+    for chunk in (None, 200, 1000):
+        fast = read(str(path), True, chunk)
+        assert not isinstance(fast, str) and fast[0].height > 100
+        with monkeypatch.context() as m:
+            m.setattr(scsilog, "_native_text", lambda: _PythonOnly)
+            same(fast, read(str(path), True, chunk))
 
 
 def test_the_kernels_lines_are_decoded_in_rust_and_the_rest_handed_back():
@@ -156,13 +213,18 @@ def test_the_kernels_lines_are_decoded_in_rust_and_the_rest_handed_back():
     from gen_scsilog import ftrace_line
     ev = [ftrace_line(10**9 + k, kind, (0, 0, k, 0), k, bytes.fromhex("28000000000800000800"))
           for k, kind in enumerate(["start", "done", "error", "timeout"])]
-    other = ["# entries-in-buffer/entries-written: 10/12   #P:2", "[    1.000000] sd 0:0:0:0: [sda] tag#1 Send: x",
-             ev[0].replace("raw=28", "raw=2"), ev[0] + " é"]
-    found = native_text.ftrace_block(np.frombuffer("\n".join(ev + ["boring", *other]).encode(), dtype=np.uint8))
-    assert found["lines"] == len(ev) + 1 + len(other)
+    dmesg = ["[    1.000000] sd 0:0:0:0: [sda] tag#1 Send: x", "[    1.000001] sd 0:0:0:0: [sda] tag#1 CDB: R 00 00 00 00 00 00",
+             "[    1.000002] sd 0:0:0:0: [sda] tag#1 Add. Sense: Power on"]
+    other = ["# entries-in-buffer/entries-written: 10/12   #P:2", "sd 0:0:0:0: [sda] tag#1 Send: x",
+             "[    1.000001] sd 0:0:0:0: [sda] tag#1 CDB: R 00 00 00 00 00", ev[0].replace("raw=28", "raw=2"), ev[0] + " é"]
+    found = native_text.ftrace_block(np.frombuffer("\n".join(ev + ["boring", *dmesg, *other]).encode(), dtype=np.uint8))
+    assert found["lines"] == len(ev) + 1 + len(dmesg) + len(other)
     assert list(found["idx"]) == [0, 1, 2, 3]
     assert [native_text.KINDS[k] for k in found["kind"]] == ["start", "done", "error", "timeout"]
-    assert list(found["fb_idx"]) == [5, 6, 7, 8]
+    assert list(found["d_idx"]) == [5, 6]
+    assert [found["d_kinds"][k] for k in found["d_kind"]] == ["Send:", "CDB:"]
+    assert bytes(found["d_cdb_hex"][0]).decode().endswith("000000000000")
+    assert list(found["fb_idx"]) == [8, 9, 10, 11, 12]
     assert bytes(found["fb_text"]).decode().endswith(other[-1])
 
 

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import gen_usbmon as gen
 from scsitrace import schema
-from scsitrace._native import text_usb
+from scsitrace._native import text as native_text
 from scsitrace.errors import BadInput
 from scsitrace.model import RecordCount
 from scsitrace.parsers import _lines, usbmon
@@ -132,7 +132,7 @@ def test_scan_does_not_depend_on_threads(text, threads):
     """However many parts a block is cut into, the scanner gives the same columns (the
     block's line numbers, data offsets and left lines shifted into place)."""
     buf = np.frombuffer(text, np.uint8)
-    one, many = text_usb.scan_usbmon(buf, 1), text_usb.scan_usbmon(buf, threads)
+    one, many = native_text.scan_usbmon(buf, 1), native_text.scan_usbmon(buf, threads)
     assert one.keys() == many.keys()
     for k in one:
         assert np.array_equal(one[k], many[k]), k
@@ -143,7 +143,7 @@ def test_the_scanner_takes_the_common_lines(tmp_path):
     """The kernel's lines (and user-space tools' decimal seconds and `-` status) are read in
     Rust: none is left to the regex reader."""
     lines = [gen.text_line(e) for e in gen.traffic(2)] + [gen.user_space_text_line(e) for e in gen.traffic(3)]
-    out = text_usb.scan_usbmon(np.frombuffer("\n".join(lines).encode(), np.uint8), 2)
+    out = native_text.scan_usbmon(np.frombuffer("\n".join(lines).encode(), np.uint8), 2)
     assert len(out["other_line"]) == 0 and len(out["t_ns"]) == len(lines)
 
 

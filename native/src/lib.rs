@@ -11,7 +11,6 @@ mod bytes;
 mod hash;
 mod stat;
 mod text;
-mod text_usb;
 mod usb;
 
 /// Adds `name` as a submodule of `parent`, built by `fill`, importable by its dotted name
@@ -36,6 +35,5 @@ fn _native(m: &Bound<PyModule>) -> PyResult<()> {
     submodule(m, "usb", usb::register)?;       // pcap/usbmon readers and the USB machines
     submodule(m, "block", block::register)?;   // blktrace readers and the btt machine
     submodule(m, "text", text::register)?;     // line-oriented text formats (kernel logs, strace)
-    submodule(m, "text_usb", text_usb::register)?; // usbmon/blkparse/QEMU text lines
     Ok(())
 }

@@ -12,9 +12,11 @@ Per device, time is SERVICE (at least one command dispatched and not done) or ID
 """
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from .. import bandwidth, schema, scsi, series, tiling
+from ..streams import prefetched
 from ..command_tables import SRT, TABLES
 from ..errors import UsageError
 from ..filters import check_found, check_window, refuse
@@ -43,17 +45,16 @@ def pair(events: pl.DataFrame, carry: pl.DataFrame | None, next_io: int, final: 
     are finished, starts still waiting for their next event, the next io number). A command
     is numbered (`io`) when its first event comes: its start, or a done without start; in
     (time, line) order within a block, blocks in order."""
-    key = ["device", "tag"]
     e = events.with_columns(pl.lit(None, dtype=pl.Int64).alias("io"))
     if carry is not None and carry.height:
         e = pl.concat([carry, e])
-    e = e.sort(["device", "tag", "t_ns", "pos"], nulls_last=True)
-    e = e.with_columns(
-        pl.col("kind").shift(-1).over(key).alias("n_kind"), pl.col("t_ns").shift(-1).over(key).alias("n_t"),
-        pl.col("status").shift(-1).over(key).alias("n_status"),
-        pl.col("host_byte").shift(-1).over(key).alias("n_host"),
-        pl.col("rtn").shift(-1).over(key).alias("n_rtn"),
-        pl.col("kind").shift(1).over(key).alias("p_kind"))
+    e = _by_key(e)
+    # sorted by (device, tag): a row's neighbour in its group is its neighbour in the frame
+    # when the keys agree (what shift().over(key) gives, without a group-by per column)
+    e = e.with_columns(_same_key(-1).alias("_next"), _same_key(1).alias("_prev")).with_columns(
+        *[pl.when(pl.col("_next")).then(pl.col(c).shift(-1)).alias(n) for c, n in (
+            ("kind", "n_kind"), ("t_ns", "n_t"), ("status", "n_status"), ("host_byte", "n_host"), ("rtn", "n_rtn"))],
+        pl.when(pl.col("_prev")).then(pl.col("kind").shift(1)).alias("p_kind")).drop("_next", "_prev")
     orphan = (pl.col("kind") == "done") & (pl.col("p_kind").is_null() | (pl.col("p_kind") != "start"))
     begins = e.filter(pl.col("io").is_null() & ((pl.col("kind") == "start") | orphan)).sort("t_ns", "pos")
     if begins.height:
@@ -86,6 +87,25 @@ def pair(events: pl.DataFrame, carry: pl.DataFrame | None, next_io: int, final: 
                 pl.col("t_ns").alias("end_ns"), "status", "host_byte",
                 pl.lit("done without start (trace started mid-command)").alias("reason"), "io")
     return pl.concat([starts, orphans], how="diagonal_relaxed"), carry, next_io
+
+
+def _same_key(n: int) -> pl.Expr:
+    """Whether the row `n` away has the same (device, tag)."""
+    return pl.all_horizontal(pl.col(c).eq_missing(pl.col(c).shift(n)) for c in ("device", "tag"))
+
+
+def _by_key(e: pl.DataFrame) -> pl.DataFrame:
+    """`e` sorted by device, tag (nulls last), time and line: numpy's lexsort over the devices'
+    ranks (3x less CPU than polars' multi-column sort with a string key, the same order)."""
+    if not e.height or any(e[c].null_count() for c in ("device", "t_ns", "pos")):
+        return e.sort(["device", "tag", "t_ns", "pos"], nulls_last=True)
+    devices = e["device"].unique().sort()
+    rank = e["device"].replace_strict(devices, pl.int_range(devices.len(), eager=True, dtype=pl.UInt32),
+                                      return_dtype=pl.UInt32)
+    tag = e["tag"]
+    order = np.lexsort((e["pos"].to_numpy(), e["t_ns"].to_numpy(), tag.fill_null(0).to_numpy(),
+                        tag.is_null().to_numpy(), rank.to_numpy()))
+    return e[order]
 
 
 def ios_frame(cmds: pl.DataFrame, first_io: int = 0) -> pl.DataFrame:
@@ -227,7 +247,7 @@ def _kernel_batches(run: _Run):
     lo, hi = (max(window[0] or 0, 0), window[1]) if window is not None else (0, None)
     first = last = seen = None
     carry, next_io = None, 0
-    for ev in run.capture.chunks():
+    for ev, held in _with_held(run.capture):
         if not ev.height:
             continue
         t0, t1 = int(ev["t_ns"].min()), int(ev["t_ns"].max())
@@ -240,7 +260,6 @@ def _kernel_batches(run: _Run):
         if ev.height:
             seen = int(ev["t_ns"].max()) if seen is None else max(seen, int(ev["t_ns"].max()))
         cmds, carry, next_io = pair(ev, carry, next_io)
-        held = getattr(run.capture, "held_from", None)
         waiting = [v for v in (seen, held - lo if held is not None else None,
                                int(carry["t_ns"].min()) if carry.height else None) if v is not None]
         lowest = int(carry["io"].min()) if carry.height else next_io
@@ -257,6 +276,16 @@ def _kernel_batches(run: _Run):
     else:
         run.elapsed = last
     run.notes += select.finish()
+
+
+def _with_held(capture: Capture):
+    """The capture's chunks, each with the parser's `held_from` as it stood when the chunk was
+    made, read ahead in a worker thread (the scan releases the GIL: it runs while this thread
+    pairs and adds up the block before)."""
+    def chunks():
+        for ev in capture.chunks():
+            yield ev, getattr(capture, "held_from", None)
+    return prefetched(chunks()) if capture.chunks else chunks()
 
 
 class _Selection:
@@ -327,8 +356,8 @@ def _sgio_batches(run: _Run):
     found, values = [0] * len(checks), {col: set() for _, _, col in checks}
     total = kept = next_io = 0
     origin = end = start = None
-    chunks = run.capture.chunks() if run.capture.chunks else [run.capture.frames["commands"]]
-    for cmds in chunks:
+    chunks = _with_held(run.capture) if run.capture.chunks else [(run.capture.frames["commands"], None)]
+    for cmds, held in chunks:
         total += cmds.height
         if filtered and cmds.height:
             for k, (_, value, col) in enumerate(checks):
@@ -346,7 +375,6 @@ def _sgio_batches(run: _Run):
             run.elapsed = max(run.elapsed, int(cmds["end_ns"].max()))
         ios = ios_frame(cmds, next_io) if cmds.height else _EMPTY_IOS
         next_io += cmds.height
-        held = getattr(run.capture, "held_from", None)
         latest = ios["start_ns"].max() if ios.height else None
         waiting = [v - (origin or 0) for v in (held,) if v is not None] + ([latest] if latest is not None else [])
         yield ios, min(waiting) if waiting else None, None

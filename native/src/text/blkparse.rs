@@ -8,7 +8,7 @@ use numpy::{IntoPyArray, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::lines_usbtext::{dec, for_each_line, scan_parts, Cursor};
+use super::{dec, for_each_line, scan_parts, strip_eol, Cursor};
 
 const MAX_SECONDS: i64 = (i64::MAX) / 1_000_000_000 - 1;
 const U32: i64 = u32::MAX as i64;
@@ -223,11 +223,7 @@ impl Cols {
 fn scan_part(part: &[u8]) -> Cols {
     let mut cols = Cols::default();
     cols.newlines = for_each_line(part, |n, start, line| {
-        let mut end = line.len();
-        while end > 0 && matches!(line[end - 1], b'\r' | b'\n') {
-            end -= 1;
-        }
-        let s = &line[..end];
+        let s = strip_eol(line);
         if s.iter().all(|b| blank(*b)) {
             return; // blank: neither an event nor a bad line
         }

@@ -1,37 +1,59 @@
-//! Line-oriented text formats scanned in Rust: the shared helpers and one module per format.
+//! Line-oriented text formats scanned in Rust (`scsitrace._native.text`): the shared helpers
+//! and one module per format (`scsilog.rs` ftrace and dmesg kernel logs, `sgio.rs` strace
+//! lines, `usbmon.rs` usbmon text, `blkparse.rs` blkparse text).
 //!
 //! The helpers every text reader uses (keep this API small; a format's own rules go in its
 //! module):
-//! - `lines(buf)`: the lines of a block (memchr on '\n'), each without its '\n';
-//!   `line_count(buf)` counts them as `parsers/_lines.py` numbers them (a last line without
-//!   '\n' counts);
+//! - `lines_at(buf)`: the lines of a block (memchr on '\n'), each with its byte offset and
+//!   without its '\n'; `lines` and `for_each_line` read the same lines; `line_count(buf)`
+//!   counts them as `parsers/_lines.py` numbers them (a last line without '\n' counts);
 //! - `parts(buf, n)`: a block cut into about `n` ranges at line boundaries (`part_count`: one a
-//!   core), and `on_parts`:
-//!   a function run on each range in its own thread (the block's lines on every core, the
-//!   GIL released by the caller); results come back in order with each range's first line
-//!   index, so line numbers stay exact whatever the split;
-//! - `strip_eol`, `is_space` (the regex crate's ASCII `\s`), `digits`, `uint`, `hex_byte`,
-//!   `seconds_ns` (`SECONDS.FRACTION` as `_lines.seconds_ns` reads it): fields as checked numbers,
-//!   None when out of range (the error contract: never a wrapped or cast value);
+//!   core); `scan_parts` runs a scan on each range in its own thread (the block's lines on
+//!   every core, the GIL released by the caller), results in order with each range's byte
+//!   offset; `on_parts` the same with each range's first line index, so line numbers stay
+//!   exact whatever the split;
+//! - `strip_eol`, `strip_end`, `is_space` (the regex crate's ASCII `\s`), `digits`, `uint`,
+//!   `dec`, `hex_digit`, `hex_byte`, `hex_u64`, `seconds_ns` (`SECONDS.FRACTION` as
+//!   `_lines.seconds_ns` reads it): fields as checked numbers, None when out of range (the
+//!   error contract: never a wrapped or cast value); `Cursor`: one line's fields read in turn;
 //! - `Interner`: a small vocabulary of byte strings (devices, names) as dense codes; `StrCol`: a
 //!   column of optional strings handed to Python as Arrow lays it out.
 use pyo3::prelude::*;
 
+pub mod blkparse;
 pub mod scsilog;
 pub mod sgio;
+pub mod usbmon;
 
-/// The lines of `buf`, each without its '\n' (a last line without one is a line too).
-pub fn lines(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
+/// The lines of `buf`, each with the offset of its first byte and without its '\n' (a last
+/// line without one is a line too).
+pub fn lines_at(buf: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
     let mut pos = 0usize;
     std::iter::from_fn(move || {
         if pos >= buf.len() {
             return None;
         }
+        let start = pos;
         let end = memchr::memchr(b'\n', &buf[pos..]).map_or(buf.len(), |i| pos + i);
-        let line = &buf[pos..end];
         pos = end + 1;
-        Some(line)
+        Some((start, &buf[start..end]))
     })
+}
+
+/// The lines of `buf` (`lines_at` without the offsets).
+pub fn lines(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
+    lines_at(buf).map(|(_, line)| line)
+}
+
+/// Calls `each(line index, line start, line)` for every line of `part` (`lines_at`); returns
+/// the number of newlines (the lines, less a last one without '\n').
+pub fn for_each_line(part: &[u8], mut each: impl FnMut(i64, usize, &[u8])) -> i64 {
+    let mut n: i64 = 0;
+    for (start, line) in lines_at(part) {
+        each(n, start, line);
+        n += 1;
+    }
+    n - i64::from(part.last().is_some_and(|&b| b != b'\n'))
 }
 
 /// How many lines `lines(buf)` yields.
@@ -72,34 +94,61 @@ pub fn part_count(len: usize) -> usize {
     cores.min(len / PART_BYTES).max(1)
 }
 
+/// The threaded scan every reader shares: `scan(k, range)` for each range of `buf`, the first
+/// on this thread, each other on its own; results in order.
+fn threaded<T: Send>(buf: &[u8], ranges: &[std::ops::Range<usize>],
+                     scan: impl Fn(usize, std::ops::Range<usize>) -> T + Sync) -> Vec<T> {
+    if ranges.len() == 1 {
+        return vec![scan(0, ranges[0].clone())];
+    }
+    debug_assert!(ranges.last().is_some_and(|r| r.end == buf.len()));
+    std::thread::scope(|s| {
+        let scan = &scan;
+        let handles: Vec<_> = ranges.iter().enumerate().skip(1)
+            .map(|(k, r)| {
+                let r = r.clone();
+                s.spawn(move || scan(k, r))
+            })
+            .collect();
+        let mut all = vec![scan(0, ranges[0].clone())];
+        all.extend(handles.into_iter().map(|h| h.join().expect("text scan thread panicked")));
+        all
+    })
+}
+
+/// `scan` run on each whole-line part of `buf` (`parts`: about `threads` of them, one thread
+/// a part): the results in order, with each part's byte offset in `buf`.
+pub fn scan_parts<T: Send>(buf: &[u8], threads: usize, scan: impl Fn(&[u8]) -> T + Sync) -> (Vec<T>, Vec<usize>) {
+    let ranges = parts(buf, threads.max(1));
+    let offsets = ranges.iter().map(|r| r.start).collect();
+    (threaded(buf, &ranges, |_, r| scan(&buf[r])), offsets)
+}
+
 /// `scan` run on each of `n` parts of `buf` (`parts`; one thread a part), with the index of
 /// the part's first line in `buf`; results in order.
 pub fn on_parts<T: Send>(buf: &[u8], n: usize, scan: impl Fn(&[u8], usize) -> T + Sync) -> Vec<T> {
     let ranges = parts(buf, n.max(1));
-    if ranges.len() == 1 {
-        return vec![scan(buf, 0)];
-    }
     let firsts: Vec<usize> = ranges.iter().scan(0usize, |acc, r| {
         let first = *acc;
         *acc += line_count(&buf[r.clone()]);
         Some(first)
     }).collect();
-    std::thread::scope(|s| {
-        let handles: Vec<_> = ranges.iter().zip(&firsts)
-            .map(|(r, &first)| {
-                let part = &buf[r.clone()];
-                let scan = &scan;
-                s.spawn(move || scan(part, first))
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().expect("text scan thread panicked")).collect()
-    })
+    threaded(buf, &ranges, |k, r| scan(&buf[r], firsts[k]))
 }
 
 /// `line` without trailing '\r' and '\n' bytes (what `str.strip_chars_end("\r\n")` leaves).
 #[inline]
 pub fn strip_eol(mut line: &[u8]) -> &[u8] {
     while let [rest @ .., b'\r' | b'\n'] = line {
+        line = rest;
+    }
+    line
+}
+
+/// The line without trailing `\r`, `\n` and spaces (polars' `strip_chars_end("\r\n ")`).
+#[inline]
+pub fn strip_end(mut line: &[u8]) -> &[u8] {
+    while let [rest @ .., b'\r' | b'\n' | b' '] = line {
         line = rest;
     }
     line
@@ -133,15 +182,44 @@ pub fn uint(s: &[u8]) -> Option<u64> {
     Some(v)
 }
 
+/// Decimal digits (at least one, at most 18, nothing else) as an i64; callers check ranges.
+#[inline]
+pub fn dec(d: &[u8]) -> Option<i64> {
+    if d.len() > 18 {
+        return None;
+    }
+    uint(d).map(|v| v as i64)
+}
+
+const fn hex_table() -> [u8; 256] {
+    let mut t = [0xFFu8; 256];
+    let mut i = 0;
+    while i < 10 {
+        t[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        t[b'a' as usize + i] = 10 + i as u8;
+        t[b'A' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    t
+}
+
+static HEX_VALUE: [u8; 256] = hex_table();
+
 /// One hex digit's value (either case).
 #[inline]
 pub fn hex_digit(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
+    let v = HEX_VALUE[b as usize];
+    (v != 0xFF).then_some(v)
+}
+
+/// Hex digits (checked by the caller, at most 16) as a number.
+#[inline]
+pub fn hex_u64(d: &[u8]) -> u64 {
+    d.iter().fold(0u64, |v, &b| (v << 4) | u64::from(HEX_VALUE[b as usize] & 0x0F))
 }
 
 /// Two hex digits as a byte.
@@ -165,6 +243,55 @@ pub fn seconds_ns(whole: &[u8], frac: &[u8]) -> Option<i64> {
         ns = ns * 10 + frac.get(k).map_or(0, |&b| i64::from(b - b'0'));
     }
     Some(sec as i64 * 1_000_000_000 + ns)
+}
+
+/// A cursor over one line's bytes; every reader returns None when the field is not there.
+pub struct Cursor<'a> {
+    pub s: &'a [u8],
+    pub i: usize,
+}
+
+impl<'a> Cursor<'a> {
+    pub fn new(s: &'a [u8]) -> Self {
+        Cursor { s, i: 0 }
+    }
+    pub fn at_end(&self) -> bool {
+        self.i >= self.s.len()
+    }
+    pub fn peek(&self) -> Option<u8> {
+        self.s.get(self.i).copied()
+    }
+    pub fn byte(&mut self) -> Option<u8> {
+        let b = self.peek()?;
+        self.i += 1;
+        Some(b)
+    }
+    /// Consumes `b` if it is next.
+    pub fn eat(&mut self, b: u8) -> bool {
+        if self.peek() == Some(b) {
+            self.i += 1;
+            true
+        } else {
+            false
+        }
+    }
+    pub fn expect(&mut self, b: u8) -> Option<()> {
+        if self.eat(b) { Some(()) } else { None }
+    }
+    /// The run of bytes satisfying `f` (None when empty).
+    pub fn run(&mut self, f: impl Fn(u8) -> bool) -> Option<&'a [u8]> {
+        let start = self.i;
+        while self.i < self.s.len() && f(self.s[self.i]) {
+            self.i += 1;
+        }
+        if self.i > start { Some(&self.s[start..self.i]) } else { None }
+    }
+    pub fn digits(&mut self) -> Option<&'a [u8]> {
+        self.run(|b| b.is_ascii_digit())
+    }
+    pub fn hex(&mut self) -> Option<&'a [u8]> {
+        self.run(|b| b.is_ascii_hexdigit())
+    }
 }
 
 const SMALL: usize = 16;
@@ -217,6 +344,14 @@ impl StrCol {
         self.valid.push(s.is_some());
     }
 
+    /// `from`'s strings after these.
+    pub fn append(&mut self, from: StrCol) {
+        let base = self.data.len() as i64;
+        self.data.extend(from.data);
+        self.ends.extend(from.ends.into_iter().map(|e| e + base));
+        self.valid.extend(from.valid);
+    }
+
     /// (data, ends, valid) as numpy arrays.
     pub fn into_py(self, py: Python) -> PyResult<PyObject> {
         use numpy::PyArray1;
@@ -227,7 +362,9 @@ impl StrCol {
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     scsilog::register(m)?;
-    sgio::register(m)
+    sgio::register(m)?;
+    usbmon::register(m)?;
+    blkparse::register(m)
 }
 
 #[cfg(test)]
@@ -248,6 +385,10 @@ mod tests {
         }
         assert_eq!(line_count(buf), 5);
         assert_eq!(lines(buf).count(), 5);
+        assert_eq!(for_each_line(buf, |_, _, _| {}), 4);
+        assert_eq!(for_each_line(b"a\n\nb\n", |_, _, _| {}), 3);
+        let starts: Vec<usize> = lines_at(buf).map(|(s, _)| s).collect();
+        assert_eq!(starts, vec![0, 2, 5, 9, 14]);
     }
 
     #[test]

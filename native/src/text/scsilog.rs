@@ -1,9 +1,13 @@
-//! Kernel SCSI logs (`parsers/scsilog.py`): the ftrace `scsi_dispatch_cmd_*` lines of a block
-//! decoded without regex, on every core.
+//! Kernel SCSI logs (`parsers/scsilog.py`): the ftrace `scsi_dispatch_cmd_*` lines and the
+//! dmesg lines of the kernel's SCSI logging of a block decoded without regex, on every core.
 //!
-//! Each line is one of three kinds:
+//! Each line is one of four kinds:
 //! - an ftrace event in the kernel's own shape (what `FTRACE` in scsilog.py matches, with
 //!   every field in range): decoded here into columns;
+//! - a dmesg SCSI logging line as `dmesg` prints it (`[  SECONDS] sd H:C:I:L: ...`, what
+//!   `DMESG` matches with every field in range, printable ASCII, a `CDB:` line with 6 or more
+//!   bytes): cut here into the fields `_dmesg` hands on (the pairing of an event with the CDB
+//!   line after it stays the reader's, across blocks);
 //! - a line no rule of the Python reader looks at (none of the words its filters look for,
 //!   ASCII, no NUL): counted only;
 //! - anything else (dmesg SCSI logging, ftrace's counters, a damaged or unusual event line):
@@ -19,17 +23,22 @@ use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::{digits, hex_byte, is_space, on_parts, part_count, seconds_ns, strip_eol, uint, Interner};
+use super::{digits, hex_byte, is_space, on_parts, part_count, seconds_ns, strip_eol, uint, Interner, StrCol};
 
 const HINT: &[u8] = b"scsi_dispatch_cmd_";
 /// What the Python reader's filters look for besides HINT (ftrace's counters, "scsi scan:",
-/// dmesg SCSI logging, its unstamped form): a line with none of them is read and ignored.
+/// dmesg SCSI logging, its unstamped form): a line with none of them is read and ignored; so
+/// is a line starting with '[' with none but the last (only an unstamped line is read for it).
 const WORDS: [&[u8]; 10] = [b"entries-written", b"[LOST ", b"scsi scan: ", b"Send:", b"Done:", b"FAILED",
                             b"CDB:", b"timing out command", b"Sense Key", b"Add. Sense:"];
 /// What an event line the reader decodes may not hold (each is another rule's).
 const EVENT_OTHER: [&[u8]; 3] = [b"entries-written", b"[LOST ", b"scsi scan: "];
 
 pub const KINDS: [&[u8]; 4] = [b"start", b"done", b"error", b"timeout"];
+/// The drivers whose SCSI logging `DMESG` reads (`(?:sd|sr|st|scsi|ses|sg|osst|ch) `).
+const DRIVERS: [&[u8]; 8] = [b"sd", b"sr", b"st", b"scsi", b"ses", b"sg", b"osst", b"ch"];
+/// `DMESG`'s kinds but the last, `Sense Key\s*:`, read apart.
+const DMESG_KINDS: [&[u8]; 5] = [b"Send:", b"Done:", b"FAILED", b"CDB:", b"timing out command"];
 
 /// The decoded events and the lines left to Python, of one part of a block.
 #[derive(Default)]
@@ -52,6 +61,41 @@ struct Part {
     fb_text: Vec<u8>,
     fb_end: Vec<i64>,
     lines: usize,
+    dmesg: Dmesg,
+}
+
+/// The dmesg lines cut here: `_dmesg`'s columns (`kind` as it is written, a code of `kinds`).
+#[derive(Default)]
+struct Dmesg {
+    idx: Vec<i64>,
+    t_ns: Vec<i64>,
+    kind: Vec<u32>,
+    kinds: Interner,
+    device: Vec<u32>,
+    tag: StrCol,
+    cdb_hex: StrCol,
+    rest: StrCol,
+    host_byte: StrCol,
+    word: StrCol,
+    timeout: Vec<bool>,
+}
+
+/// One dmesg line's fields, as `DMESG`'s groups would give them.
+struct DmesgLine<'a> {
+    t_ns: i64,
+    device: [&'a [u8]; 4],
+    tag: Option<&'a [u8]>,
+    kind: &'a [u8],
+    rest: &'a [u8],
+    cdb_hex: Option<&'a [u8]>,
+}
+
+/// What `_dmesg_events` reads of a line's rest: `hostbyte=(\w+)`, `^\s*([A-Z_]+)` and whether
+/// it holds `TIMEOUT` (as `_dmesg` extracts them for the lines it reads).
+fn rest_fields<'a>(rest: &'a [u8], f: &Finders) -> (Option<&'a [u8]>, Option<&'a [u8]>, bool) {
+    let lead = rest.iter().take_while(|&&b| b == b' ').count();
+    let n = rest[lead..].iter().take_while(|b| b.is_ascii_uppercase() || **b == b'_').count();
+    (word_after(rest, &f.hostbyte), (n > 0).then(|| &rest[lead..lead + n]), f.timeout.find(rest).is_some())
 }
 
 struct Finders {
@@ -60,6 +104,8 @@ struct Finders {
     other: Vec<memmem::Finder<'static>>,
     host: memmem::Finder<'static>,
     status: memmem::Finder<'static>,
+    hostbyte: memmem::Finder<'static>,
+    timeout: memmem::Finder<'static>,
 }
 
 impl Finders {
@@ -70,6 +116,8 @@ impl Finders {
             other: EVENT_OTHER.iter().map(|w| memmem::Finder::new(*w)).collect(),
             host: memmem::Finder::new(b"host="),
             status: memmem::Finder::new(b"status=SAM_STAT_"),
+            hostbyte: memmem::Finder::new(b"hostbyte="),
+            timeout: memmem::Finder::new(b"TIMEOUT"),
         }
     }
 }
@@ -99,7 +147,10 @@ fn scan_part(buf: &[u8], first: usize, clean: bool, f: &Finders) -> Part {
         let ev = at.and_then(|at| event(line, at, f, other));
         match ev {
             Some(e) => p.push(idx, &e, &mut dev, f),
-            None if plain && at.is_none() && !f.words.iter().any(|w| w.find(line).is_some()) => {}
+            None if plain && at.is_none() && !f.words[..words_to_look(line)].iter().any(|w| w.find(line).is_some()) => {}
+            None if plain && at.is_none() && line.first() == Some(&b'[')
+                && !(other && f.other.iter().any(|w| w.find(line).is_some())) && printable(line)
+                && dmesg_line(line).is_some_and(|d| p.push_dmesg(idx, &d, &mut dev, f)) => {}
             None => {
                 p.fb_idx.push(idx);
                 p.fb_text.extend_from_slice(raw_line);
@@ -144,6 +195,145 @@ impl Part {
         self.rtn.push(e.rtn.unwrap_or(0));
         self.rtn_ok.push(e.rtn.is_some());
     }
+}
+
+impl Part {
+    /// Adds a dmesg line (true), or leaves it (false: a field out of its range).
+    fn push_dmesg(&mut self, idx: i64, d: &DmesgLine, dev: &mut Vec<u8>, f: &Finders) -> bool {
+        for x in &d.device[..3] {
+            if uint(x).map_or(true, |v| v > u64::from(u32::MAX)) {
+                return false;
+            }
+        }
+        if uint(d.device[3]).map_or(true, |v| v > i64::MAX as u64) {
+            return false;
+        }
+        if d.tag.is_some_and(|t| uint(t).map_or(true, |v| v > i32::MAX as u64)) {
+            return false;
+        }
+        dev.clear();
+        for (k, x) in d.device.iter().enumerate() {
+            if k > 0 {
+                dev.push(b':');
+            }
+            dev.extend_from_slice(x);
+        }
+        let m = &mut self.dmesg;
+        m.idx.push(idx);
+        m.t_ns.push(d.t_ns);
+        m.kind.push(m.kinds.code(d.kind));
+        m.device.push(self.devices.code(dev));
+        m.tag.push(d.tag);
+        m.rest.push(Some(d.rest));
+        let (host, word, timeout) = rest_fields(d.rest, f);
+        m.host_byte.push(host);
+        m.word.push(word);
+        m.timeout.push(timeout);
+        // the hex pairs with their spaces taken out, as `cdb_hex` is
+        if let Some(h) = d.cdb_hex {
+            m.cdb_hex.data.extend(h.iter().filter(|&&b| b != b' '));
+        }
+        m.cdb_hex.ends.push(m.cdb_hex.data.len() as i64);
+        m.cdb_hex.valid.push(d.cdb_hex.is_some());
+        true
+    }
+}
+
+/// How many of WORDS decide whether `line` is the Python reader's.
+fn words_to_look(line: &[u8]) -> usize {
+    WORDS.len() - usize::from(line.first() == Some(&b'['))
+}
+
+/// Printable ASCII only (no control byte: `\s` can only be a space).
+fn printable(line: &[u8]) -> bool {
+    line.iter().all(|&b| (0x20..0x7F).contains(&b))
+}
+
+/// The fields of a printable-ASCII line in `DMESG`'s shape with no syslog head
+/// (`[  SECONDS] DRIVER H:C:I:L: ([NAME] )? *(tag#N )?KIND REST`), or None: the line is
+/// the Python reader's. Each part can match one way only, so these are the regex's groups.
+fn dmesg_line(s: &[u8]) -> Option<DmesgLine<'_>> {
+    let mut i = 1 + s[1..].iter().take_while(|&&b| b == b' ').count();
+    let whole = digits(&s[i..]);
+    let dot = i + whole;
+    if whole == 0 || s.get(dot) != Some(&b'.') {
+        return None;
+    }
+    let frac = digits(&s[dot + 1..]);
+    let close = dot + 1 + frac;
+    if frac == 0 || !s[close..].starts_with(b"] ") {
+        return None;
+    }
+    let t_ns = seconds_ns(&s[i..dot], &s[dot + 1..close])?;
+    i = close + 2;
+    let driver = s[i..].iter().position(|&b| b == b' ')?;
+    if !DRIVERS.contains(&&s[i..i + driver]) {
+        return None;
+    }
+    i += driver + 1;
+    let mut device: [&[u8]; 4] = [b""; 4];
+    for (k, slot) in device.iter_mut().enumerate() {
+        let n = digits(&s[i..]);
+        if n == 0 || s.get(i + n) != Some(&b':') {
+            return None;
+        }
+        *slot = &s[i..i + n];
+        i += n + 1;
+        if k == 3 && s.get(i) != Some(&b' ') {
+            return None;
+        }
+    }
+    i += 1;
+    if s.get(i) == Some(&b'[') {
+        let n = s[i + 1..].iter().take_while(|b| b.is_ascii_alphanumeric() || **b == b'_').count();
+        if n == 0 || !s[i + 1 + n..].starts_with(b"] ") {
+            return None;
+        }
+        i += n + 3;
+    }
+    i += s[i..].iter().take_while(|&&b| b == b' ').count();
+    let mut tag = None;
+    if s[i..].starts_with(b"tag#") {
+        let n = digits(&s[i + 4..]);
+        if n == 0 || s.get(i + 4 + n) != Some(&b' ') {
+            return None;
+        }
+        tag = Some(&s[i + 4..i + 4 + n]);
+        i += 5 + n;
+    }
+    let kind_len = match DMESG_KINDS.iter().find(|k| s[i..].starts_with(k)) {
+        Some(k) => k.len(),
+        None if s[i..].starts_with(b"Sense Key") => {
+            let sp = s[i + 9..].iter().take_while(|&&b| b == b' ').count();
+            if s.get(i + 9 + sp) != Some(&b':') {
+                return None;
+            }
+            10 + sp
+        }
+        None => return None,
+    };
+    let kind = &s[i..i + kind_len];
+    let rest = &s[i + kind_len..];
+    let cdb_hex = trailing_hex(rest);
+    if kind == b"CDB:" && cdb_hex.map_or(0, |h| h.len() - h.len() / 3) < 12 {
+        return None;
+    }
+    Some(DmesgLine { t_ns, device, tag, kind, rest, cdb_hex })
+}
+
+/// `((?:\s[0-9a-f]{2})+)\s*$` of printable text (`\s` a space): the run of " hh" pairs
+/// before the trailing spaces, with their spaces (the leftmost match is the longest run).
+fn trailing_hex(rest: &[u8]) -> Option<&[u8]> {
+    let end = rest.len() - rest.iter().rev().take_while(|&&b| b == b' ').count();
+    let mut start = end;
+    while start >= 3 && rest[start - 3] == b' ' && is_lower_hex(rest[start - 2]) && is_lower_hex(rest[start - 1]) {
+        start -= 3;
+    }
+    (start < end).then(|| &rest[start..end])
+}
+
+fn is_lower_hex(b: u8) -> bool {
+    b.is_ascii_digit() || (b'a'..=b'f').contains(&b)
 }
 
 /// `(\w+)` after the first `key` it follows (`str.extract(key + r"(\w+)")` on ASCII text).
@@ -400,6 +590,19 @@ fn merged(parts: Vec<Part>) -> Part {
         out.fb_end.extend(p.fb_end.iter().map(|&e| e + fb_base));
         fb_base += p.fb_text.len() as i64;
         out.lines += p.lines;
+        let d = p.dmesg;
+        let kind_map: Vec<u32> = d.kinds.names.iter().map(|n| out.dmesg.kinds.code(n)).collect();
+        let m = &mut out.dmesg;
+        m.idx.extend(&d.idx);
+        m.t_ns.extend(&d.t_ns);
+        m.kind.extend(d.kind.iter().map(|&k| kind_map[k as usize]));
+        m.device.extend(d.device.iter().map(|&x| dev_map[x as usize]));
+        m.tag.append(d.tag);
+        m.cdb_hex.append(d.cdb_hex);
+        m.rest.append(d.rest);
+        m.host_byte.append(d.host_byte);
+        m.word.append(d.word);
+        m.timeout.extend(&d.timeout);
     }
     out
 }
@@ -442,6 +645,18 @@ fn ftrace_block<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, parts: Opt
     d.set_item("fb_idx", PyArray1::from_vec_bound(py, p.fb_idx))?;
     d.set_item("fb_text", PyArray1::from_vec_bound(py, p.fb_text))?;
     d.set_item("fb_end", PyArray1::from_vec_bound(py, p.fb_end))?;
+    let m = p.dmesg;
+    d.set_item("d_idx", PyArray1::from_vec_bound(py, m.idx))?;
+    d.set_item("d_t_ns", PyArray1::from_vec_bound(py, m.t_ns))?;
+    d.set_item("d_kind", PyArray1::from_vec_bound(py, m.kind))?;
+    d.set_item("d_kinds", m.kinds.strings())?;
+    d.set_item("d_device", PyArray1::from_vec_bound(py, m.device))?;
+    d.set_item("d_tag", m.tag.into_py(py)?)?;
+    d.set_item("d_cdb_hex", m.cdb_hex.into_py(py)?)?;
+    d.set_item("d_rest", m.rest.into_py(py)?)?;
+    d.set_item("d_host_byte", m.host_byte.into_py(py)?)?;
+    d.set_item("d_word", m.word.into_py(py)?)?;
+    d.set_item("d_timeout", PyArray1::from_vec_bound(py, m.timeout))?;
     Ok(Some(d))
 }
 

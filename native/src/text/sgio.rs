@@ -248,13 +248,6 @@ fn cut_part(buf: &[u8]) -> Option<Cols> {
     Some(c)
 }
 
-fn append(into: &mut StrCol, from: StrCol) {
-    let base = into.data.len() as i64;
-    into.data.extend(from.data);
-    into.ends.extend(from.ends.into_iter().map(|e| e + base));
-    into.valid.extend(from.valid);
-}
-
 /// The columns of strace's lines in a block (`parts`: how many parts to cut it in, the
 /// tests), or None: the block is the Python reader's (see the module's doc).
 #[pyfunction]
@@ -275,18 +268,18 @@ fn strace_block<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, parts: Opt
         for part in cut {
             let p = part;
             all.lines += p.lines;
-            append(&mut all.t, p.t);
-            append(&mut all.pre, p.pre);
-            append(&mut all.pid_b, p.pid_b);
-            append(&mut all.pid_o, p.pid_o);
-            append(&mut all.ts, p.ts);
-            append(&mut all.body, p.body);
-            append(&mut all.fd, p.fd);
-            append(&mut all.path, p.path);
-            append(&mut all.ret, p.ret);
-            append(&mut all.errno, p.errno);
-            append(&mut all.dur, p.dur);
-            append(&mut all.arg, p.arg);
+            all.t.append(p.t);
+            all.pre.append(p.pre);
+            all.pid_b.append(p.pid_b);
+            all.pid_o.append(p.pid_o);
+            all.ts.append(p.ts);
+            all.body.append(p.body);
+            all.fd.append(p.fd);
+            all.path.append(p.path);
+            all.ret.append(p.ret);
+            all.errno.append(p.errno);
+            all.dur.append(p.dur);
+            all.arg.append(p.arg);
         }
         Some(all)
     });

@@ -8,7 +8,7 @@ use numpy::{IntoPyArray, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::lines_usbtext::{dec, for_each_line, hex_digit, hex_u64, scan_parts, strip_end, Cursor};
+use super::{dec, for_each_line, hex_byte, hex_u64, scan_parts, strip_end, Cursor};
 
 const EINPROGRESS: i32 = -115;
 const MAX_SECONDS: i64 = (i64::MAX) / 1_000_000_000 - 1;
@@ -206,8 +206,14 @@ fn data_bytes(words: &[u8], out: &mut Vec<u8>) -> Option<usize> {
             continue;
         }
         match hi.take() {
-            None => hi = Some(hex_digit(b)),
-            Some(h) => out.push((h << 4) | hex_digit(b)),
+            None => hi = Some(b),
+            Some(h) => match hex_byte(h, b) {
+                Some(v) => out.push(v),
+                None => {
+                    out.truncate(at);
+                    return None;
+                }
+            },
         }
     }
     if hi.is_some() {
