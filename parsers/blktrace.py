@@ -170,29 +170,34 @@ class _Stream:
 
     def chunks(self, raw: bool = False):
         """Dicts of block.MACHINE_COLUMNS (plus RAW_EVENTS' fields when `raw`) in processing
-        order; at the end, the capture's counts, notes and names are filled in. A single file
-        whose times go back among the first `probe` records (a piped stream) is put in order
-        as it is read (parsers/_time_order.py, a window of `window` records)."""
+        order, at most `chunk` records each (views of the reader's parts, cut where the reader
+        cut them before); at the end, the capture's counts, notes and names are filled in."""
         if not raw and dict.__contains__(self.capture.columns, "events"):     # already read whole
-            cols = self.capture.columns["events"]
-            n = len(cols["t_ns"])
-            for lo in range(0, n, self.chunk):
-                yield {name: col[lo:lo + self.chunk] for name, col in cols.items()}
+            yield from _views(self.capture.columns["events"], self.chunk)
             return
+        for part in self._parts(raw):
+            for piece in _views(part, self._read_chunk()):
+                yield from _views(piece, self.chunk)
+
+    def _parts(self, raw: bool):
+        """The stream as the reader hands it over, in processing order: the records it merged
+        ahead in one part, then a part per `_read_chunk()` records. A single file whose times
+        go back among the first `probe` records (a piped stream) is put in order as it is read
+        (parsers/_time_order.py, a window of `window` records); at the end, the capture's
+        counts, notes and names are filled in."""
         reader = self._reader(raw)
         parts = self._read(reader)
         first = next(parts, None)
         if first is not None and reader.disorder():
             order = InTimeOrder(self.probe, "t_ns")
-            shift = yield from self._in_order(order(pl.DataFrame(p) for p in itertools.chain([first], parts)))
+            blocks = (pl.DataFrame(piece) for part in itertools.chain([first], parts)
+                      for piece in _views(part, self._read_chunk()))
+            shift = yield from self._in_order(order(blocks))
             self._finish(reader, order, shift)
             return
-        for part in itertools.chain([first] if first is not None else [], parts):
-            if len(part["t_ns"]) <= self.chunk:
-                yield part
-                continue
-            for lo in range(0, len(part["t_ns"]), self.chunk):
-                yield {name: col[lo:lo + self.chunk] for name, col in part.items()}
+        if first is not None:
+            yield first
+            yield from parts
         self._finish(reader)
 
     def _read(self, reader):
@@ -227,10 +232,13 @@ class _Stream:
         return shift or 0
 
     def _machine_columns(self) -> dict[str, np.ndarray]:
-        return concatenated(self.chunks(), block.MACHINE_COLUMNS)
+        parts = list(self._parts(raw=False))
+        if len(parts) == 1:         # a capture the reader merged ahead whole: its columns as they are
+            return {name: parts[0][name] for name in block.MACHINE_COLUMNS}
+        return concatenated(parts, block.MACHINE_COLUMNS)
 
     def _events_frame(self) -> pl.DataFrame:
-        parts = list(self.chunks(raw=True))
+        parts = list(self._parts(raw=True))
         if not parts:
             return block.finish_events(schema.empty(block.RAW_EVENTS)).drop("time_abs")
         raw = pl.DataFrame({name: np.concatenate([p[name] for p in parts]) for name in block.RAW_EVENTS},
@@ -274,6 +282,17 @@ class _Stream:
             cap.notes += _gaps.disorder_notes([(files[d["file"]][0], d.get("disorder", 0)) for d in found])
         else:
             cap.notes += _gaps.window_notes(files[0][0], order, self.window)
+
+
+def _views(cols: dict[str, np.ndarray], size: int):
+    """Columns as views of at most `size` rows each (the columns themselves when they fit)."""
+    n = len(cols["t_ns"])
+    if n <= size:
+        if n:
+            yield cols
+        return
+    for lo in range(0, n, size):
+        yield {name: col[lo:lo + size] for name, col in cols.items()}
 
 
 def _versions(files, found: list[dict]) -> dict[str, int]:

@@ -173,7 +173,7 @@ def test_rows_streamed_to_the_sink_are_every_row_and_the_kept_ones_evenly_thinne
     streamed = pl.concat([machine.rows_frame(b) for b in batches]) if batches else None
     assert streamed is not None and streamed["q"].to_list() == whole["io"].to_list()
     assert streamed["c_t"].to_list() == whole["end_ns"].to_list()
-    kept = run["rows"]["q"].tolist()
+    kept = run["rows"].columns()["q"].tolist()
     stride = run["rows_stride"]
     assert len(kept) <= keep and kept == [q for q in whole["io"].to_list() if q % stride == 0]
 

@@ -54,8 +54,8 @@ def analyze(capture: Capture, options) -> Analysis:
               "size_histogram": size_histogram(run), **latency}
     series_tables, series_notes = over_time.tables(start_ns + elapsed - origin) if options.series else ({}, [])
     tables.update(series_tables)
-    rows = run["rows"]
-    series_notes += bandwidth.declare(tables, lambda: ios_frame(rows_frame(rows), names),
+    rows = run["rows"]          # the kept rows, held by the machine until a report reads them
+    series_notes += bandwidth.declare(tables, lambda: ios_frame(rows_frame(rows.columns()), names),
                                       thinned=run["rows_stride"] > 1, options=options,
                                       collected=collected if options.series else None)
     notes = ["block layer: stage times as btt computes them; Device Overhead percentages are of Q2C "
@@ -75,11 +75,10 @@ def analyze(capture: Capture, options) -> Analysis:
         notes.append(f"{completions} completion (C) events and no queue (Q) events: the completions were "
                      "ignored (stages pair them with queued requests), so I/O counts, stage times and the "
                      "bandwidth are unknown")
-    rows = run["rows"]
     return Analysis(
         layer="block", capture=capture, elapsed_ns=elapsed, start_ns=start_ns,
         segments=lambda: busy_segments(runs, start_ns, _segments_end(run)), segment_targets=False,
-        ios=lambda: ios_frame(rows_frame(rows), names), anomalies=capture.anomalies,
+        ios=lambda: ios_frame(rows_frame(rows.columns()), names), anomalies=capture.anomalies,
         ios_completed=done, data_bytes=data_bytes, ios_streamed=sink is not None,
         category_order={"btt": list(OVERHEAD)}, default_profile="btt",
         categories={"btt": _btt_categories(stats, n_q2c)}, notes=notes + list(capture.notes),
@@ -165,7 +164,7 @@ def _stream_notes(run: dict) -> list[str]:
     """What the bounded memory of the streamed analysis cost, when it cost anything."""
     notes = []
     if run["rows_stride"] > 1:
-        notes.append(f"ios: {len(run['rows']['q']):,} of the per-I/O rows kept for the reports (every "
+        notes.append(f"ios: {len(run['rows']):,} of the per-I/O rows kept for the reports (every "
                      f"{run['rows_stride']}th I/O; --ios FILE writes them all)")
     if run["runs_dropped"]:
         notes.append(f"segments: the first {len(run['run_start']):,} busy runs only ({run['runs_dropped']:,} more "

@@ -65,7 +65,8 @@ def sliced(cols: dict[str, np.ndarray], size: int) -> Iterator[dict[str, np.ndar
 def run(chunks, *, device: int | None = None, window=None, pids: list[int] | None = None,
         rows_sink=None, keep_rows: int = KEEP_IOS, bounds: dict | None = None, btt_compat: bool = False) -> dict:
     """The machine over a stream of chunks -> what the tables are built from (the Machine's
-    `finish`). rows_sink(rows), if given, gets each batch of finished per-I/O rows (a dict of
+    `finish`; its "rows", the per-I/O rows kept for the reports, stay in the machine's
+    `KeptRows` until `.columns()` reads them). rows_sink(rows), if given, gets each batch of finished per-I/O rows (a dict of
     columns, in Q order) as they are produced. The chunks are read ahead in a worker thread
     while the machine (GIL released) runs the current one. `bounds`: the machine's buffer
     bounds (pending_runs, ready_rows), for tests of what happens past them. `btt_compat`: btt's

@@ -1019,6 +1019,26 @@ fn rows_dict<'py>(py: Python<'py>, rows: &[Row]) -> PyResult<Bound<'py, PyDict>>
     Ok(d)
 }
 
+/// The per-I/O rows kept for the reports (`finish()["rows"]`), in Q order: held here and
+/// turned into columns only when a report reads them (most runs never do; a million rows
+/// are about 110 MB of columns).
+#[pyclass(module = "scsitrace._native.block")]
+pub struct KeptRows {
+    rows: Vec<Row>,
+}
+
+#[pymethods]
+impl KeptRows {
+    fn __len__(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// The rows as a dict of numpy columns (as `Machine.take_rows` hands them out).
+    fn columns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        rows_dict(py, &self.rows)
+    }
+}
+
 /// Totals of groups as one flat (N_NAMES, groups, 4) array, C order.
 fn totals_array<'py>(py: Python<'py>, groups: &[&Totals]) -> Bound<'py, PyArray1<i64>> {
     let mut out = Vec::with_capacity(N_NAMES * groups.len() * 4);
@@ -1225,7 +1245,7 @@ impl Machine {
         out.set_item("runs_forced", self.runs_forced)?;
         let mut kept = std::mem::take(&mut self.kept_rows);
         kept.sort_unstable_by_key(|r| r.q);
-        out.set_item("rows", rows_dict(py, &kept)?)?;
+        out.set_item("rows", Py::new(py, KeptRows { rows: kept })?)?;
         out.set_item("rows_stride", self.stride)?;
         out.set_item("rows_out_of_order", self.rows_out_of_order)?;
         out.set_item("ambiguous", (self.ambiguous, self.ambiguous_same))?;
@@ -1235,6 +1255,7 @@ impl Machine {
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_class::<Machine>()?;
+    m.add_class::<KeptRows>()?;
     m.add_function(wrap_pyfunction!(merge_sorted_rows, m)?)?;
     Ok(())
 }

@@ -691,21 +691,6 @@ impl Out {
         self.t.len()
     }
 
-    /// A copy of rows [lo, hi).
-    fn slice(&self, lo: usize, hi: usize) -> Out {
-        fn part<T: Copy>(v: &[T], lo: usize, hi: usize) -> Vec<T> {
-            if v.is_empty() { Vec::new() } else { v[lo..hi].to_vec() }
-        }
-        Out { raw: self.raw, t: part(&self.t, lo, hi), action: part(&self.action, lo, hi),
-              device: part(&self.device, lo, hi), sector: part(&self.sector, lo, hi),
-              bytes: part(&self.bytes, lo, hi), pid: part(&self.pid, lo, hi), pdu_dev: part(&self.pdu_dev, lo, hi),
-              pdu_sector: part(&self.pdu_sector, lo, hi), time_abs: part(&self.time_abs, lo, hi),
-              seq: part(&self.seq, lo, hi), cpu: part(&self.cpu, lo, hi), error: part(&self.error, lo, hi),
-              pdu_int: part(&self.pdu_int, lo, hi), has_remap: part(&self.has_remap, lo, hi),
-              has_int: part(&self.has_int, lo, hi), file: part(&self.file, lo, hi),
-              position: part(&self.position, lo, hi), action_hi: part(&self.action_hi, lo, hi) }
-    }
-
     fn into_dict<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new_bound(py);
         d.set_item("t_ns", PyArray1::from_vec_bound(py, self.t))?;
@@ -766,7 +751,7 @@ pub struct BlktraceReader {
     heap: Option<BinaryHeap<Reverse<(i64, usize)>>>,
     probe: usize,
     sort_disorder: bool,
-    pending: Option<(Out, usize)>,
+    pending: Option<Out>,
 }
 
 const HEAP_FROM: usize = 9; // more files than this: a heap picks the next record
@@ -938,20 +923,13 @@ impl BlktraceReader {
                     return Ok(Out::new(self.raw, 0));
                 }
             } else {
-                self.pending = Some((first, 0));
+                self.pending = Some(first);
             }
         }
-        let out = if let Some((buf, at)) = self.pending.take() {
-            if buf.len() <= self.chunk && at == 0 {
-                buf
-            } else {
-                let hi = (at + self.chunk).min(buf.len());
-                let out = buf.slice(at, hi);
-                if hi < buf.len() {
-                    self.pending = Some((buf, hi));
-                }
-                out
-            }
+        // the records merged ahead go out whole, however many chunks they make (the caller
+        // cuts them into views): copied into chunk-sized pieces they cost their size again
+        let out = if let Some(buf) = self.pending.take() {
+            buf
         } else {
             // sorting: the walk has passed every record already (its keys are sorted)
             let room = if self.sorted.is_some() { self.chunk } else { self.chunk.min(self.records_left()) };
@@ -977,7 +955,8 @@ impl BlktraceReader {
 #[pymethods]
 impl BlktraceReader {
     /// paths: the capture's files in order; cpus: each file's CPU from its name (-1: none);
-    /// pdu: the PDU rules (parsers/blktrace.py FILL_PDU); chunk: records per chunk;
+    /// pdu: the PDU rules (parsers/blktrace.py FILL_PDU); chunk: records per chunk (the first
+    /// holds every record merged ahead, `probe` of them or the whole capture);
     /// read_size: bytes per read; raw: also every field of RAW_EVENTS; probe: records merged
     /// ahead before the first chunk (a file going back in time among them: the capture is
     /// sorted, unless not `sort_disorder`: then the records are merged as read, and `disorder`
