@@ -219,6 +219,10 @@ struct Busy {
 
 impl Busy {
     fn add(&mut self, mut s: i64, mut e: i64) {
+        if self.pending.back().map_or(true, |&(_, b)| b < s) {
+            self.pending.push_back((s, e)); // after every run: nothing to merge with
+            return;
+        }
         let i = self.pending.partition_point(|&(_, b)| b < s);
         let mut j = i;
         while j < self.pending.len() && self.pending[j].0 <= e {
@@ -236,11 +240,24 @@ impl Busy {
 struct LiveMap(VecDeque<(i64, u32)>);
 
 impl LiveMap {
+    /// The index of the first entry at or after k (binary search over the deque's two
+    /// slices, inlined: the few entries in flight make the generic search's overhead its cost).
+    #[inline(always)]
+    fn lower_bound(&self, k: i64) -> usize {
+        let (a, b) = self.0.as_slices();
+        match b.first() {
+            Some(&(first, _)) if first < k => a.len() + b.partition_point(|e| e.0 < k),
+            _ => a.partition_point(|e| e.0 < k),
+        }
+    }
     #[inline]
     fn find(&self, k: i64) -> Result<usize, usize> {
         match self.0.back() {
             Some(&(last, _)) if last < k => Err(self.0.len()),
-            _ => self.0.binary_search_by_key(&k, |e| e.0),
+            _ => {
+                let i = self.lower_bound(k);
+                if i < self.0.len() && self.0[i].0 == k { Ok(i) } else { Err(i) }
+            }
         }
     }
     #[inline]
@@ -256,6 +273,11 @@ impl LiveMap {
     }
     /// Removes k when it maps to v (among the entries at k, when several share it).
     fn remove_if(&mut self, k: i64, v: u32) {
+        if self.0.front() == Some(&(k, v)) {
+            // the oldest entry (requests mostly finish in order): the first at k mapping to v
+            self.0.pop_front();
+            return;
+        }
         let (lo, hi) = self.equal_range(k);
         if let Some(i) = (lo..hi).find(|&i| self.0[i].1 == v) {
             if i == 0 {
@@ -270,7 +292,18 @@ impl LiveMap {
     fn equal_range(&self, k: i64) -> (usize, usize) {
         match self.0.back() {
             Some(&(last, _)) if last < k => (self.0.len(), self.0.len()),
-            _ => (self.0.partition_point(|e| e.0 < k), self.0.partition_point(|e| e.0 <= k)),
+            _ => {
+                // the entries at k are mostly one or none: counted, or searched when many
+                let lo = self.lower_bound(k);
+                let mut hi = lo;
+                while hi < self.0.len() && self.0[hi].0 == k {
+                    hi += 1;
+                    if hi - lo == 8 {
+                        return (lo, k.checked_add(1).map_or(self.0.len(), |next| self.lower_bound(next)));
+                    }
+                }
+                (lo, hi)
+            }
         }
     }
     /// Adds v at k after the entries already there (bios in flight on the same start sector).
@@ -476,7 +509,12 @@ impl Machine {
         if let Some(slot) = dev.live.get(sector) {
             return Some(slot);
         }
-        for &(q, slot) in dev.recent.iter() {
+        self.containing(d, sector)
+    }
+
+    /// The latest live Q of device d containing the sector among its last LOOKBACK Qs.
+    fn containing(&self, d: usize, sector: i64) -> Option<u32> {
+        for &(q, slot) in self.devs[d].recent.iter() {
             let b = &self.bios[slot as usize];
             if b.row.q == q && b.flags & CLOSED == 0 && b.row.sector <= sector && sector < b.end {
                 return Some(slot);
@@ -493,6 +531,14 @@ impl Machine {
         if !self.btt_compat {
             let live = &self.devs[d].live;
             let (lo, hi) = live.equal_range(sector);
+            // one live bio at the sector: the one `lookup` finds (a bio not closed is in the
+            // map at its start); none: only the containment search can find one
+            if hi - lo == 1 {
+                return Some(live.0[lo].1);
+            }
+            if hi == lo {
+                return self.containing(d, sector);
+            }
             if hi - lo > 1 {
                 self.ambiguous_same += 1;
                 let bios = &self.bios;
@@ -771,8 +817,8 @@ impl Machine {
     fn range_event(&mut self, k: u8, d: usize, start: i64, stop: i64, t: i64) {
         let mut hits = std::mem::take(&mut self.hits);
         hits.clear();
+        let first = self.devs[d].live.lower_bound(start);
         let live = &self.devs[d].live.0;
-        let first = live.partition_point(|e| e.0 < start);
         for &(s, slot) in live.range(first..) {
             if s > stop {
                 break;
@@ -971,7 +1017,7 @@ impl Machine {
         if self.emit_rows {
             self.out_rows.push(row);
         }
-        if row.q % self.stride == 0 {
+        if row.q & (self.stride - 1) == 0 {   // stride: a power of two, q >= 0
             self.kept_rows.push(row);
             if self.kept_rows.len() > self.keep_rows {
                 let twice = 2 * self.stride;
