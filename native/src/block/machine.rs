@@ -235,71 +235,85 @@ impl Busy {
     }
 }
 
-/// One device's live bios by start sector: a sorted deque (requests mostly arrive in order
-/// and leave oldest first, so inserts and removals shift little).
-struct LiveMap(VecDeque<(i64, u32)>);
+/// One device's live bios by start sector: a sorted vector whose front advances lazily
+/// (requests mostly arrive in order and leave oldest first, so inserts and removals shift
+/// little, and the front's removal is a step; the vector is compacted once the gap in front
+/// is as long as what follows it). `entries()` is the map, oldest first at equal starts.
+struct LiveMap {
+    v: Vec<(i64, u32)>,
+    front: usize,
+}
 
 impl LiveMap {
-    /// The index of the first entry at or after k (binary search over the deque's two
-    /// slices, inlined: the few entries in flight make the generic search's overhead its cost).
+    fn new() -> LiveMap {
+        LiveMap { v: Vec::new(), front: 0 }
+    }
+    #[inline(always)]
+    fn entries(&self) -> &[(i64, u32)] {
+        &self.v[self.front..]
+    }
+    /// The index of the first entry at or after k.
     #[inline(always)]
     fn lower_bound(&self, k: i64) -> usize {
-        let (a, b) = self.0.as_slices();
-        match b.first() {
-            Some(&(first, _)) if first < k => a.len() + b.partition_point(|e| e.0 < k),
-            _ => a.partition_point(|e| e.0 < k),
-        }
+        self.entries().partition_point(|e| e.0 < k)
     }
     #[inline]
     fn find(&self, k: i64) -> Result<usize, usize> {
-        match self.0.back() {
-            Some(&(last, _)) if last < k => Err(self.0.len()),
+        let e = self.entries();
+        match e.last() {
+            Some(&(last, _)) if last < k => Err(e.len()),
             _ => {
                 let i = self.lower_bound(k);
-                if i < self.0.len() && self.0[i].0 == k { Ok(i) } else { Err(i) }
+                if i < e.len() && e[i].0 == k { Ok(i) } else { Err(i) }
             }
         }
     }
     #[inline]
     fn get(&self, k: i64) -> Option<u32> {
-        self.find(k).ok().map(|i| self.0[i].1)
+        self.find(k).ok().map(|i| self.entries()[i].1)
     }
     fn insert(&mut self, k: i64, v: u32) {
         match self.find(k) {
-            Ok(i) => self.0[i].1 = v,
-            Err(i) if i == self.0.len() => self.0.push_back((k, v)),
-            Err(i) => self.0.insert(i, (k, v)),
+            Ok(i) => self.v[self.front + i].1 = v,
+            Err(i) => self.v.insert(self.front + i, (k, v)),
+        }
+    }
+    #[inline]
+    fn remove_at(&mut self, i: usize) {
+        if i > 0 {
+            self.v.remove(self.front + i);
+            return;
+        }
+        self.front += 1;
+        if self.front == self.v.len() {
+            self.v.clear();
+            self.front = 0;
+        } else if self.front >= 64 && 2 * self.front >= self.v.len() {
+            self.v.drain(..self.front);
+            self.front = 0;
         }
     }
     /// Removes k when it maps to v (among the entries at k, when several share it).
     fn remove_if(&mut self, k: i64, v: u32) {
-        if self.0.front() == Some(&(k, v)) {
-            // the oldest entry (requests mostly finish in order): the first at k mapping to v
-            self.0.pop_front();
-            return;
-        }
         let (lo, hi) = self.equal_range(k);
-        if let Some(i) = (lo..hi).find(|&i| self.0[i].1 == v) {
-            if i == 0 {
-                self.0.pop_front();
-            } else {
-                self.0.remove(i);
-            }
+        if let Some(i) = (lo..hi).find(|&i| self.entries()[i].1 == v) {
+            self.remove_at(i);
         }
     }
     /// The entries at k: [lo, hi), oldest first.
     #[inline]
     fn equal_range(&self, k: i64) -> (usize, usize) {
-        match self.0.back() {
-            Some(&(last, _)) if last < k => (self.0.len(), self.0.len()),
+        let e = self.entries();
+        match e.last() {
+            Some(&(last, _)) if last < k => (e.len(), e.len()),
             _ => {
                 // the entries at k are mostly one or none: counted, or searched when many
                 let lo = self.lower_bound(k);
                 let mut hi = lo;
-                while hi < self.0.len() && self.0[hi].0 == k {
+                while hi < e.len() && e[hi].0 == k {
                     hi += 1;
                     if hi - lo == 8 {
-                        return (lo, k.checked_add(1).map_or(self.0.len(), |next| self.lower_bound(next)));
+                        return (lo, lo + e[lo..].partition_point(|x| x.0 <= k));
                     }
                 }
                 (lo, hi)
@@ -309,11 +323,7 @@ impl LiveMap {
     /// Adds v at k after the entries already there (bios in flight on the same start sector).
     fn push(&mut self, k: i64, v: u32) {
         let at = self.equal_range(k).1;
-        if at == self.0.len() {
-            self.0.push_back((k, v));
-        } else {
-            self.0.insert(at, (k, v));
-        }
+        self.v.insert(self.front + at, (k, v));
     }
 }
 
@@ -426,7 +436,7 @@ impl Machine {
                     value,
                     dm: major == 9 || major == 253 || major == 254,
                     started: false,
-                    live: LiveMap(VecDeque::new()),
+                    live: LiveMap::new(),
                     recent: VecDeque::with_capacity(LOOKBACK + 1),
                     last_q_t: NONE,
                     counts: Box::new([0; 256]),
@@ -534,7 +544,7 @@ impl Machine {
             // one live bio at the sector: the one `lookup` finds (a bio not closed is in the
             // map at its start); none: only the containment search can find one
             if hi - lo == 1 {
-                return Some(live.0[lo].1);
+                return Some(live.entries()[lo].1);
             }
             if hi == lo {
                 return self.containing(d, sector);
@@ -543,9 +553,9 @@ impl Machine {
                 self.ambiguous_same += 1;
                 let bios = &self.bios;
                 let open = |slot: &u32| bios[*slot as usize].flags & flag == 0;
-                let slots = || (lo..hi).map(|i| live.0[i].1);
+                let slots = || (lo..hi).map(|i| live.entries()[i].1);
                 let pick = slots().find(|s| open(s) && bios[*s as usize].end == end).or_else(|| slots().find(open));
-                return Some(pick.unwrap_or(live.0[hi - 1].1));
+                return Some(pick.unwrap_or(live.entries()[hi - 1].1));
             }
         }
         self.lookup(d, sector)
@@ -817,9 +827,9 @@ impl Machine {
     fn range_event(&mut self, k: u8, d: usize, start: i64, stop: i64, t: i64) {
         let mut hits = std::mem::take(&mut self.hits);
         hits.clear();
-        let first = self.devs[d].live.lower_bound(start);
-        let live = &self.devs[d].live.0;
-        for &(s, slot) in live.range(first..) {
+        let live = &self.devs[d].live;
+        let first = live.lower_bound(start);
+        for &(s, slot) in &live.entries()[first..] {
             if s > stop {
                 break;
             }
@@ -849,7 +859,7 @@ impl Machine {
         let end = self.bios[slot as usize].end;
         let (lo, hi) = self.devs[d].live.equal_range(end);
         for i in lo..hi {
-            let head = self.devs[d].live.0[i].1 as usize;
+            let head = self.devs[d].live.entries()[i].1 as usize;
             if self.bios[head].flags & (SEEN_G | SEEN_I) != 0 && self.bios[head].flags & SEEN_D == 0 {
                 self.bios[head].flags |= JOINED;
                 break;
@@ -1160,7 +1170,9 @@ impl Machine {
             rows: VecDeque::new(),
             rows_base: 0,
             out_rows: Vec::new(),
-            kept_rows: Vec::new(),
+            // room for every row it can hold, reserved once: growing by doubling would copy
+            // the rows and hold both copies (pages of the room not written cost nothing)
+            kept_rows: Vec::with_capacity(keep_rows.max(1).min(1 << 24) + 1),
             stride: 1,
             rows_out_of_order: 0,
             pending_runs,
