@@ -550,8 +550,10 @@ impl Lane {
                         continue;
                     }
                     self.records += 1;
-                    for (k, n) in self.zone_ops.iter_mut().enumerate() {
-                        *n += (rec.action_hi >> k & 1) as u64;
+                    if rec.action_hi != 0 {     // v8's zone operations (v7 records have none)
+                        for (k, n) in self.zone_ops.iter_mut().enumerate() {
+                            *n += (rec.action_hi >> k & 1) as u64;
+                        }
                     }
                     self.sequence(rec.cpu as u32 as u64, rec.seq);
                     return Ok(Some(rec));
