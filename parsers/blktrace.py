@@ -24,6 +24,8 @@ import glob
 import itertools
 import os
 import re
+from dataclasses import dataclass
+
 import numpy as np
 import polars as pl
 
@@ -102,14 +104,46 @@ def resolve_path(path: str) -> str | None:
 MAGIC_MASK = 0xFFFFFF00                   # the first header word, version byte masked out
 
 
-def fill_pdu() -> list[int]:
-    """What the native reader takes from PDUs: the actions whose PDU it reads, the notify
-    bits, and where a remap PDU keeps its device and sector (from the declaration); last, v8's
-    zone unplug, whose PDU is an unplug count as U's (blkparse's account_unplug)."""
+@dataclass(frozen=True)
+class PduRules:
+    """What the native reader takes from PDUs (read by name there): the actions whose PDU it
+    reads (remap, split, unplug, timer unplug, v8's zone unplug, whose PDU is an unplug count
+    as U's: blkparse's account_unplug), the notify bits, the cgroup flag and the cgroup id's
+    length before a payload, and where a remap PDU keeps its device and sector."""
+    remap: int
+    split: int
+    unplug: int
+    timer_unplug: int
+    zone_unplug: int
+    notify: int
+    cgroup: int
+    cgroup_bytes: int
+    remap_size: int
+    dev_from: int
+    sector_from: int
+
+
+def fill_pdu() -> PduRules:
+    """The PDU rules, from the declaration (the remap PDU's size and field offsets)."""
     from . import _blktrace_records as rec
-    return [block.TA["A"], block.TA["X"], block.TA["U"], block.TA["T"], block.TC_NOTIFY, TN_CGROUP,
-            CGROUP_ID_BYTES, rec.BLK_IO_TRACE_REMAP.sizeof(), rec.REMAP_LAYOUT["device_from"],
-            rec.REMAP_LAYOUT["sector_from"], block.TA["ZU"]]
+    return PduRules(remap=block.TA["A"], split=block.TA["X"], unplug=block.TA["U"], timer_unplug=block.TA["T"],
+                    zone_unplug=block.TA["ZU"], notify=block.TC_NOTIFY, cgroup=TN_CGROUP,
+                    cgroup_bytes=CGROUP_ID_BYTES, remap_size=rec.BLK_IO_TRACE_REMAP.sizeof(),
+                    dev_from=rec.REMAP_LAYOUT["device_from"], sector_from=rec.REMAP_LAYOUT["sector_from"])
+
+
+@dataclass(frozen=True)
+class ReaderOptions:
+    """A native reader's files and sizes (read by name there; see `_Stream._reader`)."""
+    paths: list[str]
+    cpus: list[int]             # each file's CPU from its name, -1: none
+    pdu: PduRules
+    strict: bool
+    raw: bool
+    chunk: int                  # records per chunk after the first (the records merged ahead)
+    read_size: int
+    probe: int
+    sort_disorder: bool
 
 
 CHUNK = 1 << 18              # records per chunk (about 13 MB of columns: reused memory, in cache)
@@ -164,35 +198,41 @@ class _Stream:
         return self.chunk if len(self.files) > 1 else max(self.chunk, self.window)
 
     def _reader(self, raw: bool):
-        return _native.BlktraceReader([f for f, _ in self.files], [-1 if c is None else c for _, c in self.files],
-                                      fill_pdu(), strict=self.strict, raw=raw, chunk=self._read_chunk(),
-                                      read_size=self.read_size, probe=self.probe, sort_disorder=len(self.files) > 1)
+        return _native.BlktraceReader(ReaderOptions(
+            paths=[f for f, _ in self.files], cpus=[-1 if c is None else c for _, c in self.files], pdu=fill_pdu(),
+            strict=self.strict, raw=raw, chunk=self._read_chunk(), read_size=self.read_size, probe=self.probe,
+            sort_disorder=len(self.files) > 1))
 
     def chunks(self, raw: bool = False):
         """Dicts of block.MACHINE_COLUMNS (plus RAW_EVENTS' fields when `raw`) in processing
-        order; at the end, the capture's counts, notes and names are filled in. A single file
-        whose times go back among the first `probe` records (a piped stream) is put in order
-        as it is read (parsers/_time_order.py, a window of `window` records)."""
+        order, at most `chunk` records each (views of the reader's parts, cut where the reader
+        cut them before); at the end, the capture's counts, notes and names are filled in."""
         if not raw and dict.__contains__(self.capture.columns, "events"):     # already read whole
-            cols = self.capture.columns["events"]
-            n = len(cols["t_ns"])
-            for lo in range(0, n, self.chunk):
-                yield {name: col[lo:lo + self.chunk] for name, col in cols.items()}
+            yield from _views(self.capture.columns["events"], self.chunk)
             return
+        for part in self._parts(raw):
+            for piece in _views(part, self._read_chunk()):
+                yield from _views(piece, self.chunk)
+
+    def _parts(self, raw: bool):
+        """The stream as the reader hands it over, in processing order: the records it merged
+        ahead in one part, then a part per `_read_chunk()` records. A single file whose times
+        go back among the first `probe` records (a piped stream) is put in order as it is read
+        (parsers/_time_order.py, a window of `window` records); at the end, the capture's
+        counts, notes and names are filled in."""
         reader = self._reader(raw)
         parts = self._read(reader)
         first = next(parts, None)
         if first is not None and reader.disorder():
             order = InTimeOrder(self.probe, "t_ns")
-            shift = yield from self._in_order(order(pl.DataFrame(p) for p in itertools.chain([first], parts)))
+            blocks = (pl.DataFrame(piece) for part in itertools.chain([first], parts)
+                      for piece in _views(part, self._read_chunk()))
+            shift = yield from self._in_order(order(blocks))
             self._finish(reader, order, shift)
             return
-        for part in itertools.chain([first] if first is not None else [], parts):
-            if len(part["t_ns"]) <= self.chunk:
-                yield part
-                continue
-            for lo in range(0, len(part["t_ns"]), self.chunk):
-                yield {name: col[lo:lo + self.chunk] for name, col in part.items()}
+        if first is not None:
+            yield first
+            yield from parts
         self._finish(reader)
 
     def _read(self, reader):
@@ -206,11 +246,12 @@ class _Stream:
                 seen = now
             if part is None:
                 break
-            yield part
+            frame = pl.DataFrame(part)      # the record batch's buffers, as numpy views
+            yield {name: frame[name].to_numpy() for name in frame.columns}
         fault = reader.fault()
         if fault is not None:
-            index, kind, offset, why = fault
-            raise (TruncatedInput if kind == "truncated" else BadInput)(self.files[index][0], why, offset=offset)
+            raise (TruncatedInput if fault.kind == "truncated" else BadInput)(self.files[fault.file][0], fault.why,
+                                                                             offset=fault.offset)
 
     def _in_order(self, frames):
         """Frames in processing order as chunks of at most `chunk` records, times from the
@@ -227,10 +268,13 @@ class _Stream:
         return shift or 0
 
     def _machine_columns(self) -> dict[str, np.ndarray]:
-        return concatenated(self.chunks(), block.MACHINE_COLUMNS)
+        parts = list(self._parts(raw=False))
+        if len(parts) == 1:         # a capture the reader merged ahead whole: its columns as they are
+            return {name: parts[0][name] for name in block.MACHINE_COLUMNS}
+        return concatenated(parts, block.MACHINE_COLUMNS)
 
     def _events_frame(self) -> pl.DataFrame:
-        parts = list(self.chunks(raw=True))
+        parts = list(self._parts(raw=True))
         if not parts:
             return block.finish_events(schema.empty(block.RAW_EVENTS)).drop("time_abs")
         raw = pl.DataFrame({name: np.concatenate([p[name] for p in parts]) for name in block.RAW_EVENTS},
@@ -251,14 +295,14 @@ class _Stream:
         self.finished = True
         cap, files = self.capture, self.files
         names, messages, clocks, anomalies, gaps = {}, [], [], [], {}
-        found = sorted(reader.files(), key=lambda d: d["file"])
+        found = sorted(reader.files(), key=lambda d: d.file)
         versions = _versions(files, found)
         for d in found:
-            anomalies += _file_anomalies(cap, files[d["file"]], d)
+            anomalies += _file_anomalies(cap, files[d.file], d)
             _notify_texts(d, names, messages, clocks)
-            for cpu, n in d.get("gaps", {}).items():
+            for cpu, n in d.gaps:
                 gaps[cpu] = gaps.get(cpu, 0) + n
-        cap.records.read = sum(d["records"] for d in found)
+        cap.records.read = sum(d.records for d in found)
         cap.frames["processes"] = pl.DataFrame({"pid": list(names), "name": list(names.values())},
                                                schema=block.PROCESSES)
         cap.meta.update({"origin_ns": (reader.origin() or 0) + shift, "messages": messages,
@@ -271,31 +315,42 @@ class _Stream:
         cap.notes += _gaps.file_notes(files, self.sizes) + _gaps.gap_notes(gaps) + _gaps.report_notes(files)
         cap.notes += _version_notes(files, found, versions)
         if order is None:
-            cap.notes += _gaps.disorder_notes([(files[d["file"]][0], d.get("disorder", 0)) for d in found])
+            cap.notes += _gaps.disorder_notes([(files[d.file][0], d.disorder) for d in found])
         else:
             cap.notes += _gaps.window_notes(files[0][0], order, self.window)
 
 
-def _versions(files, found: list[dict]) -> dict[str, int]:
+def _views(cols: dict[str, np.ndarray], size: int):
+    """Columns as views of at most `size` rows each (the columns themselves when they fit)."""
+    n = len(cols["t_ns"])
+    if n <= size:
+        if n:
+            yield cols
+        return
+    for lo in range(0, n, size):
+        yield {name: col[lo:lo + size] for name, col in cols.items()}
+
+
+def _versions(files, found: list) -> dict[str, int]:
     """Records (notify records included) per protocol version over the capture ({"7": n, "8": m},
     the versions present)."""
-    total = [sum(d.get("versions", [0, 0])[k] for d in found) for k in (0, 1)]
+    total = [sum(d.versions[k] for d in found) for k in (0, 1)]
     return {str(v): n for v, n in zip((VERSION, VERSION2), total) if n}
 
 
-def _version_notes(files, found: list[dict], versions: dict) -> list[str]:
+def _version_notes(files, found: list, versions: dict) -> list[str]:
     """Which files are in which protocol version when they differ, and v8's zone operations
     (the new actions ZP/ZU are counted with the events; these are categories of other actions)."""
     notes = []
     if len(versions) > 1:
         per_file = []
         for d in found:
-            v7, v8 = d.get("versions", [0, 0])
-            name = os.path.basename(files[d["file"]][0])
+            v7, v8 = d.versions
+            name = os.path.basename(files[d.file][0])
             per_file.append(f"{name}: " + ", ".join(f"{n} v{v}" for v, n in ((7, v7), (8, v8)) if n))
         notes.append("the capture mixes blktrace protocol versions 7 (struct blk_io_trace) and 8 "
                      "(struct blk_io_trace2, 64-bit actions): " + "; ".join(per_file) + "; both are read")
-    zone = [sum(d.get("zone_ops", [0] * len(block.V2_CATEGORIES))[k] for d in found)
+    zone = [sum(d.zone_ops[k] for d in found)
             for k in range(len(block.V2_CATEGORIES))]
     if any(zone):
         named = ", ".join(f"{name.replace('_', ' ').lower()} ({block.ZONE_RWBS.get(name, 'no RWBS letter')}) {n}"
@@ -305,28 +360,29 @@ def _version_notes(files, found: list[dict], versions: dict) -> list[str]:
     return notes
 
 
-def _file_anomalies(cap: Capture, file: tuple[str, int | None], d: dict) -> list[tuple[str, str, str]]:
+def _file_anomalies(cap: Capture, file: tuple[str, int | None], d) -> list[tuple[str, str, str]]:
     """Bad, truncated and CPU-mismatched records of one file: anomaly rows and skip counts."""
     where = file[0]
-    out = [("BAD RECORD", reason, f"{where}: byte offset {off}") for off, reason in d["bad"]]
-    skipped = list(d["bad"])
-    if d.get("truncated"):
-        off, reason = d["truncated"]
+    out = [("BAD RECORD", reason, f"{where}: byte offset {off}") for off, reason in d.bad]
+    skipped = list(d.bad)
+    if d.truncated:
+        off, reason = d.truncated
         out.append(("TRUNCATED RECORD", reason, f"{where}: byte offset {off}"))
-        skipped.append(d["truncated"])
+        skipped.append(d.truncated)
     if skipped:
         cap.records.skip(len(skipped), [f"{where}: byte offset {o}: {r}" for o, r in skipped])
-    if d.get("wrong_cpu"):
-        count, first, cpu = d["wrong_cpu"]
+    if d.wrong_cpu:
+        count, first, cpu = d.wrong_cpu
         out.append(("CPU MISMATCH", f"{count} records of {os.path.basename(where)} say CPU {cpu}, "
                                     f"the file name says CPU {file[1]}", f"{where}: byte offset {first}"))
     return out
 
 
-def _notify_texts(d: dict, names: dict, messages: list, clocks: list) -> None:
-    """Process names (pid -> comm), message notes and wall-clock stamps from the notify records."""
-    order = ">" if d.get("big") else "<"
-    for action, pid, time, device, raw in d.get("notify", ()):
+def _notify_texts(d, names: dict, messages: list, clocks: list) -> None:
+    """Process names (pid -> comm), message notes and wall-clock stamps from the notify records
+    of one file's report (`_native.block.FileReport`)."""
+    order = ">" if d.big else "<"
+    for action, pid, time, device, raw in d.notify:
         kind = action & 0xFF
         text = raw.split(b"\0", 1)[0].decode("utf-8", "replace")
         if kind == block.TN_TIMESTAMP and len(raw) >= 8:

@@ -112,7 +112,10 @@ class Series:
         f_start, f_end = (start, end) if flight is None else tb.flight(*flight, self.origin)
         if len(f_end):
             axis.reach(int(f_end.max()))
-        self._add_flight(f_start, f_end, self._device_codes(device, len(start)))
+        devices = self._device_codes(device, len(start))
+        if flight is not None:      # the I/Os whose in-flight interval has both ends (tb.flight)
+            devices = devices[(np.asarray(flight[0]) >= 0) & (np.asarray(flight[1]) >= 0)]
+        self._add_flight(f_start, f_end, devices)
         codes = self._op_codes(op, len(start))
         self.latency_points.add(end, resp, codes)
         if lba is not None:

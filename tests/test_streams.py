@@ -31,6 +31,20 @@ def test_exact_record_is_the_nearest_rank_record(vals):
     assert got["avg_ns"] == pytest.approx(want["avg_ns"])
 
 
+@given(st.lists(st.lists(st.integers(min_value=0, max_value=40), min_size=1, max_size=200), min_size=1, max_size=4))
+def test_exact_record_read_between_batches_is_the_record_of_all_values_so_far(batches):
+    """The exact percentiles are found by selection, which leaves the values partly ordered:
+    a record read between batches (many ties, ranks that coincide) is still the nearest-rank
+    record of every value added so far."""
+    s, seen = Samples(), []
+    for batch in batches:
+        s.add(np.asarray(batch, np.int64))
+        seen += batch
+        got, want = s.record(), of_samples(np.asarray(seen, np.int64))
+        assert got.pop("exact") is True
+        assert {k: v for k, v in got.items() if k != "avg_ns"} == {k: v for k, v in want.items() if k != "avg_ns"}
+
+
 @given(values, st.integers(min_value=0, max_value=20))
 def test_histogram_percentiles_at_most_a_thousandth_low(vals, cap):
     got, want = _record(vals, cap), of_samples(np.asarray(vals, np.int64))

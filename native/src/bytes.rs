@@ -5,14 +5,14 @@ use pyo3::prelude::*;
 #[inline(always)]
 #[allow(dead_code)]
 pub fn u16_at(b: &[u8], pos: usize, big: bool) -> u64 {
-    let v = u16::from_le_bytes([b[pos], b[pos + 1]]);
+    let v = u16::from_le_bytes(b[pos..pos + 2].try_into().unwrap()); // one bounds check, not one per byte
     (if big { v.swap_bytes() } else { v }) as u64
 }
 
 #[inline(always)]
 #[allow(dead_code)]
 pub fn u32_at(b: &[u8], pos: usize, big: bool) -> u64 {
-    let v = u32::from_le_bytes([b[pos], b[pos + 1], b[pos + 2], b[pos + 3]]);
+    let v = u32::from_le_bytes(b[pos..pos + 4].try_into().unwrap());
     (if big { v.swap_bytes() } else { v }) as u64
 }
 

@@ -59,6 +59,26 @@ fn hist_index(v: i64) -> usize {
     k
 }
 
+/// The values at these 1-based ranks of the sorted values, found by selection in rank order
+/// (each one partitions the values for the next, a few passes instead of a whole sort).
+fn select_ranks(values: &mut [i64], ranks: &[u64]) -> Vec<Option<i64>> {
+    let mut order: Vec<usize> = (0..ranks.len()).collect();
+    order.sort_by_key(|&i| ranks[i]);
+    let mut out = vec![None; ranks.len()];
+    let mut start = 0; // values[..start] are the `start` smallest, in place: ranks below those left
+    let mut last = None;
+    for i in order {
+        let k = (ranks[i] - 1) as usize;
+        if last != Some(k) {
+            values[start..].select_nth_unstable(k - start);
+            start = k + 1;
+            last = Some(k);
+        }
+        out[i] = Some(values[k]);
+    }
+    out
+}
+
 impl Samples {
     pub fn with_cap(cap: usize) -> Samples {
         Samples { n: 0, min: i64::MAX, max: i64::MIN, total: 0, cap, exact: Some(Vec::new()), rows: Vec::new(),
@@ -145,8 +165,7 @@ impl Samples {
         }
         let ranks: Vec<u64> = ps.iter().map(|p| ((p / 100.0 * self.n as f64).ceil() as u64).max(1)).collect();
         if let Some(values) = &mut self.exact {
-            values.sort_unstable();
-            return ranks.iter().map(|&r| Some(values[(r - 1) as usize])).collect();
+            return select_ranks(values, &ranks);
         }
         ranks.iter().map(|&r| Some(self.rank_from_histogram(r))).collect()
     }

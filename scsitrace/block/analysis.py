@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from .._native.block import Run
 from .. import bandwidth, series
 from ..errors import UsageError
 from ..filters import check_found, check_window, refuse
@@ -12,7 +13,7 @@ from ..model import KEEP_IOS, Analysis, Capture
 from ..schema import DEVICE_PREFIX
 from ..stats import HIST_EDGES_NS, LATENCY_TABLES, HISTOGRAM_SCHEMA, LATENCY_SCHEMA
 from .events import _rwbs, dev_name
-from .machine import NONE, event_chunks, rows_frame, run as run_machine
+from .machine import event_chunks, run as run_machine
 from .stats import OVERHEAD, _btt_categories, overhead, process_stats, stage_stats, stage_table, stage_totals
 from .tables import (busy_runs, errno_names, busy_segments, device_counts, device_table, event_counts, ios_frame,
                      process_table, queue_depth, size_histogram, TABLES)
@@ -30,19 +31,19 @@ def analyze(capture: Capture, options) -> Analysis:
     origin = (options.window or (None, None))[0] or 0      # the series' bins count from the window's start
     over_time, collected = series.Series(origin), bandwidth.Collected()
 
-    def rows_sink(rows: dict) -> None:
+    def rows_sink(rows: pl.DataFrame) -> None:
         if options.series:
             _add_series(over_time, rows)
-            collected.add(ios_frame(rows_frame(rows), {}))
+            collected.add(ios_frame(rows, {}))
         if sink is not None:
-            sink(ios_frame(rows_frame(rows), names), capture)
+            sink(ios_frame(rows, names), capture)
 
     run = run_machine(event_chunks(capture), device=options.device, window=options.window, pids=keep_pids,
                       rows_sink=rows_sink if options.series or sink is not None else None, keep_rows=KEEP_IOS,
                       btt_compat=options.btt_compat)
     names = names or _names(capture)
     _check_filters(run, options, names)
-    start_ns, end_ns = run["start_ns"], run["end_ns"]
+    start_ns, end_ns = run.start_ns, run.end_ns
     elapsed = end_ns - start_ns
     totals = stage_totals(run)
     stats = stage_stats(run, totals)
@@ -55,9 +56,9 @@ def analyze(capture: Capture, options) -> Analysis:
               "size_histogram": size_histogram(run), **latency}
     series_tables, series_notes = over_time.tables(start_ns + elapsed - origin) if options.series else ({}, [])
     tables.update(series_tables)
-    rows = run["rows"]
-    series_notes += bandwidth.declare(tables, lambda: ios_frame(rows_frame(rows), names),
-                                      thinned=run["rows_stride"] > 1, options=options,
+    rows = run.rows          # the kept rows, held by the machine until a report reads them
+    series_notes += bandwidth.declare(tables, lambda: ios_frame(pl.DataFrame(rows.columns()), names),
+                                      thinned=run.rows_stride > 1, options=options,
                                       collected=collected if options.series else None)
     notes = ["block layer: stage times as btt computes them; Device Overhead percentages are of Q2C "
              "time (Q2G+G2I and Q2M are alternatives, so they need not sum to 100)"]
@@ -68,19 +69,18 @@ def analyze(capture: Capture, options) -> Analysis:
                      "to the last of them")
     notes += latency_notes + _stream_notes(run) + series_notes + _pairing_notes(run, options.btt_compat)
     notes += _error_notes(run)
-    done = int(run["done"].sum())
-    data_bytes = int(run["bytes"].sum())
+    done = int(run.done.sum())
+    data_bytes = int(run.bytes.sum())
     completions = int(tables["events"].filter(pl.col("letter") == "C")["records"].sum())
-    if completions and not run["kept_qs"]:   # e.g. a blkparse text of C events only
+    if completions and not run.kept_qs:   # e.g. a blkparse text of C events only
         data_bytes = None
         notes.append(f"{completions} completion (C) events and no queue (Q) events: the completions were "
                      "ignored (stages pair them with queued requests), so I/O counts, stage times and the "
                      "bandwidth are unknown")
-    rows = run["rows"]
     return Analysis(
         layer="block", capture=capture, elapsed_ns=elapsed, start_ns=start_ns,
         segments=lambda: busy_segments(runs, start_ns, _segments_end(run)), segment_targets=False,
-        ios=lambda: ios_frame(rows_frame(rows), names), anomalies=capture.anomalies,
+        ios=lambda: ios_frame(pl.DataFrame(rows.columns()), names), anomalies=capture.anomalies,
         ios_completed=done, data_bytes=data_bytes, ios_streamed=sink is not None,
         category_order={"btt": list(OVERHEAD)}, default_profile="btt",
         categories={"btt": _btt_categories(stats, n_q2c)}, notes=notes + list(capture.notes),
@@ -88,13 +88,14 @@ def analyze(capture: Capture, options) -> Analysis:
         declared=(*TABLES, *LATENCY_TABLES, *series.declared(options), *bandwidth.TABLES), tables=tables)
 
 
-def _add_series(over_time: series.Series, rows: dict) -> None:
+def _add_series(over_time: series.Series, rows: pl.DataFrame) -> None:
     """The machine's per-I/O rows (Q order) to the series: the completed ones, in flight from
     dispatch (D) to completion (C), as the devices table's queue depth counts them."""
-    done = rows["c_t"] != NONE
-    if not done.any():
+    done = rows.filter(pl.col("c_t").is_not_null())
+    if not done.height:
         return
-    pick = {k: np.asarray(rows[k])[done] for k in ("q_t", "c_t", "d_t", "bytes", "sector", "action", "device")}
+    pick = {k: done[k].to_numpy() for k in ("q_t", "c_t", "bytes", "sector", "action", "device")}
+    pick["d_t"] = done["d_t"].fill_null(-1).to_numpy()     # no D: no in-flight interval (a negative time)
     # blkparse's RWBS depends on the action's category bits and whether it moved bytes: a few pairs
     key = ((pick["action"].astype(np.int64) >> 16) & 0xFFFF) * 2 + (pick["bytes"] > 0)
     combos = np.flatnonzero(np.bincount(key, minlength=2))
@@ -117,31 +118,31 @@ def _pids_by_name(pids) -> bool:
     return pids is not None and any(not p.isdigit() for p in pids)
 
 
-def _check_filters(run: dict, options, names: dict) -> None:
+def _check_filters(run: Run, options, names: dict) -> None:
     """A window outside the trace, a device or pids it lacks: a usage error saying what it has."""
-    if run["all_t"] is not None:
-        check_window(options.window, *run["all_t"])
-    if options.device is not None and options.device not in run["all_devices"]:
-        check_found("--device", dev_name(options.device), [dev_name(int(d)) for d in run["all_devices"]])
-    if options.pids is not None and not run["kept_qs"]:
-        check_found("--pid", ",".join(options.pids), [names.get(int(p), str(int(p))) for p in run["pids"]])
+    if run.all_t_min is not None:
+        check_window(options.window, run.all_t_min, run.all_t_max)
+    if options.device is not None and options.device not in run.all_devices:
+        check_found("--device", dev_name(options.device), [dev_name(int(d)) for d in run.all_devices])
+    if options.pids is not None and not run.kept_qs:
+        check_found("--pid", ",".join(options.pids), [names.get(int(p), str(int(p))) for p in run.pids])
 
 
-def _error_notes(run: dict) -> list[str]:
+def _error_notes(run: Run) -> list[str]:
     """Requests whose completion (C) carried an error: how many, by errno."""
-    if not run["errors"]:
+    if not len(run.errors):
         return []
-    counts = pl.DataFrame(run["errors"], schema={"error": pl.Int16, "n": pl.Int64}, orient="row") \
+    counts = pl.DataFrame(run.errors) \
         .with_columns(errno_names(pl.col("error")).alias("name")).sort("n", "name", descending=[True, False])
     listed = ", ".join(f"{name} x{n:,}" for name, n in counts.select("name", "n").iter_rows())
     return [f"{int(counts['n'].sum()):,} requests completed with an error (the C event's error field: {listed}): "
             "their status is ERROR; they count as completed I/Os in every figure, as in btt"]
 
 
-def _pairing_notes(run: dict, btt_compat: bool) -> list[str]:
+def _pairing_notes(run: Run, btt_compat: bool) -> list[str]:
     """Events the trace alone cannot tie to one request in flight (requests meeting on the
     same sectors), and how they were paired."""
-    ranges, same = run["ambiguous"]
+    ranges, same = run.ambiguous, run.ambiguous_same
     if btt_compat:
         return ["--btt-compat: every D and C applies to every live bio its range holds, and a Q at the start "
                 "sector of a live one replaces it, as btt does (docs/blktrace.md)"]
@@ -157,41 +158,41 @@ def _pairing_notes(run: dict, btt_compat: bool) -> list[str]:
     return notes
 
 
-def _segments_end(run: dict) -> int:
+def _segments_end(run: Run) -> int:
     """Where the segments end: the trace's end, or the last busy run kept when more were dropped."""
-    if run["runs_dropped"] and len(run["run_end"]):
-        return int(run["run_end"].max())
-    return run["end_ns"]
+    if run.runs_dropped and len(run.run_end):
+        return int(run.run_end.max())
+    return run.end_ns
 
 
-def _stream_notes(run: dict) -> list[str]:
+def _stream_notes(run: Run) -> list[str]:
     """What the bounded memory of the streamed analysis cost, when it cost anything."""
     notes = []
-    if run["rows_stride"] > 1:
-        notes.append(f"ios: {len(run['rows']['q']):,} of the per-I/O rows kept for the reports (every "
-                     f"{run['rows_stride']}th I/O; --ios FILE writes them all)")
-    if run["runs_dropped"]:
-        notes.append(f"segments: the first {len(run['run_start']):,} busy runs only ({run['runs_dropped']:,} more "
+    if run.rows_stride > 1:
+        notes.append(f"ios: {len(run.rows):,} of the per-I/O rows kept for the reports (every "
+                     f"{run.rows_stride}th I/O; --ios FILE writes them all)")
+    if run.runs_dropped:
+        notes.append(f"segments: the first {len(run.run_start):,} busy runs only ({run.runs_dropped:,} more "
                      "counted in busy time but not listed)")
-    if run["runs_forced"]:
-        notes.append(f"busy time: {run['runs_forced']:,} busy runs closed while older requests were still in "
+    if run.runs_forced:
+        notes.append(f"busy time: {run.runs_forced:,} busy runs closed while older requests were still in "
                      "flight (more than 65,536 runs waiting on one device); a later completion overlapping "
                      "one of them counts its overlap twice")
-    if run["rows_out_of_order"]:
-        notes.append(f"ios: {run['rows_out_of_order']:,} rows may be out of I/O order: written when they finished, "
+    if run.rows_out_of_order:
+        notes.append(f"ios: {run.rows_out_of_order:,} rows may be out of I/O order: written when they finished, "
                      "their place given up while more than 262,144 finished rows waited behind them")
-    if not run["seek_median_exact"]:
+    if not run.seek_median_exact:
         notes.append("devices: the median seek of a device with more than 2,097,152 seeks is read from a "
                      "histogram (at most 0.1 % low)")
     return notes
 
 
-def _latency_tables(run: dict) -> tuple[dict[str, pl.DataFrame], list[str]]:
+def _latency_tables(run: Run) -> tuple[dict[str, pl.DataFrame], list[str]]:
     """The latency tables (Q2C and D2C of every completed request, btt's samples; md and
     device-mapper devices apart, as btt keeps them, when there are any) and notes on
     percentiles read from a histogram."""
-    lat = run["latency"]
-    names = ["Q2C", "D2C"] + (["Q2Cdm", "D2Cdm"] if run["any_kept_dm"] else [])
+    lat = {"Q2C": run.q2c, "D2C": run.d2c, "Q2Cdm": run.q2c_dm, "D2Cdm": run.d2c_dm}
+    names = ["Q2C", "D2C"] + (["Q2Cdm", "D2Cdm"] if run.any_kept_dm else [])
     rows, hist, notes = [], [], []
     for name in names:
         record = dict(lat[name].record())

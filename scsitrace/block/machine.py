@@ -19,6 +19,7 @@ any chunking.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
@@ -26,14 +27,28 @@ import polars as pl
 
 from .._native import block as _native
 from ..model import KEEP_IOS, Capture
-from ..schema import NULL, nullable
 from ..streams import prefetched
 from .events import MACHINE_COLUMNS
 
-NONE = NULL                # a missing value in the machine's columns (schema.NULL, as usb's)
 CHUNK = 1 << 20            # events per chunk when the capture hands over whole columns
-# the per-I/O columns that are null where the machine has no value (NONE)
-OPTIONAL = ("q2g_ns", "g2i_ns", "q2m_ns", "i2d_ns", "d_t", "c_t", "d2c_ns", "q2c_ns")
+
+
+@dataclass(frozen=True)
+class MachineOptions:
+    """What a `_native.block.Machine` keeps and hands out (read by name there): only `device`
+    (a dev_t), events with lo <= t_ns <= hi, the Qs of `pids`; `emit_rows`: hand every
+    finished per-I/O row out (take_rows); `keep_rows`: rows (and busy runs) kept for the
+    reports, evenly thinned beyond; `pending_runs`, `ready_rows`: its buffer bounds (None: its
+    own), for tests of what happens past them; `btt_compat`: btt's pairing."""
+    device: int | None = None
+    lo: int | None = None
+    hi: int | None = None
+    pids: list[int] | None = None
+    emit_rows: bool = False
+    keep_rows: int = KEEP_IOS
+    pending_runs: int | None = None
+    ready_rows: int | None = None
+    btt_compat: bool = False
 
 
 def event_columns(capture: Capture) -> dict[str, np.ndarray]:
@@ -63,32 +78,31 @@ def sliced(cols: dict[str, np.ndarray], size: int) -> Iterator[dict[str, np.ndar
 
 
 def run(chunks, *, device: int | None = None, window=None, pids: list[int] | None = None,
-        rows_sink=None, keep_rows: int = KEEP_IOS, bounds: dict | None = None, btt_compat: bool = False) -> dict:
+        rows_sink=None, keep_rows: int = KEEP_IOS, bounds: dict | None = None,
+        btt_compat: bool = False) -> _native.Run:
     """The machine over a stream of chunks -> what the tables are built from (the Machine's
-    `finish`). rows_sink(rows), if given, gets each batch of finished per-I/O rows (a dict of
-    columns, in Q order) as they are produced. The chunks are read ahead in a worker thread
-    while the machine (GIL released) runs the current one. `bounds`: the machine's buffer
-    bounds (pending_runs, ready_rows), for tests of what happens past them. `btt_compat`: btt's
+    `finish`, a `_native.block.Run`; its `rows`, the per-I/O rows kept for the reports, stay in
+    the machine's `KeptRows` until `.columns()` reads them). rows_sink(frame), if given, gets
+    each batch of finished per-I/O rows (a polars frame, null where a row has no value, in Q
+    order) as they are produced. The chunks are read ahead in a worker thread while the
+    machine (GIL released) runs the current one. `bounds`: the machine's buffer bounds
+    (pending_runs, ready_rows), for tests of what happens past them. `btt_compat`: btt's
     pairing where requests in flight meet on the same sectors (else each D and C goes to its
     own request; `ambiguous` counts where that differs)."""
     lo, hi = window or (None, None)
-    m = _native.Machine(device=device, lo=lo, hi=hi, pids=pids, emit_rows=rows_sink is not None,
-                        keep_rows=keep_rows, btt_compat=btt_compat, **(bounds or {}))
+    m = _native.Machine(MachineOptions(device=device, lo=lo, hi=hi, pids=pids, emit_rows=rows_sink is not None,
+                                       keep_rows=keep_rows, btt_compat=btt_compat, **(bounds or {})))
     for chunk in prefetched(chunks):
         m.feed({name: np.ascontiguousarray(chunk[name], dtype) for name, dtype in MACHINE_COLUMNS.items()})
         if rows_sink is not None:
-            rows = m.take_rows()
-            if rows is not None:
-                rows_sink(rows)
+            _hand_rows(m, rows_sink)
     out = m.finish()
     if rows_sink is not None:
-        rows = m.take_rows()
-        if rows is not None:
-            rows_sink(rows)
+        _hand_rows(m, rows_sink)
     return out
 
 
-def rows_frame(rows: dict) -> pl.DataFrame:
-    """Per-I/O rows (the machine's columns) as polars, missing values null."""
-    return pl.DataFrame({name: nullable(col, name=name) if name in OPTIONAL else pl.Series(name, col)
-                         for name, col in rows.items()})
+def _hand_rows(m, rows_sink) -> None:
+    rows = m.take_rows()
+    if rows is not None:
+        rows_sink(pl.DataFrame(rows))

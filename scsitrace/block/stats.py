@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from .._native.block import Run
 from ..stats import STAT, from_totals
 from ..tables import percent_table
 from .events import dev_name
@@ -25,13 +26,13 @@ STATS = {"device": pl.Utf8, "name": pl.Utf8, **STAT}           # btt's avg_info 
 PROCESS_STATS = {"process": pl.Utf8, "pid": pl.Int64, "name": pl.Utf8, **STAT}
 
 
-def stage_totals(run: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def stage_totals(run: Run) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """btt's avg_info of every stage name per device, per process and over all devices, as the
     machine added them up: three (len(STAT_NAMES), groups, 4) arrays (last axis T_COUNT,
     T_MIN, T_MAX, T_SUM)."""
-    n_dev, n_pid = len(run["devices"]), len(run["pids"])
-    return (run["per_dev"].reshape(len(STAT_NAMES), n_dev, 4), run["per_pid"].reshape(len(STAT_NAMES), n_pid, 4),
-            run["overall"].reshape(len(STAT_NAMES), 1, 4))
+    n_dev, n_pid = len(run.devices), len(run.pids)
+    return (run.per_dev.reshape(len(STAT_NAMES), n_dev, 4), run.per_pid.reshape(len(STAT_NAMES), n_pid, 4),
+            run.overall.reshape(len(STAT_NAMES), 1, 4))
 
 
 def _stat_rows(totals: np.ndarray, group: int):
@@ -43,11 +44,11 @@ def _stat_rows(totals: np.ndarray, group: int):
             yield {"name": name, **from_totals(n, lo, hi, total)}
 
 
-def stage_stats(run: dict, totals) -> pl.DataFrame:
+def stage_stats(run: Run, totals) -> pl.DataFrame:
     """btt's avg_info per (device, stage) and for device "all": n, min, avg, max, total."""
     per_dev, _, overall = totals
     rows = [{"device": dev_name(int(dev)), **row}
-            for k, dev in sorted(enumerate(run["devices"]), key=lambda kd: _dev_sort(dev_name(int(kd[1]))))
+            for k, dev in sorted(enumerate(run.devices), key=lambda kd: _dev_sort(dev_name(int(kd[1]))))
             for row in _stat_rows(per_dev, k)]
     rows += [{"device": "all", **row} for row in _stat_rows(overall, 0)]
     return pl.DataFrame(rows, schema=STATS)
@@ -63,12 +64,12 @@ def stage_table(stats: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([stats, pl.DataFrame(missing, schema=STATS)]) if missing else stats
 
 
-def process_stats(run: dict, names: dict, totals) -> pl.DataFrame:
+def process_stats(run: Run, names: dict, totals) -> pl.DataFrame:
     """btt's per-process avg_info (btt -A "Per Process"): samples grouped by the pid that queued
     the bio, named by its command."""
     per_pid = totals[1]
     rows = [{"process": names.get(int(pid), str(int(pid))), "pid": int(pid), **row}
-            for k, pid in enumerate(run["pids"]) for row in _stat_rows(per_pid, k)]
+            for k, pid in enumerate(run.pids) for row in _stat_rows(per_pid, k)]
     order = {name: k for k, name in enumerate(STAGE_ORDER)}
     rows.sort(key=lambda r: (order[r["name"]], r["process"], r["pid"]))
     return pl.DataFrame(rows, schema=PROCESS_STATS)

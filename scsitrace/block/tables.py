@@ -8,16 +8,17 @@ import errno
 import numpy as np
 import polars as pl
 
+from .._native.block import Run
 from .. import schema, scsi
 from .events import ACT_LETTERS, SECTOR, TA, TC, TC_SHIFT, dev_name, rwbs_expr
 from ..tables import Table, mapping
 from .stats import PROCESS_STATS, STATS
 
 
-def busy_runs(run: dict) -> list[tuple[int, np.ndarray, np.ndarray]]:
+def busy_runs(run: Run) -> list[tuple[int, np.ndarray, np.ndarray]]:
     """Per device: (device, starts, ends) of the runs when at least one request is between its D
     and its C (the machine's busy runs kept for the reports)."""
-    dev, starts, ends = run["run_device"], run["run_start"], run["run_end"]
+    dev, starts, ends = run.run_device, run.run_start, run.run_end
     cut = np.flatnonzero(np.diff(dev.astype(np.int64))) + 1
     return [(int(d[0]), s, e) for d, s, e in zip(np.split(dev, cut), np.split(starts, cut), np.split(ends, cut))
             if len(d)]
@@ -48,28 +49,28 @@ def _dev_names(col: pl.Expr) -> pl.Expr:
     return pl.format("{},{}", (col.cast(pl.Int64) // (1 << 20)), (col.cast(pl.Int64) % (1 << 20)))
 
 
-def device_counts(run: dict) -> pl.DataFrame:
+def device_counts(run: Run) -> pl.DataFrame:
     """Per device: records seen (Q, D, merges, requeues) and the mean and median |D sector -
     previous D end| (seek) in sectors."""
-    counts = run["counts"].reshape(len(run["devices"]), 256)
+    counts = run.counts.reshape(len(run.devices), 256)
     rows = []
-    for k, dev in enumerate(run["devices"]):
+    for k, dev in enumerate(run.devices):
         rows.append({"device": int(dev), "queued": int(counts[k, TA["Q"]]), "dispatched": int(counts[k, TA["D"]]),
                      "merges": int(counts[k, TA["M"]] + counts[k, TA["F"]]), "requeues": int(counts[k, TA["R"]]),
-                     "seek_mean_sectors": run["seek_mean"][k], "seek_median_sectors": run["seek_median"][k],
-                     "seeks": int(run["seeks"][k])})
+                     "seek_mean_sectors": run.seek_mean[k], "seek_median_sectors": run.seek_median[k],
+                     "seeks": int(run.seeks[k])})
     return pl.DataFrame(rows, schema={"device": pl.UInt32, "queued": pl.Int64, "dispatched": pl.Int64,
                                       "merges": pl.Int64, "requeues": pl.Int64, "seek_mean_sectors": pl.Float64,
                                       "seek_median_sectors": pl.Float64, "seeks": pl.Int64})
 
 
-def device_table(base: pl.DataFrame, depth: pl.DataFrame, run: dict, elapsed_ns: int) -> pl.DataFrame:
+def device_table(base: pl.DataFrame, depth: pl.DataFrame, run: Run, elapsed_ns: int) -> pl.DataFrame:
     """device_counts plus completions, bytes, busy time, queue depth, rates."""
-    seen = run["done"] > 0
-    devices = run["devices"]
-    per = pl.DataFrame({"device": devices[seen].astype(np.uint32), "ios_completed": run["done"][seen],
-                        "bytes": run["bytes"][seen], "writes": run["writes"][seen]})
-    busy = pl.DataFrame({"device": [dev_name(int(d)) for d in devices], "busy_ns": run["busy_ns"]},
+    seen = run.done > 0
+    devices = run.devices
+    per = pl.DataFrame({"device": devices[seen].astype(np.uint32), "ios_completed": run.done[seen],
+                        "bytes": run.bytes[seen], "writes": run.writes[seen]})
+    busy = pl.DataFrame({"device": [dev_name(int(d)) for d in devices], "busy_ns": run.busy_ns},
                         schema={"device": pl.Utf8, "busy_ns": pl.Int64})
     secs = elapsed_ns / 1e9
     out = base.join(per, on="device", how="left").join(depth, on="device", how="left").sort("device")
@@ -82,26 +83,26 @@ def device_table(base: pl.DataFrame, depth: pl.DataFrame, run: dict, elapsed_ns:
         pl.when(known).then(pl.col("bytes") / float(1 << 20) / max(secs, 1e-9)).alias("mib_s"))
 
 
-def queue_depth(run: dict) -> pl.DataFrame:
+def queue_depth(run: Run) -> pl.DataFrame:
     """Requests in the driver per device: +1 at each D, -1 at each C or R (as blkparse's depth
     counts), in processing order. Per device with such events: the maximum and the
     time-weighted average from the first event of the trace up to its last."""
-    seen = np.asarray(run["depth_seen"], bool)
-    span = max(run["end_ns"] - run["start_ns"], 1)
-    return pl.DataFrame({"device": run["devices"][seen].astype(np.uint32), "max_depth": run["max_depth"][seen],
-                         "avg_depth": run["depth_held"][seen] / span},
+    seen = np.asarray(run.depth_seen, bool)
+    span = max(run.end_ns - run.start_ns, 1)
+    return pl.DataFrame({"device": run.devices[seen].astype(np.uint32), "max_depth": run.max_depth[seen],
+                         "avg_depth": run.depth_held[seen] / span},
                         schema={"device": pl.UInt32, "max_depth": pl.Int64, "avg_depth": pl.Float64})
 
 
-def process_table(run: dict, names: dict) -> pl.DataFrame:
+def process_table(run: Run, names: dict) -> pl.DataFrame:
     """Per process (the name of the Q's pid): I/Os queued and completed, bytes, Q2C and D2C."""
-    seen = run["pid_queued"] > 0
-    done = run["pid_done"][seen]
+    seen = run.pid_queued > 0
+    done = run.pid_done[seen]
     per = pl.DataFrame({
-        "pid": run["pids"][seen], "queued": run["pid_queued"][seen], "ios_completed": done,
-        "bytes": run["pid_bytes"][seen], "q2c_total": run["pid_q2c_sum"][seen],
-        "q2c_max_ns": pl.Series(run["pid_q2c_max"][seen]).set(pl.Series(done == 0), None),
-        "d2c_total": run["pid_d2c_sum"][seen], "d2c_n": run["pid_d2c_n"][seen]})
+        "pid": run.pids[seen], "queued": run.pid_queued[seen], "ios_completed": done,
+        "bytes": run.pid_bytes[seen], "q2c_total": run.pid_q2c_sum[seen],
+        "q2c_max_ns": pl.Series(run.pid_q2c_max[seen]).set(pl.Series(done == 0), None),
+        "d2c_total": run.pid_d2c_sum[seen], "d2c_n": run.pid_d2c_n[seen]})
     per = per.with_columns(_process_names(pl.col("pid"), names).alias("process"))
     out = per.group_by("process").agg(
         pl.col("queued", "ios_completed", "bytes").sum(),
@@ -115,9 +116,9 @@ def _process_names(pid: pl.Expr, names: dict) -> pl.Expr:
     return pid.replace_strict(names, default=None, return_dtype=pl.Utf8).fill_null(pid.cast(pl.Utf8))
 
 
-def size_histogram(run: dict) -> pl.DataFrame:
+def size_histogram(run: Run) -> pl.DataFrame:
     """Sizes of the requests btt sees dispatched (D), in power-of-two buckets of bytes."""
-    sizes = run["sizes"].reshape(64, 2)
+    sizes = run.sizes.reshape(64, 2)
     counts, writes = sizes[:, 0], sizes[:, 1]
     k = np.flatnonzero(counts)
     return pl.DataFrame({"bytes_max": np.left_shift(1, k).astype(np.int64), "requests": counts[k],
@@ -169,9 +170,9 @@ def op_expr(action: pl.Expr, nbytes: pl.Expr) -> pl.Expr:
             .otherwise(pl.lit("other")))
 
 
-def event_counts(run: dict) -> pl.DataFrame:
+def event_counts(run: Run) -> pl.DataFrame:
     """Records per blkparse action letter (T = timer unplug, blkparse's UT), as blkparse counts."""
-    per_code = run["counts"].reshape(len(run["devices"]), 256).sum(axis=0)
+    per_code = run.counts.reshape(len(run.devices), 256).sum(axis=0)
     return pl.DataFrame([(ACT_LETTERS[min(code, len(ACT_LETTERS) - 1)], int(n)) for code, n in enumerate(per_code)
                          if n], schema=EVENTS_TABLE.schema, orient="row")
 

@@ -17,14 +17,15 @@
 //! and the per-I/O rows, handed out in Q order as they finish.
 use std::collections::VecDeque;
 
+use arrow_array::types::{Int16Type, UInt32Type};
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
+use crate::arrow::{ints, ints_or_null, values_of, Columns, NULL};
 use crate::hash::IntMap;
 use crate::stat::Samples;
 
-const NONE: i64 = i64::MIN;        // a missing time: schema.NULL, the one marker of numpy columns
+const NONE: i64 = NULL;            // a missing time inside the machine: a null in the columns it hands out
 const SECTOR: i64 = 512;
 const LOOKBACK: usize = 256; // Qs a containment lookup looks back at, per device
 const TC_PC: u32 = (1 << 9) << 16;
@@ -133,6 +134,93 @@ struct Row {
     c_error: i16,
 }
 
+/// What a machine keeps and hands out (scsitrace/block/machine.py `MachineOptions`, read by
+/// attribute): device: only that dev_t; lo, hi: events with lo <= t_ns <= hi; pids: only the
+/// Qs (and their samples, rows, tables) of these pids; emit_rows: hand the finished per-I/O
+/// rows out (take_rows); keep_rows: per-I/O rows (and busy runs) kept for the reports, evenly
+/// thinned beyond it; pending_runs, ready_rows: the bounds of the busy runs waiting per device
+/// and of the finished rows waiting behind an older Q (None: PENDING_RUNS, READY_ROWS; tests
+/// lower them to reach the fallbacks); btt_compat: btt's pairing where requests in flight
+/// meet on the same sectors.
+#[derive(FromPyObject)]
+pub struct MachineOptions {
+    #[pyo3(attribute)]
+    device: Option<u32>,
+    #[pyo3(attribute)]
+    lo: Option<i64>,
+    #[pyo3(attribute)]
+    hi: Option<i64>,
+    #[pyo3(attribute)]
+    pids: Option<Vec<i64>>,
+    #[pyo3(attribute)]
+    emit_rows: bool,
+    #[pyo3(attribute)]
+    keep_rows: usize,
+    #[pyo3(attribute)]
+    pending_runs: Option<usize>,
+    #[pyo3(attribute)]
+    ready_rows: Option<usize>,
+    #[pyo3(attribute)]
+    btt_compat: bool,
+}
+
+/// What the tables are built from, once the stream has ended (`Machine.finish`): per device
+/// (sorted by dev_t) and per process (in order of their first Q) arrays, the latency samples,
+/// the busy runs kept, the kept per-I/O rows and the counts of what the bounds cost.
+#[pyclass(get_all, module = "scsitrace._native.block")]
+pub struct Run {
+    events: i64,
+    errors: Py<Columns>,        // kept requests completed with an error: error, n
+    all_devices: Vec<u32>,
+    all_t_min: Option<i64>,     // the first and last event time of the trace (before the filters)
+    all_t_max: Option<i64>,
+    start_ns: i64,
+    end_ns: i64,
+    devices: Py<PyArray1<i64>>,
+    dm: Vec<bool>,
+    counts: Py<PyArray1<i64>>,  // (devices, 256) records per action code, flat
+    depth_seen: Vec<bool>,
+    max_depth: Py<PyArray1<i64>>,
+    depth_held: Py<PyArray1<i64>>,
+    seek_mean: Vec<Option<f64>>,
+    seek_median: Vec<Option<f64>>,
+    seek_median_exact: bool,
+    seeks: Vec<i64>,
+    done: Py<PyArray1<i64>>,
+    bytes: Py<PyArray1<i64>>,
+    writes: Py<PyArray1<i64>>,
+    busy_ns: Py<PyArray1<i64>>,
+    per_dev: Py<PyArray1<i64>>, // (N_NAMES, devices, 4) totals, flat
+    overall: Py<PyArray1<i64>>, // (N_NAMES, 1, 4)
+    pids: Py<PyArray1<i64>>,
+    pid_kept: Vec<bool>,
+    pid_queued: Py<PyArray1<i64>>,
+    pid_done: Py<PyArray1<i64>>,
+    pid_bytes: Py<PyArray1<i64>>,
+    pid_q2c_sum: Py<PyArray1<i64>>,
+    pid_q2c_max: Py<PyArray1<i64>>,
+    pid_d2c_sum: Py<PyArray1<i64>>,
+    pid_d2c_n: Py<PyArray1<i64>>,
+    per_pid: Py<PyArray1<i64>>, // (N_NAMES, pids, 4)
+    sizes: Py<PyArray1<i64>>,   // (64, 2): dispatched requests up to 2**k bytes, writes among them
+    kept_qs: i64,
+    any_kept_dm: bool,
+    q2c: Py<Samples>,
+    d2c: Py<Samples>,
+    q2c_dm: Py<Samples>,
+    d2c_dm: Py<Samples>,
+    run_device: Py<PyArray1<u32>>,
+    run_start: Py<PyArray1<i64>>,
+    run_end: Py<PyArray1<i64>>,
+    runs_dropped: i64,
+    runs_forced: i64,
+    rows: Py<KeptRows>,
+    rows_stride: i64,
+    rows_out_of_order: i64,
+    ambiguous: i64,
+    ambiguous_same: i64,
+}
+
 /// One chunk of events as it crosses from Python: scsitrace/block/events.py MACHINE_COLUMNS,
 /// each column read by its name.
 #[derive(FromPyObject)]
@@ -219,6 +307,10 @@ struct Busy {
 
 impl Busy {
     fn add(&mut self, mut s: i64, mut e: i64) {
+        if self.pending.back().map_or(true, |&(_, b)| b < s) {
+            self.pending.push_back((s, e)); // after every run: nothing to merge with
+            return;
+        }
         let i = self.pending.partition_point(|&(_, b)| b < s);
         let mut j = i;
         while j < self.pending.len() && self.pending[j].0 <= e {
@@ -231,56 +323,95 @@ impl Busy {
     }
 }
 
-/// One device's live bios by start sector: a sorted deque (requests mostly arrive in order
-/// and leave oldest first, so inserts and removals shift little).
-struct LiveMap(VecDeque<(i64, u32)>);
+/// One device's live bios by start sector: a sorted vector whose front advances lazily
+/// (requests mostly arrive in order and leave oldest first, so inserts and removals shift
+/// little, and the front's removal is a step; the vector is compacted once the gap in front
+/// is as long as what follows it). `entries()` is the map, oldest first at equal starts.
+struct LiveMap {
+    v: Vec<(i64, u32)>,
+    front: usize,
+}
 
 impl LiveMap {
+    fn new() -> LiveMap {
+        LiveMap { v: Vec::new(), front: 0 }
+    }
+    #[inline(always)]
+    fn entries(&self) -> &[(i64, u32)] {
+        &self.v[self.front..]
+    }
+    /// The index of the first entry at or after k.
+    #[inline(always)]
+    fn lower_bound(&self, k: i64) -> usize {
+        self.entries().partition_point(|e| e.0 < k)
+    }
     #[inline]
     fn find(&self, k: i64) -> Result<usize, usize> {
-        match self.0.back() {
-            Some(&(last, _)) if last < k => Err(self.0.len()),
-            _ => self.0.binary_search_by_key(&k, |e| e.0),
+        let e = self.entries();
+        match e.last() {
+            Some(&(last, _)) if last < k => Err(e.len()),
+            _ => {
+                let i = self.lower_bound(k);
+                if i < e.len() && e[i].0 == k { Ok(i) } else { Err(i) }
+            }
         }
     }
     #[inline]
     fn get(&self, k: i64) -> Option<u32> {
-        self.find(k).ok().map(|i| self.0[i].1)
+        self.find(k).ok().map(|i| self.entries()[i].1)
     }
     fn insert(&mut self, k: i64, v: u32) {
         match self.find(k) {
-            Ok(i) => self.0[i].1 = v,
-            Err(i) if i == self.0.len() => self.0.push_back((k, v)),
-            Err(i) => self.0.insert(i, (k, v)),
+            Ok(i) => self.v[self.front + i].1 = v,
+            Err(i) => self.v.insert(self.front + i, (k, v)),
+        }
+    }
+    #[inline]
+    fn remove_at(&mut self, i: usize) {
+        if i > 0 {
+            self.v.remove(self.front + i);
+            return;
+        }
+        self.front += 1;
+        if self.front == self.v.len() {
+            self.v.clear();
+            self.front = 0;
+        } else if self.front >= 64 && 2 * self.front >= self.v.len() {
+            self.v.drain(..self.front);
+            self.front = 0;
         }
     }
     /// Removes k when it maps to v (among the entries at k, when several share it).
     fn remove_if(&mut self, k: i64, v: u32) {
         let (lo, hi) = self.equal_range(k);
-        if let Some(i) = (lo..hi).find(|&i| self.0[i].1 == v) {
-            if i == 0 {
-                self.0.pop_front();
-            } else {
-                self.0.remove(i);
-            }
+        if let Some(i) = (lo..hi).find(|&i| self.entries()[i].1 == v) {
+            self.remove_at(i);
         }
     }
     /// The entries at k: [lo, hi), oldest first.
     #[inline]
     fn equal_range(&self, k: i64) -> (usize, usize) {
-        match self.0.back() {
-            Some(&(last, _)) if last < k => (self.0.len(), self.0.len()),
-            _ => (self.0.partition_point(|e| e.0 < k), self.0.partition_point(|e| e.0 <= k)),
+        let e = self.entries();
+        match e.last() {
+            Some(&(last, _)) if last < k => (e.len(), e.len()),
+            _ => {
+                // the entries at k are mostly one or none: counted, or searched when many
+                let lo = self.lower_bound(k);
+                let mut hi = lo;
+                while hi < e.len() && e[hi].0 == k {
+                    hi += 1;
+                    if hi - lo == 8 {
+                        return (lo, lo + e[lo..].partition_point(|x| x.0 <= k));
+                    }
+                }
+                (lo, hi)
+            }
         }
     }
     /// Adds v at k after the entries already there (bios in flight on the same start sector).
     fn push(&mut self, k: i64, v: u32) {
         let at = self.equal_range(k).1;
-        if at == self.0.len() {
-            self.0.push_back((k, v));
-        } else {
-            self.0.insert(at, (k, v));
-        }
+        self.v.insert(self.front + at, (k, v));
     }
 }
 
@@ -393,7 +524,7 @@ impl Machine {
                     value,
                     dm: major == 9 || major == 253 || major == 254,
                     started: false,
-                    live: LiveMap(VecDeque::new()),
+                    live: LiveMap::new(),
                     recent: VecDeque::with_capacity(LOOKBACK + 1),
                     last_q_t: NONE,
                     counts: Box::new([0; 256]),
@@ -476,7 +607,12 @@ impl Machine {
         if let Some(slot) = dev.live.get(sector) {
             return Some(slot);
         }
-        for &(q, slot) in dev.recent.iter() {
+        self.containing(d, sector)
+    }
+
+    /// The latest live Q of device d containing the sector among its last LOOKBACK Qs.
+    fn containing(&self, d: usize, sector: i64) -> Option<u32> {
+        for &(q, slot) in self.devs[d].recent.iter() {
             let b = &self.bios[slot as usize];
             if b.row.q == q && b.flags & CLOSED == 0 && b.row.sector <= sector && sector < b.end {
                 return Some(slot);
@@ -493,13 +629,21 @@ impl Machine {
         if !self.btt_compat {
             let live = &self.devs[d].live;
             let (lo, hi) = live.equal_range(sector);
+            // one live bio at the sector: the one `lookup` finds (a bio not closed is in the
+            // map at its start); none: only the containment search can find one
+            if hi - lo == 1 {
+                return Some(live.entries()[lo].1);
+            }
+            if hi == lo {
+                return self.containing(d, sector);
+            }
             if hi - lo > 1 {
                 self.ambiguous_same += 1;
                 let bios = &self.bios;
                 let open = |slot: &u32| bios[*slot as usize].flags & flag == 0;
-                let slots = || (lo..hi).map(|i| live.0[i].1);
+                let slots = || (lo..hi).map(|i| live.entries()[i].1);
                 let pick = slots().find(|s| open(s) && bios[*s as usize].end == end).or_else(|| slots().find(open));
-                return Some(pick.unwrap_or(live.0[hi - 1].1));
+                return Some(pick.unwrap_or(live.entries()[hi - 1].1));
             }
         }
         self.lookup(d, sector)
@@ -771,9 +915,9 @@ impl Machine {
     fn range_event(&mut self, k: u8, d: usize, start: i64, stop: i64, t: i64) {
         let mut hits = std::mem::take(&mut self.hits);
         hits.clear();
-        let live = &self.devs[d].live.0;
-        let first = live.partition_point(|e| e.0 < start);
-        for &(s, slot) in live.range(first..) {
+        let live = &self.devs[d].live;
+        let first = live.lower_bound(start);
+        for &(s, slot) in &live.entries()[first..] {
             if s > stop {
                 break;
             }
@@ -803,7 +947,7 @@ impl Machine {
         let end = self.bios[slot as usize].end;
         let (lo, hi) = self.devs[d].live.equal_range(end);
         for i in lo..hi {
-            let head = self.devs[d].live.0[i].1 as usize;
+            let head = self.devs[d].live.entries()[i].1 as usize;
             if self.bios[head].flags & (SEEN_G | SEEN_I) != 0 && self.bios[head].flags & SEEN_D == 0 {
                 self.bios[head].flags |= JOINED;
                 break;
@@ -971,7 +1115,7 @@ impl Machine {
         if self.emit_rows {
             self.out_rows.push(row);
         }
-        if row.q % self.stride == 0 {
+        if row.q & (self.stride - 1) == 0 {   // stride: a power of two, q >= 0
             self.kept_rows.push(row);
             if self.kept_rows.len() > self.keep_rows {
                 let twice = 2 * self.stride;
@@ -986,37 +1130,50 @@ fn arr<'py, T: numpy::Element>(py: Python<'py>, v: Vec<T>) -> Bound<'py, PyArray
     PyArray1::from_vec_bound(py, v)
 }
 
-fn rows_dict<'py>(py: Python<'py>, rows: &[Row]) -> PyResult<Bound<'py, PyDict>> {
-    const NAMES: [&str; 13] = ["q", "sector", "bytes", "pid", "q_t", "q2g_ns", "g2i_ns", "q2m_ns", "i2d_ns", "d_t",
-                               "c_t", "d2c_ns", "q2c_ns"];
-    let mut cols: Vec<Vec<i64>> = (0..NAMES.len()).map(|_| Vec::with_capacity(rows.len())).collect();
-    let mut device = Vec::with_capacity(rows.len());
-    let mut action = Vec::with_capacity(rows.len());
-    let mut c_error = Vec::with_capacity(rows.len());
-    for r in rows {
-        let d2c = if r.c_t != NONE && r.d_t != NONE { tdelta(r.d_t, r.c_t) } else { NONE };
-        let q2c = if r.c_t != NONE { tdelta(r.q_t, r.c_t) } else { NONE };
-        for (col, v) in cols.iter_mut().zip([r.q, r.sector, r.bytes, r.pid, r.q_t, r.q2g, r.g2i, r.q2m, r.i2d, r.d_t,
-                                             r.c_t, d2c, q2c]) {
-            col.push(v);
-        }
-        device.push(r.device);
-        action.push(r.action);
-        c_error.push(r.c_error);
+/// Per-I/O rows as a record batch (scsitrace/block/tables.py ios_frame's input): null where
+/// a row has no value (no G, no D, not completed...).
+fn rows_columns(rows: &[Row]) -> PyResult<Columns> {
+    let col = |f: &dyn Fn(&Row) -> i64| rows.iter().map(f).collect::<Vec<i64>>();
+    let d2c = |r: &Row| if r.c_t != NONE && r.d_t != NONE { tdelta(r.d_t, r.c_t) } else { NONE };
+    let q2c = |r: &Row| if r.c_t != NONE { tdelta(r.q_t, r.c_t) } else { NONE };
+    Columns::new(vec![
+        ("q", ints(col(&|r| r.q))),
+        ("device", values_of::<UInt32Type>(rows.iter().map(|r| r.device).collect())),
+        ("sector", ints(col(&|r| r.sector))),
+        ("bytes", ints(col(&|r| r.bytes))),
+        ("pid", ints(col(&|r| r.pid))),
+        ("action", values_of::<UInt32Type>(rows.iter().map(|r| r.action).collect())),
+        ("q_t", ints(col(&|r| r.q_t))),
+        ("q2g_ns", ints_or_null(col(&|r| r.q2g))),
+        ("g2i_ns", ints_or_null(col(&|r| r.g2i))),
+        ("q2m_ns", ints_or_null(col(&|r| r.q2m))),
+        ("i2d_ns", ints_or_null(col(&|r| r.i2d))),
+        ("d_t", ints_or_null(col(&|r| r.d_t))),
+        ("c_t", ints_or_null(col(&|r| r.c_t))),
+        ("d2c_ns", ints_or_null(col(&d2c))),
+        ("q2c_ns", ints_or_null(col(&q2c))),
+        ("c_error", values_of::<Int16Type>(rows.iter().map(|r| r.c_error).collect())),
+    ])
+}
+
+/// The per-I/O rows kept for the reports (`finish()["rows"]`), in Q order: held here and
+/// turned into columns only when a report reads them (most runs never do; a million rows
+/// are about 110 MB of columns).
+#[pyclass(module = "scsitrace._native.block")]
+pub struct KeptRows {
+    rows: Vec<Row>,
+}
+
+#[pymethods]
+impl KeptRows {
+    fn __len__(&self) -> usize {
+        self.rows.len()
     }
-    let d = PyDict::new_bound(py);
-    let mut cols = cols.into_iter();
-    for (k, name) in NAMES.iter().enumerate() {
-        d.set_item(*name, arr(py, cols.next().unwrap()))?;
-        if k == 0 {
-            d.set_item("device", arr(py, std::mem::take(&mut device)))?;
-        }
-        if k == 3 {
-            d.set_item("action", arr(py, std::mem::take(&mut action)))?;
-        }
+
+    /// The rows as a record batch (as `Machine.take_rows` hands them out).
+    fn columns(&self) -> PyResult<Columns> {
+        rows_columns(&self.rows)
     }
-    d.set_item("c_error", arr(py, c_error))?;
-    Ok(d)
 }
 
 /// Totals of groups as one flat (N_NAMES, groups, 4) array, C order.
@@ -1045,18 +1202,11 @@ fn median(values: &mut [i64]) -> Option<f64> {
 
 #[pymethods]
 impl Machine {
-    /// device: keep only that dev_t; lo, hi: keep events with lo <= t_ns <= hi; pids: keep
-    /// only the Qs (and their samples, rows, tables) of these pids; emit_rows: hand the
-    /// finished per-I/O rows out (take_rows); keep_rows: per-I/O rows (and busy runs) kept
-    /// for the reports, evenly thinned beyond it. pending_runs, ready_rows: the bounds of
-    /// the busy runs waiting per device and of the finished rows waiting behind an older Q
-    /// (PENDING_RUNS, READY_ROWS; tests lower them to reach the fallbacks).
+    /// The machine of `options` (scsitrace/block/machine.py `MachineOptions`, read by name).
     #[new]
-    #[pyo3(signature = (device=None, lo=None, hi=None, pids=None, emit_rows=false, keep_rows=1 << 20,
-                        pending_runs=PENDING_RUNS, ready_rows=READY_ROWS, btt_compat=false))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(device: Option<u32>, lo: Option<i64>, hi: Option<i64>, pids: Option<Vec<i64>>, emit_rows: bool,
-           keep_rows: usize, pending_runs: usize, ready_rows: usize, btt_compat: bool) -> Machine {
+    fn new(options: MachineOptions) -> Machine {
+        let MachineOptions { device, lo, hi, pids, emit_rows, keep_rows, pending_runs, ready_rows, btt_compat } = options;
+        let (pending_runs, ready_rows) = (pending_runs.unwrap_or(PENDING_RUNS), ready_rows.unwrap_or(READY_ROWS));
         Machine {
             c_error: 0,
             errors: Vec::new(),
@@ -1094,7 +1244,9 @@ impl Machine {
             rows: VecDeque::new(),
             rows_base: 0,
             out_rows: Vec::new(),
-            kept_rows: Vec::new(),
+            // room for every row it can hold, reserved once: growing by doubling would copy
+            // the rows and hold both copies (pages of the room not written cost nothing)
+            kept_rows: Vec::with_capacity(keep_rows.max(1).min(1 << 24) + 1),
             stride: 1,
             rows_out_of_order: 0,
             pending_runs,
@@ -1113,17 +1265,17 @@ impl Machine {
     }
 
     /// The per-I/O rows finished since the last call, in Q order (None when there are none).
-    fn take_rows<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+    fn take_rows(&mut self) -> PyResult<Option<Columns>> {
         if self.out_rows.is_empty() {
             return Ok(None);
         }
         let rows = std::mem::take(&mut self.out_rows);
-        Ok(Some(rows_dict(py, &rows)?))
+        Ok(Some(rows_columns(&rows)?))
     }
 
     /// Ends the stream: every Q still in flight is an I/O without completion. Returns what
     /// the tables are built from (scsitrace/block/machine.py `Run`).
-    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    fn finish(&mut self, py: Python<'_>) -> PyResult<Run> {
         let live: Vec<(i64, u32)> = self
             .bios
             .iter()
@@ -1148,28 +1300,13 @@ impl Machine {
             self.devs[d].busy.inflight.clear();
             self.settle_runs(d, None);
         }
-        let out = PyDict::new_bound(py);
         let (start, end) = if self.events > 0 { (self.t_min, self.t_max) } else { (0, 0) };
-        out.set_item("events", self.events)?;
-        out.set_item("errors", self.errors.clone())?;
         let mut all = self.all_devices.clone();
         all.sort_unstable();
-        out.set_item("all_devices", all)?;
-        out.set_item("all_t", if self.all_t.0 <= self.all_t.1 { Some(self.all_t) } else { None })?;
-        out.set_item("start_ns", start)?;
-        out.set_item("end_ns", end)?;
+        let (err_codes, err_counts): (Vec<i16>, Vec<i64>) = self.errors.iter().copied().unzip();
         // devices, sorted by dev_t
         let mut order: Vec<usize> = (0..self.devs.len()).collect();
         order.sort_by_key(|&d| self.devs[d].value);
-        let devs: Vec<&Dev> = order.iter().map(|&d| &self.devs[d]).collect();
-        out.set_item("devices", arr(py, devs.iter().map(|d| d.value as i64).collect::<Vec<i64>>()))?;
-        out.set_item("dm", devs.iter().map(|d| d.dm).collect::<Vec<bool>>())?;
-        out.set_item("counts", arr(py, devs.iter().flat_map(|d| d.counts.iter().copied()).collect::<Vec<i64>>()))?;
-        out.set_item("depth_seen", devs.iter().map(|d| d.depth_seen).collect::<Vec<bool>>())?;
-        out.set_item("max_depth", arr(py, devs.iter().map(|d| d.peak).collect::<Vec<i64>>()))?;
-        out.set_item("depth_held", arr(py, devs.iter().map(|d| {
-            if d.depth_seen { d.held + d.depth * (end.max(d.depth_last) - d.depth_last) } else { 0 }
-        }).collect::<Vec<i64>>()))?;
         let mut seek_mean = Vec::new();
         let mut seek_median = Vec::new();
         let mut seek_exact = true;
@@ -1185,56 +1322,73 @@ impl Machine {
             });
         }
         let devs: Vec<&Dev> = order.iter().map(|&d| &self.devs[d]).collect();
-        out.set_item("seek_mean", seek_mean)?;
-        out.set_item("seek_median", seek_median)?;
-        out.set_item("seek_median_exact", seek_exact)?;
-        out.set_item("seeks", devs.iter().map(|d| d.seek_nonzero).collect::<Vec<i64>>())?;
-        out.set_item("done", arr(py, devs.iter().map(|d| d.done).collect::<Vec<i64>>()))?;
-        out.set_item("bytes", arr(py, devs.iter().map(|d| d.bytes).collect::<Vec<i64>>()))?;
-        out.set_item("writes", arr(py, devs.iter().map(|d| d.writes).collect::<Vec<i64>>()))?;
-        out.set_item("busy_ns", arr(py, devs.iter().map(|d| d.busy.busy_ns).collect::<Vec<i64>>()))?;
-        out.set_item("per_dev", totals_array(py, &devs.iter().map(|d| &d.totals).collect::<Vec<_>>()))?;
-        out.set_item("overall", totals_array(py, &[&self.overall]))?;
-        // processes, in order of their first Q
+        let per_dev = |f: &dyn Fn(&Dev) -> i64| arr(py, devs.iter().map(|d| f(d)).collect::<Vec<i64>>()).unbind();
         let pids = &self.pids;
-        out.set_item("pids", arr(py, pids.iter().map(|p| p.value).collect::<Vec<i64>>()))?;
-        out.set_item("pid_kept", pids.iter().map(|p| p.kept).collect::<Vec<bool>>())?;
-        out.set_item("pid_queued", arr(py, pids.iter().map(|p| p.queued).collect::<Vec<i64>>()))?;
-        out.set_item("pid_done", arr(py, pids.iter().map(|p| p.done).collect::<Vec<i64>>()))?;
-        out.set_item("pid_bytes", arr(py, pids.iter().map(|p| p.bytes).collect::<Vec<i64>>()))?;
-        out.set_item("pid_q2c_sum", arr(py, pids.iter().map(|p| p.q2c_sum).collect::<Vec<i64>>()))?;
-        out.set_item("pid_q2c_max", arr(py, pids.iter().map(|p| p.q2c_max).collect::<Vec<i64>>()))?;
-        out.set_item("pid_d2c_sum", arr(py, pids.iter().map(|p| p.d2c_sum).collect::<Vec<i64>>()))?;
-        out.set_item("pid_d2c_n", arr(py, pids.iter().map(|p| p.d2c_n).collect::<Vec<i64>>()))?;
-        out.set_item("per_pid", totals_array(py, &pids.iter().map(|p| &p.totals).collect::<Vec<_>>()))?;
-        out.set_item("sizes", arr(py, self.sizes.iter().flat_map(|s| s.iter().copied()).collect::<Vec<i64>>()))?;
-        out.set_item("kept_qs", self.kept_qs)?;
-        out.set_item("any_kept_dm", self.any_kept_dm)?;
-        let lat = PyDict::new_bound(py);
-        lat.set_item("Q2C", Py::new(py, self.q2c.clone())?)?;
-        lat.set_item("D2C", Py::new(py, self.d2c.clone())?)?;
-        lat.set_item("Q2Cdm", Py::new(py, self.q2c_dm.clone())?)?;
-        lat.set_item("D2Cdm", Py::new(py, self.d2c_dm.clone())?)?;
-        out.set_item("latency", lat)?;
+        let per_pid = |f: &dyn Fn(&Pid) -> i64| arr(py, pids.iter().map(f).collect::<Vec<i64>>()).unbind();
         let mut runs = std::mem::take(&mut self.runs);
         runs.sort_unstable();
-        out.set_item("run_device", arr(py, runs.iter().map(|r| r.0).collect::<Vec<u32>>()))?;
-        out.set_item("run_start", arr(py, runs.iter().map(|r| r.1).collect::<Vec<i64>>()))?;
-        out.set_item("run_end", arr(py, runs.iter().map(|r| r.2).collect::<Vec<i64>>()))?;
-        out.set_item("runs_dropped", self.runs_dropped)?;
-        out.set_item("runs_forced", self.runs_forced)?;
         let mut kept = std::mem::take(&mut self.kept_rows);
         kept.sort_unstable_by_key(|r| r.q);
-        out.set_item("rows", rows_dict(py, &kept)?)?;
-        out.set_item("rows_stride", self.stride)?;
-        out.set_item("rows_out_of_order", self.rows_out_of_order)?;
-        out.set_item("ambiguous", (self.ambiguous, self.ambiguous_same))?;
-        Ok(out)
+        Ok(Run {
+            events: self.events,
+            errors: Py::new(py, Columns::new(vec![("error", values_of::<Int16Type>(err_codes)),
+                                                  ("n", ints(err_counts))])?)?,
+            all_devices: all,
+            all_t_min: (self.all_t.0 <= self.all_t.1).then_some(self.all_t.0),
+            all_t_max: (self.all_t.0 <= self.all_t.1).then_some(self.all_t.1),
+            start_ns: start,
+            end_ns: end,
+            devices: per_dev(&|d| d.value as i64),
+            dm: devs.iter().map(|d| d.dm).collect(),
+            counts: arr(py, devs.iter().flat_map(|d| d.counts.iter().copied()).collect::<Vec<i64>>()).unbind(),
+            depth_seen: devs.iter().map(|d| d.depth_seen).collect(),
+            max_depth: per_dev(&|d| d.peak),
+            depth_held: per_dev(&|d| if d.depth_seen { d.held + d.depth * (end.max(d.depth_last) - d.depth_last) } else { 0 }),
+            seek_mean,
+            seek_median,
+            seek_median_exact: seek_exact,
+            seeks: devs.iter().map(|d| d.seek_nonzero).collect(),
+            done: per_dev(&|d| d.done),
+            bytes: per_dev(&|d| d.bytes),
+            writes: per_dev(&|d| d.writes),
+            busy_ns: per_dev(&|d| d.busy.busy_ns),
+            per_dev: totals_array(py, &devs.iter().map(|d| &d.totals).collect::<Vec<_>>()).unbind(),
+            overall: totals_array(py, &[&self.overall]).unbind(),
+            pids: per_pid(&|p| p.value),
+            pid_kept: pids.iter().map(|p| p.kept).collect(),
+            pid_queued: per_pid(&|p| p.queued),
+            pid_done: per_pid(&|p| p.done),
+            pid_bytes: per_pid(&|p| p.bytes),
+            pid_q2c_sum: per_pid(&|p| p.q2c_sum),
+            pid_q2c_max: per_pid(&|p| p.q2c_max),
+            pid_d2c_sum: per_pid(&|p| p.d2c_sum),
+            pid_d2c_n: per_pid(&|p| p.d2c_n),
+            per_pid: totals_array(py, &pids.iter().map(|p| &p.totals).collect::<Vec<_>>()).unbind(),
+            sizes: arr(py, self.sizes.iter().flat_map(|s| s.iter().copied()).collect::<Vec<i64>>()).unbind(),
+            kept_qs: self.kept_qs,
+            any_kept_dm: self.any_kept_dm,
+            q2c: Py::new(py, self.q2c.clone())?,
+            d2c: Py::new(py, self.d2c.clone())?,
+            q2c_dm: Py::new(py, self.q2c_dm.clone())?,
+            d2c_dm: Py::new(py, self.d2c_dm.clone())?,
+            run_device: arr(py, runs.iter().map(|r| r.0).collect::<Vec<u32>>()).unbind(),
+            run_start: arr(py, runs.iter().map(|r| r.1).collect::<Vec<i64>>()).unbind(),
+            run_end: arr(py, runs.iter().map(|r| r.2).collect::<Vec<i64>>()).unbind(),
+            runs_dropped: self.runs_dropped,
+            runs_forced: self.runs_forced,
+            rows: Py::new(py, KeptRows { rows: kept })?,
+            rows_stride: self.stride,
+            rows_out_of_order: self.rows_out_of_order,
+            ambiguous: self.ambiguous,
+            ambiguous_same: self.ambiguous_same,
+        })
     }
 }
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_class::<Machine>()?;
+    m.add_class::<KeptRows>()?;
+    m.add_class::<Run>()?;
     m.add_function(wrap_pyfunction!(merge_sorted_rows, m)?)?;
     Ok(())
 }

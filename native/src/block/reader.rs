@@ -20,11 +20,15 @@ use std::cmp::Reverse;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 
-use numpy::PyArray1;
+use std::sync::Arc;
+
+use arrow_array::types::{Int16Type, Int32Type, UInt32Type};
+use arrow_array::{ArrayRef, BooleanArray};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::PyBytes;
 
+use crate::arrow::{ints, values_of, Columns};
 use crate::bytes::{u16_at, u32_at, u64_at};
 
 const HEADER: usize = 48;
@@ -61,8 +65,9 @@ fn header_of(version: u64) -> (usize, usize) {
     if version == VERSION2 { (HEADER2, F2_PDU_LEN) } else { (HEADER, F_PDU_LEN) }
 }
 
-/// The PDU rules, handed over by the Python declaration (parsers/blktrace.py FILL_PDU).
-#[derive(Clone, Copy)]
+/// The PDU rules, handed over by the Python declaration (parsers/blktrace.py `PduRules`,
+/// read by name).
+#[derive(Clone, Copy, FromPyObject)]
 struct Pdu {
     remap: u64,
     split: u64,
@@ -545,8 +550,10 @@ impl Lane {
                         continue;
                     }
                     self.records += 1;
-                    for (k, n) in self.zone_ops.iter_mut().enumerate() {
-                        *n += (rec.action_hi >> k & 1) as u64;
+                    if rec.action_hi != 0 {     // v8's zone operations (v7 records have none)
+                        for (k, n) in self.zone_ops.iter_mut().enumerate() {
+                            *n += (rec.action_hi >> k & 1) as u64;
+                        }
                     }
                     self.sequence(rec.cpu as u32 as u64, rec.seq);
                     return Ok(Some(rec));
@@ -691,44 +698,34 @@ impl Out {
         self.t.len()
     }
 
-    /// A copy of rows [lo, hi).
-    fn slice(&self, lo: usize, hi: usize) -> Out {
-        fn part<T: Copy>(v: &[T], lo: usize, hi: usize) -> Vec<T> {
-            if v.is_empty() { Vec::new() } else { v[lo..hi].to_vec() }
-        }
-        Out { raw: self.raw, t: part(&self.t, lo, hi), action: part(&self.action, lo, hi),
-              device: part(&self.device, lo, hi), sector: part(&self.sector, lo, hi),
-              bytes: part(&self.bytes, lo, hi), pid: part(&self.pid, lo, hi), pdu_dev: part(&self.pdu_dev, lo, hi),
-              pdu_sector: part(&self.pdu_sector, lo, hi), time_abs: part(&self.time_abs, lo, hi),
-              seq: part(&self.seq, lo, hi), cpu: part(&self.cpu, lo, hi), error: part(&self.error, lo, hi),
-              pdu_int: part(&self.pdu_int, lo, hi), has_remap: part(&self.has_remap, lo, hi),
-              has_int: part(&self.has_int, lo, hi), file: part(&self.file, lo, hi),
-              position: part(&self.position, lo, hi), action_hi: part(&self.action_hi, lo, hi) }
-    }
-
-    fn into_dict<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new_bound(py);
-        d.set_item("t_ns", PyArray1::from_vec_bound(py, self.t))?;
-        d.set_item("action", PyArray1::from_vec_bound(py, self.action))?;
-        d.set_item("device", PyArray1::from_vec_bound(py, self.device))?;
-        d.set_item("sector", PyArray1::from_vec_bound(py, self.sector))?;
-        d.set_item("bytes", PyArray1::from_vec_bound(py, self.bytes))?;
-        d.set_item("pid", PyArray1::from_vec_bound(py, self.pid))?;
-        d.set_item("pdu_dev", PyArray1::from_vec_bound(py, self.pdu_dev))?;
-        d.set_item("pdu_sector", PyArray1::from_vec_bound(py, self.pdu_sector))?;
-        d.set_item("error", PyArray1::from_vec_bound(py, self.error))?;
+    /// The columns as a record batch: block.MACHINE_COLUMNS, then RAW_EVENTS' fields when raw.
+    fn into_columns(self) -> PyResult<Columns> {
+        let bools = |v: Vec<bool>| -> ArrayRef { Arc::new(BooleanArray::from(v)) };
+        let mut cols: Vec<(&str, ArrayRef)> = vec![
+            ("t_ns", ints(self.t)),
+            ("action", values_of::<UInt32Type>(self.action)),
+            ("device", values_of::<UInt32Type>(self.device)),
+            ("sector", ints(self.sector)),
+            ("bytes", ints(self.bytes)),
+            ("pid", ints(self.pid)),
+            ("pdu_dev", values_of::<UInt32Type>(self.pdu_dev)),
+            ("pdu_sector", ints(self.pdu_sector)),
+            ("error", values_of::<Int16Type>(self.error)),
+        ];
         if self.raw {
-            d.set_item("time_abs", PyArray1::from_vec_bound(py, self.time_abs))?;
-            d.set_item("seq", PyArray1::from_vec_bound(py, self.seq))?;
-            d.set_item("cpu", PyArray1::from_vec_bound(py, self.cpu))?;
-            d.set_item("pdu_int", PyArray1::from_vec_bound(py, self.pdu_int))?;
-            d.set_item("has_remap", PyArray1::from_vec_bound(py, self.has_remap))?;
-            d.set_item("action_hi", PyArray1::from_vec_bound(py, self.action_hi))?;
-            d.set_item("has_int", PyArray1::from_vec_bound(py, self.has_int))?;
-            d.set_item("file", PyArray1::from_vec_bound(py, self.file))?;
-            d.set_item("position", PyArray1::from_vec_bound(py, self.position))?;
+            cols.extend([
+                ("time_abs", ints(self.time_abs)),
+                ("seq", ints(self.seq)),
+                ("cpu", values_of::<Int32Type>(self.cpu)),
+                ("pdu_int", ints(self.pdu_int)),
+                ("has_remap", bools(self.has_remap)),
+                ("action_hi", values_of::<UInt32Type>(self.action_hi)),
+                ("has_int", bools(self.has_int)),
+                ("file", values_of::<Int16Type>(self.file)),
+                ("position", ints(self.position)),
+            ]);
         }
-        Ok(d)
+        Columns::new(cols)
     }
 }
 
@@ -742,6 +739,57 @@ struct StartBad {
 struct Sorted {
     keys: Vec<(i64, u32, u64)>,
     next: usize,
+}
+
+/// What a reader reads and how (parsers/blktrace.py `ReaderOptions`, read by name): paths:
+/// the capture's files in order; cpus: each file's CPU from its name (-1: none); pdu: the PDU
+/// rules; chunk: records per chunk (the first holds every record merged ahead, `probe` of
+/// them or the whole capture); read_size: bytes per read; raw: also every field of
+/// RAW_EVENTS; probe: records merged ahead before the first chunk (a file going back in time
+/// among them: the capture is sorted, unless not `sort_disorder`: then the records are merged
+/// as read, and `disorder` says how often a file went back, for the caller to put them in
+/// order).
+#[derive(FromPyObject)]
+pub struct ReaderOptions {
+    paths: Vec<String>,
+    cpus: Vec<i64>,
+    pdu: Pdu,
+    strict: bool,
+    raw: bool,
+    chunk: usize,
+    read_size: usize,
+    probe: usize,
+    sort_disorder: bool,
+}
+
+/// A strict-mode error (`BlktraceReader.fault`): the file (index), "bad" or "truncated", the
+/// byte offset, why.
+#[pyclass(get_all, module = "scsitrace._native.block")]
+pub struct ReadFault {
+    file: usize,
+    kind: &'static str,
+    offset: u64,
+    why: String,
+}
+
+/// What one file held, once the stream ended (`BlktraceReader.files`): its records, the bad
+/// ones [(offset, why)], a truncated tail (offset, why), records naming another CPU than the
+/// file (count, first offset, that CPU), sequence gaps {cpu: lost}, notify records [(action,
+/// pid, time, device, payload)], records going back in time, the byte order, records per
+/// protocol version [v7, v8] and v8's zone operations per category.
+#[pyclass(get_all, module = "scsitrace._native.block")]
+pub struct FileReport {
+    file: usize,
+    records: u64,
+    bad: Vec<(u64, String)>,
+    truncated: Option<(u64, String)>,
+    wrong_cpu: Option<(u64, i64, u64)>,
+    gaps: Vec<(u64, i64)>,
+    notify: Vec<(u64, u64, u64, u64, Py<PyBytes>)>,
+    disorder: u64,
+    big: bool,
+    versions: Vec<u64>,
+    zone_ops: Vec<u64>,
 }
 
 /// The streaming reader of one blktrace capture (see the module docstring).
@@ -766,7 +814,7 @@ pub struct BlktraceReader {
     heap: Option<BinaryHeap<Reverse<(i64, usize)>>>,
     probe: usize,
     sort_disorder: bool,
-    pending: Option<(Out, usize)>,
+    pending: Option<Out>,
 }
 
 const HEAP_FROM: usize = 9; // more files than this: a heap picks the next record
@@ -938,20 +986,13 @@ impl BlktraceReader {
                     return Ok(Out::new(self.raw, 0));
                 }
             } else {
-                self.pending = Some((first, 0));
+                self.pending = Some(first);
             }
         }
-        let out = if let Some((buf, at)) = self.pending.take() {
-            if buf.len() <= self.chunk && at == 0 {
-                buf
-            } else {
-                let hi = (at + self.chunk).min(buf.len());
-                let out = buf.slice(at, hi);
-                if hi < buf.len() {
-                    self.pending = Some((buf, hi));
-                }
-                out
-            }
+        // the records merged ahead go out whole, however many chunks they make (the caller
+        // cuts them into views): copied into chunk-sized pieces they cost their size again
+        let out = if let Some(buf) = self.pending.take() {
+            buf
         } else {
             // sorting: the walk has passed every record already (its keys are sorted)
             let room = if self.sorted.is_some() { self.chunk } else { self.chunk.min(self.records_left()) };
@@ -976,25 +1017,13 @@ impl BlktraceReader {
 
 #[pymethods]
 impl BlktraceReader {
-    /// paths: the capture's files in order; cpus: each file's CPU from its name (-1: none);
-    /// pdu: the PDU rules (parsers/blktrace.py FILL_PDU); chunk: records per chunk;
-    /// read_size: bytes per read; raw: also every field of RAW_EVENTS; probe: records merged
-    /// ahead before the first chunk (a file going back in time among them: the capture is
-    /// sorted, unless not `sort_disorder`: then the records are merged as read, and `disorder`
-    /// says how often a file went back, for the caller to put them in order).
+    /// The reader of `options` (parsers/blktrace.py `ReaderOptions`, read by name).
     #[new]
-    #[pyo3(signature = (paths, cpus, pdu, *, strict=true, raw=false, chunk=1 << 20, read_size=4 << 20,
-                        probe=1 << 20, sort_disorder=true))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(paths: Vec<String>, cpus: Vec<i64>, pdu: Vec<i64>, strict: bool, raw: bool, chunk: usize,
-           read_size: usize, probe: usize, sort_disorder: bool) -> PyResult<Self> {
-        if paths.len() != cpus.len() || pdu.len() != 11 || chunk == 0 {
-            return Err(PyValueError::new_err("BlktraceReader: paths and cpus differ in length, or bad pdu/chunk"));
+    fn new(options: ReaderOptions) -> PyResult<Self> {
+        let ReaderOptions { paths, cpus, pdu: rules, strict, raw, chunk, read_size, probe, sort_disorder } = options;
+        if paths.len() != cpus.len() || chunk == 0 {
+            return Err(PyValueError::new_err("BlktraceReader: paths and cpus differ in length, or chunk is 0"));
         }
-        let rules = Pdu { remap: pdu[0] as u64, split: pdu[1] as u64, unplug: pdu[2] as u64,
-                          timer_unplug: pdu[3] as u64, notify: pdu[4] as u64, cgroup: pdu[5] as u64,
-                          cgroup_bytes: pdu[6] as u64, remap_size: pdu[7] as u64, dev_from: pdu[8] as usize,
-                          sector_from: pdu[9] as usize, zone_unplug: pdu[10] as u64 };
         let mut bigs = Vec::new();
         let mut start_bad = Vec::new();
         for (i, path) in paths.iter().enumerate() {
@@ -1012,19 +1041,19 @@ impl BlktraceReader {
                             heap: None, probe, sort_disorder, pending: None })
     }
 
-    /// The next chunk: a dict of numpy columns (MACHINE_COLUMNS, plus RAW_EVENTS' when raw),
-    /// or None at the end (or at a strict-mode error: see `fault`). Releases the GIL.
-    fn next_chunk<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+    /// The next chunk: a record batch (MACHINE_COLUMNS, plus RAW_EVENTS' when raw), or None at
+    /// the end (or at a strict-mode error: see `fault`). Releases the GIL.
+    fn next_chunk(&mut self, py: Python<'_>) -> PyResult<Option<Columns>> {
         let out = py.allow_threads(|| self.next_out())?;
         if out.len() == 0 {
             return Ok(None);
         }
-        Ok(Some(out.into_dict(py)?))
+        Ok(Some(out.into_columns()?))
     }
 
-    /// The strict-mode error: (file index, "bad" or "truncated", byte offset, message), or None.
-    fn fault(&self) -> Option<(usize, &'static str, u64, String)> {
-        self.fault.as_ref().map(|(i, (kind, off, why))| (*i, *kind, *off, why.clone()))
+    /// The strict-mode error met, if any (the one-shot reader's: see the module docstring).
+    fn fault(&self) -> Option<ReadFault> {
+        self.fault.as_ref().map(|(i, (kind, off, why))| ReadFault { file: *i, kind, offset: *off, why: why.clone() })
     }
 
     /// Whether any file is big-endian.
@@ -1047,49 +1076,36 @@ impl BlktraceReader {
         self.origin
     }
 
-    /// What each file held, once the stream ended: a list of dicts, in file order (file,
-    /// records, bad [(offset, why)], truncated, wrong_cpu (count, first offset, cpu), gaps
-    /// {cpu: lost}, notify [(action, pid, time, device, payload)], disorder).
-    fn files<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let out = PyList::empty_bound(py);
+    /// What each file held, once the stream ended, in file order (files that could not be
+    /// read as blktrace first).
+    fn files(&self, py: Python<'_>) -> Vec<FileReport> {
+        let mut out = Vec::new();
         for s in &self.start_bad {
-            let d = PyDict::new_bound(py);
-            d.set_item("file", s.file)?;
-            d.set_item("records", 0)?;
-            d.set_item("bad", vec![(0u64, s.why.clone())])?;
-            out.append(d)?;
+            out.push(FileReport { file: s.file, records: 0, bad: vec![(0u64, s.why.clone())], truncated: None,
+                                  wrong_cpu: None, gaps: Vec::new(), notify: Vec::new(), disorder: 0, big: false,
+                                  versions: vec![0, 0], zone_ops: vec![0; ZONE_OPS] });
         }
         for l in &self.lanes {
-            let d = PyDict::new_bound(py);
-            d.set_item("file", l.file)?;
-            d.set_item("records", l.records)?;
             let mut bad = l.bad.clone();
             bad.extend(l.bad_time.iter().map(|p| (*p, BAD_TIME.to_string())));
             bad.extend(l.bad_version.iter().cloned());
-            d.set_item("bad", bad)?;
-            d.set_item("truncated", l.truncated.clone())?;
-            if l.wrong > 0 {
-                d.set_item("wrong_cpu", (l.wrong, l.first_wrong, l.wrong_cpu))?;
-            }
-            let gaps = PyDict::new_bound(py);
-            for (cpu, _, lost) in &l.seqs {
-                if *lost > 0 {
-                    gaps.set_item(*cpu, *lost)?;
-                }
-            }
-            d.set_item("gaps", gaps)?;
-            let notify = PyList::empty_bound(py);
-            for n in &l.notify {
-                notify.append((n.action, n.pid, n.time, n.device, PyBytes::new_bound(py, &n.payload)))?;
-            }
-            d.set_item("notify", notify)?;
-            d.set_item("disorder", l.disorder)?;
-            d.set_item("big", l.walker.big)?;
-            d.set_item("versions", l.versions.to_vec())?;
-            d.set_item("zone_ops", l.zone_ops.to_vec())?;
-            out.append(d)?;
+            out.push(FileReport {
+                file: l.file,
+                records: l.records,
+                bad,
+                truncated: l.truncated.clone(),
+                wrong_cpu: (l.wrong > 0).then_some((l.wrong, l.first_wrong, l.wrong_cpu)),
+                gaps: l.seqs.iter().filter(|s| s.2 > 0).map(|&(cpu, _, lost)| (cpu, lost)).collect(),
+                notify: l.notify.iter()
+                    .map(|n| (n.action, n.pid, n.time, n.device, PyBytes::new_bound(py, &n.payload).unbind()))
+                    .collect(),
+                disorder: l.disorder,
+                big: l.walker.big,
+                versions: l.versions.to_vec(),
+                zone_ops: l.zone_ops.to_vec(),
+            });
         }
-        Ok(out)
+        out
     }
 }
 
@@ -1110,6 +1126,8 @@ fn blktrace2_layout() -> (Vec<(&'static str, usize)>, usize) {
 }
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
+    m.add_class::<ReadFault>()?;
+    m.add_class::<FileReport>()?;
     m.add_class::<BlktraceReader>()?;
     m.add_function(wrap_pyfunction!(blktrace_layout, m)?)?;
     m.add_function(wrap_pyfunction!(blktrace2_layout, m)?)?;
