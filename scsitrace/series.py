@@ -109,12 +109,14 @@ class Series:
         resp = end - start if response_ns is None else np.asarray(response_ns, np.int64)
         axis.add("lat", b_end * LAT_BUCKETS + _lat_bucket(resp), inner=LAT_BUCKETS)
         np.maximum.at(axis.get("lat_max"), b_end, resp)
-        f_start, f_end = (start, end) if flight is None else tb.flight(*flight, self.origin)
+        devices = self._device_codes(device, len(start))
+        if flight is None:
+            f_start, f_end = start, end
+        else:
+            f_start, f_end, has_flight = tb.flight(*flight, self.origin)
+            devices = devices[has_flight]
         if len(f_end):
             axis.reach(int(f_end.max()))
-        devices = self._device_codes(device, len(start))
-        if flight is not None:      # the I/Os whose in-flight interval has both ends (tb.flight)
-            devices = devices[(np.asarray(flight[0]) >= 0) & (np.asarray(flight[1]) >= 0)]
         self._add_flight(f_start, f_end, devices)
         codes = self._op_codes(op, len(start))
         self.latency_points.add(end, resp, codes)
@@ -309,7 +311,7 @@ class Series:
             return DEVICE_DEPTH_STEPS.empty()
         steps = self._steps(by_device=True).filter(pl.col("dev") >= 0)
         return steps.select(pl.Series(self.devices, dtype=pl.Utf8).gather(steps["dev"]).alias("device_id"),
-                            "t_ns", "in_flight").cast(DEVICE_DEPTH_STEPS.schema)
+                            "t_ns", "in_flight").cast(DEVICE_DEPTH_STEPS.schema).sort("device_id", "t_ns")
 
     def _steps(self, by_device: bool) -> pl.DataFrame:
         """Every change of the I/Os in flight (of all devices, or of each: `dev`): +1 at each
@@ -445,7 +447,7 @@ DEPTH_STEPS = Table("depth_steps", {"t_ns": pl.Int64, "in_flight": pl.Int64},
                     f"once every start and end at t_ns is applied; empty past {KEEP_EDGES:,} I/Os", in_json=False)
 DEVICE_DEPTH_STEPS = Table("device_depth_steps", {"device_id": pl.Utf8, "t_ns": pl.Int64, "in_flight": pl.Int64},
                            "depth_steps per device (device_id, schema.device_id's form): every change of the "
-                           "number of that device's I/Os in flight, in time order; I/Os of an unknown device "
+                           "number of that device's I/Os in flight, by device_id and time; I/Os of an unknown device "
                            f"count in depth_steps only; empty past {KEEP_EDGES:,} I/Os", in_json=False)
 SERIES_TABLES = (RATES, QUEUE, LATENCY, CDF, OFFSETS, LAT_POINTS, DEPTH_STEPS, DEVICE_DEPTH_STEPS)
 

@@ -67,12 +67,13 @@ class Axis:
         return self.arrays[name][0][:self.nb]
 
 
-def flight(start, end, origin: int) -> tuple[np.ndarray, np.ndarray]:
-    """The in-flight intervals that have both ends (a negative time is a missing one)."""
+def flight(start, end, origin: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The in-flight intervals that have both ends (a negative time is a missing one), and
+    which of the given ones they are (a mask)."""
     start, end = np.asarray(start, np.int64), np.asarray(end, np.int64)
     both = (start >= 0) & (end >= 0)
     start = np.maximum(start[both] - origin, 0)
-    return start, np.maximum(end[both] - origin, start)
+    return start, np.maximum(end[both] - origin, start), both
 
 
 def shown_width(elapsed_ns: int, n: int, fine: int, per_bin: int) -> int:
