@@ -17,6 +17,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from .._native import bus as _bus
 from ..schema import SIGNAL_BIT
@@ -29,7 +30,6 @@ INFO_PHASES = {
     0b000: "DATA OUT", 0b001: "DATA IN", 0b010: "COMMAND", 0b011: "STATUS",
     0b110: "MESSAGE OUT", 0b111: "MESSAGE IN",
 }
-NON_DATA_CODES = (0b010, 0b011, 0b110, 0b111)
 
 RUN_SCHEMA = {
     "start_ns": pl.Int64, "end_ns": pl.Int64, "key": pl.UInt16, "atn": pl.Boolean,
@@ -166,54 +166,34 @@ class RunReducer:
         """Per-run handshake counts, first REQ, last data-bus value and the bytes of
         COMMAND/STATUS/MESSAGE runs."""
         t, lines = tr.t, tr.lines
-        n_runs = len(starts)
         n_req, n_ack, atn, first_req = _run_sums(t, lines, prev_lines, first)
-        if tr.db is None:
-            db_last = np.full(n_runs, -1)
-            info_bytes = [None] * n_runs
-        else:
-            db, has_db = tr.db, tr.has_db
-            at = np.maximum.reduceat(np.where(has_db, np.arange(len(t)), -1), first)
-            db_last = np.where(at >= 0, db[at], -1)
-            prev = np.empty_like(lines)
-            prev[0] = prev_lines
-            prev[1:] = lines[:-1]
-            size = np.diff(np.append(first, len(t)))
-            info_bytes = self._info_bytes(lines, prev, size, keys, db, has_db, lines & ~prev, first,
-                                          np.repeat(n_ack > n_req, size))
-        return pl.DataFrame({
-            "start_ns": starts, "end_ns": ends, "key": keys.astype(np.uint16), "atn": atn,
-            "n_req": n_req, "n_ack": n_ack,
-            "first_req_ns": pl.Series(first_req).set(pl.Series(first_req < 0), None),
-            "db_last": pl.Series(np.maximum(db_last, 0).astype(np.uint8)).set(pl.Series(db_last < 0), None),
-            "info_bytes": pl.Series(info_bytes, dtype=pl.List(pl.UInt8)),
-        }, schema=RUN_SCHEMA)
+        none = np.zeros(0, np.uint8)
+        db_last, cuts, values = _bus.run_bytes({
+            "lines": np.ascontiguousarray(lines, dtype=np.uint16),
+            "db": none if tr.db is None else np.ascontiguousarray(tr.db, dtype=np.uint8),
+            "has_db": none.view(bool) if tr.db is None else np.ascontiguousarray(tr.has_db, dtype=bool),
+            "prev_lines": int(prev_lines), "first": np.ascontiguousarray(first, dtype=np.int64),
+            "keys": np.ascontiguousarray(keys, dtype=np.uint16), "req_unresolved": n_ack > n_req,
+            "has_req": self.has_req, "has_ack": self.has_ack})
+        return pl.DataFrame([
+            pl.Series("start_ns", starts), pl.Series("end_ns", ends), pl.Series("key", keys.astype(np.uint16)),
+            pl.Series("atn", atn), pl.Series("n_req", n_req), pl.Series("n_ack", n_ack),
+            _masked("first_req_ns", first_req, first_req < 0),
+            _masked("db_last", np.maximum(db_last, 0).astype(np.uint8), db_last < 0),
+            _byte_lists(values, cuts),
+        ])
 
-    def _info_bytes(self, lines, prev, size, keys, db, has_db, rising, first, req_unresolved):
-        """The byte of each handshake in COMMAND, STATUS and MESSAGE runs: IN phases at REQ
-        assertion, OUT phases at ACK assertion (fallbacks when one line is not captured). An IN
-        run with fewer REQ than ACK edges (`req_unresolved`: a REQ pulse lost between two
-        samples) is read at ACK assertion, where the target still holds the byte."""
-        codes = _info_codes(keys)
-        info_run = ((keys & BIT["BSY"]) != 0) & ((keys & (BIT["SEL"] | BIT["RST"])) == 0) & np.isin(
-            codes, NON_DATA_CODES)
-        in_run = np.repeat(info_run, size)
-        inbound = np.repeat((codes & 1) == 1, size)
-        req_rise = (rising & BIT["REQ"]) != 0
-        ack_rise = (rising & BIT["ACK"]) != 0
-        if self.has_req and self.has_ack:
-            sample = np.where(inbound & ~req_unresolved, req_rise, ack_rise)
-        elif self.has_req:
-            req_fall = ((prev & ~lines) & BIT["REQ"]) != 0
-            sample = np.where(inbound, req_rise, req_fall)
-        else:
-            sample = ack_rise
-        pos = np.flatnonzero(sample & in_run & has_db)
-        runs = np.searchsorted(first, pos, side="right") - 1
-        cuts = np.searchsorted(runs, np.arange(len(first) + 1))
-        values = db[pos]
-        return [values[cuts[r]:cuts[r + 1]].tolist() if cuts[r + 1] > cuts[r] else None
-                for r in range(len(first))]
+
+def _masked(name: str, values: np.ndarray, missing: np.ndarray) -> pl.Series:
+    """A column with nulls where `missing`."""
+    return pl.Series(name, values).set(pl.Series(missing), None)
+
+
+def _byte_lists(values: np.ndarray, cuts: np.ndarray) -> pl.Series:
+    """Run r's bytes are values[cuts[r]:cuts[r + 1]]; a run without one is null. Built as
+    one Arrow list array (offsets and values), not a Python list per run."""
+    offsets = pa.array(cuts.astype(np.int32), mask=np.append(cuts[1:] == cuts[:-1], False))
+    return pl.Series("info_bytes", pa.ListArray.from_arrays(offsets, pa.array(values, type=pa.uint8())))
 
 
 PIECE_ROWS = 1 << 18  # transitions reduced at a time: the working arrays stay in cache
@@ -239,13 +219,6 @@ def _phase_key_table() -> np.ndarray:
 # (BSY toggles inside a selection); nothing in BUS FREE (MSG, C/D, I/O float there); BSY with
 # MSG C/D I/O in information phases.
 PHASE_KEY = _phase_key_table()
-
-
-def _info_codes(keys: np.ndarray) -> np.ndarray:
-    msg = (keys >> SIGNAL_BIT["MSG"]) & 1
-    cd = (keys >> SIGNAL_BIT["C/D"]) & 1
-    io = (keys >> SIGNAL_BIT["I/O"]) & 1
-    return (msg << 2) | (cd << 1) | io
 
 
 def _raw_runs(lines: np.ndarray, key_table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -71,8 +71,113 @@ fn run_sums<'py>(py: Python<'py>, t: PyReadonlyArray1<'py, i64>, lines: PyReadon
         first_req.into_pyarray_bound(py)))
 }
 
+
+/// The transitions of complete runs, the columns `run_bytes` reads by name
+/// (scsitrace/bus/runs.py `_aggregate`). `db`/`has_db` are empty when no data bus is sampled.
+#[derive(FromPyObject)]
+struct RunPiece<'py> {
+    #[pyo3(item)]
+    lines: PyReadonlyArray1<'py, u16>,
+    #[pyo3(item)]
+    db: PyReadonlyArray1<'py, u8>,
+    #[pyo3(item)]
+    has_db: PyReadonlyArray1<'py, bool>,
+    /// the lines before the first transition
+    #[pyo3(item)]
+    prev_lines: u16,
+    /// each run's first transition (the first is 0) and phase key
+    #[pyo3(item)]
+    first: PyReadonlyArray1<'py, i64>,
+    #[pyo3(item)]
+    keys: PyReadonlyArray1<'py, u16>,
+    /// per run: fewer REQ than ACK assertions (an IN run is then read at ACK)
+    #[pyo3(item)]
+    req_unresolved: PyReadonlyArray1<'py, bool>,
+    #[pyo3(item)]
+    has_req: bool,
+    #[pyo3(item)]
+    has_ack: bool,
+}
+
+const BSY: u16 = 1;
+const SEL: u16 = 1 << 1;
+const RST: u16 = 1 << 3;
+const MSG: u16 = 1 << 4;
+const CD: u16 = 1 << 5;
+const IO: u16 = 1 << 6;
+const REQ: u16 = 1 << 7;
+const ACK: u16 = 1 << 8;
+
+/// A run whose handshakes carry message, command or status bytes (BSY, no SEL nor RST;
+/// MSG C/D I/O not a data phase nor a reserved code).
+fn info_run(key: u16) -> bool {
+    let code = (key & (MSG | CD | IO)) >> 4;
+    key & BSY != 0 && key & (SEL | RST) == 0 && matches!(code, 0b010 | 0b011 | 0b110 | 0b111)
+}
+
+type Bytes<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u8>>);
+
+/// Per run: the last data-bus value sampled (-1: none), and the byte
+/// of each handshake in COMMAND, STATUS and MESSAGE runs (IN phases at REQ assertion, OUT at
+/// ACK; with one of them not captured, REQ's two edges or ACK's assertion) as offsets and
+/// values: run r's bytes are values[cuts[r]..cuts[r + 1]].
+#[pyfunction]
+fn run_bytes<'py>(py: Python<'py>, piece: RunPiece<'py>) -> PyResult<Bytes<'py>> {
+    let (lines, db, has_db) = (piece.lines.as_slice()?, piece.db.as_slice()?, piece.has_db.as_slice()?);
+    let (first, keys, unresolved) = (piece.first.as_slice()?, piece.keys.as_slice()?, piece.req_unresolved.as_slice()?);
+    let n = lines.len();
+    let sampled = !db.is_empty();
+    if (sampled && (db.len() != n || has_db.len() != n)) || keys.len() != first.len()
+        || unresolved.len() != first.len() || first.first().is_some_and(|&f| f != 0)
+        || first.windows(2).any(|w| w[0] > w[1]) || first.last().is_some_and(|&f| f as usize > n) {
+        return Err(pyo3::exceptions::PyValueError::new_err("run_bytes: array shapes"));
+    }
+    let (has_req, has_ack, prev_lines) = (piece.has_req, piece.has_ack, piece.prev_lines);
+    let (last, cuts, values) = py.allow_threads(|| {
+        let runs = first.len();
+        let mut last = vec![-1i64; runs];
+        let mut cuts = Vec::with_capacity(runs + 1);
+        let mut values = Vec::new();
+        cuts.push(0i64);
+        let mut prev = prev_lines;
+        for r in 0..runs {
+            let (start, stop) = (first[r] as usize, if r + 1 < runs { first[r + 1] as usize } else { n });
+            if !sampled {
+                cuts.push(0);
+                continue;
+            }
+            let keep = info_run(keys[r]);
+            let inbound = keys[r] & IO != 0;
+            for i in start..stop {
+                let ln = lines[i];
+                if has_db[i] {
+                    last[r] = db[i] as i64;
+                    if keep {
+                        let rising = ln & !prev;
+                        let at = if has_req && has_ack {
+                            if inbound && !unresolved[r] { rising & REQ } else { rising & ACK }
+                        } else if has_req {
+                            if inbound { rising & REQ } else { prev & !ln & REQ }
+                        } else {
+                            rising & ACK
+                        };
+                        if at != 0 {
+                            values.push(db[i]);
+                        }
+                    }
+                }
+                prev = ln;
+            }
+            cuts.push(values.len() as i64);
+        }
+        (last, cuts, values)
+    });
+    Ok((last.into_pyarray_bound(py), cuts.into_pyarray_bound(py), values.into_pyarray_bound(py)))
+}
+
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(raw_runs, m)?)?;
     m.add_function(wrap_pyfunction!(run_sums, m)?)?;
+    m.add_function(wrap_pyfunction!(run_bytes, m)?)?;
     Ok(())
 }
