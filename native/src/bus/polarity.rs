@@ -31,18 +31,36 @@ fn asserted_ns<'py>(py: Python<'py>, chunk: HeldLines<'py>) -> PyResult<Bound<'p
     let (last, bits) = (chunk.last, &chunk.bits);
     let sums = py.allow_threads(|| {
         let mut sums = vec![0i64; bits.len()];
-        let (mut prev_t, mut prev_l, from) = match last {
-            Some((last_t, last_lines)) => (last_t, last_lines, 0),
+        let (mut prev_l, start, from) = match last {
+            Some((last_t, last_lines)) => (last_lines, last_t, 0),
             None if t.is_empty() => return sums,
-            None => (t[0], lines[0], 1),
+            None => (lines[0], t[0], 1),
         };
+        // a line's asserted time adds up its stretches between edges: only the (rare) edges
+        // of these lines are visited
+        let watched = bits.iter().fold(0u16, |m, &b| m | 1 << b);
+        let mut since: Vec<i64> = vec![start; bits.len()];
         for i in from..t.len() {
-            let held = t[i].wrapping_sub(prev_t);
-            for (s, &b) in sums.iter_mut().zip(bits) {
-                *s = s.wrapping_add(held * ((prev_l >> b) & 1) as i64);
+            let changed = (lines[i] ^ prev_l) & watched;
+            if changed != 0 {
+                for (k, &b) in bits.iter().enumerate() {
+                    if changed >> b & 1 == 0 {
+                        continue;
+                    }
+                    if lines[i] >> b & 1 == 1 {
+                        since[k] = t[i];
+                    } else {
+                        sums[k] = sums[k].wrapping_add(t[i].wrapping_sub(since[k]));
+                    }
+                }
             }
-            prev_t = t[i];
             prev_l = lines[i];
+        }
+        let end = t.last().copied().unwrap_or(start);
+        for (k, &b) in bits.iter().enumerate() {
+            if prev_l >> b & 1 == 1 {
+                sums[k] = sums[k].wrapping_add(end.wrapping_sub(since[k]));
+            }
         }
         sums
     });

@@ -129,6 +129,16 @@ fn reduce<W: Copy + Into<u64>>(words: &[W], tb: &Tables, s: &mut State, o: &mut 
 trait Word: Copy + Into<u64> + std::ops::BitXor<Output = Self> + std::ops::BitAnd<Output = Self> + Eq {
     fn zero() -> Self;
     fn of(v: u64) -> Self;
+    /// Bit j set when words[i + j] differs from words[i + j - 1] in `mask` (0 < i, i + 64 <= len).
+    fn changes64(words: &[Self], i: usize, mask: Self) -> u64 {
+        let cur = &words[i..i + LANES];
+        let before = &words[i - 1..i - 1 + LANES];
+        let mut m = 0u64;
+        for j in 0..LANES {
+            m |= (((cur[j] ^ before[j]) & mask != Self::zero()) as u64) << j;
+        }
+        m
+    }
 }
 macro_rules! word {
     ($($t:ty),*) => {$(impl Word for $t {
@@ -136,7 +146,58 @@ macro_rules! word {
         fn of(v: u64) -> Self { v as $t }
     })*};
 }
-word!(u8, u16, u32, u64);
+word!(u32, u64);
+
+impl Word for u8 {
+    fn zero() -> Self { 0 }
+    fn of(v: u64) -> Self { v as u8 }
+    #[cfg(target_arch = "x86_64")]
+    fn changes64(words: &[Self], i: usize, mask: Self) -> u64 {
+        use std::arch::x86_64::*;
+        assert!(i > 0 && i + LANES <= words.len());
+        // SAFETY: SSE2 is part of x86_64; the 16-byte loads stay inside words[i - 1..i + 64]
+        // (asserted above)
+        unsafe {
+            let p = words.as_ptr().add(i);
+            let (m, zero) = (_mm_set1_epi8(mask as i8), _mm_setzero_si128());
+            let mut same = 0u64;
+            for q in 0..4 {
+                let cur = _mm_loadu_si128(p.add(16 * q) as *const __m128i);
+                let before = _mm_loadu_si128(p.add(16 * q).sub(1) as *const __m128i);
+                let eq = _mm_cmpeq_epi8(_mm_and_si128(_mm_xor_si128(cur, before), m), zero);
+                same |= (_mm_movemask_epi8(eq) as u32 as u64) << (16 * q);
+            }
+            !same
+        }
+    }
+}
+
+impl Word for u16 {
+    fn zero() -> Self { 0 }
+    fn of(v: u64) -> Self { v as u16 }
+    #[cfg(target_arch = "x86_64")]
+    fn changes64(words: &[Self], i: usize, mask: Self) -> u64 {
+        use std::arch::x86_64::*;
+        assert!(i > 0 && i + LANES <= words.len());
+        // SAFETY: SSE2 is part of x86_64; the 8-lane loads stay inside words[i - 1..i + 64]
+        // (asserted above)
+        unsafe {
+            let p = words.as_ptr().add(i);
+            let (m, zero) = (_mm_set1_epi16(mask as i16), _mm_setzero_si128());
+            let lanes = |k: usize| {
+                let cur = _mm_loadu_si128(p.add(8 * k) as *const __m128i);
+                let before = _mm_loadu_si128(p.add(8 * k).sub(1) as *const __m128i);
+                _mm_cmpeq_epi16(_mm_and_si128(_mm_xor_si128(cur, before), m), zero)
+            };
+            let mut same = 0u64;
+            for q in 0..4 {
+                let eq = _mm_packs_epi16(lanes(2 * q), lanes(2 * q + 1));
+                same |= (_mm_movemask_epi8(eq) as u32 as u64) << (16 * q);
+            }
+            !same
+        }
+    }
+}
 
 const LANES: usize = 64; // samples compared at once: one bit each in a change mask
 
@@ -152,12 +213,7 @@ fn change_positions<W: Word>(words: &[W], mask: W, out: &mut Vec<i64>) {
     let n = words.len();
     let mut i = 1usize;
     while i + LANES <= n {
-        let cur = &words[i..i + LANES];
-        let before = &words[i - 1..i - 1 + LANES];
-        let mut m = 0u64;
-        for j in 0..LANES {
-            m |= (((cur[j] ^ before[j]) & mask != W::zero()) as u64) << j;
-        }
+        let mut m = W::changes64(words, i, mask);
         while m != 0 {
             out.push((i + m.trailing_zeros() as usize) as i64);
             m &= m - 1;
@@ -252,7 +308,7 @@ fn samples_block<'py>(py: Python<'py>, words: &Bound<'py, PyAny>, mask: u64, use
                 let w = w.readonly();
                 let w = w.as_slice()?;
                 let (at, r) = py.allow_threads(|| {
-                    let mut at = Vec::with_capacity(w.len() / 8 + 16);
+                    let mut at = Vec::with_capacity(w.len() / 4 + 16);
                     change_positions(w, <$t as Word>::of(mask), &mut at);
                     let r = block_rows(w, &at, &tb, g, ex, n_ex);
                     (at, r)
