@@ -17,7 +17,6 @@ from typing import Iterable, Iterator
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from .._native import bus as _bus
 from ..schema import SIGNAL_BIT
@@ -104,6 +103,9 @@ class RunReducer:
     _prev_lines: int = 0
 
     def runs(self, chunks: Iterable[pl.DataFrame]) -> Iterator[pl.DataFrame]:
+        """The runs of the chunks, as one frame once they end: each piece's runs are numpy
+        columns, made a frame once (a polars frame per piece cost more than its pass)."""
+        parts = []
         for piece in _pieces(chunks):
             if not len(piece):
                 continue
@@ -113,15 +115,17 @@ class RunReducer:
             self.stats.last_ns = int(piece.t[-1])
             data = piece if self._carry is None else self._carry.then(piece)
             out = self._reduce(data, final=False)
-            if out is not None and len(out):
-                yield out
+            if out is not None and len(out["start_ns"]):
+                parts.append(out)
         if self._carry is not None and len(self._carry):
             out = self._reduce(self._carry, final=True)
-            if out is not None and len(out):
-                yield out
+            if out is not None and len(out["start_ns"]):
+                parts.append(out)
+        if parts:
+            yield _runs_frame(parts)
 
     # -- one piece ---------------------------------------------------------------------
-    def _reduce(self, tr: _Piece, final: bool) -> pl.DataFrame | None:
+    def _reduce(self, tr: _Piece, final: bool) -> dict | None:
         first, starts, keys = self._merged_runs(tr.t, tr.lines, final)
         if not final:
             # the last run may go on in the next piece: keep its transitions for later
@@ -162,9 +166,9 @@ class RunReducer:
         self.stats.skew_merged += int(np.count_nonzero(short & (dur > 0) & done))
         return raw_idx[group_first_raw], raw_start[group_first_raw], merged_key[group_first_raw]
 
-    def _aggregate(self, tr: _Piece, first, starts, ends, keys, prev_lines) -> pl.DataFrame:
+    def _aggregate(self, tr: _Piece, first, starts, ends, keys, prev_lines) -> dict:
         """Per-run handshake counts, first REQ, last data-bus value and the bytes of
-        COMMAND/STATUS/MESSAGE runs."""
+        COMMAND/STATUS/MESSAGE runs, as numpy columns (-1: none)."""
         t, lines = tr.t, tr.lines
         n_req, n_ack, atn, first_req = _run_sums(t, lines, prev_lines, first)
         none = np.zeros(0, np.uint8)
@@ -175,25 +179,30 @@ class RunReducer:
             "prev_lines": int(prev_lines), "first": np.ascontiguousarray(first, dtype=np.int64),
             "keys": np.ascontiguousarray(keys, dtype=np.uint16), "req_unresolved": n_ack > n_req,
             "has_req": self.has_req, "has_ack": self.has_ack})
-        return pl.DataFrame([
-            pl.Series("start_ns", starts), pl.Series("end_ns", ends), pl.Series("key", keys.astype(np.uint16)),
-            pl.Series("atn", atn), pl.Series("n_req", n_req), pl.Series("n_ack", n_ack),
-            _masked("first_req_ns", first_req, first_req < 0),
-            _masked("db_last", np.maximum(db_last, 0).astype(np.uint8), db_last < 0),
-            _byte_lists(values, cuts),
-        ])
+        return {"start_ns": starts, "end_ns": ends, "key": keys.astype(np.uint16), "atn": atn, "n_req": n_req,
+                "n_ack": n_ack, "first_req_ns": first_req, "db_last": db_last, "n_bytes": np.diff(cuts),
+                "bytes": values}
 
 
-def _masked(name: str, values: np.ndarray, missing: np.ndarray) -> pl.Series:
-    """A column with nulls where `missing`."""
-    return pl.Series(name, values).set(pl.Series(missing), None)
+def _runs_frame(parts: list[dict]) -> pl.DataFrame:
+    """The runs frame (RUN_SCHEMA) of the pieces' columns."""
+    col = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+    first_req, db_last = col["first_req_ns"], col["db_last"]
+    return pl.DataFrame([
+        *(pl.Series(name, col[name]) for name in ("start_ns", "end_ns", "key", "atn", "n_req", "n_ack")),
+        pl.Series("first_req_ns", first_req).set(pl.Series(first_req < 0), None),
+        pl.Series("db_last", np.maximum(db_last, 0).astype(np.uint8)).set(pl.Series(db_last < 0), None),
+        _byte_lists(col["bytes"], col["n_bytes"]),
+    ])
 
 
-def _byte_lists(values: np.ndarray, cuts: np.ndarray) -> pl.Series:
-    """Run r's bytes are values[cuts[r]:cuts[r + 1]]; a run without one is null. Built as
-    one Arrow list array (offsets and values), not a Python list per run."""
-    offsets = pa.array(cuts.astype(np.int32), mask=np.append(cuts[1:] == cuts[:-1], False))
-    return pl.Series("info_bytes", pa.ListArray.from_arrays(offsets, pa.array(values, type=pa.uint8())))
+def _byte_lists(values: np.ndarray, lengths: np.ndarray) -> pl.Series:
+    """Run r's bytes, `lengths[r]` of `values` in order; a run without one is null. Grouped
+    by run in one pass (not a Python list per run)."""
+    runs = np.arange(len(lengths))
+    lists = pl.DataFrame({"run": np.repeat(runs, lengths), "info_bytes": values.astype(np.uint8, copy=False)}).group_by(
+        "run", maintain_order=True).agg("info_bytes")
+    return pl.DataFrame({"run": runs}).join(lists, on="run", how="left", maintain_order="left")["info_bytes"]
 
 
 PIECE_ROWS = 1 << 18  # transitions reduced at a time: the working arrays stay in cache
