@@ -13,6 +13,8 @@ Tracks, under one root track named after the layer and the file:
   IDLE belongs to no I/O and is left out);
 - bus: a `bus phases` track with every phase segment (Bus Free included); block: a `busy`
   track per device with the layer's BUSY and IDLE segments;
+- per device, when there are several, a `queue depth` counter in its track
+  (`device_depth_steps`: the same I/Os in flight, that device's);
 - counters on the root track, the layer's declared figures over time (scsitrace/series.py,
   the tables the HTML plots draw): `queue depth` at every change (`depth_steps`: the I/Os in
   flight as `series_queue` counts them, e.g. block from dispatch to completion), `max in
@@ -193,7 +195,7 @@ def write(path: str, analysis, ios: pl.DataFrame) -> dict:
                     counts["stages"] += 1
             w.end(track, end)
             counts["ios"] += 1
-        counts["counters"] = _series_counters(w, root, analysis)
+        counts["counters"] = _series_counters(w, root, analysis) + _device_depth(w, root, devices, analysis)
     counts["packets"] = w.packets
     return counts
 
@@ -254,6 +256,27 @@ def _series_counters(w: TraceWriter, root, analysis) -> int:
             w.counter(track, 0, 0)
             n += 1
         for t, value in frame.select(time, column).iter_rows():
+            w.counter(track, t, value)
+            n += 1
+    return n
+
+
+def _device_depth(w: TraceWriter, root: int, devices: dict, analysis) -> int:
+    """A `queue depth` counter in each device's track (`device_depth_steps`), when the trace has
+    more than one device (with one, the root's counter is that device's)."""
+    if "device_depth_steps" not in analysis.tables:
+        return 0
+    steps = analysis.table("device_depth_steps")
+    if steps["device_id"].n_unique() < 2:
+        return 0
+    n = 0
+    for (device_id,), rows in steps.group_by("device_id", maintain_order=True):
+        parent = devices.get(device_id) or w.track(f"device/{device_id}", device_id, root)
+        track = w.track(f"depth/{device_id}", "queue depth", parent, counter="I/Os")
+        if rows["t_ns"][0] > 0:
+            w.counter(track, 0, 0)
+            n += 1
+        for t, value in rows.select("t_ns", "in_flight").iter_rows():
             w.counter(track, t, value)
             n += 1
     return n

@@ -36,9 +36,7 @@ from scsitrace.inert import csv_safe
 from scsitrace.model import Analysis
 from scsitrace.reports.export import IO_CSV_COLUMNS, ios_table
 
-DEVICE_PREFIX = {"bus": "bus", "usb": "usb", "scsilog": "scsi", "block": "block"}
-DEVICE_FORM = {"bus": "bus:TARGET:LUN", "usb": "usb:BUS:DEVICE:LUN",
-               "scsilog": "scsi:HOST:CHANNEL:ID:LUN (SG_IO: scsi:/dev/NODE)", "block": "block:MAJOR,MINOR"}
+from scsitrace.schema import DEVICE_FORM, DEVICE_PREFIX, device_id  # noqa: F401 (the views' names for them)
 
 # Each layer's own I/O columns, after the common ones (export.IO_CSV_COLUMNS, then these), each
 # only where the layer has it (schema.IOS_LAYERS): the layers' declarations where they have
@@ -119,19 +117,6 @@ def schema(layer: str, table: str, fmt: str | None = None) -> dict:
     format's own (`fmt`, e.g. sgio)."""
     cols = {"ios": ios_schema, "segments": segments_schema}[table](layer)
     return {**cols, **{c: t for c, t in _format_io_columns(fmt).items() if c not in cols}} if table == "ios" else cols
-
-
-def device_id(layer: str, columns) -> pl.Expr:
-    """The `LAYER:ADDRESS` expression over a frame with `columns` (see the module doc)."""
-    prefix = DEVICE_PREFIX[layer] + ":"
-    if layer == "bus":
-        t, lun = pl.col("target").cast(pl.Utf8), pl.col("lun").cast(pl.Utf8) if "lun" in columns else None
-        addr = t if lun is None else pl.when(pl.col("lun").is_null()).then(t).otherwise(pl.concat_str(t, pl.lit(":"), lun))
-        return (pl.lit(prefix) + addr).alias("device_id")
-    if "device" not in columns:
-        return pl.lit(None, dtype=pl.Utf8).alias("device_id")
-    dev = pl.when(pl.col("device") == "").then(None).otherwise(pl.col("device"))
-    return (pl.lit(prefix) + dev).alias("device_id")
 
 
 def _typed(frame: pl.DataFrame, declared: dict, extra: dict) -> pl.DataFrame:

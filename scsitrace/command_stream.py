@@ -20,7 +20,6 @@ import polars as pl
 from . import model, stats, tiling
 from ._native import stat as _stat
 from .command_tables import COMMANDS, DEVICES, SRT, SRT_HISTOGRAM, _device_key
-from .schema import NULL
 from .stats import HIST_EDGES_NS, LATENCY_SCHEMA, HISTOGRAM_SCHEMA
 
 EDGES = [*HIST_EDGES_NS, None]
@@ -268,18 +267,15 @@ class Tiler:
         devices = p["device"].unique().sort()
         code = {d: k for k, d in enumerate(devices.to_list())}
         carry = len(self.PHASES) - 1
-        carried = [(code[d], NULL, 0, c, carry, NULL) for d, c in self.covered.items() if d in code]
-        phase = p["phase"].cast(pl.Int64).to_numpy() if "phase" in p.columns else np.zeros(p.height, np.int64)
-        rows = np.column_stack([
-            (p["device"].rank("dense").to_numpy() - 1).astype(np.int64), p["io"].cast(pl.Int64).to_numpy(),
-            p["start_ns"].to_numpy(), p["end_ns"].to_numpy(), phase,
-            p["bytes"].cast(pl.Int64).fill_null(NULL).to_numpy()]).astype(np.int64)
-        if carried:
-            rows = np.concatenate([np.array(carried, np.int64).reshape(-1, 6), rows])
+        carried = [(code[d], c) for d, c in self.covered.items() if d in code]
+        rows = tiling.pieces_frame(
+            dev=[k for k, _ in carried], io=[None] * len(carried), start=[0] * len(carried),
+            end=[c for _, c in carried], phase=[carry] * len(carried), bytes=[None] * len(carried))
+        rows = pl.concat([rows, tiling.pieces_frame(
+            dev=p["device"].rank("dense") - 1, io=p["io"], start=p["start_ns"], end=p["end_ns"],
+            phase=p["phase"] if "phase" in p.columns else pl.repeat(0, p.height, eager=True), bytes=p["bytes"])])
         t = tiling.tile(rows, 0, self.PHASES)
-        keep = t["phase"] != carry
-        t = {**{c: t[c][keep] for c in tiling.PIECE_COLUMNS}, "phases": t["phases"]}
-        seg = tiling.segments_frame(t, devices)
+        seg = tiling.segments_frame(t["segments"].filter(pl.col("phase") != carry), t["phases"], devices)
         # where each device's last segment ends (pieces come in start order, so a later one
         # starts there or after: the time covered before it)
         for d, end in seg.filter(pl.col("phase") != tiling.IDLE).group_by("device").agg(
@@ -303,11 +299,10 @@ class Tiler:
         if tail:
             devices = pl.Series(list(tail), dtype=pl.Utf8)
             n = len(tail)
-            none = np.full(n, NULL, np.int64)
-            self._segments(tiling.segments_frame({
-                "dev": np.arange(n), "io": none, "start": np.array(list(tail.values()), np.int64),
-                "end": np.full(n, elapsed_ns, np.int64), "phase": np.zeros(n, np.int64), "bytes": none,
-                "phases": ["IDLE"]}, devices))
-        empty = tiling.segments_frame({"start": []}, pl.Series([], dtype=pl.Utf8))
+            self._segments(tiling.segments_frame(tiling.pieces_frame(
+                dev=range(n), io=[None] * n, start=list(tail.values()), end=[elapsed_ns] * n, phase=[0] * n,
+                bytes=[None] * n), ["IDLE"], devices))
+        empty = tiling.segments_frame(tiling.pieces_frame(**{c: [] for c in tiling.PIECE_COLUMNS}), [],
+                                      pl.Series([], dtype=pl.Utf8))
         totals = {k: v for k, v in self.totals.items() if self.counts[k]}
         return self.kept.frame(empty, ["device", "start_ns"]), totals, len(self.covered)

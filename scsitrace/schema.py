@@ -137,6 +137,26 @@ def frame(rows: dict, schema: dict) -> pl.DataFrame:
     return df
 
 
+# Device ids, one form across layers (reports/typed_export.py tells it): LAYER:ADDRESS
+DEVICE_PREFIX = {"bus": "bus", "usb": "usb", "scsilog": "scsi", "block": "block"}
+DEVICE_FORM = {"bus": "bus:TARGET:LUN", "usb": "usb:BUS:DEVICE:LUN",
+               "scsilog": "scsi:HOST:CHANNEL:ID:LUN (SG_IO: scsi:/dev/NODE)", "block": "block:MAJOR,MINOR"}
+
+
+def device_id(layer: str, columns) -> pl.Expr:
+    """The `LAYER:ADDRESS` expression over a frame with `columns`: bus TARGET:LUN (TARGET when
+    the LUN is unknown), the other layers their `device` column; null where unknown."""
+    prefix = DEVICE_PREFIX[layer] + ":"
+    if layer == "bus":
+        t, lun = pl.col("target").cast(pl.Utf8), pl.col("lun").cast(pl.Utf8) if "lun" in columns else None
+        addr = t if lun is None else pl.when(pl.col("lun").is_null()).then(t).otherwise(pl.concat_str(t, pl.lit(":"), lun))
+        return (pl.lit(prefix) + addr).alias("device_id")
+    if "device" not in columns:
+        return pl.lit(None, dtype=pl.Utf8).alias("device_id")
+    dev = pl.when(pl.col("device") == "").then(None).otherwise(pl.col("device"))
+    return (pl.lit(prefix) + dev).alias("device_id")
+
+
 NULL = -(1 << 63)                 # a missing time in numpy int64 columns
 
 ARROW_FROM_ROWS = 1 << 12

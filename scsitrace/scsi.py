@@ -198,16 +198,14 @@ def decode_cdb_matrix(m, n, command_set: str | None = None) -> dict:
     pass (Rust: native/src/bus/cdb.rs `CdbDecoder`, given the opcode tables once); opcodes
     named by `command_set` (command_sets.py)."""
     import numpy as np
-    from .schema import nullable
+    import polars as pl
     names, decoder = _decoder(command_set)
     m = np.asarray(m, np.uint8)
     if not len(m):      # (rust-numpy refuses the zero strides numpy gives a (0, 16) array)
         m = np.zeros((0, 16), np.uint8)
-    d = decoder.decode(np.ascontiguousarray(m), np.ascontiguousarray(n, np.int64))
-    return {"opcode": nullable(d["opcode"], ~d["opcode_valid"], "opcode"),
-            "command": names.gather(d["name_at"]).alias("command"),
-            **{k: nullable(d[field], ~d[f"{field}_valid"], k)
-               for k, field in (("lba", "lba"), ("blocks", "blocks"), ("cdb_lun", "lun"))}}
+    d = pl.DataFrame(decoder.decode(np.ascontiguousarray(m), np.ascontiguousarray(n, np.int64)))
+    return {"opcode": d["opcode"], "command": names.gather(d["name_at"]).alias("command"),
+            "lba": d["lba"], "blocks": d["blocks"], "cdb_lun": d["cdb_lun"]}
 
 
 @functools.cache

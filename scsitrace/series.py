@@ -35,6 +35,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from . import schema
 from .tables import Table
 from . import time_bins as tb
 
@@ -74,7 +75,8 @@ class Series:
         self.axis.declare("lat", np.int64, LAT_BUCKETS)
         self.axis.declare("lat_max", np.int64, how="max")
         self.n, self.has_bytes, self.has_lba = 0, False, False
-        self.edges: list[tuple[np.ndarray, np.ndarray]] = []
+        self.edges: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []   # start, end, device code
+        self.devices: list[str] = []          # device_id by device code
         self.edges_kept = 0
         self.edges_dropped = False
         self.ops: list[str] = []
@@ -84,10 +86,12 @@ class Series:
         self.latency_points = _LatencyPoints()
 
     def add(self, start_ns, end_ns, nbytes=None, response_ns=None, lba=None, op=None,
-            flight=None) -> None:
+            flight=None, device=None) -> None:
         """A batch of completed I/Os: int64 arrays (nbytes and lba: null as a masked or
         negative value), `op` a polars/numpy array of names; `flight`: the (start, end) of the
-        in-flight interval when it is not [start_ns, end_ns) (block: dispatch to completion)."""
+        in-flight interval when it is not [start_ns, end_ns) (block: dispatch to completion);
+        `device`: each I/O's device_id (schema.device_id; null: unknown), or a pair (codes,
+        device_ids) of a layer that has its devices as small integers."""
         start = np.maximum(np.asarray(start_ns, np.int64) - self.origin, 0)
         end = np.maximum(np.asarray(end_ns, np.int64) - self.origin, start)
         if not len(start):
@@ -108,13 +112,13 @@ class Series:
         f_start, f_end = (start, end) if flight is None else tb.flight(*flight, self.origin)
         if len(f_end):
             axis.reach(int(f_end.max()))
-        self._add_flight(f_start, f_end)
+        self._add_flight(f_start, f_end, self._device_codes(device, len(start)))
         codes = self._op_codes(op, len(start))
         self.latency_points.add(end, resp, codes)
         if lba is not None:
             self._add_offsets(start, np.asarray(lba, np.int64), codes)
 
-    def _add_flight(self, start: np.ndarray, end: np.ndarray) -> None:
+    def _add_flight(self, start: np.ndarray, end: np.ndarray, device: np.ndarray) -> None:
         w, nb = self.axis.width, self.axis.nb
         bs, be = start // w, end // w
         same = bs == be
@@ -131,8 +135,27 @@ class Series:
         if self.edges_kept + len(start) > KEEP_EDGES:
             self.edges, self.edges_dropped = [], True
             return
-        self.edges.append((start.copy(), end.copy()))
+        self.edges.append((start.copy(), end.copy(), device))
         self.edges_kept += len(start)
+
+    def _device_codes(self, device, n: int) -> np.ndarray:
+        """Each I/O's device as an index into self.devices (-1: unknown)."""
+        if device is None:
+            return np.full(n, -1, np.int64)
+        if isinstance(device, tuple):
+            codes, names = device
+            local = np.array([self._device_code(d) for d in names] + [-1], np.int64)
+            codes = np.asarray(codes, np.int64)
+            return local[np.where(codes < 0, len(names), codes)]
+        ids = pl.Series(device, dtype=pl.Utf8)
+        names = ids.drop_nulls().unique(maintain_order=True).to_list()
+        local = pl.Series([self._device_code(d) for d in names], dtype=pl.Int64)
+        return ids.replace_strict(names, local, default=-1, return_dtype=pl.Int64).to_numpy()
+
+    def _device_code(self, device_id: str) -> int:
+        if device_id not in self.devices:
+            self.devices.append(device_id)
+        return self.devices.index(device_id)
 
     def _op_codes(self, op, n: int) -> np.ndarray:
         """Each I/O's op as an index into self.ops; `op`: names (None: unknown), or a pair
@@ -191,7 +214,7 @@ class Series:
         return {"series_rates": rates, "series_queue": queue,
                 "series_latency": self._latency(elapsed_ns, lat_width), "latency_cdf": self._cdf(),
                 "offsets": self._offsets(), "latency_points": self._latency_points,
-                "depth_steps": self._depth_steps}, notes
+                "depth_steps": self._depth_steps, "device_depth_steps": self._device_depth_steps}, notes
 
     def _binned(self, name: str, elapsed_ns: int, width: int) -> tuple[np.ndarray, np.ndarray]:
         """(the array merged to `width` and to the shown bins, each bin's covered ns)."""
@@ -274,14 +297,28 @@ class Series:
         time cancel), from the same intervals as series_queue."""
         if self.edges_dropped or not self.edges:
             return DEPTH_STEPS.empty()
+        steps = self._steps(by_device=False)
+        return steps.select("t_ns", "in_flight").cast(DEPTH_STEPS.schema)
+
+    def _device_depth_steps(self) -> pl.DataFrame:
+        """depth_steps per device (the I/Os of a known device), each device's steps in time order."""
+        if self.edges_dropped or not self.edges or not self.devices:
+            return DEVICE_DEPTH_STEPS.empty()
+        steps = self._steps(by_device=True).filter(pl.col("dev") >= 0)
+        return steps.select(pl.Series(self.devices, dtype=pl.Utf8).gather(steps["dev"]).alias("device_id"),
+                            "t_ns", "in_flight").cast(DEVICE_DEPTH_STEPS.schema)
+
+    def _steps(self, by_device: bool) -> pl.DataFrame:
+        """Every change of the I/Os in flight (of all devices, or of each: `dev`): +1 at each
+        start, -1 at each end, summed per instant, the running level where it moved."""
         starts = np.concatenate([e[0] for e in self.edges])
         ends = np.concatenate([e[1] for e in self.edges])
-        times, where = np.unique(np.concatenate([starts, ends]), return_inverse=True)
-        delta = np.bincount(where, weights=np.r_[np.ones(len(starts)), -np.ones(len(ends))],
-                            minlength=len(times)).astype(np.int64)
-        moved = delta != 0
-        return pl.DataFrame({"t_ns": times[moved] + self.origin, "in_flight": np.cumsum(delta)[moved]},
-                            schema=DEPTH_STEPS.schema)
+        dev = np.concatenate([e[2] for e in self.edges]) if by_device else np.zeros(len(starts), np.int64)
+        n = len(starts)
+        events = pl.DataFrame({"dev": np.r_[dev, dev], "t_ns": np.r_[starts, ends] + self.origin,
+                               "delta": np.r_[np.ones(n, np.int64), -np.ones(n, np.int64)]})
+        steps = events.group_by("dev", "t_ns").agg(pl.col("delta").sum()).sort("dev", "t_ns")
+        return steps.with_columns(pl.col("delta").cum_sum().over("dev").alias("in_flight")).filter(pl.col("delta") != 0)
 
 
 class _LatencyPoints:
@@ -403,7 +440,11 @@ LAT_POINTS = Table("latency_points", {"op": pl.Utf8, "end_ns": pl.Int64, "respon
 DEPTH_STEPS = Table("depth_steps", {"t_ns": pl.Int64, "in_flight": pl.Int64},
                     "every change of the number of I/Os in flight (the intervals series_queue counts): the level "
                     f"once every start and end at t_ns is applied; empty past {KEEP_EDGES:,} I/Os", in_json=False)
-SERIES_TABLES = (RATES, QUEUE, LATENCY, CDF, OFFSETS, LAT_POINTS, DEPTH_STEPS)
+DEVICE_DEPTH_STEPS = Table("device_depth_steps", {"device_id": pl.Utf8, "t_ns": pl.Int64, "in_flight": pl.Int64},
+                           "depth_steps per device (device_id, schema.device_id's form): every change of the "
+                           "number of that device's I/Os in flight, in time order; I/Os of an unknown device "
+                           f"count in depth_steps only; empty past {KEEP_EDGES:,} I/Os", in_json=False)
+SERIES_TABLES = (RATES, QUEUE, LATENCY, CDF, OFFSETS, LAT_POINTS, DEPTH_STEPS, DEVICE_DEPTH_STEPS)
 
 
 def declared(options) -> tuple:
@@ -411,8 +452,8 @@ def declared(options) -> tuple:
     return SERIES_TABLES if getattr(options, "series", True) else ()
 
 
-def add_ios(series: Series, ios: pl.DataFrame) -> None:
-    """A batch of `ios` rows (schema.IOS columns): its completed I/Os with both times."""
+def add_ios(series: Series, ios: pl.DataFrame, layer: str) -> None:
+    """A batch of `ios` rows (schema.IOS columns) of `layer`: its completed I/Os with both times."""
     if not ios.height:
         return
     done = ios.filter(pl.col("complete").fill_null(False) & pl.col("start_ns").is_not_null()
@@ -426,6 +467,7 @@ def add_ios(series: Series, ios: pl.DataFrame) -> None:
                        size.cast(pl.Int64).fill_null(-1).alias("bytes"), resp.cast(pl.Int64).alias("resp"),
                        (pl.col("lba").cast(pl.Int64).fill_null(-1) if "lba" in done.columns
                         else pl.lit(-1, pl.Int64)).alias("lba"),
-                       (pl.col("op").cast(pl.Utf8) if "op" in done.columns else pl.lit(None, pl.Utf8)).alias("op"))
+                       (pl.col("op").cast(pl.Utf8) if "op" in done.columns else pl.lit(None, pl.Utf8)).alias("op"),
+                       schema.device_id(layer, done.columns))
     series.add(cols["start_ns"].to_numpy(), cols["end_ns"].to_numpy(), cols["bytes"].to_numpy(),
-               cols["resp"].to_numpy(), cols["lba"].to_numpy(), cols["op"])
+               cols["resp"].to_numpy(), cols["lba"].to_numpy(), cols["op"], device=cols["device_id"])

@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 from scsitrace import tiling
 from scsitrace.bus import runs
 from scsitrace.reports import _handshakes as hs
-from scsitrace.schema import NULL
 
 PHASES = ["A", "B", "C"]
 
@@ -22,8 +21,8 @@ def piece_sets(draw):
     for i in range(n):
         start = draw(st.integers(0, 60))
         rows.append((draw(st.integers(0, 2)), i, start, start + draw(st.integers(-3, 25)),
-                     draw(st.integers(0, len(PHASES) - 1)), draw(st.sampled_from([NULL, 512]))))
-    return np.array(rows, np.int64).reshape(-1, 6), draw(st.integers(0, 100))
+                     draw(st.integers(0, len(PHASES) - 1)), draw(st.sampled_from([None, 512]))))
+    return rows, draw(st.integers(0, 100))
 
 
 def _tiles_by_instant(pieces, elapsed):
@@ -32,8 +31,8 @@ def _tiles_by_instant(pieces, elapsed):
     segment is a maximal run of instants of one owner."""
     idle = len(PHASES)
     segs, totals, counts = [], [0] * (idle + 1), [0] * (idle + 1)
-    for d in sorted(set(pieces[:, 0].tolist())):
-        mine = sorted((p for p in pieces.tolist() if p[0] == d), key=lambda p: p[2])
+    for d in sorted({p[0] for p in pieces}):
+        mine = sorted((p for p in pieces if p[0] == d), key=lambda p: p[2])
         horizon = max([elapsed] + [p[3] for p in mine])
         owner = []
         for t in range(horizon):
@@ -49,7 +48,7 @@ def _tiles_by_instant(pieces, elapsed):
             while e < len(owner) and owner[e] == owner[t]:
                 e += 1
             o = owner[t]
-            row = (d, NULL, t, e, idle, NULL) if o is None else (d, o[1], t, e, o[4], o[5])
+            row = (d, None, t, e, idle, None) if o is None else (d, o[1], t, e, o[4], o[5])
             segs.append(row)
             totals[row[4]] += e - t
             counts[row[4]] += 1
@@ -60,10 +59,11 @@ def _tiles_by_instant(pieces, elapsed):
 @settings(max_examples=200, deadline=None)
 @given(piece_sets())
 def test_tiling_gives_each_instant_to_the_earliest_starting_piece(case):
-    pieces, elapsed = case
+    rows, elapsed = case
+    pieces = tiling.pieces_frame(**dict(zip(tiling.PIECE_COLUMNS, zip(*rows) if rows else [[]] * 6)))
     got = tiling.tile(pieces, elapsed, PHASES)
-    segs, totals, counts = _tiles_by_instant(pieces, elapsed)
-    assert list(zip(*(got[c].tolist() for c in tiling.PIECE_COLUMNS))) == segs
+    segs, totals, counts = _tiles_by_instant(rows, elapsed)
+    assert got["segments"].rows() == segs
     names = [*PHASES, tiling.IDLE]
     assert got["totals"] == {names[k]: totals[k] for k in range(len(names)) if counts[k]}
     assert got["devices"] == len({s[0] for s in segs})

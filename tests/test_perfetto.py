@@ -181,6 +181,30 @@ def test_counters_are_the_declared_tables(capsys, tmp_path, name):
         assert level == row["max_in_flight"], row
 
 
+@pytest.mark.parametrize("trace", [TRACES["sgio"], ROOT / "fixtures/bus/random4k-l3/trace.ancot"])
+def test_each_device_has_its_queue_depth(capsys, tmp_path, trace):
+    """With several devices, each device's track holds a `queue depth` counter: its rows of
+    device_depth_steps (from 0 before its first start), and at every instant the devices'
+    levels add up to the root's queue depth."""
+    (tracks, _, counters), ios, _, _ = export(capsys, tmp_path, trace)
+    steps = scsitrace.analyze(trace).tables["device_depth_steps"]
+    assert steps["device_id"].n_unique() >= 2
+    assert set(steps["device_id"]) <= set(ios["device_id"].drop_nulls())
+    device_tracks = {u: n for u, (n, parent) in tracks.items() if n in set(steps["device_id"])}
+    shown = {device_tracks[parent]: counters.get(u, []) for u, (n, parent) in tracks.items()
+             if n == "queue depth" and parent in device_tracks}
+    assert set(shown) == set(steps["device_id"])
+    for (device_id,), rows in steps.group_by("device_id"):
+        want = [(t, float(v)) for t, v in rows.select("t_ns", "in_flight").iter_rows()]
+        if want[0][0] > 0:
+            want.insert(0, (0, 0.0))
+        assert shown[device_id] == want, device_id
+    root = next(u for u, (n, parent) in tracks.items() if parent is None)
+    total = next(counters[u] for u, (n, parent) in tracks.items() if parent == root and n == "queue depth")
+    for t, level in total:
+        assert level == sum(next((v for s, v in reversed(c) if s <= t), 0) for c in shown.values()), t
+
+
 @pytest.mark.parametrize("case", ["lsi_randread4k", "usb_bufread32k"])
 def test_crosslayer_one_io_across_the_layer_tracks(capsys, tmp_path, case):
     """crosslayer --perfetto: per layer a track group with every matched I/O at its times

@@ -147,6 +147,39 @@ def test_latency_points_and_depth_steps_hold_every_io(w):
             assert steps["in_flight"].to_numpy()[b == k].max() <= queue["max_in_flight"][k]
 
 
+@settings(max_examples=40, deadline=None)
+@given(workloads(), st.integers(1, 4), st.data())
+def test_device_depth_steps_are_each_devices_level(w, n_dev, data):
+    """Per device (I/Os of an unknown device left out), the level at each of its steps is the
+    brute-force count of its I/Os in flight, equal for any batching; summed over the devices
+    (none unknown) it is depth_steps' level."""
+    start, end, nbytes, lba, op, elapsed, cuts = w
+    names = np.array([f"usb:1:{k}:0" for k in range(n_dev)] + [None], object)
+    dev = names[np.array(data.draw(st.lists(st.integers(0, n_dev), min_size=len(start), max_size=len(start))))]
+
+    def steps(order, cuts):
+        s = S.Series()
+        for part in np.split(order, [c for c in cuts if c < len(order)]):
+            if len(part):
+                s.add(start[part], end[part], nbytes[part], end[part] - start[part], lba[part], list(op[part]),
+                      device=list(dev[part]))
+        return s.tables(elapsed)[0]
+
+    whole = steps(np.arange(len(start)), [])
+    split = steps(np.random.default_rng(len(cuts)).permutation(len(start)), cuts)
+    by_dev = whole["device_depth_steps"]()
+    assert by_dev.sort("device_id", "t_ns").equals(split["device_depth_steps"]().sort("device_id", "t_ns"))
+    for (d,), rows in by_dev.group_by("device_id"):
+        mine = dev == d
+        for x, level in rows.select("t_ns", "in_flight").iter_rows():
+            assert level == int(((start <= x) & (end > x) & mine).sum())
+    if all(d is not None for d in dev):
+        level_at = lambda rows, x: next((v for t, v in reversed(rows) if t <= x), 0)  # noqa: E731
+        per = [r.select("t_ns", "in_flight").rows() for _, r in by_dev.group_by("device_id")]
+        for x, level in whole["depth_steps"]().iter_rows():
+            assert level == sum(level_at(r, x) for r in per)
+
+
 def test_latency_points_every_io_then_exact_cells(monkeypatch):
     rng = np.random.default_rng(4)
     n = 5000

@@ -1,8 +1,10 @@
 //! scsitrace's compiled per-record passes: one Rust module per area, each a Python submodule
 //! of `scsitrace._native` (built at install time by setuptools-rust; nothing is compiled at
-//! first use). Every function takes numpy arrays and releases the GIL while it loops.
+//! first use). Records cross as Arrow record batches (src/arrow.rs: nulls, no sentinels) or
+//! named structs of numpy arrays; every function releases the GIL while it loops.
 use pyo3::prelude::*;
 
+mod arrow;
 mod block;
 mod bus;
 mod bytes;
@@ -27,6 +29,7 @@ fn submodule(parent: &Bound<PyModule>, name: &str, fill: fn(&Bound<PyModule>) ->
 
 #[pymodule]
 fn _native(m: &Bound<PyModule>) -> PyResult<()> {
+    m.add_class::<arrow::Columns>()?;            // every pass's result: an Arrow record batch
     submodule(m, "bytes", bytes::register)?;
     submodule(m, "stat", stat::register)?;
     submodule(m, "bus", bus::register)?;       // bus captures, logic analyzers, VCD, shared tables

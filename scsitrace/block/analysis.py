@@ -9,6 +9,7 @@ from .. import bandwidth, series
 from ..errors import UsageError
 from ..filters import check_found, check_window, refuse
 from ..model import KEEP_IOS, Analysis, Capture
+from ..schema import DEVICE_PREFIX
 from ..stats import HIST_EDGES_NS, LATENCY_TABLES, HISTOGRAM_SCHEMA, LATENCY_SCHEMA
 from .events import _rwbs, dev_name
 from .machine import NONE, event_chunks, rows_frame, run as run_machine
@@ -93,7 +94,7 @@ def _add_series(over_time: series.Series, rows: dict) -> None:
     done = rows["c_t"] != NONE
     if not done.any():
         return
-    pick = {k: np.asarray(rows[k])[done] for k in ("q_t", "c_t", "d_t", "bytes", "sector", "action")}
+    pick = {k: np.asarray(rows[k])[done] for k in ("q_t", "c_t", "d_t", "bytes", "sector", "action", "device")}
     # blkparse's RWBS depends on the action's category bits and whether it moved bytes: a few pairs
     key = ((pick["action"].astype(np.int64) >> 16) & 0xFFFF) * 2 + (pick["bytes"] > 0)
     combos = np.flatnonzero(np.bincount(key, minlength=2))
@@ -101,8 +102,10 @@ def _add_series(over_time: series.Series, rows: dict) -> None:
     code_of[combos] = np.arange(len(combos))
     codes = code_of[key]
     names = [_rwbs(int(k // 2) << 16, bool(k % 2)) for k in combos]
+    devices, device_codes = np.unique(pick["device"], return_inverse=True)
+    device_ids = [f"{DEVICE_PREFIX['block']}:{dev_name(int(d))}" for d in devices]
     over_time.add(pick["q_t"], pick["c_t"], pick["bytes"], pick["c_t"] - pick["q_t"], pick["sector"],
-                  (codes, names), flight=(pick["d_t"], pick["c_t"]))
+                  (codes, names), flight=(pick["d_t"], pick["c_t"]), device=(device_codes, device_ids))
 
 
 def _names(capture: Capture) -> dict:

@@ -129,7 +129,7 @@ def _analysis(capture, options, runs, walker: Walker, reducer, invert, polarity_
     series_tables = {}
     if options.series:              # the figures over time, when a view draws them
         over_time = series.Series(stats.first_ns or 0)
-        series.add_ios(over_time, chosen.ios)
+        series.add_ios(over_time, chosen.ios, "bus")
         series_tables, series_notes = over_time.tables(elapsed)
         notes += series_notes
         if walker.unmatched_completions:

@@ -154,7 +154,7 @@ class _Run:
             self.rows += ios.height
             self.tables.add(ios)
             self.kept.add(ios)
-            series.add_ios(self.series, ios)
+            series.add_ios(self.series, ios, "scsilog")
             if self.collected is not None:
                 self.collected.add(ios)
         if self.sink is not None:

@@ -99,7 +99,7 @@ def _series_tables(ios: pl.DataFrame, elapsed: int, notes: list[str], options) -
     tables = {}
     if getattr(options, "series", True):
         over_time = series.Series()
-        series.add_ios(over_time, ios)
+        series.add_ios(over_time, ios, "usb")
         tables, more = over_time.tables(elapsed)
         notes += more
     notes += bandwidth.declare(tables, ios, thinned=False, options=options)

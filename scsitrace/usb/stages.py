@@ -82,34 +82,37 @@ def tile(ios: pl.DataFrame, elapsed_ns: int, segments: bool = True) -> dict:
     command first: when that comes out in time order, as Bulk-Only traffic does, the
     tiling needs no sort, and its totals no piece table.)"""
     if not ios.height:
-        return tiling.tile(np.empty((0, len(tiling.PIECE_COLUMNS)), np.int64), elapsed_ns, PIECE_PHASES, segments)
+        return tiling.tile(tiling.pieces_frame(**{c: [] for c in tiling.PIECE_COLUMNS}), elapsed_ns, PIECE_PHASES,
+                           segments)
     commands = CommandStages.of(ios)
     if not segments:
         names = [*PIECE_PHASES, tiling.IDLE]
         totals, counts, in_order, devices = stage_totals(commands, names.index(tiling.IDLE), len(names), elapsed_ns)
         if in_order:
             return tiling.tile_totals(names, totals, counts, devices)
-    pieces, _, in_order = stage_pieces(commands, by_command=True)
+    pieces, in_order = stage_pieces(commands, by_command=True)
     if not in_order:
-        pieces, _, _ = stage_pieces(commands, by_command=False)
-    return tiling.tile(pieces, elapsed_ns, PIECE_PHASES, segments, in_order)
+        pieces, _ = stage_pieces(commands, by_command=False)
+    return tiling.tile(pieces, elapsed_ns, PIECE_PHASES, segments)
 
 
 def segments_frame(full: pl.DataFrame, elapsed_ns: int) -> pl.DataFrame:
     """The segment frame (schema SEGMENTS + device) of the commands (`ios_frame`)."""
     names = full.select("_dev", "device").unique("_dev").sort("_dev")["device"] if full.height else None
-    return tiling.segments_frame(tile(full, elapsed_ns), names)
+    t = tile(full, elapsed_ns)
+    return tiling.segments_frame(t["segments"], t["phases"], names)
 
 
-def stage_pieces(commands: CommandStages, by_command: bool) -> tuple[np.ndarray, np.ndarray, bool]:
-    """Stage pieces of commands as tiling.PIECE_COLUMNS rows (device, io, start, end, phase,
-    bytes), in one compiled pass (scsitrace._native.usb.stage_pieces): a command's pieces are
-    COMMAND, GAP before the data (or status), DATA, GAP after the data, STATUS (none without a
-    command submit), listed block by block (every COMMAND, every GAP, ...) or, with
-    `by_command`, command by command. Returns (pieces, each piece's block 0-4, whether they
-    came out in (device, start, block) order: then they are also in the order a stable sort of
-    the block-by-block pieces by (device, start) gives (ties: block, then command))."""
-    return _usb.stage_pieces(commands, bool(by_command))
+def stage_pieces(commands: CommandStages, by_command: bool) -> tuple[pl.DataFrame, bool]:
+    """Stage pieces of commands (tiling.PIECE_COLUMNS: device, io, start, end, phase, bytes;
+    and `block`, 0-4), in one compiled pass (scsitrace._native.usb.stage_pieces): a command's
+    pieces are COMMAND, GAP before the data (or status), DATA, GAP after the data, STATUS
+    (none without a command submit), listed block by block (every COMMAND, every GAP, ...) or,
+    with `by_command`, command by command. Returns (pieces, whether they came out in (device,
+    start, block) order: then they are also in the order a stable sort of the block-by-block
+    pieces by (device, start) gives (ties: block, then command))."""
+    found = _usb.stage_pieces(commands, bool(by_command))
+    return pl.DataFrame(found.pieces), found.in_order
 
 
 def stage_totals(commands: CommandStages, idle: int, n_phases: int, elapsed: int) -> tuple:

@@ -27,7 +27,7 @@ from .. import bandwidth, completeness, heap, model, schema, scsi, series, tilin
 from .._native import usb as _usb
 from ..command_stream import Tables, thinning_notes
 from ..model import Analysis
-from ..schema import NULL
+from ..schema import NULL, nullable
 from ..streams import prefetched
 from .bot import BOT_REASONS, bot_commands
 from .ios import IOS_EXTRA, STAGES, control_anomalies, ios_frame
@@ -92,7 +92,7 @@ class _Run:
         full = self._frame(found, self.rows)[0]
         self.rows += full.height
         if self.series is not None:
-            series.add_ios(self.series, full)
+            series.add_ios(self.series, full, "usb")
             self.collected.add(full)
         if self.sink is not None:
             self.sink(full.select(self.columns), self.capture)
@@ -197,10 +197,10 @@ def _tables(r: dict) -> Tables:
 
 def _segments(s: dict, phases: list[str]) -> pl.DataFrame:
     """The kept segments (the machine's columns: tiling.segments_frame), by device and start."""
-    if not len(s["start"]):
-        return tiling.segments_frame({"start": []}, pl.Series([], dtype=pl.Utf8))
     names = pl.Series(s.pop("device_names"), dtype=pl.Utf8)
-    frame = tiling.segments_frame({**s, "phases": phases}, names).sort(["device", "start_ns"])
+    pieces = tiling.pieces_frame(**{c: nullable(s[c], name=c) if c in ("io", "bytes") else s[c]
+                                    for c in tiling.PIECE_COLUMNS})
+    frame = tiling.segments_frame(pieces, phases, names).sort(["device", "start_ns"])
     del s
     heap.release_freed_memory()
     return frame

@@ -2,10 +2,12 @@
 //! opcode groups as 256-entry lookup tables built in scsi.py and handed over once
 //! (`CdbDecoder`).
 use numpy::ndarray::ArrayView2;
-use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2};
+use arrow_array::types::Int64Type;
+use numpy::{PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+
+use crate::arrow::{ints, options_of, Columns};
 
 /// The LUN of a SCSI-1 style CDB (`len` bytes, opcode `op`, byte 1 `byte1`): bits 7-5 of
 /// byte 1 when the opcode's group carries one there (`lun_groups`, scsi.py `_lun_groups`:
@@ -84,11 +86,10 @@ impl CdbDecoder {
                         sa_name: table(&sa_name, "sa_name")?, no_name })
     }
 
-    /// CDBs as rows of `m` (at least 16 bytes) and their lengths `n` (-1: none) -> a dict of
-    /// columns: opcode, name_at (the name index), lba, blocks, lun, each with its validity
-    /// (`<column>_valid`: false where the CDB has no such field).
-    fn decode<'py>(&self, py: Python<'py>, m: PyReadonlyArray2<u8>, n: PyReadonlyArray1<i64>)
-                   -> PyResult<Bound<'py, PyDict>> {
+    /// CDBs as rows of `m` (at least 16 bytes) and their lengths `n` (-1: none) -> columns
+    /// opcode, name_at (the name index), lba, blocks, cdb_lun; null where the CDB has no such
+    /// field.
+    fn decode(&self, py: Python, m: PyReadonlyArray2<u8>, n: PyReadonlyArray1<i64>) -> PyResult<Columns> {
         let m = m.as_array();
         let n = n.as_slice()?;
         let rows = m.shape()[0];
@@ -96,19 +97,14 @@ impl CdbDecoder {
             return Err(PyValueError::new_err("CdbDecoder.decode: array shapes"));
         }
         let decoded: Vec<Decoded> = py.allow_threads(|| (0..rows).map(|i| self.row(&m, i, n[i])).collect());
-        let out = PyDict::new_bound(py);
-        let column = |name: &str, get: &dyn Fn(&Decoded) -> Option<i64>| -> PyResult<()> {
-            let (values, valid): (Vec<i64>, Vec<bool>) =
-                decoded.iter().map(|d| get(d).map_or((0, false), |v| (v, true))).unzip();
-            out.set_item(name, values.into_pyarray_bound(py))?;
-            out.set_item(format!("{}_valid", name), valid.into_pyarray_bound(py))
-        };
-        column("opcode", &|d| d.opcode)?;
-        column("lba", &|d| d.lba)?;
-        column("blocks", &|d| d.blocks)?;
-        column("lun", &|d| d.lun.map(|v| v as i64))?;
-        out.set_item("name_at", decoded.iter().map(|d| d.name_at).collect::<Vec<i64>>().into_pyarray_bound(py))?;
-        Ok(out)
+        let column = |get: &dyn Fn(&Decoded) -> Option<i64>| options_of::<Int64Type>(decoded.iter().map(get));
+        Columns::new(vec![
+            ("opcode", column(&|d| d.opcode)),
+            ("name_at", ints(decoded.iter().map(|d| d.name_at).collect())),
+            ("lba", column(&|d| d.lba)),
+            ("blocks", column(&|d| d.blocks)),
+            ("cdb_lun", column(&|d| d.lun.map(|v| v as i64))),
+        ])
     }
 }
 

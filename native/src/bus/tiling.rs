@@ -1,11 +1,8 @@
 //! The command layers' tiling (scsitrace/tiling.py): stage pieces -> segments tiling each
 //! device's time with IDLE.
-use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1, PyReadonlyArray2,
-            PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
-const NULL: i64 = i64::MIN; // scsitrace/schema.py NULL
-const COLS: usize = 6; // tiling.PIECE_COLUMNS: dev, io, start, end, phase, bytes
+use crate::arrow::{ints, ints_or_null, Columns, Table, NULL};
 
 /// One device's tiling step (tiling.py's `place`, `add_piece`, `close_device`): a piece gets
 /// the part of its time no earlier piece covers; the gap before that part is IDLE. Shared by
@@ -44,41 +41,53 @@ fn err(what: &str) -> PyErr {
     pyo3::exceptions::PyValueError::new_err(format!("tiling: {what}"))
 }
 
-/// dev * span + start of each piece, span past every time and `elapsed`; whether they ascend.
-#[pyfunction]
-fn device_start_key<'py>(py: Python<'py>, pieces: PyReadonlyArray2<'py, i64>, elapsed: i64)
-                         -> PyResult<(Bound<'py, PyArray1<i64>>, bool)> {
-    let p = pieces.as_slice()?;
-    if pieces.shape()[1] != COLS {
-        return Err(err("pieces need 6 columns"));
+/// A stage piece (tiling.PIECE_COLUMNS): device code, io, start, end, phase code, bytes
+/// (io and bytes NULL where none).
+type Piece = [i64; 6];
+
+/// The pieces of a `Table` (columns dev, io, start, end, phase, bytes; io and bytes nullable)
+/// as rows, which keep each piece in one cache line while the pass visits them in time order.
+fn piece_rows(t: &Table, n_phases: usize) -> PyResult<Vec<Piece>> {
+    let (dev, start, end, phase) = (t.i64s("dev")?, t.i64s("start")?, t.i64s("end")?, t.i64s("phase")?);
+    let (io, bytes) = (t.i64s_or_null("io")?, t.i64s_or_null("bytes")?);
+    if phase.iter().any(|&p| p < 0 || p as usize >= n_phases) {
+        return Err(err("a piece's phase code is out of range"));
     }
-    let (key, in_order) = py.allow_threads(|| {
-        let span = p.chunks_exact(COLS).fold(elapsed, |s, r| s.max(r[2]).max(r[3])) + 1;
-        let key: Vec<i64> = p.chunks_exact(COLS).map(|r| r[0].wrapping_mul(span).wrapping_add(r[2])).collect();
-        let in_order = key.windows(2).all(|w| w[1] >= w[0]);
-        (key, in_order)
-    });
-    Ok((key.into_pyarray_bound(py), in_order))
+    Ok((0..t.len()).map(|k| [dev[k], io[k], start[k], end[k], phase[k], bytes[k]]).collect())
 }
 
-/// Pieces taken in `order` (by device, then start) tiled per device with `idle` (a phase code
-/// below `n_phases`) -> (the segments as PIECE_COLUMNS arrays when `emit`, else none; time and
-/// segment count per phase code; devices with segments).
-#[pyfunction]
-fn tile<'py>(py: Python<'py>, order: PyReadonlyArray1<'py, i64>, pieces: PyReadonlyArray2<'py, i64>, idle: usize,
-             n_phases: usize, elapsed: i64, emit: bool)
-             -> PyResult<(Vec<Bound<'py, PyArray1<i64>>>, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>, i64)> {
-    let order = order.as_slice()?;
-    let p = pieces.as_slice()?;
-    if pieces.shape()[1] != COLS || idle >= n_phases
-        || order.iter().any(|&k| k < 0 || k as usize >= pieces.shape()[0])
-        || (0..pieces.shape()[0]).any(|k| p[k * COLS + 4] < 0 || p[k * COLS + 4] as usize >= n_phases) {
-        return Err(err("array shapes"));
+/// The pieces' order by device, then start, then piece order (they often come so already).
+fn device_start_order(p: &[Piece]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..p.len()).collect();
+    if !p.windows(2).all(|w| (w[0][0], w[0][2]) <= (w[1][0], w[1][2])) {
+        order.sort_by_key(|&k| (p[k][0], p[k][2]));
     }
+    order
+}
+
+/// `tile`'s result: the segments (PIECE_COLUMNS, when asked for), time and segment count per
+/// phase code (`by_phase`: time, segments), and how many devices have segments.
+#[pyclass(get_all)]
+struct Tiled {
+    segments: Option<Py<Columns>>,
+    by_phase: Py<Columns>,
+    devices: i64,
+}
+
+/// Pieces (a `Table`, see `piece_rows`) tiled per device with `idle` (a phase code below
+/// `n_phases`) up to `elapsed`, in (device, start, piece) order.
+#[pyfunction]
+fn tile(py: Python, pieces: Table, idle: usize, n_phases: usize, elapsed: i64, emit: bool) -> PyResult<Tiled> {
+    if idle >= n_phases {
+        return Err(err("idle is not a phase code"));
+    }
+    let p = piece_rows(&pieces, n_phases)?;
+    drop(pieces);
     let (cols, totals, counts, devices) = py.allow_threads(|| {
-        let mut cols: [Vec<i64>; COLS] = Default::default();
+        let order = device_start_order(&p);
+        let mut cols: [Vec<i64>; 6] = Default::default();
         let (mut totals, mut counts) = (vec![0i64; n_phases], vec![0i64; n_phases]);
-        let mut put = |row: [i64; COLS]| {
+        let mut put = |row: Piece| {
             if emit {
                 for (c, v) in row.into_iter().enumerate() {
                     cols[c].push(v);
@@ -89,10 +98,10 @@ fn tile<'py>(py: Python<'py>, order: PyReadonlyArray1<'py, i64>, pieces: PyReado
         let n = order.len();
         let mut k = 0;
         while k < n {
-            let d = p[order[k] as usize * COLS];
+            let d = p[order[k]][0];
             let mut tiling = DeviceTiling::new();
-            while k < n && p[order[k] as usize * COLS] == d {
-                let r = &p[order[k] as usize * COLS..][..COLS];
+            while k < n && p[order[k]][0] == d {
+                let r = &p[order[k]];
                 if let Some((idle_from, s)) = tiling.place(r[2], r[3]) {
                     if idle_from < s {
                         totals[idle] += s - idle_from;
@@ -116,12 +125,19 @@ fn tile<'py>(py: Python<'py>, order: PyReadonlyArray1<'py, i64>, pieces: PyReado
         }
         (cols, totals, counts, devices)
     });
-    let columns = if emit { cols.into_iter().map(|c| PyArray1::from_vec_bound(py, c)).collect() } else { Vec::new() };
-    Ok((columns, PyArray1::from_vec_bound(py, totals), PyArray1::from_vec_bound(py, counts), devices))
+    let segments = if emit {
+        let [dev, io, start, end, phase, bytes] = cols;
+        let c = Columns::new(vec![("dev", ints(dev)), ("io", ints_or_null(io)), ("start", ints(start)),
+                                  ("end", ints(end)), ("phase", ints(phase)), ("bytes", ints_or_null(bytes))])?;
+        Some(Py::new(py, c)?)
+    } else {
+        None
+    };
+    let by_phase = Py::new(py, Columns::new(vec![("time", ints(totals)), ("segments", ints(counts))])?)?;
+    Ok(Tiled { segments, by_phase, devices })
 }
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(device_start_key, m)?)?;
     m.add_function(wrap_pyfunction!(tile, m)?)?;
     Ok(())
 }

@@ -6,11 +6,11 @@ use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadwriteArr
 use pyo3::types::PyDict;
 use pyo3::prelude::*;
 
+use crate::arrow::{ints, ints_or_null, Columns};
+pub(super) use crate::arrow::NULL;
 use crate::bus::tiling::DeviceTiling;
 
 use super::stream::UrbBatch;
-
-pub(super) const NULL: i64 = i64::MIN;
 const EV_S: u8 = b'S';
 const EV_C: u8 = b'C';
 const EV_E: u8 = b'E';
@@ -598,18 +598,22 @@ impl Stages<'_> {
     }
 }
 
-/// The stage pieces of the commands (tiling.PIECE_COLUMNS rows: device, io, start, end, phase,
-/// bytes; NULL bytes outside DATA), block by block or command by command (`by_command`):
-/// (pieces as an (n, 6) array, each piece's block (0 COMMAND, 1 GAP before the data, 2 DATA,
-/// 3 GAP, 4 STATUS), whether they came out in (device, start, block) order).
+/// `stage_pieces`' result: the pieces (tiling.PIECE_COLUMNS: device, io, start, end, phase,
+/// bytes, null outside DATA; and each piece's `block`: 0 COMMAND, 1 GAP before the data, 2 DATA,
+/// 3 GAP, 4 STATUS) and whether they came out in (device, start, block) order.
+#[pyclass(get_all)]
+struct StagePieces {
+    pieces: Py<Columns>,
+    in_order: bool,
+}
+
+/// The stage pieces of the commands, block by block or command by command (`by_command`).
 #[pyfunction]
-fn stage_pieces<'py>(py: Python<'py>, commands: CommandStages<'py>, by_command: bool)
-                     -> PyResult<(Bound<'py, PyArray2<i64>>, Bound<'py, PyArray1<i64>>, bool)> {
+fn stage_pieces(py: Python, commands: CommandStages, by_command: bool) -> PyResult<StagePieces> {
     let c = commands.slices()?;
-    let (out, blocks, in_order) = py.allow_threads(|| {
+    let (cols, in_order) = py.allow_threads(|| {
         let n = c.dev.len();
-        let mut out: Vec<i64> = Vec::with_capacity(5 * n * 6);
-        let mut blocks: Vec<i64> = Vec::with_capacity(5 * n);
+        let mut cols: [Vec<i64>; 7] = std::array::from_fn(|_| Vec::with_capacity(5 * n));
         let mut in_order = true;
         let (mut prev_dev, mut prev_start, mut prev_block) = (-1i64, NULL, -1i64);
         for a in 0..5 * n {
@@ -618,10 +622,11 @@ fn stage_pieces<'py>(py: Python<'py>, commands: CommandStages<'py>, by_command: 
             if start == NULL || end == NULL {
                 continue;
             }
-            out.extend_from_slice(&[c.dev[i], c.io[i], start, end, stage as i64,
-                                    if block == 2 { c.data_bytes[i] } else { NULL }]);
             let b = block as i64;
-            blocks.push(b);
+            let row = [c.dev[i], c.io[i], start, end, stage as i64, if block == 2 { c.data_bytes[i] } else { NULL }, b];
+            for (col, v) in cols.iter_mut().zip(row) {
+                col.push(v);
+            }
             let after = c.dev[i] > prev_dev
                 || (c.dev[i] == prev_dev && (start > prev_start || (start == prev_start && b >= prev_block)));
             in_order = in_order && after;
@@ -629,11 +634,13 @@ fn stage_pieces<'py>(py: Python<'py>, commands: CommandStages<'py>, by_command: 
             prev_start = start;
             prev_block = b;
         }
-        (out, blocks, in_order)
+        (cols, in_order)
     });
-    let rows = blocks.len();
-    let pieces = PyArray1::from_vec_bound(py, out).reshape([rows, 6])?;
-    Ok((pieces, PyArray1::from_vec_bound(py, blocks), in_order))
+    let [dev, io, start, end, phase, bytes, block] = cols;
+    let pieces = Columns::new(vec![("dev", ints(dev)), ("io", ints_or_null(io)), ("start", ints(start)),
+                                   ("end", ints(end)), ("phase", ints(phase)), ("bytes", ints_or_null(bytes)),
+                                   ("block", ints(block))])?;
+    Ok(StagePieces { pieces: Py::new(py, pieces)?, in_order })
 }
 
 /// The tiling totals (time and segments per phase code, scsitrace/tiling.py `tile` with
