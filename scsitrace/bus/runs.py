@@ -167,12 +167,12 @@ class RunReducer:
         return raw_idx[group_first_raw], raw_start[group_first_raw], merged_key[group_first_raw]
 
     def _aggregate(self, tr: _Piece, first, starts, ends, keys, prev_lines) -> dict:
-        """Per-run handshake counts, first REQ, last data-bus value and the bytes of
-        COMMAND/STATUS/MESSAGE runs, as numpy columns (-1: none)."""
+        """Per-run handshake counts, first REQ (-1: none), and the last data-bus value and
+        the bytes of COMMAND/STATUS/MESSAGE runs (`db`: their Columns)."""
         t, lines = tr.t, tr.lines
         n_req, n_ack, atn, first_req = _run_sums(t, lines, prev_lines, first)
         none = np.zeros(0, np.uint8)
-        db_last, cuts, values = _bus.run_bytes({
+        found = _bus.run_bytes({
             "lines": np.ascontiguousarray(lines, dtype=np.uint16),
             "db": none if tr.db is None else np.ascontiguousarray(tr.db, dtype=np.uint8),
             "has_db": none.view(bool) if tr.db is None else np.ascontiguousarray(tr.has_db, dtype=bool),
@@ -180,19 +180,19 @@ class RunReducer:
             "keys": np.ascontiguousarray(keys, dtype=np.uint16), "req_unresolved": n_ack > n_req,
             "has_req": self.has_req, "has_ack": self.has_ack})
         return {"start_ns": starts, "end_ns": ends, "key": keys.astype(np.uint16), "atn": atn, "n_req": n_req,
-                "n_ack": n_ack, "first_req_ns": first_req, "db_last": db_last, "n_bytes": np.diff(cuts),
-                "bytes": values}
+                "n_ack": n_ack, "first_req_ns": first_req, "bytes": found.bytes, "db": found.runs}
 
 
 def _runs_frame(parts: list[dict]) -> pl.DataFrame:
     """The runs frame (RUN_SCHEMA) of the pieces' columns."""
-    col = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
-    first_req, db_last = col["first_req_ns"], col["db_last"]
+    col = {name: np.concatenate([p[name] for p in parts]) for name in parts[0] if name != "db"}
+    db = pl.concat([pl.DataFrame(p["db"]) for p in parts])
+    first_req = col["first_req_ns"]
     return pl.DataFrame([
         *(pl.Series(name, col[name]) for name in ("start_ns", "end_ns", "key", "atn", "n_req", "n_ack")),
         pl.Series("first_req_ns", first_req).set(pl.Series(first_req < 0), None),
-        pl.Series("db_last", np.maximum(db_last, 0).astype(np.uint8)).set(pl.Series(db_last < 0), None),
-        _byte_lists(col["bytes"], col["n_bytes"]),
+        db["db_last"].cast(pl.UInt8),
+        _byte_lists(col["bytes"], db["n_bytes"].to_numpy()),
     ])
 
 

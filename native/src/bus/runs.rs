@@ -1,7 +1,10 @@
 //! Stage 1 of the bus machine (scsitrace/bus/runs.py): runs of equal phase key and the
 //! handshakes summed per run.
+use arrow_array::types::UInt8Type;
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
+
+use crate::arrow::{ints, options_of, Columns};
 
 /// First transition and phase key of each run of equal key (before skew folding).
 #[pyfunction]
@@ -115,14 +118,20 @@ fn info_run(key: u16) -> bool {
     key & BSY != 0 && key & (SEL | RST) == 0 && matches!(code, 0b010 | 0b011 | 0b110 | 0b111)
 }
 
-type Bytes<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u8>>);
+/// The data-bus bytes of a piece's runs (`run_bytes`).
+#[pyclass(get_all)]
+struct RunBytes {
+    /// per run: `db_last` (the last data-bus value sampled; null: none) and `n_bytes`
+    runs: Py<Columns>,
+    /// the runs' handshake bytes in order, n_bytes[r] of run r
+    bytes: Py<PyArray1<u8>>,
+}
 
-/// Per run: the last data-bus value sampled (-1: none), and the byte
-/// of each handshake in COMMAND, STATUS and MESSAGE runs (IN phases at REQ assertion, OUT at
-/// ACK; with one of them not captured, REQ's two edges or ACK's assertion) as offsets and
-/// values: run r's bytes are values[cuts[r]..cuts[r + 1]].
+/// Per run: the last data-bus value sampled, and the byte of each handshake in COMMAND,
+/// STATUS and MESSAGE runs (IN phases at REQ assertion, OUT at ACK; with one of them not
+/// captured, REQ's two edges or ACK's assertion).
 #[pyfunction]
-fn run_bytes<'py>(py: Python<'py>, piece: RunPiece<'py>) -> PyResult<Bytes<'py>> {
+fn run_bytes(py: Python, piece: RunPiece) -> PyResult<RunBytes> {
     let (lines, db, has_db) = (piece.lines.as_slice()?, piece.db.as_slice()?, piece.has_db.as_slice()?);
     let (first, keys, unresolved) = (piece.first.as_slice()?, piece.keys.as_slice()?, piece.req_unresolved.as_slice()?);
     let n = lines.len();
@@ -133,25 +142,25 @@ fn run_bytes<'py>(py: Python<'py>, piece: RunPiece<'py>) -> PyResult<Bytes<'py>>
         return Err(pyo3::exceptions::PyValueError::new_err("run_bytes: array shapes"));
     }
     let (has_req, has_ack, prev_lines) = (piece.has_req, piece.has_ack, piece.prev_lines);
-    let (last, cuts, values) = py.allow_threads(|| {
+    let (last, counts, values) = py.allow_threads(|| {
         let runs = first.len();
-        let mut last = vec![-1i64; runs];
-        let mut cuts = Vec::with_capacity(runs + 1);
+        let mut last = vec![None; runs];
+        let mut counts = Vec::with_capacity(runs);
         let mut values = Vec::new();
-        cuts.push(0i64);
         let mut prev = prev_lines;
         for r in 0..runs {
             let (start, stop) = (first[r] as usize, if r + 1 < runs { first[r + 1] as usize } else { n });
             if !sampled {
-                cuts.push(0);
+                counts.push(0);
                 continue;
             }
             let keep = info_run(keys[r]);
+            let before = values.len();
             let inbound = keys[r] & IO != 0;
             for i in start..stop {
                 let ln = lines[i];
                 if has_db[i] {
-                    last[r] = db[i] as i64;
+                    last[r] = Some(db[i]);
                     if keep {
                         let rising = ln & !prev;
                         let at = if has_req && has_ack {
@@ -168,11 +177,12 @@ fn run_bytes<'py>(py: Python<'py>, piece: RunPiece<'py>) -> PyResult<Bytes<'py>>
                 }
                 prev = ln;
             }
-            cuts.push(values.len() as i64);
+            counts.push((values.len() - before) as i64);
         }
-        (last, cuts, values)
+        (last, counts, values)
     });
-    Ok((last.into_pyarray_bound(py), cuts.into_pyarray_bound(py), values.into_pyarray_bound(py)))
+    let runs = Columns::new(vec![("db_last", options_of::<UInt8Type>(last)), ("n_bytes", ints(counts))])?;
+    Ok(RunBytes { runs: Py::new(py, runs)?, bytes: values.into_pyarray_bound(py).unbind() })
 }
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
