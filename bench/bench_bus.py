@@ -61,7 +61,7 @@ def child(mode: str, path: str) -> None:
     from scsitrace.model import Capture
     if mode == "text-warm":  # the scanner's first call (the extension module's load) outside the timing
         from scsitrace.parsers import _ancot_scan
-        _ancot_scan.scan_block(b"0 0\n", np.array([1], dtype=np.uint16), 0)
+        _ancot_scan.scan_block(b"0 0\n", _ancot_scan.Layout(np.array([1], dtype=np.uint16), 0))
     t0 = time.perf_counter()
     if mode.startswith("text"):
         cap = parsers.parse(path)

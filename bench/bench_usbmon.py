@@ -58,15 +58,13 @@ def replicate(src: str, dst: str, times: int) -> None:
     """`dst`: the records of the pcap `src` `times` over, copy k's times (pcap record and
     usbmon header) shifted by k x the source's span in whole seconds (built in numpy)."""
     import numpy as np
-    from scsitrace._native import usb
+    from scsitrace.parsers import _pcap_scan
     if os.path.exists(dst):
         return
     t = time.perf_counter()
     raw = np.fromfile(src, np.uint8)
     body = raw[24:]
-    offsets = np.empty(len(body) // 16 + 1, np.int64)
-    n, _ = usb.walk_chain(body, 0, 16, 8, False, offsets)
-    offsets = offsets[:n]
+    offsets, _ = _pcap_scan.walk_chain(body, 0, 16, 8, False)
     sec = body[offsets[:, None] + np.arange(4)].copy().view("<u4").reshape(-1).astype(np.int64)
     span = int(sec.max() - sec.min()) + 1
     with open(dst + ".tmp", "wb") as fh:
@@ -79,7 +77,7 @@ def replicate(src: str, dst: str, times: int) -> None:
                     copy[offsets + at + b] = v[:, b]
             copy.tofile(fh)
     os.replace(dst + ".tmp", dst)
-    print(f"generated {dst} ({times} x {n} packets) in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    print(f"generated {dst} ({times} x {len(offsets)} packets) in {time.perf_counter() - t:.1f} s", file=sys.stderr)
 
 
 # Runs a command and prints its wall time, CPU time and peak RSS. A child's ru_maxrss starts

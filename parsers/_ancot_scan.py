@@ -7,6 +7,8 @@ signal, DB, DBP. Tick order is checked afterwards, in bulk, by the caller.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from scsitrace._native import bus as _bus
@@ -14,26 +16,20 @@ from scsitrace._native import bus as _bus
 BAD_COUNT, BAD_TICK, BAD_DB, BAD_DBP = 1, 2, 3, 4
 BAD_SIGNAL = 16  # + index of the signal
 MAX_DIGITS = 18  # any 18-digit tick fits int64
-BAD_ROOM = 1024  # bad records a first scan of a block keeps
 
 
-def scan_block(buf: bytes, sig_bits: np.ndarray, n_data: int):
-    """Scan one block of whole lines -> (good, bad, number of lines in the block, tick
-    decreases), where good = (line_idx, tick, lines, db, db_null, dbp) and bad = (line_idx,
-    reason, found)."""
-    a = np.frombuffer(buf, dtype=np.uint8)
-    # a good record is every field (at least a byte each), a blank between each and the line's
-    # end: arrays of that bound, not of a record per two bytes (10x less fresh memory a block)
-    cap = len(buf) // (2 * (1 + len(sig_bits) + n_data)) + 1
-    good = (np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.uint16),
-            np.zeros(cap if n_data else 0, np.uint8), np.ones(cap if n_data else 0, np.bool_),
-            np.full(cap if n_data == 2 else 0, -1, np.int8))
-    sig_bits = np.ascontiguousarray(sig_bits, dtype=np.uint16)
-    room = BAD_ROOM
-    while True:             # bad records are few: room for BAD_ROOM, a second scan with room for all
-        bad = (np.empty(room, np.int64), np.empty(room, np.int16), np.empty(room, np.int32))
-        n_good, n_bad, n_lines, decreases = _bus.ancot_scan(a, sig_bits, n_data, *good, *bad)
-        if n_bad <= room:
-            break
-        room = n_bad
-    return tuple(x[:n_good] for x in good), tuple(x[:n_bad] for x in bad), n_lines, decreases
+@dataclass(frozen=True)
+class Layout:
+    """The record layout of a file, as the scanner reads it (by name: native/src/bus/ancot.rs):
+    the line bit of each signal column in order, and the data columns after them (0; 1: DB;
+    2: DB DBP)."""
+    sig_bits: np.ndarray
+    n_data: int
+
+
+def scan_block(buf: bytes, layout: Layout):
+    """Scan one block of whole lines -> `Scanned`: `good` (columns tick, lines, then db and
+    dbp when the file has them, null for `--` and `-`), `line_idx` (column line_idx: the good
+    records' line indexes in the block), `bad` (columns line, reason, found), `lines` (the
+    lines in the block) and `decreases` (tick decreases among the good)."""
+    return _bus.ancot_scan(np.frombuffer(buf, dtype=np.uint8), layout)

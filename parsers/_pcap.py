@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
+import polars as pl
 
 from scsitrace.errors import BadInput, TruncatedInput
 from . import _pcap_scan
@@ -294,21 +295,19 @@ def chain_end(path: str, strict: bool, how: str, offset: int, length: int = 0,
 def read_pcapng(path: str, buf: np.ndarray, le: bool, strict: bool) -> Packets:
     """Every packet of a pcapng file (the blocks walked by `PcapngWalk`, in one read), over `buf`."""
     walk = PcapngWalk(path, le, strict, read_bytes=max(len(buf), 1))
-    parts = []
-    for _, rows, base in walk:
-        rows[:, 3] += base
-        parts.append(rows)
-    arr = np.concatenate(parts) if parts else np.zeros((0, 6), np.int64)
-    return Packets(path, "pcapng", buf, arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3], arr[:, 4],
-                   arr[:, 5], walk.bad, walk.truncated, walk.little_endian, True)
+    parts = [packets.with_columns(pl.col("data_at") + base) for _, packets, base in walk]
+    p = pl.concat(parts) if parts else pl.DataFrame(schema=dict.fromkeys(_pcap_scan.PACKET_COLUMNS, pl.Int64))
+    c = {name: p[name].to_numpy() for name in _pcap_scan.PACKET_COLUMNS}
+    return Packets(path, "pcapng", buf, c["linktype"], c["t_ns"], c["block"], c["data_at"], c["caplen"],
+                   c["origlen"], walk.bad, walk.truncated, walk.little_endian, True)
 
 
 class PcapngWalk:
     """The blocks of a pcapng file walked in bounded reads (`read_bytes` at a time; a block cut
     by a read's end is carried over to the next read, a block longer than the buffer grows it).
-    Iterating yields, per read, (the bytes read, a (packets, 6) int64 array of linktype, time in
-    ns, block offset in the file, data offset in those bytes, captured length, original length,
-    the file offset of those bytes). Interfaces (link type, timestamp resolution) carry across
+    Iterating yields, per read, (the bytes read, a frame of its packets (parsers/_pcap_scan.py
+    PACKET_COLUMNS: link type, time in ns, block offset in the file, data offset in those bytes,
+    captured length, original length), the file offset of those bytes). Interfaces (link type, timestamp resolution) carry across
     reads; a new section header block restarts them. Each read's blocks are walked in one
     compiled pass (parsers/_pcap_scan.py `walk_pcapng`); this drives the reads. A bad block
     (length not a multiple of 4, or below 12; an enhanced packet block naming an unknown
@@ -335,19 +334,19 @@ class PcapngWalk:
                 more = fh.read(self.read_bytes)
                 buf += more
                 data = np.frombuffer(buf, np.uint8)
-                rows, at, big, interfaces, bad, stop, fault_at, why = _pcap_scan.walk_pcapng(
-                    data, pos - base, base, big, interfaces, len(more) == 0, self.strict)
-                self.bad.extend(bad)
-                pos = base + at
-                if stop == _pcap_scan.TRUNCATED:
-                    self.truncated, fault = fault_at, "end"
-                elif stop == _pcap_scan.END:
+                w = _pcap_scan.walk_pcapng(data, pos - base, base, big, interfaces, len(more) == 0, self.strict)
+                big, interfaces = w.big_endian, w.interfaces
+                self.bad.extend(w.bad)
+                pos = base + w.pos
+                if w.stop == _pcap_scan.TRUNCATED:
+                    self.truncated, fault = w.fault_at, "end"
+                elif w.stop == _pcap_scan.END:
                     fault = "end"
-                elif stop == _pcap_scan.BAD:
-                    fault = (fault_at, why)
-                if len(rows):
-                    yield data, rows, base
-                del data, rows                        # not kept alive across the next read
+                elif w.stop == _pcap_scan.BAD:
+                    fault = (w.fault_at, w.fault)
+                if w.packets.height:
+                    yield data, w.packets, base
+                del data, w                           # not kept alive across the next read
                 buf = bytearray(buf[pos - base:])     # the block cut by this read's end (the bytes
                 base = pos                            # yielded stay as they are)
         e = ">" if big else "<"

@@ -108,11 +108,11 @@ def _header_field(header: dict, key: str, value: str, path: str, line_no: int, t
 # ---------------------------------------------------------------- records
 
 class _Decoded:
-    """One block's good records (numpy columns) and bad records (line index, reason)."""
+    """One block's good records (a frame: tick, lines, then db and dbp when the file has
+    them) and bad records (line index, reason)."""
 
-    def __init__(self, tick, lines, db, db_null, dbp, bad_lines, bad_reasons):
-        self.tick, self.lines, self.db, self.db_null, self.dbp = tick, lines, db, db_null, dbp
-        self.bad_lines, self.bad_reasons = bad_lines, bad_reasons
+    def __init__(self, good: pl.DataFrame, bad_lines: np.ndarray, bad_reasons: list[str]):
+        self.good, self.bad_lines, self.bad_reasons = good, bad_lines, bad_reasons
 
 
 def _reason_text(code: int, found: int, header: dict) -> str:
@@ -135,16 +135,15 @@ def _reason_text(code: int, found: int, header: dict) -> str:
 def _decode(scanned, header: dict, last_tick: int | None) -> _Decoded:
     """Checks the scanner leaves to bulk code (tick order), then the block's bad lines in
     line order with the reason each one breaks first."""
-    (line_idx, tick, lines, db, db_null, dbp), (bad_line, bad_reason, bad_found), decreases = scanned
+    good, bad = pl.DataFrame(scanned.good), pl.DataFrame(scanned.bad)
+    line_idx = None                # read only when good records turn out bad
+    tick = good["tick"].to_numpy()
     over = tick > np.iinfo(np.int64).max // header["tick_ns"]
     if over.any():                 # tick x tick_ns beyond int64 nanoseconds: bad lines
-        bad_line = np.concatenate((bad_line, line_idx[over]))
-        bad_reason = np.concatenate((bad_reason, np.full(int(over.sum()), BAD_OVERFLOW, np.int16)))
-        bad_found = np.concatenate((bad_found, np.zeros(int(over.sum()), np.int32)))
-        keep = ~over
-        line_idx, tick, lines = line_idx[keep], tick[keep], lines[keep]
-        db, db_null, dbp = (x[keep] if len(x) else x for x in (db, db_null, dbp))
-    in_order = decreases == 0 and (last_tick is None or not len(tick) or tick[0] >= last_tick)
+        line_idx = pl.DataFrame(scanned.line_idx)["line_idx"]
+        good, bad, line_idx = _move_bad(good, bad, line_idx, over, BAD_OVERFLOW)
+        tick = good["tick"].to_numpy()
+    in_order = scanned.decreases == 0 and (last_tick is None or not len(tick) or tick[0] >= last_tick)
     if not in_order:
         # ticks never decrease: compare with the running maximum of the ticks before
         prev_max = np.maximum.accumulate(tick)
@@ -152,18 +151,25 @@ def _decode(scanned, header: dict, last_tick: int | None) -> _Decoded:
         if last_tick is not None:
             prev_max = np.maximum(prev_max, last_tick)
         backwards = tick < prev_max  # (a backwards tick never raises the maximum, so no loop)
-        keep = ~backwards
-        bad_line = np.concatenate((bad_line, line_idx[backwards]))
-        bad_reason = np.concatenate((bad_reason, np.full(int(backwards.sum()), BAD_BACKWARDS, np.int16)))
-        bad_found = np.concatenate((bad_found, np.zeros(int(backwards.sum()), np.int32)))
-        line_idx, tick, lines = line_idx[keep], tick[keep], lines[keep]
-        db, db_null, dbp = (x[keep] if len(x) else x for x in (db, db_null, dbp))
-    if not len(bad_line):
-        return _Decoded(tick, lines, db, db_null, dbp, bad_line, [])
+        if line_idx is None:
+            line_idx = pl.DataFrame(scanned.line_idx)["line_idx"]
+        good, bad, line_idx = _move_bad(good, bad, line_idx, backwards, BAD_BACKWARDS)
+    if not bad.height:
+        return _Decoded(good, np.zeros(0, np.int64), [])
+    bad_line, bad_reason, bad_found = (bad[c].to_numpy() for c in ("line", "reason", "found"))
     order = np.argsort(bad_line, kind="stable")
-    bad_line = bad_line[order]
     texts = [_reason_text(int(bad_reason[i]), int(bad_found[i]), header) for i in order[:MAX_REPORTED]]
-    return _Decoded(tick, lines, db, db_null, dbp, bad_line, texts)
+    return _Decoded(good, bad_line[order], texts)
+
+
+def _move_bad(good: pl.DataFrame, bad: pl.DataFrame, line_idx: pl.Series, which: np.ndarray, reason: int):
+    """(good, bad, the good records' line indexes) after moving the records `which` selects
+    from good to bad, for `reason`."""
+    which = pl.Series(which)
+    lines = line_idx.filter(which)
+    moved = pl.DataFrame({"line": lines, "reason": pl.repeat(reason, len(lines), dtype=pl.Int16, eager=True),
+                          "found": pl.repeat(0, len(lines), dtype=pl.Int32, eager=True)})
+    return good.filter(~which), pl.concat([bad, moved]), line_idx.filter(~which)
 
 
 MAX_REPORTED = 5
@@ -180,11 +186,11 @@ class _Reader:
                  records: RecordCount, progress=None):
         self.path, self.header, self.offset, self.first_line = path, header, offset, first_line
         self.strict, self.records, self.progress = strict, records, progress
-        self.sig_bits = np.array([1 << schema.SIGNAL_BIT[s] for s in header["signals"]], dtype=np.uint16)
+        self.layout = _scan.Layout(np.array([1 << schema.SIGNAL_BIT[s] for s in header["signals"]], dtype=np.uint16),
+                                   len(header["data"]))
 
     def _scanned_blocks(self):
         """(buf, first line, scan result) in file order, scanning up to two blocks at once."""
-        n_data = len(self.header["data"])
         with ThreadPoolExecutor(max_workers=2) as pool:
             pending = deque()
             line_no = self.first_line
@@ -192,17 +198,17 @@ class _Reader:
                                              progress=self.progress, count_lines=False, views=True,
                                              first_line=self.first_line, strict=self.strict)
             for buf, _ in blocks:
-                pending.append((buf, pool.submit(_scan.scan_block, buf, self.sig_bits, n_data)))
+                pending.append((buf, pool.submit(_scan.scan_block, buf, self.layout)))
                 while len(pending) > 2:
                     buf0, fut = pending.popleft()
-                    good, bad, n_lines, decreases = fut.result()
-                    yield buf0, line_no, (good, bad, decreases)
-                    line_no += n_lines
+                    scanned = fut.result()
+                    yield buf0, line_no, scanned
+                    line_no += scanned.lines
             while pending:
                 buf0, fut = pending.popleft()
-                good, bad, n_lines, decreases = fut.result()
-                yield buf0, line_no, (good, bad, decreases)
-                line_no += n_lines
+                scanned = fut.result()
+                yield buf0, line_no, scanned
+                line_no += scanned.lines
 
     def __call__(self) -> Iterator[pl.DataFrame]:
         self.records.read = self.records.skipped = 0
@@ -213,12 +219,12 @@ class _Reader:
             dec = _decode(scanned, self.header, last_tick)
             if len(dec.bad_lines):
                 self._report_bad(buf, line_no, dec)
-            if not len(dec.tick):
+            if not dec.good.height:
                 continue
-            last_tick = int(dec.tick[-1])
-            self.records.read += len(dec.tick)
+            last_tick = dec.good["tick"][-1]
+            self.records.read += dec.good.height
             ready.append(dec)
-            if sum(len(d.tick) for d in ready) >= CHUNK_RECORDS:
+            if sum(d.good.height for d in ready) >= CHUNK_RECORDS:
                 yield self._frame(ready)
                 ready = []
         if ready:
@@ -227,22 +233,14 @@ class _Reader:
     def _frame(self, decoded: list[_Decoded]) -> pl.DataFrame:
         """One `transitions` frame from several parsed blocks (t_ns from the first record)."""
         data = self.header["data"]
-        tick = np.concatenate([d.tick for d in decoded])
+        tick = np.concatenate([d.good["tick"].to_numpy() for d in decoded])
         if "origin_tick" not in self.header:
             self.header["origin_tick"] = int(tick[0])
-        n = len(tick)
         out = {"t_ns": (tick - self.header["origin_tick"]) * self.header["tick_ns"],
-               "lines": np.concatenate([d.lines for d in decoded])}
-        if data:
-            null = np.concatenate([d.db_null for d in decoded])
-            out["db"] = pl.Series(np.concatenate([d.db for d in decoded]), dtype=pl.UInt8).set(pl.Series(null), None)
-        else:
-            out["db"] = pl.repeat(None, n, dtype=pl.UInt8, eager=True)
-        if len(data) == 2:
-            dbp = np.concatenate([d.dbp for d in decoded])
-            out["dbp"] = pl.Series(dbp == 1).set(pl.Series(dbp == -1), None)
-        else:
-            out["dbp"] = pl.repeat(None, n, dtype=pl.Boolean, eager=True)
+               "lines": np.concatenate([d.good["lines"].to_numpy() for d in decoded])}
+        for name, dtype, present in (("db", pl.UInt8, bool(data)), ("dbp", pl.Boolean, len(data) == 2)):
+            out[name] = (pl.concat([d.good[name] for d in decoded], rechunk=True) if present
+                         else pl.repeat(None, len(tick), dtype=dtype, eager=True))
         return pl.DataFrame(out, schema=schema.TRANSITIONS)
 
     def _report_bad(self, buf: bytes, line_no: int, dec: _Decoded) -> None:

@@ -151,24 +151,23 @@ def _parse_pcap(path: str, strict: bool, read_bytes: int = _usbmon_scan.READ_BYT
     meta = {"container": container, "linktypes": [], "route": "native", "position_unit": "byte offset"}
     records = RecordCount(read=0)
     anomalies: list[dict] = []
-    into = None
     if container == "pcap":
         hdr = _pcap.pcap_header(path, buf, le)
         size = len(buf)
         del buf                             # read in bounded blocks from here on
         header = rec.HEADER.get(hdr.network, rec.USBMON_PACKET_MMAPPED)
 
-        def batches(into=None):
+        def batches(whole=False):
+            # read whole: room for the worst case (pages never written cost nothing), one batch
+            records = max(0, size - hdr.start) // _usbmon_scan.PCAP_RECORD_HEADER + 1 if whole else None
             return _usbmon_scan.PcapBatches(path, hdr.start, hdr.network, not le, hdr.max_len, header.sizeof(),
                                             hdr.network == LINKTYPE_USB_LINUX_MMAPPED, rec.FIELD_AT,
-                                            ISO_DESCRIPTOR_BYTES, DATA_PREFIX, read_bytes, into)
-        # the whole capture's columns, sized for the worst case (pages never written cost nothing)
-        into = _usbmon_scan.Columns(max(0, size - hdr.start) // _usbmon_scan.PCAP_RECORD_HEADER + 1, DATA_PREFIX)
+                                            ISO_DESCRIPTOR_BYTES, DATA_PREFIX, read_bytes, records)
     else:
         size = len(buf)
         del buf
 
-        def batches(into=None):
+        def batches(whole=False):
             return _usbmon_scan.PcapngBatches(path, le, strict, {lt: h.sizeof() for lt, h in rec.HEADER.items()},
                                               LINKTYPE_USB_LINUX_MMAPPED, rec.FIELD_AT, ISO_DESCRIPTOR_BYTES,
                                               DATA_PREFIX, read_bytes)
@@ -177,23 +176,20 @@ def _parse_pcap(path: str, strict: bool, read_bytes: int = _usbmon_scan.READ_BYT
     capture.chunks = lambda: _good_batches(path, batches(), strict, capture)
     if size >= stream_bytes:
         meta["streamable"] = True
-        capture.columns = LazyFrames({"urbs": lambda: _whole(path, batches, into, strict, capture)})
+        capture.columns = LazyFrames({"urbs": lambda: _whole(path, batches, strict, capture)})
         capture.frames = LazyFrames({"urbs": lambda: _validated_frame(capture.columns["urbs"])})
         return capture
-    _whole(path, batches, into, strict, capture)
+    _whole(path, batches, strict, capture)
     urbs = capture.columns["urbs"]
     capture.frames = LazyFrames({"urbs": lambda: _validated_frame(urbs)})
     return capture
 
 
-def _whole(path: str, batches, into, strict: bool, capture: Capture) -> UrbColumns:
+def _whole(path: str, batches, strict: bool, capture: Capture) -> UrbColumns:
     """Every good record of the capture as URB columns (times from the first event),
     also put in `capture.columns`."""
-    parts = list(prefetched(_good_batches(path, batches(into), strict, capture)))
-    if into is not None and all(np.shares_memory(u.t_ns, into.t_ns) for u in parts):
-        urbs = into.urbs(sum(map(len, parts)))       # every record good: the batches are `into`
-    else:
-        urbs = concat_urbs(parts) if parts else _usbmon_scan.Columns(0, DATA_PREFIX).urbs(0)
+    parts = list(prefetched(_good_batches(path, batches(whole=True), strict, capture)))
+    urbs = concat_urbs(parts) if parts else urb_columns(pl.DataFrame(schema=URBS))
     origin = int(urbs.t_ns.min()) if len(urbs) else 0
     urbs.t_ns -= origin
     capture.meta["origin_ns"] = origin

@@ -8,26 +8,33 @@ first (the handshake order), otherwise REQ's edge comes first.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from scsitrace._native import bus as _bus
 
-# slots of the state vector carried from chunk to chunk
-PREV_T, LINES, KEY, REQ_SEEN, N_RUNS = range(5)
-# columns of the per-run table
-START, RUN_KEY, G, UP, TARGET_NS, INITIATOR_NS, EDGES, LAST = range(8)
-RUN_COLUMNS = 8
+# columns of the per-run table (`Handshakes.runs`)
+START, RUN_KEY, G, UP, TARGET_NS, INITIATOR_NS, EDGES, LAST = (
+    "start", "key", "g", "up", "target_ns", "initiator_ns", "edges", "last")
 
 
-def new_runs(lines: np.ndarray, key_table: np.ndarray, key_before: int) -> int:
-    """How many runs of equal phase key start in this chunk."""
-    return _bus.new_runs(np.ascontiguousarray(lines, dtype=np.uint16), key_table, int(key_before))
+@dataclass(frozen=True)
+class Rules:
+    """What the pass reads once (by name: native/src/bus/handshakes.rs): the phase key of each
+    lines value, the REQ and ACK bits, the keys of DATA runs, the histogram's width (ordinary
+    DATA waits below it are counted per ns) and the DATA wait kept individually above
+    `min_long_ns`."""
+    key_table: np.ndarray
+    req_bit: int
+    ack_bit: int
+    data_keys: tuple[int, int]
+    hist_ns: int
+    min_long_ns: int
 
 
-def collect(t, lines, key_table, req_bit, ack_bit, state, runs, hist, kept, data_keys, hist_ns, min_long_ns) -> int:
-    """One chunk. `runs` is the per-run table (rows x RUN_COLUMNS, room for this chunk's new
-    runs); `hist[dur, component]` counts ordinary DATA waits; `kept` (5 x 2*len(t)) receives
-    (t, code, dur, g, run) of the edges kept individually. Returns how many were kept."""
-    return _bus.collect(np.ascontiguousarray(t, dtype=np.int64), np.ascontiguousarray(lines, dtype=np.uint16),
-                        key_table, int(req_bit), int(ack_bit), state, runs, hist, kept,
-                        np.asarray(data_keys, dtype=np.int64), int(hist_ns), int(min_long_ns))
+def handshakes(rules: Rules):
+    """The compiled pass: `feed(transitions)` -> the edges kept individually (t_ns, code,
+    dur_ns, g, run); `runs()` (columns START, RUN_KEY, ...), `hist()` (target, initiator),
+    `n_runs`, `req_seen`."""
+    return _bus.Handshakes(rules)

@@ -65,20 +65,26 @@ class Collector:
     def __init__(self):
         self.complete = False                 # set once a tapped pass has read every chunk
         self.tapped = None                    # the capture's chunks it read
-        self.state = np.zeros(5, dtype=np.int64)
-        # "long before" the first edge (clipped at the body start later); no key yet
-        self.state[_hs.PREV_T], self.state[_hs.KEY] = -(1 << 62), -1
-        self._runs = np.zeros((1024, _hs.RUN_COLUMNS), dtype=np.int64)
-        self.hist = np.zeros((HIST_NS, 2), dtype=np.int64)  # DATA waits (ns x component) below HIST_NS
+        self._pass = _hs.handshakes(_hs.Rules(PHASE_KEY, REQ, ACK, tuple(int(k) for k in DATA_KEYS), HIST_NS,
+                                              MIN_LONG_NS))
+        self._runs: pl.DataFrame | None = None
         self.kept: list[pl.DataFrame] = []
 
     @property
     def n_runs(self) -> int:
-        return int(self.state[_hs.N_RUNS])
+        return self._pass.n_runs
 
-    def column(self, which: int) -> np.ndarray:
+    def column(self, which: str) -> np.ndarray:
         """One column of the per-run table (`_handshakes.START`, `G`, `UP`, ...), run order."""
-        return self._runs[:self.n_runs, which]
+        if self._runs is None:
+            self._runs = pl.DataFrame(self._pass.runs())
+        return self._runs[which].to_numpy()
+
+    @property
+    def hist(self) -> np.ndarray:
+        """DATA waits below HIST_NS, counted per ns (rows) and component (TARGET, INITIATOR)."""
+        h = pl.DataFrame(self._pass.hist())
+        return np.column_stack((h["target"].to_numpy(), h["initiator"].to_numpy()))
 
     def tap(self, capture) -> None:
         """For `load(args, tap=...)`: collect while the bus analysis reads the chunks."""
@@ -99,28 +105,20 @@ class Collector:
     def feed(self, chunk: pl.DataFrame) -> None:
         if not chunk.height:
             return
-        t = chunk["t_ns"].to_numpy()
-        lines = chunk["lines"].to_numpy()
-        need = self.n_runs + _hs.new_runs(lines, PHASE_KEY, self.state[_hs.KEY])
-        if need > len(self._runs):
-            grown = np.zeros((max(need, 2 * len(self._runs)), _hs.RUN_COLUMNS), dtype=np.int64)
-            grown[:len(self._runs)] = self._runs
-            self._runs = grown
-        kept = np.empty((5, 2 * len(t)), dtype=np.int64)
-        n = _hs.collect(t, lines, PHASE_KEY, REQ, ACK, self.state, self._runs, self.hist, kept,
-                        DATA_KEYS, HIST_NS, MIN_LONG_NS)
-        if n:
-            self.kept.append(pl.DataFrame({"t_ns": kept[0, :n], "code": kept[1, :n].astype(np.int8),
-                                           "dur_ns": kept[2, :n], "g": kept[3, :n], "run": kept[4, :n]}))
+        kept = pl.DataFrame(self._pass.feed(chunk.select("t_ns", "lines")))
+        self._runs = None                     # the per-run sums moved on
+        if kept.height:
+            self.kept.append(kept)
 
     def long_thresholds(self) -> dict[int, float]:
         """max(MIN_LONG_NS, LONG_FACTOR x the median DATA wait) per component: the exact median
         of the DATA waits shorter than HIST_NS (the rare longer ones are the pauses themselves),
         so it does not depend on how the transitions were chunked."""
         out = {}
+        hist = self.hist
         for c in (TARGET, INITIATOR):
-            n = int(self.hist[:, c].sum())
-            med = int(np.searchsorted(np.cumsum(self.hist[:, c]), (n + 1) // 2)) if n else 0
+            n = int(hist[:, c].sum())
+            med = int(np.searchsorted(np.cumsum(hist[:, c]), (n + 1) // 2)) if n else 0
             out[c] = max(MIN_LONG_NS, LONG_FACTOR * med)
         return out
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 
 from ._native import bus as _bus
 
@@ -17,9 +18,11 @@ def _as_int64(key: np.ndarray) -> np.ndarray:
 def dense_ids(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(id of each key: 0, 1, ... in order of first appearance; the row where each id first
     appears). Runs of one key, the rule for devices and processes, cost one compare a row."""
-    return _bus.dense_ids(_as_int64(key), True)
+    numbered = _bus.dense_ids(_as_int64(key), True)
+    return pl.DataFrame(numbered.ids)["id"].to_numpy(), pl.DataFrame(numbered.first)["row"].to_numpy()
 
 
 def distinct(key: np.ndarray) -> np.ndarray:
     """The distinct keys, sorted (dense_ids without the per-row ids)."""
-    return np.sort(key[_bus.dense_ids(_as_int64(key), False)[1]])
+    first = pl.DataFrame(_bus.dense_ids(_as_int64(key), False).first)["row"].to_numpy()
+    return np.sort(key[first])

@@ -416,14 +416,13 @@ def pcap_to_pcapng(src, dst) -> None:
     """The packets of the pcap `src` as a pcapng file (one section, one interface of the same
     link type, microsecond times): for benchmarks at any size, written a batch at a time."""
     import numpy as np
-    from scsitrace._native import usb
+    from scsitrace.parsers import _pcap_scan
     raw = np.memmap(src, np.uint8, mode="r")
     body = raw[24:]
     le = struct.unpack_from("<I", bytes(raw[:4]))[0] in (_pcap.PCAP_MAGIC_US, _pcap.PCAP_MAGIC_NS)
     network = struct.unpack_from("<I" if le else ">I", bytes(raw[20:24]))[0]
-    offsets = np.empty(len(body) // 16 + 1, np.int64)
-    n, _ = usb.walk_chain(body, 0, 16, 8, not le, offsets)
-    offsets = offsets[:n]
+    offsets, _ = _pcap_scan.walk_chain(body, 0, 16, 8, not le)
+    n = len(offsets)
     shb = _pcap.pcapng_shb_body().build(dict(byte_order_magic=_pcap.PCAPNG_BYTE_ORDER_MAGIC,
                                              major_version=1, minor_version=0, section_length=-1))
     idb = _pcap.pcapng_idb_body().build(dict(linktype=network, reserved=0, snaplen=262144))

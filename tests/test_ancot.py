@@ -302,12 +302,9 @@ def test_backwards_tick_found_whatever_the_block_boundaries(tmp_path, monkeypatc
     assert cap.transitions().height == len(ticks) - 1 and cap.records.skipped == 1
 
 
-@pytest.mark.parametrize("room", [0, 3, 1024])
-def test_blocks_with_more_bad_records_than_the_first_scan_keeps(tmp_path, monkeypatch, room):
-    """A block whose bad records overflow the first scan's arrays (BAD_ROOM) is scanned
-    again with room for all: every bad line counted, the first one named."""
-    from scsitrace.parsers import _ancot_scan
-    monkeypatch.setattr(_ancot_scan, "BAD_ROOM", room)
+def test_blocks_with_many_bad_records(tmp_path):
+    """A block with as many bad records as good ones (the scanner's bad columns grow): every
+    bad line counted, the first one named."""
     good = [f"{i * 10} 0 0 0 0 0 0 0 1 0 {i % 256:02x}\n" for i in range(1500)]
     body = "".join(line + ("bad\n" if i % 2 else "1 2\n") for i, line in enumerate(good))
     p = write(tmp_path, body)
@@ -329,6 +326,8 @@ def test_densest_good_records_fit_the_scanner_bound():
     sig_bits = np.array([1 << SIGNAL_BIT[s] for s in ("BSY", "SEL", "REQ", "ACK")], np.uint16)
     for n in (1, 2, 7, 1000):
         buf = "\n".join(f"{i % 10} 1 0 {i % 2} 0" for i in range(n)).encode()
-        (line_idx, tick, lines, *_), bad, n_lines, _ = _ancot_scan.scan_block(buf, sig_bits, 0)
-        assert len(tick) == n == n_lines and not len(bad[0])
-        assert tick.tolist() == [i % 10 for i in range(n)] and line_idx.tolist() == list(range(n))
+        scanned = _ancot_scan.scan_block(buf, _ancot_scan.Layout(sig_bits, 0))
+        good, bad = pl.DataFrame(scanned.good), pl.DataFrame(scanned.bad)
+        assert good.height == n == scanned.lines and not bad.height
+        line_idx = pl.DataFrame(scanned.line_idx)["line_idx"]
+        assert good["tick"].to_list() == [i % 10 for i in range(n)] and line_idx.to_list() == list(range(n))

@@ -164,13 +164,35 @@ def test_walk_of_every_bus_fixture_equals_the_reference(path, polarity, monkeypa
     assert_same(walker, reference.walk(runs, a.capture.meta, invert, walker.has_bytes, has_db))
 
 
-def test_bad_batches_are_value_errors():
+def test_bad_batches_are_errors_not_crashes():
+    """A runs frame without a column the walk reads, or with another type, is refused by
+    name; so is a batch after finish."""
+    runs = pl.DataFrame({"start_ns": [0, 10], "end_ns": [10, 20], "key": [0, BSY], "atn": [False, False],
+                         "n_req": [0, 0], "n_ack": [0, 0], "first_req_ns": [None, None], "db_last": [None, 7],
+                         "info_bytes": [None, [1, 2]]}, schema=RUN_SCHEMA)
     w = machine.Walker({}, False, True, True)._walk
-    i64, u8 = np.zeros(2, np.int64), np.zeros(2, np.uint8)
-    with pytest.raises(ValueError):
-        w.feed(i64, i64, np.zeros(2, np.uint16), i64, i64, u8, np.zeros(2, bool), u8, np.array([0, 3, 1]))
-    with pytest.raises(ValueError):
-        w.feed(i64, i64[:1], np.zeros(2, np.uint16), i64, i64, u8, np.zeros(2, bool), u8, np.zeros(3, np.int64))
+    with pytest.raises(ValueError, match="info_bytes"):
+        w.feed(runs.drop("info_bytes"))
+    with pytest.raises(TypeError, match="key"):
+        w.feed(runs.with_columns(pl.col("key").cast(pl.Int64)))
+    w.feed(runs)
     w.finish()
-    with pytest.raises(ValueError):
-        w.feed(i64, i64, np.zeros(2, np.uint16), i64, i64, u8, np.zeros(2, bool), u8, np.zeros(3, np.int64))
+    with pytest.raises(ValueError, match="after finish"):
+        w.feed(runs)
+
+
+def test_unknown_values_are_nulls_not_markers():
+    """What the walk does not know crosses as a null: an I/O begun before the trace has no
+    start, a capture without REQ/ACK no byte counts, an I/O the trace ends inside no status
+    nor end."""
+    runs = pl.DataFrame({"start_ns": [0], "end_ns": [100], "key": [BSY | IO], "atn": [False], "n_req": [0],
+                         "n_ack": [0], "first_req_ns": [None], "db_last": [None], "info_bytes": [None]},
+                        schema=RUN_SCHEMA)
+    ios = machine.Walker({}, False, False, False).walk(runs).ios_frame()
+    assert ios.height == 1
+    row = ios.row(0, named=True)
+    assert row["start_ns"] is None and row["bytes"] is None and row["data_bytes"] is None
+    assert row["partial"] and row["target"] is None and row["opcode"] is None and row["status"] is None
+    assert row["end_ns"] is None and row["op"] == "read"     # no CDB: the DATA IN phase says which way
+    segs = machine.Walker({}, False, False, False).walk(runs).segments()
+    assert segs["bytes"].null_count() == segs.height and segs["target"].null_count() == segs.height

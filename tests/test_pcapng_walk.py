@@ -9,6 +9,7 @@ from __future__ import annotations
 import struct
 
 import numpy as np
+import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -88,7 +89,8 @@ class ReferenceWalk(_pcap.PcapngWalk):
                             rows.append((lt, t, pos, rel + 28, caplen, origlen))
                     pos += blen
                 if rows:
-                    yield np.frombuffer(data, np.uint8), np.asarray(rows, dtype=np.int64).reshape(-1, 6), base
+                    yield np.frombuffer(data, np.uint8), pl.DataFrame(rows, schema=_pcap_scan.PACKET_COLUMNS,
+                                                                      orient="row"), base
                 buf = bytearray(buf[pos - base:])
                 base = pos
         self.e = e
@@ -107,9 +109,9 @@ def _run(cls, path: str, le: bool, strict: bool, read_bytes: int):
     walk = cls(path, le, strict, read_bytes)
     reads, err = [], None
     try:
-        for data, rows, base in walk:
-            assert rows.dtype == np.int64 and rows.ndim == 2 and rows.shape[1] == 6
-            reads.append((base, bytes(data), rows.tolist()))
+        for data, packets, base in walk:
+            assert packets.schema == dict.fromkeys(_pcap_scan.PACKET_COLUMNS, pl.Int64)
+            reads.append((base, bytes(data), packets.rows()))
     except BadInput as exc:
         err = (type(exc).__name__, str(exc), exc.offset)
     return reads, walk.bad, walk.truncated, walk.little_endian, err
@@ -201,13 +203,15 @@ def test_compiled_walk_never_crashes(raw, start, base, big, interfaces, eof, str
     """Any bytes, any start (past the end too), any table: the walk returns a consistent
     answer (rows inside the buffer, a stop position not behind the start) and never panics."""
     buf = np.frombuffer(raw, np.uint8)
-    rows, pos, big2, ifaces, bad, stop, at, why = _pcap_scan.walk_pcapng(buf, start, base, big, interfaces, eof, strict)
-    assert rows.shape[1] == 6 and stop in (_pcap_scan.MORE, _pcap_scan.END, _pcap_scan.TRUNCATED, _pcap_scan.BAD)
-    assert pos >= start and isinstance(big2, bool) and all(len(t) == 2 for t in ifaces)
-    if len(rows):
-        assert (rows[:, 3] + rows[:, 4] <= len(raw)).all() and (rows[:, 2] >= base + start).all()
-    assert (stop == _pcap_scan.BAD) == bool(why)
-    assert all(isinstance(o, int) and isinstance(w, str) for o, w in bad)
+    w = _pcap_scan.walk_pcapng(buf, start, base, big, interfaces, eof, strict)
+    p = w.packets
+    assert p.columns == list(_pcap_scan.PACKET_COLUMNS)
+    assert w.stop in (_pcap_scan.MORE, _pcap_scan.END, _pcap_scan.TRUNCATED, _pcap_scan.BAD)
+    assert w.pos >= start and isinstance(w.big_endian, bool) and all(len(t) == 2 for t in w.interfaces)
+    if p.height:
+        assert (p["data_at"] + p["caplen"] <= len(raw)).all() and (p["block"] >= base + start).all()
+    assert (w.stop == _pcap_scan.BAD) == bool(w.fault)
+    assert all(isinstance(o, int) and isinstance(why, str) for o, why in w.bad)
 
 
 def test_compiled_walk_rejects_a_negative_start():

@@ -1,4 +1,5 @@
-"""The bus runs' data-bus pass (native/src/bus/runs.rs `run_bytes`) and the polarity pass's
+"""The bus runs' data-bus pass (native/src/bus/runs.rs `run_bytes`, with `run_sums`' last
+sampled data-bus value) and the polarity pass's
 asserted times (native/src/bus/polarity.rs `asserted_ns`) against plain-Python statements
 of their rules, on random transitions."""
 from __future__ import annotations
@@ -56,18 +57,20 @@ def test_run_bytes_reads_each_handshake_byte_and_the_last_sampled_value(lines, p
     first = np.array(sorted({0, *data.draw(st.lists(st.integers(1, n), max_size=12))} - {n}), np.int64)
     keys = np.array(data.draw(st.lists(st.integers(0, (1 << 9) - 1), min_size=len(first), max_size=len(first))),
                     np.uint16)
-    unresolved = np.array(data.draw(st.lists(st.booleans(), min_size=len(first), max_size=len(first))), bool)
     if not sampled:
         db, has_db = np.zeros(0, np.uint8), np.zeros(0, bool)
     has_req, has_ack = lines_seen
-    found = _bus.run_bytes({"lines": lines, "db": db, "has_db": has_db, "prev_lines": prev_lines, "first": first,
-                            "keys": keys, "req_unresolved": unresolved, "has_req": has_req, "has_ack": has_ack})
-    got = pl.DataFrame(found.runs)
+    t = np.arange(n, dtype=np.int64)
+    piece = runs._Piece(t, lines, db, has_db) if sampled else runs._Piece(t, lines)
+    found = _bus.run_bytes(piece, {"first": first, "keys": keys, "prev_lines": prev_lines, "has_req": has_req,
+                                   "has_ack": has_ack})
+    sums = pl.DataFrame(_bus.run_sums(piece, first, prev_lines, runs.HANDSHAKE_BITS))
+    unresolved = (sums["n_ack"] > sums["n_req"]).to_list()      # a REQ pulse lost between two samples
     last, values = _expected(lines.tolist(), db if sampled else np.zeros(n, np.uint8),
                              has_db if sampled else np.zeros(n, bool), prev_lines, first.tolist(), keys.tolist(),
                              unresolved, has_req, has_ack)
-    assert got["db_last"].to_list() == last
-    assert got["n_bytes"].to_list() == [len(v) for v in values]
+    assert sums["db_last"].to_list() == (last if sampled else [None] * len(first))
+    assert found.n_bytes.tolist() == [len(v) for v in values]
     assert found.bytes.tolist() == [b for v in values for b in v]
 
 

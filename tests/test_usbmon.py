@@ -405,21 +405,26 @@ def test_text_1t_form(generated, tmp_path):
 
 def _stage_columns(seed, commands):
     """Per-command stage columns of generated commands (device, command time, command, data
-    gap, data, has data, has status), and the elapsed time past their last end."""
-    from scsitrace.schema import NULL
-    from scsitrace.usb import stages
+    gap, data, has data, has status; the frame stages.command_stages makes, null where a
+    time is unknown), and the elapsed time past their last end."""
     dev = np.array(sorted(c[0] for c in commands), np.int64) if seed % 2 else np.array([c[0] for c in commands])
     cmd_s = np.cumsum([c[1] for c in commands]).astype(np.int64)
     cmd_c = cmd_s + [c[2] for c in commands]
-    d0 = np.where([c[5] for c in commands], cmd_c + [c[3] for c in commands], NULL)
-    data_c = np.where(d0 != NULL, d0 + [c[4] for c in commands], NULL)
-    s0 = np.where(data_c != NULL, data_c, cmd_c) + 1
-    sts_c = np.where([c[6] for c in commands], s0 + 2, NULL)
-    data_in = np.array([c[5] for c in commands])
-    elapsed = int(max(cmd_s.max(), np.max(np.where(sts_c != NULL, sts_c, 0))) + seed)
+    has_data, has_status = np.array([c[5] for c in commands]), np.array([c[6] for c in commands])
+    d0 = cmd_c + [c[3] for c in commands]
+    data_c = d0 + [c[4] for c in commands]
+    s0 = np.where(has_data, data_c, cmd_c) + 1
+    sts_c = s0 + 2
+    elapsed = int(max(cmd_s.max(), np.max(np.where(has_status, sts_c, 0))) + seed)
     n = len(commands)
-    return stages.CommandStages.from_arrays(dev=dev, io=np.arange(n), cmd_s=cmd_s, cmd_c=cmd_c, d0=d0, s0=s0,
-                                            data_c=data_c, sts_c=sts_c, data_bytes=np.zeros(n), data_in=data_in), elapsed
+
+    def known(values, where):
+        return pl.Series([int(v) if w else None for v, w in zip(values, where)], dtype=pl.Int64)
+
+    return pl.DataFrame({"dev": dev.astype(np.int64), "io": np.arange(n, dtype=np.int64), "cmd_s": cmd_s,
+                         "cmd_c": cmd_c, "d0": known(d0, has_data), "s0": s0, "data_c": known(data_c, has_data),
+                         "sts_c": known(sts_c, has_status), "data_bytes": np.zeros(n, np.int64),
+                         "data_in": has_data.astype(np.int64)}), elapsed
 
 
 @settings(max_examples=80, deadline=None)
@@ -433,7 +438,8 @@ def test_stage_totals_equal_tiled_pieces(seed, commands):
     from scsitrace.usb import stages
     cols, elapsed = _stage_columns(seed, commands)
     names = [*stages.PIECE_PHASES, tiling.IDLE]
-    totals, counts, in_order, devices = stages.stage_totals(cols, names.index(tiling.IDLE), len(names), elapsed)
+    t = stages.stage_totals(cols, names.index(tiling.IDLE), len(names), elapsed)
+    totals, counts, in_order, devices = t.totals, t.counts, t.in_order, t.devices
     pieces, _ = stages.stage_pieces(cols, by_command=False)
     assert set(pieces["block"]) <= set(range(5))
     want = tiling.tile(pieces, elapsed, stages.PIECE_PHASES, segments=False)

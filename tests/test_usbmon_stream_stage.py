@@ -78,7 +78,7 @@ def _columns(path) -> object:
     return usbmon._parse_pcap(str(path), strict=False).columns["urbs"]
 
 
-def _fed(urbs, cuts: list[int], keep: int) -> tuple[dict, dict, dict, dict]:
+def _fed(urbs, cuts: list[int], keep: int) -> tuple:
     """The machine fed the URBs split at `cuts`: (finish, results, kept rows, segments)."""
     m = _usb.BotStream(keep, False)
     edges = [0, *sorted(set(cuts)), len(urbs)]
@@ -92,20 +92,19 @@ def _fed(urbs, cuts: list[int], keep: int) -> tuple[dict, dict, dict, dict]:
     return found, m.results(), m.kept(), m.segments()
 
 
-def _plain(d: dict) -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, np.ndarray):
-            out[k] = v.tolist()
-        elif k in ("srt",):
-            out[k] = [(op, s.record(), s.histogram(), io, cdb, n) for op, s, io, cdb, n in v]
-        elif k == "latency":
-            out[k] = (v.record(), v.histogram())
-        elif isinstance(v, dict):
-            out[k] = _plain(v)
-        else:
-            out[k] = v
-    return out
+def _plain(x):
+    """A result of the machine (its pyclasses, Columns, Samples, arrays) as plain values."""
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if type(x).__name__ == "Columns":
+        return pl.DataFrame(x).to_dict(as_series=False)
+    if type(x).__name__ == "Samples":
+        return (x.record(), x.histogram())
+    return {k: _plain(getattr(x, k)) for k in dir(x) if not k.startswith("_") and not callable(getattr(x, k))}
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -121,13 +120,14 @@ def test_any_batch_split_gives_the_stage_of_one_batch(tmp_path, n, seed, devices
                                st.lists(st.integers(1, max(1, len(urbs) - 1)), max_size=20)))
     one, split = [_plain(x) for x in _fed(urbs, [], keep)], [_plain(x) for x in _fed(urbs, cuts, keep)]
     assert one[0] == split[0] and one[2] == split[2]      # finish (control requests, counts); kept rows
-    assert len(one[2]["io"]) <= keep and len(one[3]["start"]) <= keep
+    assert len(one[2]["commands"]["io"]) <= keep and len(one[3]["segments"]["start"]) <= keep
     strides = one[1].pop("segment_stride"), split[1].pop("segment_stride")
     assert one[1] == split[1]                             # tables, Samples, totals, strides of the rows
     if devices == 1 and luns == 1:
         assert strides[0] == strides[1] and one[3] == split[3]
     elif strides == (1, 1):     # several devices: segments arrive device by device within a batch
-        rows = [sorted(zip(*(p[3][k] for k in ("dev", "start", "end", "phase", "io", "bytes")))) for p in (one, split)]
+        rows = [sorted(zip(*(p[3]["segments"][k] for k in ("dev", "start", "end", "phase", "io", "bytes"))),
+                       key=repr) for p in (one, split)]
         assert rows[0] == rows[1]
 
 

@@ -157,6 +157,12 @@ impl Table {
         self.values::<Int64Type>(name)
     }
 
+    /// The chunks of a column of any type (a list or string column, read by its own reader).
+    pub fn arrays(&self, name: &str) -> PyResult<Vec<&ArrayRef>> {
+        self.batches.iter().map(|b| b.column_by_name(name)
+            .ok_or_else(|| PyValueError::new_err(format!("table has no column {name:?}")))).collect()
+    }
+
     /// An int64 column with its nulls as `NULL` (the passes' working convention).
     pub fn i64s_or_null(&self, name: &str) -> PyResult<Vec<i64>> {
         let chunks = self.chunks::<Int64Type>(name)?;

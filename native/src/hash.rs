@@ -5,6 +5,15 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
+const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// The one multiply every integer hash of the core is made of (this map's hasher, and
+/// bus/keys.rs's open-addressing table, which takes the high half).
+#[inline(always)]
+pub(crate) fn mix(v: u64) -> u64 {
+    v.wrapping_mul(GOLDEN)
+}
+
 #[derive(Default)]
 pub(crate) struct IntHasher(u64);
 
@@ -15,12 +24,12 @@ impl Hasher for IntHasher {
     }
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            self.0 = mix(self.0.rotate_left(8) ^ b as u64);
         }
     }
     #[inline]
     fn write_u64(&mut self, v: u64) {
-        self.0 = (v ^ self.0.rotate_left(5)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.0 = mix(v ^ self.0.rotate_left(5));
     }
     #[inline]
     fn write_i64(&mut self, v: i64) {

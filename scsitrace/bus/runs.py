@@ -53,11 +53,16 @@ class RunStats:
 
 @dataclass
 class _Piece:
-    """Transitions as numpy columns: time, lines, and the data bus (None when not sampled)."""
+    """Transitions as numpy columns: time, lines, and the data bus (None when not sampled);
+    the compiled passes read it by name (native/src/bus/runs.rs `Piece`)."""
     t: np.ndarray
     lines: np.ndarray
     db: np.ndarray | None = None       # byte values, 0 where not sampled
     has_db: np.ndarray | None = None
+
+    def __post_init__(self):
+        self.t = np.ascontiguousarray(self.t, np.int64)
+        self.lines = np.ascontiguousarray(self.lines, np.uint16)
 
     def __len__(self) -> int:
         return len(self.t)
@@ -103,8 +108,9 @@ class RunReducer:
     _prev_lines: int = 0
 
     def runs(self, chunks: Iterable[pl.DataFrame]) -> Iterator[pl.DataFrame]:
-        """The runs of the chunks, as one frame once they end: each piece's runs are numpy
-        columns, made a frame once (a polars frame per piece cost more than its pass)."""
+        """The runs of the chunks, as one frame once they end: each piece's runs are kept as
+        the compiled passes return them and made one frame at the end (a polars frame per
+        piece cost more than the piece's passes)."""
         parts = []
         for piece in _pieces(chunks):
             if not len(piece):
@@ -126,7 +132,7 @@ class RunReducer:
 
     # -- one piece ---------------------------------------------------------------------
     def _reduce(self, tr: _Piece, final: bool) -> dict | None:
-        first, starts, keys = self._merged_runs(tr.t, tr.lines, final)
+        first, starts, keys = self._merged_runs(tr, final)
         if not final:
             # the last run may go on in the next piece: keep its transitions for later
             first_open = int(first[-1])
@@ -144,10 +150,11 @@ class RunReducer:
             ends = np.append(starts[1:], tr.t[-1])
         return self._aggregate(tr, first, starts, ends, keys, prev_lines)
 
-    def _merged_runs(self, t: np.ndarray, lines: np.ndarray, final: bool):
+    def _merged_runs(self, tr: _Piece, final: bool):
         """Index of the first transition, start and key of each run, after folding skew into
         the next run."""
-        raw_idx, raw_key = _raw_runs(lines, PHASE_KEY)
+        t = tr.t
+        raw_idx, raw_key = _raw_runs(tr)
         raw_start = t[raw_idx]
         raw_end = np.append(raw_start[1:], t[-1])
         dur = raw_end - raw_start
@@ -167,33 +174,25 @@ class RunReducer:
         return raw_idx[group_first_raw], raw_start[group_first_raw], merged_key[group_first_raw]
 
     def _aggregate(self, tr: _Piece, first, starts, ends, keys, prev_lines) -> dict:
-        """Per-run handshake counts, first REQ (-1: none), and the last data-bus value and
-        the bytes of COMMAND/STATUS/MESSAGE runs (`db`: their Columns)."""
-        t, lines = tr.t, tr.lines
-        n_req, n_ack, atn, first_req = _run_sums(t, lines, prev_lines, first)
-        none = np.zeros(0, np.uint8)
-        found = _bus.run_bytes({
-            "lines": np.ascontiguousarray(lines, dtype=np.uint16),
-            "db": none if tr.db is None else np.ascontiguousarray(tr.db, dtype=np.uint8),
-            "has_db": none.view(bool) if tr.db is None else np.ascontiguousarray(tr.has_db, dtype=bool),
-            "prev_lines": int(prev_lines), "first": np.ascontiguousarray(first, dtype=np.int64),
-            "keys": np.ascontiguousarray(keys, dtype=np.uint16), "req_unresolved": n_ack > n_req,
-            "has_req": self.has_req, "has_ack": self.has_ack})
-        return {"start_ns": starts, "end_ns": ends, "key": keys.astype(np.uint16), "atn": atn, "n_req": n_req,
-                "n_ack": n_ack, "first_req_ns": first_req, "bytes": found.bytes, "db": found.runs}
+        """Per-run handshake counts, first REQ, last data-bus value (`sums`: Columns, read
+        at the end) and the bytes of COMMAND/STATUS/MESSAGE runs."""
+        found = _bus.run_bytes(tr, {"first": first, "keys": keys, "prev_lines": int(prev_lines),
+                                    "has_req": self.has_req, "has_ack": self.has_ack})
+        return {"start_ns": starts, "end_ns": ends, "key": keys.astype(np.uint16),
+                "sums": _bus.run_sums(tr, first, prev_lines, HANDSHAKE_BITS), "n_bytes": found.n_bytes,
+                "bytes": found.bytes}
 
 
 def _runs_frame(parts: list[dict]) -> pl.DataFrame:
     """The runs frame (RUN_SCHEMA) of the pieces' columns."""
-    col = {name: np.concatenate([p[name] for p in parts]) for name in parts[0] if name != "db"}
-    db = pl.concat([pl.DataFrame(p["db"]) for p in parts])
-    first_req = col["first_req_ns"]
+    col = {name: np.concatenate([p[name] for p in parts]) for name in ("start_ns", "end_ns", "key", "n_bytes",
+                                                                        "bytes")}
+    sums = pl.concat([pl.DataFrame(p["sums"]) for p in parts])
     return pl.DataFrame([
-        *(pl.Series(name, col[name]) for name in ("start_ns", "end_ns", "key", "atn", "n_req", "n_ack")),
-        pl.Series("first_req_ns", first_req).set(pl.Series(first_req < 0), None),
-        db["db_last"].cast(pl.UInt8),
-        _byte_lists(col["bytes"], db["n_bytes"].to_numpy()),
-    ])
+        pl.Series("start_ns", col["start_ns"]), pl.Series("end_ns", col["end_ns"]), pl.Series("key", col["key"]),
+        *(sums[name] for name in ("atn", "n_req", "n_ack", "first_req_ns", "db_last")),
+        _byte_lists(col["bytes"], col["n_bytes"]),
+    ]).cast(RUN_SCHEMA)
 
 
 def _byte_lists(values: np.ndarray, lengths: np.ndarray) -> pl.Series:
@@ -230,13 +229,18 @@ def _phase_key_table() -> np.ndarray:
 PHASE_KEY = _phase_key_table()
 
 
-def _raw_runs(lines: np.ndarray, key_table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _raw_runs(piece: _Piece) -> tuple[np.ndarray, np.ndarray]:
     """First transition and phase key of each run of equal key (before skew folding)."""
-    return _bus.raw_runs(np.ascontiguousarray(lines, dtype=np.uint16), key_table)
+    runs = pl.DataFrame(_bus.raw_runs(piece, PHASE_KEY))
+    return runs["first"].to_numpy(), runs["key"].to_numpy()
 
 
-def _run_sums(t: np.ndarray, lines: np.ndarray, prev_lines: int, first: np.ndarray) -> tuple:
-    """Per run (transitions first[r] up to first[r+1]): REQ and ACK assertions, whether ATN
-    was asserted, time of the first REQ assertion (-1: none)."""
-    return _bus.run_sums(np.ascontiguousarray(t, dtype=np.int64), np.ascontiguousarray(lines, dtype=np.uint16),
-                         int(prev_lines), np.ascontiguousarray(first, dtype=np.int64), REQ_BIT, ACK_BIT, ATN_BIT)
+@dataclass(frozen=True)
+class HandshakeBits:
+    """The line bits `run_sums` counts (read by name: native/src/bus/runs.rs)."""
+    req: int = REQ_BIT
+    ack: int = ACK_BIT
+    atn: int = ATN_BIT
+
+
+HANDSHAKE_BITS = HandshakeBits()

@@ -16,19 +16,17 @@ from .urbs import EPIPE, EREMOTEIO, _anomalies, _u8
 STAGES = ("COMMAND", "DATA IN", "DATA OUT", "STATUS", "GAP", "IDLE")
 
 
-def control_anomalies(transfers: Transfers, streamed: dict | None = None) -> list[pl.DataFrame]:
+def control_anomalies(transfers: Transfers, streamed=None) -> list[pl.DataFrame]:
     """Mass-storage resets and endpoint-halt clears (control transfers), URB errors
-    (`streamed`: the resets and clears the stream machine listed; then `transfers` is empty)."""
+    (`streamed`: the stream machine's `Finished`, whose `control` lists the resets and clears;
+    then `transfers` is empty)."""
     u, xfer = transfers.urbs, transfers.xfer
-    st = transfers.status
-    errors = ~transfers.status_null & (st != 0) & (st != EREMOTEIO) & (st != EPIPE)
+    errors = transfers.status_errors((0, EREMOTEIO, EPIPE))
     xf = transfers.frame(np.flatnonzero(((xfer == 2) & u.has_setup[transfers.row]) | ((xfer == 3) & errors)))
     ctl = xf.filter((pl.col("xfer") == 2) & pl.col("setup").is_not_null()).with_columns(
         _u8("setup", 0).alias("bm"), _u8("setup", 1).alias("req"))
     if streamed is not None:
-        ctl = pl.DataFrame({"t0": streamed["ctl_t"], "bus": streamed["ctl_bus"].astype(np.uint16),
-                            "dev": streamed["ctl_dev"].astype(np.uint8), "pos": streamed["ctl_pos"],
-                            "bm": streamed["ctl_bm"], "req": streamed["ctl_req"]})
+        ctl = pl.DataFrame(streamed.control).with_columns(pl.col("bus").cast(pl.UInt16), pl.col("dev").cast(pl.UInt8))
     err = xf.filter((pl.col("xfer") == 3) & pl.col("status").is_not_null()
                     & ~pl.col("status").is_in([0, EREMOTEIO, EPIPE]))
     where = pl.format("{}:{} ep {}", "bus", "dev", "ep")

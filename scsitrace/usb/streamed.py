@@ -20,6 +20,8 @@ whole: the analysis is not `ios_streamed`.)
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import polars as pl
 
@@ -27,15 +29,13 @@ from .. import bandwidth, completeness, heap, model, schema, scsi, series, tilin
 from .._native import usb as _usb
 from ..command_stream import Tables, thinning_notes
 from ..model import Analysis
-from ..schema import NULL, nullable
 from ..streams import prefetched
-from .bot import BOT_REASONS, bot_commands
+from .bot import BOT_REASONS, CBW_BYTES, CSW_BYTES, bot_commands
 from .ios import IOS_EXTRA, STAGES, control_anomalies, ios_frame
 from .stages import PIECE_PHASES
 from .transfers import transfers
 from .urbs import URBS, urb_columns
 
-TIMES = ("cmd_s", "cmd_c", "sts_s", "sts_c", "data_s", "data_c")
 KEPT_SLICE = 1 << 16     # kept commands made into rows at a time
 
 
@@ -66,7 +66,7 @@ def streamed_analysis(capture, options) -> Analysis | None:
     found = machine.finish()
     if found is None:
         return None
-    run.sunk(found)
+    run.sunk(found.commands)
     return run.finish(found, machine)
 
 
@@ -85,9 +85,10 @@ class _Run:
         self.series = series.Series() if getattr(options, "series", True) else None
         self.collected = bandwidth.Collected() if self.series is not None else None
 
-    def sunk(self, found: dict | None) -> None:
-        """A batch of commands' columns as `ios` rows: to the series, and to the sink if any."""
-        if found is None or "first" not in found or not len(found["first"]):
+    def sunk(self, found) -> None:
+        """A batch of commands (the machine's `BotCommands`) as `ios` rows: to the series, and
+        to the sink if any."""
+        if found is None or not len(found.commands):
             return
         full = self._frame(found, self.rows)[0]
         self.rows += full.height
@@ -97,12 +98,8 @@ class _Run:
         if self.sink is not None:
             self.sink(full.select(self.columns), self.capture)
 
-    def _frame(self, found: dict, first_io: int) -> tuple[pl.DataFrame, list[pl.DataFrame]]:
-        """(the ios_frame of commands given as the machine's columns, their anomalies)."""
-        found = dict(found)
-        for name in TIMES:
-            t = found[name]
-            found[name] = np.where(t != NULL, t - (self.origin or 0), t)
+    def _frame(self, found, first_io: int) -> tuple[pl.DataFrame, list[pl.DataFrame]]:
+        """(the ios_frame of commands given as the machine's `BotCommands`, their anomalies)."""
         cmds, anomalies, _ = bot_commands(self.xf, found)
         return ios_frame(cmds, first_io), anomalies
 
@@ -111,34 +108,32 @@ class _Run:
         origin = self.origin or 0
         r = machine.results()
         t = _tables(r)
-        elapsed = found["t_max"] - origin if found["t_max"] is not None else 0
-        ctl = dict(found)
-        ctl["ctl_t"] = found["ctl_t"] - origin
-        kinds = self._frame(r["anomalous"], 0)[1] if len(r["anomalous"]["first"]) else []
-        found_an = [*kinds, *control_anomalies(self.xf, ctl)]
+        elapsed = found.t_max - origin if found.t_max is not None else 0
+        kinds = self._frame(r.anomalous, 0)[1] if len(r.anomalous.commands) else []
+        found_an = [*kinds, *control_anomalies(self.xf, found)]
         unit = capture.meta.get("position_unit", "record")
         found_an = [a.with_columns(pl.format("{} {}", pl.lit(unit), "position").alias("position")) for a in found_an]
         an = pl.concat([capture.anomalies, *found_an]).cast(schema.ANOMALIES)
         phases = [*PIECE_PHASES, "~carried", tiling.IDLE]
-        totals = {p: int(v) for p, v, n in zip(phases, r["totals"], r["counts"]) if n and p != "~carried"}
-        n_dev = r["n_dev"]
+        totals = {p: int(v) for p, v, n in zip(phases, r.totals, r.counts) if n and p != "~carried"}
+        n_dev = r.n_dev
         notes = []
         if n_dev > 1:
             notes.append(f"{n_dev} devices: stage percentages are of {n_dev} x the elapsed time")
         if capture.meta.get("text_format") == "1t":
             notes.append("1t text has no bus numbers: devices are shown on bus 0")
-        notes += completeness.usb_notes_counted(int(found["no_submit"]), int(found["no_complete"]),
+        notes += completeness.usb_notes_counted(int(found.no_submit), int(found.no_complete),
                                                 {k: v for k, v in t.reasons.items() if k is not None})
         notes += list(capture.notes)
-        kept = _Thinned(r["kept_rows"], r["stride"])
-        tiler = _Thinned(0, 1, kept=_Thinned(0, r["segment_stride"]))
-        notes += thinning_notes(kept, r["rows"], tiler, t, self.sink, "the capture")
+        kept = _Thinned(r.kept_rows, r.stride)
+        tiler = _Thinned(0, 1, kept=_Thinned(0, r.segment_stride))
+        notes += thinning_notes(kept, r.rows, tiler, t, self.sink, "the capture")
         tables = t.tables(elapsed)
         tables.pop("srt_driver", None)
         series_tables, series_notes = self.series.tables(elapsed) if self.series is not None else ({}, [])
         tables.update(series_tables)
         built = {}          # the kept rows are read from the machine once: through analysis.ios
-        notes += series_notes + bandwidth.declare(tables, lambda: built["analysis"].ios, thinned=r["stride"] > 1,
+        notes += series_notes + bandwidth.declare(tables, lambda: built["analysis"].ios, thinned=r.stride > 1,
                                                   options=self.options, collected=self.collected)
         from ..command_tables import TABLES
         from ..stats import LATENCY_TABLES
@@ -166,12 +161,14 @@ class _Run:
         if not n:
             return pl.DataFrame(schema={**schema.IOS, **IOS_EXTRA})
         rows = machine.kept()
+        commands = pl.DataFrame(rows.commands)
         parts = []
         for lo in range(0, n, KEPT_SLICE):
-            part = {k: v[lo * v.size // n:(lo + KEPT_SLICE) * v.size // n] for k, v in rows.items()}
-            parts.append(self._frame(part, 0)[0].with_columns(pl.Series("io", part["io"], dtype=pl.Int64))
-                         .select(self.columns))
-        del rows, part
+            hi = min(lo + KEPT_SLICE, n)
+            part = SimpleNamespace(commands=commands[lo:hi], cbw=rows.cbw[lo * CBW_BYTES:hi * CBW_BYTES],
+                                   csw=rows.csw[lo * CSW_BYTES:hi * CSW_BYTES], kind=rows.kind)
+            parts.append(self._frame(part, 0)[0].with_columns(part.commands["io"]).select(self.columns))
+        del rows, commands, part
         ios = pl.concat(parts, rechunk=True)
         heap.release_freed_memory()        # the raw rows and columns: polars' allocator cannot reuse them
         return ios
@@ -184,23 +181,23 @@ class _Thinned:
         self.rows, self.stride, self.thinned, self.kept = rows, stride, stride > 1, kept
 
 
-def _tables(r: dict) -> Tables:
-    """command_stream.Tables from the machine's command stage."""
-    srt = r["srt"]
-    names = scsi.decode_cdb_matrix(np.array([cdb for *_, cdb, _ in srt], np.uint8).reshape(-1, 16),
-                                   np.array([n for *_, n in srt], np.int64))["command"].fill_null("").to_list()
-    return Tables.of(reasons={BOT_REASONS[k]: n for k, n in enumerate(r["reasons"]) if n},
-                     devices={name: [n, p, b, True, rsum, rn] for name, n, p, b, rsum, rn in r["devices"]},
-                     srt={op: [samples, name, io] for (op, samples, io, _, _), name in zip(srt, names)},
-                     latency=r["latency"], paired=r["paired"], data_bytes=r["data_bytes"], sized=r["rows"] > 0)
+def _tables(r) -> Tables:
+    """command_stream.Tables from the machine's command stage (its `StageResults`)."""
+    srt = r.srt
+    names = scsi.decode_cdb_matrix(np.array([e.cdb for e in srt], np.uint8).reshape(-1, 16),
+                                   np.array([e.cb_len for e in srt], np.int64))["command"].fill_null("").to_list()
+    devices = pl.DataFrame(r.devices)
+    return Tables.of(reasons={BOT_REASONS[k]: n for k, n in enumerate(r.reasons) if n},
+                     devices={name: [n, p, b, True, rsum, rn] for name, n, p, b, rsum, rn in devices.iter_rows()},
+                     srt={e.opcode: [e.samples, name, e.io] for e, name in zip(srt, names)},
+                     latency=r.latency, paired=r.paired, data_bytes=r.data_bytes, sized=r.rows > 0)
 
 
-def _segments(s: dict, phases: list[str]) -> pl.DataFrame:
-    """The kept segments (the machine's columns: tiling.segments_frame), by device and start."""
-    names = pl.Series(s.pop("device_names"), dtype=pl.Utf8)
-    pieces = tiling.pieces_frame(**{c: nullable(s[c], name=c) if c in ("io", "bytes") else s[c]
-                                    for c in tiling.PIECE_COLUMNS})
+def _segments(s, phases: list[str]) -> pl.DataFrame:
+    """The kept segments (the machine's `KeptSegments`: tiling.segments_frame), by device and start."""
+    names = pl.Series(s.device_names, dtype=pl.Utf8)
+    pieces = pl.DataFrame(s.segments).select(tiling.PIECE_COLUMNS)
     frame = tiling.segments_frame(pieces, phases, names).sort(["device", "start_ns"])
-    del s
+    del s, pieces
     heap.release_freed_memory()
     return frame

@@ -10,7 +10,7 @@ import polars as pl
 
 from .. import scsi
 from .._native import usb as _usb
-from ..schema import ARROW_FROM_ROWS, HEX_DIGITS, NULL, nullable
+from ..schema import ARROW_FROM_ROWS, HEX_DIGITS, nullable
 
 # The urbs frame every usbmon route hands over: one row per URB event.
 URBS = {
@@ -52,7 +52,7 @@ class UrbColumns:
     dev: np.ndarray          # uint8
     status: np.ndarray       # int32
     status_null: np.ndarray  # bool
-    length: np.ndarray       # int64, NULL where unknown
+    length: np.ndarray       # int64 (0 where length_null)
     setup: np.ndarray        # (n, 8) uint8
     has_setup: np.ndarray    # bool
     data_buf: np.ndarray     # uint8: the first DATA_PREFIX bytes of each URB's data (or more)
@@ -61,6 +61,11 @@ class UrbColumns:
     data_head: np.ndarray    # uint32: the first 4 data bytes, little-endian (valid where data_size >= 4)
     data_len: np.ndarray     # int64: captured data bytes
     pos: np.ndarray          # int64
+    length_null: np.ndarray | None = None   # bool: length unknown (None: every length known)
+
+    def __post_init__(self):
+        if self.length_null is None:
+            self.length_null = np.zeros(len(self.t_ns), np.bool_)
 
     def __len__(self) -> int:
         return len(self.t_ns)
@@ -136,7 +141,8 @@ def urb_columns(urbs: pl.DataFrame) -> UrbColumns:
         t_ns=ints("t_ns", np.int64), urb_id=ints("urb_id", np.uint64), event=event,
         xfer=ints("xfer", np.uint8), ep=ints("ep", np.uint8), bus=ints("bus", np.uint16),
         dev=ints("dev", np.uint8), status=ints("status", np.int32),
-        status_null=urbs["status"].is_null().to_numpy(), length=ints("length", np.int64, NULL),
+        status_null=urbs["status"].is_null().to_numpy(), length=ints("length", np.int64),
+        length_null=urbs["length"].is_null().to_numpy(),
         setup=setup, has_setup=setup_size >= 0, data_buf=data.reshape(-1),
         data_at=np.arange(urbs.height, dtype=np.int64) * DATA_PREFIX, data_size=np.minimum(data_size, DATA_PREFIX),
         data_head=np.ascontiguousarray(data[:, :4]).view("<u4").reshape(-1),
@@ -154,7 +160,7 @@ def urbs_frame(u: UrbColumns) -> pl.DataFrame:
         "bus": u.bus,
         "dev": u.dev,
         "status": nullable(u.status, u.status_null),
-        "length": nullable(u.length),
+        "length": nullable(u.length, u.length_null),
         "setup": binary_column(u.setup, np.full(len(u), 8), u.has_setup),
         "data": binary_column(u.data_rows(np.arange(len(u))), u.data_size, u.data_size >= 0),
         "data_len": u.data_len,
@@ -187,6 +193,5 @@ def _anomalies(rows: pl.DataFrame, t_col: str, kind: str, detail: pl.Expr) -> pl
 def take_bytes(buf, at, counts, width):
     """(len(at), width) bytes: the first `counts[i]` (at most `width`) bytes from each
     position, zero after them."""
-    out = np.empty((len(at), width), np.uint8)
-    _usb.take_bytes(buf, np.asarray(at, np.int64), np.asarray(counts, np.int64), int(width), out.reshape(-1))
-    return out
+    out = _usb.take_bytes(buf, np.ascontiguousarray(at, np.int64), np.ascontiguousarray(counts, np.int64), int(width))
+    return out.reshape(len(at), width)

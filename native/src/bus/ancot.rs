@@ -1,8 +1,14 @@
 //! The ancot-text record scanner (parsers/_ancot_scan.py): one pass over a block of whole
 //! lines, each byte read once, the format's record rules applied in the order the reader
 //! reports them (field count, tick, each signal, DB, DBP).
-use numpy::{PyReadonlyArray1, PyReadwriteArray1};
+use std::sync::Arc;
+
+use arrow_array::types::{Int16Type, Int32Type, UInt16Type, UInt8Type};
+use arrow_array::{ArrayRef, BooleanArray};
+use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
+
+use crate::arrow::{ints, values_of, values_or_null, Columns};
 
 const BAD_COUNT: i16 = 1;
 const BAD_TICK: i16 = 2;
@@ -27,25 +33,77 @@ fn hex(c: u8) -> i64 {
 }
 
 /// The good-record columns and the bad-record columns of one block.
-struct Out<'a> {
-    line_idx: &'a mut [i64],
-    tick: &'a mut [i64],
-    lines: &'a mut [u16],
-    db: &'a mut [u8],
-    db_null: &'a mut [bool],
-    dbp: &'a mut [i8],
-    bad_line: &'a mut [i64],
-    bad_reason: &'a mut [i16],
-    bad_found: &'a mut [i32],
+struct Out {
+    line_idx: Vec<i64>,
+    tick: Vec<i64>,
+    lines: Vec<u16>,
+    db: Vec<u8>,
+    db_valid: Vec<bool>,
+    dbp: Vec<i8>,
+    n_data: usize,
+    bad_line: Vec<i64>,
+    bad_reason: Vec<i16>,
+    bad_found: Vec<i32>,
 }
 
-/// Returns (good, bad, lines seen, tick decreases among the good records).
-fn scan_into(a: &[u8], sig_bits: &[u16], n_data: usize, o: &mut Out) -> (usize, usize, i64, i64) {
+impl Out {
+    /// Room for `cap` good records (allocated, not written: only the records read are touched).
+    fn new(cap: usize, n_data: usize) -> Out {
+        let data_cap = |k: usize| if n_data >= k { cap } else { 0 };
+        Out { line_idx: Vec::with_capacity(cap), tick: Vec::with_capacity(cap), lines: Vec::with_capacity(cap),
+              db: Vec::with_capacity(data_cap(1)), db_valid: Vec::with_capacity(data_cap(1)),
+              dbp: Vec::with_capacity(data_cap(2)), n_data, bad_line: Vec::new(), bad_reason: Vec::new(),
+              bad_found: Vec::new() }
+    }
+
+    /// A good record: its line, tick, lines, DB byte (None: `--`) and DBP (-1: `-`), the
+    /// data columns kept when the file has them.
+    #[inline(always)]
+    fn good(&mut self, line: i64, tick: i64, lines: u16, db: Option<u8>, dbp: i8) {
+        self.line_idx.push(line);
+        self.tick.push(tick);
+        self.lines.push(lines);
+        if self.n_data >= 1 {
+            self.db.push(db.unwrap_or(0));
+            self.db_valid.push(db.is_some());
+        }
+        if self.n_data == 2 {
+            self.dbp.push(dbp);
+        }
+    }
+
+    fn bad(&mut self, line: i64, why: i16, found: usize) {
+        self.bad_line.push(line);
+        self.bad_reason.push(why);
+        self.bad_found.push(found as i32);
+    }
+
+    /// (the good records' line indexes; the good records as columns tick, lines, then db
+    /// (null: `--`) with a DB column and dbp (null: `-`) with a DBP column; the bad ones as
+    /// line, reason, found).
+    fn columns(self) -> PyResult<(Columns, Columns, Columns)> {
+        let mut good: Vec<(&str, ArrayRef)> = vec![("tick", ints(self.tick)), ("lines", values_of::<UInt16Type>(self.lines))];
+        if self.n_data >= 1 {
+            good.push(("db", values_or_null::<UInt8Type>(self.db, self.db_valid)));
+        }
+        if self.n_data == 2 {
+            let dbp: BooleanArray = self.dbp.iter().map(|&p| (p >= 0).then_some(p == 1)).collect();
+            good.push(("dbp", Arc::new(dbp)));
+        }
+        let bad = Columns::new(vec![("line", ints(self.bad_line)),
+                                    ("reason", values_of::<Int16Type>(self.bad_reason)),
+                                    ("found", values_of::<Int32Type>(self.bad_found))])?;
+        Ok((Columns::new(vec![("line_idx", ints(self.line_idx))])?, Columns::new(good)?, bad))
+    }
+}
+
+/// Returns (lines seen, tick decreases among the good records).
+fn scan_into(a: &[u8], sig_bits: &[u16], n_data: usize, o: &mut Out) -> (i64, i64) {
     let n = a.len();
     let n_sig = sig_bits.len();
     let n_fields = 1 + n_sig + n_data;
     let fixed_width = 2 * n_sig + 3 * n_data.min(1) + 2 * n_data.saturating_sub(1); // after the tick
-    let (mut i, mut line, mut rec, mut nbad) = (0usize, 0i64, 0usize, 0usize);
+    let (mut i, mut line) = (0usize, 0i64);
     while i < n {
         while i < n && blank(a[i]) {
             i += 1;
@@ -86,16 +144,15 @@ fn scan_into(a: &[u8], sig_bits: &[u16], n_data: usize, o: &mut Out) -> (usize, 
             fast = off == 0;
             j += 2 * n_sig;
         }
+        let (mut db, mut dbp) = (None, -1i8);
         if fast && n_data >= 1 {
             let (c0, c1) = (a[j + 1], a[j + 2]);
             if a[j] != b' ' {
                 fast = false;
             } else if c0 == b'-' && c1 == b'-' {
-                o.db[rec] = 0;
-                o.db_null[rec] = true;
+                db = None;
             } else if hex(c0) >= 0 && hex(c1) >= 0 {
-                o.db[rec] = (hex(c0) * 16 + hex(c1)) as u8;
-                o.db_null[rec] = false;
+                db = Some((hex(c0) * 16 + hex(c1)) as u8);
             } else {
                 fast = false;
             }
@@ -106,7 +163,7 @@ fn scan_into(a: &[u8], sig_bits: &[u16], n_data: usize, o: &mut Out) -> (usize, 
             if a[j] != b' ' || !(c0 == b'0' || c0 == b'1' || c0 == b'-') {
                 fast = false;
             }
-            o.dbp[rec] = if c0 != b'-' { c0.wrapping_sub(b'0') as i8 } else { -1 };
+            dbp = if c0 != b'-' { c0.wrapping_sub(b'0') as i8 } else { -1 };
             j += 2;
         }
         if fast {
@@ -116,10 +173,7 @@ fn scan_into(a: &[u8], sig_bits: &[u16], n_data: usize, o: &mut Out) -> (usize, 
             fast = j >= n || a[j] == b'\n';
         }
         if fast {
-            o.tick[rec] = t;
-            o.lines[rec] = ln;
-            o.line_idx[rec] = line;
-            rec += 1;
+            o.good(line, t, ln, db, dbp);
             line += 1;
             i = j + 1;
             continue;
@@ -186,30 +240,15 @@ fn scan_into(a: &[u8], sig_bits: &[u16], n_data: usize, o: &mut Out) -> (usize, 
             why = BAD_COUNT;
         }
         if why == 0 {
-            o.line_idx[rec] = line;
-            o.tick[rec] = t;
-            o.lines[rec] = ln;
-            if n_data >= 1 {
-                o.db[rec] = d;
-                o.db_null[rec] = dnull;
-            }
-            if n_data == 2 {
-                o.dbp[rec] = p;
-            }
-            rec += 1;
+            o.good(line, t, ln, (!dnull).then_some(d), p);
         } else {
-            if nbad < o.bad_line.len() {     // past the arrays: counted only (the caller rescans)
-                o.bad_line[nbad] = line;
-                o.bad_reason[nbad] = why;
-                o.bad_found[nbad] = nf as i32;
-            }
-            nbad += 1;
+            o.bad(line, why, nf);
         }
         line += 1;
         i += 1;
     }
-    let decreases = o.tick[..rec].windows(2).filter(|w| w[1] < w[0]).count() as i64;
-    (rec, nbad, line, decreases)
+    let decreases = o.tick.windows(2).filter(|w| w[1] < w[0]).count() as i64;
+    (line, decreases)
 }
 
 /// Records a block of `n` bytes can hold: a good record is `fields` fields of at least one
@@ -218,31 +257,37 @@ fn good_cap(n: usize, fields: usize) -> usize {
     n / (2 * fields) + 1
 }
 
-/// See parsers/_ancot_scan.py `scan_block`: the good arrays hold good_cap records (db,
-/// db_null as many when n_data >= 1, dbp when n_data == 2, else empty); the bad arrays any
-/// number (bad records past them are counted, not written: the caller scans again with room).
+/// The record layout of an ancot-text file (parsers/_ancot_scan.py `Layout`), read by name:
+/// the line bit of each signal column, in order, and how many data columns follow them (0;
+/// 1: DB; 2: DB DBP).
+#[derive(FromPyObject)]
+struct Layout<'py> {
+    sig_bits: PyReadonlyArray1<'py, u16>,
+    n_data: usize,
+}
+
+/// One block scanned: the good records and their line indexes, the bad ones (line index,
+/// reason code, fields found), the lines read and the tick decreases among the good records.
+#[pyclass(get_all)]
+struct Scanned {
+    line_idx: Py<Columns>,
+    good: Py<Columns>,
+    bad: Py<Columns>,
+    lines: i64,
+    decreases: i64,
+}
+
+/// See parsers/_ancot_scan.py `scan_block`.
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn ancot_scan(py: Python, a: PyReadonlyArray1<u8>, sig_bits: PyReadonlyArray1<u16>, n_data: usize,
-              mut line_idx: PyReadwriteArray1<i64>, mut tick: PyReadwriteArray1<i64>, mut lines: PyReadwriteArray1<u16>,
-              mut db: PyReadwriteArray1<u8>, mut db_null: PyReadwriteArray1<bool>, mut dbp: PyReadwriteArray1<i8>,
-              mut bad_line: PyReadwriteArray1<i64>, mut bad_reason: PyReadwriteArray1<i16>,
-              mut bad_found: PyReadwriteArray1<i32>) -> PyResult<(usize, usize, i64, i64)> {
-    let (a, sig_bits) = (a.as_slice()?, sig_bits.as_slice()?);
-    let mut o = Out {
-        line_idx: line_idx.as_slice_mut()?, tick: tick.as_slice_mut()?, lines: lines.as_slice_mut()?,
-        db: db.as_slice_mut()?, db_null: db_null.as_slice_mut()?, dbp: dbp.as_slice_mut()?,
-        bad_line: bad_line.as_slice_mut()?, bad_reason: bad_reason.as_slice_mut()?, bad_found: bad_found.as_slice_mut()?,
-    };
-    let cap = good_cap(a.len(), 1 + sig_bits.len() + n_data);
-    let data_cap = |k: usize| if n_data >= k { cap } else { 0 };
-    let n_bad = o.bad_line.len();
-    if n_data > 2 || o.line_idx.len() < cap || o.tick.len() < cap || o.lines.len() < cap || o.db.len() < data_cap(1)
-        || o.db_null.len() < data_cap(1) || o.dbp.len() < data_cap(2) || o.bad_reason.len() != n_bad
-        || o.bad_found.len() != n_bad {
-        return Err(pyo3::exceptions::PyValueError::new_err("ancot_scan: array shapes"));
+fn ancot_scan(py: Python, block: PyReadonlyArray1<u8>, layout: Layout) -> PyResult<Scanned> {
+    let (a, sig_bits, n_data) = (block.as_slice()?, layout.sig_bits.as_slice()?, layout.n_data);
+    if n_data > 2 {
+        return Err(pyo3::exceptions::PyValueError::new_err("ancot_scan: at most two data columns"));
     }
-    Ok(py.allow_threads(|| scan_into(a, sig_bits, n_data, &mut o)))
+    let mut o = Out::new(good_cap(a.len(), 1 + sig_bits.len() + n_data), n_data);
+    let (lines, decreases) = py.allow_threads(|| scan_into(a, sig_bits, n_data, &mut o));
+    let (line_idx, good, bad) = o.columns()?;
+    Ok(Scanned { line_idx: Py::new(py, line_idx)?, good: Py::new(py, good)?, bad: Py::new(py, bad)?, lines, decreases })
 }
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {

@@ -1,10 +1,18 @@
 //! Dense ids of integer keys (scsitrace/_keys.py `dense_ids`, `distinct`): ids 0, 1, ... in
 //! order of first appearance, through an open-addressing table grown at half full; a run of
 //! one key costs one compare a row.
-use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
+use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
 
-const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+use crate::arrow::{ints, Columns};
+use crate::hash::mix;
+
+/// The slot of key `k` in a table of `mask + 1` slots: the high half of the core's integer
+/// hash (keys that differ in high bits only, as device numbers do, still spread).
+#[inline(always)]
+fn slot(k: i64, mask: usize) -> usize {
+    (mix(k as u64) >> 32) as usize & mask
+}
 
 /// (per-row ids (empty unless `with_ids`), the row where each id first appears).
 pub fn numbered(key: &[i64], with_ids: bool) -> (Vec<i64>, Vec<i64>) {
@@ -20,7 +28,7 @@ pub fn numbered(key: &[i64], with_ids: bool) -> (Vec<i64>, Vec<i64>) {
             }
             continue;
         }
-        let mut s = ((k as u64).wrapping_mul(GOLDEN) >> 32) as usize & mask;
+        let mut s = slot(k, mask);
         while slots[s].1 >= 0 && slots[s].0 != k {
             s = (s + 1) & mask;
         }
@@ -32,7 +40,7 @@ pub fn numbered(key: &[i64], with_ids: bool) -> (Vec<i64>, Vec<i64>) {
                 let old = std::mem::replace(&mut slots, vec![(0, -1); 2 * (mask + 1)]);
                 mask = slots.len() - 1;
                 for (ok, oid) in old.into_iter().filter(|e| e.1 >= 0) {
-                    let mut t = ((ok as u64).wrapping_mul(GOLDEN) >> 32) as usize & mask;
+                    let mut t = slot(ok, mask);
                     while slots[t].1 >= 0 {
                         t = (t + 1) & mask;
                     }
@@ -51,13 +59,21 @@ pub fn numbered(key: &[i64], with_ids: bool) -> (Vec<i64>, Vec<i64>) {
     (out, first)
 }
 
+/// The numbering of a column of keys: `ids` (column `id`: each row's id; no rows unless
+/// asked for) and `first` (column `row`: the row where each id first appears).
+#[pyclass(get_all)]
+struct Numbered {
+    ids: Py<Columns>,
+    first: Py<Columns>,
+}
+
 /// dense_ids of int64 keys (Python casts other integer types; uint64 as its bits).
 #[pyfunction]
-fn dense_ids<'py>(py: Python<'py>, key: PyReadonlyArray1<'py, i64>, with_ids: bool)
-                  -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>)> {
+fn dense_ids(py: Python, key: PyReadonlyArray1<i64>, with_ids: bool) -> PyResult<Numbered> {
     let key = key.as_slice()?;
     let (ids, first) = py.allow_threads(|| numbered(key, with_ids));
-    Ok((ids.into_pyarray_bound(py), first.into_pyarray_bound(py)))
+    Ok(Numbered { ids: Py::new(py, Columns::new(vec![("id", ints(ids))])?)?,
+                  first: Py::new(py, Columns::new(vec![("row", ints(first))])?)? })
 }
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {

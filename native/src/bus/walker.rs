@@ -5,12 +5,16 @@
 //! the category of each phase, the phase of each MSG C/D I/O code, the message classes,
 //! which opcodes carry a LUN) comes from machine.py and scsi.py; the phases are numbered as
 //! in `PHASES`, exported as `WALK_PHASES`.
-use numpy::ndarray::Array2;
-use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
-use pyo3::exceptions::PyValueError;
-use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use std::sync::Arc;
 
+use arrow_array::types::{Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt8Type};
+use arrow_array::{Array, ArrayRef, BooleanArray, GenericListArray, OffsetSizeTrait, PrimitiveArray, StringArray};
+use numpy::ndarray::Array2;
+use numpy::{IntoPyArray, PyArray2, PyReadonlyArray1};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+
+use crate::arrow::{ints, options_of, values_of, Columns, Table};
 use crate::hash::IntMap;
 
 const PHASES: [&str; 15] = ["START", "RESET", "BUS FREE", "ARBITRATION", "SELECTION", "RESELECTION", "DATA OUT",
@@ -728,84 +732,134 @@ fn table<const N: usize, T: Copy + numpy::Element>(a: &PyReadonlyArray1<T>, what
     s.try_into().map_err(|_| PyValueError::new_err(format!("Walker: {} needs {} entries", what, N)))
 }
 
-fn opt_col<'py, T: numpy::Element + Copy + Default>(py: Python<'py>, out: &Bound<'py, PyDict>, name: &str,
-                                                   vals: impl Iterator<Item = Option<T>>) -> PyResult<()> {
-    let (mut v, mut ok) = (Vec::new(), Vec::new());
-    for x in vals {
-        v.push(x.unwrap_or_default());
-        ok.push(x.is_some());
-    }
-    out.set_item(name, v.into_pyarray_bound(py))?;
-    out.set_item(format!("{}_valid", name), ok.into_pyarray_bound(py))?;
-    Ok(())
+/// The machine as data (machine.py `walk_tables`), read by name: `legal`, 15 x 15 booleans
+/// (row: the phase before, column: the phase after, numbered as WALK_PHASES); `category`:
+/// each phase's category number; `disconnect_category`: the number of Disconnect/Reconnect;
+/// `info_phase`: the phase of each MSG C/D I/O code; `messages`: per message byte, bit flags
+/// 1 queue tag, 2 two-byte, 4 completion; `lun_groups`: opcodes whose CDB byte 1 carries the
+/// LUN; `bits`: the key bits of RST, SEL, BSY, MSG, C/D, I/O.
+#[derive(FromPyObject)]
+struct MachineTables<'py> {
+    legal: PyReadonlyArray1<'py, bool>,
+    category: PyReadonlyArray1<'py, u8>,
+    disconnect_category: u8,
+    info_phase: PyReadonlyArray1<'py, u8>,
+    messages: PyReadonlyArray1<'py, u8>,
+    lun_groups: PyReadonlyArray1<'py, bool>,
+    bits: PyReadonlyArray1<'py, u16>,
 }
 
-fn col<'py, T: numpy::Element>(py: Python<'py>, out: &Bound<'py, PyDict>, name: &str,
-                               vals: impl Iterator<Item = T>) -> PyResult<()> {
-    out.set_item(name, PyArray1::from_iter_bound(py, vals))
+/// What the trace holds (machine.py `Walker`), read by name: the initiator's ID from the
+/// header, whether the data bus reads inverted, whether handshakes are counted (REQ/ACK
+/// captured), whether the data bus was sampled, and whether ACK (not REQ) counts the bytes.
+#[derive(FromPyObject)]
+struct TraceOptions {
+    initiator_id: i8,
+    invert: bool,
+    has_bytes: bool,
+    has_db: bool,
+    use_ack: bool,
 }
 
-#[pymethods]
-impl Walker {
-    /// `legal`: 15 x 15 booleans (row: the phase before, column: the phase after, numbered as
-    /// WALK_PHASES); `category`: each phase's category number; `disconnect_category`: the
-    /// number of Disconnect/Reconnect; `info_phase`: the phase of each MSG C/D I/O code;
-    /// `messages`: per message byte, bit flags 1 queue tag, 2 two-byte, 4 completion;
-    /// `lun_groups`: opcodes whose CDB byte 1 carries the LUN; `bits`: the key bits of RST,
-    /// SEL, BSY, MSG, C/D, I/O.
-    #[new]
-    #[allow(clippy::too_many_arguments)]
-    fn new(legal: PyReadonlyArray1<bool>, category: PyReadonlyArray1<u8>, disconnect_category: u8,
-           info_phase: PyReadonlyArray1<u8>, messages: PyReadonlyArray1<u8>, lun_groups: PyReadonlyArray1<bool>,
-           bits: PyReadonlyArray1<u16>, initiator_id: i8, invert: bool, has_bytes: bool, has_db: bool,
-           use_ack: bool) -> PyResult<Self> {
-        let flat: [bool; N_PHASES * N_PHASES] = table(&legal, "legal")?;
+impl MachineTables<'_> {
+    fn rules(&self, o: &TraceOptions) -> PyResult<Rules> {
+        let flat: [bool; N_PHASES * N_PHASES] = table(&self.legal, "legal")?;
         let mut legal = [[false; N_PHASES]; N_PHASES];
         for (i, row) in legal.iter_mut().enumerate() {
             row.copy_from_slice(&flat[i * N_PHASES..(i + 1) * N_PHASES]);
         }
-        let info_phase: [u8; 8] = table(&info_phase, "info_phase")?;
-        let category: [u8; N_PHASES] = table(&category, "category")?;
+        let info_phase: [u8; 8] = table(&self.info_phase, "info_phase")?;
         if info_phase.iter().any(|&p| p as usize >= N_PHASES) {
             return Err(PyValueError::new_err("Walker: info_phase holds a phase number past WALK_PHASES"));
         }
-        let bits: [u16; 6] = table(&bits, "bits")?;
-        let r = Rules { legal, category, disconnect_category, info_phase, messages: table(&messages, "messages")?,
-                        lun_groups: table(&lun_groups, "lun_groups")?, rst: bits[0], sel: bits[1], bsy: bits[2],
-                        msg: bits[3], cd: bits[4], io: bits[5], initiator_id, invert, has_bytes, has_db, use_ack };
+        let bits: [u16; 6] = table(&self.bits, "bits")?;
+        Ok(Rules { legal, category: table(&self.category, "category")?, disconnect_category: self.disconnect_category,
+                   info_phase, messages: table(&self.messages, "messages")?, lun_groups: table(&self.lun_groups, "lun_groups")?,
+                   rst: bits[0], sel: bits[1], bsy: bits[2], msg: bits[3], cd: bits[4], io: bits[5],
+                   initiator_id: o.initiator_id, invert: o.invert, has_bytes: o.has_bytes, has_db: o.has_db,
+                   use_ack: o.use_ack })
+    }
+}
+
+/// A nullable uint8 column as options.
+fn byte_options(t: &Table, name: &str) -> PyResult<Vec<Option<u8>>> {
+    let mut out = Vec::with_capacity(t.len());
+    for a in t.arrays(name)? {
+        let a = a.as_any().downcast_ref::<PrimitiveArray<UInt8Type>>()
+            .ok_or_else(|| PyTypeError::new_err(format!("column {name:?} is {}, expected UInt8", a.data_type())))?;
+        out.extend(a.iter());
+    }
+    Ok(out)
+}
+
+/// A list-of-uint8 column (null: no bytes) as its values and n + 1 offsets into them.
+fn byte_lists(t: &Table, name: &str) -> PyResult<(Vec<u8>, Vec<usize>)> {
+    let (mut values, mut offsets) = (Vec::new(), vec![0usize]);
+    for a in t.arrays(name)? {
+        let read = append_lists::<i64>(a, &mut values, &mut offsets) || append_lists::<i32>(a, &mut values, &mut offsets);
+        if !read {
+            return Err(PyTypeError::new_err(format!("column {name:?} is {}, expected a list of UInt8", a.data_type())));
+        }
+    }
+    Ok((values, offsets))
+}
+
+fn append_lists<O: OffsetSizeTrait>(a: &ArrayRef, values: &mut Vec<u8>, offsets: &mut Vec<usize>) -> bool {
+    let Some(list) = a.as_any().downcast_ref::<GenericListArray<O>>() else { return false };
+    let Some(bytes) = list.values().as_any().downcast_ref::<PrimitiveArray<UInt8Type>>() else { return false };
+    let (bytes, at) = (bytes.values(), list.value_offsets());
+    for i in 0..list.len() {
+        if list.is_valid(i) {
+            values.extend_from_slice(&bytes[at[i].as_usize()..at[i + 1].as_usize()]);
+        }
+        offsets.push(values.len());
+    }
+    true
+}
+
+fn bools(values: impl Iterator<Item = bool>) -> ArrayRef {
+    Arc::new(values.map(Some).collect::<BooleanArray>())
+}
+
+/// The I/Os: their columns, and each CDB (n x 16 bytes, row-major; `cdb_len` of them used)
+/// for scsi.decode_cdb_matrix.
+#[pyclass(get_all)]
+struct WalkedIos {
+    columns: Py<Columns>,
+    cdb: Py<PyArray2<u8>>,
+}
+
+#[pymethods]
+impl Walker {
+    /// The walk of one trace: the machine's tables and what the trace holds.
+    #[new]
+    fn new(tables: MachineTables, trace: TraceOptions) -> PyResult<Self> {
+        let r = tables.rules(&trace)?;
         Ok(Walker { r, segs: Vec::new(), anom_t: Vec::new(), anom_kind: Vec::new(), anom_detail: Vec::new(),
                     ios: Vec::new(), outstanding: IntMap::default(), prev: START, conn: None, recovering: false,
                     n_conn: 0, completions: 0, unmatched_completions: 0, ambiguous_reselections: 0, arb_seg: None,
                     arb_db: None, pending: None, finished: false, late_bsy: None })
     }
 
-    /// One batch of phase runs in time order (the columns of the runs frame; `info_values`
-    /// and `info_offsets`, n + 1 of them, hold each run's bytes). The last run waits for the
+    /// One batch of phase runs in time order: a runs frame (bus/runs.py RUN_SCHEMA; read:
+    /// start_ns, end_ns, key, n_req, n_ack, db_last, info_bytes). The last run waits for the
     /// next batch (or `finish`): its phase depends on the key after it.
-    #[allow(clippy::too_many_arguments)]
-    fn feed(&mut self, py: Python, start_ns: PyReadonlyArray1<i64>, end_ns: PyReadonlyArray1<i64>,
-            key: PyReadonlyArray1<u16>, n_req: PyReadonlyArray1<i64>, n_ack: PyReadonlyArray1<i64>,
-            db_last: PyReadonlyArray1<u8>, db_valid: PyReadonlyArray1<bool>, info_values: PyReadonlyArray1<u8>,
-            info_offsets: PyReadonlyArray1<i64>) -> PyResult<()> {
-        let (start_ns, end_ns, key, n_req, n_ack) =
-            (start_ns.as_slice()?, end_ns.as_slice()?, key.as_slice()?, n_req.as_slice()?, n_ack.as_slice()?);
-        let (db_last, db_valid, values, offsets) =
-            (db_last.as_slice()?, db_valid.as_slice()?, info_values.as_slice()?, info_offsets.as_slice()?);
-        let n = start_ns.len();
+    fn feed(&mut self, py: Python, runs: Table) -> PyResult<()> {
         if self.finished {
             return Err(PyValueError::new_err("Walker.feed: after finish"));
         }
-        if [end_ns.len(), key.len(), n_req.len(), n_ack.len(), db_last.len(), db_valid.len()].iter().any(|&l| l != n)
-            || offsets.len() != n + 1 || offsets[0] < 0 || offsets.windows(2).any(|w| w[1] < w[0])
-            || offsets[n] as usize > values.len() {
-            return Err(PyValueError::new_err("Walker.feed: array shapes"));
-        }
+        let n = runs.len();
         if n == 0 {
             return Ok(());
         }
+        let (start_ns, end_ns, n_req, n_ack) =
+            (runs.i64s("start_ns")?, runs.i64s("end_ns")?, runs.i64s("n_req")?, runs.i64s("n_ack")?);
+        let key = runs.values::<UInt16Type>("key")?;
+        let db_last = byte_options(&runs, "db_last")?;
+        let (values, offsets) = byte_lists(&runs, "info_bytes")?;
+        let (start_ns, end_ns, n_req, n_ack, key) = (&*start_ns, &*end_ns, &*n_req, &*n_ack, &*key);
         let run = |i: usize| Run { start_ns: start_ns[i], end_ns: end_ns[i], key: key[i], n_req: n_req[i],
-                                   n_ack: n_ack[i], db_last: if db_valid[i] { Some(db_last[i]) } else { None },
-                                   info: &values[offsets[i] as usize..offsets[i + 1] as usize] };
+                                   n_ack: n_ack[i], db_last: db_last[i], info: &values[offsets[i]..offsets[i + 1]] };
         let this = &mut *self;
         py.allow_threads(move || {
             this.take_pending(Some(key[0]));
@@ -829,64 +883,67 @@ impl Walker {
         self.finished = true;
     }
 
-    /// The segments as columns (phase and category numbers; each nullable column with a
-    /// `NAME_valid` mask).
-    fn segments<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let out = PyDict::new_bound(py);
+    /// The segments: phase and category numbers (WALK_PHASES, machine.py CATEGORIES); target,
+    /// initiator, connection, io, bytes and msg null where unknown.
+    fn segments(&self) -> PyResult<Columns> {
         let s = &self.segs;
-        col(py, &out, "start_ns", s.iter().map(|x| x.start_ns))?;
-        col(py, &out, "end_ns", s.iter().map(|x| x.end_ns))?;
-        col(py, &out, "phase", s.iter().map(|x| x.phase))?;
-        col(py, &out, "category", s.iter().map(|x| x.category))?;
-        opt_col(py, &out, "target", s.iter().map(|x| x.target))?;
-        opt_col(py, &out, "initiator", s.iter().map(|x| x.initiator))?;
-        opt_col(py, &out, "connection", s.iter().map(|x| x.connection))?;
-        opt_col(py, &out, "io", s.iter().map(|x| x.io))?;
-        opt_col(py, &out, "bytes", s.iter().map(|x| x.bytes))?;
-        opt_col(py, &out, "msg", s.iter().map(|x| x.msg))?;
-        Ok(out)
+        Columns::new(vec![
+            ("start_ns", ints(s.iter().map(|x| x.start_ns).collect())),
+            ("end_ns", ints(s.iter().map(|x| x.end_ns).collect())),
+            ("phase", values_of::<UInt8Type>(s.iter().map(|x| x.phase).collect())),
+            ("category", values_of::<UInt8Type>(s.iter().map(|x| x.category).collect())),
+            ("target", options_of::<Int8Type>(s.iter().map(|x| x.target))),
+            ("initiator", options_of::<Int8Type>(s.iter().map(|x| x.initiator))),
+            ("connection", options_of::<Int64Type>(s.iter().map(|x| x.connection))),
+            ("io", options_of::<Int64Type>(s.iter().map(|x| x.io))),
+            ("bytes", options_of::<Int64Type>(s.iter().map(|x| x.bytes))),
+            ("msg", options_of::<UInt8Type>(s.iter().map(|x| x.msg))),
+        ])
     }
 
-    /// The I/Os as columns: `status` a status byte, -1 none, 256 aborted by a reset, 257 by
-    /// an unexpected bus free, 258 by the initiator's SEL; `cdb` (n x 16 bytes, row-major) and `cdb_len` for
-    /// scsi.decode_cdb_matrix; `device` target x 8 + LUN (0 when unknown), 64 without a target.
-    fn ios<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let out = PyDict::new_bound(py);
+    /// The I/Os: `status` a status byte, 256 aborted by a reset, 257 by an unexpected bus
+    /// free, 258 by the initiator's SEL, null for none; `data_bytes` null when handshakes
+    /// are not counted; `device` target x 8 + LUN (LUN 0 when unknown), 64 without a target;
+    /// target, lun, tag, start_ns, end_ns null where unknown.
+    fn ios(&self, py: Python) -> PyResult<WalkedIos> {
         let s = &self.ios;
-        opt_col(py, &out, "target", s.iter().map(|x| x.target))?;
-        opt_col(py, &out, "lun", s.iter().map(|x| x.lun))?;
-        opt_col(py, &out, "tag", s.iter().map(|x| x.tag))?;
-        opt_col(py, &out, "start_ns", s.iter().map(|x| x.start_ns))?;
-        opt_col(py, &out, "end_ns", s.iter().map(|x| x.end_ns))?;
-        col(py, &out, "status", s.iter().map(|x| x.status))?;
-        col(py, &out, "data_bytes", s.iter().map(|x| x.data_bytes))?;
-        col(py, &out, "data_in", s.iter().map(|x| x.data_in))?;
-        col(py, &out, "data_out", s.iter().map(|x| x.data_out))?;
-        col(py, &out, "connections", s.iter().map(|x| x.connections))?;
-        col(py, &out, "disconnects", s.iter().map(|x| x.disconnects))?;
-        col(py, &out, "complete", s.iter().map(|x| x.complete))?;
-        col(py, &out, "partial", s.iter().map(|x| x.partial))?;
+        let has_bytes = self.r.has_bytes;
+        let columns = Columns::new(vec![
+            ("target", options_of::<Int8Type>(s.iter().map(|x| x.target))),
+            ("lun", options_of::<Int16Type>(s.iter().map(|x| x.lun))),
+            ("tag", options_of::<Int16Type>(s.iter().map(|x| x.tag))),
+            ("start_ns", options_of::<Int64Type>(s.iter().map(|x| x.start_ns))),
+            ("end_ns", options_of::<Int64Type>(s.iter().map(|x| x.end_ns))),
+            ("status", options_of::<Int16Type>(s.iter().map(|x| (x.status != NO_STATUS).then_some(x.status)))),
+            ("data_bytes", options_of::<Int64Type>(s.iter().map(|x| has_bytes.then_some(x.data_bytes)))),
+            ("data_in", bools(s.iter().map(|x| x.data_in))),
+            ("data_out", bools(s.iter().map(|x| x.data_out))),
+            ("connections", values_of::<Int32Type>(s.iter().map(|x| x.connections).collect())),
+            ("disconnects", values_of::<Int32Type>(s.iter().map(|x| x.disconnects).collect())),
+            ("complete", bools(s.iter().map(|x| x.complete))),
+            ("partial", bools(s.iter().map(|x| x.partial))),
+            ("cdb_len", ints(s.iter().map(|x| x.cdb.len() as i64).collect())),
+            // ids are 0-7 (ID bits, IDENTIFY's and CDB byte 1's three bits)
+            ("device", values_of::<UInt8Type>(s.iter()
+                .map(|x| x.target.map_or(N_DEVICES, |t| t as u8 * 8 + x.lun.unwrap_or(0) as u8)).collect())),
+        ])?;
         let mut cdb = Array2::<u8>::zeros((s.len(), CDB_WIDTH));
         for (i, x) in s.iter().enumerate() {
             let k = x.cdb.len().min(CDB_WIDTH);
             cdb.row_mut(i).as_slice_mut().expect("contiguous")[..k].copy_from_slice(&x.cdb[..k]);
         }
-        out.set_item("cdb", cdb.into_pyarray_bound(py))?;
-        col(py, &out, "cdb_len", s.iter().map(|x| x.cdb.len() as i64))?;
-        // ids are 0-7 (ID bits, IDENTIFY's and CDB byte 1's three bits)
-        col(py, &out, "device", s.iter().map(|x| x.target.map_or(N_DEVICES, |t| t as u8 * 8 + x.lun.unwrap_or(0) as u8)))?;
-        Ok(out)
+        Ok(WalkedIos { columns: Py::new(py, columns)?, cdb: cdb.into_pyarray_bound(py).unbind() })
     }
 
-    /// The anomalies: `t_ns`, `kind` (numbered as WALK_ANOMALIES), `detail` and `position`
-    /// (lists of str).
-    fn anomalies<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let out = PyDict::new_bound(py);
-        col(py, &out, "t_ns", self.anom_t.iter().copied())?;
-        col(py, &out, "kind", self.anom_kind.iter().copied())?;
-        out.set_item("detail", PyList::new_bound(py, &self.anom_detail))?;
-        out.set_item("position", PyList::new_bound(py, self.anom_t.iter().map(|t| format!("t={} ns", t))))?;
-        Ok(out)
+    /// The anomalies: `t_ns`, `kind` (numbered as WALK_ANOMALIES), `detail`, `position`.
+    fn anomalies(&self) -> PyResult<Columns> {
+        let position: Vec<String> = self.anom_t.iter().map(|t| format!("t={} ns", t)).collect();
+        Columns::new(vec![
+            ("t_ns", ints(self.anom_t.clone())),
+            ("kind", values_of::<UInt8Type>(self.anom_kind.clone())),
+            ("detail", Arc::new(StringArray::from_iter_values(&self.anom_detail)) as ArrayRef),
+            ("position", Arc::new(StringArray::from_iter_values(position)) as ArrayRef),
+        ])
     }
 
     #[getter]

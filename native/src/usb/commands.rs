@@ -8,11 +8,14 @@
 //! command and segment, at most `keep` of each), held as raw rows: polars rows are built
 //! at the end for the kept ones only. The same batches in, the same figures out as the
 //! Python accumulators (tests/test_usbmon_chunks.py checks them against the whole path).
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, StringArray};
 use numpy::PyArray1;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
-use super::machine::{bot_reason, le32, piece, stage_bounds_of, StageTimes, BOT_REASONS, CBW_BYTES, CSW_BYTES, DATA_BYTES, DATA_C,
+use crate::arrow::{self, Columns};
+use super::machine::{aggregates, bot_reason, le32, piece, BotCommands, stage_bounds_of, StageTimes, BOT_REASONS, CBW_BYTES, CSW_BYTES, DATA_BYTES, DATA_C,
                      DATA_IN, DATA_S, LAST, NULL, N_AGG, N_CSW, PAIRED, STALLS, STS_C, STS_S};
 
 const _: () = assert!(std::mem::size_of::<Kept>() == 128);
@@ -54,36 +57,36 @@ impl Cmd {
     }
 }
 
-/// The columns scsitrace/usb/bot.py `bot_commands(xf, streamed)` reads (bot_pass' aggregates
-/// by name, cbw, csw_bytes, csw_size, bus, dev, pos, cmd_s, cmd_c) of `cmds`, filled in one
-/// pass and handed to numpy without a copy, set in `out`.
-pub(super) fn set_columns<'py, I: ExactSizeIterator<Item = Cmd>>(py: Python<'py>, cmds: I, out: &Bound<'py, PyDict>)
-                                                                -> PyResult<()> {
+/// `cmds` as scsitrace/usb/bot.py `bot_commands(xf, streamed)` reads them (a `BotCommands`:
+/// bot_pass' aggregates, csw_size, bus, dev, pos, cmd_s, cmd_c and `io` when given; times
+/// from `origin`, null unknown), filled in one pass and handed over without a copy.
+pub(super) fn bot_commands<I: ExactSizeIterator<Item = Cmd>>(py: Python, cmds: I, origin: i64, io: Option<Vec<i64>>)
+                                                             -> PyResult<BotCommands> {
     let n = cmds.len();
+    let rel = |t: i64| if t == NULL { NULL } else { t - origin };
     let mut agg: Vec<Vec<i64>> = (0..N_AGG).map(|_| Vec::with_capacity(n)).collect();
     let mut ints: Vec<Vec<i64>> = (0..6).map(|_| Vec::with_capacity(n)).collect();
     let (mut cbw, mut csw) = (Vec::with_capacity(n * CBW_BYTES), Vec::with_capacity(n * CSW_BYTES));
     for c in cmds {
-        for (col, v) in agg.iter_mut().zip(c.a) {
-            col.push(v);
+        for (j, (col, v)) in agg.iter_mut().zip(c.a).enumerate() {
+            col.push(if matches!(j, STS_S | STS_C | DATA_S | DATA_C) { rel(v) } else { v });
         }
-        for (col, v) in ints.iter_mut().zip([c.csw_size, c.bus, c.dev, c.pos, c.cmd_s, c.cmd_c]) {
+        for (col, v) in ints.iter_mut().zip([c.csw_size, c.bus, c.dev, c.pos, rel(c.cmd_s), rel(c.cmd_c)]) {
             col.push(v);
         }
         cbw.extend_from_slice(&c.cbw);
         csw.extend_from_slice(&c.csw);
     }
-    let names = ["first", "last", "csw", "n_csw", "sts_s", "sts_c", "data_s", "data_c", "data_bytes", "stalls",
-                 "data_in"];
-    for (name, col) in names.iter().zip(agg) {
-        out.set_item(*name, PyArray1::from_vec_bound(py, col))?;
+    let [csw_size, bus, dev, pos, cmd_s, cmd_c]: [Vec<i64>; 6] = ints.try_into().unwrap();
+    let mut extra = vec![("bus", arrow::ints(bus)), ("dev", arrow::ints(dev)), ("pos", arrow::ints(pos)),
+                         ("cmd_s", arrow::ints_or_null(cmd_s)), ("cmd_c", arrow::ints_or_null(cmd_c))];
+    if let Some(io) = io {
+        extra.push(("io", arrow::ints(io)));
     }
-    for (name, col) in ["csw_size", "bus", "dev", "pos", "cmd_s", "cmd_c"].iter().zip(ints) {
-        out.set_item(*name, PyArray1::from_vec_bound(py, col))?;
-    }
-    out.set_item("cbw", PyArray1::from_vec_bound(py, cbw))?;
-    out.set_item("csw_bytes", PyArray1::from_vec_bound(py, csw))?;
-    Ok(())
+    let commands = aggregates(agg, csw_size, extra)?;
+    Ok(BotCommands { commands: Py::new(py, commands)?, cbw: PyArray1::from_vec_bound(py, cbw).unbind(),
+                     csw: PyArray1::from_vec_bound(py, csw).unbind(),
+                     kind: PyArray1::from_vec_bound(py, Vec::<i8>::new()).unbind() })
 }
 
 /// A command kept for the reports in 128 bytes (its io and Cmd: 192): what its ios row is
@@ -355,61 +358,96 @@ impl CommandStage {
         }
     }
 
-    /// Everything accumulated, for scsitrace/usb/streamed.py (taken out of the stage).
-    pub(super) fn results<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let out = PyDict::new_bound(py);
-        out.set_item("rows", self.rows)?;
-        out.set_item("reasons", self.reasons.to_vec())?;
-        let devices: Vec<(String, i64, i64, i64, i64, i64)> =
-            self.devices.iter().map(|d| (d.name.clone(), d.n, d.paired, d.bytes, d.rsum, d.rn)).collect();
-        out.set_item("devices", devices)?;
-        out.set_item("n_dev", self.devices.iter().filter(|d| d.covered.is_some()).count())?;
+    /// Everything accumulated, for scsitrace/usb/streamed.py (taken out of the stage; the
+    /// anomalous commands' times from `origin`).
+    pub(super) fn results(&mut self, py: Python, origin: i64) -> PyResult<StageResults> {
+        let devices = Columns::new(vec![
+            ("name", Arc::new(StringArray::from_iter_values(self.devices.iter().map(|d| d.name.as_str()))) as ArrayRef),
+            ("n", arrow::ints(self.devices.iter().map(|d| d.n).collect())),
+            ("paired", arrow::ints(self.devices.iter().map(|d| d.paired).collect())),
+            ("bytes", arrow::ints(self.devices.iter().map(|d| d.bytes).collect())),
+            ("rsum", arrow::ints(self.devices.iter().map(|d| d.rsum).collect())),
+            ("rn", arrow::ints(self.devices.iter().map(|d| d.rn).collect()))])?;
         let mut srt = Vec::new();
         for (op, entry) in self.srt.iter_mut().enumerate() {
             if let Some(e) = entry.take() {
-                srt.push((op as i64, Py::new(py, e.samples)?, e.io, e.cdb.to_vec(), e.cb_len));
+                srt.push(Py::new(py, SrtEntry { opcode: op as i64, samples: Py::new(py, e.samples)?, io: e.io,
+                                                cdb: e.cdb.to_vec(), cb_len: e.cb_len })?);
             }
         }
-        out.set_item("srt", srt)?;
         let latency = std::mem::replace(&mut self.latency, Samples::with_cap(DEFAULT_CAP));
-        out.set_item("latency", Py::new(py, latency)?)?;
-        out.set_item("paired", self.paired)?;
-        out.set_item("data_bytes", self.data_bytes)?;
-        out.set_item("totals", self.totals.to_vec())?;
-        out.set_item("counts", self.counts.to_vec())?;
-        out.set_item("segment_stride", self.seg_stride)?;
-        out.set_item("kept_rows", self.kept.len())?;
-        out.set_item("stride", self.stride)?;
         let anomalous = std::mem::take(&mut self.anomalous);
-        let an = PyDict::new_bound(py);
-        set_columns(py, anomalous.into_iter(), &an)?;
-        out.set_item("anomalous", an)?;
-        Ok(out)
+        Ok(StageResults {
+            rows: self.rows, reasons: self.reasons.to_vec(), devices: Py::new(py, devices)?,
+            n_dev: self.devices.iter().filter(|d| d.covered.is_some()).count() as i64, srt,
+            latency: Py::new(py, latency)?, paired: self.paired, data_bytes: self.data_bytes,
+            totals: self.totals.to_vec(), counts: self.counts.to_vec(), segment_stride: self.seg_stride,
+            kept_rows: self.kept.len() as i64, stride: self.stride,
+            anomalous: Py::new(py, bot_commands(py, anomalous.into_iter(), origin, None)?)?,
+        })
     }
 
-    /// The kept segments' columns (dev, io, start, end, phase, bytes) and the device names
-    /// (dev indexes them), taken out of the stage.
-    pub(super) fn segments<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    /// The kept segments (Columns: dev, io, start, end, phase, bytes; io and bytes null
+    /// outside a command's DATA) and the device names (dev indexes them), taken out of the stage.
+    pub(super) fn segments(&mut self, py: Python) -> PyResult<KeptSegments> {
         let segs = std::mem::take(&mut self.segs);
-        let cols: [(&str, fn(&Seg) -> i64); 6] = [("dev", |s| s.dev as i64), ("io", |s| s.io), ("start", |s| s.start),
-                                                 ("end", |s| s.end), ("phase", |s| s.phase as i64),
-                                                 ("bytes", |s| s.bytes)];
-        let seg = PyDict::new_bound(py);
-        for (name, get) in cols {
-            seg.set_item(name, PyArray1::from_iter_bound(py, segs.iter().map(get)))?;
-        }
-        let names: Vec<String> = self.devices.iter().map(|d| d.name.clone()).collect();
-        seg.set_item("device_names", names)?;
-        Ok(seg)
+        let col = |get: fn(&Seg) -> i64| segs.iter().map(get).collect::<Vec<i64>>();
+        let segments = Columns::new(vec![
+            ("dev", arrow::ints(col(|s| s.dev as i64))), ("io", arrow::ints_or_null(col(|s| s.io))),
+            ("start", arrow::ints(col(|s| s.start))), ("end", arrow::ints(col(|s| s.end))),
+            ("phase", arrow::ints(col(|s| s.phase as i64))), ("bytes", arrow::ints_or_null(col(|s| s.bytes)))])?;
+        Ok(KeptSegments { segments: Py::new(py, segments)?,
+                          device_names: self.devices.iter().map(|d| d.name.clone()).collect() })
     }
 
-    /// The kept commands' columns (set_columns) and their `io`, taken out of the stage.
-    pub(super) fn kept<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    /// The kept commands (as `take` hands them over, with their `io`), taken out of the stage.
+    pub(super) fn kept(&mut self, py: Python, origin: i64) -> PyResult<BotCommands> {
         let kept = std::mem::take(&mut self.kept);
-        let rows = PyDict::new_bound(py);
         let stride = self.stride;
-        set_columns(py, kept.iter().enumerate().map(|(j, k)| k.cmd(j as i64 * stride)), &rows)?;
-        rows.set_item("io", PyArray1::from_iter_bound(py, (0..kept.len() as i64).map(|j| j * self.stride)))?;
-        Ok(rows)
+        let io = (0..kept.len() as i64).map(|j| j * stride).collect();
+        bot_commands(py, kept.iter().enumerate().map(|(j, k)| k.cmd(j as i64 * stride)), origin, Some(io))
     }
+}
+
+/// What the command stage accumulated (scsitrace/usb/streamed.py `_tables` reads it): the
+/// commands (`rows`) and pairing `reasons` (counts by reason code), per device (`devices`:
+/// name, commands, paired, data bytes, response sum and count), how many devices have
+/// segments (`n_dev`), per opcode the response `Samples` (`srt`), the `latency` Samples, the
+/// paired commands and data bytes, the stage `totals` and segment `counts` per phase code,
+/// the kept segments' and commands' strides and the kept commands' count, and the commands
+/// with anomalies (`anomalous`).
+#[pyclass(get_all)]
+pub(super) struct StageResults {
+    rows: i64,
+    reasons: Vec<i64>,
+    devices: Py<Columns>,
+    n_dev: i64,
+    srt: Vec<Py<SrtEntry>>,
+    latency: Py<Samples>,
+    paired: i64,
+    data_bytes: i64,
+    totals: Vec<i64>,
+    counts: Vec<i64>,
+    segment_stride: i64,
+    kept_rows: i64,
+    stride: i64,
+    anomalous: Py<BotCommands>,
+}
+
+/// The response times of one opcode: its Samples, the first command's io, its CDB bytes
+/// (16, `cb_len` of them used).
+#[pyclass(get_all)]
+pub(super) struct SrtEntry {
+    opcode: i64,
+    samples: Py<Samples>,
+    io: i64,
+    cdb: Vec<u8>,
+    cb_len: i64,
+}
+
+/// The kept segments and the device names their `dev` indexes.
+#[pyclass(get_all)]
+pub(super) struct KeptSegments {
+    segments: Py<Columns>,
+    device_names: Vec<String>,
 }

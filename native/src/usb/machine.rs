@@ -2,11 +2,12 @@
 //! columns, the Bulk-Only command pass and its CBW/CSW fields, stage pieces.
 use std::collections::HashMap;
 
-use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadwriteArray1};
-use pyo3::types::PyDict;
+use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 
-use crate::arrow::{ints, ints_or_null, Columns};
+use arrow_array::types::UInt8Type;
+
+use crate::arrow::{ints, ints_or_null, values_of, Columns, Table};
 pub(super) use crate::arrow::NULL;
 use crate::bus::tiling::DeviceTiling;
 
@@ -60,127 +61,122 @@ pub(super) fn bot_reason(n_csw: i64, last: bool, csw_size: i64, csw_tag: i64, cb
     }
 }
 
-/// Transfers as (submit row, completion row), -1 where absent, in row order, written to
-/// `s_rows` and `c_rows`; returns their count. A submit pairs with the next event of its
-/// URB id when that is a completion (C or E); only submits waiting for it are remembered.
-#[pyfunction]
-fn pair_urbs(py: Python, urb_id: PyReadonlyArray1<u64>, event: PyReadonlyArray1<u8>,
-             mut s_rows: PyReadwriteArray1<i64>, mut c_rows: PyReadwriteArray1<i64>) -> PyResult<i64> {
-    let (ids, ev) = (urb_id.as_slice()?, event.as_slice()?);
-    let (s_rows, c_rows) = (s_rows.as_slice_mut()?, c_rows.as_slice_mut()?);
-    Ok(py.allow_threads(move || {
-        let mut waiting: HashMap<u64, usize> = HashMap::new();
-        let mut count = 0usize;
-        for r in 0..ids.len() {
-            let e = ev[r];
-            if e == EV_S {
-                waiting.insert(ids[r], count);
-                s_rows[count] = r as i64;
-                c_rows[count] = -1;
-                count += 1;
-            } else {
-                let live = waiting.remove(&ids[r]);
-                if e == EV_C || e == EV_E {
-                    match live {
-                        Some(k) => c_rows[k] = r as i64,
-                        None => {
-                            s_rows[count] = -1;
-                            c_rows[count] = r as i64;
-                            count += 1;
-                        }
+/// Transfers as (submit row, completion row), -1 where absent, in row order. A submit
+/// pairs with the next event of its URB id when that is a completion (C or E); only
+/// submits waiting for it are remembered.
+fn pair_urbs(ids: &[u64], ev: &[u8]) -> (Vec<i64>, Vec<i64>) {
+    let mut waiting: HashMap<u64, usize> = HashMap::new();
+    let (mut s_rows, mut c_rows) = (Vec::new(), Vec::new());
+    for r in 0..ids.len() {
+        let e = ev[r];
+        if e == EV_S {
+            waiting.insert(ids[r], s_rows.len());
+            s_rows.push(r as i64);
+            c_rows.push(-1);
+        } else {
+            let live = waiting.remove(&ids[r]);
+            if e == EV_C || e == EV_E {
+                match live {
+                    Some(k) => c_rows[k] = r as i64,
+                    None => {
+                        s_rows.push(-1);
+                        c_rows.push(r as i64);
                     }
                 }
             }
         }
-        count as i64
-    }))
+    }
+    (s_rows, c_rows)
 }
 
-/// Per transfer (submit row `s_row`, completion row `c_row`, -1 where absent) of the URBs
-/// `u` (scsitrace/usb/transfers.py transfer_columns): a dict of its naming row `row`,
-/// `data_row`, `submit_ns` and `complete_ns` (NULL unknown), `status` and `status_null`,
-/// `req_len` and `actual` (NULL unknown), `dir_in`, `xfer`, `bus_dev` ((bus << 8) | address),
-/// and whether the naming times ascend.
+/// The transfers of the URBs `u` (scsitrace/usb/transfers.py `Transfers`), one row each
+/// in time order (submit time, else completion time; then row): `s_row`, `c_row` (the
+/// submit and completion event rows, -1 where absent), `row` (the row naming it),
+/// `data_row` (the row whose data it moved, IN: the completion's), `submit_ns`,
+/// `complete_ns`, `status`, `req_len`, `actual` (null unknown), `dir_in`, `xfer`, `bus_dev`
+/// ((bus << 8) | address).
 #[pyfunction]
-fn transfer_columns<'py>(py: Python<'py>, s_row: PyReadonlyArray1<'py, i64>, c_row: PyReadonlyArray1<'py, i64>,
-                         u: UrbBatch<'py>) -> PyResult<(Bound<'py, PyDict>, bool)> {
-    let (s_row, c_row) = (s_row.as_slice()?, c_row.as_slice()?);
-    let (t_ns, status, status_null, length, ep, xfer, bus, dev) = (
-        u.t_ns.as_slice()?, u.status.as_slice()?, u.status_null.as_slice()?, u.length.as_slice()?,
-        u.ep.as_slice()?, u.xfer.as_slice()?, u.bus.as_slice()?, u.dev.as_slice()?);
+fn transfers(py: Python, u: UrbBatch) -> PyResult<Columns> {
+    let (urb_id, event, t_ns, status, status_null, length, length_null, ep, xfer, bus, dev) = (
+        u.urb_id.as_slice()?, u.event.as_slice()?, u.t_ns.as_slice()?, u.status.as_slice()?,
+        u.status_null.as_slice()?, u.length.as_slice()?, u.length_null.as_slice()?, u.ep.as_slice()?,
+        u.xfer.as_slice()?, u.bus.as_slice()?, u.dev.as_slice()?);
     let rows = t_ns.len();
-    if [status.len(), status_null.len(), length.len(), ep.len(), xfer.len(), bus.len(), dev.len()]
-        .iter().any(|&m| m != rows) || s_row.len() != c_row.len()
-        || s_row.iter().chain(c_row.iter()).any(|&r| r >= rows as i64)
-        || s_row.iter().zip(c_row.iter()).any(|(&s, &c)| s < 0 && c < 0) {
-        return Err(pyo3::exceptions::PyValueError::new_err("transfer_columns: columns of unequal lengths"));
+    if [urb_id.len(), event.len(), status.len(), status_null.len(), length.len(), length_null.len(), ep.len(),
+        xfer.len(), bus.len(), dev.len()].iter().any(|&m| m != rows) {
+        return Err(pyo3::exceptions::PyValueError::new_err("transfers: URB columns of unequal lengths"));
     }
-    let n = s_row.len();
-    let mut t = TransferOut::with_len(n);
-    let in_order = py.allow_threads(|| {
-        let mut in_order = true;
-        let mut prev = i64::MIN;
-        for k in 0..n {
-            let (s, c) = (s_row[k], c_row[k]);
-            let r = if s >= 0 { s } else { c } as usize;
+    let t = py.allow_threads(|| {
+        let (mut s_row, mut c_row) = pair_urbs(urb_id, event);
+        let named = |s: i64, c: i64| if s >= 0 { s } else { c } as usize;
+        let in_order = {
+            let time = |k: usize| t_ns[named(s_row[k], c_row[k])];
+            (1..s_row.len()).all(|k| time(k - 1) <= time(k))
+        };
+        if !in_order {
+            // by time (submit, else completion), then row
+            let mut order: Vec<usize> = (0..s_row.len()).collect();
+            order.sort_by_key(|&k| {
+                let r = named(s_row[k], c_row[k]);
+                (t_ns[r], r)
+            });
+            (s_row, c_row) = (order.iter().map(|&k| s_row[k]).collect(), order.iter().map(|&k| c_row[k]).collect());
+        }
+        let length_at = |r: i64| if r >= 0 && !length_null[r as usize] { length[r as usize] } else { NULL };
+        let mut t = TransferOut::with_len(s_row.len());
+        for (k, (&s, &c)) in s_row.iter().zip(&c_row).enumerate() {
+            let r = named(s, c);
             t.row[k] = r as i64;
             let din = ep[r] & 0x80 != 0;
-            t.dir_in[k] = din;
+            t.dir_in[k] = din as u8;
             t.data_row[k] = if din || s < 0 { c } else { s };
             t.submit[k] = if s >= 0 { t_ns[s as usize] } else { NULL };
-            t.req[k] = if s >= 0 { length[s as usize] } else { NULL };
+            t.req[k] = length_at(s);
             t.complete[k] = if c >= 0 { t_ns[c as usize] } else { NULL };
-            t.act[k] = if c >= 0 { length[c as usize] } else { NULL };
-            if c >= 0 {
-                t.st[k] = status[c as usize];
-                t.st_null[k] = status_null[c as usize];
+            t.act[k] = length_at(c);
+            if c >= 0 && !status_null[c as usize] {
+                t.st[k] = status[c as usize] as i64;
             }
             t.kind[k] = xfer[r];
             t.bus_dev[k] = ((bus[r] as i64) << 8) | dev[r] as i64;
-            in_order = in_order && t_ns[r] >= prev;
-            prev = t_ns[r];
         }
-        in_order
+        t.s_row = s_row;
+        t.c_row = c_row;
+        t
     });
-    Ok((t.into_dict(py)?, in_order))
+    t.into_columns()
 }
 
-/// transfer_columns' output columns.
+/// The transfers' output columns (NULL: null).
 struct TransferOut {
+    s_row: Vec<i64>,
+    c_row: Vec<i64>,
     row: Vec<i64>,
     data_row: Vec<i64>,
     submit: Vec<i64>,
     complete: Vec<i64>,
-    st: Vec<i32>,
-    st_null: Vec<bool>,
+    st: Vec<i64>,
     req: Vec<i64>,
     act: Vec<i64>,
-    dir_in: Vec<bool>,
+    dir_in: Vec<u8>,
     kind: Vec<u8>,
     bus_dev: Vec<i64>,
 }
 
 impl TransferOut {
     fn with_len(n: usize) -> TransferOut {
-        TransferOut { row: vec![0; n], data_row: vec![0; n], submit: vec![0; n], complete: vec![0; n],
-                      st: vec![0; n], st_null: vec![true; n], req: vec![0; n], act: vec![0; n],
-                      dir_in: vec![false; n], kind: vec![0; n], bus_dev: vec![0; n] }
+        TransferOut { s_row: Vec::new(), c_row: Vec::new(), row: vec![0; n], data_row: vec![0; n], submit: vec![0; n],
+                      complete: vec![0; n], st: vec![NULL; n], req: vec![0; n], act: vec![0; n], dir_in: vec![0; n],
+                      kind: vec![0; n], bus_dev: vec![0; n] }
     }
 
-    fn into_dict(self, py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-        let d = PyDict::new_bound(py);
-        d.set_item("row", PyArray1::from_vec_bound(py, self.row))?;
-        d.set_item("data_row", PyArray1::from_vec_bound(py, self.data_row))?;
-        d.set_item("submit_ns", PyArray1::from_vec_bound(py, self.submit))?;
-        d.set_item("complete_ns", PyArray1::from_vec_bound(py, self.complete))?;
-        d.set_item("status", PyArray1::from_vec_bound(py, self.st))?;
-        d.set_item("status_null", PyArray1::from_vec_bound(py, self.st_null))?;
-        d.set_item("req_len", PyArray1::from_vec_bound(py, self.req))?;
-        d.set_item("actual", PyArray1::from_vec_bound(py, self.act))?;
-        d.set_item("dir_in", PyArray1::from_vec_bound(py, self.dir_in))?;
-        d.set_item("xfer", PyArray1::from_vec_bound(py, self.kind))?;
-        d.set_item("bus_dev", PyArray1::from_vec_bound(py, self.bus_dev))?;
-        Ok(d)
+    fn into_columns(self) -> PyResult<Columns> {
+        Columns::new(vec![("s_row", ints(self.s_row)), ("c_row", ints(self.c_row)), ("row", ints(self.row)),
+                          ("data_row", ints(self.data_row)), ("submit_ns", ints_or_null(self.submit)),
+                          ("complete_ns", ints_or_null(self.complete)), ("status", ints_or_null(self.st)),
+                          ("req_len", ints_or_null(self.req)), ("actual", ints_or_null(self.act)),
+                          ("dir_in", values_of::<UInt8Type>(self.dir_in)), ("xfer", values_of::<UInt8Type>(self.kind)),
+                          ("bus_dev", ints(self.bus_dev))])
     }
 }
 
@@ -283,16 +279,13 @@ pub(super) fn stage_bounds_of(cmd_c: i64, data_s: i64, data_c: i64, sts_s: i64) 
     (c0, max_t(data_s, c0), max_t(sts_s, if data_c != NULL { data_c } else { c0 }))
 }
 
-/// stage_bounds_of over columns (scsitrace/usb/stages.py `_with_stages`): (c0, d0, s0).
+/// stage_bounds_of over the commands' columns (scsitrace/usb/stages.py `_with_stages`; by
+/// name: `cmd_c`, `data_s`, `data_c`, `sts_s`, null unknown): `_c0`, `_d0`, `_s0`.
 #[pyfunction]
-fn stage_bounds<'py>(py: Python<'py>, cmd_c: PyReadonlyArray1<'py, i64>, data_s: PyReadonlyArray1<'py, i64>,
-                     data_c: PyReadonlyArray1<'py, i64>, sts_s: PyReadonlyArray1<'py, i64>)
-                     -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>)> {
-    let (cmd_c, data_s, data_c, sts_s) = (cmd_c.as_slice()?, data_s.as_slice()?, data_c.as_slice()?, sts_s.as_slice()?);
-    let n = cmd_c.len();
-    if [data_s.len(), data_c.len(), sts_s.len()].iter().any(|&m| m != n) {
-        return Err(pyo3::exceptions::PyValueError::new_err("stage_bounds: columns of unequal lengths"));
-    }
+fn stage_bounds(py: Python, commands: Table) -> PyResult<Columns> {
+    let (cmd_c, data_s, data_c, sts_s) = (commands.i64s_or_null("cmd_c")?, commands.i64s_or_null("data_s")?,
+                                          commands.i64s_or_null("data_c")?, commands.i64s_or_null("sts_s")?);
+    let n = commands.len();
     let (c0, d0, s0) = py.allow_threads(|| {
         let (mut c0, mut d0, mut s0) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
         for i in 0..n {
@@ -303,7 +296,7 @@ fn stage_bounds<'py>(py: Python<'py>, cmd_c: PyReadonlyArray1<'py, i64>, data_s:
         }
         (c0, d0, s0)
     });
-    Ok((PyArray1::from_vec_bound(py, c0), PyArray1::from_vec_bound(py, d0), PyArray1::from_vec_bound(py, s0)))
+    Columns::new(vec![("_c0", ints_or_null(c0)), ("_d0", ints_or_null(d0)), ("_s0", ints_or_null(s0))])
 }
 
 /// The data of URB events a pass reads (a scsitrace.usb.urbs.UrbColumns, by name).
@@ -319,53 +312,31 @@ struct UrbData<'py> {
     data_head: PyReadonlyArray1<'py, u32>,
 }
 
-/// The transfer columns bot_pass reads (a scsitrace.usb.transfers.Transfers, by name,
-/// declared there once) and its URBs' data.
-#[derive(FromPyObject)]
-struct TransferCols<'py> {
-    #[pyo3(attribute)]
-    xfer: PyReadonlyArray1<'py, u8>,
-    #[pyo3(attribute)]
-    dir_in: PyReadonlyArray1<'py, bool>,
-    #[pyo3(attribute)]
-    data_row: PyReadonlyArray1<'py, i64>,
-    #[pyo3(attribute)]
-    submit_ns: PyReadonlyArray1<'py, i64>,
-    #[pyo3(attribute)]
-    complete_ns: PyReadonlyArray1<'py, i64>,
-    #[pyo3(attribute)]
-    status: PyReadonlyArray1<'py, i32>,
-    #[pyo3(attribute)]
-    status_null: PyReadonlyArray1<'py, bool>,
-    #[pyo3(attribute)]
-    req_len: PyReadonlyArray1<'py, i64>,
-    #[pyo3(attribute)]
-    actual: PyReadonlyArray1<'py, i64>,
-    #[pyo3(attribute)]
-    urbs: UrbData<'py>,
-}
-
 /// scsitrace/usb/bot.py BOT_AGGREGATES, in the order of the aggregate indexes above.
 const AGG_NAMES: [&str; N_AGG] = ["first", "last", "csw", "n_csw", "sts_s", "sts_c", "data_s", "data_c",
                                   "data_bytes", "stalls", "data_in"];
 
-/// Bulk-Only commands from transfers in time order (scsitrace/usb/bot.py bot_pass), each
-/// transfer's device (`device`, < `n_devices`): a dict of, per command, the aggregates by
-/// name (AGG_NAMES), `cbw` (31 bytes each), `csw` (the first CSW's 13 bytes) and
-/// `csw_size` (-1: none); per transfer `kind` (its class).
+/// Bulk-Only commands from transfers in time order (scsitrace/usb/bot.py bot_pass; the
+/// transfers' columns by name, with each one's `device` id, < `n_devices`) and their URBs'
+/// data: a `BotCommands` (per command the aggregates by name (AGG_NAMES) and `csw_size`
+/// (-1: none), `cbw` (31 bytes each), `csw` (the first CSW's 13 bytes); per transfer
+/// `kind`, its class).
 #[pyfunction]
-fn bot_pass<'py>(py: Python<'py>, xf: TransferCols<'py>, device: PyReadonlyArray1<'py, i64>, n_devices: usize)
-                 -> PyResult<Bound<'py, PyDict>> {
-    let (xfer, dir_in, device, data_row, submit_ns, complete_ns, status, status_null, req_len, actual) = (
-        xf.xfer.as_slice()?, xf.dir_in.as_slice()?, device.as_slice()?, xf.data_row.as_slice()?,
-        xf.submit_ns.as_slice()?, xf.complete_ns.as_slice()?, xf.status.as_slice()?, xf.status_null.as_slice()?,
-        xf.req_len.as_slice()?, xf.actual.as_slice()?);
-    let u = &xf.urbs;
+fn bot_pass<'py>(py: Python<'py>, xf: Table, urbs: UrbData<'py>, n_devices: usize) -> PyResult<BotCommands> {
+    let (xfer, dir_in, device, data_row) = (xf.values::<UInt8Type>("xfer")?, xf.values::<UInt8Type>("dir_in")?,
+                                            xf.i64s("device")?, xf.i64s("data_row")?);
+    if device.iter().any(|&d| d < 0 || d as usize >= n_devices) {
+        return Err(pyo3::exceptions::PyValueError::new_err("bot_pass: a device id below n_devices for each transfer"));
+    }
+    let (submit_ns, complete_ns, status, req_len, actual) = (
+        xf.i64s_or_null("submit_ns")?, xf.i64s_or_null("complete_ns")?, xf.i64s_or_null("status")?,
+        xf.i64s_or_null("req_len")?, xf.i64s_or_null("actual")?);
+    let (xfer, dir_in, device, data_row) = (&xfer[..], &dir_in[..], &device[..], &data_row[..]);
+    let u = &urbs;
     let (data_buf, data_at, data_size, data_head) =
         (u.data_buf.as_slice()?, u.data_at.as_slice()?, u.data_size.as_slice()?, u.data_head.as_slice()?);
     let n = xfer.len();
-    if [dir_in.len(), device.len(), data_row.len(), submit_ns.len(), complete_ns.len(), status.len(),
-        status_null.len(), req_len.len(), actual.len()].iter().any(|&k| k != n) {
+    if device.len() != n {
         return Err(pyo3::exceptions::PyValueError::new_err("bot_pass: transfer columns of unequal lengths"));
     }
     // sized for the worst case (a CBW per transfer): calloc'd pages untouched cost nothing
@@ -393,9 +364,9 @@ fn bot_pass<'py>(py: Python<'py>, xf: TransferCols<'py>, device: PyReadonlyArray
             let d = device[k] as usize;
             let r = data_row[k];
             let ru = r.max(0) as usize;
-            let x = Bulk { k: k as i64, dir_in: dir_in[k], size: if r >= 0 { data_size[ru] } else { -1 },
+            let x = Bulk { k: k as i64, dir_in: dir_in[k] != 0, size: if r >= 0 { data_size[ru] } else { -1 },
                            head: data_head[ru], submit: submit_ns[k], complete: complete_ns[k],
-                           has_status: !status_null[k], status: status[k], req: req_len[k], act: actual[k] };
+                           has_status: status[k] != NULL, status: status[k] as i32, req: req_len[k], act: actual[k] };
             let (is_cbw, is_csw) = x.role();
             if is_cbw {
                 bot[d] = true;
@@ -438,18 +409,43 @@ fn bot_pass<'py>(py: Python<'py>, xf: TransferCols<'py>, device: PyReadonlyArray
         }
         m
     });
-    let out = PyDict::new_bound(py);
-    for (j, name) in AGG_NAMES.iter().enumerate() {
-        out.set_item(*name, PyArray1::from_slice_bound(py, &ints_v[j * n..j * n + m]))?;
-    }
     cbw_v.truncate(m * CBW_BYTES);
     csw_v.truncate(m * CSW_BYTES);
     csw_size_v.truncate(m);
-    out.set_item("cbw", PyArray1::from_vec_bound(py, cbw_v))?;
-    out.set_item("csw", PyArray1::from_vec_bound(py, csw_v))?;
-    out.set_item("csw_size", PyArray1::from_vec_bound(py, csw_size_v))?;
-    out.set_item("kind", PyArray1::from_vec_bound(py, kind_v))?;
-    Ok(out)
+    let agg = (0..N_AGG).map(|j| ints_v[j * n..j * n + m].to_vec()).collect();
+    Ok(BotCommands { commands: Py::new(py, aggregates(agg, csw_size_v, Vec::new())?)?,
+                     cbw: PyArray1::from_vec_bound(py, cbw_v).unbind(), csw: PyArray1::from_vec_bound(py, csw_v).unbind(),
+                     kind: PyArray1::from_vec_bound(py, kind_v).unbind() })
+}
+
+/// Bulk-Only commands as the passes hand them over (`bot_pass`, the streamed machine):
+/// `commands`, a row each (`aggregates`); `cbw` (31 bytes a command) and `csw` (the first
+/// CSW's 13 bytes); per transfer (bot_pass only) `kind`, its class.
+#[pyclass(get_all)]
+pub(super) struct BotCommands {
+    pub commands: Py<Columns>,
+    pub cbw: Py<PyArray1<u8>>,
+    pub csw: Py<PyArray1<u8>>,
+    pub kind: Py<PyArray1<i8>>,
+}
+
+/// The commands' aggregates (AGG_NAMES order) as columns: times null where unknown, `last`
+/// as 0/1, `csw` (the CSW's transfer) null without one, `data_in` null where no data stage
+/// said (else 1 IN, 0 OUT); and `csw_size` (null: no CSW); then the `extra` columns.
+pub(super) fn aggregates(agg: Vec<Vec<i64>>, csw_size: Vec<i64>, extra: Vec<(&'static str, arrow_array::ArrayRef)>)
+                         -> PyResult<Columns> {
+    let mut cols: Vec<(&str, arrow_array::ArrayRef)> = Vec::with_capacity(N_AGG + 1);
+    for (j, col) in agg.into_iter().enumerate() {
+        let array = match j {
+            STS_S | STS_C | DATA_S | DATA_C => ints_or_null(col),
+            CSW_K | DATA_IN => ints_or_null(col.into_iter().map(|v| if v < 0 { NULL } else { v }).collect()),
+            _ => ints(col),
+        };
+        cols.push((AGG_NAMES[j], array));
+    }
+    cols.push(("csw_size", ints_or_null(csw_size.into_iter().map(|v| if v < 0 { NULL } else { v }).collect())));
+    cols.extend(extra);
+    Columns::new(cols)
 }
 
 #[inline(always)]
@@ -457,44 +453,40 @@ pub(super) fn le32(rows: &[u8], at: usize) -> i64 {
     rows[at] as i64 | (rows[at + 1] as i64) << 8 | (rows[at + 2] as i64) << 16 | (rows[at + 3] as i64) << 24
 }
 
-/// Per Bulk-Only command (scsitrace/usb/bot.py bot_fields; `cbw`, `csw`: 31 and 13 bytes a
-/// command) -> a dict of columns: CBW tag (`usb_tag`), transfer length (`bytes`), LUN, CDB
-/// length (`cb_len`), CSW tag, residue, status (`csw_status`), unpaired reason code (`reason`,
-/// `bot_reason`), direction flag (`flag_in`).
+/// Per Bulk-Only command (scsitrace/usb/bot.py bot_fields): from its `commands` row (by
+/// name: `csw_size` (null: no CSW), `n_csw`, `last`, `sts_c`) and its `cbw` and `csw` bytes (31 and 13 a
+/// command), the CBW tag (`usb_tag`), transfer length (`bytes`), LUN, CDB length (`cb_len`),
+/// CSW tag, residue and status (`csw_status`; null where the CSW's bytes hold none), unpaired
+/// reason code (`reason`, `bot_reason`), direction flag (`flag_in`, 0/1).
 #[pyfunction]
-fn bot_fields<'py>(py: Python<'py>, cbw: PyReadonlyArray1<u8>, csw: PyReadonlyArray1<u8>,
-                   csw_size: PyReadonlyArray1<i64>, n_csw: PyReadonlyArray1<i64>, last: PyReadonlyArray1<bool>,
-                   sts_c: PyReadonlyArray1<i64>) -> PyResult<Bound<'py, PyDict>> {
-    let (cbw, csw, csw_size, n_csw, last, sts_c) =
-        (cbw.as_slice()?, csw.as_slice()?, csw_size.as_slice()?, n_csw.as_slice()?, last.as_slice()?, sts_c.as_slice()?);
-    let n = csw_size.len();
-    if cbw.len() != n * CBW_BYTES || csw.len() != n * CSW_BYTES || n_csw.len() != n || last.len() != n
-        || sts_c.len() != n {
-        return Err(pyo3::exceptions::PyValueError::new_err("bot_fields: columns of unequal lengths"));
+fn bot_fields(py: Python, commands: Table, cbw: PyReadonlyArray1<u8>, csw: PyReadonlyArray1<u8>) -> PyResult<Columns> {
+    let (cbw, csw) = (cbw.as_slice()?, csw.as_slice()?);
+    // a command without a CSW has no csw_size: NULL, below every size the fields need
+    let (csw_size, n_csw, last, sts_c) = (commands.i64s_or_null("csw_size")?, commands.i64s("n_csw")?,
+                                          commands.i64s("last")?, commands.i64s_or_null("sts_c")?);
+    let n = commands.len();
+    if cbw.len() != n * CBW_BYTES || csw.len() != n * CSW_BYTES {
+        return Err(pyo3::exceptions::PyValueError::new_err("bot_fields: CBW and CSW bytes of each command"));
     }
-    const NAMES: [&str; 8] = ["usb_tag", "bytes", "lun", "cb_len", "csw_tag", "residue", "csw_status", "reason"];
-    let (cols, flag_in) = py.allow_threads(move || {
+    const NAMES: [&str; 9] = ["usb_tag", "bytes", "lun", "cb_len", "csw_tag", "residue", "csw_status", "reason", "flag_in"];
+    let cols = py.allow_threads(|| {
         let mut cols: Vec<Vec<i64>> = (0..NAMES.len()).map(|_| Vec::with_capacity(n)).collect();
-        let mut flag_in = Vec::with_capacity(n);
         for c in 0..n {
             let (b, s) = (c * CBW_BYTES, c * CSW_BYTES);
             let (tag, csw_tag) = (le32(cbw, b + 4), le32(csw, s + 4));
-            let row = [tag, le32(cbw, b + 8), (cbw[b + 13] & 0x0F) as i64, (cbw[b + 14] & 0x1F) as i64, csw_tag,
-                       le32(csw, s + 8), csw[s + 12] as i64,
-                       bot_reason(n_csw[c], last[c], csw_size[c], csw_tag, tag, sts_c[c]) as i64];
+            let size = csw_size[c];
+            let row = [tag, le32(cbw, b + 8), (cbw[b + 13] & 0x0F) as i64, (cbw[b + 14] & 0x1F) as i64,
+                       if size < 8 { NULL } else { csw_tag }, if size < 12 { NULL } else { le32(csw, s + 8) },
+                       if size <= 12 { NULL } else { csw[s + 12] as i64 },
+                       bot_reason(n_csw[c], last[c] == 1, size, csw_tag, tag, sts_c[c]) as i64,
+                       (cbw[b + 12] & 0x80 != 0) as i64];
             for (col, v) in cols.iter_mut().zip(row) {
                 col.push(v);
             }
-            flag_in.push(cbw[b + 12] & 0x80 != 0);
         }
-        (cols, flag_in)
+        cols
     });
-    let out = PyDict::new_bound(py);
-    for (name, col) in NAMES.iter().zip(cols) {
-        out.set_item(*name, PyArray1::from_vec_bound(py, col))?;
-    }
-    out.set_item("flag_in", PyArray1::from_vec_bound(py, flag_in))?;
-    Ok(out)
+    Columns::new(NAMES.iter().zip(cols).map(|(name, col)| (*name, ints_or_null(col))).collect())
 }
 
 /// The phases of a command's stage pieces, by phase code (scsitrace/usb/stages.py reads
@@ -535,66 +527,35 @@ pub(super) fn piece(block: usize, t: &StageTimes) -> (i64, i64, usize) {
     }
 }
 
-/// The per-command columns of scsitrace/usb/stages.py `CommandStages`, read by name (times
-/// as int64 with NULL for unknown: the one missing-value marker of numpy columns, schema.NULL).
-#[derive(FromPyObject)]
-struct CommandStages<'py> {
-    #[pyo3(attribute)]
-    dev: PyReadonlyArray1<'py, i64>,
-    #[pyo3(attribute)]
-    io: PyReadonlyArray1<'py, i64>,
-    #[pyo3(attribute)]
-    cmd_s: PyReadonlyArray1<'py, i64>,
-    #[pyo3(attribute)]
-    cmd_c: PyReadonlyArray1<'py, i64>,
-    #[pyo3(attribute)]
-    d0: PyReadonlyArray1<'py, i64>,
-    #[pyo3(attribute)]
-    s0: PyReadonlyArray1<'py, i64>,
-    #[pyo3(attribute)]
-    data_c: PyReadonlyArray1<'py, i64>,
-    #[pyo3(attribute)]
-    sts_c: PyReadonlyArray1<'py, i64>,
-    #[pyo3(attribute)]
-    data_bytes: PyReadonlyArray1<'py, i64>,
-    #[pyo3(attribute)]
-    data_in: PyReadonlyArray1<'py, bool>,
+/// The per-command columns of scsitrace/usb/stages.py `CommandStages`, read by name from
+/// its frame (times null where unknown; `data_in` 0/1).
+struct Stages {
+    dev: Vec<i64>,
+    io: Vec<i64>,
+    cmd_s: Vec<i64>,
+    cmd_c: Vec<i64>,
+    d0: Vec<i64>,
+    s0: Vec<i64>,
+    data_c: Vec<i64>,
+    sts_c: Vec<i64>,
+    data_bytes: Vec<i64>,
+    data_in: Vec<i64>,
 }
 
-/// CommandStages as slices of one length.
-struct Stages<'a> {
-    dev: &'a [i64],
-    io: &'a [i64],
-    cmd_s: &'a [i64],
-    cmd_c: &'a [i64],
-    d0: &'a [i64],
-    s0: &'a [i64],
-    data_c: &'a [i64],
-    sts_c: &'a [i64],
-    data_bytes: &'a [i64],
-    data_in: &'a [bool],
-}
-
-impl<'py> CommandStages<'py> {
-    fn slices(&self) -> PyResult<Stages<'_>> {
-        let s = Stages { dev: self.dev.as_slice()?, io: self.io.as_slice()?, cmd_s: self.cmd_s.as_slice()?,
-                         cmd_c: self.cmd_c.as_slice()?, d0: self.d0.as_slice()?, s0: self.s0.as_slice()?,
-                         data_c: self.data_c.as_slice()?, sts_c: self.sts_c.as_slice()?,
-                         data_bytes: self.data_bytes.as_slice()?, data_in: self.data_in.as_slice()? };
-        let n = s.dev.len();
-        if [s.io.len(), s.cmd_s.len(), s.cmd_c.len(), s.d0.len(), s.s0.len(), s.data_c.len(), s.sts_c.len(),
-            s.data_bytes.len(), s.data_in.len()].iter().any(|&m| m != n) {
-            return Err(pyo3::exceptions::PyValueError::new_err("command stages: columns of different lengths"));
-        }
-        Ok(s)
+impl Stages {
+    fn of(t: &Table) -> PyResult<Stages> {
+        Ok(Stages { dev: t.i64s("dev")?.into_owned(), io: t.i64s_or_null("io")?, cmd_s: t.i64s_or_null("cmd_s")?,
+                    cmd_c: t.i64s_or_null("cmd_c")?, d0: t.i64s_or_null("d0")?, s0: t.i64s_or_null("s0")?,
+                    data_c: t.i64s_or_null("data_c")?, sts_c: t.i64s_or_null("sts_c")?,
+                    data_bytes: t.i64s_or_null("data_bytes")?, data_in: t.i64s("data_in")?.into_owned() })
     }
 }
 
-impl Stages<'_> {
+impl Stages {
     #[inline(always)]
     fn times(&self, i: usize) -> StageTimes {
         StageTimes { cmd_s: self.cmd_s[i], cmd_c: self.cmd_c[i], d0: self.d0[i], s0: self.s0[i],
-                     data_c: self.data_c[i], sts_c: self.sts_c[i], data_in: self.data_in[i] }
+                     data_c: self.data_c[i], sts_c: self.sts_c[i], data_in: self.data_in[i] == 1 }
     }
 }
 
@@ -609,8 +570,8 @@ struct StagePieces {
 
 /// The stage pieces of the commands, block by block or command by command (`by_command`).
 #[pyfunction]
-fn stage_pieces(py: Python, commands: CommandStages, by_command: bool) -> PyResult<StagePieces> {
-    let c = commands.slices()?;
+fn stage_pieces(py: Python, commands: Table, by_command: bool) -> PyResult<StagePieces> {
+    let c = Stages::of(&commands)?;
     let (cols, in_order) = py.allow_threads(|| {
         let n = c.dev.len();
         let mut cols: [Vec<i64>; 7] = std::array::from_fn(|_| Vec::with_capacity(5 * n));
@@ -650,9 +611,9 @@ fn stage_pieces(py: Python, commands: CommandStages, by_command: bool) -> PyResu
 /// incomplete: list and tile the pieces), how many devices have segments). The placing rule is
 /// the bus tiling's `DeviceTiling` (tests/test_usbmon.py checks the totals against tiling.tile's).
 #[pyfunction]
-fn stage_totals<'py>(py: Python<'py>, commands: CommandStages<'py>, idle: usize, n_phases: usize, elapsed: i64)
-                     -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>, bool, i64)> {
-    let c = commands.slices()?;
+fn stage_totals(py: Python, commands: Table, tiling: StageTiling) -> PyResult<StageTotals> {
+    let c = Stages::of(&commands)?;
+    let StageTiling { idle, n_phases, elapsed } = tiling;
     if idle >= n_phases {
         return Err(pyo3::exceptions::PyValueError::new_err("stage_totals: idle must be a phase code"));
     }
@@ -702,30 +663,54 @@ fn stage_totals<'py>(py: Python<'py>, commands: CommandStages<'py>, idle: usize,
         devices += close(&tiling, &mut totals, &mut counts);
         (totals, counts, true, devices)
     });
-    Ok((PyArray1::from_vec_bound(py, totals), PyArray1::from_vec_bound(py, counts), in_order, devices))
+    Ok(StageTotals { totals, counts, in_order, devices })
+}
+
+/// How `stage_totals` tiles (by name): the phase code of IDLE (`idle`), how many codes
+/// (`n_phases`), the time tiled (`elapsed`).
+#[derive(FromPyObject)]
+struct StageTiling {
+    #[pyo3(attribute)]
+    idle: usize,
+    #[pyo3(attribute)]
+    n_phases: usize,
+    #[pyo3(attribute)]
+    elapsed: i64,
+}
+
+/// `stage_totals`' result: time and segments per phase code, whether the pieces came in
+/// order (else the totals are incomplete), how many devices have segments.
+#[pyclass(get_all)]
+struct StageTotals {
+    totals: Vec<i64>,
+    counts: Vec<i64>,
+    in_order: bool,
+    devices: i64,
 }
 
 /// (len(at) * width) bytes: the first `counts[i]` (at most `width`) bytes from each
-/// position of `buf`, zero after them, written to `out`.
+/// position of `buf`, zero after them.
 #[pyfunction]
-fn take_bytes(py: Python, buf: PyReadonlyArray1<u8>, at: PyReadonlyArray1<i64>, counts: PyReadonlyArray1<i64>,
-              width: usize, mut out: PyReadwriteArray1<u8>) -> PyResult<()> {
+fn take_bytes<'py>(py: Python<'py>, buf: PyReadonlyArray1<u8>, at: PyReadonlyArray1<i64>, counts: PyReadonlyArray1<i64>,
+                   width: usize) -> PyResult<Bound<'py, PyArray1<u8>>> {
     let (buf, at, counts) = (buf.as_slice()?, at.as_slice()?, counts.as_slice()?);
-    let out = out.as_slice_mut()?;
-    py.allow_threads(move || {
+    if counts.len() != at.len() {
+        return Err(pyo3::exceptions::PyValueError::new_err("take_bytes: a count for each position"));
+    }
+    let out = py.allow_threads(move || {
+        let mut out = vec![0u8; at.len() * width];
         for i in 0..at.len() {
             let k = (counts[i].max(0) as usize).min(width);
             let p = at[i] as usize;
             out[i * width..i * width + k].copy_from_slice(&buf[p..p + k]);
-            out[i * width + k..(i + 1) * width].fill(0);
         }
+        out
     });
-    Ok(())
+    Ok(PyArray1::from_vec_bound(py, out))
 }
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(pair_urbs, m)?)?;
-    m.add_function(wrap_pyfunction!(transfer_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(transfers, m)?)?;
     m.add_function(wrap_pyfunction!(bot_pass, m)?)?;
     m.add_function(wrap_pyfunction!(bot_fields, m)?)?;
     m.add_function(wrap_pyfunction!(stage_pieces, m)?)?;

@@ -3,10 +3,11 @@
 //! switch the byte order and restart the interface table, interface descriptions add to it
 //! (link type, if_tsresol), enhanced packet blocks become packet rows. Every read is
 //! bounds-checked against the buffer: any input returns, none panics.
-use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
+use numpy::PyReadonlyArray1;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
+use crate::arrow::{ints, Columns};
 use crate::bytes::{u16_at, u32_at};
 
 const SHB: u64 = 0x0A0D_0D0A;
@@ -17,7 +18,6 @@ const BYTE_ORDER_SWAPPED: u64 = 0x4D3C_2B1A;
 const OPT_IF_TSRESOL: u64 = 9;
 const BLOCK_MIN: usize = 12;
 const EPB_HEADER: usize = 28;
-const ROW: usize = 6;
 // why a walk stopped
 const MORE: i64 = 0; // the next block is cut by the buffer's end: read more
 const END: i64 = 1; // end of file at a block boundary
@@ -27,8 +27,38 @@ const BAD: i64 = 3; // a bad block (at `fault_at`, `fault`): the walk cannot go 
 /// Interfaces as (link type, ns per timestamp tick).
 type Interfaces = Vec<(i64, i64)>;
 
+/// Where a walk starts: an index into the read (`start`), the file offset of the read's
+/// first byte (`base`), the byte order and interfaces known there, whether the file ends
+/// with this read (`eof`), whether a bad enhanced packet block stops the walk (`strict`).
+#[derive(FromPyObject)]
+struct WalkFrom {
+    #[pyo3(attribute)]
+    start: i64,
+    #[pyo3(attribute)]
+    base: i64,
+    #[pyo3(attribute)]
+    big_endian: bool,
+    #[pyo3(attribute)]
+    interfaces: Interfaces,
+    #[pyo3(attribute)]
+    eof: bool,
+    #[pyo3(attribute)]
+    strict: bool,
+}
+
+/// The packet rows of a walk, a column each (see `walk_pcapng`).
+#[derive(Default)]
+struct Packets {
+    linktype: Vec<i64>,
+    t_ns: Vec<i64>,
+    block: Vec<i64>,
+    data_at: Vec<i64>,
+    caplen: Vec<i64>,
+    origlen: Vec<i64>,
+}
+
 struct Walk {
-    rows: Vec<i64>,
+    rows: Packets,
     pos: usize,
     big: bool,
     interfaces: Interfaces,
@@ -65,12 +95,12 @@ fn tsresol_ns(buf: &[u8], mut pos: usize, end: usize, big: bool) -> i64 {
     tick
 }
 
-/// Walks the blocks of `buf` from `start` (`base`: the file offset of `buf[0]`).
-#[allow(clippy::too_many_arguments)]
-fn walk(buf: &[u8], start: usize, base: i64, mut big: bool, mut interfaces: Interfaces, eof: bool,
-        strict: bool) -> Walk {
+/// Walks the blocks of `buf` from `from.start` (`from.base`: the file offset of `buf[0]`).
+fn walk(buf: &[u8], from: WalkFrom) -> Walk {
+    let WalkFrom { start, base, big_endian: mut big, mut interfaces, eof, strict } = from;
+    let start = start as usize;
     let end = buf.len();
-    let mut w = Walk { rows: Vec::new(), pos: start, big, interfaces: Vec::new(), bad: Vec::new(), stop: MORE,
+    let mut w = Walk { rows: Packets::default(), pos: start, big, interfaces: Vec::new(), bad: Vec::new(), stop: MORE,
                        fault_at: 0, fault: String::new() };
     let mut pos = start;
     loop {
@@ -136,8 +166,13 @@ fn walk(buf: &[u8], start: usize, base: i64, mut big: bool, mut interfaces: Inte
                 w.bad.push((base + pos as i64, why));
             } else {
                 let (lt, tick) = interfaces[iface as usize];
-                w.rows.extend_from_slice(&[lt, (ticks as i64).wrapping_mul(tick), base + pos as i64,
-                                           (pos + EPB_HEADER) as i64, caplen as i64, origlen as i64]);
+                let r = &mut w.rows;
+                r.linktype.push(lt);
+                r.t_ns.push((ticks as i64).wrapping_mul(tick));
+                r.block.push(base + pos as i64);
+                r.data_at.push((pos + EPB_HEADER) as i64);
+                r.caplen.push(caplen as i64);
+                r.origlen.push(origlen as i64);
             }
         }
         pos += blen;
@@ -148,27 +183,38 @@ fn walk(buf: &[u8], start: usize, base: i64, mut big: bool, mut interfaces: Inte
     w
 }
 
-/// The blocks of one read `buf` (file offset `base`) walked from `start` (an index into
-/// `buf`), in byte order `big_endian`, with the `interfaces` ((link type, ns per tick)) known
-/// so far; `eof` when no more bytes follow `buf`, `strict` to stop at a bad enhanced packet
-/// block (else it is listed and skipped). Returns (the packet rows, flat: per packet link
-/// type, time in ns, block offset in the file, data offset in `buf`, captured length,
-/// original length; where the walk stopped, as an index into `buf`; the byte order and
-/// interfaces there; the skipped bad blocks as (offset, why); why it stopped: 0 more bytes
-/// needed, 1 end of file, 2 end of file inside the block at the offset, 3 a bad block at the
-/// offset; that offset; the bad block's message).
+/// A walk's result: the packets (Columns: `linktype`, `t_ns`, `block` (its offset in the
+/// file), `data_at` (the data's offset in the read), `caplen`, `origlen`); where the walk
+/// stopped (`pos`, an index into the read); the byte order and interfaces there; the
+/// skipped bad blocks as (offset, why); why it stopped (`stop`: 0 more bytes needed, 1 end
+/// of file, 2 end of file inside the block at `fault_at`, 3 a bad block at `fault_at`,
+/// `fault` saying why).
+#[pyclass(get_all)]
+struct PcapngWalked {
+    packets: Py<Columns>,
+    pos: i64,
+    big_endian: bool,
+    interfaces: Interfaces,
+    bad: Vec<(i64, String)>,
+    stop: i64,
+    fault_at: i64,
+    fault: String,
+}
+
+/// The blocks of one read `buf` walked from `from` (parsers/_pcap.py `PcapngWalk`).
 #[pyfunction]
-#[allow(clippy::too_many_arguments, clippy::type_complexity)]
-fn walk_pcapng<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, start: i64, base: i64, big_endian: bool,
-                    interfaces: Interfaces, eof: bool, strict: bool)
-                    -> PyResult<(Bound<'py, PyArray1<i64>>, i64, bool, Interfaces, Vec<(i64, String)>, i64, i64, String)> {
-    if start < 0 {
+fn walk_pcapng(py: Python, buf: PyReadonlyArray1<u8>, from: WalkFrom) -> PyResult<PcapngWalked> {
+    if from.start < 0 {
         return Err(PyValueError::new_err("walk_pcapng: start must not be negative"));
     }
     let bytes = buf.as_slice()?;
-    let w = py.allow_threads(move || walk(bytes, start as usize, base, big_endian, interfaces, eof, strict));
-    debug_assert!(w.rows.len() % ROW == 0);
-    Ok((w.rows.into_pyarray_bound(py), w.pos as i64, w.big, w.interfaces, w.bad, w.stop, w.fault_at, w.fault))
+    let w = py.allow_threads(move || walk(bytes, from));
+    let r = w.rows;
+    let packets = Columns::new(vec![("linktype", ints(r.linktype)), ("t_ns", ints(r.t_ns)), ("block", ints(r.block)),
+                                    ("data_at", ints(r.data_at)), ("caplen", ints(r.caplen)),
+                                    ("origlen", ints(r.origlen))])?;
+    Ok(PcapngWalked { packets: Py::new(py, packets)?, pos: w.pos as i64, big_endian: w.big, interfaces: w.interfaces,
+                      bad: w.bad, stop: w.stop, fault_at: w.fault_at, fault: w.fault })
 }
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {

@@ -1,7 +1,10 @@
 //! usbmon records of a pcap or pcapng capture decoded into URB columns (parsers/usbmon.py):
 //! each record's usbmon header checked and its fields read at positions handed over from the
 //! construct declaration, the first data bytes copied while the record is in cache.
-use numpy::{PyReadonlyArray1, PyReadwriteArray1};
+//! A `UsbmonDecoder` appends the records of each read to its columns; `take` hands them
+//! over as `UsbmonRecords` (typed numpy columns, by name).
+use numpy::{PyArray1, PyReadonlyArray1};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::bytes::{u16_at, u32_at, u64_at};
@@ -33,195 +36,377 @@ const LEN_CAP: usize = 12;
 const SETUP: usize = 13;
 const NDESC: usize = 14;
 
-/// Where each decoded column goes (one slot per record).
-struct Out<'a> {
-    pos: &'a mut [i64],
-    bad: &'a mut [u8],
-    t_ns: &'a mut [i64],
-    urb_id: &'a mut [u64],
-    event: &'a mut [u8],
-    xfer: &'a mut [u8],
-    ep: &'a mut [u8],
-    bus: &'a mut [u16],
-    dev: &'a mut [u8],
-    status: &'a mut [i32],
-    length: &'a mut [i64],
-    setup: &'a mut [u8],
-    has_setup: &'a mut [bool],
-    data_at: &'a mut [i64],
-    data_size: &'a mut [i64],
-    data_head: &'a mut [u32],
-    data_len: &'a mut [i64],
-    data: &'a mut [u8],
+/// The usbmon header layout (parsers/_usbmon_scan.py `Layout`, by name): each field's
+/// position (`at`, in the order of FIELDS), the bytes of one isochronous descriptor, the
+/// data bytes kept per record.
+#[derive(FromPyObject)]
+struct Layout {
+    #[pyo3(attribute)]
+    at: Vec<i64>,
+    #[pyo3(attribute)]
+    iso_descriptor_bytes: i64,
+    #[pyo3(attribute)]
+    data_prefix: i64,
 }
 
-/// Decodes one record's usbmon header at `base` (`caplen` bytes captured of `origlen`) into
-/// slot `i`; returns the data bytes kept. A record cut by the capture's snap length
-/// (`origlen` > `caplen`, its `len_cap` within `origlen`) is good: its data is what was
-/// captured (`data_len`), the URB's length stays the header's.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn record(buf: &[u8], base: usize, caplen: i64, origlen: i64, size: i64, mm: bool, at: &[usize], iso_bytes: i64,
-          prefix: i64, kept: usize, i: usize, o: &mut Out) -> usize {
-    if caplen < size {
-        o.bad[i] = SHORT;
-        return 0;
-    }
-    let ev = buf[base + at[TYPE]];
-    let xf = buf[base + at[XFER]];
-    let len_cap = u32_at(buf, base + at[LEN_CAP], false) as i64;
-    let iso = if xf == 0 && mm { u32_at(buf, base + at[NDESC], false) as i64 * iso_bytes } else { 0 };
-    let why = if !(ev == b'S' || ev == b'C' || ev == b'E') {
-        BAD_TYPE
-    } else if xf > 3 {
-        BAD_XFER
-    } else if size + iso + len_cap > caplen && !(origlen > caplen && size + iso <= caplen && size + iso + len_cap <= origlen) {
-        BAD_LEN_CAP
-    } else {
-        0
-    };
-    o.bad[i] = why;
-    o.event[i] = ev;
-    o.xfer[i] = xf;
-    o.urb_id[i] = u64_at(buf, base + at[ID], false);
-    o.ep[i] = buf[base + at[EP]];
-    o.dev[i] = buf[base + at[DEV]];
-    o.bus[i] = u16_at(buf, base + at[BUS], false) as u16;
-    o.status[i] = u32_at(buf, base + at[STATUS], false) as u32 as i32;
-    o.length[i] = u32_at(buf, base + at[LENGTH], false) as i64;
-    let usec = u32_at(buf, base + at[TS_USEC], false) as u32 as i32 as i64;
-    o.t_ns[i] = (u64_at(buf, base + at[TS_SEC], false) as i64).wrapping_mul(1_000_000_000).wrapping_add(usec * 1000);
-    o.setup[i * 8..i * 8 + 8].copy_from_slice(&buf[base + at[SETUP]..base + at[SETUP] + 8]);
-    o.has_setup[i] = buf[base + at[FLAG_SETUP]] == 0 && ev == b'S';
-    let has_data = buf[base + at[FLAG_DATA]] == 0 && len_cap > 0;
-    let captured = len_cap.min((caplen - size - iso).max(0));
-    let size_kept = if has_data { captured.min(prefix) } else { -1 };
-    o.data_size[i] = size_kept;
-    o.data_len[i] = if has_data { captured } else { 0 };
-    o.data_at[i] = kept as i64;
-    o.data_head[i] = 0;
-    if why == 0 && has_data {
-        let first = base + (size + iso) as usize;
-        let k = size_kept as usize;
-        o.data[kept..kept + k].copy_from_slice(&buf[first..first + k]);
-        if k >= 4 {
-            o.data_head[i] = u32_at(o.data, kept, false) as u32;
+/// One record to decode: its usbmon header at `base`, `caplen` bytes captured of `origlen`,
+/// a header of `size` bytes, link type 220 (`mmapped`), at file offset `pos`.
+struct Record {
+    base: usize,
+    caplen: i64,
+    origlen: i64,
+    size: i64,
+    mmapped: bool,
+    pos: i64,
+}
+
+/// The decoded columns (one row per record), grown record by record.
+#[derive(Default)]
+struct Decoded {
+    pos: Vec<i64>,
+    bad: Vec<u8>,
+    t_ns: Vec<i64>,
+    urb_id: Vec<u64>,
+    event: Vec<u8>,
+    xfer: Vec<u8>,
+    ep: Vec<u8>,
+    bus: Vec<u16>,
+    dev: Vec<u8>,
+    status: Vec<i32>,
+    length: Vec<i64>,
+    setup: Vec<u8>,
+    has_setup: Vec<bool>,
+    data_at: Vec<i64>,
+    data_size: Vec<i64>,
+    data_head: Vec<u32>,
+    data_len: Vec<i64>,
+    data: Vec<u8>,
+}
+
+impl Decoded {
+    /// Room for `records` more records and their data (pages never written cost nothing).
+    fn reserve(&mut self, records: usize, prefix: usize) {
+        for v in [&mut self.pos, &mut self.t_ns, &mut self.length, &mut self.data_at, &mut self.data_size,
+                  &mut self.data_len] {
+            v.reserve(records);
         }
-        return k;
+        for v in [&mut self.bad, &mut self.event, &mut self.xfer, &mut self.ep, &mut self.dev] {
+            v.reserve(records);
+        }
+        self.urb_id.reserve(records);
+        self.bus.reserve(records);
+        self.status.reserve(records);
+        self.setup.reserve(records * 8);
+        self.has_setup.reserve(records);
+        self.data_head.reserve(records);
+        self.data.reserve(records * prefix);
     }
-    0
+
+    /// Decodes one record's usbmon header and appends its row. A record cut by the
+    /// capture's snap length (`origlen` > `caplen`, its `len_cap` within `origlen`) is good:
+    /// its data is what was captured (`data_len`), the URB's length stays the header's.
+    #[inline(always)]
+    fn record(&mut self, buf: &[u8], r: &Record, layout: &Fields) {
+        let (base, caplen, size, at) = (r.base, r.caplen, r.size, &layout.at);
+        self.pos.push(r.pos);
+        if caplen < size {
+            self.bad.push(SHORT);
+            self.blank();
+            return;
+        }
+        let ev = buf[base + at[TYPE]];
+        let xf = buf[base + at[XFER]];
+        let len_cap = u32_at(buf, base + at[LEN_CAP], false) as i64;
+        let iso = if xf == 0 && r.mmapped { u32_at(buf, base + at[NDESC], false) as i64 * layout.iso } else { 0 };
+        let why = if !(ev == b'S' || ev == b'C' || ev == b'E') {
+            BAD_TYPE
+        } else if xf > 3 {
+            BAD_XFER
+        } else if size + iso + len_cap > caplen
+            && !(r.origlen > caplen && size + iso <= caplen && size + iso + len_cap <= r.origlen) {
+            BAD_LEN_CAP
+        } else {
+            0
+        };
+        self.bad.push(why);
+        self.event.push(ev);
+        self.xfer.push(xf);
+        self.urb_id.push(u64_at(buf, base + at[ID], false));
+        self.ep.push(buf[base + at[EP]]);
+        self.dev.push(buf[base + at[DEV]]);
+        self.bus.push(u16_at(buf, base + at[BUS], false) as u16);
+        self.status.push(u32_at(buf, base + at[STATUS], false) as u32 as i32);
+        self.length.push(u32_at(buf, base + at[LENGTH], false) as i64);
+        let usec = u32_at(buf, base + at[TS_USEC], false) as u32 as i32 as i64;
+        self.t_ns.push((u64_at(buf, base + at[TS_SEC], false) as i64).wrapping_mul(1_000_000_000).wrapping_add(usec * 1000));
+        self.setup.extend_from_slice(&buf[base + at[SETUP]..base + at[SETUP] + 8]);
+        self.has_setup.push(buf[base + at[FLAG_SETUP]] == 0 && ev == b'S');
+        let has_data = buf[base + at[FLAG_DATA]] == 0 && len_cap > 0;
+        let captured = len_cap.min((caplen - size - iso).max(0));
+        let size_kept = if has_data { captured.min(layout.prefix) } else { -1 };
+        self.data_size.push(size_kept);
+        self.data_len.push(if has_data { captured } else { 0 });
+        self.data_at.push(self.data.len() as i64);
+        let mut head = 0;
+        if why == 0 && has_data {
+            let first = base + (size + iso) as usize;
+            let k = size_kept as usize;
+            let kept = self.data.len();
+            self.data.extend_from_slice(&buf[first..first + k]);
+            if k >= 4 {
+                head = u32_at(&self.data, kept, false) as u32;
+            }
+        }
+        self.data_head.push(head);
+    }
+
+    /// The row of a record too short for its header: every column but `pos` and `bad` zero.
+    fn blank(&mut self) {
+        for v in [&mut self.t_ns, &mut self.length, &mut self.data_len] {
+            v.push(0);
+        }
+        for v in [&mut self.event, &mut self.xfer, &mut self.ep, &mut self.dev] {
+            v.push(0);
+        }
+        self.urb_id.push(0);
+        self.bus.push(0);
+        self.status.push(0);
+        self.setup.extend_from_slice(&[0; 8]);
+        self.has_setup.push(false);
+        self.data_size.push(-1);
+        self.data_at.push(self.data.len() as i64);
+        self.data_head.push(0);
+    }
 }
 
-/// Decodes usbmon records: walking the pcap record chain from `start` when `walk` (one
-/// header size and link-type-220 flag for all, `pos` filled with the records' offsets;
-/// at most `limit` records), else the packets located beforehand (pcapng: data at
-/// `data_offset`, `caplens`, per-packet `sizes` and `mmapped`). Returns (records, where a
-/// walk stopped, how: 0 end of buffer, 1 a record longer than `max_len`, 2 a record or
-/// header cut short by the end of the buffer or the record limit).
-#[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn decode(py: Python, buf: PyReadonlyArray1<u8>, walk: bool, start: i64, big_endian: bool, max_len: i64,
-          data_offset: PyReadonlyArray1<i64>, caplens: PyReadonlyArray1<i64>, origlens: PyReadonlyArray1<i64>,
-          sizes: PyReadonlyArray1<i64>,
-          mmapped: PyReadonlyArray1<bool>, at: PyReadonlyArray1<i64>, iso_descriptor_bytes: i64,
-          data_prefix: i64, mut pos: PyReadwriteArray1<i64>, mut bad: PyReadwriteArray1<u8>,
-          mut t_ns: PyReadwriteArray1<i64>, mut urb_id: PyReadwriteArray1<u64>, mut event: PyReadwriteArray1<u8>,
-          mut xfer: PyReadwriteArray1<u8>, mut ep: PyReadwriteArray1<u8>, mut bus: PyReadwriteArray1<u16>,
-          mut dev: PyReadwriteArray1<u8>, mut status: PyReadwriteArray1<i32>, mut length: PyReadwriteArray1<i64>,
-          mut setup: PyReadwriteArray1<u8>, mut has_setup: PyReadwriteArray1<bool>,
-          mut data_at: PyReadwriteArray1<i64>, mut data_size: PyReadwriteArray1<i64>,
-          mut data_head: PyReadwriteArray1<u32>, mut data_len: PyReadwriteArray1<i64>,
-          mut data: PyReadwriteArray1<u8>) -> PyResult<(i64, i64, i64)> {
-    let buf = buf.as_slice()?;
-    let (data_offset, caplens, origlens, sizes, mmapped) =
-        (data_offset.as_slice()?, caplens.as_slice()?, origlens.as_slice()?, sizes.as_slice()?, mmapped.as_slice()?);
-    if !walk && (caplens.len() < data_offset.len() || origlens.len() < data_offset.len()) {
-        return Err(pyo3::exceptions::PyValueError::new_err("decode: caplens and origlens must cover data_offset"));
+/// Layout as the decoder uses it.
+struct Fields {
+    at: Vec<usize>,
+    iso: i64,
+    prefix: i64,
+}
+
+/// One read of a pcap file (parsers/_usbmon_scan.py `PcapBatches`, by name): its bytes
+/// `buf` (file offset `base`), the record chain walked from `start` (an index into `buf`)
+/// in byte order `big_endian`, records longer than `max_len` refused; every record's usbmon
+/// header `header_size` bytes, link type 220 (`mmapped`) or not; room reserved for
+/// `records` records.
+#[derive(FromPyObject)]
+struct PcapRead<'py> {
+    #[pyo3(attribute)]
+    buf: PyReadonlyArray1<'py, u8>,
+    #[pyo3(attribute)]
+    base: i64,
+    #[pyo3(attribute)]
+    start: i64,
+    #[pyo3(attribute)]
+    big_endian: bool,
+    #[pyo3(attribute)]
+    max_len: i64,
+    #[pyo3(attribute)]
+    header_size: i64,
+    #[pyo3(attribute)]
+    mmapped: bool,
+    #[pyo3(attribute)]
+    records: usize,
+}
+
+/// The packets of one read of a pcapng file, located by the block walk (by name): per
+/// packet its data offset in `buf` (`data_at`), captured and original length, usbmon
+/// header size (`size`), link type 220 (`mmapped`) and block offset in the file (`pos`).
+#[derive(FromPyObject)]
+struct PcapngPackets<'py> {
+    #[pyo3(attribute)]
+    buf: PyReadonlyArray1<'py, u8>,
+    #[pyo3(attribute)]
+    data_at: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    caplen: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    origlen: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    size: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    mmapped: PyReadonlyArray1<'py, bool>,
+    #[pyo3(attribute)]
+    pos: PyReadonlyArray1<'py, i64>,
+}
+
+/// How a pcap read's walk ended: the records decoded, where it stopped (file offset),
+/// how: 0 end of buffer, 1 a record longer than `max_len`, 2 a record or header cut
+/// short by the end of the buffer.
+#[pyclass(get_all)]
+struct Walked {
+    records: usize,
+    stop_at: i64,
+    stop: i64,
+}
+
+/// The decoded records' columns (parsers/_usbmon_scan.py makes them `UrbColumns`): `bad`
+/// (0 or the first failed check), `pos` (file offset), the URB columns, `setup` (8 bytes a
+/// record, flat), the first `data_prefix` data bytes of each packed into `data` (`data_at`
+/// says where).
+#[pyclass(get_all)]
+struct UsbmonRecords {
+    pos: Py<PyArray1<i64>>,
+    bad: Py<PyArray1<u8>>,
+    t_ns: Py<PyArray1<i64>>,
+    urb_id: Py<PyArray1<u64>>,
+    event: Py<PyArray1<u8>>,
+    xfer: Py<PyArray1<u8>>,
+    ep: Py<PyArray1<u8>>,
+    bus: Py<PyArray1<u16>>,
+    dev: Py<PyArray1<u8>>,
+    status: Py<PyArray1<i32>>,
+    length: Py<PyArray1<i64>>,
+    setup: Py<PyArray1<u8>>,
+    has_setup: Py<PyArray1<bool>>,
+    data_at: Py<PyArray1<i64>>,
+    data_size: Py<PyArray1<i64>>,
+    data_head: Py<PyArray1<u32>>,
+    data_len: Py<PyArray1<i64>>,
+    data: Py<PyArray1<u8>>,
+}
+
+/// The usbmon record decoder: each read's records appended to its columns, handed over by `take`.
+#[pyclass]
+struct UsbmonDecoder {
+    fields: Fields,
+    out: Decoded,
+}
+
+#[pymethods]
+impl UsbmonDecoder {
+    #[new]
+    fn new(layout: Layout) -> PyResult<Self> {
+        if layout.at.len() != NDESC + 1 || layout.at.iter().any(|&a| a < 0) || layout.data_prefix < 0 {
+            return Err(PyValueError::new_err("UsbmonDecoder: a position for each usbmon field"));
+        }
+        let fields = Fields { at: layout.at.iter().map(|&a| a as usize).collect(), iso: layout.iso_descriptor_bytes,
+                              prefix: layout.data_prefix };
+        Ok(UsbmonDecoder { fields, out: Decoded::default() })
     }
-    let at: Vec<usize> = at.as_slice()?.iter().map(|&a| a as usize).collect();
-    let mut o = Out {
-        pos: pos.as_slice_mut()?, bad: bad.as_slice_mut()?, t_ns: t_ns.as_slice_mut()?,
-        urb_id: urb_id.as_slice_mut()?, event: event.as_slice_mut()?, xfer: xfer.as_slice_mut()?,
-        ep: ep.as_slice_mut()?, bus: bus.as_slice_mut()?, dev: dev.as_slice_mut()?,
-        status: status.as_slice_mut()?, length: length.as_slice_mut()?, setup: setup.as_slice_mut()?,
-        has_setup: has_setup.as_slice_mut()?, data_at: data_at.as_slice_mut()?,
-        data_size: data_size.as_slice_mut()?, data_head: data_head.as_slice_mut()?,
-        data_len: data_len.as_slice_mut()?, data: data.as_slice_mut()?,
-    };
-    let limit = o.pos.len().min(o.bad.len());
-    Ok(py.allow_threads(move || {
-        let end = buf.len() as i64;
-        let mut n = 0usize;
-        let mut kept = 0usize;
-        let mut p = start;
-        let mut stop = END_OF_FILE;
-        loop {
-            let (base, caplen, origlen, size, mm);
-            if walk {
+
+    /// Walks the pcap record chain of one read, decoding each record as it goes.
+    fn walk_pcap(&mut self, py: Python, read: PcapRead) -> PyResult<Walked> {
+        let buf = read.buf.as_slice()?;
+        if read.start < 0 {
+            return Err(PyValueError::new_err("walk_pcap: start must not be negative"));
+        }
+        let (fields, out) = (&self.fields, &mut self.out);
+        out.reserve(read.records, fields.prefix.max(0) as usize);
+        Ok(py.allow_threads(move || {
+            let end = buf.len() as i64;
+            let mut n = 0usize;
+            let mut p = read.start;
+            let stop;
+            loop {
                 if p > end - PCAP_RECORD_HEADER {
                     stop = if p == end { END_OF_FILE } else { CUT };
                     break;
                 }
-                if n == limit {
-                    stop = CUT;
-                    break;
-                }
-                let cl = u32_at(buf, (p + INCL_LEN_AT) as usize, big_endian) as i64;
-                if cl > max_len {
+                let caplen = u32_at(buf, (p + INCL_LEN_AT) as usize, read.big_endian) as i64;
+                if caplen > read.max_len {
                     stop = TOO_LONG;
                     break;
                 }
-                if p + PCAP_RECORD_HEADER + cl > end {
+                if p + PCAP_RECORD_HEADER + caplen > end {
                     stop = CUT;
                     break;
                 }
-                o.pos[n] = p;
-                base = (p + PCAP_RECORD_HEADER) as usize;
-                caplen = cl;
-                origlen = u32_at(buf, (p + ORIG_LEN_AT) as usize, big_endian) as i64;
-                size = sizes[0];
-                mm = mmapped[0];
-                p += PCAP_RECORD_HEADER + cl;
-            } else {
-                if n == data_offset.len() {
-                    break;
-                }
-                base = data_offset[n] as usize;
-                caplen = caplens[n];
-                origlen = origlens[n];
-                size = sizes[n];
-                mm = mmapped[n];
+                let origlen = u32_at(buf, (p + ORIG_LEN_AT) as usize, read.big_endian) as i64;
+                let r = Record { base: (p + PCAP_RECORD_HEADER) as usize, caplen, origlen, size: read.header_size,
+                                 mmapped: read.mmapped, pos: read.base + p };
+                out.record(buf, &r, fields);
+                n += 1;
+                p += PCAP_RECORD_HEADER + caplen;
             }
-            kept += record(buf, base, caplen, origlen, size, mm, &at, iso_descriptor_bytes, data_prefix, kept, n, &mut o);
-            n += 1;
+            Walked { records: n, stop_at: read.base + p, stop }
+        }))
+    }
+
+    /// Decodes the packets of one pcapng read at their offsets; returns how many.
+    fn decode_packets(&mut self, py: Python, packets: PcapngPackets) -> PyResult<usize> {
+        let buf = packets.buf.as_slice()?;
+        let (data_at, caplen, origlen, size, mmapped, pos) = (
+            packets.data_at.as_slice()?, packets.caplen.as_slice()?, packets.origlen.as_slice()?,
+            packets.size.as_slice()?, packets.mmapped.as_slice()?, packets.pos.as_slice()?);
+        let n = data_at.len();
+        if [caplen.len(), origlen.len(), size.len(), mmapped.len(), pos.len()].iter().any(|&m| m != n) {
+            return Err(PyValueError::new_err("decode_packets: columns of unequal lengths"));
         }
-        (n as i64, p, stop)
-    }))
+        let (fields, out) = (&self.fields, &mut self.out);
+        out.reserve(n, fields.prefix.max(0) as usize);
+        py.allow_threads(move || {
+            for i in 0..n {
+                let r = Record { base: data_at[i] as usize, caplen: caplen[i], origlen: origlen[i], size: size[i],
+                                 mmapped: mmapped[i], pos: pos[i] };
+                out.record(buf, &r, fields);
+            }
+        });
+        Ok(n)
+    }
+
+    /// The records decoded since the last `take` (they leave the decoder).
+    fn take(&mut self, py: Python) -> PyResult<UsbmonRecords> {
+        let d = std::mem::take(&mut self.out);
+        fn a<T: numpy::Element>(py: Python, v: Vec<T>) -> Py<PyArray1<T>> {
+            PyArray1::from_vec_bound(py, v).unbind()
+        }
+        Ok(UsbmonRecords {
+            pos: a(py, d.pos), bad: a(py, d.bad), t_ns: a(py, d.t_ns), urb_id: a(py, d.urb_id), event: a(py, d.event),
+            xfer: a(py, d.xfer), ep: a(py, d.ep), bus: a(py, d.bus), dev: a(py, d.dev), status: a(py, d.status),
+            length: a(py, d.length), setup: a(py, d.setup), has_setup: a(py, d.has_setup), data_at: a(py, d.data_at),
+            data_size: a(py, d.data_size), data_head: a(py, d.data_head), data_len: a(py, d.data_len),
+            data: a(py, d.data),
+        })
+    }
 }
 
-/// Offsets of consecutive records (a `hdr_size` header holding, at `len_pos`, the u32
-/// length of the data that follows) from `start` while a whole header fits, written to
-/// `offsets`; returns (their count, the position after the last one).
+/// Where the records of a chain start (file offsets) and where the chain ends.
+#[pyclass(get_all)]
+struct Chain {
+    offsets: Py<PyArray1<i64>>,
+    end: i64,
+}
+
+/// The record chain of `buf` (parsers/_pcap_scan.py `walk_chain`): records of a
+/// `header_size` header holding, at `length_at`, the u32 length of the data that follows,
+/// from `start` while a whole header fits (by name).
+#[derive(FromPyObject)]
+struct ChainLayout {
+    #[pyo3(attribute)]
+    start: i64,
+    #[pyo3(attribute)]
+    header_size: i64,
+    #[pyo3(attribute)]
+    length_at: i64,
+    #[pyo3(attribute)]
+    big_endian: bool,
+}
+
+/// The offsets of the chain's records and the position after the last one.
 #[pyfunction]
-fn walk_chain(py: Python, buf: PyReadonlyArray1<u8>, start: i64, hdr_size: i64, len_pos: i64, big_endian: bool,
-              mut offsets: PyReadwriteArray1<i64>) -> PyResult<(i64, i64)> {
+fn walk_chain(py: Python, buf: PyReadonlyArray1<u8>, chain: ChainLayout) -> PyResult<Chain> {
     let buf = buf.as_slice()?;
-    let offsets = offsets.as_slice_mut()?;
-    Ok(py.allow_threads(move || {
+    if chain.start < 0 || chain.header_size <= 0 || chain.length_at < 0 || chain.length_at + 4 > chain.header_size {
+        return Err(PyValueError::new_err("walk_chain: a header holding its length field"));
+    }
+    let (offsets, end) = py.allow_threads(move || {
         let end = buf.len() as i64;
-        let mut n = 0usize;
-        let mut pos = start;
-        while pos <= end - hdr_size {
-            offsets[n] = pos;
-            n += 1;
-            pos += hdr_size + u32_at(buf, (pos + len_pos) as usize, big_endian) as i64;
+        let mut offsets = Vec::with_capacity(((end - chain.start).max(0) / chain.header_size + 1) as usize);
+        let mut pos = chain.start;
+        while pos <= end - chain.header_size {
+            offsets.push(pos);
+            pos += chain.header_size + u32_at(buf, (pos + chain.length_at) as usize, chain.big_endian) as i64;
         }
-        (n as i64, pos)
-    }))
+        (offsets, pos)
+    });
+    Ok(Chain { offsets: PyArray1::from_vec_bound(py, offsets).unbind(), end })
 }
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(decode, m)?)?;
+    m.add_class::<UsbmonDecoder>()?;
     m.add_function(wrap_pyfunction!(walk_chain, m)?)?;
     Ok(())
 }

@@ -2,19 +2,19 @@
 //! pairing, transfers and Bulk-Only commands, their state (URBs in flight, bulk transfers
 //! waiting for their completion, each device's open command) carried across batch edges,
 //! so memory holds what is in flight plus one row per command. The rules are those of
-//! pair_urbs, transfer_columns and bot_pass (machine.rs). A capture this machine does not
+//! transfers and bot_pass (machine.rs). A capture this machine does not
 //! cover (transfers out of time order, bulk traffic before a device's first CBW, bulk URB
 //! errors) makes `feed` return false: the caller analyses it whole instead.
 use std::collections::VecDeque;
 
-use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2};
+use numpy::{PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
 // the constants of the Bulk-Only wire format and of the aggregates, as the whole-capture pass has them
 use crate::hash::IntMap;
-use super::commands::{set_columns, Cmd, CommandStage};
-use super::machine::{min_t, Bulk, CBW_BYTES, CSW_BYTES, EPIPE, EREMOTEIO, LAST, NULL, N_AGG};
+use crate::arrow::{ints, Columns};
+use super::commands::{bot_commands, Cmd, CommandStage, KeptSegments, StageResults};
+use super::machine::{min_t, BotCommands, Bulk, CBW_BYTES, CSW_BYTES, EPIPE, EREMOTEIO, LAST, NULL, N_AGG};
 
 const PREFIX: usize = 32;
 
@@ -96,18 +96,23 @@ impl BotStream {
     }
 
     /// The first `m` commands held, removed from the machine, added to the command stage
-    /// (pieces starting before `before` tiled: NULL, all of them); their columns set in
-    /// `out` when the caller asked for every row.
-    fn settle<'py>(&mut self, py: Python<'py>, m: usize, before: i64, out: &Bound<'py, PyDict>) -> PyResult<()> {
+    /// (pieces starting before `before` tiled: NULL, all of them); their rows when the
+    /// caller asked for every row.
+    fn settle(&mut self, py: Python, m: usize, before: i64) -> PyResult<Option<BotCommands>> {
         let cmds = self.drain_commands(m);
-        let origin = if self.first_t == NULL { 0 } else { self.first_t };
+        let origin = self.origin();
         let before = if before == NULL { NULL } else { before - origin };
         let stage = &mut self.stage;
         py.allow_threads(|| stage.add(&cmds, before, origin));
-        if self.rows {
-            set_columns(py, cmds.into_iter(), out)?;
+        if !self.rows {
+            return Ok(None);
         }
-        Ok(())
+        Ok(Some(bot_commands(py, cmds.into_iter(), origin, None)?))
+    }
+
+    /// The capture's first event's time, which the times handed over start from.
+    fn origin(&self) -> i64 {
+        if self.first_t == NULL { 0 } else { self.first_t }
     }
 
     /// One bulk transfer, in transfer order (bot_pass' loop body: the rules of machine.rs `Bulk`).
@@ -199,6 +204,8 @@ pub(super) struct UrbBatch<'py> {
     #[pyo3(attribute)]
     pub(super) length: PyReadonlyArray1<'py, i64>,
     #[pyo3(attribute)]
+    pub(super) length_null: PyReadonlyArray1<'py, bool>,
+    #[pyo3(attribute)]
     pub(super) has_setup: PyReadonlyArray1<'py, bool>,
     #[pyo3(attribute)]
     pub(super) setup: PyReadonlyArray2<'py, u8>,
@@ -238,6 +245,17 @@ impl BotStream {
             urbs.ep.as_slice()?, urbs.bus.as_slice()?, urbs.dev.as_slice()?, urbs.status.as_slice()?,
             urbs.length.as_slice()?, urbs.has_setup.as_slice()?);
         let setup = urbs.setup.as_slice()?;
+        let length_null = urbs.length_null.as_slice()?;
+        if length_null.len() != length.len() {
+            return Err(pyo3::exceptions::PyValueError::new_err("feed: length_null must cover length"));
+        }
+        // a length the capture does not give: NULL in the working columns
+        let length: std::borrow::Cow<[i64]> = if length_null.iter().any(|&n| n) {
+            length.iter().zip(length_null).map(|(&v, &n)| if n { NULL } else { v }).collect::<Vec<_>>().into()
+        } else {
+            length.into()
+        };
+        let length = &length[..];
         let (data_buf, data_at, data_size, data_head, pos) =
             (urbs.data_buf.as_slice()?, urbs.data_at.as_slice()?, urbs.data_size.as_slice()?,
              urbs.data_head.as_slice()?, urbs.pos.as_slice()?);
@@ -346,9 +364,9 @@ impl BotStream {
 
     /// The commands closed so far that no open command precedes (in start order), removed
     /// from the machine and added to the command stage, with the pieces that start before
-    /// the earliest start a command still to come can have tiled. Returns their columns
-    /// when the machine was made with `rows`, else None.
-    fn take<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+    /// the earliest start a command still to come can have tiled. Returns their rows
+    /// (`BotCommands`, times from the origin) when the machine was made with `rows`, else None.
+    fn take(&mut self, py: Python) -> PyResult<Option<BotCommands>> {
         let m = self.closed.iter().position(|c| !c).unwrap_or(self.closed.len());
         let mut before = if self.prev_t == i64::MIN { NULL } else { self.prev_t };
         if let Some(front) = self.queue.front() {
@@ -357,16 +375,13 @@ impl BotStream {
         if let Some(&t) = self.cmd_s.get(m) {
             before = min_t(before, t);
         }
-        let out = PyDict::new_bound(py);
-        self.settle(py, m, before, &out)?;
-        Ok(self.rows.then_some(out))
+        self.settle(py, m, before)
     }
 
     /// The end of the capture: every transfer still waiting is final, every device's open
-    /// command closes and goes to the command stage. Returns the Mass Storage Reset and
-    /// CLEAR HALT requests (ctl_*), the unpaired URB counts, the time range and, with
-    /// `rows`, the last commands' columns; None when the machine does not cover the capture.
-    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+    /// command closes and goes to the command stage. None when the machine does not cover
+    /// the capture.
+    fn finish(&mut self, py: Python) -> PyResult<Option<Finished>> {
         self.no_complete += self.waiting.len() as i64;
         self.waiting.clear();
         self.drain(true);
@@ -380,42 +395,55 @@ impl BotStream {
                 self.close(&acc, current);
             }
         }
-        let out = PyDict::new_bound(py);
         let m = self.ints.len();
-        self.settle(py, m, NULL, &out)?;
-        let origin = if self.first_t == NULL { 0 } else { self.first_t };
+        let commands = self.settle(py, m, NULL)?;
+        let origin = self.origin();
         let elapsed = if self.t_max == i64::MIN { 0 } else { self.t_max - origin };
         let stage = &mut self.stage;
         py.allow_threads(|| stage.finish(elapsed));
-        for (j, name) in ["ctl_t", "ctl_bus", "ctl_dev", "ctl_pos", "ctl_bm", "ctl_req"].iter().enumerate() {
-            let col: Vec<i64> = self.ctl.iter().map(|row| row[j]).collect();
-            out.set_item(*name, PyArray1::from_vec_bound(py, col))?;
-        }
-        out.set_item("no_submit", self.no_submit)?;
-        out.set_item("no_complete", self.no_complete)?;
-        out.set_item("t_min", if self.t_min == i64::MAX { None } else { Some(self.t_min) })?;
-        out.set_item("t_max", if self.t_max == i64::MIN { None } else { Some(self.t_max) })?;
-        out.set_item("origin", if self.first_t == NULL { None } else { Some(self.first_t) })?;
-        Ok(Some(out))
+        let col = |j: usize| self.ctl.iter().map(|row| row[j]).collect::<Vec<i64>>();
+        let control = Columns::new(vec![("t0", ints(col(0).into_iter().map(|t| t - origin).collect())),
+                                        ("bus", ints(col(1))), ("dev", ints(col(2))), ("pos", ints(col(3))),
+                                        ("bm", ints(col(4))), ("req", ints(col(5)))])?;
+        Ok(Some(Finished {
+            commands: commands.map(|c| Py::new(py, c)).transpose()?, control: Py::new(py, control)?,
+            no_submit: self.no_submit, no_complete: self.no_complete,
+            t_min: (self.t_min != i64::MAX).then_some(self.t_min), t_max: (self.t_max != i64::MIN).then_some(self.t_max),
+            origin: (self.first_t != NULL).then_some(self.first_t),
+        }))
     }
 
-    /// What the command stage accumulated (after `finish`): the tables' counts and
-    /// Samples, the stage totals, the kept segments and commands (their columns), the
-    /// commands with anomalies (scsitrace/usb/commands.rs `results`).
-    fn results<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        self.stage.results(py)
+    /// What the command stage accumulated (after `finish`): commands/scsitrace/usb/commands.rs
+    /// `StageResults`.
+    fn results(&mut self, py: Python) -> PyResult<StageResults> {
+        let origin = self.origin();
+        self.stage.results(py, origin)
     }
 
-    /// The kept segments' columns (dev, io, start, end, phase, bytes; times from the
-    /// origin) and `device_names`, which dev indexes (once: they leave the machine).
-    fn segments<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    /// The kept segments (times from the origin) and the device names (once: they leave the machine).
+    fn segments(&mut self, py: Python) -> PyResult<KeptSegments> {
         self.stage.segments(py)
     }
 
-    /// The kept commands' columns (as `take` returns them) and their `io` (once).
-    fn kept<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        self.stage.kept(py)
+    /// The kept commands (as `take` hands them over, with their `io`; once).
+    fn kept(&mut self, py: Python) -> PyResult<BotCommands> {
+        let origin = self.origin();
+        self.stage.kept(py, origin)
     }
+}
+
+/// The end of a capture the machine covers: the last commands' rows (with `rows`), the Mass
+/// Storage Reset and CLEAR HALT requests (`control`: t0 from the origin, bus, dev, pos, bm,
+/// req), the unpaired URB counts, the time range and the origin (None: no event).
+#[pyclass(get_all)]
+struct Finished {
+    commands: Option<Py<BotCommands>>,
+    control: Py<Columns>,
+    no_submit: i64,
+    no_complete: i64,
+    t_min: Option<i64>,
+    t_max: Option<i64>,
+    origin: Option<i64>,
 }
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {

@@ -1,0 +1,94 @@
+"""The usb area's boundary with the compiled core (issue 26, item 5): every pass takes named
+inputs (a table read by column name, or a record read by attribute) and hands back named
+results, and a missing value reaches Python as a null, never as the passes' working marker
+(i64::MIN, `schema.NULL`)."""
+from __future__ import annotations
+
+import ast
+import struct
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from scsitrace.usb.bot import bot_commands
+from scsitrace.usb.transfers import transfers
+from scsitrace.usb.urbs import URBS, urb_columns
+
+ROOT = Path(__file__).resolve().parent.parent
+RUST = [ROOT / "native/src/usb.rs", *sorted((ROOT / "native/src/usb").glob("*.rs"))]
+PYTHON = [*sorted((ROOT / "scsitrace/usb").glob("*.py")),
+          *(ROOT / "parsers" / name for name in ("usbmon.py", "_usbmon_records.py", "_usbmon_scan.py", "_usbpcap.py")),
+          *sorted((ROOT / "parsers").glob("_pcap*.py"))]
+I64_MIN = -(1 << 63)
+
+
+def test_no_usb_pass_takes_a_long_positional_argument_list():
+    """No `#[allow(clippy::too_many_arguments)]` is left in the usb area's Rust: parameters
+    that travel together are a struct read by name."""
+    assert len(RUST) >= 6
+    found = [f"{p.relative_to(ROOT)}:{i}" for p in RUST for i, line in enumerate(p.read_text().splitlines(), 1)
+             if "too_many_arguments" in line]
+    assert found == []
+
+
+def test_no_usb_module_handles_the_null_marker():
+    """No Python module of the usb area names `NULL` (schema's sentinel): the passes hand nulls."""
+    found = []
+    for path in PYTHON:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Name) and node.id == "NULL" or \
+                    isinstance(node, ast.ImportFrom) and any(a.name == "NULL" for a in node.names):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert found == []
+
+
+def _cbw(tag: int, length: int) -> bytes:
+    cdb = bytes([0x28, 0, 0, 0, 0, 8, 0, 0, 1, 0]) + bytes(6)         # READ(10), 1 block at LBA 8
+    return b"USBC" + struct.pack("<IIBBB", tag, length, 0x80, 0, 10) + cdb
+
+
+def _urbs(rows: list[dict]) -> pl.DataFrame:
+    base = {"xfer": 3, "bus": 1, "dev": 4, "status": 0, "setup": None, "data": None, "data_len": 0}
+    full = [{**base, **r, "pos": i} for i, r in enumerate(rows)]
+    return pl.DataFrame({k: [r.get(k) for r in full] for k in URBS}, schema=URBS)
+
+
+def test_unknown_lengths_and_times_cross_as_nulls():
+    """A Bulk-Only command whose CSW never completes (the capture ended) and a URB whose
+    length the input does not give: the transfers and the command carry nulls there, and no
+    integer column holds the passes' working marker."""
+    frame = _urbs([
+        {"t_ns": 0, "urb_id": 1, "event": "S", "ep": 0x02, "length": 31, "data": _cbw(7, 512), "data_len": 31},
+        {"t_ns": 10, "urb_id": 1, "event": "C", "ep": 0x02, "length": None},      # actual length not given
+        {"t_ns": 20, "urb_id": 2, "event": "S", "ep": 0x81, "length": 512, "status": -115},
+        {"t_ns": 30, "urb_id": 2, "event": "C", "ep": 0x81, "length": 512, "data": bytes(32), "data_len": 512},
+        {"t_ns": 40, "urb_id": 3, "event": "S", "ep": 0x81, "length": 13, "status": -115},   # CSW read, no completion
+    ])
+    xf = transfers(urb_columns(frame))
+    assert xf.cols["actual"].to_list() == [None, 512, None]
+    assert xf.cols["complete_ns"].to_list() == [10, 30, None]
+    assert xf.cols["status"].to_list() == [0, 0, None]
+    assert xf.cols["req_len"].to_list() == [31, 512, 13]
+    cmds, _, _ = bot_commands(xf)
+    assert cmds.height == 1
+    row = cmds.row(0, named=True)
+    assert (row["cmd_s"], row["cmd_c"], row["data_s"], row["data_c"]) == (0, 10, 20, 30)
+    assert row["sts_s"] is None and row["sts_c"] is None and row["csw_tag"] is None and row["residue"] is None
+    assert row["data_in"] is True and row["reason"] == "no CSW (capture ended)" and row["usb_tag"] == 7
+    for table in (xf.cols, cmds):
+        for name, dtype in table.schema.items():
+            if dtype.is_integer() and table[name].null_count() < table.height:
+                assert table[name].min() > I64_MIN, name
+
+
+def test_urb_frame_round_trips_unknown_lengths():
+    """urb_columns keeps which lengths are unknown (`length_null`) and urbs_frame gives them
+    back as nulls."""
+    from scsitrace.usb.urbs import urbs_frame
+    frame = _urbs([{"t_ns": 0, "urb_id": 1, "event": "S", "ep": 0x02, "length": None},
+                   {"t_ns": 5, "urb_id": 1, "event": "C", "ep": 0x02, "length": 3}])
+    u = urb_columns(frame)
+    assert u.length_null.tolist() == [True, False]
+    assert urbs_frame(u)["length"].to_list() == [None, 3]
+    assert np.array_equal(urbs_frame(u)["t_ns"].to_numpy(), frame["t_ns"].to_numpy())
