@@ -3,7 +3,7 @@
 
 A capture is a sequence of sample words (bit k = probe k). Probes are mapped to bus lines by
 name (`parsers/_probes.py`, as for VCD, with --map and --active-low). The words are reduced
-to the samples where a mapped probe changes by one compiled pass (`_reduce`, Rust: no
+to the samples where a mapped probe changes by one compiled pass (`reduce_block`, `ProbeBus.rows`; Rust: no
 Python per sample; unmapped probes never make a row); the bus lines of those rows are then
 extracted in bulk with numpy. One-sample pulses (glitches) and REQ/ACK edges that fall in
 the same sample are counted on the rows, so the report can say what the sample period
@@ -61,38 +61,7 @@ def rate_text(rate: Fraction) -> str:
     return f"{float(rate):g} Hz"
 
 
-N_STATE = 4                 # _reduce's state: started, resume position, REQ/ACK same-sample edges, last row's sample
 MAX_BITS = 64
-SKIP = 32                   # samples compared at once while nothing changes
-
-
-def _reduce(words, pos, use_pos, base, mask, used_bytes, lut, inv, both, last, st, glitches, examples,
-            vals, out_i, out_lines, out_db, out_dbp) -> int:
-    """Reduce sample words from st[1] on, at most len(out_lines) - 1 of them per call (Rust:
-    native/src/bus/samples.rs).
-
-    Pass 1 keeps the samples where a mapped probe changes (and the capture's first sample):
-    SKIP samples are compared at once and skipped when none changes, otherwise each is
-    written and kept only if it changed (no branch to mispredict on busy lines). Pass 2, over
-    the kept rows: bus lines, DB and DBP from one lookup table per byte of the word (lines in
-    bits 0-15, DB in 16-23, DBP in 24), then the active-low inversions (`inv`, same layout);
-    a probe that changes in two consecutive samples made a pulse one sample long (counted
-    per probe, the first few kept in `examples`); samples where REQ and ACK both change are
-    counted in st[2]. A sample's number is pos[i] when use_pos (the rows of a changes-only
-    export), else base + i. Returns the rows written (out_i: positions in `words`); st[1]
-    is where to resume; last[1], st[3] carry the last row's changed probes and sample.
-    `vals` and `out_i` hold SKIP more entries than the outputs."""
-    if words.dtype.byteorder == ">" or not words.flags.c_contiguous:
-        words = np.ascontiguousarray(words, dtype=words.dtype.newbyteorder("="))
-    return _bus.samples_reduce(words, np.ascontiguousarray(pos, dtype=np.int64), bool(use_pos), int(base), int(mask),
-                               used_bytes, lut, int(inv), int(both), last, st, glitches, examples,
-                               vals, out_i, out_lines, out_db, out_dbp)
-
-
-def _out_arrays(rows: int) -> tuple:
-    """vals, out_i (SKIP spare entries each), out_lines, out_db, out_dbp for `_reduce`."""
-    return (np.empty(rows + SKIP, dtype=np.uint64), np.empty(rows + SKIP, dtype=np.int64),
-            np.empty(rows, dtype=np.uint16), np.empty(rows, dtype=np.uint8), np.empty(rows, dtype=np.uint8))
 
 
 def widen(raw: np.ndarray, unitsize: int) -> np.ndarray:
@@ -127,15 +96,11 @@ class ProbeBus:
         self.inverted = {f.bus for f in self.feeds if f.inverted}
         self._tables()
         self.restart()
-        self._out = None
 
     def restart(self) -> None:
         """Forget the stream read so far: each read of the capture starts here (the analysis,
         attribution and annotate each read it), so its counts are never added twice."""
-        self.last = np.zeros(2, dtype=np.uint64)
-        self.state = np.zeros(N_STATE, dtype=np.int64)
-        self.glitches = np.zeros(MAX_BITS, dtype=np.int64)
-        self.examples = np.zeros((MAX_BITS, MAX_GLITCH_EXAMPLES), dtype=np.int64)
+        self.stream = _bus.SampleStream(OUT_ROWS)      # the serial pass's carried state (rows)
         self.last_row: tuple[int, int, int] | None = None      # lines, db, dbp of the last row
         # blocks reduced on their own (reduce_block) and stitched in order (stitch)
         self.block_glitches = np.zeros(MAX_BITS, dtype=np.int64)
@@ -176,24 +141,24 @@ class ProbeBus:
                 "inverted": [f.bus for f in self.feeds if f.inverted]}
 
     def rows(self, words: np.ndarray, base: int = 0, pos: np.ndarray | None = None):
-        """Reduce one block of sample words (in capture order, after the previous block):
-        yields (positions in `words`, sample numbers, lines, db, dbp) of its rows, in pieces
-        of at most OUT_ROWS."""
-        if self._out is None:
-            self._out = _out_arrays(OUT_ROWS)
-        vals, out_i, out_lines, out_db, out_dbp = self._out
-        use_pos = pos is not None
-        pos_arr = pos if use_pos else np.zeros(1, dtype=np.int64)
-        self.state[1] = 0
-        while self.state[1] < len(words):
-            k = _reduce(words, pos_arr, use_pos, np.int64(base), self.mask, self.used_bytes, self.lut, self.inv,
-                        self.both, self.last, self.state, self.glitches, self.examples,
-                        *self._out)
-            if k:
-                at = out_i[:k].copy()
-                samples = pos[at] if use_pos else at + base
-                self.last_row = (int(out_lines[k - 1]), int(out_db[k - 1]), int(out_dbp[k - 1]))
-                yield at, samples, out_lines[:k].copy(), out_db[:k].copy(), out_dbp[:k].copy()
+        """Reduce one block of sample words (in capture order, after the previous block) in
+        one compiled pass (native/src/bus/samples.rs `SampleStream`): 32 samples compared
+        at once and skipped when none changes; each kept row's bus lines, DB and DBP from one
+        lookup table per byte of the word, then the active-low inversions; a probe that
+        changes in two consecutive samples made a pulse one sample long (counted per probe,
+        the first few kept); samples where REQ and ACK both change are counted. Yields
+        (positions in `words`, sample numbers, lines, db, dbp) of its rows, in pieces of at
+        most OUT_ROWS; a sample's number is pos[i] when `pos` is given, else base + i."""
+        if words.dtype.byteorder == ">" or not words.flags.c_contiguous:
+            words = np.ascontiguousarray(words, dtype=words.dtype.newbyteorder("="))
+        if pos is not None:
+            pos = np.ascontiguousarray(pos, dtype=np.int64)
+        self.stream.start_block()
+        while self.stream.pending(len(words)):
+            r = self.stream.reduce(words, self, int(base), pos)
+            if len(r.at):
+                self.last_row = (int(r.lines[-1]), int(r.db[-1]), int(r.dbp[-1]))
+                yield r.at, (pos[r.at] if pos is not None else r.at + base), r.lines, r.db, r.dbp
 
     def frame(self, t_ns: np.ndarray, lines: np.ndarray, db: np.ndarray, dbp: np.ndarray) -> pl.DataFrame:
         """One transitions frame, built eagerly (Series from the arrays; a lazy select per
@@ -209,17 +174,18 @@ class ProbeBus:
     def sampling_meta(self, period: Fraction | None, period_known: bool = True) -> dict:
         """What the sample period could not resolve: for scsitrace/sampling.py."""
         ns = (lambda s: float(s * period)) if period is not None else (lambda s: None)
-        examples = sorted([(int(self.examples[b, j]), self.bus_of_bit[b]) for b in self.bus_of_bit
-                           for j in range(min(int(self.glitches[b]), MAX_GLITCH_EXAMPLES))]
+        serial, first = self.stream.glitches, self.stream.examples
+        examples = sorted([(int(first[b, j]), self.bus_of_bit[b]) for b in self.bus_of_bit
+                           for j in range(min(int(serial[b]), first.shape[1]))]
                           + [(at, self.bus_of_bit[b]) for at, b in self.example_list])
-        glitches = self.glitches + self.block_glitches
+        glitches = serial + self.block_glitches
         return {
             "sample_period_ns": float(period) if period is not None else None,
             "sample_period_known": period_known,
             "glitches": {self.bus_of_bit[b]: int(glitches[b]) for b in sorted(self.bus_of_bit) if glitches[b]},
             "glitch_examples": [{"line": bus, "sample": s, "t_ns": ns(s)}
                                 for s, bus in examples[:MAX_GLITCH_EXAMPLES]],
-            "req_ack_same_sample": int(self.state[2]) + self.block_same,
+            "req_ack_same_sample": self.stream.same + self.block_same,
         }
 
 
@@ -259,18 +225,15 @@ def reduce_block(bus: ProbeBus, words: np.ndarray, period_ns: int | None = None)
     that releases the GIL: native/src/bus/samples.rs `samples_block`). With a whole-ns
     `period_ns`, the rows' times from the block start are computed here too (off the thread
     that stitches)."""
-    glitches = np.zeros(MAX_BITS, dtype=np.int64)
     if not len(words):
-        return Block(0, (), 0, 0, 0, 0, glitches, np.zeros((MAX_BITS, 1), dtype=np.int64), 0)
+        return Block(0, (), 0, 0, 0, 0, np.zeros(MAX_BITS, dtype=np.int64), np.zeros((MAX_BITS, 1), dtype=np.int64), 0)
     if words.dtype.byteorder == ">" or not words.flags.c_contiguous:
         words = np.ascontiguousarray(words, dtype=words.dtype.newbyteorder("="))
-    examples = np.zeros((MAX_BITS, MAX_GLITCH_EXAMPLES), dtype=np.int64)
-    at, lines, db, dbp, last_v, same, last_f = _bus.samples_block(
-        words, int(bus.mask), bus.used_bytes, bus.lut, int(bus.inv), int(bus.both), glitches, examples)
+    p = _bus.samples_block(words, bus, period_ns)
     first_v = int(words[0] & bus.mask)
     f1 = int((words[1] ^ words[0]) & bus.mask) if len(words) > 1 else 0
-    return Block(len(words), (at, lines, db, dbp), first_v, int(last_v), f1, int(last_f), glitches, examples,
-                 int(same), None if period_ns is None else at * period_ns)
+    return Block(len(words), (p.at, p.lines, p.db, p.dbp), first_v, int(p.last_v), f1, int(p.last_f), p.glitches,
+                 p.examples, int(p.same), p.t_local)
 
 
 def stitch(bus: ProbeBus, block: Block, base: int) -> tuple:

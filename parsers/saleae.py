@@ -69,15 +69,14 @@ class _Reader:
         col_bit[self.used] = self.used
         held_bits = np.zeros(max(self.used) + 1, dtype=np.uint8)
         held_bits[self.used] = held
-        done = _bus.saleae_clean_block(np.frombuffer(buf, dtype=np.uint8), len(self.names) + 1, col_bit,
-                                       np.iinfo(np.int64).min if last_t is None else int(last_t), held_bits)
+        done = _bus.saleae_clean_block({"text": np.frombuffer(buf, dtype=np.uint8), "ncol": len(self.names) + 1,
+                                        "col_bit": col_bit, "last_t": last_t, "held": held_bits})
         if done is None:
             return None
-        t_ns, words, x_values = done
-        held[:] = held_bits[self.used]
-        self.cap.meta["x_values"] += int(x_values)
-        self.cap.records.read += len(t_ns)
-        return t_ns, words
+        held[:] = done.held[self.used]
+        self.cap.meta["x_values"] += int(done.x_values)
+        self.cap.records.read += len(done.t_ns)
+        return done.t_ns, done.words
 
     def _rows(self):
         """Blocks of (t_ns, channel words) of the good rows, in file order: clean blocks in

@@ -112,11 +112,6 @@ class _Items:
         return _Items(**{k: v[keep] for k, v in self.__dict__.items()})
 
 
-def _initial_slots() -> np.ndarray:
-    """Slot values before any change: control lines 0, data lines not sampled (-1)."""
-    return np.array([0 if s < DB_SLOT else -1 for s in range(_scan.N_SLOTS)], dtype=np.int64)
-
-
 @dataclass
 class _Carry:
     """What one block hands to the next."""
@@ -125,17 +120,8 @@ class _Carry:
     origin: int | None = None                     # first timestamp (time units)
     last_time: int | None = None                  # last accepted timestamp
     # slot values after the last change, the pending row (the last timestamp, which may still
-    # change) and the last final row: _vcd_scan's carry vector
-    vec: np.ndarray = field(default_factory=lambda: np.concatenate(
-        (_initial_slots(), np.zeros(_scan.CARRY_SIZE - _scan.N_SLOTS, dtype=np.int64))))
-
-    @property
-    def pending(self) -> tuple | None:
-        v = self.vec
-        if not v[_scan.PENDING]:
-            return None
-        return int(v[_scan.PENDING_T]), int(v[_scan.PENDING_LINES]), int(v[_scan.PENDING_DB]), \
-            int(v[_scan.PENDING_DBP])
+    # change) and the last final row (compiled: `_vcd_scan.Carry`)
+    state: _scan.Carry = field(default_factory=_scan.Carry)
 
 
 COUNT_KEYS = ("xz_control_changes", "xz_data_changes", "real_changes_ignored",
@@ -165,6 +151,9 @@ class _Reader:
         self.feed_flags = np.array([_feed_flags(f) for f in feeds], dtype=np.int64)
         self.present = np.zeros(_scan.N_SLOTS, dtype=np.uint8)
         self.present[self.slots] = 1
+        # what the compiled passes read by name besides the above: the keywords, the timescale
+        self.keywords = list(_scan.KEYWORD_BYTES)
+        self.tick_num, self.tick_den = self.tick.numerator, self.tick.denominator
         # the one-call path takes blocks of packed codes only (long ones are compared as bytes)
         self.fast = not self.declared_long and bool((self.feed_keys != 0).all())
 
@@ -185,8 +174,8 @@ class _Reader:
             if out is not None:
                 yield out
         self._end_of_file(carry)
-        if carry.pending is not None:
-            yield _frame([carry.pending])
+        if carry.state.pending_t is not None:
+            yield pl.DataFrame(carry.state.pending_rows())
 
     def _blocks(self) -> Iterator[tuple[bytes, int]]:
         if self.h.rest:
@@ -201,7 +190,7 @@ class _Reader:
             done = self._fast(buf, first_line, carry)
             if done is not False:
                 return done
-        cols, carry.context = _scan.scan_block(buf, first_line, carry.context)
+        cols, carry.context = _scan.scan_block(buf, first_line, carry.context, self)
         items = self._check(buf, _Items(**cols), carry)
         self._count(items)
         times = items.time[(items.kind == TIME) & (items.ctx != KW_DUMPOFF)]
@@ -216,28 +205,21 @@ class _Reader:
         """A block whose every item is good, in one compiled call (scan, checks, rows:
         `_vcd_scan.fast_block`); False when something in it is not (nothing was changed:
         the general path below says what)."""
-        done = _scan.fast_block(buf, first_line, carry.context, self.declared, self.declared_width, self.feed_keys,
-                                self.feed_slot, self.feed_flags, self.present, carry.last_time, carry.origin,
-                                _I64_MAX // self.tick.numerator, self.tick.numerator, self.tick.denominator,
-                                carry.vec)
+        done = _scan.fast_block(buf, first_line, carry.context, self, carry.last_time, carry.origin, carry.state)
         if done is None:
             return False
-        out_t, rows, carry.context, (read, real, string, dumpoff, first_t, last_t, xz_c, xz_d) = done
+        carry.context = done.context
         meta = self.cap.meta
-        self.cap.records.read += read
-        meta["real_changes_ignored"] += real
-        meta["string_changes_ignored"] += string
-        meta["dumpoff_changes_ignored"] += dumpoff
-        meta["xz_control_changes"] += xz_c
-        meta["xz_data_changes"] += xz_d
-        if first_t >= 0:
+        self.cap.records.read += done.items
+        meta["real_changes_ignored"] += done.real
+        meta["string_changes_ignored"] += done.string
+        meta["dumpoff_changes_ignored"] += done.dumpoff
+        if done.first_t is not None:
             if carry.origin is None:
-                carry.origin = first_t
+                carry.origin = done.first_t
                 meta["origin"] = carry.origin
-            carry.last_time = last_t
-        if not len(out_t):
-            return None
-        return _frame_from(out_t, rows[:, 0], rows[:, 1], rows[:, 2])
+            carry.last_time = done.last_t
+        return self._frame(done.rows)
 
     def _check(self, buf: bytes, items: _Items, carry: _Carry) -> _Items:
         """Mark undeclared codes, timestamps that go backwards or overflow; raise or skip."""
@@ -296,20 +278,16 @@ class _Reader:
     def _rows(self, buf: bytes, items: _Items, carry: _Carry) -> pl.DataFrame | None:
         """Apply the value changes (compiled: `_vcd_scan.rows`); the rows of the timestamps
         this block closes that change something."""
-        n = len(items.kind)
-        out_t = np.empty(n, dtype=np.int64)
-        out_row = np.empty((n, 3), dtype=np.int64)
-        xz = np.zeros(2, dtype=np.int64)
-        k = _scan.rows(np.frombuffer(buf, dtype=np.uint8), items.kind, items.ctx, items.time, items.val_start,
-                       items.val_end, items.code, self.feed_keys, self._long_hits(buf, items),
-                       self.feed_slot, self.feed_flags, self.present,
-                       carry.origin if carry.origin is not None else 0,
-                       self.tick.numerator, self.tick.denominator, carry.vec, xz, out_t, out_row)
-        self.cap.meta["xz_control_changes"] += int(xz[0])
-        self.cap.meta["xz_data_changes"] += int(xz[1])
-        if not k:
-            return None
-        return _frame_from(out_t[:k], out_row[:k, 0], out_row[:k, 1], out_row[:k, 2])
+        done = _scan.rows(buf, items, self._long_hits(buf, items), carry.origin if carry.origin is not None else 0,
+                          self, carry.state)
+        return self._frame(done)
+
+    def _frame(self, done) -> pl.DataFrame | None:
+        """A block's transitions (a `VcdRows`), None when it closes none; its x/z counts."""
+        self.cap.meta["xz_control_changes"] += done.xz_control
+        self.cap.meta["xz_data_changes"] += done.xz_data
+        rows = pl.DataFrame(done.rows)
+        return rows if rows.height else None
 
     def _long_hits(self, buf: bytes, items: _Items) -> np.ndarray:
         """Per item, a bit per feed whose code is too long to pack and is the item's code
@@ -331,41 +309,16 @@ class _Reader:
             if self.strict:
                 raise TruncatedInput(self.path, reason)
             self.cap.anomalies = pl.concat([self.cap.anomalies, schema.frame(
-                {"t_ns": [carry.pending[0] if carry.pending else 0], "kind": ["TRUNCATED INPUT"],
+                {"t_ns": [carry.state.pending_t or 0], "kind": ["TRUNCATED INPUT"],
                  "detail": [reason], "position": ["end of file"]}, schema.ANOMALIES)])
-        slots = carry.vec[:_scan.N_SLOTS]
-        if carry.pending is None and (slots[self.slots] != _initial_slots()[self.slots]).any():
-            # value changes but no timestamp at all: one state at time 0
-            carry.vec[[_scan.PENDING, _scan.PENDING_T, _scan.PENDING_LINES, _scan.PENDING_DB,
-                       _scan.PENDING_DBP]] = (1, 0, *_scan.combine(slots, self.present))
+        # value changes but no timestamp at all: one state at time 0
+        carry.state.close_untimed(self.present, self.slots)
 
 
 def _feed_flags(f: Feed) -> int:
     """`_vcd_scan.rows`' flags of a feed: the DB vector, bits reversed ([0:7]), inverted."""
     reversed_bits = f.var.msb is not None and f.var.lsb is not None and f.var.msb < f.var.lsb
     return (f.bus == "DB") | (reversed_bits and f.bus == "DB") << 1 | bool(f.inverted) << 2
-
-
-def _frame_from(t_ns, lines, db, dbp) -> pl.DataFrame:
-    """Rows -> a transitions frame; db and dbp null where negative (not sampled). Built
-    eagerly: a lazy select per block was a visible share of a clean file's time."""
-    db, dbp = np.asarray(db, dtype=np.int64), np.asarray(dbp, dtype=np.int64)
-    return pl.DataFrame([pl.Series("t_ns", np.asarray(t_ns, dtype=np.int64)),
-                         pl.Series("lines", np.asarray(lines, dtype=np.uint16)),
-                         _nullable("db", db, np.uint8, pl.UInt8), _nullable("dbp", dbp, bool, pl.Boolean)])
-
-
-def _nullable(name: str, values: np.ndarray, np_type, pl_type) -> pl.Series:
-    missing = values < 0
-    if missing.all():
-        return pl.Series(name, [None], dtype=pl_type).new_from_index(0, len(values))
-    out = pl.Series(name, np.where(missing, 0, values).astype(np_type))
-    return out.scatter(np.flatnonzero(missing), None) if missing.any() else out
-
-
-def _frame(rows: list[tuple]) -> pl.DataFrame:
-    t, lines, db, dbp = zip(*rows)
-    return _frame_from(t, lines, db, dbp)
 
 
 # ---------------------------------------------------------------- entry points

@@ -8,6 +8,7 @@ mod ancot;
 pub(crate) mod cdb;
 mod handshakes;
 mod keys;
+mod polarity;
 mod runs;
 mod saleae;
 mod samples;
@@ -20,6 +21,7 @@ pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     cdb::register(m)?;
     handshakes::register(m)?;
     keys::register(m)?;
+    polarity::register(m)?;
     runs::register(m)?;
     saleae::register(m)?;
     samples::register(m)?;

@@ -21,6 +21,7 @@ from typing import Callable, Iterator
 import numpy as np
 import polars as pl
 
+from .._native import bus as _bus
 from ..schema import SIGNAL_BIT
 
 CONTROL = ("BSY", "SEL", "ATN", "RST", "MSG", "C/D", "I/O", "REQ", "ACK")
@@ -51,15 +52,13 @@ class LineTimes:
             return
         t = chunk["t_ns"].to_numpy()
         lines = chunk["lines"].to_numpy()
-        if self.last is not None:
-            t = np.concatenate(([self.last[0]], t))
-            lines = np.concatenate(([self.last[1]], lines)).astype(lines.dtype, copy=False)
-        else:
+        if self.last is None:
             self.first_ns = int(t[0])
-        held = np.diff(t)
-        for name in DECIDING:
-            on = (lines[:-1] >> SIGNAL_BIT[name]) & 1 == 1
-            self.asserted[name] += int(held[on].sum())
+        held = _bus.asserted_ns({"t_ns": np.ascontiguousarray(t, dtype=np.int64),
+                                 "lines": np.ascontiguousarray(lines, dtype=np.uint16), "last": self.last,
+                                 "bits": [SIGNAL_BIT[name] for name in DECIDING]})
+        for name, ns in zip(DECIDING, held.tolist()):
+            self.asserted[name] += ns
         self.last = (int(t[-1]), int(lines[-1]))
         if self.kept is not None:
             self.kept.append(chunk)

@@ -29,7 +29,6 @@ INFO_PHASES = {
     0b000: "DATA OUT", 0b001: "DATA IN", 0b010: "COMMAND", 0b011: "STATUS",
     0b110: "MESSAGE OUT", 0b111: "MESSAGE IN",
 }
-NON_DATA_CODES = (0b010, 0b011, 0b110, 0b111)
 
 RUN_SCHEMA = {
     "start_ns": pl.Int64, "end_ns": pl.Int64, "key": pl.UInt16, "atn": pl.Boolean,
@@ -109,6 +108,10 @@ class RunReducer:
     _prev_lines: int = 0
 
     def runs(self, chunks: Iterable[pl.DataFrame]) -> Iterator[pl.DataFrame]:
+        """The runs of the chunks, as one frame once they end: each piece's runs are kept as
+        the compiled passes return them and made one frame at the end (a polars frame per
+        piece cost more than the piece's passes)."""
+        parts = []
         for piece in _pieces(chunks):
             if not len(piece):
                 continue
@@ -118,15 +121,17 @@ class RunReducer:
             self.stats.last_ns = int(piece.t[-1])
             data = piece if self._carry is None else self._carry.then(piece)
             out = self._reduce(data, final=False)
-            if out is not None and len(out):
-                yield out
+            if out is not None and len(out["start_ns"]):
+                parts.append(out)
         if self._carry is not None and len(self._carry):
             out = self._reduce(self._carry, final=True)
-            if out is not None and len(out):
-                yield out
+            if out is not None and len(out["start_ns"]):
+                parts.append(out)
+        if parts:
+            yield _runs_frame(parts)
 
     # -- one piece ---------------------------------------------------------------------
-    def _reduce(self, tr: _Piece, final: bool) -> pl.DataFrame | None:
+    def _reduce(self, tr: _Piece, final: bool) -> dict | None:
         first, starts, keys = self._merged_runs(tr, final)
         if not final:
             # the last run may go on in the next piece: keep its transitions for later
@@ -168,52 +173,35 @@ class RunReducer:
         self.stats.skew_merged += int(np.count_nonzero(short & (dur > 0) & done))
         return raw_idx[group_first_raw], raw_start[group_first_raw], merged_key[group_first_raw]
 
-    def _aggregate(self, tr: _Piece, first, starts, ends, keys, prev_lines) -> pl.DataFrame:
-        """Per-run handshake counts, first REQ, last data-bus value and the bytes of
-        COMMAND/STATUS/MESSAGE runs."""
-        t, lines = tr.t, tr.lines
-        sums = pl.DataFrame(_bus.run_sums(tr, first, prev_lines, HANDSHAKE_BITS))
-        if tr.db is None:
-            info_bytes = [None] * len(starts)
-        else:
-            prev = np.empty_like(lines)
-            prev[0] = prev_lines
-            prev[1:] = lines[:-1]
-            size = np.diff(np.append(first, len(t)))
-            req_unresolved = np.repeat((sums["n_ack"] > sums["n_req"]).to_numpy(), size)
-            info_bytes = self._info_bytes(lines, prev, size, keys, tr.db, tr.has_db, lines & ~prev, first,
-                                          req_unresolved)
-        return pl.DataFrame({
-            "start_ns": starts, "end_ns": ends, "key": keys.astype(np.uint16), "atn": sums["atn"],
-            "n_req": sums["n_req"], "n_ack": sums["n_ack"], "first_req_ns": sums["first_req_ns"],
-            "db_last": sums["db_last"], "info_bytes": pl.Series(info_bytes, dtype=pl.List(pl.UInt8)),
-        }, schema=RUN_SCHEMA)
+    def _aggregate(self, tr: _Piece, first, starts, ends, keys, prev_lines) -> dict:
+        """Per-run handshake counts, first REQ, last data-bus value (`sums`: Columns, read
+        at the end) and the bytes of COMMAND/STATUS/MESSAGE runs."""
+        found = _bus.run_bytes(tr, {"first": first, "keys": keys, "prev_lines": int(prev_lines),
+                                    "has_req": self.has_req, "has_ack": self.has_ack})
+        return {"start_ns": starts, "end_ns": ends, "key": keys.astype(np.uint16),
+                "sums": _bus.run_sums(tr, first, prev_lines, HANDSHAKE_BITS), "n_bytes": found.n_bytes,
+                "bytes": found.bytes}
 
-    def _info_bytes(self, lines, prev, size, keys, db, has_db, rising, first, req_unresolved):
-        """The byte of each handshake in COMMAND, STATUS and MESSAGE runs: IN phases at REQ
-        assertion, OUT phases at ACK assertion (fallbacks when one line is not captured). An IN
-        run with fewer REQ than ACK edges (`req_unresolved`: a REQ pulse lost between two
-        samples) is read at ACK assertion, where the target still holds the byte."""
-        codes = _info_codes(keys)
-        info_run = ((keys & BIT["BSY"]) != 0) & ((keys & (BIT["SEL"] | BIT["RST"])) == 0) & np.isin(
-            codes, NON_DATA_CODES)
-        in_run = np.repeat(info_run, size)
-        inbound = np.repeat((codes & 1) == 1, size)
-        req_rise = (rising & BIT["REQ"]) != 0
-        ack_rise = (rising & BIT["ACK"]) != 0
-        if self.has_req and self.has_ack:
-            sample = np.where(inbound & ~req_unresolved, req_rise, ack_rise)
-        elif self.has_req:
-            req_fall = ((prev & ~lines) & BIT["REQ"]) != 0
-            sample = np.where(inbound, req_rise, req_fall)
-        else:
-            sample = ack_rise
-        pos = np.flatnonzero(sample & in_run & has_db)
-        runs = np.searchsorted(first, pos, side="right") - 1
-        cuts = np.searchsorted(runs, np.arange(len(first) + 1))
-        values = db[pos]
-        return [values[cuts[r]:cuts[r + 1]].tolist() if cuts[r + 1] > cuts[r] else None
-                for r in range(len(first))]
+
+def _runs_frame(parts: list[dict]) -> pl.DataFrame:
+    """The runs frame (RUN_SCHEMA) of the pieces' columns."""
+    col = {name: np.concatenate([p[name] for p in parts]) for name in ("start_ns", "end_ns", "key", "n_bytes",
+                                                                        "bytes")}
+    sums = pl.concat([pl.DataFrame(p["sums"]) for p in parts])
+    return pl.DataFrame([
+        pl.Series("start_ns", col["start_ns"]), pl.Series("end_ns", col["end_ns"]), pl.Series("key", col["key"]),
+        *(sums[name] for name in ("atn", "n_req", "n_ack", "first_req_ns", "db_last")),
+        _byte_lists(col["bytes"], col["n_bytes"]),
+    ]).cast(RUN_SCHEMA)
+
+
+def _byte_lists(values: np.ndarray, lengths: np.ndarray) -> pl.Series:
+    """Run r's bytes, `lengths[r]` of `values` in order; a run without one is null. Grouped
+    by run in one pass (not a Python list per run)."""
+    runs = np.arange(len(lengths))
+    lists = pl.DataFrame({"run": np.repeat(runs, lengths), "info_bytes": values.astype(np.uint8, copy=False)}).group_by(
+        "run", maintain_order=True).agg("info_bytes")
+    return pl.DataFrame({"run": runs}).join(lists, on="run", how="left", maintain_order="left")["info_bytes"]
 
 
 PIECE_ROWS = 1 << 18  # transitions reduced at a time: the working arrays stay in cache
@@ -239,13 +227,6 @@ def _phase_key_table() -> np.ndarray:
 # (BSY toggles inside a selection); nothing in BUS FREE (MSG, C/D, I/O float there); BSY with
 # MSG C/D I/O in information phases.
 PHASE_KEY = _phase_key_table()
-
-
-def _info_codes(keys: np.ndarray) -> np.ndarray:
-    msg = (keys >> SIGNAL_BIT["MSG"]) & 1
-    cd = (keys >> SIGNAL_BIT["C/D"]) & 1
-    io = (keys >> SIGNAL_BIT["I/O"]) & 1
-    return (msg << 2) | (cd << 1) | io
 
 
 def _raw_runs(piece: _Piece) -> tuple[np.ndarray, np.ndarray]:

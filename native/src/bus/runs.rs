@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use arrow_array::types::{UInt16Type, UInt8Type};
 use arrow_array::{ArrayRef, BooleanArray};
-use numpy::PyReadonlyArray1;
+use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -113,8 +113,117 @@ fn run_sums(py: Python, piece: Piece, first: PyReadonlyArray1<i64>, prev_lines: 
     ])
 }
 
+/// The runs of a piece of complete runs (scsitrace/bus/runs.py `_aggregate`), read by name.
+#[derive(FromPyObject)]
+struct RunKeys<'py> {
+    /// each run's first transition (the first is 0) and phase key
+    #[pyo3(item)]
+    first: PyReadonlyArray1<'py, i64>,
+    #[pyo3(item)]
+    keys: PyReadonlyArray1<'py, u16>,
+    /// the lines before the piece's first transition
+    #[pyo3(item)]
+    prev_lines: u16,
+    #[pyo3(item)]
+    has_req: bool,
+    #[pyo3(item)]
+    has_ack: bool,
+}
+
+const BSY: u16 = 1;
+const SEL: u16 = 1 << 1;
+const RST: u16 = 1 << 3;
+const MSG: u16 = 1 << 4;
+const CD: u16 = 1 << 5;
+const IO: u16 = 1 << 6;
+const REQ: u16 = 1 << 7;
+const ACK: u16 = 1 << 8;
+
+/// A run whose handshakes carry message, command or status bytes (BSY, no SEL nor RST;
+/// MSG C/D I/O not a data phase nor a reserved code).
+fn info_run(key: u16) -> bool {
+    let code = (key & (MSG | CD | IO)) >> 4;
+    key & BSY != 0 && key & (SEL | RST) == 0 && matches!(code, 0b010 | 0b011 | 0b110 | 0b111)
+}
+
+/// The handshake bytes of a piece's runs (`run_bytes`): `n_bytes` per run, then `bytes`
+/// in order.
+#[pyclass(get_all)]
+struct RunBytes {
+    n_bytes: Py<PyArray1<i64>>,
+    bytes: Py<PyArray1<u8>>,
+}
+
+/// Per run, the byte of each handshake in COMMAND, STATUS and MESSAGE runs (IN phases at REQ
+/// assertion, OUT at ACK; with one of them not captured, REQ's two edges or ACK's assertion;
+/// an IN run with fewer REQ than ACK assertions, a REQ pulse lost between two samples, at
+/// ACK, where the target still holds the byte).
+#[pyfunction]
+fn run_bytes(py: Python, piece: Piece, runs: RunKeys) -> PyResult<RunBytes> {
+    let lines = piece.lines.as_slice()?;
+    let db = match (&piece.db, &piece.has_db) {
+        (Some(db), Some(has)) => Some((db.as_slice()?, has.as_slice()?)),
+        _ => None,
+    };
+    let (first, keys) = (runs.first.as_slice()?, runs.keys.as_slice()?);
+    let n = lines.len();
+    if db.is_some_and(|(d, h)| d.len() != n || h.len() != n) || keys.len() != first.len()
+        || first.first().is_some_and(|&f| f != 0) || first.windows(2).any(|w| w[0] > w[1])
+        || first.last().is_some_and(|&f| f as usize > n) {
+        return Err(err("array shapes"));
+    }
+    let (has_req, has_ack, prev_lines) = (runs.has_req, runs.has_ack, runs.prev_lines);
+    let (counts, values) = py.allow_threads(|| {
+        let n_runs = first.len();
+        let mut counts = vec![0i64; n_runs];
+        let mut values = Vec::new();
+        let Some((db, has_db)) = db else { return (counts, values) };
+        for r in 0..n_runs {
+            let (start, stop) = (first[r] as usize, if r + 1 < n_runs { first[r + 1] as usize } else { n });
+            if !info_run(keys[r]) {
+                continue;
+            }
+            let inbound = keys[r] & IO != 0;
+            let mut prev = if start > 0 { lines[start - 1] } else { prev_lines };
+            let unresolved = inbound && has_req && has_ack && {
+                let (mut reqs, mut acks) = (0usize, 0usize);
+                for &ln in &lines[start..stop] {
+                    let rising = ln & !prev;
+                    reqs += (rising & REQ != 0) as usize;
+                    acks += (rising & ACK != 0) as usize;
+                    prev = ln;
+                }
+                prev = if start > 0 { lines[start - 1] } else { prev_lines };
+                acks > reqs
+            };
+            let before = values.len();
+            for i in start..stop {
+                let ln = lines[i];
+                if has_db[i] {
+                    let rising = ln & !prev;
+                    let at = if has_req && has_ack {
+                        if inbound && !unresolved { rising & REQ } else { rising & ACK }
+                    } else if has_req {
+                        if inbound { rising & REQ } else { prev & !ln & REQ }
+                    } else {
+                        rising & ACK
+                    };
+                    if at != 0 {
+                        values.push(db[i]);
+                    }
+                }
+                prev = ln;
+            }
+            counts[r] = (values.len() - before) as i64;
+        }
+        (counts, values)
+    });
+    Ok(RunBytes { n_bytes: counts.into_pyarray_bound(py).unbind(), bytes: values.into_pyarray_bound(py).unbind() })
+}
+
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(raw_runs, m)?)?;
     m.add_function(wrap_pyfunction!(run_sums, m)?)?;
+    m.add_function(wrap_pyfunction!(run_bytes, m)?)?;
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! mapped channel exactly 0, 1, X or x, time never backwards): each row's time in ns and its
 //! sample word, X holding the channel's previous state. Any other line makes the caller read
 //! the block with its general (polars) path, which says what is wrong.
-use numpy::{PyArray1, PyReadonlyArray1, PyReadwriteArray1};
+use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 
 const MAX_ABS_S: f64 = 4e9; // parsers/saleae.py MAX_ABS_S
@@ -51,8 +51,8 @@ fn round_half_even(x: f64) -> f64 {
 }
 
 /// Rows of one block, or None when a line is not clean. `col_bit[j]`: the word bit of field
-/// j (j >= 1), -1 when unmapped; `last_t`: the last row's time (i64::MIN: none); `held`:
-/// each word bit's last state, updated.
+/// j (j >= 1), -1 when unmapped; `last_t`: the last row's time (i64::MIN: none, inside
+/// this file only); `held`: each word bit's last state, updated.
 fn scan(a: &[u8], ncol: usize, col_bit: &[i64], last_t: i64, held: &mut [u8])
         -> Option<(Vec<i64>, Vec<u64>, i64)> {
     if std::str::from_utf8(a).is_err() {
@@ -113,20 +113,52 @@ fn scan(a: &[u8], ncol: usize, col_bit: &[i64], last_t: i64, held: &mut [u8])
     Some((t_out, w_out, x_values))
 }
 
-type Rows<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u64>>, i64);
+/// A block of lines and what the scan carries in, read by name (parsers/saleae.py
+/// `_Reader._clean_block`).
+#[derive(FromPyObject)]
+struct CleanBlock<'py> {
+    #[pyo3(item)]
+    text: PyReadonlyArray1<'py, u8>,
+    /// the fields of a line (the time and the channels)
+    #[pyo3(item)]
+    ncol: usize,
+    /// the word bit of field j + 1 (-1: unmapped)
+    #[pyo3(item)]
+    col_bit: PyReadonlyArray1<'py, i64>,
+    /// the last row's time (None before the first row)
+    #[pyo3(item)]
+    last_t: Option<i64>,
+    /// each word bit's state after the previous block (X holds it)
+    #[pyo3(item)]
+    held: PyReadonlyArray1<'py, u8>,
+}
 
-/// parsers/saleae.py `_Reader._clean_block`: (times in ns, sample words, X values) of a block
-/// of clean lines, or None (nothing changed) when one is not. `col_bit[j]`: the word bit of
-/// field j + 1 (-1: unmapped); `last_t`: i64::MIN before the first row.
+/// The rows of a clean block: times in ns, sample words, X values read, and each word bit's
+/// state after the block.
+#[pyclass(get_all)]
+struct CleanRows {
+    t_ns: Py<PyArray1<i64>>,
+    words: Py<PyArray1<u64>>,
+    x_values: i64,
+    held: Py<PyArray1<u8>>,
+}
+
+/// parsers/saleae.py `_Reader._clean_block`: the rows of a block of clean lines, or None
+/// when one is not.
 #[pyfunction]
-fn saleae_clean_block<'py>(py: Python<'py>, a: PyReadonlyArray1<u8>, ncol: usize, col_bit: PyReadonlyArray1<i64>,
-                           last_t: i64, mut held: PyReadwriteArray1<u8>) -> PyResult<Option<Rows<'py>>> {
-    let (a, col_bit, held) = (a.as_slice()?, col_bit.as_slice()?, held.as_slice_mut()?);
-    if held.len() > 64 || col_bit.iter().any(|&b| b >= held.len() as i64) || col_bit.len() + 1 != ncol {
+fn saleae_clean_block(py: Python, block: CleanBlock) -> PyResult<Option<CleanRows>> {
+    let (a, col_bit, held_in) = (block.text.as_slice()?, block.col_bit.as_slice()?, block.held.as_slice()?);
+    let ncol = block.ncol;
+    if held_in.len() > 64 || col_bit.iter().any(|&b| b >= held_in.len() as i64) || col_bit.len() + 1 != ncol {
         return Err(pyo3::exceptions::PyValueError::new_err("saleae_clean_block: array shapes"));
     }
-    let done = py.allow_threads(|| scan(a, ncol, col_bit, last_t, held));
-    Ok(done.map(|(t, w, x)| (PyArray1::from_vec_bound(py, t), PyArray1::from_vec_bound(py, w), x)))
+    let mut held = held_in.to_vec();
+    let last_t = block.last_t.unwrap_or(i64::MIN);
+    let done = py.allow_threads(|| scan(a, ncol, col_bit, last_t, &mut held));
+    Ok(done.map(|(t, w, x)| CleanRows {
+        t_ns: t.into_pyarray_bound(py).unbind(), words: w.into_pyarray_bound(py).unbind(), x_values: x,
+        held: held.into_pyarray_bound(py).unbind(),
+    }))
 }
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {

@@ -1,9 +1,14 @@
 //! The VCD value-change passes (parsers/_vcd_scan.py): bytes of a block of whole lines ->
 //! items (timestamps and value changes) in file order; items -> the bus state at each
 //! timestamp. The constants are parsers/_vcd_scan.py's.
-use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray1,
-            PyReadwriteArray2};
+use std::sync::Arc;
+
+use arrow_array::types::{UInt16Type, UInt8Type};
+use arrow_array::{ArrayRef, BooleanArray};
+use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
+
+use crate::arrow::{ints, options_of, values_of, Columns};
 
 const KW_COMMENT: i8 = 2;
 const KW_DUMPOFF: i8 = 6;
@@ -191,37 +196,106 @@ fn scan_into(a: &[u8], first_line: i64, context: i8, keywords: &[&[u8]], it: &mu
     (m, cur_ctx)
 }
 
-#[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn vcd_scan(py: Python, a: PyReadonlyArray1<u8>, first_line: i64, context: i8, table: PyReadonlyArray2<u8>,
-            lengths: PyReadonlyArray1<i64>, mut line: PyReadwriteArray1<i64>, mut start: PyReadwriteArray1<i64>,
-            mut end: PyReadwriteArray1<i64>, mut kind: PyReadwriteArray1<i8>, mut ctx: PyReadwriteArray1<i8>,
-            mut time: PyReadwriteArray1<i64>, mut code_start: PyReadwriteArray1<i64>,
-            mut code_end: PyReadwriteArray1<i64>, mut code: PyReadwriteArray1<u64>,
-            mut val_start: PyReadwriteArray1<i64>, mut val_end: PyReadwriteArray1<i64>,
-            mut reason: PyReadwriteArray1<i8>) -> PyResult<(usize, i8)> {
-    let a = a.as_slice()?;
-    let table = table.as_array();
-    let lengths = lengths.as_slice()?;
-    let words: Vec<Vec<u8>> = (0..lengths.len())
-        .map(|k| (0..lengths[k] as usize).map(|j| table[[k, j]]).collect()).collect();
-    let mut it = Items {
-        line: line.as_slice_mut()?, start: start.as_slice_mut()?, end: end.as_slice_mut()?,
-        kind: kind.as_slice_mut()?, ctx: ctx.as_slice_mut()?, time: time.as_slice_mut()?,
-        code_start: code_start.as_slice_mut()?, code_end: code_end.as_slice_mut()?, code: code.as_slice_mut()?,
-        val_start: val_start.as_slice_mut()?, val_end: val_end.as_slice_mut()?, reason: reason.as_slice_mut()?,
-    };
-    let cap = a.len() / 2 + 1; // a token and the blank after it take at least two bytes
-    let lens = [it.line.len(), it.start.len(), it.end.len(), it.kind.len(), it.ctx.len(), it.time.len(),
-                it.code_start.len(), it.code_end.len(), it.code.len(), it.val_start.len(), it.val_end.len(),
-                it.reason.len()];
-    if lens.iter().any(|&l| l < cap) {
-        return Err(pyo3::exceptions::PyValueError::new_err("vcd_scan: array shapes"));
+/// The reader's tables, read by attribute from parsers/vcd.py `_Reader`: the keywords (their
+/// context codes are their positions + 1), the declared identifier codes (sorted, packed)
+/// and their widths, the mapped signals (packed codes, 0 for a code too long to pack; their
+/// slots and flags: bit 0 the DB vector, bit 1 its bits reversed, bit 2 inverted), the
+/// slots present, and the timescale (time units -> ns: num / den).
+#[derive(FromPyObject)]
+struct VcdTables<'py> {
+    #[pyo3(attribute)]
+    keywords: Vec<Vec<u8>>,
+    #[pyo3(attribute)]
+    declared: PyReadonlyArray1<'py, u64>,
+    #[pyo3(attribute)]
+    declared_width: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    feed_keys: PyReadonlyArray1<'py, u64>,
+    #[pyo3(attribute)]
+    feed_slot: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    feed_flags: PyReadonlyArray1<'py, i64>,
+    #[pyo3(attribute)]
+    present: PyReadonlyArray1<'py, u8>,
+    #[pyo3(attribute)]
+    tick_num: i64,
+    #[pyo3(attribute)]
+    tick_den: i64,
+}
+
+impl VcdTables<'_> {
+    fn feeds<'a>(&'a self, long_hits: &'a [i64]) -> PyResult<Feeds<'a>> {
+        let feeds = Feeds { keys: self.feed_keys.as_slice()?, long_hits, slot: self.feed_slot.as_slice()?,
+                            flags: self.feed_flags.as_slice()?, present: self.present.as_slice()? };
+        if feeds.slot.len() != feeds.keys.len() || feeds.keys.len() > 64 || feeds.flags.len() != feeds.keys.len()
+            || feeds.present.len() < N_SLOTS || feeds.slot.iter().any(|&s| !(0..N_SLOTS as i64).contains(&s))
+            || self.tick_num <= 0 || self.tick_den <= 0 {
+            return Err(shapes());
+        }
+        Ok(feeds)
     }
-    Ok(py.allow_threads(|| {
-        let keywords: Vec<&[u8]> = words.iter().map(|w| w.as_slice()).collect();
-        scan_into(a, first_line, context, &keywords, &mut it)
-    }))
+
+    fn keywords(&self) -> Vec<&[u8]> {
+        self.keywords.iter().map(|w| w.as_slice()).collect()
+    }
+}
+
+fn shapes() -> PyErr {
+    pyo3::exceptions::PyValueError::new_err("vcd: array shapes")
+}
+
+/// A block of whole lines, read by name: its bytes, the number of its first line and the
+/// keyword context it starts in.
+#[derive(FromPyObject)]
+struct ScanBlock<'py> {
+    #[pyo3(item)]
+    text: PyReadonlyArray1<'py, u8>,
+    #[pyo3(item)]
+    first_line: i64,
+    #[pyo3(item)]
+    context: i8,
+}
+
+/// The items of a block (parsers/_vcd_scan.py `scan_block`), and the keyword context at
+/// its end.
+#[pyclass(get_all)]
+struct VcdItems {
+    line: Py<PyArray1<i64>>,
+    start: Py<PyArray1<i64>>,
+    end: Py<PyArray1<i64>>,
+    kind: Py<PyArray1<i8>>,
+    ctx: Py<PyArray1<i8>>,
+    time: Py<PyArray1<i64>>,
+    code_start: Py<PyArray1<i64>>,
+    code_end: Py<PyArray1<i64>>,
+    code: Py<PyArray1<u64>>,
+    val_start: Py<PyArray1<i64>>,
+    val_end: Py<PyArray1<i64>>,
+    reason: Py<PyArray1<i8>>,
+    context: i8,
+}
+
+#[pyfunction]
+fn vcd_scan(py: Python, block: ScanBlock, tables: VcdTables) -> PyResult<VcdItems> {
+    let a = block.text.as_slice()?;
+    let keywords = tables.keywords();
+    let mut bufs = ItemBufs::default();
+    let (m, context) = py.allow_threads(|| {
+        let mut it = bufs.items(a.len() / 2 + 1); // a token and the blank after it take at least two bytes
+        scan_into(a, block.first_line, block.context, &keywords, &mut it)
+    });
+    fn column<T: numpy::Element>(py: Python, mut v: Vec<T>, m: usize) -> Py<PyArray1<T>> {
+        v.truncate(m);
+        v.into_pyarray_bound(py).unbind()
+    }
+    let b = bufs;
+    Ok(VcdItems {
+        line: column(py, b.line, m), start: column(py, b.start, m), end: column(py, b.end, m),
+        kind: column(py, b.kind, m), ctx: column(py, b.ctx, m), time: column(py, b.time, m),
+        code_start: column(py, b.code_start, m), code_end: column(py, b.code_end, m), code: column(py, b.code, m),
+        val_start: column(py, b.val_start, m), val_end: column(py, b.val_end, m), reason: column(py, b.reason, m),
+        context,
+    })
 }
 
 #[inline(always)]
@@ -276,48 +350,151 @@ fn combine(state: &[i64], present: &[u8]) -> [i64; 3] {
     [lines, db, if present[DBP_SLOT] != 0 { state[DBP_SLOT] } else { -1 }]
 }
 
-#[pyfunction]
-fn vcd_combine(state: PyReadonlyArray1<i64>, present: PyReadonlyArray1<u8>) -> PyResult<(i64, i64, i64)> {
-    let (state, present) = (state.as_slice()?, present.as_slice()?);
-    if state.len() < N_SLOTS || present.len() < N_SLOTS {
-        return Err(pyo3::exceptions::PyValueError::new_err("vcd_combine: array shapes"));
+/// What one block hands the next (parsers/vcd.py `_Carry.state`): each slot's value, the
+/// pending row (the last timestamp so far, which the next block may still change) and the
+/// last final row; a value -1 (not sampled) stays inside.
+#[pyclass]
+struct VcdCarry {
+    vec: [i64; CARRY_SIZE],
+}
+
+#[pymethods]
+impl VcdCarry {
+    /// Before any change: control lines 0, data lines not sampled.
+    #[new]
+    fn new() -> Self {
+        let mut vec = [0i64; CARRY_SIZE];
+        vec[DB_SLOT..N_SLOTS].fill(-1);
+        VcdCarry { vec }
     }
-    let [l, d, p] = combine(state, present);
-    Ok((l, d, p))
+
+    /// The pending row's time (None: no timestamp yet).
+    #[getter]
+    fn pending_t(&self) -> Option<i64> {
+        (self.vec[PENDING] != 0).then_some(self.vec[PENDING_T])
+    }
+
+    /// The pending row as transitions (none when there is no timestamp yet).
+    fn pending_rows(&self) -> PyResult<Columns> {
+        let mut out = RowsOut::default();
+        if self.vec[PENDING] != 0 {
+            out.t.push(self.vec[PENDING_T]);
+            out.row.push([self.vec[PENDING_LINES], self.vec[PENDING_LINES + 1], self.vec[PENDING_LINES + 2]]);
+        }
+        out.columns()
+    }
+
+    /// At the end of a file whose value changes came without any timestamp: one state at
+    /// time 0, when a mapped slot has changed.
+    fn close_untimed(&mut self, present: PyReadonlyArray1<u8>, slots: Vec<usize>) -> PyResult<()> {
+        let present = present.as_slice()?;
+        if present.len() < N_SLOTS || slots.iter().any(|&s| s >= N_SLOTS) {
+            return Err(shapes());
+        }
+        let initial = VcdCarry::new().vec;
+        if self.vec[PENDING] == 0 && slots.iter().any(|&s| self.vec[s] != initial[s]) {
+            let row = combine(&self.vec[..N_SLOTS], present);
+            self.vec[PENDING] = 1;
+            self.vec[PENDING_T] = 0;
+            self.vec[PENDING_LINES..PENDING_LINES + 3].copy_from_slice(&row);
+        }
+        Ok(())
+    }
+}
+
+/// The rows a block closes: their times (ns) and lines, DB, DBP (-1: not sampled), and the
+/// x/z values of control and data lines.
+#[derive(Default)]
+struct RowsOut {
+    t: Vec<i64>,
+    row: Vec<[i64; 3]>,
+    xz: [i64; 2],
+}
+
+impl RowsOut {
+    /// The rows as transitions: DB and DBP null where not sampled.
+    fn columns(self) -> PyResult<Columns> {
+        let lines = self.row.iter().map(|r| r[0] as u16).collect();
+        let db = self.row.iter().map(|r| (r[1] >= 0).then_some(r[1] as u8));
+        let dbp: BooleanArray = self.row.iter().map(|r| (r[2] >= 0).then_some(r[2] != 0)).collect();
+        Columns::new(vec![("t_ns", ints(self.t)), ("lines", values_of::<UInt16Type>(lines)),
+                          ("db", options_of::<UInt8Type>(db)), ("dbp", Arc::new(dbp) as ArrayRef)])
+    }
+}
+
+/// Time units -> ns from the origin: (t - origin) * num / den, floored.
+struct Tick {
+    origin: i64,
+    num: i64,
+    den: i64,
+}
+
+/// A block's items after parsers/vcd.py's checks, the columns `vcd_rows` reads by name;
+/// `long_hits`: per item, bit f when its code is feed f's code too long to pack (empty when
+/// no feed has one); `origin`: the first timestamp (time units).
+#[derive(FromPyObject)]
+struct RowItems<'py> {
+    #[pyo3(item)]
+    text: PyReadonlyArray1<'py, u8>,
+    #[pyo3(item)]
+    kind: PyReadonlyArray1<'py, i8>,
+    #[pyo3(item)]
+    ctx: PyReadonlyArray1<'py, i8>,
+    #[pyo3(item)]
+    time: PyReadonlyArray1<'py, i64>,
+    #[pyo3(item)]
+    val_start: PyReadonlyArray1<'py, i64>,
+    #[pyo3(item)]
+    val_end: PyReadonlyArray1<'py, i64>,
+    #[pyo3(item)]
+    code: PyReadonlyArray1<'py, u64>,
+    #[pyo3(item)]
+    long_hits: PyReadonlyArray1<'py, i64>,
+    #[pyo3(item)]
+    origin: i64,
+}
+
+/// The rows a block closes (transitions) and its x/z values of control and data lines.
+#[pyclass(get_all)]
+struct VcdRows {
+    rows: Py<Columns>,
+    xz_control: i64,
+    xz_data: i64,
+}
+
+impl VcdRows {
+    fn of(py: Python, out: RowsOut) -> PyResult<VcdRows> {
+        let xz = out.xz;
+        Ok(VcdRows { rows: Py::new(py, out.columns()?)?, xz_control: xz[0], xz_data: xz[1] })
+    }
 }
 
 /// Apply a block's value changes in file order and close a row at each new timestamp: see
-/// parsers/_vcd_scan.py `rows`. Returns how many rows were emitted.
+/// parsers/_vcd_scan.py `rows`.
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn vcd_rows(py: Python, a: PyReadonlyArray1<u8>, kind: PyReadonlyArray1<i8>, ctx: PyReadonlyArray1<i8>,
-            time: PyReadonlyArray1<i64>, val_start: PyReadonlyArray1<i64>, val_end: PyReadonlyArray1<i64>,
-            code: PyReadonlyArray1<u64>, feed_keys: PyReadonlyArray1<u64>, long_hits: PyReadonlyArray1<i64>,
-            feed_slot: PyReadonlyArray1<i64>, feed_flags: PyReadonlyArray1<i64>, present: PyReadonlyArray1<u8>,
-            origin: i64, num: i64, den: i64, mut carry: PyReadwriteArray1<i64>, mut xz: PyReadwriteArray1<i64>,
-            mut out_t: PyReadwriteArray1<i64>, mut out_row: PyReadwriteArray2<i64>) -> PyResult<usize> {
-    let (a, kind, ctx, time) = (a.as_slice()?, kind.as_slice()?, ctx.as_slice()?, time.as_slice()?);
-    let (val_start, val_end, code) = (val_start.as_slice()?, val_end.as_slice()?, code.as_slice()?);
-    let (feed_keys, long_hits, feed_slot) = (feed_keys.as_slice()?, long_hits.as_slice()?, feed_slot.as_slice()?);
-    let (feed_flags, present) = (feed_flags.as_slice()?, present.as_slice()?);
-    let carry = carry.as_slice_mut()?;
-    let xz = xz.as_slice_mut()?;
-    let out_t = out_t.as_slice_mut()?;
-    let out_row = out_row.as_slice_mut()?;
+fn vcd_rows(py: Python, items: RowItems, tables: VcdTables, mut carry: PyRefMut<VcdCarry>) -> PyResult<VcdRows> {
+    let a = items.text.as_slice()?;
+    let (kind, ctx, time) = (items.kind.as_slice()?, items.ctx.as_slice()?, items.time.as_slice()?);
+    let (val_start, val_end, code) = (items.val_start.as_slice()?, items.val_end.as_slice()?, items.code.as_slice()?);
+    let long_hits = items.long_hits.as_slice()?;
+    let feeds = tables.feeds(long_hits)?;
     let n = kind.len();
     let ok = [ctx.len(), time.len(), val_start.len(), val_end.len(), code.len()].iter().all(|&l| l == n)
-        && (long_hits.is_empty() || long_hits.len() == n) && feed_slot.len() == feed_keys.len()
-        && feed_flags.len() == feed_keys.len() && feed_keys.len() <= 64 && present.len() >= N_SLOTS
-        && carry.len() >= CARRY_SIZE && xz.len() >= 2 && out_t.len() >= n && out_row.len() >= 3 * n && den > 0
-        && feed_slot.iter().all(|&s| (0..N_SLOTS as i64).contains(&s))
+        && (long_hits.is_empty() || long_hits.len() == n)
         && (0..n).all(|i| !(kind[i] == SCALAR || kind[i] == VECTOR)
             || (0 <= val_start[i] && val_start[i] < val_end[i] && val_end[i] as usize <= a.len()));
     if !ok {
-        return Err(pyo3::exceptions::PyValueError::new_err("vcd_rows: array shapes"));
+        return Err(shapes());
     }
     let cols = ItemCols { kind, ctx, time, val_start, val_end, code };
-    let feeds = Feeds { keys: feed_keys, long_hits, slot: feed_slot, flags: feed_flags, present };
-    Ok(py.allow_threads(|| apply_rows(a, &cols, &feeds, origin, num, den, carry, xz, out_t, out_row)))
+    let tick = Tick { origin: items.origin, num: tables.tick_num, den: tables.tick_den };
+    let carry = &mut carry.vec;
+    let out = py.allow_threads(|| {
+        let mut out = RowsOut::default();
+        apply_rows(a, &cols, &feeds, &tick, carry, &mut out);
+        out
+    });
+    VcdRows::of(py, out)
 }
 
 /// The item columns the rows pass reads.
@@ -340,16 +517,14 @@ struct Feeds<'a> {
 }
 
 /// Apply the value changes in file order and close a row at each new timestamp (see
-/// parsers/_vcd_scan.py `rows`); returns the rows written.
-#[allow(clippy::too_many_arguments)]
-fn apply_rows(a: &[u8], cols: &ItemCols, feeds: &Feeds, origin: i64, num: i64, den: i64, carry: &mut [i64],
-              xz: &mut [i64], out_t: &mut [i64], out_row: &mut [i64]) -> usize {
+/// parsers/_vcd_scan.py `rows`): the rows that change something go to `out`.
+fn apply_rows(a: &[u8], cols: &ItemCols, feeds: &Feeds, tick: &Tick, carry: &mut [i64], out: &mut RowsOut) {
+    let (origin, num, den) = (tick.origin, tick.num, tick.den);
     let ItemCols { kind, ctx, time, val_start, val_end, code } = *cols;
     let Feeds { keys: feed_keys, long_hits, slot: feed_slot, flags: feed_flags, present } = *feeds;
     let n = kind.len();
         let mut has_group = carry[PENDING] != 0;
         let mut group_t = carry[PENDING_T];
-        let mut n_out = 0usize;
         for i in 0..n {
             let k = kind[i];
             if ctx[i] == KW_DUMPOFF {
@@ -361,9 +536,8 @@ fn apply_rows(a: &[u8], cols: &ItemCols, feeds: &Feeds, origin: i64, num: i64, d
                     // the previous timestamp is final
                     let row = combine(&carry[..N_SLOTS], present);
                     if carry[FINAL] == 0 || row != [carry[FINAL_LINES], carry[FINAL_DB], carry[FINAL_DBP]] {
-                        out_t[n_out] = group_t;
-                        out_row[3 * n_out..3 * n_out + 3].copy_from_slice(&row);
-                        n_out += 1;
+                        out.t.push(group_t);
+                        out.row.push(row);
                     }
                     carry[FINAL] = 1;
                     carry[FINAL_LINES..FINAL_LINES + 3].copy_from_slice(&row);
@@ -403,7 +577,7 @@ fn apply_rows(a: &[u8], cols: &ItemCols, feeds: &Feeds, origin: i64, num: i64, d
                 }
                 let slot = feed_slot[f] as usize;
                 if v < 0 {
-                    xz[if slot < DB_SLOT { 0 } else { 1 }] += 1;
+                    out.xz[if slot < DB_SLOT { 0 } else { 1 }] += 1;
                 }
                 carry[slot] = v;
             }
@@ -414,7 +588,6 @@ fn apply_rows(a: &[u8], cols: &ItemCols, feeds: &Feeds, origin: i64, num: i64, d
             carry[PENDING_T] = group_t;
             carry[PENDING_LINES..PENDING_LINES + 3].copy_from_slice(&row);
         }
-    n_out
 }
 
 /// Item columns owned by a worker, reused from block to block (no fresh pages per block).
@@ -517,47 +690,65 @@ fn all_good(a: &[u8], it: &Items, m: usize, dec: &Declared, clock: &Clock) -> bo
     true
 }
 
-type FastOut<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray2<i64>>, i8, [i64; 8]);
+/// A block for the one-call path, read by name: `ScanBlock`'s fields and the time checks'
+/// carried state (the last accepted timestamp and the origin, time units; None: none yet).
+#[derive(FromPyObject)]
+struct FastBlock<'py> {
+    #[pyo3(item)]
+    text: PyReadonlyArray1<'py, u8>,
+    #[pyo3(item)]
+    first_line: i64,
+    #[pyo3(item)]
+    context: i8,
+    #[pyo3(item)]
+    last_time: Option<i64>,
+    #[pyo3(item)]
+    origin: Option<i64>,
+}
+
+/// A block read in one call: its rows (`VcdRows`), the keyword context at its end, its items,
+/// its real, string and $dumpoff changes (ignored), and its first and last timestamp outside
+/// $dumpoff (None: none).
+#[pyclass(get_all)]
+struct FastRows {
+    rows: Py<VcdRows>,
+    context: i8,
+    items: i64,
+    real: i64,
+    string: i64,
+    dumpoff: i64,
+    first_t: Option<i64>,
+    last_t: Option<i64>,
+}
 
 /// One block through scan, checks and rows in one call (parsers/vcd.py `_Reader._fast`), for
 /// blocks where every item is good and every mapped code is packed: None otherwise (nothing
-/// changed; the caller takes the general path, which says what is wrong). Returns (row
-/// times, rows, keyword context at the end, counts: items, real, string, $dumpoff changes,
-/// first and last timestamp outside $dumpoff (-1: none), x/z control and data changes).
+/// changed; the caller takes the general path, which says what is wrong).
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn vcd_fast_block<'py>(py: Python<'py>, a: PyReadonlyArray1<u8>, first_line: i64, context: i8,
-                       table: PyReadonlyArray2<u8>, lengths: PyReadonlyArray1<i64>, declared: PyReadonlyArray1<u64>,
-                       declared_width: PyReadonlyArray1<i64>, feed_keys: PyReadonlyArray1<u64>,
-                       feed_slot: PyReadonlyArray1<i64>, feed_flags: PyReadonlyArray1<i64>,
-                       present: PyReadonlyArray1<u8>, last_time: i64, origin: i64, limit_span: i64, num: i64, den: i64,
-                       mut carry: PyReadwriteArray1<i64>) -> PyResult<Option<FastOut<'py>>> {
-    let a = a.as_slice()?;
-    let table = table.as_array();
-    let lengths = lengths.as_slice()?;
-    let words: Vec<Vec<u8>> = (0..lengths.len())
-        .map(|k| (0..lengths[k] as usize).map(|j| table[[k, j]]).collect()).collect();
-    let dec = Declared { codes: declared.as_slice()?, width: declared_width.as_slice()? };
-    let feeds = Feeds { keys: feed_keys.as_slice()?, long_hits: &[], slot: feed_slot.as_slice()?,
-                        flags: feed_flags.as_slice()?, present: present.as_slice()? };
-    let carry = carry.as_slice_mut()?;
-    if dec.codes.len() != dec.width.len() || feeds.slot.len() != feeds.keys.len() || feeds.keys.len() > 64
-        || feeds.flags.len() != feeds.keys.len() || feeds.present.len() < N_SLOTS || carry.len() < CARRY_SIZE
-        || den <= 0 || feeds.slot.iter().any(|&s| !(0..N_SLOTS as i64).contains(&s))
-        || feeds.keys.iter().any(|&k| k == 0) {
-        return Err(pyo3::exceptions::PyValueError::new_err("vcd_fast_block: array shapes"));
+fn vcd_fast_block(py: Python, block: FastBlock, tables: VcdTables, mut carry: PyRefMut<VcdCarry>)
+                  -> PyResult<Option<FastRows>> {
+    let a = block.text.as_slice()?;
+    let keywords = tables.keywords();
+    let dec = Declared { codes: tables.declared.as_slice()?, width: tables.declared_width.as_slice()? };
+    let feeds = tables.feeds(&[])?;
+    if dec.codes.len() != dec.width.len() || feeds.keys.iter().any(|&k| k == 0) {
+        return Err(shapes());
     }
-    let clock = Clock { last_time, origin, limit_span };
+    let (first_line, context) = (block.first_line, block.context);
+    // -1: none (VCD timestamps are digits, never negative)
+    let clock = Clock { last_time: block.last_time.unwrap_or(-1), origin: block.origin.unwrap_or(-1),
+                        limit_span: i64::MAX / tables.tick_num };
+    let (num, den) = (tables.tick_num, tables.tick_den);
+    let carry = &mut carry.vec;
     let done = py.allow_threads(|| {
         BUFS.with(|cell| {
             let mut bufs = cell.borrow_mut();
             let mut it = bufs.items(a.len() / 2 + 1);
-            let keywords: Vec<&[u8]> = words.iter().map(|w| w.as_slice()).collect();
             let (m, end_ctx) = scan_into(a, first_line, context, &keywords, &mut it);
             if !all_good(a, &it, m, &dec, &clock) {
                 return None;
             }
-            let mut counts = [m as i64, 0, 0, 0, -1, -1, 0, 0];
+            let mut counts = [m as i64, 0, 0, 0, -1, -1];
             for i in 0..m {
                 let (k, live) = (it.kind[i], it.ctx[i] != KW_DUMPOFF);
                 counts[1] += (k == REAL && live) as i64;
@@ -570,30 +761,23 @@ fn vcd_fast_block<'py>(py: Python<'py>, a: PyReadonlyArray1<u8>, first_line: i64
                     counts[5] = it.time[i];
                 }
             }
-            let row_origin = if origin >= 0 { origin } else { counts[4].max(0) };
+            let origin = if clock.origin >= 0 { clock.origin } else { counts[4].max(0) };
             let cols = ItemCols { kind: &it.kind[..m], ctx: &it.ctx[..m], time: &it.time[..m],
                                   val_start: &it.val_start[..m], val_end: &it.val_end[..m], code: &it.code[..m] };
-            let mut out_t = vec![0i64; m];
-            let mut out_row = vec![0i64; 3 * m];
-            let mut xz = [0i64; 2];
-            let k = apply_rows(a, &cols, &feeds, row_origin, num, den, carry, &mut xz, &mut out_t, &mut out_row);
-            out_t.truncate(k);
-            out_row.truncate(3 * k);
-            counts[6] = xz[0];
-            counts[7] = xz[1];
-            Some((out_t, out_row, end_ctx, counts))
+            let mut out = RowsOut::default();
+            apply_rows(a, &cols, &feeds, &Tick { origin, num, den }, carry, &mut out);
+            Some((out, end_ctx, counts))
         })
     });
-    let Some((out_t, out_row, end_ctx, counts)) = done else { return Ok(None) };
-    let k = out_t.len();
-    let rows = PyArray1::from_vec_bound(py, out_row).reshape([k, 3])?;
-    Ok(Some((PyArray1::from_vec_bound(py, out_t), rows, end_ctx, counts)))
+    let Some((out, context, [items, real, string, dumpoff, first_t, last_t])) = done else { return Ok(None) };
+    Ok(Some(FastRows { rows: Py::new(py, VcdRows::of(py, out)?)?, context, items, real, string, dumpoff,
+                       first_t: (first_t >= 0).then_some(first_t), last_t: (last_t >= 0).then_some(last_t) }))
 }
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(vcd_scan, m)?)?;
-    m.add_function(wrap_pyfunction!(vcd_combine, m)?)?;
     m.add_function(wrap_pyfunction!(vcd_rows, m)?)?;
     m.add_function(wrap_pyfunction!(vcd_fast_block, m)?)?;
+    m.add_class::<VcdCarry>()?;
     Ok(())
 }
