@@ -135,6 +135,31 @@ def test_handshake_pass_is_the_same_in_any_pieces_and_sums_every_edge(lines, dat
         sum(r[hs.EDGES] for r in table if r[hs.RUN_KEY] != data_keys[0])
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0, 1, 65, 64, 97, 113, 66, 67]), st.sampled_from([1, 100, 399, 400, 2000])),
+                min_size=2, max_size=60), st.data())
+def test_run_reducer_gives_the_runs_of_one_chunk_for_any_chunking(steps, data):
+    """Phase runs (skew shorter than the settle delay folded into the next run, equal
+    neighbours coalesced) are the same whatever the chunks the transitions come in, also when
+    a chunk ends on a glitch that is later folded into a run of the key before it (BSY
+    dropping for 100 ns inside a DATA IN phase, as fixtures/bus/glitch-bsy-l1)."""
+    t = np.cumsum([d for _, d in steps])
+    frame = pl.DataFrame({"t_ns": t, "lines": pl.Series([k for k, _ in steps], dtype=pl.UInt16),
+                          "db": pl.Series([None] * len(t), dtype=pl.UInt8), "dbp": pl.Series([None] * len(t), dtype=pl.Boolean)})
+    cuts = sorted(set(data.draw(st.lists(st.integers(1, len(t) - 1), max_size=8))))
+    edges = [0, *cuts, len(t)]
+
+    def reduced(chunks):
+        reducer = runs.RunReducer(settle_ns=400)
+        out = list(reducer.runs(chunks))
+        return (out[0] if out else None), reducer.stats
+
+    whole, whole_stats = reduced([frame])
+    cut, cut_stats = reduced([frame.slice(a, b - a) for a, b in zip(edges, edges[1:])])
+    assert (whole is None and cut is None) or whole.equals(cut)
+    assert (whole_stats.raw_runs, whole_stats.skew_merged) == (cut_stats.raw_runs, cut_stats.skew_merged)
+
+
 def test_no_cdbs_decode_to_empty_columns():
     """Zero CDBs (a capture whose commands are all of another kind) decode to empty columns
     (numpy's zero strides of an empty (5, 0) output made the compiled pass panic)."""

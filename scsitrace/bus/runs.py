@@ -132,18 +132,18 @@ class RunReducer:
 
     # -- one piece ---------------------------------------------------------------------
     def _reduce(self, tr: _Piece, final: bool) -> dict | None:
-        first, starts, keys = self._merged_runs(tr, final)
+        first, starts, keys, n_open = self._merged_runs(tr, final)
         if not final:
-            # the last run may go on in the next piece: keep its transitions for later
-            first_open = int(first[-1])
+            # the last runs may go on in the next piece: keep their transitions for later
+            first_open = int(first[-n_open])
             self._carry = tr.slice(first_open)
             prev_lines = self._prev_lines
             self._prev_lines = int(tr.lines[first_open - 1]) if first_open > 0 else self._prev_lines
             if first_open == 0:
                 return None
             tr = tr.slice(0, first_open)
-            ends = starts[1:]
-            first, starts, keys = first[:-1], starts[:-1], keys[:-1]
+            ends = starts[1:len(starts) - n_open + 1]
+            first, starts, keys = first[:-n_open], starts[:-n_open], keys[:-n_open]
         else:
             self._carry = None
             prev_lines = self._prev_lines
@@ -152,7 +152,9 @@ class RunReducer:
 
     def _merged_runs(self, tr: _Piece, final: bool):
         """Index of the first transition, start and key of each run, after folding skew into
-        the next run."""
+        the next run; and how many of the last runs are still open (0 when `final`). The last
+        run is open; while it is shorter than the settle delay, it may yet be folded into a
+        run of the next piece with the key of the run before it, so that one stays open too."""
         t = tr.t
         raw_idx, raw_key = _raw_runs(tr)
         raw_start = t[raw_idx]
@@ -168,10 +170,11 @@ class RunReducer:
         np.not_equal(merged_key[1:], merged_key[:-1], out=group_change[1:])
         group_of_raw = np.cumsum(group_change) - 1
         group_first_raw = np.flatnonzero(group_change)
-        done = np.ones(len(raw_idx), dtype=bool) if final else group_of_raw < group_of_raw[-1]
+        n_open = 0 if final else 1 + int(dur[-1] < self.settle_ns and len(group_first_raw) > 1)
+        done = group_of_raw < len(group_first_raw) - n_open
         self.stats.raw_runs += int(np.count_nonzero(done))
         self.stats.skew_merged += int(np.count_nonzero(short & (dur > 0) & done))
-        return raw_idx[group_first_raw], raw_start[group_first_raw], merged_key[group_first_raw]
+        return raw_idx[group_first_raw], raw_start[group_first_raw], merged_key[group_first_raw], n_open
 
     def _aggregate(self, tr: _Piece, first, starts, ends, keys, prev_lines) -> dict:
         """Per-run handshake counts, first REQ, last data-bus value (`sums`: Columns, read
