@@ -25,7 +25,7 @@ import polars as pl
 from scsitrace.tables import PERCENT_BASES
 
 LAYERS = ("bus", "block", "usb", "scsilog")
-NULL = {"type": "null"}
+JSON_NULL = {"type": "null"}
 
 
 def _scalar(dtype) -> dict:
@@ -39,7 +39,7 @@ def _scalar(dtype) -> dict:
 
 
 def _nullable(s: dict) -> dict:
-    return {"anyOf": [s, NULL]}
+    return {"anyOf": [s, JSON_NULL]}
 
 
 def _obj(props: dict, required=None, extra=False) -> dict:

@@ -7,19 +7,18 @@ counters of ftrace and blkparse text: parsers/_counters.py).
 """
 from __future__ import annotations
 
-import numpy as np
 import polars as pl
 
 SRT_FIGURES = "the response-time table (SRT) and the stage percentages"
 
 
-def usb_notes(s_row: np.ndarray, c_row: np.ndarray, ios: pl.DataFrame) -> list[str]:
-    """URBs whose submit or completion is not in the capture, and commands left unpaired
-    (by reason), each with the figures they leave out."""
+def usb_notes(no_submit: int, no_complete: int, ios: pl.DataFrame) -> list[str]:
+    """URBs whose submit or completion is not in the capture (how many of each), and commands
+    left unpaired (by reason), each with the figures they leave out."""
     unpaired = {}
     if ios.height and "reason" in ios.columns:
         unpaired = dict(ios.filter(pl.col("reason").is_not_null()).group_by("reason").len().iter_rows())
-    return usb_notes_counted(int((s_row < 0).sum()), int((c_row < 0).sum()), unpaired)
+    return usb_notes_counted(int(no_submit), int(no_complete), unpaired)
 
 
 def usb_notes_counted(no_submit: int, no_complete: int, unpaired: dict) -> list[str]:

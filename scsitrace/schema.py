@@ -157,7 +157,6 @@ def device_id(layer: str, columns) -> pl.Expr:
     return (pl.lit(prefix) + dev).alias("device_id")
 
 
-NULL = -(1 << 63)                 # a missing time in numpy int64 columns
 
 ARROW_FROM_ROWS = 1 << 12
 """Binary columns of this many rows or more go between numpy and polars through pyarrow's
@@ -166,8 +165,7 @@ import (0.1-0.3 s, more than the whole analysis of a small capture)."""
 HEX_DIGITS = np.frombuffer(b"0123456789abcdef", np.uint8)
 
 
-def nullable(values, null=None, name: str = "") -> pl.Series:
-    """Series of the numpy array `values`, null where `null` (default: where the value is NULL)."""
-    null = values == NULL if null is None else null
+def nullable(values, null, name: str = "") -> pl.Series:
+    """Series of the numpy array `values`, null where the mask `null` is true."""
     series = pl.Series(name, values)
     return series.set(pl.Series(null), None) if null.any() else series

@@ -1,10 +1,9 @@
 """The usb area's boundary with the compiled core (issue 26, item 5): every pass takes named
 inputs (a table read by column name, or a record read by attribute) and hands back named
 results, and a missing value reaches Python as a null, never as the passes' working marker
-(i64::MIN, `schema.NULL`)."""
+(i64::MIN). The markers are checked across the tree by tests/test_boundary.py."""
 from __future__ import annotations
 
-import ast
 import struct
 from pathlib import Path
 
@@ -16,31 +15,7 @@ from scsitrace.usb.transfers import transfers
 from scsitrace.usb.urbs import URBS, urb_columns
 
 ROOT = Path(__file__).resolve().parent.parent
-RUST = [ROOT / "native/src/usb.rs", *sorted((ROOT / "native/src/usb").glob("*.rs"))]
-PYTHON = [*sorted((ROOT / "scsitrace/usb").glob("*.py")),
-          *(ROOT / "parsers" / name for name in ("usbmon.py", "_usbmon_records.py", "_usbmon_scan.py", "_usbpcap.py")),
-          *sorted((ROOT / "parsers").glob("_pcap*.py"))]
 I64_MIN = -(1 << 63)
-
-
-def test_no_usb_pass_takes_a_long_positional_argument_list():
-    """No `#[allow(clippy::too_many_arguments)]` is left in the usb area's Rust: parameters
-    that travel together are a struct read by name."""
-    assert len(RUST) >= 6
-    found = [f"{p.relative_to(ROOT)}:{i}" for p in RUST for i, line in enumerate(p.read_text().splitlines(), 1)
-             if "too_many_arguments" in line]
-    assert found == []
-
-
-def test_no_usb_module_handles_the_null_marker():
-    """No Python module of the usb area names `NULL` (schema's sentinel): the passes hand nulls."""
-    found = []
-    for path in PYTHON:
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Name) and node.id == "NULL" or \
-                    isinstance(node, ast.ImportFrom) and any(a.name == "NULL" for a in node.names):
-                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
-    assert found == []
 
 
 def _cbw(tag: int, length: int) -> bytes:

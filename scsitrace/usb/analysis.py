@@ -61,7 +61,7 @@ def passes_analysis(capture: Capture, options=None) -> Analysis:
     urbs = capture.columns["urbs"] if "urbs" in capture.columns else urb_columns(capture.frames["urbs"])
     urbs, elapsed, window_notes = _windowed(urbs, options)
     xf, cmds, anomalies = commands(urbs)
-    s_row, c_row = xf.s_row, xf.c_row
+    no_submit, no_complete = xf.cols["s_row"].null_count(), xf.cols["c_row"].null_count()
     full, filter_notes = _selected(ios_frame(cmds), options)
     tiles = tile(full, elapsed, segments=False)
     ios = full.select(list({**schema.IOS, **IOS_EXTRA}))
@@ -76,7 +76,7 @@ def passes_analysis(capture: Capture, options=None) -> Analysis:
         notes.append(f"{n_dev} devices: stage percentages are of {n_dev} x the elapsed time")
     if capture.meta.get("text_format") == "1t":
         notes.append("1t text has no bus numbers: devices are shown on bus 0")
-    notes += completeness.usb_notes(s_row, c_row, ios) + list(capture.notes)
+    notes += completeness.usb_notes(no_submit, no_complete, ios) + list(capture.notes)
     counted = Tables()              # the command layers' streaming tables, fed the whole capture as one batch
     counted.add(ios)
     notes += inexact_note(counted)

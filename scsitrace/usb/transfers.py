@@ -1,5 +1,5 @@
 """URB events -> transfers: each submit paired with its completion by URB id (one compiled
-pass, scsitrace._native.usb.pair_urbs, with the URBs in flight in a hash table), in time order."""
+pass, scsitrace._native.usb.transfers, with the URBs in flight in a hash table), in time order."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,8 +20,8 @@ class Transfers:
     pairs with the next event of its id when that is a completion). Completions whose
     submit is not in the capture are transfers of their own, without submit time.
     `cols`: the compiled pass's columns (native/src/usb/machine.rs `transfers`): `s_row`,
-    `c_row` (event rows, -1 if none), `row` (the row naming the transfer: submit, else
-    completion), `data_row` (the row whose data it moved, IN: the completion; -1 if none),
+    `c_row` (event rows, null if none), `row` (the row naming the transfer: submit, else
+    completion), `data_row` (the row whose data it moved, IN: the completion; null if none),
     `submit_ns`, `complete_ns`, `status`, `req_len`, `actual` (null where unknown), `dir_in`,
     `xfer`, `bus_dev` ((bus << 8) | device address)."""
 
@@ -31,10 +31,7 @@ class Transfers:
     def _ints(self, name: str) -> np.ndarray:
         return self.cols[name].to_numpy()
 
-    s_row = property(lambda self: self._ints("s_row"))
-    c_row = property(lambda self: self._ints("c_row"))
     row = property(lambda self: self._ints("row"))
-    data_row = property(lambda self: self._ints("data_row"))
     xfer = property(lambda self: self._ints("xfer"))
     bus_dev = property(lambda self: self._ints("bus_dev"))
     dir_in = property(lambda self: self._ints("dir_in").astype(np.bool_))
@@ -47,15 +44,17 @@ class Transfers:
         """The transfers at positions `idx` as a frame (for the rare rows that need one)."""
         u = self.urbs
         t = self.cols[idx]
-        row, c_row, data_row = (t[c].to_numpy() for c in ("row", "c_row", "data_row"))
-        present = (data_row >= 0) & (u.data_size[data_row] >= 0)
+        row = t["row"].to_numpy()
+        has_c, c_row = t["c_row"].is_not_null().to_numpy(), t["c_row"].fill_null(0).to_numpy()
+        has_data, data_row = t["data_row"].is_not_null().to_numpy(), t["data_row"].fill_null(0).to_numpy()
+        present = has_data & (u.data_size[data_row] >= 0)
         return pl.DataFrame({
             "bus": u.bus[row], "dev": u.dev[row], "ep": u.ep[row], "xfer": u.xfer[row],
             "urb_id": u.urb_id[row],
             "setup": binary_column(u.setup[row], np.full(len(row), 8), u.has_setup[row]),
             "pos": u.pos[row], "i": row, "submit_ns": t["submit_ns"], "complete_ns": t["complete_ns"],
             "status": t["status"].cast(pl.Int32), "req_len": t["req_len"], "actual": t["actual"],
-            "submit_error": (c_row >= 0) & (u.event[c_row] == EV_E),
+            "submit_error": has_c & (u.event[c_row] == EV_E),
             "data": binary_column(u.data_rows(data_row), u.data_size[data_row], present),
             "dir_in": t["dir_in"].cast(pl.Boolean),
             "t0": t["submit_ns"].fill_null(t["complete_ns"]),

@@ -61,7 +61,7 @@ pub(super) fn bot_reason(n_csw: i64, last: bool, csw_size: i64, csw_tag: i64, cb
     }
 }
 
-/// Transfers as (submit row, completion row), -1 where absent, in row order. A submit
+/// Transfers as (submit row, completion row), NULL where absent, in row order. A submit
 /// pairs with the next event of its URB id when that is a completion (C or E); only
 /// submits waiting for it are remembered.
 fn pair_urbs(ids: &[u64], ev: &[u8]) -> (Vec<i64>, Vec<i64>) {
@@ -72,14 +72,14 @@ fn pair_urbs(ids: &[u64], ev: &[u8]) -> (Vec<i64>, Vec<i64>) {
         if e == EV_S {
             waiting.insert(ids[r], s_rows.len());
             s_rows.push(r as i64);
-            c_rows.push(-1);
+            c_rows.push(NULL);
         } else {
             let live = waiting.remove(&ids[r]);
             if e == EV_C || e == EV_E {
                 match live {
                     Some(k) => c_rows[k] = r as i64,
                     None => {
-                        s_rows.push(-1);
+                        s_rows.push(NULL);
                         c_rows.push(r as i64);
                     }
                 }
@@ -171,8 +171,8 @@ impl TransferOut {
     }
 
     fn into_columns(self) -> PyResult<Columns> {
-        Columns::new(vec![("s_row", ints(self.s_row)), ("c_row", ints(self.c_row)), ("row", ints(self.row)),
-                          ("data_row", ints(self.data_row)), ("submit_ns", ints_or_null(self.submit)),
+        Columns::new(vec![("s_row", ints_or_null(self.s_row)), ("c_row", ints_or_null(self.c_row)),
+                          ("row", ints(self.row)), ("data_row", ints_or_null(self.data_row)), ("submit_ns", ints_or_null(self.submit)),
                           ("complete_ns", ints_or_null(self.complete)), ("status", ints_or_null(self.st)),
                           ("req_len", ints_or_null(self.req)), ("actual", ints_or_null(self.act)),
                           ("dir_in", values_of::<UInt8Type>(self.dir_in)), ("xfer", values_of::<UInt8Type>(self.kind)),
@@ -324,7 +324,7 @@ const AGG_NAMES: [&str; N_AGG] = ["first", "last", "csw", "n_csw", "sts_s", "sts
 #[pyfunction]
 fn bot_pass<'py>(py: Python<'py>, xf: Table, urbs: UrbData<'py>, n_devices: usize) -> PyResult<BotCommands> {
     let (xfer, dir_in, device, data_row) = (xf.values::<UInt8Type>("xfer")?, xf.values::<UInt8Type>("dir_in")?,
-                                            xf.i64s("device")?, xf.i64s("data_row")?);
+                                            xf.i64s("device")?, xf.i64s_or_null("data_row")?);
     if device.iter().any(|&d| d < 0 || d as usize >= n_devices) {
         return Err(pyo3::exceptions::PyValueError::new_err("bot_pass: a device id below n_devices for each transfer"));
     }
