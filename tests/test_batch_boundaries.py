@@ -265,9 +265,11 @@ CAPTURED = Path(__file__).resolve().parent.parent / "fixtures" / "captured"
 
 def test_no_sentinel_reaches_the_frames_of_the_command_layers():
     """The compiled passes mark unknown values with i64::MIN inside; past the boundary every
-    frame of the usb and kernel-log layers (declared tables, rows, segments) has nulls."""
-    from scsitrace.schema import NULL
-    paths = sorted(CAPTURED.glob("*/usbmon.txt")) + sorted(CAPTURED.glob("*/ftrace.txt"))[:3]
+    frame of every layer (declared tables, rows, segments) has nulls."""
+    NULL = -(1 << 63)
+    paths = (sorted(CAPTURED.glob("*/usbmon.txt")) + sorted(CAPTURED.glob("*/ftrace.txt"))[:3]
+             + sorted(CAPTURED.glob("*/*.blktrace.0"))[:3] + sorted(CAPTURED.glob("*/qemu-trace.txt"))[:2]
+             + [Path(p) for p in BUS_FIXTURES])
     assert paths
     for path in paths:
         a = core.analyze(parsers.parse(str(path), strict=False))
