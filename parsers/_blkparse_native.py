@@ -26,28 +26,29 @@ def scan_block(view, first_line: int) -> tuple[pl.DataFrame, list[tuple[int, int
     offset in the block, bytes); newlines in the block)."""
     buf = np.frombuffer(view, np.uint8)
     out = _text.scan_blkparse(buf, THREADS if len(buf) >= SMALL_BLOCK else 1)
-    n = len(out["line"])
-    cols = {"line_no": out["line"] + first_line, **{c: out[c] for c in INTS},
+    n = len(out.line)
+    cols = {"line_no": out.line + first_line, **{c: getattr(out, c) for c in INTS},
             "act": _strings(out, "act", None), "rwbs": _strings(out, "rwbs", None),
             "rest": pl.Series([None] * n, dtype=pl.Utf8)}
     for c in OPTIONAL:
-        cols[c] = pl.Series(out[c]).set(pl.Series(~out[f"{c}_valid"]), None) if n else out[c]
-    cols["bracket"] = _strings(out, "bracket", out["has_bracket"])
+        values = getattr(out, c)
+        cols[c] = pl.Series(values).set(pl.Series(~getattr(out, f"{c}_valid")), None) if n else values
+    cols["bracket"] = _strings(out, "bracket", out.has_bracket)
     taken = pl.DataFrame(cols).cast(EVENT_COLUMNS) if n else pl.DataFrame(schema=EVENT_COLUMNS)
     other = [(first_line + int(k), int(s), bytes(buf[s:e]))
-             for k, s, e in zip(out["other_line"], out["other_start"], out["other_end"])]
-    return taken, other, int(out["newlines"])
+             for k, s, e in zip(out.other_line, out.other_start, out.other_end)]
+    return taken, other, int(out.newlines)
 
 
-def _strings(out: dict, name: str, present: np.ndarray | None) -> pl.Series:
+def _strings(out, name: str, present: np.ndarray | None) -> pl.Series:
     """The packed strings `name` (null where not `present`)."""
     import pyarrow as pa
-    ends = out[f"{name}_ends"]
+    ends = getattr(out, f"{name}_ends")
     offsets = np.concatenate(([0], ends)).astype(np.int64)
     validity, nulls = None, 0
     if present is not None and not present.all():
         validity, nulls = pa.array(present).buffers()[1], int((~present).sum())
-    arr = pa.LargeStringArray.from_buffers(len(ends), pa.py_buffer(offsets), pa.py_buffer(out[f"{name}_bytes"]),
+    arr = pa.LargeStringArray.from_buffers(len(ends), pa.py_buffer(offsets), pa.py_buffer(getattr(out, f"{name}_bytes")),
                                            validity, null_count=nulls)
     return pl.from_arrow(arr).cast(pl.Utf8)
 

@@ -111,6 +111,11 @@ def string_array(data: np.ndarray, ends: np.ndarray, valid: np.ndarray | None = 
     return pl.from_arrow(_arrow_array("large_string", data, ends, valid)).cast(pl.Utf8)
 
 
+def strings(column) -> pl.Series:
+    """A string column of the compiled core (`native/src/text/mod.rs:Strings`) as a polars one."""
+    return string_array(column.data, column.ends, column.valid)
+
+
 def binary_array(data: np.ndarray, ends: np.ndarray) -> pl.Series:
     """Byte strings from their bytes one after another and where each ends."""
     return pl.from_arrow(_arrow_array("large_binary", data, ends)).cast(pl.Binary)

@@ -101,11 +101,11 @@ def split_block(buf, line_no: int, st=None) -> tuple[int, pl.DataFrame] | None:
     found = text.strace_block(np.frombuffer(buf, dtype=np.uint8))
     if found is None:
         return None
-    n = found["lines"]
+    n = found.lines
     g = pl.DataFrame({"line_no": pl.int_range(line_no, line_no + n, eager=True, dtype=pl.Int64),
-                      **{k: _lines.string_array(*found[k]) for k in HEADS}})
+                      **{k: _lines.strings(getattr(found, k)) for k in HEADS}})
     g = _timed(g, st)
-    return n, g.with_columns(_lines.string_array(*found[k]).alias(k) for k in PARTS)
+    return n, g.with_columns(_lines.strings(getattr(found, k)).alias(k) for k in PARTS)
 
 
 def pairs(g: pl.DataFrame, final: bool = True):

@@ -24,17 +24,17 @@ def scan_block(view, first_line: int) -> tuple[UrbColumns, int, bool, list[tuple
     whether any of them had a bus number; the other non-blank lines as (line, bytes))."""
     buf = np.frombuffer(view, np.uint8)
     out = _text.scan_usbmon(buf, THREADS if len(buf) >= SMALL_BLOCK else 1)
-    n = len(out["t_ns"])
-    size = out["data_size"]
+    n = len(out.t_ns)
+    size = out.data_size
     cols = UrbColumns(
-        t_ns=out["t_ns"], urb_id=out["urb_id"], event=out["event"], xfer=out["xfer"], ep=out["ep"],
-        bus=out["bus"], dev=out["dev"], status=out["status"], status_null=np.zeros(n, np.bool_),
-        length=out["length"], setup=out["setup"].reshape(n, 8), has_setup=out["has_setup"],
-        data_buf=out["data"], data_at=out["data_at"], data_size=size, data_head=_heads(out["data"], out["data_at"], size),
-        data_len=np.maximum(size, 0), pos=out["pos"] + first_line)
+        t_ns=out.t_ns, urb_id=out.urb_id, event=out.event, xfer=out.xfer, ep=out.ep,
+        bus=out.bus, dev=out.dev, status=out.status, status_null=np.zeros(n, np.bool_),
+        length=out.length, setup=out.setup.reshape(n, 8), has_setup=out.has_setup,
+        data_buf=out.data, data_at=out.data_at, data_size=size, data_head=_heads(out.data, out.data_at, size),
+        data_len=np.maximum(size, 0), pos=out.pos + first_line)
     other = [(first_line + int(k), bytes(buf[s:e])) for k, s, e in
-             zip(out["other_line"], out["other_start"], out["other_end"])]
-    return cols, int(out["newlines"]), bool(out["any_bus"]), other
+             zip(out.other_line, out.other_start, out.other_end)]
+    return cols, int(out.newlines), bool(out.any_bus), other
 
 
 def _heads(buf: np.ndarray, at: np.ndarray, size: np.ndarray) -> np.ndarray:

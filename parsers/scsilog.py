@@ -171,10 +171,10 @@ def _scan_block(buf: bytes, line_no: int, st: _Events, records: RecordCount, cou
     if found is None:
         block = _lines._block_frame(buf, st.path, line_no, st.strict)
         return block.height, _decode_block(block, st, records, counters)
-    rest = pl.DataFrame({"line_no": found["fb_idx"] + line_no,
-                         "text": _lines.string_array(found["fb_text"], found["fb_end"])})
-    records.read += found["lines"] - rest.height
-    return found["lines"], _decode_block(rest, st, records, counters, _decoded(found, line_no),
+    rest = pl.DataFrame({"line_no": found.fb_idx + line_no,
+                         "text": _lines.string_array(found.fb_text, found.fb_end)})
+    records.read += found.lines - rest.height
+    return found.lines, _decode_block(rest, st, records, counters, _decoded(found, line_no),
                                          _dmesg_decoded(found, line_no))
 
 
@@ -183,41 +183,41 @@ def _native_text():
     return text
 
 
-def _decoded(found: dict, line_no: int) -> pl.DataFrame | None:
+def _decoded(found, line_no: int) -> pl.DataFrame | None:
     """The events Rust decoded, as `_ftrace` gives them."""
-    if not len(found["idx"]):
+    if not len(found.idx):
         return None
-    names = pl.Series([None, *found["names"]], dtype=pl.Utf8)
+    names = pl.Series([None, *found.names], dtype=pl.Utf8)
     return pl.DataFrame({
-        "t_ns": found["t_ns"],
-        "kind": pl.Series(_native_text().KINDS, dtype=pl.Utf8).gather(found["kind"]),
-        "device": pl.Series(found["devices"], dtype=pl.Utf8).gather(found["device"]),
-        "tag": pl.Series(found["tag"]).zip_with(pl.Series(found["tag_ok"]), pl.Series([None], dtype=pl.Int64)),
-        "cdb": _lines.binary_array(found["cdb"], found["cdb_end"]),
-        "host_byte": names.gather(found["host_byte"] + 1),
-        "status": names.gather(found["status"] + 1),
-        "rtn": pl.Series(found["rtn"]).zip_with(pl.Series(found["rtn_ok"]), pl.Series([None], dtype=pl.Int64)),
-        "source": pl.repeat("ftrace", len(found["idx"]), eager=True),
-        "pos": found["idx"] + line_no,
+        "t_ns": found.t_ns,
+        "kind": pl.Series(_native_text().KINDS, dtype=pl.Utf8).gather(found.kind),
+        "device": pl.Series(found.devices, dtype=pl.Utf8).gather(found.device),
+        "tag": pl.Series(found.tag).zip_with(pl.Series(found.tag_ok), pl.Series([None], dtype=pl.Int64)),
+        "cdb": _lines.binary_array(found.cdb, found.cdb_end),
+        "host_byte": names.gather(found.host_byte + 1),
+        "status": names.gather(found.status + 1),
+        "rtn": pl.Series(found.rtn).zip_with(pl.Series(found.rtn_ok), pl.Series([None], dtype=pl.Int64)),
+        "source": pl.repeat("ftrace", len(found.idx), eager=True),
+        "pos": found.idx + line_no,
     }).cast(EVENTS)
 
 
-def _dmesg_decoded(found: dict, line_no: int) -> pl.DataFrame | None:
+def _dmesg_decoded(found, line_no: int) -> pl.DataFrame | None:
     """The dmesg lines Rust cut, as `_dmesg` gives them."""
-    if not len(found["d_idx"]):
+    if not len(found.d_idx):
         return None
     return pl.DataFrame({
-        "line_no": found["d_idx"] + line_no,
-        "t_ns": found["d_t_ns"],
-        "kind": pl.Series(found["d_kinds"], dtype=pl.Utf8).gather(found["d_kind"]),
-        "device": pl.Series(found["devices"], dtype=pl.Utf8).gather(found["d_device"]),
-        "tag": _lines.string_array(*found["d_tag"]),
-        "cdb_hex": _lines.string_array(*found["d_cdb_hex"]),
-        "rest": _lines.string_array(*found["d_rest"]),
-        "_emitted": pl.repeat(False, len(found["d_idx"]), eager=True),
-        "_host": _lines.string_array(*found["d_host_byte"]),
-        "_word": _lines.string_array(*found["d_word"]),
-        "_timeout": found["d_timeout"],
+        "line_no": found.d_idx + line_no,
+        "t_ns": found.d_t_ns,
+        "kind": pl.Series(found.d_kinds, dtype=pl.Utf8).gather(found.d_kind),
+        "device": pl.Series(found.devices, dtype=pl.Utf8).gather(found.d_device),
+        "tag": _lines.strings(found.d_tag),
+        "cdb_hex": _lines.strings(found.d_cdb_hex),
+        "rest": _lines.strings(found.d_rest),
+        "_emitted": pl.repeat(False, len(found.d_idx), eager=True),
+        "_host": _lines.strings(found.d_host_byte),
+        "_word": _lines.strings(found.d_word),
+        "_timeout": found.d_timeout,
     })
 
 

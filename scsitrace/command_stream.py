@@ -103,9 +103,9 @@ class Tables:
 
     def inexact(self) -> list[str]:
         """The records whose percentiles came from the histogram (over 2 M samples)."""
-        names = ["latency"] if not self.latency.record()["exact"] else []
+        names = ["latency"] if not self.latency.record().exact else []
         for label, by in (("srt", self.srt), ("srt_driver", self.driver or {})):
-            names += [f"{label} opcode 0x{op:02x}" for op, (s, _, _) in sorted(by.items()) if not s.record()["exact"]]
+            names += [f"{label} opcode 0x{op:02x}" for op, (s, _, _) in sorted(by.items()) if not s.record().exact]
         return names
 
     def _pairing(self) -> pl.DataFrame:
@@ -144,8 +144,8 @@ def _by_opcode(acc: dict, done: pl.DataFrame, col: str = "response_ns") -> None:
         entry[0].add(part[col].cast(pl.Int64).to_numpy())
 
 
-def _stat_of(record: dict) -> dict:
-    return {k: record[k] for k in stats.STAT}
+def _stat_of(record) -> dict:
+    return stats.stat_row(record)
 
 
 def _srt(acc: dict) -> pl.DataFrame:

@@ -41,6 +41,11 @@ def nearest_ranks(groups: np.ndarray, values: np.ndarray, keys: list, ps=PERCENT
     return out
 
 
+def stat_row(record) -> dict:
+    """The STAT figures of a compiled record (`scsitrace._native.stat.Stat`), in STAT order."""
+    return {k: getattr(record, k) for k in STAT}
+
+
 def of_samples(values: np.ndarray) -> dict:
     """The STAT record of one set of samples (exact: nearest-rank percentiles)."""
     values = np.asarray(values, dtype=np.int64)

@@ -18,6 +18,7 @@ import gen_blktrace as gen  # noqa: E402
 from scsitrace import core
 from scsitrace.block import events as block_events, machine  # noqa: E402
 from scsitrace.parsers import blktrace  # noqa: E402
+from scsitrace.stats import stat_row  # noqa: E402
 
 DEVS = (gen.DISK, (8 << 20) | 16)
 LETTERS = "QGSIMFDCRP"
@@ -240,7 +241,7 @@ def _plain(value):
     if isinstance(value, np.ndarray):
         return value.tolist()
     if hasattr(value, "record"):
-        return value.record()
+        return {**stat_row(value.record()), "exact": value.record().exact}
     return value
 
 

@@ -14,6 +14,7 @@ from scsitrace import parsers
 from scsitrace._native import text as native_text
 from scsitrace.errors import BadInput
 from scsitrace.parsers import _strace_lines
+from scsitrace.parsers._strace_lines import HEADS, PARTS
 
 from gen_sgio import HOSTILE, OTHER, PROGRAM_LINES, strace_text
 from test_sgio import calls
@@ -107,10 +108,10 @@ def test_capture_equals_the_regex_readers(tmp_path, monkeypatch, lines, strict, 
 def test_any_cut_into_parts_gives_the_same_columns(lines, parts):
     buf = np.frombuffer(("\n".join(lines) + "\n").encode(), dtype=np.uint8)
     whole, cut = native_text.strace_block(buf, 1), native_text.strace_block(buf, parts)
-    assert whole["lines"] == cut["lines"]
-    for key in whole:
-        if key != "lines":
-            assert all(np.array_equal(a, b) for a, b in zip(whole[key], cut[key])), key
+    assert whole.lines == cut.lines
+    for key in HEADS + PARTS:
+        a, b = getattr(whole, key), getattr(cut, key)
+        assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("data", "ends", "valid")), key
 
 
 def test_text_the_rust_cut_leaves_to_the_patterns():

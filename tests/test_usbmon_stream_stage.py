@@ -16,6 +16,7 @@ from test_usbmon_chunks import _same_analysis, by_passes
 from scsitrace import core, model
 from scsitrace._native import usb as _usb
 from scsitrace.parsers import usbmon
+from scsitrace.stats import stat_row
 from scsitrace.usb import streamed
 
 
@@ -103,7 +104,7 @@ def _plain(x):
     if type(x).__name__ == "Columns":
         return pl.DataFrame(x).to_dict(as_series=False)
     if type(x).__name__ == "Samples":
-        return (x.record(), x.histogram())
+        return (stat_row(x.record()), x.record().exact, x.histogram())
     return {k: _plain(getattr(x, k)) for k in dir(x) if not k.startswith("_") and not callable(getattr(x, k))}
 
 

@@ -6,7 +6,6 @@
 //! 8 KiB per power of two the samples span.
 use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
 const SUB_BITS: u32 = 10; // 1024 buckets per power of two
 const SUB: u64 = 1 << SUB_BITS;
@@ -188,21 +187,39 @@ impl Samples {
         self.max
     }
 
-    pub fn record<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new_bound(py);
-        d.set_item("n", self.n)?;
+    pub fn record(&mut self) -> Stat {
         let empty = self.n == 0;
-        d.set_item("min_ns", if empty { None } else { Some(self.min) })?;
-        d.set_item("avg_ns", if empty { None } else { Some(self.total as f64 / self.n as f64) })?;
-        d.set_item("max_ns", if empty { None } else { Some(self.max) })?;
-        d.set_item("total_ns", self.total as i64)?;
-        let ps = self.percentiles(&[50.0, 90.0, 95.0, 99.0, 99.9]);
-        for (name, p) in ["p50_ns", "p90_ns", "p95_ns", "p99_ns", "p999_ns"].iter().zip(ps) {
-            d.set_item(*name, p)?;
+        let [p50_ns, p90_ns, p95_ns, p99_ns, p999_ns] = self.percentiles(&[50.0, 90.0, 95.0, 99.0, 99.9])[..] else {
+            unreachable!("five percentiles asked")
+        };
+        Stat {
+            n: self.n,
+            min_ns: (!empty).then_some(self.min),
+            avg_ns: (!empty).then(|| self.total as f64 / self.n as f64),
+            max_ns: (!empty).then_some(self.max),
+            total_ns: self.total as i64,
+            p50_ns, p90_ns, p95_ns, p99_ns, p999_ns,
+            exact: self.is_exact(),
         }
-        d.set_item("exact", self.is_exact())?;
-        Ok(d)
     }
+}
+
+/// The STAT record (scsitrace/stats.py; `stats.stat_row` reads it by name) plus `exact`:
+/// False when the percentiles come from the histogram (at most 0.1 % below the exact ones).
+/// A figure of no samples is None.
+#[pyclass(get_all, module = "scsitrace._native.stat")]
+pub struct Stat {
+    n: u64,
+    min_ns: Option<i64>,
+    avg_ns: Option<f64>,
+    max_ns: Option<i64>,
+    total_ns: i64,
+    p50_ns: Option<i64>,
+    p90_ns: Option<i64>,
+    p95_ns: Option<i64>,
+    p99_ns: Option<i64>,
+    p999_ns: Option<i64>,
+    exact: bool,
 }
 
 #[pymethods]
@@ -225,11 +242,10 @@ impl Samples {
         self.merge(other)
     }
 
-    /// The STAT record (scsitrace/stats.py) plus `exact`: False when the percentiles come
-    /// from the histogram (at most 0.1 % below the exact ones).
+    /// The STAT record, `Stat`.
     #[pyo3(name = "record")]
-    fn py_record<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        self.record(py)
+    fn py_record(&mut self) -> Stat {
+        self.record()
     }
 
     /// Counts in scsitrace/stats.py HIST_EDGES_NS buckets (exact), the last one: above.
@@ -245,5 +261,6 @@ impl Samples {
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_class::<Samples>()?;
+    m.add_class::<Stat>()?;
     Ok(())
 }

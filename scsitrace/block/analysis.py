@@ -11,7 +11,7 @@ from ..errors import UsageError
 from ..filters import check_found, check_window, refuse
 from ..model import KEEP_IOS, Analysis, Capture
 from ..schema import DEVICE_PREFIX
-from ..stats import HIST_EDGES_NS, LATENCY_TABLES, HISTOGRAM_SCHEMA, LATENCY_SCHEMA
+from ..stats import HIST_EDGES_NS, LATENCY_TABLES, HISTOGRAM_SCHEMA, LATENCY_SCHEMA, stat_row
 from .events import _rwbs, dev_name
 from .machine import event_chunks, run as run_machine
 from .stats import OVERHEAD, _btt_categories, overhead, process_stats, stage_stats, stage_table, stage_totals
@@ -195,8 +195,9 @@ def _latency_tables(run: Run) -> tuple[dict[str, pl.DataFrame], list[str]]:
     names = ["Q2C", "D2C"] + (["Q2Cdm", "D2Cdm"] if run.any_kept_dm else [])
     rows, hist, notes = [], [], []
     for name in names:
-        record = dict(lat[name].record())
-        if not record.pop("exact"):
+        stat = lat[name].record()
+        record = stat_row(stat)
+        if not stat.exact:
             notes.append(f"latency: {name} percentiles from a histogram of {record['n']:,} samples (at most 0.1 % "
                          "below the exact ones; exact up to 2,097,152 samples)")
         rows.append({"name": name, **record})

@@ -4,9 +4,8 @@
 //! layout; known actions other than `m`); every other non-blank line (bad, comments, the
 //! summary, messages, non-ASCII, a value at a range's edge, an unusual spacing of the
 //! details) is handed back by position for the Python reader to decide.
-use numpy::{IntoPyArray, PyReadonlyArray1};
+use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
 use super::{dec, for_each_line, scan_parts, strip_eol, Cursor};
 
@@ -271,50 +270,80 @@ fn joined(parts: Vec<Cols>, offsets: Vec<usize>) -> Cols {
     out
 }
 
-fn put_opt(py: Python, d: &Bound<PyDict>, name: &str, o: Opt) -> PyResult<()> {
-    d.set_item(name, o.v.into_pyarray_bound(py))?;
-    d.set_item(format!("{}_valid", name), o.ok.into_pyarray_bound(py))
+type Ints = Py<PyArray1<i64>>;
+type Mask = Py<PyArray1<bool>>;
+type Bytes = Py<PyArray1<u8>>;
+
+/// The events the scanner took (one row each: `line`, index in the block, and the fields;
+/// an optional field with its mask `NAME_valid`; strings packed: `NAME_bytes`, `NAME_ends`,
+/// `bracket` there where `has_bracket`), the block's `newlines` and the lines left to the
+/// Python reader (`other_line`, `other_start`, `other_end`: their own length).
+#[pyclass(get_all)]
+struct BlkparseScan {
+    line: Ints,
+    major: Ints,
+    minor: Ints,
+    cpu: Ints,
+    seq: Ints,
+    sec: Ints,
+    nsec: Ints,
+    pid: Ints,
+    act_bytes: Bytes,
+    act_ends: Ints,
+    rwbs_bytes: Bytes,
+    rwbs_ends: Ints,
+    bracket_bytes: Bytes,
+    bracket_ends: Ints,
+    has_bracket: Mask,
+    sector: Ints,
+    sector_valid: Mask,
+    nsect: Ints,
+    nsect_valid: Mask,
+    split_sector: Ints,
+    split_sector_valid: Mask,
+    from_major: Ints,
+    from_major_valid: Mask,
+    from_minor: Ints,
+    from_minor_valid: Mask,
+    from_sector: Ints,
+    from_sector_valid: Mask,
+    unplugs: Ints,
+    unplugs_valid: Mask,
+    newlines: i64,
+    other_line: Ints,
+    other_start: Ints,
+    other_end: Ints,
 }
 
-fn put_strs(py: Python, d: &Bound<PyDict>, name: &str, s: Strs) -> PyResult<()> {
-    d.set_item(format!("{}_bytes", name), s.bytes.into_pyarray_bound(py))?;
-    d.set_item(format!("{}_ends", name), s.ends.into_pyarray_bound(py))
+fn np<T: numpy::Element>(py: Python, v: Vec<T>) -> Py<PyArray1<T>> {
+    v.into_pyarray_bound(py).unbind()
 }
 
-/// Scans blkparse event lines of `buf` (whole lines) on `threads` threads. Returns a dict:
-/// per event taken, `line` (index in the block), the integer fields, nullable ones with
-/// `NAME_valid`, strings packed (`NAME_bytes`, `NAME_ends`: act, rwbs, bracket with
-/// `has_bracket`); `newlines`; the lines left to Python (`other_line`, `other_start`,
-/// `other_end`).
+/// Scans blkparse event lines of `buf` (whole lines) on `threads` threads (`BlkparseScan`).
 #[pyfunction]
-fn scan_blkparse<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, threads: usize) -> PyResult<Bound<'py, PyDict>> {
+fn scan_blkparse<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, threads: usize) -> PyResult<BlkparseScan> {
     let bytes = buf.as_slice()?;
     let c = py.allow_threads(|| {
         let (scanned, offsets) = scan_parts(bytes, threads, scan_part);
         joined(scanned, offsets)
     });
-    let d = PyDict::new_bound(py);
-    d.set_item("line", c.line.into_pyarray_bound(py))?;
-    for (name, v) in [("major", c.major), ("minor", c.minor), ("cpu", c.cpu), ("seq", c.seq), ("sec", c.sec),
-                      ("nsec", c.nsec), ("pid", c.pid)] {
-        d.set_item(name, v.into_pyarray_bound(py))?;
-    }
-    put_strs(py, &d, "act", c.act)?;
-    put_strs(py, &d, "rwbs", c.rwbs)?;
-    put_strs(py, &d, "bracket", c.bracket)?;
-    d.set_item("has_bracket", c.has_bracket.into_pyarray_bound(py))?;
-    put_opt(py, &d, "sector", c.sector)?;
-    put_opt(py, &d, "nsect", c.nsect)?;
-    put_opt(py, &d, "split_sector", c.split_sector)?;
-    put_opt(py, &d, "from_major", c.from_major)?;
-    put_opt(py, &d, "from_minor", c.from_minor)?;
-    put_opt(py, &d, "from_sector", c.from_sector)?;
-    put_opt(py, &d, "unplugs", c.unplugs)?;
-    d.set_item("newlines", c.newlines)?;
-    d.set_item("other_line", c.other_line.into_pyarray_bound(py))?;
-    d.set_item("other_start", c.other_start.into_pyarray_bound(py))?;
-    d.set_item("other_end", c.other_end.into_pyarray_bound(py))?;
-    Ok(d)
+    Ok(BlkparseScan {
+        line: np(py, c.line), major: np(py, c.major), minor: np(py, c.minor), cpu: np(py, c.cpu),
+        seq: np(py, c.seq), sec: np(py, c.sec), nsec: np(py, c.nsec), pid: np(py, c.pid),
+        act_bytes: np(py, c.act.bytes), act_ends: np(py, c.act.ends),
+        rwbs_bytes: np(py, c.rwbs.bytes), rwbs_ends: np(py, c.rwbs.ends),
+        bracket_bytes: np(py, c.bracket.bytes), bracket_ends: np(py, c.bracket.ends),
+        has_bracket: np(py, c.has_bracket),
+        sector: np(py, c.sector.v), sector_valid: np(py, c.sector.ok),
+        nsect: np(py, c.nsect.v), nsect_valid: np(py, c.nsect.ok),
+        split_sector: np(py, c.split_sector.v), split_sector_valid: np(py, c.split_sector.ok),
+        from_major: np(py, c.from_major.v), from_major_valid: np(py, c.from_major.ok),
+        from_minor: np(py, c.from_minor.v), from_minor_valid: np(py, c.from_minor.ok),
+        from_sector: np(py, c.from_sector.v), from_sector_valid: np(py, c.from_sector.ok),
+        unplugs: np(py, c.unplugs.v), unplugs_valid: np(py, c.unplugs.ok),
+        newlines: c.newlines,
+        other_line: np(py, c.other_line), other_start: np(py, c.other_start), other_end: np(py, c.other_end),
+    })
 }
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {

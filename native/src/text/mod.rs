@@ -352,12 +352,22 @@ impl StrCol {
         self.valid.extend(from.valid);
     }
 
-    /// (data, ends, valid) as numpy arrays.
-    pub fn into_py(self, py: Python) -> PyResult<PyObject> {
+    /// The column as `Strings` (the vectors become the arrays: no copy).
+    pub fn into_py(self, py: Python) -> PyResult<Py<Strings>> {
         use numpy::PyArray1;
-        Ok((PyArray1::from_vec_bound(py, self.data), PyArray1::from_vec_bound(py, self.ends),
-            PyArray1::from_vec_bound(py, self.valid)).into_py(py))
+        Py::new(py, Strings { data: PyArray1::from_vec_bound(py, self.data).unbind(),
+                              ends: PyArray1::from_vec_bound(py, self.ends).unbind(),
+                              valid: PyArray1::from_vec_bound(py, self.valid).unbind() })
     }
+}
+
+/// A `StrCol` handed to Python (`_lines.string_array(s.data, s.ends, s.valid)`): the bytes
+/// one after another, where each string ends, which are there (the others null).
+#[pyclass(get_all)]
+pub struct Strings {
+    pub data: Py<numpy::PyArray1<u8>>,
+    pub ends: Py<numpy::PyArray1<i64>>,
+    pub valid: Py<numpy::PyArray1<bool>>,
 }
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {

@@ -21,9 +21,8 @@ use memchr::memmem;
 use numpy::PyArray1;
 use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
-use super::{digits, hex_byte, is_space, on_parts, part_count, seconds_ns, strip_eol, uint, Interner, StrCol};
+use super::{digits, hex_byte, is_space, on_parts, part_count, seconds_ns, strip_eol, uint, Interner, StrCol, Strings};
 
 const HINT: &[u8] = b"scsi_dispatch_cmd_";
 /// What the Python reader's filters look for besides HINT (ftrace's counters, "scsi scan:",
@@ -614,7 +613,7 @@ fn merged(parts: Vec<Part>) -> Part {
 #[pyfunction]
 #[pyo3(signature = (buf, parts=None))]
 fn ftrace_block<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, parts: Option<usize>)
-                     -> PyResult<Option<Bound<'py, PyDict>>> {
+                     -> PyResult<Option<FtraceScan>> {
     let data = buf.as_slice()?;
     let n = parts.unwrap_or_else(|| part_count(data.len()));
     let out = py.allow_threads(|| {
@@ -626,38 +625,60 @@ fn ftrace_block<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, parts: Opt
         Some(merged(on_parts(data, n, |part, first| scan_part(part, first, clean, &f))))
     });
     let Some(p) = out else { return Ok(None) };
-    let d = PyDict::new_bound(py);
-    d.set_item("lines", p.lines)?;
-    d.set_item("idx", PyArray1::from_vec_bound(py, p.idx))?;
-    d.set_item("t_ns", PyArray1::from_vec_bound(py, p.t_ns))?;
-    d.set_item("kind", PyArray1::from_vec_bound(py, p.kind))?;
-    d.set_item("device", PyArray1::from_vec_bound(py, p.device))?;
-    d.set_item("devices", p.devices.strings())?;
-    d.set_item("tag", PyArray1::from_vec_bound(py, p.tag))?;
-    d.set_item("tag_ok", PyArray1::from_vec_bound(py, p.tag_ok))?;
-    d.set_item("cdb", PyArray1::from_vec_bound(py, p.cdb))?;
-    d.set_item("cdb_end", PyArray1::from_vec_bound(py, p.cdb_end))?;
-    d.set_item("host_byte", PyArray1::from_vec_bound(py, p.host))?;
-    d.set_item("status", PyArray1::from_vec_bound(py, p.status))?;
-    d.set_item("names", p.names.strings())?;
-    d.set_item("rtn", PyArray1::from_vec_bound(py, p.rtn))?;
-    d.set_item("rtn_ok", PyArray1::from_vec_bound(py, p.rtn_ok))?;
-    d.set_item("fb_idx", PyArray1::from_vec_bound(py, p.fb_idx))?;
-    d.set_item("fb_text", PyArray1::from_vec_bound(py, p.fb_text))?;
-    d.set_item("fb_end", PyArray1::from_vec_bound(py, p.fb_end))?;
     let m = p.dmesg;
-    d.set_item("d_idx", PyArray1::from_vec_bound(py, m.idx))?;
-    d.set_item("d_t_ns", PyArray1::from_vec_bound(py, m.t_ns))?;
-    d.set_item("d_kind", PyArray1::from_vec_bound(py, m.kind))?;
-    d.set_item("d_kinds", m.kinds.strings())?;
-    d.set_item("d_device", PyArray1::from_vec_bound(py, m.device))?;
-    d.set_item("d_tag", m.tag.into_py(py)?)?;
-    d.set_item("d_cdb_hex", m.cdb_hex.into_py(py)?)?;
-    d.set_item("d_rest", m.rest.into_py(py)?)?;
-    d.set_item("d_host_byte", m.host_byte.into_py(py)?)?;
-    d.set_item("d_word", m.word.into_py(py)?)?;
-    d.set_item("d_timeout", PyArray1::from_vec_bound(py, m.timeout))?;
-    Ok(Some(d))
+    Ok(Some(FtraceScan {
+        lines: p.lines, idx: np(py, p.idx), t_ns: np(py, p.t_ns), kind: np(py, p.kind), device: np(py, p.device),
+        devices: p.devices.strings(), tag: np(py, p.tag), tag_ok: np(py, p.tag_ok), cdb: np(py, p.cdb),
+        cdb_end: np(py, p.cdb_end), host_byte: np(py, p.host), status: np(py, p.status), names: p.names.strings(),
+        rtn: np(py, p.rtn), rtn_ok: np(py, p.rtn_ok), fb_idx: np(py, p.fb_idx), fb_text: np(py, p.fb_text),
+        fb_end: np(py, p.fb_end), d_idx: np(py, m.idx), d_t_ns: np(py, m.t_ns), d_kind: np(py, m.kind),
+        d_kinds: m.kinds.strings(), d_device: np(py, m.device), d_tag: m.tag.into_py(py)?,
+        d_cdb_hex: m.cdb_hex.into_py(py)?, d_rest: m.rest.into_py(py)?, d_host_byte: m.host_byte.into_py(py)?,
+        d_word: m.word.into_py(py)?, d_timeout: np(py, m.timeout),
+    }))
+}
+
+fn np<T: numpy::Element>(py: Python, v: Vec<T>) -> Py<PyArray1<T>> {
+    PyArray1::from_vec_bound(py, v).unbind()
+}
+
+/// What `ftrace_block` read of a block of `lines` lines, in three parts of their own lengths:
+/// the ftrace events decoded (`idx`: line index in the block; `kind` a code of `KINDS`;
+/// `device` a code of `devices`; `tag`, `rtn` with their masks `tag_ok`, `rtn_ok`; `cdb`
+/// packed, `cdb_end`; `host_byte`, `status` a code of `names`, -1 for none), the lines left
+/// to the Python reader (`fb_idx`, their text packed: `fb_text`, `fb_end`) and the dmesg
+/// lines cut into `_dmesg`'s fields (`d_*`; `d_kind` a code of `d_kinds`).
+#[pyclass(get_all)]
+struct FtraceScan {
+    lines: usize,
+    idx: Py<PyArray1<i64>>,
+    t_ns: Py<PyArray1<i64>>,
+    kind: Py<PyArray1<u8>>,
+    device: Py<PyArray1<u32>>,
+    devices: Vec<String>,
+    tag: Py<PyArray1<i64>>,
+    tag_ok: Py<PyArray1<bool>>,
+    cdb: Py<PyArray1<u8>>,
+    cdb_end: Py<PyArray1<i64>>,
+    host_byte: Py<PyArray1<i32>>,
+    status: Py<PyArray1<i32>>,
+    names: Vec<String>,
+    rtn: Py<PyArray1<i64>>,
+    rtn_ok: Py<PyArray1<bool>>,
+    fb_idx: Py<PyArray1<i64>>,
+    fb_text: Py<PyArray1<u8>>,
+    fb_end: Py<PyArray1<i64>>,
+    d_idx: Py<PyArray1<i64>>,
+    d_t_ns: Py<PyArray1<i64>>,
+    d_kind: Py<PyArray1<u32>>,
+    d_kinds: Vec<String>,
+    d_device: Py<PyArray1<u32>>,
+    d_tag: Py<Strings>,
+    d_cdb_hex: Py<Strings>,
+    d_rest: Py<Strings>,
+    d_host_byte: Py<Strings>,
+    d_word: Py<Strings>,
+    d_timeout: Py<PyArray1<bool>>,
 }
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {

@@ -8,9 +8,7 @@
 use memchr::memmem;
 use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
-
-use super::{digits, is_space, on_parts, part_count, strip_eol, StrCol};
+use super::{digits, is_space, on_parts, part_count, strip_eol, StrCol, Strings};
 
 const RESUMED: &[u8] = b"<... ioctl resumed>";
 const UNFINISHED: &[u8] = b" <unfinished ...>";
@@ -253,7 +251,7 @@ fn cut_part(buf: &[u8]) -> Option<Cols> {
 #[pyfunction]
 #[pyo3(signature = (buf, parts=None))]
 fn strace_block<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, parts: Option<usize>)
-                     -> PyResult<Option<Bound<'py, PyDict>>> {
+                     -> PyResult<Option<StraceLines>> {
     let data = buf.as_slice()?;
     let n = parts.unwrap_or_else(|| part_count(data.len()));
     let out = py.allow_threads(|| {
@@ -284,14 +282,31 @@ fn strace_block<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, parts: Opt
         Some(all)
     });
     let Some(c) = out else { return Ok(None) };
-    let d = PyDict::new_bound(py);
-    d.set_item("lines", c.lines)?;
-    for (name, col) in [("t", c.t), ("pre", c.pre), ("pid_b", c.pid_b), ("pid_o", c.pid_o), ("ts", c.ts),
-                        ("body", c.body), ("fd", c.fd), ("path", c.path), ("ret", c.ret), ("errno", c.errno),
-                        ("dur", c.dur), ("arg", c.arg)] {
-        d.set_item(name, col.into_py(py)?)?;
-    }
-    Ok(Some(d))
+    Ok(Some(StraceLines {
+        lines: c.lines, t: c.t.into_py(py)?, pre: c.pre.into_py(py)?, pid_b: c.pid_b.into_py(py)?,
+        pid_o: c.pid_o.into_py(py)?, ts: c.ts.into_py(py)?, body: c.body.into_py(py)?, fd: c.fd.into_py(py)?,
+        path: c.path.into_py(py)?, ret: c.ret.into_py(py)?, errno: c.errno.into_py(py)?, dur: c.dur.into_py(py)?,
+        arg: c.arg.into_py(py)?,
+    }))
+}
+
+/// The lines of a block (`lines`) cut into the parts `_strace_lines.py`'s patterns capture,
+/// one string column each (null where the part is absent).
+#[pyclass(get_all)]
+struct StraceLines {
+    lines: usize,
+    t: Py<Strings>,
+    pre: Py<Strings>,
+    pid_b: Py<Strings>,
+    pid_o: Py<Strings>,
+    ts: Py<Strings>,
+    body: Py<Strings>,
+    fd: Py<Strings>,
+    path: Py<Strings>,
+    ret: Py<Strings>,
+    errno: Py<Strings>,
+    dur: Py<Strings>,
+    arg: Py<Strings>,
 }
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {

@@ -4,9 +4,8 @@
 //! the regex would read; every other non-blank line (bad, non-ASCII, isochronous, a value at
 //! the edge of its range) is handed back by position for the Python reader to decide, so the
 //! error messages and rare forms stay its own.
-use numpy::{IntoPyArray, PyReadonlyArray1};
+use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
 use super::{dec, for_each_line, hex_byte, hex_u64, scan_parts, strip_end, Cursor};
 
@@ -335,40 +334,54 @@ fn joined(mut parts: Vec<Cols>, offsets: Vec<usize>) -> Cols {
     out
 }
 
-/// Scans the usbmon text lines of `buf` (whole lines) on `threads` threads. Returns a dict:
-/// the URB columns of the records taken (`pos`: line index in the block, from 0; `setup`:
-/// 8 bytes a row; `data` packed, `data_at`/`data_size`, -1 for none), `any_bus`, `newlines`,
-/// and the lines left to Python (`other_line`, `other_start`, `other_end`: byte span
-/// without the newline).
+/// The URB columns of the records the scanner took (`pos`: line index in the block, from 0;
+/// `setup`: 8 bytes a row; `data` packed, `data_at`/`data_size`, -1 for none as in
+/// `usb/urbs.py:UrbColumns`), `any_bus`, `newlines`, and the lines left to Python
+/// (`other_line`, `other_start`, `other_end`: byte span without the newline).
+#[pyclass(get_all)]
+struct UsbmonScan {
+    t_ns: Py<PyArray1<i64>>,
+    urb_id: Py<PyArray1<u64>>,
+    event: Py<PyArray1<u8>>,
+    xfer: Py<PyArray1<u8>>,
+    ep: Py<PyArray1<u8>>,
+    bus: Py<PyArray1<u16>>,
+    dev: Py<PyArray1<u8>>,
+    status: Py<PyArray1<i32>>,
+    length: Py<PyArray1<i64>>,
+    setup: Py<PyArray1<u8>>,
+    has_setup: Py<PyArray1<bool>>,
+    data: Py<PyArray1<u8>>,
+    data_at: Py<PyArray1<i64>>,
+    data_size: Py<PyArray1<i64>>,
+    pos: Py<PyArray1<i64>>,
+    any_bus: bool,
+    newlines: i64,
+    other_line: Py<PyArray1<i64>>,
+    other_start: Py<PyArray1<i64>>,
+    other_end: Py<PyArray1<i64>>,
+}
+
+fn np<T: numpy::Element>(py: Python, v: Vec<T>) -> Py<PyArray1<T>> {
+    v.into_pyarray_bound(py).unbind()
+}
+
+/// Scans the usbmon text lines of `buf` (whole lines) on `threads` threads (`UsbmonScan`).
 #[pyfunction]
-fn scan_usbmon<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, threads: usize) -> PyResult<Bound<'py, PyDict>> {
+fn scan_usbmon<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, threads: usize) -> PyResult<UsbmonScan> {
     let bytes = buf.as_slice()?;
-    let cols = py.allow_threads(|| {
+    let c = py.allow_threads(|| {
         let (scanned, offsets) = scan_parts(bytes, threads, scan_part);
         joined(scanned, offsets)
     });
-    let out = PyDict::new_bound(py);
-    out.set_item("t_ns", cols.t_ns.into_pyarray_bound(py))?;
-    out.set_item("urb_id", cols.urb_id.into_pyarray_bound(py))?;
-    out.set_item("event", cols.event.into_pyarray_bound(py))?;
-    out.set_item("xfer", cols.xfer.into_pyarray_bound(py))?;
-    out.set_item("ep", cols.ep.into_pyarray_bound(py))?;
-    out.set_item("bus", cols.bus.into_pyarray_bound(py))?;
-    out.set_item("dev", cols.dev.into_pyarray_bound(py))?;
-    out.set_item("status", cols.status.into_pyarray_bound(py))?;
-    out.set_item("length", cols.length.into_pyarray_bound(py))?;
-    out.set_item("setup", cols.setup.into_pyarray_bound(py))?;
-    out.set_item("has_setup", cols.has_setup.into_pyarray_bound(py))?;
-    out.set_item("data", cols.data.into_pyarray_bound(py))?;
-    out.set_item("data_at", cols.data_at.into_pyarray_bound(py))?;
-    out.set_item("data_size", cols.data_size.into_pyarray_bound(py))?;
-    out.set_item("pos", cols.pos.into_pyarray_bound(py))?;
-    out.set_item("any_bus", cols.any_bus)?;
-    out.set_item("newlines", cols.newlines)?;
-    out.set_item("other_line", cols.other_line.into_pyarray_bound(py))?;
-    out.set_item("other_start", cols.other_start.into_pyarray_bound(py))?;
-    out.set_item("other_end", cols.other_end.into_pyarray_bound(py))?;
-    Ok(out)
+    Ok(UsbmonScan {
+        t_ns: np(py, c.t_ns), urb_id: np(py, c.urb_id), event: np(py, c.event), xfer: np(py, c.xfer),
+        ep: np(py, c.ep), bus: np(py, c.bus), dev: np(py, c.dev), status: np(py, c.status),
+        length: np(py, c.length), setup: np(py, c.setup), has_setup: np(py, c.has_setup), data: np(py, c.data),
+        data_at: np(py, c.data_at), data_size: np(py, c.data_size), pos: np(py, c.pos), any_bus: c.any_bus,
+        newlines: c.newlines, other_line: np(py, c.other_line), other_start: np(py, c.other_start),
+        other_end: np(py, c.other_end),
+    })
 }
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
