@@ -126,10 +126,6 @@ impl Table {
         self.rows
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.rows == 0
-    }
-
     fn chunks<T: ArrowPrimitiveType>(&self, name: &str) -> PyResult<Vec<&PrimitiveArray<T>>> {
         self.batches.iter().map(|b| {
             let column = b.column_by_name(name)
