@@ -30,9 +30,8 @@ def scan_block(view, first_line: int) -> tuple[pl.DataFrame, list[tuple[int, int
     cols = {"line_no": out.line + first_line, **{c: getattr(out, c) for c in INTS},
             "act": _strings(out, "act", None), "rwbs": _strings(out, "rwbs", None),
             "rest": pl.Series([None] * n, dtype=pl.Utf8)}
-    for c in OPTIONAL:
-        values = getattr(out, c)
-        cols[c] = pl.Series(values).set(pl.Series(~getattr(out, f"{c}_valid")), None) if n else values
+    optional = pl.DataFrame(out.optional)
+    cols.update({c: optional[c] for c in OPTIONAL})
     cols["bracket"] = _strings(out, "bracket", out.has_bracket)
     taken = pl.DataFrame(cols).cast(EVENT_COLUMNS) if n else pl.DataFrame(schema=EVENT_COLUMNS)
     other = [(first_line + int(k), int(s), bytes(buf[s:e]))

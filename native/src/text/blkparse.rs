@@ -7,7 +7,11 @@
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 
+use arrow_array::types::Int64Type;
+use arrow_array::ArrayRef;
+
 use super::{dec, for_each_line, scan_parts, strip_eol, Cursor};
+use crate::arrow::{values_or_null, Columns};
 
 const MAX_SECONDS: i64 = (i64::MAX) / 1_000_000_000 - 1;
 const U32: i64 = u32::MAX as i64;
@@ -30,6 +34,10 @@ impl Opt {
     fn extend(&mut self, o: Opt) {
         self.v.extend(o.v);
         self.ok.extend(o.ok);
+    }
+    /// The Arrow column, null where the line has no such field.
+    fn column(self) -> ArrayRef {
+        values_or_null::<Int64Type>(self.v, self.ok)
     }
 }
 
@@ -295,20 +303,7 @@ struct BlkparseScan {
     bracket_bytes: Bytes,
     bracket_ends: Ints,
     has_bracket: Mask,
-    sector: Ints,
-    sector_valid: Mask,
-    nsect: Ints,
-    nsect_valid: Mask,
-    split_sector: Ints,
-    split_sector_valid: Mask,
-    from_major: Ints,
-    from_major_valid: Mask,
-    from_minor: Ints,
-    from_minor_valid: Mask,
-    from_sector: Ints,
-    from_sector_valid: Mask,
-    unplugs: Ints,
-    unplugs_valid: Mask,
+    optional: Py<Columns>,
     newlines: i64,
     other_line: Ints,
     other_start: Ints,
@@ -334,13 +329,10 @@ fn scan_blkparse<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, threads: 
         rwbs_bytes: np(py, c.rwbs.bytes), rwbs_ends: np(py, c.rwbs.ends),
         bracket_bytes: np(py, c.bracket.bytes), bracket_ends: np(py, c.bracket.ends),
         has_bracket: np(py, c.has_bracket),
-        sector: np(py, c.sector.v), sector_valid: np(py, c.sector.ok),
-        nsect: np(py, c.nsect.v), nsect_valid: np(py, c.nsect.ok),
-        split_sector: np(py, c.split_sector.v), split_sector_valid: np(py, c.split_sector.ok),
-        from_major: np(py, c.from_major.v), from_major_valid: np(py, c.from_major.ok),
-        from_minor: np(py, c.from_minor.v), from_minor_valid: np(py, c.from_minor.ok),
-        from_sector: np(py, c.from_sector.v), from_sector_valid: np(py, c.from_sector.ok),
-        unplugs: np(py, c.unplugs.v), unplugs_valid: np(py, c.unplugs.ok),
+        optional: Py::new(py, Columns::new(vec![
+            ("sector", c.sector.column()), ("nsect", c.nsect.column()), ("split_sector", c.split_sector.column()),
+            ("from_major", c.from_major.column()), ("from_minor", c.from_minor.column()),
+            ("from_sector", c.from_sector.column()), ("unplugs", c.unplugs.column())])?)?,
         newlines: c.newlines,
         other_line: np(py, c.other_line), other_start: np(py, c.other_start), other_end: np(py, c.other_end),
     })
