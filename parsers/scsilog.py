@@ -187,16 +187,17 @@ def _decoded(found, line_no: int) -> pl.DataFrame | None:
     """The events Rust decoded, as `_ftrace` gives them."""
     if not len(found.idx):
         return None
-    names = pl.Series([None, *found.names], dtype=pl.Utf8)
+    names = pl.Series(found.names, dtype=pl.Utf8)
+    fields = pl.DataFrame(found.fields)
     return pl.DataFrame({
         "t_ns": found.t_ns,
         "kind": pl.Series(_native_text().KINDS, dtype=pl.Utf8).gather(found.kind),
         "device": pl.Series(found.devices, dtype=pl.Utf8).gather(found.device),
-        "tag": pl.Series(found.tag).zip_with(pl.Series(found.tag_ok), pl.Series([None], dtype=pl.Int64)),
+        "tag": fields["tag"],
         "cdb": _lines.binary_array(found.cdb, found.cdb_end),
-        "host_byte": names.gather(found.host_byte + 1),
-        "status": names.gather(found.status + 1),
-        "rtn": pl.Series(found.rtn).zip_with(pl.Series(found.rtn_ok), pl.Series([None], dtype=pl.Int64)),
+        "host_byte": names.gather(fields["host_code"]),
+        "status": names.gather(fields["status_code"]),
+        "rtn": fields["rtn"],
         "source": pl.repeat("ftrace", len(found.idx), eager=True),
         "pos": found.idx + line_no,
     }).cast(EVENTS)

@@ -185,6 +185,8 @@ def test_any_cut_into_parts_gives_the_same_scan(lines, parts):
             assert np.array_equal(a, b), key
         elif type(a).__name__ == "Strings":
             assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("data", "ends", "valid")), key
+        elif type(a).__name__ == "Columns":
+            assert pl.DataFrame(a).equals(pl.DataFrame(b)), key
         else:
             assert a == b, key
 

@@ -23,6 +23,8 @@ use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
 
 use super::{digits, hex_byte, is_space, on_parts, part_count, seconds_ns, strip_eol, uint, Interner, StrCol, Strings};
+use crate::arrow::{options_of, values_or_null, Columns};
+use arrow_array::types::{Int32Type, Int64Type};
 
 const HINT: &[u8] = b"scsi_dispatch_cmd_";
 /// What the Python reader's filters look for besides HINT (ftrace's counters, "scsi scan:",
@@ -628,9 +630,13 @@ fn ftrace_block<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, parts: Opt
     let m = p.dmesg;
     Ok(Some(FtraceScan {
         lines: p.lines, idx: np(py, p.idx), t_ns: np(py, p.t_ns), kind: np(py, p.kind), device: np(py, p.device),
-        devices: p.devices.strings(), tag: np(py, p.tag), tag_ok: np(py, p.tag_ok), cdb: np(py, p.cdb),
-        cdb_end: np(py, p.cdb_end), host_byte: np(py, p.host), status: np(py, p.status), names: p.names.strings(),
-        rtn: np(py, p.rtn), rtn_ok: np(py, p.rtn_ok), fb_idx: np(py, p.fb_idx), fb_text: np(py, p.fb_text),
+        devices: p.devices.strings(), cdb: np(py, p.cdb), cdb_end: np(py, p.cdb_end),
+        fields: Py::new(py, Columns::new(vec![
+            ("tag", values_or_null::<Int64Type>(p.tag, p.tag_ok)),
+            ("host_code", options_of::<Int32Type>(p.host.iter().map(|&h| (h >= 0).then_some(h)))),
+            ("status_code", options_of::<Int32Type>(p.status.iter().map(|&c| (c >= 0).then_some(c)))),
+            ("rtn", values_or_null::<Int64Type>(p.rtn, p.rtn_ok))])?)?,
+        names: p.names.strings(), fb_idx: np(py, p.fb_idx), fb_text: np(py, p.fb_text),
         fb_end: np(py, p.fb_end), d_idx: np(py, m.idx), d_t_ns: np(py, m.t_ns), d_kind: np(py, m.kind),
         d_kinds: m.kinds.strings(), d_device: np(py, m.device), d_tag: m.tag.into_py(py)?,
         d_cdb_hex: m.cdb_hex.into_py(py)?, d_rest: m.rest.into_py(py)?, d_host_byte: m.host_byte.into_py(py)?,
@@ -644,8 +650,8 @@ fn np<T: numpy::Element>(py: Python, v: Vec<T>) -> Py<PyArray1<T>> {
 
 /// What `ftrace_block` read of a block of `lines` lines, in three parts of their own lengths:
 /// the ftrace events decoded (`idx`: line index in the block; `kind` a code of `KINDS`;
-/// `device` a code of `devices`; `tag`, `rtn` with their masks `tag_ok`, `rtn_ok`; `cdb`
-/// packed, `cdb_end`; `host_byte`, `status` a code of `names`, -1 for none), the lines left
+/// `device` a code of `devices`; `cdb` packed, `cdb_end`; `fields`: `tag`, `rtn`, and
+/// `host_code`, `status_code` (a code of `names`), each null where the line has none), the lines left
 /// to the Python reader (`fb_idx`, their text packed: `fb_text`, `fb_end`) and the dmesg
 /// lines cut into `_dmesg`'s fields (`d_*`; `d_kind` a code of `d_kinds`).
 #[pyclass(get_all)]
@@ -656,15 +662,10 @@ struct FtraceScan {
     kind: Py<PyArray1<u8>>,
     device: Py<PyArray1<u32>>,
     devices: Vec<String>,
-    tag: Py<PyArray1<i64>>,
-    tag_ok: Py<PyArray1<bool>>,
     cdb: Py<PyArray1<u8>>,
     cdb_end: Py<PyArray1<i64>>,
-    host_byte: Py<PyArray1<i32>>,
-    status: Py<PyArray1<i32>>,
+    fields: Py<Columns>,
     names: Vec<String>,
-    rtn: Py<PyArray1<i64>>,
-    rtn_ok: Py<PyArray1<bool>>,
     fb_idx: Py<PyArray1<i64>>,
     fb_text: Py<PyArray1<u8>>,
     fb_end: Py<PyArray1<i64>>,
