@@ -112,8 +112,9 @@ def string_array(data: np.ndarray, ends: np.ndarray, valid: np.ndarray | None = 
 
 
 def strings(column) -> pl.Series:
-    """A string column of the compiled core (`native/src/text/mod.rs:Strings`) as a polars one."""
-    return string_array(column.data, column.ends, column.valid)
+    """A string column of the compiled core (`native/src/text/mod.rs:StrCol::into_py`: Arrow
+    strings, null where absent) as a polars one."""
+    return pl.DataFrame(column).to_series().cast(pl.Utf8).alias("")
 
 
 def binary_array(data: np.ndarray, ends: np.ndarray) -> pl.Series:

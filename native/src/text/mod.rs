@@ -18,7 +18,13 @@
 //!   error contract: never a wrapped or cast value); `Cursor`: one line's fields read in turn;
 //! - `Interner`: a small vocabulary of byte strings (devices, names) as dense codes; `StrCol`: a
 //!   column of optional strings handed to Python as Arrow lays it out.
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, LargeStringArray};
+use arrow_buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use pyo3::prelude::*;
+
+use crate::arrow::Columns;
 
 pub mod blkparse;
 pub mod scsilog;
@@ -327,7 +333,7 @@ impl Interner {
 }
 
 /// A column of optional strings built as Arrow lays them out: the bytes one after another,
-/// where each ends, whether each is there (`_lines.string_array` makes the polars column).
+/// where each ends, whether each is there (`into_py` hands it over as Arrow; `_lines.strings`).
 #[derive(Default)]
 pub struct StrCol {
     pub data: Vec<u8>,
@@ -352,22 +358,16 @@ impl StrCol {
         self.valid.extend(from.valid);
     }
 
-    /// The column as `Strings` (the vectors become the arrays: no copy).
-    pub fn into_py(self, py: Python) -> PyResult<Py<Strings>> {
-        use numpy::PyArray1;
-        Py::new(py, Strings { data: PyArray1::from_vec_bound(py, self.data).unbind(),
-                              ends: PyArray1::from_vec_bound(py, self.ends).unbind(),
-                              valid: PyArray1::from_vec_bound(py, self.valid).unbind() })
+    /// The column as Arrow strings (one column `value`; the vectors become its buffers: no
+    /// copy), null where absent; an error if the bytes are not UTF-8.
+    pub fn into_py(self, py: Python) -> PyResult<Py<Columns>> {
+        let offsets = OffsetBuffer::new(ScalarBuffer::from(std::iter::once(0).chain(self.ends).collect::<Vec<i64>>()));
+        let nulls = NullBuffer::from(self.valid);
+        let nulls = (nulls.null_count() > 0).then_some(nulls);
+        let column = LargeStringArray::try_new(offsets, Buffer::from_vec(self.data), nulls)
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("strings: {e}")))?;
+        Py::new(py, Columns::new(vec![("value", Arc::new(column) as ArrayRef)])?)
     }
-}
-
-/// A `StrCol` handed to Python (`_lines.string_array(s.data, s.ends, s.valid)`): the bytes
-/// one after another, where each string ends, which are there (the others null).
-#[pyclass(get_all)]
-pub struct Strings {
-    pub data: Py<numpy::PyArray1<u8>>,
-    pub ends: Py<numpy::PyArray1<i64>>,
-    pub valid: Py<numpy::PyArray1<bool>>,
 }
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {

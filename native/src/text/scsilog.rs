@@ -22,7 +22,7 @@ use numpy::PyArray1;
 use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
 
-use super::{digits, hex_byte, is_space, on_parts, part_count, seconds_ns, strip_eol, uint, Interner, StrCol, Strings};
+use super::{digits, hex_byte, is_space, on_parts, part_count, seconds_ns, strip_eol, uint, Interner, StrCol};
 use crate::arrow::{options_of, values_or_null, Columns};
 use arrow_array::types::{Int32Type, Int64Type};
 
@@ -674,11 +674,11 @@ struct FtraceScan {
     d_kind: Py<PyArray1<u32>>,
     d_kinds: Vec<String>,
     d_device: Py<PyArray1<u32>>,
-    d_tag: Py<Strings>,
-    d_cdb_hex: Py<Strings>,
-    d_rest: Py<Strings>,
-    d_host_byte: Py<Strings>,
-    d_word: Py<Strings>,
+    d_tag: Py<Columns>,
+    d_cdb_hex: Py<Columns>,
+    d_rest: Py<Columns>,
+    d_host_byte: Py<Columns>,
+    d_word: Py<Columns>,
     d_timeout: Py<PyArray1<bool>>,
 }
 

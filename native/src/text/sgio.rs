@@ -8,7 +8,8 @@
 use memchr::memmem;
 use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
-use super::{digits, is_space, on_parts, part_count, strip_eol, StrCol, Strings};
+use super::{digits, is_space, on_parts, part_count, strip_eol, StrCol};
+use crate::arrow::Columns;
 
 const RESUMED: &[u8] = b"<... ioctl resumed>";
 const UNFINISHED: &[u8] = b" <unfinished ...>";
@@ -295,18 +296,18 @@ fn strace_block<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, parts: Opt
 #[pyclass(get_all)]
 struct StraceLines {
     lines: usize,
-    t: Py<Strings>,
-    pre: Py<Strings>,
-    pid_b: Py<Strings>,
-    pid_o: Py<Strings>,
-    ts: Py<Strings>,
-    body: Py<Strings>,
-    fd: Py<Strings>,
-    path: Py<Strings>,
-    ret: Py<Strings>,
-    errno: Py<Strings>,
-    dur: Py<Strings>,
-    arg: Py<Strings>,
+    t: Py<Columns>,
+    pre: Py<Columns>,
+    pid_b: Py<Columns>,
+    pid_o: Py<Columns>,
+    ts: Py<Columns>,
+    body: Py<Columns>,
+    fd: Py<Columns>,
+    path: Py<Columns>,
+    ret: Py<Columns>,
+    errno: Py<Columns>,
+    dur: Py<Columns>,
+    arg: Py<Columns>,
 }
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
