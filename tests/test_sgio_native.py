@@ -18,23 +18,9 @@ from scsitrace.parsers._strace_lines import HEADS, PARTS
 
 from gen_sgio import HOSTILE, OTHER, PROGRAM_LINES, strace_text
 from test_sgio import calls
+from damage import damaged
 
-
-@st.composite
-def damaged(draw, line: str) -> str:
-    chars = list(line)
-    for _ in range(draw(st.integers(1, 3))):
-        if not chars:
-            break
-        k = draw(st.integers(0, len(chars) - 1))
-        op = draw(st.sampled_from(["drop", "double", "swap"]))
-        if op == "drop":
-            del chars[k]
-        elif op == "double":
-            chars.insert(k, chars[k])
-        else:
-            chars[k] = draw(st.sampled_from(list(" -:=()<>[]{}?0.9EZ\t")))
-    return "".join(chars)
+ALPHABET = " -:=()<>[]{}?0.9EZ\t"   # what a damaged line may have in place of a byte
 
 
 EXTRA = ["[pid  7] 10:00:00.5 ioctl(3</dev/sg0<char 21:0>>, SG_IO, {}) = -1 EINVAL (Invalid argument) <0.000001>",
@@ -53,7 +39,7 @@ def strace_lines(draw) -> list[str]:
     for line in base:
         pick = draw(st.integers(0, 9))
         if pick == 0:
-            out.append(draw(damaged(line)))
+            out.append(draw(damaged(line, ALPHABET)))
         elif pick == 1:
             out.append(draw(st.sampled_from(OTHER + PROGRAM_LINES + list(HOSTILE.values()) + EXTRA)))
             out.append(line)
