@@ -1,5 +1,5 @@
 """The usbmon records of a capture decoded in one compiled pass (Rust, scsitrace._native.usb): each record's
-usbmon header is checked and turned into the URB columns (`scsitrace.usb.UrbColumns`),
+usbmon header is checked and turned into the URB table (`scsitrace.usb.urbs.URBS`),
 and the first bytes of its data copied to a compact buffer, while the record is in cache
 (reading CBWs and CSWs back from the mapped file later costs a cache miss each). For pcap the same pass walks the record chain; pcapng
 packets, located by parsers/_pcap.py, are decoded at their offsets. The rules are those
@@ -10,9 +10,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
+import polars as pl
 
 from scsitrace._native import usb as _usb
-from scsitrace.usb.urbs import UrbColumns
+from scsitrace.usb.urbs import urb_table
 
 SHORT, BAD_TYPE, BAD_XFER, BAD_LEN_CAP = 1, 2, 3, 4    # why a record is bad, in checking order
 ISO = 0
@@ -35,16 +36,12 @@ def layout(at: np.ndarray, iso_descriptor_bytes: int, data_prefix: int) -> Simpl
                            data_prefix=int(data_prefix))
 
 
-def urbs_of(records) -> tuple[UrbColumns, np.ndarray]:
-    """(URB columns, each record's `bad` code) of the decoder's records
-    (native/src/usb/reader.rs `UsbmonRecords`: `pos` are file offsets, times absolute)."""
-    n = len(records.t_ns)
-    return UrbColumns(
-        t_ns=records.t_ns, urb_id=records.urb_id, event=records.event, xfer=records.xfer, ep=records.ep,
-        bus=records.bus, dev=records.dev, status=records.status, status_null=np.zeros(n, np.bool_),
-        length=records.length, setup=records.setup.reshape(-1, 8),
-        has_setup=records.has_setup, data_buf=records.data, data_at=records.data_at, data_size=records.data_size,
-        data_head=records.data_head, data_len=records.data_len, pos=records.pos), records.bad
+def urbs_of(records) -> tuple[pl.DataFrame, np.ndarray]:
+    """(the URB table, each record's `bad` code) of the decoder's records
+    (native/src/usb/reader.rs `take`: `pos` are file offsets, times absolute)."""
+    table = urb_table(records)
+    bad = table.drop_in_place("bad")
+    return table, bad.to_numpy()
 
 
 READ_BYTES = 1 << 23     # bytes read from a pcap file at a time
@@ -54,7 +51,7 @@ BATCH_RECORD_BYTES = 64  # room reserved for a record per this many bytes read (
 class PcapBatches:
     """A pcap file's usbmon records decoded batch by batch from bounded reads (`read_bytes`
     at a time; a record cut by a read's end is carried over to the next read). Iterating
-    yields (URB columns of every record of the batch, absolute times, `pos` file offsets;
+    yields (the URB table of every record of the batch, absolute times, `pos` file offsets;
     each record's `bad` code). With `whole_records` (room for every record of the file), every
     read is decoded into the decoder's columns, one after the other, and the file is one batch
     (no copy). Afterwards `stop` says how the record chain ended (END_OF_FILE, TOO_LONG, CUT),
@@ -115,7 +112,7 @@ class PcapBatches:
 class PcapngBatches:
     """A pcapng file's usbmon records decoded batch by batch: its blocks walked in bounded
     reads (parsers/_pcap.py `PcapngWalk`, `read_bytes` at a time), the packets of each read
-    decoded at their offsets. Iterating yields (URB columns, absolute times, `pos` block
+    decoded at their offsets. Iterating yields (the URB table, absolute times, `pos` block
     offsets; each record's `bad` code; each record's link type). Afterwards `bad` lists the
     bad blocks (byte offset, why) and `truncated` is the offset of a block cut by the end of
     the file (None if none): what `_pcap.read_pcapng` lists for the whole file."""

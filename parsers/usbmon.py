@@ -4,13 +4,13 @@ pcap/pcapng files of link type 189 (DLT_USB_LINUX, 48-byte header) or 220
 
 - native (default): the usbmon packet header is declared with construct below; its
   fields are read at positions derived from that declaration by compiled passes
-  (parsers/_pcap_scan.py, parsers/_usbmon_scan.py) straight into numpy URB columns
-  (`scsitrace.usb.UrbColumns`, handed over in `Capture.columns`);
+  (parsers/_pcap_scan.py, parsers/_usbmon_scan.py) straight into the URB table
+  (Arrow columns in the schema `scsitrace.usb.urbs.URBS`);
 - pyshark (`route="pyshark"`): Wireshark's dissection, mapped to the same columns by
   `PYSHARK_FIELDS` (needs tshark).
 
-Every route hands over one `urbs` frame (schema `scsitrace.usb.URBS`; the native route
-builds it on first access): one row per URB event (S submit, C complete, E error) with
+Every route hands over one `urbs` frame (schema `scsitrace.usb.urbs.URBS`; a large capture
+is read on first access, or as a stream by the analysis): one row per URB event (S submit, C complete, E error) with
 the first `DATA_PREFIX` bytes of its data, which is all the mass-storage stage machine
 reads (CBW, CSW, UAS IUs). Text captures show at most 32 data bytes, so text and pcap of
 the same traffic give identical frames.
@@ -27,7 +27,8 @@ from scsitrace import _lazy, schema
 from scsitrace.errors import BadInput, TruncatedInput, UsageError
 from scsitrace.model import Capture, LazyFrames, RecordCount
 from scsitrace.streams import prefetched
-from scsitrace.usb.urbs import DATA_PREFIX, EVENT_LETTERS, URBS, UrbColumns, concat_urbs, urb_columns, urbs_frame
+from scsitrace.usb.urbs import DATA_PREFIX, URBS, from_start, no_urbs
+from scsitrace._native import usb as _native_usb
 from . import _lines, _pcap, _usbmon_scan
 
 ID = "usbmon"
@@ -128,12 +129,6 @@ def _anomaly_frame(anomalies: list[dict]) -> pl.DataFrame:
         if anomalies else schema.empty(schema.ANOMALIES)
 
 
-def _validated_frame(cols: UrbColumns) -> pl.DataFrame:
-    urbs = urbs_frame(cols)
-    schema.validate(urbs, URBS, "urbs")
-    return urbs
-
-
 # ---------------------------------------------------------------- pcap / pcapng (native)
 
 STREAM_BYTES = 1 << 26     # captures from this size on are read as a stream by the analysis
@@ -141,11 +136,11 @@ STREAM_BYTES = 1 << 26     # captures from this size on are read as a stream by 
 
 def _parse_pcap(path: str, strict: bool, read_bytes: int = _usbmon_scan.READ_BYTES,
                 stream_bytes: int = STREAM_BYTES) -> Capture:
-    """A pcap or pcapng capture: `chunks()` yields its URB columns batch by batch (times
-    absolute, in file order); `columns` holds them all (times from the first event). A
-    capture of `stream_bytes` or more is only read when someone consumes it: by the
+    """A pcap or pcapng capture: `chunks()` yields its URB table batch by batch (times
+    absolute, in file order); `frames["urbs"]` holds all of it (times from the first event).
+    A capture of `stream_bytes` or more is only read when someone consumes it: by the
     analysis, as a stream (scsitrace/usb/streamed.py; bad records are then raised by the
-    analysis that meets them), or by the first access to `columns` or `frames`."""
+    analysis that meets them), or by the first access to `frames`."""
     from . import _usbmon_records as rec
     buf, (container, le, _) = _pcap.mapped(path)
     meta = {"container": container, "linktypes": [], "route": "native", "position_unit": "byte offset"}
@@ -176,42 +171,42 @@ def _parse_pcap(path: str, strict: bool, read_bytes: int = _usbmon_scan.READ_BYT
     capture.chunks = lambda: _good_batches(path, batches(), strict, capture)
     if size >= stream_bytes:
         meta["streamable"] = True
-        capture.columns = LazyFrames({"urbs": lambda: _whole(path, batches, strict, capture)})
-        capture.frames = LazyFrames({"urbs": lambda: _validated_frame(capture.columns["urbs"])})
+        capture.frames = LazyFrames({"urbs": lambda: _whole(path, batches, strict, capture)})
         return capture
-    _whole(path, batches, strict, capture)
-    urbs = capture.columns["urbs"]
-    capture.frames = LazyFrames({"urbs": lambda: _validated_frame(urbs)})
+    capture.frames = {"urbs": _whole(path, batches, strict, capture)}
     return capture
 
 
-def _whole(path: str, batches, strict: bool, capture: Capture) -> UrbColumns:
-    """Every good record of the capture as URB columns (times from the first event),
-    also put in `capture.columns`."""
-    parts = list(prefetched(_good_batches(path, batches(whole=True), strict, capture)))
-    urbs = concat_urbs(parts) if parts else urb_columns(pl.DataFrame(schema=URBS))
-    origin = int(urbs.t_ns.min()) if len(urbs) else 0
-    urbs.t_ns -= origin
+def _whole(path: str, batches, strict: bool, capture: Capture) -> pl.DataFrame:
+    """Every good record of the capture as one URB table (times from the first event)."""
+    return _from_first_event(list(prefetched(_good_batches(path, batches(whole=True), strict, capture))), capture)
+
+
+def _from_first_event(parts: list[pl.DataFrame], capture: Capture) -> pl.DataFrame:
+    """The URB tables of a capture's batches as one, times from its first event (the
+    capture's `origin_ns`)."""
+    urbs = pl.concat(parts) if parts else no_urbs()
+    origin = int(urbs["t_ns"].min()) if urbs.height else 0
     capture.meta["origin_ns"] = origin
-    if not isinstance(capture.columns, LazyFrames):
-        capture.columns = {"urbs": urbs}
+    urbs = from_start(urbs, origin)
+    schema.validate(urbs, URBS, "urbs")
     return urbs
 
 
 def _good_batches(path: str, batches, strict: bool, capture: Capture):
-    """The good records of each batch as URB columns (times absolute); the capture's
+    """The good records of each batch as an URB table (times absolute); the capture's
     records, anomalies and link types are filled in as they go (skips counted in the
     order the whole-file reader listed them: chain end, truncation, bad records)."""
     records, bad_count, bad_examples, linktypes = RecordCount(read=0), 0, [], set()
     short = 0
     for batch in batches:
         urbs, bad = batch[0], batch[1]
-        linktype = batch[2] if len(batch) > 2 else np.broadcast_to(np.int64(batches.network), (len(urbs),))
+        linktype = batch[2] if len(batch) > 2 else np.broadcast_to(np.int64(batches.network), (urbs.height,))
         found = _linktypes(linktype)
         other = found - set(LINKTYPES)
         if other:
             raise BadInput(path, f"link type {sorted(other)[0]} is not usbmon (expected 189 or 220)",
-                           offset=int(urbs.pos[np.flatnonzero(~np.isin(linktype, LINKTYPES))[0]]))
+                           offset=int(urbs["pos"][int(np.flatnonzero(~np.isin(linktype, LINKTYPES))[0])]))
         linktypes |= found
         skipped = RecordCount()
         good = _good_records(path, urbs, bad, linktype, sorted(found), strict, skipped)
@@ -219,7 +214,7 @@ def _good_batches(path: str, batches, strict: bool, capture: Capture):
         bad_count += skipped.skipped
         bad_examples += skipped.examples[:5 - len(bad_examples)]
         short += _captured_short(good)
-        if len(good):
+        if good.height:
             yield good
     _note_captured_short(capture, short)
     chain_bad, truncated = _chain_end(path, batches, strict)
@@ -235,15 +230,9 @@ def _good_batches(path: str, batches, strict: bool, capture: Capture):
     capture.records = records           # counted once the whole capture has been read
 
 
-def _captured_short(urbs: UrbColumns) -> int:
-    """URBs whose data was captured short: an OUT submission or an IN completion with some
-    data, less than the URB's length (the snap length, or usbmon's per-event limit: a fifth
-    of its buffer, 61,440 bytes by default). Isochronous URBs are left out (their length
-    counts every packet of the frame)."""
-    if not len(urbs):
-        return 0
-    carries = np.where(urbs.event == ord("S"), (urbs.ep & 0x80) == 0, (urbs.ep & 0x80) != 0)
-    return int(np.count_nonzero(carries & (urbs.xfer != 0) & (urbs.data_len > 0) & (urbs.data_len < urbs.length)))
+def _captured_short(urbs: pl.DataFrame) -> int:
+    """URBs whose data was captured short (native/src/usb/urbs.rs `captured_short`)."""
+    return _native_usb.captured_short(urbs) if urbs.height else 0
 
 
 def _note_captured_short(capture: Capture, short: int) -> None:
@@ -284,8 +273,8 @@ BAD_REASONS = {
 }
 
 
-def _good_records(path: str, urbs: UrbColumns, bad: np.ndarray, linktype: np.ndarray, linktypes: list[int],
-                  strict: bool, records: RecordCount) -> UrbColumns:
+def _good_records(path: str, urbs: pl.DataFrame, bad: np.ndarray, linktype: np.ndarray, linktypes: list[int],
+                  strict: bool, records: RecordCount) -> pl.DataFrame:
     """The records whose usbmon header passed the checks; bad ones raise BadInput
     (strict) or are skipped and counted, link type by link type."""
     if bad.any():
@@ -294,13 +283,13 @@ def _good_records(path: str, urbs: UrbColumns, bad: np.ndarray, linktype: np.nda
             first = np.flatnonzero((bad != 0) & (linktype == lt))
             if not len(first):
                 continue
-            offs = urbs.pos[first]
+            offs = urbs["pos"].to_numpy()[first]
             why = [BAD_REASONS[bad[i]].format(size=rec.HEADER[lt].sizeof()) for i in first[:5]]
             if strict:
                 raise BadInput(path, why[0], offset=int(offs[0]))
             records.skip(len(first), [f"{path}: byte offset {int(o)}: {w}" for o, w in zip(offs[:5], why)])
-        urbs = urbs.take(bad == 0)
-    records.read += len(urbs)
+        urbs = urbs.filter(pl.Series(bad == 0))
+    records.read += urbs.height
     return urbs
 
 
@@ -316,7 +305,7 @@ def _parse_usbpcap(path: str, strict: bool) -> Capture:
         f"move no data and {skipped['control stages']} later control-transfer stages read, skipped by design; "
         "USBPcap records no requested length for IN transfers (taken from their completions) and no actual "
         "length for OUT ones (taken from their submissions)")
-    _note_captured_short(capture, _captured_short(urb_columns(urbs)))
+    _note_captured_short(capture, _captured_short(capture.frames["urbs"]))
     return capture
 
 
@@ -324,7 +313,7 @@ def _parse_usbpcap(path: str, strict: bool) -> Capture:
 
 def _parse_text(path: str, strict: bool, progress, block_bytes: int | None = None,
                 stream_bytes: int = STREAM_BYTES) -> Capture:
-    """A text capture: `chunks()` yields its URB columns a block of lines at a time (times
+    """A text capture: `chunks()` yields its URB table a block of lines at a time (times
     unwrapped, absolute, in file order); `frames["urbs"]` is all of them (times from the first
     event). A file of `stream_bytes` or more is only read when someone consumes it (the
     analysis, as a stream; bad lines are then raised by the analysis that meets them); the
@@ -335,17 +324,10 @@ def _parse_text(path: str, strict: bool, progress, block_bytes: int | None = Non
                       anomalies=_anomaly_frame([]))
 
     def whole() -> pl.DataFrame:
-        parts = list(_text_blocks(path, strict, progress, block_bytes, capture))
-        urbs = concat_urbs(parts) if parts else urb_columns(pl.DataFrame(schema=URBS))
-        origin = int(urbs.t_ns.min()) if len(urbs) else 0
-        urbs = UrbColumns(**{**vars(urbs), "t_ns": urbs.t_ns - origin})
-        frame = _usbmon_text.frame(urbs, URBS)
-        schema.validate(frame, URBS, "urbs")
-        meta["origin_ns"] = origin
-        return frame
+        return _from_first_event(list(_text_blocks(path, strict, progress, block_bytes, capture)), capture)
 
     stream_block = block_bytes or TEXT_STREAM_BLOCK
-    capture.chunks = lambda: (_usbmon_text.chunk(u) for u in _text_blocks(path, strict, progress, stream_block, capture))
+    capture.chunks = lambda: _text_blocks(path, strict, progress, stream_block, capture)
     if _lines.file_size(path) >= stream_bytes:
         meta["streamable"] = True
         capture.frames = LazyFrames({"urbs": whole})
@@ -355,7 +337,7 @@ def _parse_text(path: str, strict: bool, progress, block_bytes: int | None = Non
 
 
 def _text_blocks(path: str, strict: bool, progress, block_bytes: int | None, capture: Capture):
-    """The URB columns of the blocks of lines (every data byte a line shows), times
+    """The URB tables of the blocks of lines (every data byte a line shows), times
     absolute: the text timestamp wraps every 4096 s, unwrapped across blocks. Lines are
     scanned in Rust (parsers/_usbmon_text.py); the lines it leaves are decoded by
     `_decode_text_block`. Once the last block is read, the capture's records and text format
@@ -369,17 +351,18 @@ def _text_blocks(path: str, strict: bool, progress, block_bytes: int | None, cap
         urbs, newlines, block_bus, other = _usbmon_text.scan_block(view, line_no)
         line_no += newlines
         del view
-        records.read += len(urbs)
+        records.read += urbs.height
         if other:
             decoded = _decode_text_block(_lines.fallback_frame(other, path, strict), path, strict, records)
             block_bus = block_bus or not decoded["bus"].is_null().all()
-            urbs = _usbmon_text.merged(urbs, _usbmon_text.frame_columns(decoded.with_columns(pl.col("bus").fill_null(0))))
-        if not len(urbs):
+            urbs = _usbmon_text.merged(urbs, decoded.with_columns(pl.col("bus").fill_null(0)))
+        if not urbs.height:
             continue
-        t_ns, wraps_now = _usbmon_text.unwrapped(urbs.t_ns, last, wraps, TEXT_TS_WRAP_US * 1000)
-        last, wraps = int(urbs.t_ns[-1]), wraps_now
+        written = urbs["t_ns"].to_numpy()
+        t_ns, wraps_now = _usbmon_text.unwrapped(written, last, wraps, TEXT_TS_WRAP_US * 1000)
+        last, wraps = int(written[-1]), wraps_now
         any_bus, any_urb = any_bus or block_bus, True
-        yield UrbColumns(**{**vars(urbs), "t_ns": t_ns})
+        yield urbs.with_columns(pl.Series("t_ns", t_ns))
     capture.records = records
     capture.meta["text_format"] = "1t" if any_urb and not any_bus else "1u"
 

@@ -83,8 +83,8 @@ class Capture:
 
     Bus captures stream: `chunks()` yields `transitions` frames in time order, and
     `records` fills in as they are consumed. Other layers put their frames in `frames`;
-    a layer may also hand over numpy `columns` that its analysis reads instead (usb: the
-    native reader's URB columns; `frames` then builds the same table on first access).
+    a layer may also hand over numpy `columns` that its analysis reads instead (block: the
+    reader's event columns).
     """
 
     layer: str

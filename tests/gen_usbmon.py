@@ -447,15 +447,12 @@ def pcap_to_text(src, dst) -> None:
     cap = usbmon._parse_pcap(str(src), True, stream_bytes=0)
     with open(dst, "w") as fh:
         for u in cap.chunks():
-            t_us = u.t_ns // 1000 - BASE_SEC * 1_000_000
-            rows = zip(t_us.tolist(), u.urb_id.tolist(), u.event.tolist(), u.xfer.tolist(), u.ep.tolist(),
-                       u.status.tolist(), u.length.tolist(), u.bus.tolist(), u.dev.tolist(), u.has_setup.tolist(),
-                       u.data_at.tolist(), u.data_size.tolist(), range(len(u)))
+            t_us = (u["t_ns"] // 1000 - BASE_SEC * 1_000_000).to_list()
+            rows = zip(t_us, *(u[c].to_list() for c in ("urb_id", "event", "xfer", "ep", "status", "length", "bus",
+                                                          "dev", "setup", "data")))
             lines = []
-            for t, urb, ev, xfer, ep, status, length, bus, dev, has_setup, at, size, i in rows:
-                setup = u.setup[i].tobytes() if has_setup else None
-                data = u.data_buf[at:at + size].tobytes() if size > 0 else None
-                lines.append(text_line(Event(t, urb, chr(ev), xfer, ep, status, length, data, setup, bus, dev)))
+            for t, urb, ev, xfer, ep, status, length, bus, dev, setup, data in rows:
+                lines.append(text_line(Event(t, urb, ev, xfer, ep, status, length, data or None, setup, bus, dev)))
             fh.write("\n".join(lines) + "\n")
 
 

@@ -19,7 +19,6 @@ from gen_sgio import strace_text
 from scsitrace import bandwidth, core, parsers, series
 from scsitrace.command_stream import Tables
 from scsitrace.parsers import usbmon
-from scsitrace.usb.urbs import concat_urbs
 from test_scsilog_stream import events, same
 from test_sgio import calls
 from test_usbmon_chunks import by_passes
@@ -68,10 +67,9 @@ def _same_tables(a, b) -> None:
 
 def _usb_split(cuts):
     def split(parts):
-        whole = concat_urbs(parts)
-        n = len(whole)
-        rows = np.arange(n)
-        return [whole.take((rows >= lo) & (rows < hi)) for lo, hi in _ranges(n, [c for c in cuts if c < n])]
+        whole = pl.concat(parts)
+        n = whole.height
+        return [whole[lo:hi] for lo, hi in _ranges(n, [c for c in cuts if c < n])]
     return split
 
 
@@ -86,12 +84,12 @@ def test_usb_any_batch_boundaries_give_the_tables_of_one_batch(tmp_path, data, n
                                                                                         data_cap=64))
     one = usbmon._parse_pcap(str(path), strict=False, stream_bytes=0)
     cut = usbmon._parse_pcap(str(path), strict=False, stream_bytes=0)
-    n = len(concat_urbs(list(usbmon._parse_pcap(str(path), strict=False, stream_bytes=0).chunks())))
+    n = pl.concat(list(usbmon._parse_pcap(str(path), strict=False, stream_bytes=0).chunks())).height
     cuts = data.draw(st.lists(st.integers(1, max(n - 1, 1)), max_size=12).map(lambda c: sorted(set(c))))
     _fed(one, _usb_split([]))
     _fed(cut, _usb_split(cuts))
     a, b = core.analyze(one), core.analyze(cut)
-    assert "urbs" not in dict.keys(cut.columns)            # the streaming machine took every batch
+    assert "urbs" not in dict.keys(cut.frames)             # the streaming machine took every batch
     _same_tables(a, b)
     _same_tables(by_passes(usbmon._parse_pcap(str(path), strict=False)), a)     # the whole-capture passes
 
@@ -109,7 +107,7 @@ def test_usb_read_whole_keeps_every_row_and_segment(tmp_path):
         a = core.analyze(capture)
     finally:
         model.KEEP_IOS = saved
-    assert "urbs" in dict.keys(capture.columns)          # read whole, analysed by the machine:
+    assert "urbs" in dict.keys(capture.frames)           # read whole, analysed by the machine:
     from scsitrace.usb import streamed
     assert streamed.streamed_analysis(usbmon._parse_pcap(str(path), strict=False), core.Options()) is not None
     assert a.ios.height == passes.ios.height == 30

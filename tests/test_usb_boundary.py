@@ -12,7 +12,7 @@ import polars as pl
 
 from scsitrace.usb.bot import bot_commands
 from scsitrace.usb.transfers import transfers
-from scsitrace.usb.urbs import URBS, urb_columns
+from scsitrace.usb.urbs import URBS
 
 ROOT = Path(__file__).resolve().parent.parent
 I64_MIN = -(1 << 63)
@@ -40,7 +40,7 @@ def test_unknown_lengths_and_times_cross_as_nulls():
         {"t_ns": 30, "urb_id": 2, "event": "C", "ep": 0x81, "length": 512, "data": bytes(32), "data_len": 512},
         {"t_ns": 40, "urb_id": 3, "event": "S", "ep": 0x81, "length": 13, "status": -115},   # CSW read, no completion
     ])
-    xf = transfers(urb_columns(frame))
+    xf = transfers(frame)
     assert xf.cols["actual"].to_list() == [None, 512, None]
     assert xf.cols["complete_ns"].to_list() == [10, 30, None]
     assert xf.cols["status"].to_list() == [0, 0, None]
@@ -57,13 +57,19 @@ def test_unknown_lengths_and_times_cross_as_nulls():
                 assert table[name].min() > I64_MIN, name
 
 
-def test_urb_frame_round_trips_unknown_lengths():
-    """urb_columns keeps which lengths are unknown (`length_null`) and urbs_frame gives them
-    back as nulls."""
-    from scsitrace.usb.urbs import urbs_frame
+def test_unknown_status_and_length_reach_the_transfers_as_nulls():
+    """The machines read the URB table itself: a completion whose status and length the
+    capture does not give (the pyshark route) gives a transfer with both null, and a setup
+    packet shorter than 8 bytes is read zero-padded."""
     frame = _urbs([{"t_ns": 0, "urb_id": 1, "event": "S", "ep": 0x02, "length": None},
-                   {"t_ns": 5, "urb_id": 1, "event": "C", "ep": 0x02, "length": 3}])
-    u = urb_columns(frame)
-    assert u.length_null.tolist() == [True, False]
-    assert urbs_frame(u)["length"].to_list() == [None, 3]
-    assert np.array_equal(urbs_frame(u)["t_ns"].to_numpy(), frame["t_ns"].to_numpy())
+                   {"t_ns": 5, "urb_id": 1, "event": "C", "ep": 0x02, "length": 3, "status": None},
+                   {"t_ns": 6, "urb_id": 2, "event": "S", "ep": 0x00, "xfer": 2, "length": 0,
+                    "setup": bytes([0x21, 0xFF])},
+                   {"t_ns": 7, "urb_id": 2, "event": "C", "ep": 0x00, "xfer": 2, "length": 0}])
+    xf = transfers(frame)
+    assert xf.cols["req_len"].to_list() == [None, 0]
+    assert xf.cols["actual"].to_list() == [3, 0]
+    assert xf.cols["status"].to_list() == [None, 0]
+    shown = xf.frame(np.arange(2))
+    assert shown["setup"].to_list() == [None, bytes([0x21, 0xFF])]
+    assert shown["submit_error"].to_list() == [False, False]

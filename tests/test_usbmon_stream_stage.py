@@ -76,18 +76,15 @@ def test_streamed_equals_whole_with_interleaved_devices(tmp_path, n, seed, devic
 
 
 def _columns(path) -> object:
-    return usbmon._parse_pcap(str(path), strict=False).columns["urbs"]
+    return usbmon._parse_pcap(str(path), strict=False).frames["urbs"]
 
 
 def _fed(urbs, cuts: list[int], keep: int) -> tuple:
     """The machine fed the URBs split at `cuts`: (finish, results, kept rows, segments)."""
     m = _usb.BotStream(keep, False)
-    edges = [0, *sorted(set(cuts)), len(urbs)]
+    edges = [0, *sorted(set(cuts)), urbs.height]
     for lo, hi in zip(edges, edges[1:]):
-        mask = np.zeros(len(urbs), np.bool_)
-        mask[lo:hi] = True
-        u = urbs.take(mask)
-        assert m.feed(u)
+        assert m.feed(urbs[lo:hi])
         assert m.take() is None       # no rows handed back without a sink
     found = m.finish()
     return found, m.results(), m.kept(), m.segments()

@@ -13,11 +13,13 @@ use std::borrow::Cow;
 use std::ffi::CString;
 use std::sync::Arc;
 
-use arrow_array::ffi_stream::{ArrowArrayStreamReader, FFI_ArrowArrayStream};
+use arrow_array::ffi::{from_ffi_and_data_type, FFI_ArrowArray, FFI_ArrowSchema};
+use arrow_array::ffi_stream::FFI_ArrowArrayStream;
 use arrow_array::types::{ArrowPrimitiveType, Int64Type};
-use arrow_array::{Array, ArrayRef, PrimitiveArray, RecordBatch, RecordBatchIterator};
-use arrow_buffer::{NullBuffer, ScalarBuffer};
-use arrow_schema::{ArrowError, Field, Schema};
+use arrow_array::{Array, ArrayRef, BinaryArray, BinaryViewArray, LargeBinaryArray, LargeStringArray, PrimitiveArray,
+                  RecordBatch, RecordBatchIterator, StringArray, StringViewArray, StructArray};
+use arrow_buffer::{ArrowNativeType, BooleanBufferBuilder, Buffer, NullBuffer, ScalarBuffer};
+use arrow_schema::{ArrowError, DataType, Field, Schema};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
@@ -94,6 +96,184 @@ pub fn values_or_null<T: ArrowPrimitiveType>(values: Vec<T::Native>, valid: Vec<
     Arc::new(PrimitiveArray::<T>::new(ScalarBuffer::from(values), nulls))
 }
 
+/// The longest value a view holds inline (Arrow's `BinaryView` layout).
+pub const INLINE: usize = 12;
+/// The bytes one buffer of a view array may hold (a view's offset is 31 bits).
+pub const VIEW_BUFFER_BYTES: usize = 1 << 31;
+
+/// A binary or string column being built as Arrow views (16 bytes a value: its length, then
+/// the value itself if it fits in 12 bytes, else its first 4 bytes, buffer and offset), so
+/// that it crosses to polars, which holds its binary and string columns so, without a copy.
+pub struct Views {
+    views: Vec<u128>,
+    valid: BooleanBufferBuilder,
+}
+
+impl Default for Views {
+    fn default() -> Self {
+        Views { views: Vec::new(), valid: BooleanBufferBuilder::new(0) }
+    }
+}
+
+impl Views {
+    pub fn reserve(&mut self, values: usize) {
+        self.views.reserve(values);
+        self.valid.reserve(values);
+    }
+
+    /// A value of at most INLINE bytes (None: a null).
+    #[inline]
+    pub fn push_inline(&mut self, value: Option<&[u8]>) {
+        let mut view = 0u128;
+        if let Some(v) = value {
+            let mut bytes = [0u8; 16];
+            bytes[..4].copy_from_slice(&(v.len() as u32).to_le_bytes());
+            bytes[4..4 + v.len()].copy_from_slice(v);
+            view = u128::from_le_bytes(bytes);
+        }
+        self.views.push(view);
+        self.valid.append(value.is_some());
+    }
+
+    /// A value of one byte (None: a null).
+    #[inline]
+    pub fn push_byte(&mut self, value: Option<u8>) {
+        self.views.push(value.map_or(0, |b| 1 | (b as u128) << 32));
+        self.valid.append(value.is_some());
+    }
+
+    /// A value of eight bytes (None: a null).
+    #[inline]
+    pub fn push_eight(&mut self, value: Option<[u8; 8]>) {
+        self.views.push(value.map_or(0, |v| 8 | (u64::from_le_bytes(v) as u128) << 32));
+        self.valid.append(value.is_some());
+    }
+
+    /// A value longer than INLINE bytes, kept at `offset` of buffer `buffer`.
+    #[inline]
+    pub fn push_long(&mut self, value: &[u8], buffer: usize, offset: usize) {
+        let mut bytes = [0u8; 16];
+        bytes[..4].copy_from_slice(&(value.len() as u32).to_le_bytes());
+        bytes[4..8].copy_from_slice(&value[..4]);
+        bytes[8..12].copy_from_slice(&(buffer as u32).to_le_bytes());
+        bytes[12..].copy_from_slice(&(offset as u32).to_le_bytes());
+        self.views.push(u128::from_le_bytes(bytes));
+        self.valid.append(true);
+    }
+
+    /// The views of `other` after these, its buffer numbers shifted by `buffer_shift`.
+    pub fn append(&mut self, other: Views, buffer_shift: usize) {
+        let shifted = (buffer_shift as u128) << 64;
+        self.views.extend(other.views.iter().map(|&v| if (v as u32 as usize) > INLINE { v + shifted } else { v }));
+        let mut other_valid = other.valid;
+        self.valid.append_buffer(&other_valid.finish());
+    }
+
+    fn parts(mut self, buffers: Vec<Vec<u8>>) -> (ScalarBuffer<u128>, Vec<Buffer>, Option<NullBuffer>) {
+        let nulls = NullBuffer::new(self.valid.finish());
+        (ScalarBuffer::from(self.views), buffers.into_iter().map(Buffer::from_vec).collect(),
+         (nulls.null_count() > 0).then_some(nulls))
+    }
+
+    /// A binary column of these views over `buffers`.
+    pub fn binaries(self, buffers: Vec<Vec<u8>>) -> PyResult<ArrayRef> {
+        let (views, buffers, nulls) = self.parts(buffers);
+        if cfg!(debug_assertions) {
+            return Ok(Arc::new(BinaryViewArray::try_new(views, buffers, nulls).map_err(arrow_error)?));
+        }
+        // SAFETY: push_inline and push_long make views within their buffers (debug builds check)
+        Ok(Arc::new(unsafe { BinaryViewArray::new_unchecked(views, buffers, nulls) }))
+    }
+
+    /// A string column of these views over `buffers` (their values pushed as UTF-8).
+    pub fn strings(self, buffers: Vec<Vec<u8>>) -> PyResult<ArrayRef> {
+        let (views, buffers, nulls) = self.parts(buffers);
+        if cfg!(debug_assertions) {
+            return Ok(Arc::new(StringViewArray::try_new(views, buffers, nulls).map_err(arrow_error)?));
+        }
+        // SAFETY: as `binaries`; the callers push UTF-8 (ASCII letters)
+        Ok(Arc::new(unsafe { StringViewArray::new_unchecked(views, buffers, nulls) }))
+    }
+}
+
+/// A binary or string column of a `Table`, read row by row (any of Arrow's binary and string
+/// layouts, in any number of chunks).
+pub struct ByteColumn<'a> {
+    chunks: Vec<ByteChunk<'a>>,
+    starts: Vec<usize>, // the first row of each chunk
+}
+
+enum ByteChunk<'a> {
+    View(&'a BinaryViewArray),
+    Small(&'a BinaryArray),
+    Large(&'a LargeBinaryArray),
+    StrView(&'a StringViewArray),
+    Str(&'a StringArray),
+    LargeStr(&'a LargeStringArray),
+}
+
+impl<'a> ByteChunk<'a> {
+    fn of(a: &'a ArrayRef, name: &str) -> PyResult<Self> {
+        let any = a.as_any();
+        let chunk = match a.data_type() {
+            DataType::BinaryView => any.downcast_ref().map(ByteChunk::View),
+            DataType::Binary => any.downcast_ref().map(ByteChunk::Small),
+            DataType::LargeBinary => any.downcast_ref().map(ByteChunk::Large),
+            DataType::Utf8View => any.downcast_ref().map(ByteChunk::StrView),
+            DataType::Utf8 => any.downcast_ref().map(ByteChunk::Str),
+            DataType::LargeUtf8 => any.downcast_ref().map(ByteChunk::LargeStr),
+            _ => None,
+        };
+        chunk.ok_or_else(|| PyTypeError::new_err(format!("column {name:?} is {}, expected binary or string",
+                                                         a.data_type())))
+    }
+
+    #[inline(always)]
+    fn get(&self, i: usize) -> Option<&'a [u8]> {
+        macro_rules! value {
+            ($a:expr) => { if $a.is_null(i) { None } else { Some($a.value(i).as_ref()) } };
+        }
+        match self {
+            ByteChunk::View(a) => value!(a),
+            ByteChunk::Small(a) => value!(a),
+            ByteChunk::Large(a) => value!(a),
+            ByteChunk::StrView(a) => value!(a),
+            ByteChunk::Str(a) => value!(a),
+            ByteChunk::LargeStr(a) => value!(a),
+        }
+    }
+}
+
+impl<'a> ByteColumn<'a> {
+    /// Row `i`'s first byte (0 for a null or an empty value); a view holds its first bytes,
+    /// so for view layouts the value itself is not looked up.
+    #[inline]
+    pub fn first_byte(&self, i: usize) -> u8 {
+        let (chunk, i) = if self.chunks.len() == 1 {
+            (&self.chunks[0], i)
+        } else {
+            let k = self.starts.partition_point(|&s| s <= i) - 1;
+            (&self.chunks[k], i - self.starts[k])
+        };
+        let of_view = |v: u128, null: bool| if v as u32 == 0 || null { 0 } else { (v >> 32) as u8 };
+        match chunk {
+            ByteChunk::View(a) => of_view(a.views()[i], a.is_null(i)),
+            ByteChunk::StrView(a) => of_view(a.views()[i], a.is_null(i)),
+            other => other.get(i).and_then(|v| v.first().copied()).unwrap_or(0),
+        }
+    }
+
+    /// Row `i`'s bytes (None: null).
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<&'a [u8]> {
+        if self.chunks.len() == 1 {
+            return self.chunks[0].get(i);
+        }
+        let k = self.starts.partition_point(|&s| s <= i) - 1;
+        self.chunks[k].get(i - self.starts[k])
+    }
+}
+
 /// Record batches read from Python (a polars DataFrame), columns by name.
 pub struct Table {
     batches: Vec<RecordBatch>,
@@ -114,8 +294,7 @@ impl<'py> FromPyObject<'py> for Table {
         // The producer's stream is moved out of the capsule: the capsule's destructor then
         // finds it released and frees nothing twice.
         let stream = unsafe { FFI_ArrowArrayStream::from_raw(capsule.pointer() as *mut FFI_ArrowArrayStream) };
-        let reader = ArrowArrayStreamReader::try_new(stream).map_err(arrow_error)?;
-        let batches = reader.collect::<Result<Vec<_>, _>>().map_err(arrow_error)?;
+        let batches = read_stream(stream).map_err(arrow_error)?;
         let rows = batches.iter().map(|b| b.num_rows()).sum();
         Ok(Table { batches, rows })
     }
@@ -148,6 +327,26 @@ impl Table {
         })
     }
 
+    /// A column of type `T`, a null read as 0 (borrowed when the table is one batch without nulls).
+    pub fn values_or_zero<T: ArrowPrimitiveType>(&self, name: &str) -> PyResult<Cow<'_, [T::Native]>> {
+        let chunks = self.chunks::<T>(name)?;
+        if chunks.iter().all(|c| c.null_count() == 0) {
+            return self.values::<T>(name);
+        }
+        Ok(Cow::Owned(chunks.iter().flat_map(|c| {
+            (0..c.len()).map(move |i| if c.is_null(i) { T::Native::default() } else { c.value(i) })
+        }).collect()))
+    }
+
+    /// Which rows of a column hold a value: None when every row does.
+    pub fn valid(&self, name: &str) -> PyResult<Option<Vec<bool>>> {
+        let arrays = self.arrays(name)?;
+        if arrays.iter().all(|a| a.null_count() == 0) {
+            return Ok(None);
+        }
+        Ok(Some(arrays.iter().flat_map(|a| (0..a.len()).map(move |i| a.is_valid(i))).collect()))
+    }
+
     /// An int64 column without nulls.
     pub fn i64s(&self, name: &str) -> PyResult<Cow<'_, [i64]>> {
         self.values::<Int64Type>(name)
@@ -161,15 +360,67 @@ impl Table {
 
     /// An int64 column with its nulls as `NULL` (the passes' working convention).
     pub fn i64s_or_null(&self, name: &str) -> PyResult<Vec<i64>> {
-        let chunks = self.chunks::<Int64Type>(name)?;
+        self.widened_or_null::<Int64Type>(name)
+    }
+
+    /// An integer column of type `T` widened to int64, its nulls as `NULL`.
+    pub fn widened_or_null<T: ArrowPrimitiveType>(&self, name: &str) -> PyResult<Vec<i64>> {
+        let chunks = self.chunks::<T>(name)?;
         let mut out = Vec::with_capacity(self.rows);
+        let wide = |v: T::Native| v.to_i64().unwrap_or(NULL);
         for c in chunks {
             match c.nulls() {
-                None => out.extend_from_slice(c.values()),
-                Some(n) => out.extend(c.values().iter().zip(n.iter()).map(|(&v, ok)| if ok { v } else { NULL })),
+                None => out.extend(c.values().iter().map(|&v| wide(v))),
+                Some(n) => out.extend(c.values().iter().zip(n.iter()).map(|(&v, ok)| if ok { wide(v) } else { NULL })),
             }
         }
         Ok(out)
+    }
+
+    /// A binary or string column, read row by row.
+    pub fn bytes(&self, name: &str) -> PyResult<ByteColumn<'_>> {
+        let arrays = self.arrays(name)?;
+        let mut starts = Vec::with_capacity(arrays.len());
+        let mut row = 0;
+        for a in &arrays {
+            starts.push(row);
+            row += a.len();
+        }
+        let chunks = arrays.into_iter().map(|a| ByteChunk::of(a, name)).collect::<PyResult<Vec<_>>>()?;
+        Ok(ByteColumn { chunks, starts })
+    }
+}
+
+/// The record batches of an Arrow C stream. A buffer the producer allocated with less
+/// alignment than its type asks (polars' 16-byte views may sit on 8 bytes) is copied to an
+/// aligned one: Rust's arrays require it.
+fn read_stream(mut stream: FFI_ArrowArrayStream) -> Result<Vec<RecordBatch>, ArrowError> {
+    let failed = |stream: &mut FFI_ArrowArrayStream, what: &str| {
+        let why = stream.get_last_error.map(|last| unsafe { last(stream) }).filter(|p| !p.is_null())
+            .map(|p| unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned());
+        ArrowError::CDataInterface(format!("{what}: {}", why.unwrap_or_default()))
+    };
+    let (get_schema, get_next) = match (stream.get_schema, stream.get_next) {
+        (Some(s), Some(n)) if stream.release.is_some() => (s, n),
+        _ => return Err(ArrowError::CDataInterface("the stream is already released".into())),
+    };
+    let mut ffi_schema = FFI_ArrowSchema::empty();
+    if unsafe { get_schema(&mut stream, &mut ffi_schema) } != 0 {
+        return Err(failed(&mut stream, "no schema"));
+    }
+    let schema = Schema::try_from(&ffi_schema)?;
+    let mut batches = Vec::new();
+    loop {
+        let mut array = FFI_ArrowArray::empty();
+        if unsafe { get_next(&mut stream, &mut array) } != 0 {
+            return Err(failed(&mut stream, "no next batch"));
+        }
+        if array.is_released() {
+            return Ok(batches);
+        }
+        let mut data = unsafe { from_ffi_and_data_type(array, DataType::Struct(schema.fields().clone())) }?;
+        data.align_buffers();
+        batches.push(RecordBatch::from(StructArray::from(data)));
     }
 }
 

@@ -14,8 +14,8 @@ Times per command (all from URB submit S and complete C events, as usbmon stamps
 Per device these pieces, plus IDLE, tile the trace (overlapping UAS commands: each
 instant goes to the earliest command still in progress).
 
-Everything per URB works on numpy columns (`UrbColumns`) with compiled passes
-(transfers, bot, stages); polars frames start at one row per command.
+Everything per URB works on the URB table (`URBS`) with compiled passes (transfers, bot,
+stages); the other frames start at one row per command.
 """
 from __future__ import annotations
 
@@ -33,10 +33,10 @@ from .stages import late_command_notes, segments_frame, tile
 from .transfers import Transfers, transfers
 from .uas import uas_commands
 from .ios import IOS_EXTRA, STAGES, control_anomalies, ios_frame
-from .urbs import UrbColumns, urb_columns
+from .urbs import from_start
 
-def commands(urbs: UrbColumns) -> tuple[Transfers, pl.DataFrame, list[pl.DataFrame]]:
-    """(transfers, commands with stage times, anomalies) from URB columns."""
+def commands(urbs: pl.DataFrame) -> tuple[Transfers, pl.DataFrame, list[pl.DataFrame]]:
+    """(transfers, commands with stage times, anomalies) from the URB table."""
     xf = transfers(urbs)
     bot, an1, not_bot = bot_commands(xf)
     rest = xf.frame(not_bot)
@@ -55,11 +55,10 @@ def analyze(capture: Capture, options=None) -> Analysis:
 
 
 def passes_analysis(capture: Capture, options=None) -> Analysis:
-    """The analysis by the whole-capture passes over URB columns (transfers, Bulk-Only and UAS
+    """The analysis by the whole-capture passes over the URB table (transfers, Bulk-Only and UAS
     commands, stage tiling): what the streaming machine does not cover (UAS devices, bulk
     traffic before a CBW, failed bulk URBs, --window, --device, --lun)."""
-    urbs = capture.columns["urbs"] if "urbs" in capture.columns else urb_columns(capture.frames["urbs"])
-    urbs, elapsed, window_notes = _windowed(urbs, options)
+    urbs, elapsed, window_notes = _windowed(capture.frames["urbs"], options)
     xf, cmds, anomalies = commands(urbs)
     no_submit, no_complete = xf.cols["s_row"].null_count(), xf.cols["c_row"].null_count()
     full, filter_notes = _selected(ios_frame(cmds), options)
@@ -106,17 +105,16 @@ def _series_tables(ios: pl.DataFrame, elapsed: int, notes: list[str], options) -
     return tables
 
 
-def _windowed(urbs: UrbColumns, options) -> tuple[UrbColumns, int, list[str]]:
+def _windowed(urbs: pl.DataFrame, options) -> tuple[pl.DataFrame, int, list[str]]:
     """--window: the URB events inside it, times from its start (as if the capture had started
     then: a command cut by an edge is unpaired, with its reason). Returns (URBs, elapsed, notes)."""
-    last = int(urbs.t_ns.max()) if len(urbs) else 0
+    last = int(urbs["t_ns"].max()) if urbs.height else 0
     if options is None or options.window is None:
         return urbs, last, []
-    check_window(options.window, int(urbs.t_ns.min()) if len(urbs) else None, last)
+    check_window(options.window, int(urbs["t_ns"].min()) if urbs.height else None, last)
     lo, hi = options.window
     lo, hi = max(lo or 0, 0), min(last if hi is None else hi, last)
-    kept = urbs.take((urbs.t_ns >= lo) & (urbs.t_ns <= hi))
-    kept.t_ns = kept.t_ns - lo
+    kept = from_start(urbs.filter(pl.col("t_ns").is_between(lo, hi)), lo)
     return kept, hi - lo, [f"--window: the URB events from {lo / 1e9:g} s to {hi / 1e9:g} s only, times from "
                            f"the window's start; commands cut by its edges are unpaired"]
 

@@ -100,8 +100,8 @@ def _whole_commands(xf: Transfers):
     a = pl.DataFrame(found.commands)
     first = a["first"].to_numpy()
     row = xf.row[first]
-    return found, a.with_columns(pl.Series("bus", u.bus[row]), pl.Series("dev", u.dev[row]),
-                                 pl.Series("pos", u.pos[row]), xf.cols["submit_ns"].gather(first).alias("cmd_s"),
+    return found, a.with_columns(u["bus"].gather(row), u["dev"].gather(row),
+                                 u["pos"].gather(row), xf.cols["submit_ns"].gather(first).alias("cmd_s"),
                                  xf.cols["complete_ns"].gather(first).alias("cmd_c"))
 
 
@@ -114,8 +114,8 @@ def bot_pass(xf: Transfers, device: np.ndarray, n_devices: int):
     unknown), data bytes, stalls, data direction (null unknown, 0 out, 1 in)) and
     `csw_size` (null: no CSW); `cbw`, the CBW bytes; `csw`, the first CSW's bytes; per
     transfer `kind`, its class (0 in a command or not bulk, BEFORE_CBW_DATA,
-    BEFORE_CBW_CSW, NOT_BOT). Signatures come from `data_head`; only CBWs and CSWs are read
-    in `data_buf`.
+    BEFORE_CBW_CSW, NOT_BOT). Signatures come from the first 4 data bytes of the URB table's
+    `data`; only CBWs and CSWs are read further.
 
     A command is the CBW and every bulk transfer of its device up to the next CBW. Status
     stage: the CSW, and failed reads of CSW size before it. Data: the other transfers;

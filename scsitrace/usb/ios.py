@@ -20,9 +20,10 @@ def control_anomalies(transfers: Transfers, streamed=None) -> list[pl.DataFrame]
     """Mass-storage resets and endpoint-halt clears (control transfers), URB errors
     (`streamed`: the stream machine's `Finished`, whose `control` lists the resets and clears;
     then `transfers` is empty)."""
-    u, xfer = transfers.urbs, transfers.xfer
+    xfer = transfers.xfer
+    has_setup = transfers.urbs["setup"].is_not_null().to_numpy()[transfers.row]
     errors = transfers.status_errors((0, EREMOTEIO, EPIPE))
-    xf = transfers.frame(np.flatnonzero(((xfer == 2) & u.has_setup[transfers.row]) | ((xfer == 3) & errors)))
+    xf = transfers.frame(np.flatnonzero(((xfer == 2) & has_setup) | ((xfer == 3) & errors)))
     ctl = xf.filter((pl.col("xfer") == 2) & pl.col("setup").is_not_null()).with_columns(
         _u8("setup", 0).alias("bm"), _u8("setup", 1).alias("req"))
     if streamed is not None:

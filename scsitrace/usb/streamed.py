@@ -34,14 +34,14 @@ from .bot import BOT_REASONS, CBW_BYTES, CSW_BYTES, bot_commands
 from .ios import IOS_EXTRA, STAGES, control_anomalies, ios_frame
 from .stages import PIECE_PHASES
 from .transfers import transfers
-from .urbs import URBS, urb_columns
+from .urbs import no_urbs
 
 KEPT_SLICE = 1 << 16     # kept commands made into rows at a time
 
 
 def streamed_analysis(capture, options) -> Analysis | None:
     """The analysis of a Bulk-Only capture by the streaming machine: batch by batch when it
-    is read as a stream, else its URB columns (read whole) as one batch. None when the
+    is read as a stream, else its URB table (read whole) as one batch. None when the
     machine does not cover it (then it is analysed by the whole-capture passes)."""
     if options is not None and any(getattr(options, k, None) is not None
                                    for k in ("window", "device", "lun", "target", "pids")):
@@ -50,16 +50,16 @@ def streamed_analysis(capture, options) -> Analysis | None:
     keep = model.KEEP_IOS
     if streaming:
         batches = prefetched(capture.chunks())
-    else:       # one batch: the URB columns (times from the first event, which the machine takes as its origin)
-        batches = [capture.columns["urbs"] if "urbs" in capture.columns else urb_columns(capture.frames["urbs"])]
+    else:       # one batch: the URB table (times from the first event, which the machine takes as its origin)
+        batches = [capture.frames["urbs"]]
         # every command and segment kept, as the passes keep them (a command has at least 2
         # URBs, 4 events, and at most 6 segments): nothing thinned (reserved, not resident)
-        keep = max(keep, 4 * len(batches[0]))
+        keep = max(keep, 4 * batches[0].height)
     run = _Run(capture, options, streaming)
     machine = _usb.BotStream(keep, run.sink is not None or run.series is not None)
     for u in batches:
-        if run.origin is None and len(u.t_ns):
-            run.origin = int(u.t_ns[0])        # the machine refuses anything earlier
+        if run.origin is None and u.height:
+            run.origin = int(u["t_ns"][0])        # the machine refuses anything earlier
         if not machine.feed(u):
             return None
         run.sunk(machine.take())
@@ -79,7 +79,7 @@ class _Run:
         self.capture, self.options, self.origin, self.streaming = capture, options, None, streaming
         # read whole, every row is kept and the writer takes them from the analysis
         self.sink = getattr(options, "ios_sink", None) if streaming else None
-        self.xf = transfers(urb_columns(pl.DataFrame(schema=URBS)))
+        self.xf = transfers(no_urbs())
         self.columns = list({**schema.IOS, **IOS_EXTRA})
         self.rows = 0
         self.series = series.Series() if getattr(options, "series", True) else None

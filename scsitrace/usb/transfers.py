@@ -8,9 +8,7 @@ import numpy as np
 import polars as pl
 
 from .._native import usb as _usb
-from .urbs import UrbColumns, binary_column
-
-EV_S, EV_C, EV_E = ord("S"), ord("C"), ord("E")
+from .urbs import DATA_PREFIX
 
 
 @dataclass
@@ -25,7 +23,7 @@ class Transfers:
     `submit_ns`, `complete_ns`, `status`, `req_len`, `actual` (null where unknown), `dir_in`,
     `xfer`, `bus_dev` ((bus << 8) | device address)."""
 
-    urbs: UrbColumns
+    urbs: pl.DataFrame
     cols: pl.DataFrame
 
     def _ints(self, name: str) -> np.ndarray:
@@ -42,27 +40,20 @@ class Transfers:
 
     def frame(self, idx: np.ndarray) -> pl.DataFrame:
         """The transfers at positions `idx` as a frame (for the rare rows that need one)."""
-        u = self.urbs
         t = self.cols[idx]
-        row = t["row"].to_numpy()
-        has_c, c_row = t["c_row"].is_not_null().to_numpy(), t["c_row"].fill_null(0).to_numpy()
-        has_data, data_row = t["data_row"].is_not_null().to_numpy(), t["data_row"].fill_null(0).to_numpy()
-        present = has_data & (u.data_size[data_row] >= 0)
-        return pl.DataFrame({
-            "bus": u.bus[row], "dev": u.dev[row], "ep": u.ep[row], "xfer": u.xfer[row],
-            "urb_id": u.urb_id[row],
-            "setup": binary_column(u.setup[row], np.full(len(row), 8), u.has_setup[row]),
-            "pos": u.pos[row], "i": row, "submit_ns": t["submit_ns"], "complete_ns": t["complete_ns"],
-            "status": t["status"].cast(pl.Int32), "req_len": t["req_len"], "actual": t["actual"],
-            "submit_error": has_c & (u.event[c_row] == EV_E),
-            "data": binary_column(u.data_rows(data_row), u.data_size[data_row], present),
-            "dir_in": t["dir_in"].cast(pl.Boolean),
-            "t0": t["submit_ns"].fill_null(t["complete_ns"]),
-        })
+        row = t["row"]
+        named = self.urbs.select("bus", "dev", "ep", "xfer", "urb_id", "setup", "pos")[row.to_numpy()]
+        return named.with_columns(
+            row.alias("i"), t["submit_ns"], t["complete_ns"], t["status"].cast(pl.Int32), t["req_len"], t["actual"],
+            (self.urbs["event"].gather(t["c_row"]) == "E").fill_null(False).alias("submit_error"),
+            self.urbs["data"].gather(t["data_row"]).bin.slice(0, DATA_PREFIX).alias("data"),
+            t["dir_in"].cast(pl.Boolean),
+            t["submit_ns"].fill_null(t["complete_ns"]).alias("t0"),
+        )
 
 
-def transfers(u: UrbColumns) -> Transfers:
-    """The transfers of the URBs `u`, in one compiled pass (scsitrace._native.usb.transfers):
+def transfers(u: pl.DataFrame) -> Transfers:
+    """The transfers of the URB table `u`, in one compiled pass (scsitrace._native.usb.transfers):
     a submit pairs with the next event of its URB id when that is a completion (C or E); a
     completion not preceded (within its id) by a submit is a transfer on its own. So only
     submits still waiting for their completion are remembered (the URBs in flight, in a

@@ -1,11 +1,14 @@
-//! usbmon text lines (`1u`, `1t`; parsers/usbmon.py TEXT_RECORD) read into URB columns
+//! usbmon text lines (`1u`, `1t`; parsers/usbmon.py TEXT_RECORD) read into the URB table
 //! without regex: a block's lines split on both cores, each line's fields read by a cursor.
 //! A line is taken here only when it is certain to be a good record of exactly the fields
 //! the regex would read; every other non-blank line (bad, non-ASCII, isochronous, a value at
 //! the edge of its range) is handed back by position for the Python reader to decide, so the
 //! error messages and rare forms stay its own.
-use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
+use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
+
+use crate::arrow::{ints, Columns};
+use crate::usb::urbs::{Urb, UrbRows};
 
 use super::{dec, for_each_line, hex_byte, hex_u64, scan_parts, strip_end, Cursor};
 
@@ -27,23 +30,10 @@ struct Row<'a> {
     data: Option<&'a [u8]>, // the hex words (spaces between), when the flag is `=`
 }
 
+/// A part's records (the URB table), and what the Python side needs besides.
 #[derive(Default)]
 struct Cols {
-    t_ns: Vec<i64>,
-    urb_id: Vec<u64>,
-    event: Vec<u8>,
-    xfer: Vec<u8>,
-    ep: Vec<u8>,
-    bus: Vec<u16>,
-    dev: Vec<u8>,
-    status: Vec<i32>,
-    length: Vec<i64>,
-    setup: Vec<u8>,
-    has_setup: Vec<bool>,
-    data: Vec<u8>,
-    data_at: Vec<i64>,
-    data_size: Vec<i64>,
-    pos: Vec<i64>, // line index in the part
+    urbs: UrbRows, // `pos`: line index in the part
     any_bus: bool,
     other_line: Vec<i64>, // lines left to the Python reader: index in the part, byte span
     other_start: Vec<i64>,
@@ -224,29 +214,19 @@ fn data_bytes(words: &[u8], out: &mut Vec<u8>) -> Option<usize> {
 
 impl Cols {
     fn push(&mut self, r: &Row, line: i64) -> bool {
-        let at = self.data.len();
+        let data = &mut self.urbs.data;
         let size = match r.data {
-            Some(w) => match data_bytes(w, &mut self.data) {
+            Some(w) => match data_bytes(w, data) {
                 Some(n) => n as i64,
                 None => return false,
             },
-            None => -1,
+            None => 0,
         };
-        self.t_ns.push(r.t_ns);
-        self.urb_id.push(r.urb_id);
-        self.event.push(r.event);
-        self.xfer.push(r.xfer);
-        self.ep.push(r.ep);
         self.any_bus |= r.bus.is_some();
-        self.bus.push(r.bus.unwrap_or(0));
-        self.dev.push(r.dev);
-        self.status.push(r.status);
-        self.length.push(r.length);
-        self.setup.extend_from_slice(&r.setup.unwrap_or([0; 8]));
-        self.has_setup.push(r.setup.is_some());
-        self.data_at.push(at as i64);
-        self.data_size.push(size);
-        self.pos.push(line);
+        let urb = Urb { t_ns: r.t_ns, urb_id: r.urb_id, event: r.event, xfer: r.xfer, ep: r.ep,
+                        bus: r.bus.unwrap_or(0), dev: r.dev, status: r.status, length: r.length, setup: r.setup,
+                        data_len: size, pos: line };
+        self.urbs.push(&urb, r.data.is_some());
         true
     }
 
@@ -255,29 +235,12 @@ impl Cols {
         self.other_start.push(start as i64);
         self.other_end.push((start + len) as i64);
     }
-}
 
-impl Cols {
     /// Room for about `lines` records (a record line is 50-120 bytes).
     fn with_capacity(lines: usize) -> Self {
-        Cols {
-            t_ns: Vec::with_capacity(lines),
-            urb_id: Vec::with_capacity(lines),
-            event: Vec::with_capacity(lines),
-            xfer: Vec::with_capacity(lines),
-            ep: Vec::with_capacity(lines),
-            bus: Vec::with_capacity(lines),
-            dev: Vec::with_capacity(lines),
-            status: Vec::with_capacity(lines),
-            length: Vec::with_capacity(lines),
-            setup: Vec::with_capacity(lines * 8),
-            has_setup: Vec::with_capacity(lines),
-            data: Vec::with_capacity(lines * 16),
-            data_at: Vec::with_capacity(lines),
-            data_size: Vec::with_capacity(lines),
-            pos: Vec::with_capacity(lines),
-            ..Default::default()
-        }
+        let mut cols = Cols::default();
+        cols.urbs.reserve(lines, lines * 16);
+        cols
     }
 }
 
@@ -302,28 +265,13 @@ fn joined(mut parts: Vec<Cols>, offsets: Vec<usize>) -> Cols {
     if parts.len() == 1 {
         return parts.pop().unwrap();
     }
-    let rows: usize = parts.iter().map(|p| p.t_ns.len()).sum();
-    let bytes: usize = parts.iter().map(|p| p.data.len()).sum();
-    let mut out = Cols::with_capacity(rows);
-    out.data.reserve(bytes);
+    let mut out = Cols::default();
+    let rows: usize = parts.iter().map(|p| p.urbs.len()).sum();
+    let bytes: usize = parts.iter().map(|p| p.urbs.data.len()).sum();
+    out.urbs.reserve(rows, bytes);
     let mut line0 = 0i64;
     for (p, off) in parts.into_iter().zip(offsets) {
-        let data0 = out.data.len() as i64;
-        out.t_ns.extend(p.t_ns);
-        out.urb_id.extend(p.urb_id);
-        out.event.extend(p.event);
-        out.xfer.extend(p.xfer);
-        out.ep.extend(p.ep);
-        out.bus.extend(p.bus);
-        out.dev.extend(p.dev);
-        out.status.extend(p.status);
-        out.length.extend(p.length);
-        out.setup.extend(p.setup);
-        out.has_setup.extend(p.has_setup);
-        out.data.extend(p.data);
-        out.data_at.extend(p.data_at.iter().map(|a| a + data0));
-        out.data_size.extend(p.data_size);
-        out.pos.extend(p.pos.iter().map(|l| l + line0));
+        out.urbs.append(p.urbs, line0);
         out.any_bus |= p.any_bus;
         out.other_line.extend(p.other_line.iter().map(|l| l + line0));
         out.other_start.extend(p.other_start.iter().map(|s| s + off as i64));
@@ -334,36 +282,16 @@ fn joined(mut parts: Vec<Cols>, offsets: Vec<usize>) -> Cols {
     out
 }
 
-/// The URB columns of the records the scanner took (`pos`: line index in the block, from 0;
-/// `setup`: 8 bytes a row; `data` packed, `data_at`/`data_size`, -1 for none as in
-/// `usb/urbs.py:UrbColumns`), `any_bus`, `newlines`, and the lines left to Python
-/// (`other_line`, `other_start`, `other_end`: byte span without the newline).
+/// The records the scanner took (`urbs`: the URB table, scsitrace/usb/urbs.py URBS, with
+/// every data byte a line shows, `pos` the line index in the block from 0, times as
+/// written), `any_bus`, `newlines`, and the lines left to Python (`other`: `line`, `start`,
+/// `end`, the byte span without the newline).
 #[pyclass(get_all)]
 struct UsbmonScan {
-    t_ns: Py<PyArray1<i64>>,
-    urb_id: Py<PyArray1<u64>>,
-    event: Py<PyArray1<u8>>,
-    xfer: Py<PyArray1<u8>>,
-    ep: Py<PyArray1<u8>>,
-    bus: Py<PyArray1<u16>>,
-    dev: Py<PyArray1<u8>>,
-    status: Py<PyArray1<i32>>,
-    length: Py<PyArray1<i64>>,
-    setup: Py<PyArray1<u8>>,
-    has_setup: Py<PyArray1<bool>>,
-    data: Py<PyArray1<u8>>,
-    data_at: Py<PyArray1<i64>>,
-    data_size: Py<PyArray1<i64>>,
-    pos: Py<PyArray1<i64>>,
+    urbs: Py<Columns>,
     any_bus: bool,
     newlines: i64,
-    other_line: Py<PyArray1<i64>>,
-    other_start: Py<PyArray1<i64>>,
-    other_end: Py<PyArray1<i64>>,
-}
-
-fn np<T: numpy::Element>(py: Python, v: Vec<T>) -> Py<PyArray1<T>> {
-    v.into_pyarray_bound(py).unbind()
+    other: Py<Columns>,
 }
 
 /// Scans the usbmon text lines of `buf` (whole lines) on `threads` threads (`UsbmonScan`).
@@ -374,14 +302,10 @@ fn scan_usbmon<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, threads: us
         let (scanned, offsets) = scan_parts(bytes, threads, scan_part);
         joined(scanned, offsets)
     });
-    Ok(UsbmonScan {
-        t_ns: np(py, c.t_ns), urb_id: np(py, c.urb_id), event: np(py, c.event), xfer: np(py, c.xfer),
-        ep: np(py, c.ep), bus: np(py, c.bus), dev: np(py, c.dev), status: np(py, c.status),
-        length: np(py, c.length), setup: np(py, c.setup), has_setup: np(py, c.has_setup), data: np(py, c.data),
-        data_at: np(py, c.data_at), data_size: np(py, c.data_size), pos: np(py, c.pos), any_bus: c.any_bus,
-        newlines: c.newlines, other_line: np(py, c.other_line), other_start: np(py, c.other_start),
-        other_end: np(py, c.other_end),
-    })
+    let other = Columns::new(vec![("line", ints(c.other_line)), ("start", ints(c.other_start)),
+                                  ("end", ints(c.other_end))])?;
+    Ok(UsbmonScan { urbs: Py::new(py, Columns::new(c.urbs.arrays()?)?)?, any_bus: c.any_bus, newlines: c.newlines,
+                    other: Py::new(py, other)? })
 }
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {

@@ -1,4 +1,4 @@
-//! The mass-storage machines over URB columns (scsitrace/usb/): URB pairing, transfer
+//! The mass-storage machines over the URB table (scsitrace/usb/): URB pairing, transfer
 //! columns, the Bulk-Only command pass and its CBW/CSW fields, stage pieces.
 use std::collections::HashMap;
 
@@ -11,7 +11,7 @@ use crate::arrow::{ints, ints_or_null, values_of, Columns, Table};
 pub(super) use crate::arrow::NULL;
 use crate::bus::tiling::DeviceTiling;
 
-use super::stream::UrbBatch;
+use super::urbs::{size_and_head, Urbs};
 const EV_S: u8 = b'S';
 const EV_C: u8 = b'C';
 const EV_E: u8 = b'E';
@@ -64,11 +64,11 @@ pub(super) fn bot_reason(n_csw: i64, last: bool, csw_size: i64, csw_tag: i64, cb
 /// Transfers as (submit row, completion row), NULL where absent, in row order. A submit
 /// pairs with the next event of its URB id when that is a completion (C or E); only
 /// submits waiting for it are remembered.
-fn pair_urbs(ids: &[u64], ev: &[u8]) -> (Vec<i64>, Vec<i64>) {
+fn pair_urbs(ids: &[u64], ev: impl Fn(usize) -> u8) -> (Vec<i64>, Vec<i64>) {
     let mut waiting: HashMap<u64, usize> = HashMap::new();
     let (mut s_rows, mut c_rows) = (Vec::new(), Vec::new());
     for r in 0..ids.len() {
-        let e = ev[r];
+        let e = ev(r);
         if e == EV_S {
             waiting.insert(ids[r], s_rows.len());
             s_rows.push(r as i64);
@@ -96,18 +96,13 @@ fn pair_urbs(ids: &[u64], ev: &[u8]) -> (Vec<i64>, Vec<i64>) {
 /// `complete_ns`, `status`, `req_len`, `actual` (null unknown), `dir_in`, `xfer`, `bus_dev`
 /// ((bus << 8) | address).
 #[pyfunction]
-fn transfers(py: Python, u: UrbBatch) -> PyResult<Columns> {
-    let (urb_id, event, t_ns, status, status_null, length, length_null, ep, xfer, bus, dev) = (
-        u.urb_id.as_slice()?, u.event.as_slice()?, u.t_ns.as_slice()?, u.status.as_slice()?,
-        u.status_null.as_slice()?, u.length.as_slice()?, u.length_null.as_slice()?, u.ep.as_slice()?,
-        u.xfer.as_slice()?, u.bus.as_slice()?, u.dev.as_slice()?);
-    let rows = t_ns.len();
-    if [urb_id.len(), event.len(), status.len(), status_null.len(), length.len(), length_null.len(), ep.len(),
-        xfer.len(), bus.len(), dev.len()].iter().any(|&m| m != rows) {
-        return Err(pyo3::exceptions::PyValueError::new_err("transfers: URB columns of unequal lengths"));
-    }
+fn transfers(py: Python, urbs: Table) -> PyResult<Columns> {
+    let u = Urbs::read(&urbs)?;
+    let (urb_id, t_ns, length, ep, xfer, bus, dev) =
+        (&u.urb_id[..], &u.t_ns[..], &u.length[..], &u.ep[..], &u.xfer[..], &u.bus[..], &u.dev[..]);
+    let u = &u;
     let t = py.allow_threads(|| {
-        let (mut s_row, mut c_row) = pair_urbs(urb_id, event);
+        let (mut s_row, mut c_row) = pair_urbs(urb_id, |r| u.event(r));
         let named = |s: i64, c: i64| if s >= 0 { s } else { c } as usize;
         let in_order = {
             let time = |k: usize| t_ns[named(s_row[k], c_row[k])];
@@ -122,7 +117,7 @@ fn transfers(py: Python, u: UrbBatch) -> PyResult<Columns> {
             });
             (s_row, c_row) = (order.iter().map(|&k| s_row[k]).collect(), order.iter().map(|&k| c_row[k]).collect());
         }
-        let length_at = |r: i64| if r >= 0 && !length_null[r as usize] { length[r as usize] } else { NULL };
+        let length_at = |r: i64| if r >= 0 { length[r as usize] } else { NULL };
         let mut t = TransferOut::with_len(s_row.len());
         for (k, (&s, &c)) in s_row.iter().zip(&c_row).enumerate() {
             let r = named(s, c);
@@ -134,8 +129,8 @@ fn transfers(py: Python, u: UrbBatch) -> PyResult<Columns> {
             t.req[k] = length_at(s);
             t.complete[k] = if c >= 0 { t_ns[c as usize] } else { NULL };
             t.act[k] = length_at(c);
-            if c >= 0 && !status_null[c as usize] {
-                t.st[k] = status[c as usize] as i64;
+            if c >= 0 {
+                t.st[k] = u.status(c as usize);
             }
             t.kind[k] = xfer[r];
             t.bus_dev[k] = ((bus[r] as i64) << 8) | dev[r] as i64;
@@ -299,19 +294,6 @@ fn stage_bounds(py: Python, commands: Table) -> PyResult<Columns> {
     Columns::new(vec![("_c0", ints_or_null(c0)), ("_d0", ints_or_null(d0)), ("_s0", ints_or_null(s0))])
 }
 
-/// The data of URB events a pass reads (a scsitrace.usb.urbs.UrbColumns, by name).
-#[derive(FromPyObject)]
-struct UrbData<'py> {
-    #[pyo3(attribute)]
-    data_buf: PyReadonlyArray1<'py, u8>,
-    #[pyo3(attribute)]
-    data_at: PyReadonlyArray1<'py, i64>,
-    #[pyo3(attribute)]
-    data_size: PyReadonlyArray1<'py, i64>,
-    #[pyo3(attribute)]
-    data_head: PyReadonlyArray1<'py, u32>,
-}
-
 /// scsitrace/usb/bot.py BOT_AGGREGATES, in the order of the aggregate indexes above.
 const AGG_NAMES: [&str; N_AGG] = ["first", "last", "csw", "n_csw", "sts_s", "sts_c", "data_s", "data_c",
                                   "data_bytes", "stalls", "data_in"];
@@ -322,7 +304,7 @@ const AGG_NAMES: [&str; N_AGG] = ["first", "last", "csw", "n_csw", "sts_s", "sts
 /// (-1: none), `cbw` (31 bytes each), `csw` (the first CSW's 13 bytes); per transfer
 /// `kind`, its class).
 #[pyfunction]
-fn bot_pass<'py>(py: Python<'py>, xf: Table, urbs: UrbData<'py>, n_devices: usize) -> PyResult<BotCommands> {
+fn bot_pass(py: Python, xf: Table, urbs: Table, n_devices: usize) -> PyResult<BotCommands> {
     let (xfer, dir_in, device, data_row) = (xf.values::<UInt8Type>("xfer")?, xf.values::<UInt8Type>("dir_in")?,
                                             xf.i64s("device")?, xf.i64s_or_null("data_row")?);
     if device.iter().any(|&d| d < 0 || d as usize >= n_devices) {
@@ -332,9 +314,8 @@ fn bot_pass<'py>(py: Python<'py>, xf: Table, urbs: UrbData<'py>, n_devices: usiz
         xf.i64s_or_null("submit_ns")?, xf.i64s_or_null("complete_ns")?, xf.i64s_or_null("status")?,
         xf.i64s_or_null("req_len")?, xf.i64s_or_null("actual")?);
     let (xfer, dir_in, device, data_row) = (&xfer[..], &dir_in[..], &device[..], &data_row[..]);
-    let u = &urbs;
-    let (data_buf, data_at, data_size, data_head) =
-        (u.data_buf.as_slice()?, u.data_at.as_slice()?, u.data_size.as_slice()?, u.data_head.as_slice()?);
+    let u = Urbs::read(&urbs)?;
+    let u = &u;
     let n = xfer.len();
     if device.len() != n {
         return Err(pyo3::exceptions::PyValueError::new_err("bot_pass: transfer columns of unequal lengths"));
@@ -363,15 +344,14 @@ fn bot_pass<'py>(py: Python<'py>, xf: Table, urbs: UrbData<'py>, n_devices: usiz
             }
             let d = device[k] as usize;
             let r = data_row[k];
-            let ru = r.max(0) as usize;
-            let x = Bulk { k: k as i64, dir_in: dir_in[k] != 0, size: if r >= 0 { data_size[ru] } else { -1 },
-                           head: data_head[ru], submit: submit_ns[k], complete: complete_ns[k],
+            let data = if r >= 0 { u.data(r as usize) } else { None };
+            let (size, head) = size_and_head(data);
+            let x = Bulk { k: k as i64, dir_in: dir_in[k] != 0, size, head, submit: submit_ns[k], complete: complete_ns[k],
                            has_status: status[k] != NULL, status: status[k] as i32, req: req_len[k], act: actual[k] };
             let (is_cbw, is_csw) = x.role();
             if is_cbw {
                 bot[d] = true;
-                let from = data_at[ru] as usize;
-                cbw[m * CBW_BYTES..(m + 1) * CBW_BYTES].copy_from_slice(&data_buf[from..from + CBW_BYTES]);
+                cbw[m * CBW_BYTES..(m + 1) * CBW_BYTES].copy_from_slice(&data.unwrap_or_default()[..CBW_BYTES]);
                 if current[d] >= 0 {
                     close(&acc, d, ints, current[d] as usize);
                 }
@@ -388,10 +368,9 @@ fn bot_pass<'py>(py: Python<'py>, xf: Table, urbs: UrbData<'py>, n_devices: usiz
             }
             let c = c as usize;
             if x.add_to(&mut acc[d * N_AGG..(d + 1) * N_AGG], is_cbw, is_csw) {
-                csw_size[c] = data_size[ru];
-                let take = (data_size[ru].max(0) as usize).min(CSW_BYTES);
-                let from = data_at[ru] as usize;
-                csw[c * CSW_BYTES..c * CSW_BYTES + take].copy_from_slice(&data_buf[from..from + take]);
+                csw_size[c] = size;
+                let take = data.map_or(0, |d| d.len().min(CSW_BYTES));
+                csw[c * CSW_BYTES..c * CSW_BYTES + take].copy_from_slice(&data.unwrap_or_default()[..take]);
             }
         }
         for d in 0..n_devices {
@@ -688,27 +667,6 @@ struct StageTotals {
     devices: i64,
 }
 
-/// (len(at) * width) bytes: the first `counts[i]` (at most `width`) bytes from each
-/// position of `buf`, zero after them.
-#[pyfunction]
-fn take_bytes<'py>(py: Python<'py>, buf: PyReadonlyArray1<u8>, at: PyReadonlyArray1<i64>, counts: PyReadonlyArray1<i64>,
-                   width: usize) -> PyResult<Bound<'py, PyArray1<u8>>> {
-    let (buf, at, counts) = (buf.as_slice()?, at.as_slice()?, counts.as_slice()?);
-    if counts.len() != at.len() {
-        return Err(pyo3::exceptions::PyValueError::new_err("take_bytes: a count for each position"));
-    }
-    let out = py.allow_threads(move || {
-        let mut out = vec![0u8; at.len() * width];
-        for i in 0..at.len() {
-            let k = (counts[i].max(0) as usize).min(width);
-            let p = at[i] as usize;
-            out[i * width..i * width + k].copy_from_slice(&buf[p..p + k]);
-        }
-        out
-    });
-    Ok(PyArray1::from_vec_bound(py, out))
-}
-
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(transfers, m)?)?;
     m.add_function(wrap_pyfunction!(bot_pass, m)?)?;
@@ -716,7 +674,6 @@ pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stage_pieces, m)?)?;
     m.add_function(wrap_pyfunction!(stage_bounds, m)?)?;
     m.add_function(wrap_pyfunction!(stage_totals, m)?)?;
-    m.add_function(wrap_pyfunction!(take_bytes, m)?)?;
     m.add("BOT_REASONS", BOT_REASONS.to_vec())?;
     m.add("PIECE_PHASES", PIECE_PHASES.to_vec())?;
     Ok(())

@@ -1,13 +1,17 @@
-//! usbmon records of a pcap or pcapng capture decoded into URB columns (parsers/usbmon.py):
+//! usbmon records of a pcap or pcapng capture decoded into the URB table (parsers/usbmon.py):
 //! each record's usbmon header checked and its fields read at positions handed over from the
 //! construct declaration, the first data bytes copied while the record is in cache.
-//! A `UsbmonDecoder` appends the records of each read to its columns; `take` hands them
-//! over as `UsbmonRecords` (typed numpy columns, by name).
+//! A `UsbmonDecoder` appends the records of each read to its URB table; `take` hands it
+//! over as Arrow columns (the URB record, usb/urbs.rs, and each record's `bad` code).
+use arrow_array::types::UInt8Type;
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
+use crate::arrow::{values_of, Columns};
 use crate::bytes::{u16_at, u32_at, u64_at};
+
+use super::urbs::{Urb, UrbRows};
 
 const SHORT: u8 = 1;
 const BAD_TYPE: u8 = 2;
@@ -60,46 +64,18 @@ struct Record {
     pos: i64,
 }
 
-/// The decoded columns (one row per record), grown record by record.
+/// The decoded records (one row per record): the URB table and each record's `bad` code.
 #[derive(Default)]
 struct Decoded {
-    pos: Vec<i64>,
+    urbs: UrbRows,
     bad: Vec<u8>,
-    t_ns: Vec<i64>,
-    urb_id: Vec<u64>,
-    event: Vec<u8>,
-    xfer: Vec<u8>,
-    ep: Vec<u8>,
-    bus: Vec<u16>,
-    dev: Vec<u8>,
-    status: Vec<i32>,
-    length: Vec<i64>,
-    setup: Vec<u8>,
-    has_setup: Vec<bool>,
-    data_at: Vec<i64>,
-    data_size: Vec<i64>,
-    data_head: Vec<u32>,
-    data_len: Vec<i64>,
-    data: Vec<u8>,
 }
 
 impl Decoded {
     /// Room for `records` more records and their data (pages never written cost nothing).
     fn reserve(&mut self, records: usize, prefix: usize) {
-        for v in [&mut self.pos, &mut self.t_ns, &mut self.length, &mut self.data_at, &mut self.data_size,
-                  &mut self.data_len] {
-            v.reserve(records);
-        }
-        for v in [&mut self.bad, &mut self.event, &mut self.xfer, &mut self.ep, &mut self.dev] {
-            v.reserve(records);
-        }
-        self.urb_id.reserve(records);
-        self.bus.reserve(records);
-        self.status.reserve(records);
-        self.setup.reserve(records * 8);
-        self.has_setup.reserve(records);
-        self.data_head.reserve(records);
-        self.data.reserve(records * prefix);
+        self.urbs.reserve(records, records * prefix);
+        self.bad.reserve(records);
     }
 
     /// Decodes one record's usbmon header and appends its row. A record cut by the
@@ -108,10 +84,9 @@ impl Decoded {
     #[inline(always)]
     fn record(&mut self, buf: &[u8], r: &Record, layout: &Fields) {
         let (base, caplen, size, at) = (r.base, r.caplen, r.size, &layout.at);
-        self.pos.push(r.pos);
         if caplen < size {
             self.bad.push(SHORT);
-            self.blank();
+            self.urbs.push(&blank(r.pos), false);   // every column but `pos` zero
             return;
         }
         let ev = buf[base + at[TYPE]];
@@ -129,54 +104,33 @@ impl Decoded {
             0
         };
         self.bad.push(why);
-        self.event.push(ev);
-        self.xfer.push(xf);
-        self.urb_id.push(u64_at(buf, base + at[ID], false));
-        self.ep.push(buf[base + at[EP]]);
-        self.dev.push(buf[base + at[DEV]]);
-        self.bus.push(u16_at(buf, base + at[BUS], false) as u16);
-        self.status.push(u32_at(buf, base + at[STATUS], false) as u32 as i32);
-        self.length.push(u32_at(buf, base + at[LENGTH], false) as i64);
         let usec = u32_at(buf, base + at[TS_USEC], false) as u32 as i32 as i64;
-        self.t_ns.push((u64_at(buf, base + at[TS_SEC], false) as i64).wrapping_mul(1_000_000_000).wrapping_add(usec * 1000));
-        self.setup.extend_from_slice(&buf[base + at[SETUP]..base + at[SETUP] + 8]);
-        self.has_setup.push(buf[base + at[FLAG_SETUP]] == 0 && ev == b'S');
+        let has_setup = buf[base + at[FLAG_SETUP]] == 0 && ev == b'S';
+        let mut setup = [0u8; 8];
+        setup.copy_from_slice(&buf[base + at[SETUP]..base + at[SETUP] + 8]);
         let has_data = buf[base + at[FLAG_DATA]] == 0 && len_cap > 0;
         let captured = len_cap.min((caplen - size - iso).max(0));
-        let size_kept = if has_data { captured.min(layout.prefix) } else { -1 };
-        self.data_size.push(size_kept);
-        self.data_len.push(if has_data { captured } else { 0 });
-        self.data_at.push(self.data.len() as i64);
-        let mut head = 0;
         if why == 0 && has_data {
             let first = base + (size + iso) as usize;
-            let k = size_kept as usize;
-            let kept = self.data.len();
-            self.data.extend_from_slice(&buf[first..first + k]);
-            if k >= 4 {
-                head = u32_at(&self.data, kept, false) as u32;
-            }
+            let k = captured.min(layout.prefix) as usize;
+            self.urbs.data.extend_from_slice(&buf[first..first + k]);
         }
-        self.data_head.push(head);
+        let urb = Urb {
+            t_ns: (u64_at(buf, base + at[TS_SEC], false) as i64).wrapping_mul(1_000_000_000).wrapping_add(usec * 1000),
+            urb_id: u64_at(buf, base + at[ID], false), event: if why == 0 { ev } else { 0 }, xfer: xf,
+            ep: buf[base + at[EP]], bus: u16_at(buf, base + at[BUS], false) as u16, dev: buf[base + at[DEV]],
+            status: u32_at(buf, base + at[STATUS], false) as u32 as i32,
+            length: u32_at(buf, base + at[LENGTH], false) as i64, setup: has_setup.then_some(setup),
+            data_len: if has_data { captured } else { 0 }, pos: r.pos,
+        };
+        self.urbs.push(&urb, why == 0 && has_data);
     }
+}
 
-    /// The row of a record too short for its header: every column but `pos` and `bad` zero.
-    fn blank(&mut self) {
-        for v in [&mut self.t_ns, &mut self.length, &mut self.data_len] {
-            v.push(0);
-        }
-        for v in [&mut self.event, &mut self.xfer, &mut self.ep, &mut self.dev] {
-            v.push(0);
-        }
-        self.urb_id.push(0);
-        self.bus.push(0);
-        self.status.push(0);
-        self.setup.extend_from_slice(&[0; 8]);
-        self.has_setup.push(false);
-        self.data_size.push(-1);
-        self.data_at.push(self.data.len() as i64);
-        self.data_head.push(0);
-    }
+/// The row of a record too short for its header.
+fn blank(pos: i64) -> Urb {
+    Urb { t_ns: 0, urb_id: 0, event: 0, xfer: 0, ep: 0, bus: 0, dev: 0, status: 0, length: 0, setup: None,
+          data_len: 0, pos }
 }
 
 /// Layout as the decoder uses it.
@@ -240,32 +194,6 @@ struct Walked {
     records: usize,
     stop_at: i64,
     stop: i64,
-}
-
-/// The decoded records' columns (parsers/_usbmon_scan.py makes them `UrbColumns`): `bad`
-/// (0 or the first failed check), `pos` (file offset), the URB columns, `setup` (8 bytes a
-/// record, flat), the first `data_prefix` data bytes of each packed into `data` (`data_at`
-/// says where).
-#[pyclass(get_all)]
-struct UsbmonRecords {
-    pos: Py<PyArray1<i64>>,
-    bad: Py<PyArray1<u8>>,
-    t_ns: Py<PyArray1<i64>>,
-    urb_id: Py<PyArray1<u64>>,
-    event: Py<PyArray1<u8>>,
-    xfer: Py<PyArray1<u8>>,
-    ep: Py<PyArray1<u8>>,
-    bus: Py<PyArray1<u16>>,
-    dev: Py<PyArray1<u8>>,
-    status: Py<PyArray1<i32>>,
-    length: Py<PyArray1<i64>>,
-    setup: Py<PyArray1<u8>>,
-    has_setup: Py<PyArray1<bool>>,
-    data_at: Py<PyArray1<i64>>,
-    data_size: Py<PyArray1<i64>>,
-    data_head: Py<PyArray1<u32>>,
-    data_len: Py<PyArray1<i64>>,
-    data: Py<PyArray1<u8>>,
 }
 
 /// The usbmon record decoder: each read's records appended to its columns, handed over by `take`.
@@ -347,19 +275,14 @@ impl UsbmonDecoder {
         Ok(n)
     }
 
-    /// The records decoded since the last `take` (they leave the decoder).
-    fn take(&mut self, py: Python) -> PyResult<UsbmonRecords> {
+    /// The records decoded since the last `take` (they leave the decoder): the URB table
+    /// (scsitrace/usb/urbs.py URBS; `pos` are file offsets, times absolute) and each
+    /// record's `bad` code (0 or the first failed check; a bad record's event is null).
+    fn take(&mut self) -> PyResult<Columns> {
         let d = std::mem::take(&mut self.out);
-        fn a<T: numpy::Element>(py: Python, v: Vec<T>) -> Py<PyArray1<T>> {
-            PyArray1::from_vec_bound(py, v).unbind()
-        }
-        Ok(UsbmonRecords {
-            pos: a(py, d.pos), bad: a(py, d.bad), t_ns: a(py, d.t_ns), urb_id: a(py, d.urb_id), event: a(py, d.event),
-            xfer: a(py, d.xfer), ep: a(py, d.ep), bus: a(py, d.bus), dev: a(py, d.dev), status: a(py, d.status),
-            length: a(py, d.length), setup: a(py, d.setup), has_setup: a(py, d.has_setup), data_at: a(py, d.data_at),
-            data_size: a(py, d.data_size), data_head: a(py, d.data_head), data_len: a(py, d.data_len),
-            data: a(py, d.data),
-        })
+        let mut columns = d.urbs.arrays()?;
+        columns.push(("bad", values_of::<UInt8Type>(d.bad)));
+        Columns::new(columns)
     }
 }
 

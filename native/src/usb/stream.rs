@@ -7,16 +7,15 @@
 //! errors) makes `feed` return false: the caller analyses it whole instead.
 use std::collections::VecDeque;
 
-use numpy::{PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 
 // the constants of the Bulk-Only wire format and of the aggregates, as the whole-capture pass has them
 use crate::hash::IntMap;
-use crate::arrow::{ints, Columns};
+use crate::arrow::{ints, Columns, Table};
 use super::commands::{bot_commands, Cmd, CommandStage, KeptSegments, StageResults};
+use super::urbs::{size_and_head, Urbs, DATA_PREFIX};
 use super::machine::{min_t, BotCommands, Bulk, CBW_BYTES, CSW_BYTES, EPIPE, EREMOTEIO, LAST, NULL, N_AGG};
 
-const PREFIX: usize = 32;
 
 /// A bulk transfer waiting for its completion (or for the transfers before it).
 struct Xfer {
@@ -34,7 +33,7 @@ struct Xfer {
     pos: i64,
     size: i64,            // data bytes kept from its data row, -1 for none
     head: u32,
-    data: [u8; PREFIX],
+    data: [u8; DATA_PREFIX],
 }
 
 #[pyclass]
@@ -179,48 +178,6 @@ impl BotStream {
     }
 }
 
-/// The columns of one batch of URB events the machine reads, by name, from a
-/// scsitrace.usb.urbs.UrbColumns (declared there once; dtypes as its comments say).
-#[derive(FromPyObject)]
-pub(super) struct UrbBatch<'py> {
-    #[pyo3(attribute)]
-    pub(super) t_ns: PyReadonlyArray1<'py, i64>,
-    #[pyo3(attribute)]
-    pub(super) urb_id: PyReadonlyArray1<'py, u64>,
-    #[pyo3(attribute)]
-    pub(super) event: PyReadonlyArray1<'py, u8>,
-    #[pyo3(attribute)]
-    pub(super) xfer: PyReadonlyArray1<'py, u8>,
-    #[pyo3(attribute)]
-    pub(super) ep: PyReadonlyArray1<'py, u8>,
-    #[pyo3(attribute)]
-    pub(super) bus: PyReadonlyArray1<'py, u16>,
-    #[pyo3(attribute)]
-    pub(super) dev: PyReadonlyArray1<'py, u8>,
-    #[pyo3(attribute)]
-    pub(super) status: PyReadonlyArray1<'py, i32>,
-    #[pyo3(attribute)]
-    pub(super) status_null: PyReadonlyArray1<'py, bool>,
-    #[pyo3(attribute)]
-    pub(super) length: PyReadonlyArray1<'py, i64>,
-    #[pyo3(attribute)]
-    pub(super) length_null: PyReadonlyArray1<'py, bool>,
-    #[pyo3(attribute)]
-    pub(super) has_setup: PyReadonlyArray1<'py, bool>,
-    #[pyo3(attribute)]
-    pub(super) setup: PyReadonlyArray2<'py, u8>,
-    #[pyo3(attribute)]
-    pub(super) data_buf: PyReadonlyArray1<'py, u8>,
-    #[pyo3(attribute)]
-    pub(super) data_at: PyReadonlyArray1<'py, i64>,
-    #[pyo3(attribute)]
-    pub(super) data_size: PyReadonlyArray1<'py, i64>,
-    #[pyo3(attribute)]
-    pub(super) data_head: PyReadonlyArray1<'py, u32>,
-    #[pyo3(attribute)]
-    pub(super) pos: PyReadonlyArray1<'py, i64>,
-}
-
 #[pymethods]
 impl BotStream {
     /// `keep`: at most that many commands and segments kept for the reports; `rows`: take
@@ -237,28 +194,13 @@ impl BotStream {
         }
     }
 
-    /// One batch of URB events (a scsitrace.usb.urbs.UrbColumns, times absolute); returns
+    /// One batch of URB events (the URB table, usb/urbs.rs, times absolute); returns
     /// whether the machine still covers the capture.
-    fn feed(&mut self, py: Python, urbs: UrbBatch) -> PyResult<bool> {
-        let (t_ns, urb_id, event, xfer, ep, bus, dev, status, length, has_setup) = (
-            urbs.t_ns.as_slice()?, urbs.urb_id.as_slice()?, urbs.event.as_slice()?, urbs.xfer.as_slice()?,
-            urbs.ep.as_slice()?, urbs.bus.as_slice()?, urbs.dev.as_slice()?, urbs.status.as_slice()?,
-            urbs.length.as_slice()?, urbs.has_setup.as_slice()?);
-        let setup = urbs.setup.as_slice()?;
-        let length_null = urbs.length_null.as_slice()?;
-        if length_null.len() != length.len() {
-            return Err(pyo3::exceptions::PyValueError::new_err("feed: length_null must cover length"));
-        }
-        // a length the capture does not give: NULL in the working columns
-        let length: std::borrow::Cow<[i64]> = if length_null.iter().any(|&n| n) {
-            length.iter().zip(length_null).map(|(&v, &n)| if n { NULL } else { v }).collect::<Vec<_>>().into()
-        } else {
-            length.into()
-        };
-        let length = &length[..];
-        let (data_buf, data_at, data_size, data_head, pos) =
-            (urbs.data_buf.as_slice()?, urbs.data_at.as_slice()?, urbs.data_size.as_slice()?,
-             urbs.data_head.as_slice()?, urbs.pos.as_slice()?);
+    fn feed(&mut self, py: Python, urbs: Table) -> PyResult<bool> {
+        let u = Urbs::read(&urbs)?;
+        let (t_ns, urb_id, xfer, ep, bus, dev, length, pos) =
+            (&u.t_ns[..], &u.urb_id[..], &u.xfer[..], &u.ep[..], &u.bus[..], &u.dev[..], &u.length[..], &u.pos[..]);
+        let u = &u;
         let this = &mut *self;
         py.allow_threads(move || {
             for r in 0..t_ns.len() {
@@ -274,15 +216,15 @@ impl BotStream {
                 }
                 this.t_min = this.t_min.min(t);
                 this.t_max = this.t_max.max(t);
-                let ev = event[r];
+                let ev = u.event(r);
                 let bulk = xfer[r] == 3;
                 let dir_in = ep[r] & 0x80 != 0;
                 let fill = |x: &mut Xfer| {
-                    x.size = data_size[r];
-                    x.head = data_head[r];
-                    let take = (data_size[r].max(0) as usize).min(PREFIX);
-                    let from = data_at[r] as usize;
-                    x.data[..take].copy_from_slice(&data_buf[from..from + take]);
+                    let data = u.data(r);
+                    (x.size, x.head) = size_and_head(data);
+                    if let Some(d) = data {
+                        x.data[..d.len()].copy_from_slice(d);
+                    }
                 };
                 let error = |st: i32| st != 0 && st != EREMOTEIO && st != EPIPE;
                 if ev == b'S' {
@@ -292,8 +234,8 @@ impl BotStream {
                             this.queue[(n - this.base) as usize].done = true;
                         }
                     }
-                    if xfer[r] == 2 && has_setup[r] {
-                        let (bm, req) = (setup[r * 8], setup[r * 8 + 1]);
+                    if let (2, Some(setup)) = (xfer[r], u.setup(r)) {
+                        let (bm, req) = (setup[0], setup[1]);
                         if (bm == 0x21 && req == 0xFF) || (bm == 0x02 && req == 0x01) {
                             this.ctl.push([t, bus[r] as i64, dev[r] as i64, pos[r], bm as i64, req as i64]);
                         }
@@ -304,7 +246,7 @@ impl BotStream {
                         let mut x = Xfer {
                             done: false, has_c: false, submit: t, complete: NULL, status: 0, req: length[r],
                             act: NULL, dir_in, bus_dev: ((bus[r] as i64) << 8) | dev[r] as i64, bus: bus[r],
-                            dev: dev[r], pos: pos[r], size: -1, head: 0, data: [0; PREFIX],
+                            dev: dev[r], pos: pos[r], size: -1, head: 0, data: [0; DATA_PREFIX],
                         };
                         if !dir_in {
                             fill(&mut x);
@@ -315,7 +257,7 @@ impl BotStream {
                         this.waiting.insert(urb_id[r], (false, 0));
                     }
                 } else if ev == b'C' || ev == b'E' {
-                    let st = status[r];
+                    let st = match u.status(r) { NULL => 0, known => known as i32 };   // unknown: as a success
                     match this.waiting.remove(&urb_id[r]) {
                         Some((was_bulk, n)) => {
                             if was_bulk {
@@ -343,7 +285,7 @@ impl BotStream {
                                 let mut x = Xfer {
                                     done: true, has_c: true, submit: NULL, complete: t, status: st, req: NULL,
                                     act: length[r], dir_in, bus_dev: ((bus[r] as i64) << 8) | dev[r] as i64,
-                                    bus: bus[r], dev: dev[r], pos: pos[r], size: -1, head: 0, data: [0; PREFIX],
+                                    bus: bus[r], dev: dev[r], pos: pos[r], size: -1, head: 0, data: [0; DATA_PREFIX],
                                 };
                                 fill(&mut x);
                                 this.queue.push_back(x);
