@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 
 from scsitrace._native import text as _text
-from scsitrace.usb.urbs import URBS, urb_table
+from scsitrace.usb.urbs import URBS, urb_table, with_column
 
 THREADS = max(1, min(os.cpu_count() or 1, 4))
 SMALL_BLOCK = 1 << 16      # a block this small is scanned on one thread (spawning costs more)
@@ -24,7 +24,8 @@ def scan_block(view, first_line: int) -> tuple[pl.DataFrame, int, bool, list[tup
     whether any of them had a bus number; the other non-blank lines as (line, bytes))."""
     buf = np.frombuffer(view, np.uint8)
     out = _text.scan_usbmon(buf, THREADS if len(buf) >= SMALL_BLOCK else 1)
-    urbs = urb_table(out.urbs).with_columns(pl.col("pos") + first_line)
+    urbs = urb_table(out.urbs)
+    urbs = with_column(urbs, urbs["pos"] + first_line)
     lines = pl.DataFrame(out.other)
     other = [(first_line + k, bytes(buf[s:e])) for k, s, e in
              zip(lines["line"].to_list(), lines["start"].to_list(), lines["end"].to_list())]

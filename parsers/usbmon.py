@@ -27,7 +27,7 @@ from scsitrace import _lazy, schema
 from scsitrace.errors import BadInput, TruncatedInput, UsageError
 from scsitrace.model import Capture, LazyFrames, RecordCount
 from scsitrace.streams import prefetched
-from scsitrace.usb.urbs import DATA_PREFIX, URBS, from_start, no_urbs
+from scsitrace.usb.urbs import DATA_PREFIX, URBS, from_start, no_urbs, with_column
 from scsitrace._native import usb as _native_usb
 from . import _lines, _pcap, _usbmon_scan
 
@@ -362,7 +362,7 @@ def _text_blocks(path: str, strict: bool, progress, block_bytes: int | None, cap
         t_ns, wraps_now = _usbmon_text.unwrapped(written, last, wraps, TEXT_TS_WRAP_US * 1000)
         last, wraps = int(written[-1]), wraps_now
         any_bus, any_urb = any_bus or block_bus, True
-        yield urbs.with_columns(pl.Series("t_ns", t_ns))
+        yield with_column(urbs, pl.Series("t_ns", t_ns))
     capture.records = records
     capture.meta["text_format"] = "1t" if any_urb and not any_bus else "1u"
 

@@ -104,49 +104,70 @@ pub const VIEW_BUFFER_BYTES: usize = 1 << 31;
 /// A binary or string column being built as Arrow views (16 bytes a value: its length, then
 /// the value itself if it fits in 12 bytes, else its first 4 bytes, buffer and offset), so
 /// that it crosses to polars, which holds its binary and string columns so, without a copy.
+/// The views live in zeroed memory (`slots`, of which the first `n` are values): a null's
+/// view is all zeros, so it is never written, and a mostly-null column (the URBs' setup
+/// packets) touches few pages.
 pub struct Views {
-    views: Vec<u128>,
+    slots: Vec<u128>,
+    n: usize,
     valid: BooleanBufferBuilder,
 }
 
 impl Default for Views {
     fn default() -> Self {
-        Views { views: Vec::new(), valid: BooleanBufferBuilder::new(0) }
+        Views { slots: Vec::new(), n: 0, valid: BooleanBufferBuilder::new(0) }
     }
 }
 
 impl Views {
+    /// Room for `values` more values (zeroed memory: pages not written cost nothing).
     pub fn reserve(&mut self, values: usize) {
-        self.views.reserve(values);
+        if self.n + values > self.slots.len() {
+            self.grow(self.n + values);
+        }
         self.valid.reserve(values);
+    }
+
+    #[cold]
+    fn grow(&mut self, at_least: usize) {
+        let mut slots = vec![0u128; at_least.max(2 * self.slots.len()).max(64)];
+        slots[..self.n].copy_from_slice(&self.slots[..self.n]);
+        self.slots = slots;
+    }
+
+    #[inline(always)]
+    fn push_view(&mut self, view: Option<u128>) {
+        if self.n == self.slots.len() {
+            self.grow(self.n + 1);
+        }
+        if let Some(v) = view {
+            self.slots[self.n] = v;
+        }
+        self.n += 1;
+        self.valid.append(view.is_some());
     }
 
     /// A value of at most INLINE bytes (None: a null).
     #[inline]
     pub fn push_inline(&mut self, value: Option<&[u8]>) {
-        let mut view = 0u128;
-        if let Some(v) = value {
+        self.push_view(value.map(|v| {
             let mut bytes = [0u8; 16];
             bytes[..4].copy_from_slice(&(v.len() as u32).to_le_bytes());
             bytes[4..4 + v.len()].copy_from_slice(v);
-            view = u128::from_le_bytes(bytes);
-        }
-        self.views.push(view);
-        self.valid.append(value.is_some());
+            u128::from_le_bytes(bytes)
+        }));
     }
 
     /// A value of one byte (None: a null).
     #[inline]
     pub fn push_byte(&mut self, value: Option<u8>) {
-        self.views.push(value.map_or(0, |b| 1 | (b as u128) << 32));
-        self.valid.append(value.is_some());
+        self.push_view(value.map(|b| 1 | (b as u128) << 32));
     }
 
     /// A value of eight bytes (None: a null).
     #[inline]
     pub fn push_eight(&mut self, value: Option<[u8; 8]>) {
-        self.views.push(value.map_or(0, |v| 8 | (u64::from_le_bytes(v) as u128) << 32));
-        self.valid.append(value.is_some());
+        self.push_view(value.map(|v| 8 | (u64::from_le_bytes(v) as u128) << 32));
     }
 
     /// A value longer than INLINE bytes, kept at `offset` of buffer `buffer`.
@@ -157,21 +178,24 @@ impl Views {
         bytes[4..8].copy_from_slice(&value[..4]);
         bytes[8..12].copy_from_slice(&(buffer as u32).to_le_bytes());
         bytes[12..].copy_from_slice(&(offset as u32).to_le_bytes());
-        self.views.push(u128::from_le_bytes(bytes));
-        self.valid.append(true);
+        self.push_view(Some(u128::from_le_bytes(bytes)));
     }
 
     /// The views of `other` after these, its buffer numbers shifted by `buffer_shift`.
-    pub fn append(&mut self, other: Views, buffer_shift: usize) {
+    pub fn append(&mut self, mut other: Views, buffer_shift: usize) {
+        self.reserve(other.n);
         let shifted = (buffer_shift as u128) << 64;
-        self.views.extend(other.views.iter().map(|&v| if (v as u32 as usize) > INLINE { v + shifted } else { v }));
-        let mut other_valid = other.valid;
-        self.valid.append_buffer(&other_valid.finish());
+        for (k, &v) in other.slots[..other.n].iter().enumerate() {
+            self.slots[self.n + k] = if (v as u32 as usize) > INLINE { v + shifted } else { v };
+        }
+        self.n += other.n;
+        self.valid.append_buffer(&other.valid.finish());
     }
 
     fn parts(mut self, buffers: Vec<Vec<u8>>) -> (ScalarBuffer<u128>, Vec<Buffer>, Option<NullBuffer>) {
         let nulls = NullBuffer::new(self.valid.finish());
-        (ScalarBuffer::from(self.views), buffers.into_iter().map(Buffer::from_vec).collect(),
+        self.slots.truncate(self.n);
+        (ScalarBuffer::from(self.slots), buffers.into_iter().map(Buffer::from_vec).collect(),
          (nulls.null_count() > 0).then_some(nulls))
     }
 
