@@ -45,6 +45,10 @@ class Options:
     # the figures over time (scsitrace/series.py) that the HTML plots draw: a streamed layer
     # emits every I/O's row for them, which costs time; True where a view draws them
     series: bool = True
+    # the per-I/O rows and busy runs a layer keeps for the views that read them (the I/O table and
+    # exports, segments, bandwidth views, the API); False when the run's outputs read none
+    # (`analyze` to the terminal or --json): the block layer then keeps none (less time, memory)
+    rows: bool = True
     btt_compat: bool = False         # block: btt's pairing where requests in flight share sectors
     stall_factor: float = DEFAULTS.stall_factor   # the stalls table: slower than this x the median
 
@@ -77,10 +81,10 @@ def load(path: str, fmt: str = DEFAULTS.format, *, strict: bool = not DEFAULTS.l
     return run(req, tap=tap, ios_sink=ios_sink, series=series)
 
 
-def run(req: AnalysisRequest, tap=None, ios_sink=None, series: bool = False) -> Analysis:
+def run(req: AnalysisRequest, tap=None, ios_sink=None, series: bool = False, rows: bool = True) -> Analysis:
     """Parse and analyse the request's trace -> Analysis. `tap(capture)`, if given, runs
     before the analysis (attribution uses it to keep the transitions it re-reads).
-    `ios_sink`: see Options. `series`: build the figures over time (the HTML plots).
+    `ios_sink`, `rows`: see Options. `series`: build the figures over time (the HTML plots).
     A progress bar shows on a terminal."""
     from . import parsers
     from .progress import progress_for
@@ -88,7 +92,7 @@ def run(req: AnalysisRequest, tap=None, ios_sink=None, series: bool = False) -> 
                                ("target", req.target), ("lun", req.lun)) if v is not None}
     options = Options(data_polarity=req.data_polarity, io_size=req.io_size, window=parse_window(req.window),
                       pids=parse_pids(req.pid), target=req.target, lun=req.lun, ios_sink=ios_sink, given=given,
-                      series=series, btt_compat=req.btt_compat, stall_factor=req.stall_factor)
+                      series=series, rows=rows, btt_compat=req.btt_compat, stall_factor=req.stall_factor)
     with progress_for(req.trace) as progress:
         capture = parsers.parse(req.trace, req.format, strict=req.strict, progress=progress,
                                 **req.parser_options())

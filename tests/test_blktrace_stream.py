@@ -262,3 +262,25 @@ def test_the_analysis_of_a_streamed_capture_never_holds_the_whole_trace(tmp_path
     for name in ("stages", "processes", "process_stages", "devices"):
         assert got.table(name).equals(want.table(name)), name
     assert got.ios.equals(want.ios)
+
+
+def test_rows_not_kept_when_no_output_reads_them(tmp_path):
+    """`analyze` to the terminal or --json reads no per-I/O row: the block machine then keeps
+    none (core.Options.rows False), and every declared table, note and figure is the one of a
+    run that kept them; asking such an analysis for its rows or segments is an error, not an
+    empty table."""
+    from scsitrace import core
+    ev = gen.workload(600, seed=5)
+    path = gen.write(ev, str(tmp_path / "t"))[0]
+    kept = core.analyze(bt.parse(path, eager=False, chunk=64), core.Options())
+    bare = core.analyze(bt.parse(path, eager=False, chunk=64), core.Options(rows=False))
+    assert kept.ios.height > 0
+    assert (bare.elapsed_ns, bare.ios_completed, bare.data_bytes, bare.notes) == \
+        (kept.elapsed_ns, kept.ios_completed, kept.data_bytes, kept.notes)
+    for name in ("stages", "events", "overhead", "devices", "processes", "process_stages", "size_histogram",
+                 "latency", "latency_histogram"):
+        assert bare.table(name).equals(kept.table(name)), name
+    with pytest.raises(RuntimeError, match="not kept"):
+        bare.ios
+    with pytest.raises(RuntimeError, match="not kept"):
+        bare.segments

@@ -39,7 +39,8 @@ def analyze(capture: Capture, options) -> Analysis:
             sink(ios_frame(rows, names), capture)
 
     run = run_machine(event_chunks(capture), device=options.device, window=options.window, pids=keep_pids,
-                      rows_sink=rows_sink if options.series or sink is not None else None, keep_rows=KEEP_IOS,
+                      rows_sink=rows_sink if options.series or sink is not None else None,
+                      keep_rows=KEEP_IOS if options.rows else 0,
                       btt_compat=options.btt_compat)
     names = names or _names(capture)
     _check_filters(run, options, names)
@@ -57,7 +58,19 @@ def analyze(capture: Capture, options) -> Analysis:
     series_tables, series_notes = over_time.tables(start_ns + elapsed - origin) if options.series else ({}, [])
     tables.update(series_tables)
     rows = run.rows          # the kept rows, held by the machine until a report reads them
-    series_notes += bandwidth.declare(tables, lambda: ios_frame(pl.DataFrame(rows.columns()), names),
+
+    def kept(what: str) -> None:
+        if not options.rows:
+            raise RuntimeError(f"the {what} were not kept (core.Options.rows is False)")
+
+    def ios() -> pl.DataFrame:
+        kept("per-I/O rows")
+        return ios_frame(pl.DataFrame(rows.columns()), names)
+
+    def segments() -> pl.DataFrame:
+        kept("busy runs")
+        return busy_segments(runs, start_ns, _segments_end(run))
+    series_notes += bandwidth.declare(tables, ios,
                                       thinned=run.rows_stride > 1, options=options,
                                       collected=collected if options.series else None)
     notes = ["block layer: stage times as btt computes them; Device Overhead percentages are of Q2C "
@@ -79,8 +92,8 @@ def analyze(capture: Capture, options) -> Analysis:
                      "bandwidth are unknown")
     return Analysis(
         layer="block", capture=capture, elapsed_ns=elapsed, start_ns=start_ns,
-        segments=lambda: busy_segments(runs, start_ns, _segments_end(run)), segment_targets=False,
-        ios=lambda: ios_frame(pl.DataFrame(rows.columns()), names), anomalies=capture.anomalies,
+        segments=segments, segment_targets=False,
+        ios=ios, anomalies=capture.anomalies,
         ios_completed=done, data_bytes=data_bytes, ios_streamed=sink is not None,
         category_order={"btt": list(OVERHEAD)}, default_profile="btt",
         categories={"btt": _btt_categories(stats, n_q2c)}, notes=notes + list(capture.notes),

@@ -38,7 +38,7 @@ class MachineOptions:
     """What a `_native.block.Machine` keeps and hands out (read by name there): only `device`
     (a dev_t), events with lo <= t_ns <= hi, the Qs of `pids`; `emit_rows`: hand every
     finished per-I/O row out (take_rows); `keep_rows`: rows (and busy runs) kept for the
-    reports, evenly thinned beyond; `pending_runs`, `ready_rows`: its buffer bounds (None: its
+    reports, evenly thinned beyond (0: none, for a run whose reports read none); `pending_runs`, `ready_rows`: its buffer bounds (None: its
     own), for tests of what happens past them; `btt_compat`: btt's pairing."""
     device: int | None = None
     lo: int | None = None

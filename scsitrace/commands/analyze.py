@@ -87,13 +87,14 @@ def parser_options(args) -> dict:
     return request_of(args).parser_options()
 
 
-def load(args, tap=None, ios_sink=None, series: bool | None = None):
+def load(args, tap=None, ios_sink=None, series: bool | None = None, rows: bool = True):
     """core.run of the trace and options named on the command line -> Analysis; `series`
-    (default: when the command writes an HTML page) builds the figures over time."""
+    (default: when the command writes an HTML page) builds the figures over time; `rows`:
+    keep the per-I/O rows for the outputs that read them (core.Options)."""
     req = args if isinstance(args, AnalysisRequest) else request_of(args)
     if series is None:
         series = bool(getattr(args, "html", None)) or getattr(args, "command", None) == "report"
-    return core.run(req, tap=tap, ios_sink=ios_sink, series=series)
+    return core.run(req, tap=tap, ios_sink=ios_sink, series=series, rows=rows)
 
 
 def run(args) -> int:
@@ -110,7 +111,7 @@ def run(args) -> int:
     try:
         try:
             analysis = load(req, tap=collector.tap if collector else None, ios_sink=sink,
-                            series=bool(args.html))
+                            series=bool(args.html), rows=_reads_rows(args))
         finally:
             if sink is not None:
                 sink.close()
@@ -123,6 +124,12 @@ def run(args) -> int:
     if sink is not None:
         sink.commit()
     return status
+
+
+def _reads_rows(args) -> bool:
+    """Whether an output of this run reads the per-I/O rows or busy runs (the terminal and
+    --json render declared tables only)."""
+    return bool(args.ios or args.segments or args.html or args.csv)
 
 
 def _report(args, analysis, sink, collector, s: dict) -> int:

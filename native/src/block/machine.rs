@@ -138,7 +138,7 @@ struct Row {
 /// attribute): device: only that dev_t; lo, hi: events with lo <= t_ns <= hi; pids: only the
 /// Qs (and their samples, rows, tables) of these pids; emit_rows: hand the finished per-I/O
 /// rows out (take_rows); keep_rows: per-I/O rows (and busy runs) kept for the reports, evenly
-/// thinned beyond it; pending_runs, ready_rows: the bounds of the busy runs waiting per device
+/// thinned beyond it (0: none kept, for a run whose reports read none); pending_runs, ready_rows: the bounds of the busy runs waiting per device
 /// and of the finished rows waiting behind an older Q (None: PENDING_RUNS, READY_ROWS; tests
 /// lower them to reach the fallbacks); btt_compat: btt's pairing where requests in flight
 /// meet on the same sectors.
@@ -903,7 +903,7 @@ impl Machine {
                     self.runs_forced += forced as i64;
                     if self.runs.len() < self.keep_rows {
                         self.runs.push((dev.value, a, b));
-                    } else {
+                    } else if self.keep_rows > 0 {
                         self.runs_dropped += 1;
                     }
                 }
@@ -1115,7 +1115,7 @@ impl Machine {
         if self.emit_rows {
             self.out_rows.push(row);
         }
-        if row.q & (self.stride - 1) == 0 {   // stride: a power of two, q >= 0
+        if self.keep_rows > 0 && row.q & (self.stride - 1) == 0 {   // stride: a power of two, q >= 0
             self.kept_rows.push(row);
             if self.kept_rows.len() > self.keep_rows {
                 let twice = 2 * self.stride;
@@ -1215,7 +1215,7 @@ impl Machine {
             hi,
             keep: pids.map(|v| v.into_iter().map(|p| (p, ())).collect()),
             emit_rows,
-            keep_rows: keep_rows.max(1),
+            keep_rows,
             devs: Vec::new(),
             last_dev: (u32::MAX, usize::MAX),
             pids: Vec::new(),
@@ -1246,7 +1246,7 @@ impl Machine {
             out_rows: Vec::new(),
             // room for every row it can hold, reserved once: growing by doubling would copy
             // the rows and hold both copies (pages of the room not written cost nothing)
-            kept_rows: Vec::with_capacity(keep_rows.max(1).min(1 << 24) + 1),
+            kept_rows: Vec::with_capacity(keep_rows.min(1 << 24) + (keep_rows > 0) as usize),
             stride: 1,
             rows_out_of_order: 0,
             pending_runs,
