@@ -28,6 +28,7 @@ use crate::arrow::Columns;
 
 pub mod blkparse;
 pub mod scsilog;
+pub mod scsilog_pair;
 pub mod sgio;
 pub mod usbmon;
 
@@ -372,6 +373,7 @@ impl StrCol {
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     scsilog::register(m)?;
+    scsilog_pair::register(m)?;
     sgio::register(m)?;
     usbmon::register(m)?;
     blkparse::register(m)
