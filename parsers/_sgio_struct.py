@@ -22,23 +22,12 @@ COMMANDS = {"device": pl.Utf8, "tag": pl.Int64, "cdb": pl.Binary, "pos": pl.Int6
             "driver_ns": pl.Int64, "pid": pl.Int64}
 
 
-# the struct fields read: sg v3 (interface_id='S'), then sg v4 (guard='Q')
-FIELDS = ("dxfer_direction", "cmdp", "dxfer_len", "status", "host_status", "sb_len_wr", "sbp", "resid",
-          "duration", "request", "din_xfer_len", "dout_xfer_len", "din_resid", "dout_resid", "device_status",
-          "transport_status", "response_len", "response")
-
-
 def _fields(c: pl.DataFrame) -> pl.DataFrame:
-    """`c` with one string column per FIELDS entry: the struct split once at ", " into
-    name=value pairs (strace prints buffers as \\xNN escapes, so no value holds ", ")."""
-    kv = c.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),
-                  pl.col("arg").str.strip_prefix("{").str.strip_suffix("}").str.split(", ").alias("kv")) \
-        .explode("kv").select("_row", pl.col("kv").str.splitn("=", 2).struct.rename_fields(["k", "v"]).alias("kv")) \
-        .unnest("kv").filter(pl.col("k").is_in(FIELDS))
-    wide = kv.pivot(on="k", index="_row", values="v", aggregate_function="first") if kv.height else \
-        pl.DataFrame(schema={"_row": pl.Int64})
-    c = c.with_row_index("_row").with_columns(pl.col("_row").cast(pl.Int64)).join(wide, on="_row", how="left")
-    return c.with_columns([pl.lit(None, dtype=pl.Utf8).alias(f) for f in FIELDS if f not in c.columns])
+    """`c` with one string column per struct field that is read (sg v3 `interface_id='S'`,
+    sg v4 `guard='Q'`: `native/src/text/sgio.rs:FIELDS`), its struct text (`arg`) split into
+    its name=value pairs in one compiled pass (`sgio_fields`)."""
+    from scsitrace._native import text
+    return c.hstack(pl.DataFrame(text.sgio_fields(c.select("arg"))).select(pl.all().cast(pl.Utf8)))
 
 
 NUMBERS = ("dxfer_len", "status", "host_status", "sb_len_wr", "resid", "duration", "din_xfer_len",

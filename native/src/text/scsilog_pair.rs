@@ -48,7 +48,7 @@ fn kind_code(k: Option<&str>) -> u8 {
 
 /// A string column's values (Arrow's string, large string or string view layouts; polars
 /// hands the view), None where null.
-fn strings<'a>(t: &'a Table, name: &str) -> PyResult<Vec<Option<&'a str>>> {
+pub fn strings<'a>(t: &'a Table, name: &str) -> PyResult<Vec<Option<&'a str>>> {
     let mut out = Vec::with_capacity(t.len());
     for a in t.arrays(name)? {
         let any = a.as_any();

@@ -9,7 +9,8 @@ use memchr::memmem;
 use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
 use super::{digits, is_space, on_parts, part_count, strip_eol, StrCol};
-use crate::arrow::Columns;
+use crate::arrow::{Columns, Table};
+use super::scsilog_pair::strings;
 
 const RESUMED: &[u8] = b"<... ioctl resumed>";
 const UNFINISHED: &[u8] = b" <unfinished ...>";
@@ -310,7 +311,55 @@ struct StraceLines {
     arg: Py<Columns>,
 }
 
+/// The fields of the SG_IO struct that are read (`parsers/_sgio_struct.py:FIELDS`: sg v3,
+/// then sg v4), in that order.
+const FIELDS: [&str; 18] = ["dxfer_direction", "cmdp", "dxfer_len", "status", "host_status", "sb_len_wr", "sbp",
+                            "resid", "duration", "request", "din_xfer_len", "dout_xfer_len", "din_resid",
+                            "dout_resid", "device_status", "transport_status", "response_len", "response"];
+
+/// One struct text (`{name=value, ...}`: one '{' and one '}' taken off) split at ", " into
+/// name=value pairs (strace prints buffers as \xNN escapes, so no value holds ", "): each
+/// FIELDS entry's value where its name first comes (None: absent, or named without '=').
+fn struct_fields<'a>(arg: &'a str, out: &mut [Option<Option<&'a str>>; 18]) {
+    *out = [None; 18];
+    let arg = arg.strip_prefix('{').unwrap_or(arg);
+    let arg = arg.strip_suffix('}').unwrap_or(arg);
+    for kv in arg.split(", ") {
+        let (k, v) = match kv.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (kv, None),
+        };
+        if let Some(f) = FIELDS.iter().position(|&n| n == k) {
+            out[f].get_or_insert(v);
+        }
+    }
+}
+
+/// The SG_IO struct texts of a table's `arg` column split into one string column per FIELDS
+/// entry (null where the struct has no such field, or no value for it; a null `arg` has none).
+#[pyfunction]
+fn sgio_fields(py: Python, calls: Table) -> PyResult<Py<Columns>> {
+    let args = strings(&calls, "arg")?;
+    let cols = py.allow_threads(|| {
+        let mut cols: Vec<StrCol> = FIELDS.iter().map(|_| StrCol::default()).collect();
+        let mut found = [None; 18];
+        for arg in &args {
+            match arg {
+                Some(a) => struct_fields(a, &mut found),
+                None => found = [None; 18],
+            }
+            for (col, v) in cols.iter_mut().zip(found.iter()) {
+                col.push(v.flatten().map(str::as_bytes));
+            }
+        }
+        cols
+    });
+    let arrays = cols.into_iter().zip(FIELDS).map(|(c, name)| Ok((name, c.into_array()?))).collect::<PyResult<Vec<_>>>()?;
+    Py::new(py, Columns::new(arrays)?)
+}
+
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(strace_block, m)?)?;
+    m.add_function(wrap_pyfunction!(sgio_fields, m)?)?;
     Ok(())
 }
