@@ -34,12 +34,17 @@ NUMBERS = ("dxfer_len", "status", "host_status", "sb_len_wr", "resid", "duration
            "dout_xfer_len", "din_resid", "dout_resid", "device_status", "transport_status", "response_len")
 
 
-def _num(name: str) -> pl.Expr:
+def _number(name: str) -> pl.Expr:
     """A number strace printed (decimal or 0x hex), null unless it fits 32 bits (every field
     of sg_io_hdr and sg_io_v4 that is read here does)."""
     v = pl.col(name)
     return pl.when(v.str.starts_with("0x")).then(_lines.checked_int(v.str.slice(2), *_lines.U32, base=16)) \
         .otherwise(_lines.checked_int(v, -2**31, 2**32 - 1))
+
+
+def _num(name: str) -> pl.Expr:
+    """The NUMBERS field `name` as a number (`_number`, read once per batch by `decode`)."""
+    return pl.col("#" + name)
 
 
 def _why_bad() -> pl.Expr:
@@ -74,7 +79,8 @@ def decode(c: pl.DataFrame, fd_paths: pl.DataFrame, many_pids: bool) -> pl.DataF
         return pl.DataFrame(schema={**COMMANDS, "why": pl.Utf8, "line_no": pl.Int64, "t": pl.Utf8})
     v4 = pl.col("arg").str.starts_with("{guard='Q'")
     c = _fields(c).with_columns(pl.col("fd").alias("fd_text"), _lines.checked_int(pl.col("fd"), 0, 2**31 - 1)
-                                .alias("fd"), pl.col("pid").fill_null(-1).alias("_pid"))
+                                .alias("fd"), pl.col("pid").fill_null(-1).alias("_pid"),
+                                *[_number(name).alias("#" + name) for name in NUMBERS])
     if fd_paths.height:
         c = c.sort("line_no").join_asof(fd_paths.sort("line_no"), on="line_no", by_left=["_pid", "fd"],
                                         by_right=["pid", "fd"], strategy="backward", check_sortedness=False)

@@ -108,7 +108,7 @@ class _Events:
         counters = {}
         line_no = 1
         for buf, _ in _lines.iter_byte_blocks(self.path, block_bytes=self.chunk_bytes, progress=progress,
-                                              count_lines=False, strict=self.strict):
+                                              count_lines=False, views=True, strict=self.strict):
             n, ev = _scan_block(buf, line_no, self, cap.records, counters)
             line_no += n
             ev = self._out(ev, cap)
@@ -169,7 +169,7 @@ def _scan_block(buf: bytes, line_no: int, st: _Events, records: RecordCount, cou
     goes there whole: its error, or its lines replaced, lenient)."""
     found = _native_text().ftrace_block(np.frombuffer(buf, dtype=np.uint8))
     if found is None:
-        block = _lines._block_frame(buf, st.path, line_no, st.strict)
+        block = _lines._block_frame(bytes(buf), st.path, line_no, st.strict)
         return block.height, _decode_block(block, st, records, counters)
     rest = pl.DataFrame({"line_no": found.fb_idx + line_no,
                          "text": _lines.string_array(found.fb_text, found.fb_end)})
