@@ -343,17 +343,21 @@ def _dmesg_events(g: pl.DataFrame | None, st: _Events, final: bool = False) -> p
     each given the CDB of the "CDB:" line after it. An event whose (device, tag) has no line
     after it in the block waits in `st.carry` for the next block (`final`: the log ended);
     the event before it is carried too, already emitted (a failed command's second end is
-    dropped)."""
+    dropped). A line's neighbours of its (device, tag) come from one compiled pass
+    (`dmesg_neighbours`)."""
     parts = [p for p in (st.carry, g) if p is not None]
     g = pl.concat(parts) if len(parts) > 1 else parts[0]
     is_sense = pl.col("kind").str.starts_with("Sense Key")
     sense, g = g.filter(is_sense), g.filter(~is_sense)
     is_cdb = pl.col("kind") == "CDB:"
-    key = ["device", "tag"]
-    nxt = g.sort("line_no").with_columns(
-        pl.col("cdb_hex").shift(-1).over(key).alias("next_cdb"),
-        is_cdb.shift(-1).over(key).alias("next_is_cdb"))
-    ev = nxt.filter(~is_cdb).sort("line_no")
+    nxt = g.sort("line_no")
+    after = _neighbours(nxt)["next"]
+    nxt = nxt.with_columns(pl.col("cdb_hex").gather(after).alias("next_cdb"),
+                           is_cdb.gather(after).alias("next_is_cdb"))
+    ev = nxt.filter(~is_cdb)
+    near = _neighbours(ev)
+    ev = ev.with_columns(pl.col("kind").gather(near["prev"]).alias("_prev_kind"),
+                         (near["next"].is_null() | near["next"].gather(near["next"]).is_null()).alias("_last_two"))
     held = pl.col("next_is_cdb").is_null() & ~pl.col("_emitted") & pl.lit(not final)
     pending = ev.filter(~pl.col("_emitted"))
     if pending.height:
@@ -361,7 +365,7 @@ def _dmesg_events(g: pl.DataFrame | None, st: _Events, final: bool = False) -> p
         st.first_t = first if st.first_t is None else min(st.first_t, first)
     # per (device, tag): the last two events (the one before a held event decides whether it
     # is a failed command's second end), marked emitted unless held
-    st.carry = None if final else ev.group_by(key, maintain_order=True).tail(2).with_columns(
+    st.carry = None if final else ev.filter(pl.col("_last_two")).with_columns(
         (pl.col("_emitted") | pl.col("next_is_cdb").is_not_null()).alias("_emitted")).select(g.columns)
     sense = _sense_after_held(sense, ev.filter(held), st)
     # a failed command is logged twice ("FAILED Result:" from the midlayer's completion,
@@ -369,7 +373,7 @@ def _dmesg_events(g: pl.DataFrame | None, st: _Events, final: bool = False) -> p
     # one of them FAILED, is dropped (decided from the event before it alone, so every block
     # size gives the same events). Two "Done:" in a row are two completions (a
     # completions-only log, a command requeued: "Done: ADD_TO_MLQUEUE")
-    prev_kind = pl.col("kind").shift(1).over(key)
+    prev_kind = pl.col("_prev_kind")
     ends = pl.col("kind").is_in(["Done:", "FAILED"])
     failed = (pl.col("kind") == "FAILED") | (prev_kind == "FAILED").fill_null(False)
     ev = ev.filter(~(ends & prev_kind.is_in(["Done:", "FAILED"]).fill_null(False) & failed))
@@ -391,6 +395,14 @@ def _dmesg_events(g: pl.DataFrame | None, st: _Events, final: bool = False) -> p
         pl.lit("dmesg").alias("source"),
         pl.col("line_no").alias("pos"),
     ).cast(EVENTS), _sense_events(sense)]).sort("pos")
+
+
+
+
+def _neighbours(rows: pl.DataFrame) -> pl.DataFrame:
+    """`prev`, `next`: the row of the line before and after each of its (device, tag)."""
+    from scsitrace._native import text
+    return pl.DataFrame(text.dmesg_neighbours(rows.select("device", "tag", "line_no")))
 
 
 def _sense_after_held(sense: pl.DataFrame, held: pl.DataFrame, st: _Events) -> pl.DataFrame:
