@@ -27,7 +27,9 @@ def _fields(c: pl.DataFrame) -> pl.DataFrame:
     sg v4 `guard='Q'`: `native/src/text/sgio.rs:FIELDS`), its struct text (`arg`) split into
     its name=value pairs in one compiled pass (`sgio_fields`)."""
     from scsitrace._native import text
-    return c.hstack(pl.DataFrame(text.sgio_fields(c.select("arg"))).select(pl.all().cast(pl.Utf8)))
+    arg = c.select("arg") if c.height else pl.DataFrame({"arg": [None]}, schema={"arg": pl.Utf8})
+    fields = pl.DataFrame(text.sgio_fields(arg)).select(pl.all().cast(pl.Utf8))   # (no empty string view: see
+    return c.hstack(fields.head(c.height))                                        # _strace_lines._timed)
 
 
 NUMBERS = ("dxfer_len", "status", "host_status", "sb_len_wr", "resid", "duration", "din_xfer_len",

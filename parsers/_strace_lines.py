@@ -18,27 +18,17 @@ RET = (r"(?P<retpart>\)\s+= (?P<ret>-?\d+|\?)(?: (?P<errno>E[A-Z0-9]+) \([^)]*\)
 
 
 DAY = 86_400_000_000_000
-MAX_EPOCH_S = (2**63 - 1) // 1_000_000_000 - 1     # -ttt seconds whose nanoseconds fit int64
 
 
-def _clock(ts: pl.Expr, before: tuple) -> tuple[pl.Expr, pl.Expr]:
-    """-ttt (epoch seconds) or -t/-tt (time of day; a step back of over 12 h is midnight):
-    (the time as printed, midnights passed), `before`: (the last time printed in earlier
-    blocks, midnights passed by then)."""
-    clock = ts.str.contains(":")
-    hms = ts.str.extract_groups(r"^(\d\d):(\d\d):(\d\d)(?:\.(\d+))?$")
-    frac = lambda s: s.str.slice(0, 9).str.pad_end(9, "0").cast(pl.Int64).fill_null(0)  # noqa: E731
-    h, m, s = (hms.struct[k].cast(pl.Int64) for k in range(3))
-    valid = (h < 24) & (m < 60) & (s <= 60)          # 60: a leap second
-    tod = pl.when(valid).then((h * 3600 + m * 60 + s) * 1_000_000_000 + frac(hms.struct[3]))
-    epoch = ts.str.split(".")
-    whole = _lines.checked_int(epoch.list.get(0, null_on_oob=True), 0, MAX_EPOCH_S)
-    sec = whole * 1_000_000_000 + frac(epoch.list.get(1, null_on_oob=True))
-    raw = pl.when(clock).then(tod).otherwise(sec)
+def _wraps(raw: pl.Expr, clock: pl.Expr, before: tuple) -> pl.Expr:
+    """Midnights passed at each line of -t/-tt (time of day; a step back of over 12 h is
+    midnight; `clock`: the line's time is one), `raw`: the time as printed (ns; -ttt: epoch
+    seconds, never wrapped); `before`: (the last time printed in earlier blocks, midnights
+    passed by then)."""
     last, wraps = before
     filled = raw.forward_fill()
     step = filled.diff() if last is None else filled.fill_null(last) - filled.fill_null(last).shift(1, fill_value=last)
-    return raw, (pl.when(clock).then(step < -DAY // 2).otherwise(False)).fill_null(False).cum_sum() + wraps
+    return (pl.when(clock).then(step < -DAY // 2).otherwise(False)).fill_null(False).cum_sum() + wraps
 
 
 def split(lines: pl.DataFrame, st=None) -> pl.DataFrame:
@@ -70,8 +60,13 @@ def _timed(g: pl.DataFrame, st) -> pl.DataFrame:
     """`g` (line_no, t, pre, pid_b, pid_o, ts, body) with each line's pid, time (the clock of
     `st` carried on) and whether it is an SG_IO call."""
     body = pl.col("body")
-    raw, wraps = _clock(pl.col("ts"), st.clock if st is not None else (None, 0))
-    g = g.with_columns(raw.alias("_raw"), wraps.cast(pl.Int64).alias("_wraps"))
+    # the time as printed, in one compiled pass (native/src/text/sgio.rs `strace_clock`)
+    from scsitrace._native import text
+    # (an empty Arrow string view crosses with a dangling buffer the Rust side refuses)
+    raw = pl.DataFrame(text.strace_clock(g.select("ts")))["ns"] if g.height else pl.Series([], dtype=pl.Int64)
+    g = g.with_columns(raw.alias("_raw"))
+    wraps = _wraps(pl.col("_raw"), pl.col("ts").str.contains(":", literal=True), st.clock if st is not None else (None, 0))
+    g = g.with_columns(wraps.cast(pl.Int64).alias("_wraps"))
     if st is not None and g.height:
         stamped = g.filter(pl.col("_raw").is_not_null())
         if stamped.height:

@@ -402,6 +402,8 @@ def _dmesg_events(g: pl.DataFrame | None, st: _Events, final: bool = False) -> p
 def _neighbours(rows: pl.DataFrame) -> pl.DataFrame:
     """`prev`, `next`: the row of the line before and after each of its (device, tag)."""
     from scsitrace._native import text
+    if not rows.height:      # (an empty Arrow string view crosses with a dangling buffer)
+        return pl.DataFrame(schema={"prev": pl.Int64, "next": pl.Int64})
     return pl.DataFrame(text.dmesg_neighbours(rows.select("device", "tag", "line_no")))
 
 

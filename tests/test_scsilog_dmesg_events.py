@@ -51,10 +51,11 @@ def test_dmesg_events_equal_the_polars_windows_in_any_blocks(tmp_path, monkeypat
         want = read(str(path), strict, chunk)
     same(got, want)
     whole = read(str(path), strict)
-    # cut into blocks, as read whole (where the log is in time order: times count from the
-    # first block's earliest event)
+    # cut into blocks, the events read whole (where the log is in time order: times count from
+    # the first block's earliest event; an end held for the CDB line after it may come after a
+    # later sense line of another device)
     if chunk is not None and not isinstance(got, str) and whole[0]["t_ns"].is_sorted():
-        assert got[0].equals(whole[0], null_equal=True)
+        assert got[0].sort("pos").equals(whole[0].sort("pos"), null_equal=True)
 
 
 def test_neighbours_are_the_lines_of_the_same_device_and_tag():

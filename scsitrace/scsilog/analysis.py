@@ -50,7 +50,9 @@ def pair(events: pl.DataFrame, carry: pl.DataFrame | None, next_io: int, final: 
     e = events.with_columns(pl.lit(None, dtype=pl.Int64).alias("io"))
     if carry is not None and carry.height:
         e = pl.concat([carry, e])
-    paired = _text().pair_block(e.select("t_ns", "kind", "device", "tag", "pos", "io"), next_io, final)
+    # (an empty frame has a row added: an empty Arrow string view crosses with a dangling buffer)
+    keys = e.select("t_ns", "kind", "device", "tag", "pos", "io") if e.height else _NO_EVENT
+    paired = _text().pair_block(keys, next_io, final)
     cmds, waiting = pl.DataFrame(paired.commands), pl.DataFrame(paired.waiting)
     carry = e.select(pl.col(events.columns).gather(waiting["row"])).with_columns(waiting["io"])
     begin = e.select(pl.col("device", "tag", "cdb", "pos", "t_ns").gather(cmds["row"]))
@@ -81,6 +83,10 @@ def _text():
     return text
 
 
+# an event of no kind (ends nothing, begins nothing), for a block without events
+_NO_EVENT = pl.DataFrame({"t_ns": [0], "kind": [""], "device": [""], "tag": [None], "pos": [0], "io": [None]},
+                         schema={"t_ns": pl.Int64, "kind": pl.Utf8, "device": pl.Utf8, "tag": pl.Int64, "pos": pl.Int64,
+                                 "io": pl.Int64})
 _REASONS = {k: (v or None) for k, v in enumerate(_text().PAIR_REASONS)}
 _DISPATCH_ERROR = next(k for k, v in _REASONS.items() if v == "dispatch error")
 _NO_START = next(k for k, v in _REASONS.items() if v and v.startswith("done without start"))

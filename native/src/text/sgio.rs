@@ -8,8 +8,10 @@
 use memchr::memmem;
 use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
-use super::{digits, is_space, on_parts, part_count, strip_eol, StrCol};
-use crate::arrow::{Columns, Table};
+use super::{digits, is_space, on_parts, part_count, strip_eol, uint, StrCol};
+use arrow_array::types::Int64Type;
+
+use crate::arrow::{options_of, Columns, Table};
 use super::scsilog_pair::strings;
 
 const RESUMED: &[u8] = b"<... ioctl resumed>";
@@ -358,7 +360,54 @@ fn sgio_fields(py: Python, calls: Table) -> PyResult<Py<Columns>> {
     Py::new(py, Columns::new(arrays)?)
 }
 
+/// The last -ttt second whose nanoseconds fit an int64.
+const MAX_EPOCH_S: u64 = (i64::MAX as u64) / 1_000_000_000 - 1;
+
+/// Up to 9 digits of a fraction as nanoseconds (cut to 9, zeros after); None if not digits.
+fn nanos(frac: &[u8]) -> Option<i64> {
+    if !frac.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some((0..9).fold(0i64, |ns, k| ns * 10 + frac.get(k).map_or(0, |&b| i64::from(b - b'0'))))
+}
+
+/// A strace timestamp as printed, in ns: -t/-tt `HH:MM:SS[.FRAC]` (a time of day: hours
+/// below 24, minutes below 60, seconds up to 60, a leap second) or -ttt `SECONDS[.FRAC]`
+/// (seconds whose nanoseconds fit an int64); None when it is neither.
+fn clock_ns(ts: &[u8]) -> Option<i64> {
+    if ts.contains(&b':') {
+        let two = |k: usize| -> Option<i64> {
+            let d = ts.get(k..k + 2)?;
+            d.iter().all(u8::is_ascii_digit).then(|| i64::from(d[0] - b'0') * 10 + i64::from(d[1] - b'0'))
+        };
+        let (h, m, s) = (two(0)?, two(3)?, two(6)?);
+        if ts[2] != b':' || ts[5] != b':' || h >= 24 || m >= 60 || s > 60 {
+            return None;
+        }
+        let frac = match &ts[8..] {
+            [] => 0,
+            [b'.', f @ ..] if !f.is_empty() => nanos(f)?,
+            _ => return None,
+        };
+        return Some((h * 3600 + m * 60 + s) * 1_000_000_000 + frac);
+    }
+    let mut parts = ts.split(|&b| b == b'.');
+    let whole = uint(parts.next()?).filter(|&w| w <= MAX_EPOCH_S)?;
+    Some(whole as i64 * 1_000_000_000 + parts.next().map_or(Some(0), nanos)?)
+}
+
+/// The time of each strace line as printed (`stamps`: its `ts` column, the -t/-tt/-ttt
+/// timestamp text, null where the line has none): `ns`, null where there is none or it is
+/// not a time (`clock_ns`). Midnights are counted by the reader (`_strace_lines._wraps`).
+#[pyfunction]
+fn strace_clock(py: Python, stamps: Table) -> PyResult<Py<Columns>> {
+    let ts = strings(&stamps, "ts")?;
+    let ns = py.allow_threads(|| ts.iter().map(|t| t.and_then(|t| clock_ns(t.as_bytes()))).collect::<Vec<_>>());
+    Py::new(py, Columns::new(vec![("ns", options_of::<Int64Type>(ns))])?)
+}
+
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(strace_clock, m)?)?;
     m.add_function(wrap_pyfunction!(strace_block, m)?)?;
     m.add_function(wrap_pyfunction!(sgio_fields, m)?)?;
     Ok(())
