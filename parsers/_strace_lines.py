@@ -105,18 +105,27 @@ def split_block(buf, line_no: int, st=None) -> tuple[int, pl.DataFrame] | None:
 
 def pairs(g: pl.DataFrame, final: bool = True):
     """SG_IO calls split by -f into `<unfinished ...>` and `<... ioctl resumed>`: each resumed
-    half belongs to its pid's previous unfinished ioctl. Returns the joined SG_IO calls, how
-    many resumed halves they used, and (unless `final`) the unfinished halves that are their
-    pid's last line so far (rows of `g`: their resumed half may come in the next block)."""
-    halves = g.filter(pl.col("opens") | pl.col("closes")).sort("pid", "line_no")
+    half belongs to its pid's previous unfinished ioctl (the halves' neighbours of their pid
+    from one compiled pass, `native/src/text/scsilog_pair.rs:key_neighbours`). Returns the
+    joined SG_IO calls, how many resumed halves they used, and (unless `final`) the unfinished
+    halves that are their pid's last line so far (rows of `g`: their resumed half may come in
+    the next block)."""
+    halves = g.filter(pl.col("opens") | pl.col("closes"))
+    if not halves.height:       # (no empty frame crosses to Rust: see _timed)
+        return pl.DataFrame(schema={"line_no": pl.Int64, "pid": pl.Int64, "t_ns": pl.Int64, "fd": pl.Utf8,
+                                    "path": pl.Utf8, "arg": pl.Utf8, "ret": pl.Utf8, "errno": pl.Utf8,
+                                    "dur": pl.Utf8, "end_t_ns": pl.Int64}), 0, halves.select(g.columns)
+    from scsitrace._native import text
+    near = pl.DataFrame(text.key_neighbours(halves.select("pid", "line_no"), ["pid"]))
     cols = ("kind", "arg", "line_no", "t_ns", "fd", "path")
-    halves = halves.with_columns([pl.col(c).shift(1).over("pid").alias(f"p_{c}") for c in cols])
+    halves = halves.with_columns(*[pl.col(c).gather(near["prev"]).alias(f"p_{c}") for c in cols],
+                                 pl.col("closes").gather(near["next"]).alias("_next_closes"))
     done = halves.filter((pl.col("kind") == "resumed") & (pl.col("p_kind") == "unfinished")).select(
         pl.col("p_line_no").alias("line_no"), "pid", pl.col("p_t_ns").alias("t_ns"), pl.col("p_fd").alias("fd"),
         pl.col("p_path").alias("path"), pl.concat_str("p_arg", "arg").alias("arg"), "ret", "errno", "dur",
         pl.col("t_ns").alias("end_t_ns"))
     # an unfinished SG_IO whose pid has no resumed half after it: the trace ended (or the process died)
-    nxt = pl.col("closes").shift(-1).over("pid")
+    nxt = pl.col("_next_closes")
     last = nxt.is_null() & pl.lit(not final)
     held = halves.filter((pl.col("kind") == "unfinished") & last).select(g.columns)
     open_ = halves.filter((pl.col("kind") == "unfinished") & ~nxt.fill_null(False) & ~last).select(

@@ -344,7 +344,7 @@ def _dmesg_events(g: pl.DataFrame | None, st: _Events, final: bool = False) -> p
     after it in the block waits in `st.carry` for the next block (`final`: the log ended);
     the event before it is carried too, already emitted (a failed command's second end is
     dropped). A line's neighbours of its (device, tag) come from one compiled pass
-    (`dmesg_neighbours`)."""
+    (`key_neighbours`)."""
     parts = [p for p in (st.carry, g) if p is not None]
     g = pl.concat(parts) if len(parts) > 1 else parts[0]
     is_sense = pl.col("kind").str.starts_with("Sense Key")
@@ -404,7 +404,7 @@ def _neighbours(rows: pl.DataFrame) -> pl.DataFrame:
     from scsitrace._native import text
     if not rows.height:      # (an empty Arrow string view crosses with a dangling buffer)
         return pl.DataFrame(schema={"prev": pl.Int64, "next": pl.Int64})
-    return pl.DataFrame(text.dmesg_neighbours(rows.select("device", "tag", "line_no")))
+    return pl.DataFrame(text.key_neighbours(rows.select("device", "tag", "line_no"), ["device", "tag"]))
 
 
 def _sense_after_held(sense: pl.DataFrame, held: pl.DataFrame, st: _Events) -> pl.DataFrame:

@@ -1,5 +1,5 @@
 """The dmesg events as parsers/scsilog.py made them in polars before the (device, tag)
-neighbours came from Rust (`native/src/text/scsilog.rs:dmesg_neighbours`): the oracle of
+neighbours came from Rust (`native/src/text/scsilog_pair.rs:key_neighbours`): the oracle of
 tests/test_scsilog_dmesg_events.py."""
 from __future__ import annotations
 

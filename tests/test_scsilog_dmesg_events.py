@@ -1,7 +1,7 @@
 """dmesg events (parsers/scsilog.py `_dmesg_events`: each event given the CDB line after it of
 its device and tag, a failed command's second end dropped, what waits carried across block
-edges) with the (device, tag) neighbours from Rust (`native/src/text/scsilog.rs:
-dmesg_neighbours`), against the polars windows they replaced (tests/scsilog_dmesg_reference.py):
+edges) with the (device, tag) neighbours from Rust (`native/src/text/
+scsilog_pair.rs:key_neighbours`), against the polars windows they replaced (tests/scsilog_dmesg_reference.py):
 the same events, records and notes for any dmesg log, in blocks of any size."""
 from __future__ import annotations
 
@@ -62,6 +62,6 @@ def test_neighbours_are_the_lines_of_the_same_device_and_tag():
     from scsitrace._native import text
     rows = pl.DataFrame({"device": ["a", "b", "a", "a", "b"], "tag": ["1", None, "1", None, None],
                          "line_no": [1, 2, 3, 4, 5]})
-    got = pl.DataFrame(text.dmesg_neighbours(rows))
+    got = pl.DataFrame(text.key_neighbours(rows, ["device", "tag"]))
     assert got["prev"].to_list() == [None, None, 0, None, 1]
     assert got["next"].to_list() == [2, 4, None, None, None]

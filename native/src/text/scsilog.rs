@@ -23,10 +23,7 @@ use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
 
 use super::{digits, hex_byte, is_space, on_parts, part_count, seconds_ns, strip_eol, uint, Interner, StrCol};
-use std::collections::HashMap;
-
-use super::scsilog_pair::strings;
-use crate::arrow::{ints_or_null, options_of, values_or_null, Columns, Table, NULL};
+use crate::arrow::{options_of, values_or_null, Columns};
 use arrow_array::types::{Int32Type, Int64Type};
 
 const HINT: &[u8] = b"scsi_dispatch_cmd_";
@@ -688,37 +685,8 @@ struct FtraceScan {
     d_timeout: Py<PyArray1<bool>>,
 }
 
-/// Each dmesg line's neighbours of its (device, tag) in line order (`rows`: `device`, `tag`,
-/// strings, a null tag a key of its own; `line_no`): `prev` and `next`, the row indexes of the
-/// line before and after it of the same key, null where there is none (what
-/// `shift(1).over(key)` and `shift(-1).over(key)` read over the rows in line order).
-#[pyfunction]
-fn dmesg_neighbours(py: Python, rows: Table) -> PyResult<Py<Columns>> {
-    let line_no = rows.i64s("line_no")?;
-    let device = strings(&rows, "device")?;
-    let tag = strings(&rows, "tag")?;
-    let (prev, next) = py.allow_threads(|| {
-        let n = line_no.len();
-        let mut order: Vec<usize> = (0..n).collect();
-        if !line_no.windows(2).all(|w| w[0] <= w[1]) {
-            order.sort_by_key(|&i| line_no[i]);
-        }
-        let (mut prev, mut next) = (vec![NULL; n], vec![NULL; n]);
-        let mut last: HashMap<(Option<&str>, Option<&str>), usize> = HashMap::new();
-        for &i in &order {
-            if let Some(p) = last.insert((device[i], tag[i]), i) {
-                prev[i] = p as i64;
-                next[p] = i as i64;
-            }
-        }
-        (prev, next)
-    });
-    Py::new(py, Columns::new(vec![("prev", ints_or_null(prev)), ("next", ints_or_null(next))])?)
-}
-
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ftrace_block, m)?)?;
-    m.add_function(wrap_pyfunction!(dmesg_neighbours, m)?)?;
     m.add("KINDS", KINDS.iter().map(|k| String::from_utf8_lossy(k).into_owned()).collect::<Vec<_>>())?;
     Ok(())
 }

@@ -197,8 +197,58 @@ impl Commands {
     }
 }
 
+/// A key column's values as dense codes (equal values, nulls included, one code).
+fn key_codes(t: &Table, name: &str) -> PyResult<Vec<u32>> {
+    fn dense<K: std::hash::Hash + Eq>(values: impl Iterator<Item = K>) -> Vec<u32> {
+        let mut codes = HashMap::new();
+        values.map(|k| {
+            let n = codes.len() as u32;
+            *codes.entry(k).or_insert(n)
+        }).collect()
+    }
+    match strings(t, name) {
+        Ok(values) => Ok(dense(values.into_iter())),
+        Err(_) => Ok(dense(t.i64s_or_null(name)?.into_iter())),
+    }
+}
+
+/// Each row's neighbours of its key in line order (`rows`: the `by` columns, strings or
+/// integers, a null a value of its own, at most two; `line_no`): `prev` and `next`, the
+/// indexes of the row before and after it with the same key, null where there is none (what
+/// `shift(1).over(by)` and `shift(-1).over(by)` read over the rows in line order).
+#[pyfunction]
+fn key_neighbours(py: Python, rows: Table, by: Vec<String>) -> PyResult<Py<Columns>> {
+    if by.is_empty() || by.len() > 2 {
+        return Err(PyValueError::new_err("key_neighbours: one or two key columns"));
+    }
+    let line_no = rows.i64s("line_no")?;
+    let first = key_codes(&rows, &by[0])?;
+    let second = match by.get(1) {
+        Some(name) => key_codes(&rows, name)?,
+        None => vec![0; first.len()],
+    };
+    let (prev, next) = py.allow_threads(|| {
+        let n = line_no.len();
+        let mut order: Vec<usize> = (0..n).collect();
+        if !line_no.windows(2).all(|w| w[0] <= w[1]) {
+            order.sort_by_key(|&i| line_no[i]);
+        }
+        let (mut prev, mut next) = (vec![NULL; n], vec![NULL; n]);
+        let mut last: HashMap<(u32, u32), usize> = HashMap::new();
+        for &i in &order {
+            if let Some(p) = last.insert((first[i], second[i]), i) {
+                prev[i] = p as i64;
+                next[p] = i as i64;
+            }
+        }
+        (prev, next)
+    });
+    Py::new(py, Columns::new(vec![("prev", ints_or_null(prev)), ("next", ints_or_null(next))])?)
+}
+
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pair_block, m)?)?;
+    m.add_function(wrap_pyfunction!(key_neighbours, m)?)?;
     m.add("PAIR_REASONS", PAIR_REASONS.to_vec())?;
     Ok(())
 }
