@@ -75,3 +75,14 @@ def test_waiting_starts_equal_the_polars_carry(ev, cut):
     b = ref.pair(ev.head(cut), None, 0)
     assert a[2] == b[2]
     assert a[1].sort("pos").to_dicts() == b[1].select(a[1].columns).sort("pos").to_dicts()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.sampled_from(["0:0:1:0", "0:0:300:70000", "/dev/sg0", "1:2:3", "2:0:127:32767"]),
+                          st.text(":0123456789-x", max_size=12)), max_size=20))
+def test_target_and_lun_read_once_per_device_as_each_row_would(devices):
+    from scsitrace.scsilog.analysis import _device_part
+    d = pl.Series(devices, dtype=pl.Utf8)
+    for k, dtype in ((2, pl.Int8), (3, pl.Int16)):
+        want = d.to_frame("d").select(pl.col("d").str.split(":").list.get(k, null_on_oob=True).cast(dtype, strict=False))
+        assert _device_part(d, k, dtype).to_list() == want["d"].to_list()

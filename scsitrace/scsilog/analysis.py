@@ -103,8 +103,7 @@ def ios_frame(cmds: pl.DataFrame, first_io: int = 0) -> pl.DataFrame:
     dec = scsi.decode_cdbs(c["cdb"])
     c = c.with_columns(
         dec["opcode"], dec["command"], dec["lba"], dec["blocks"], pl.col("reason").is_null().alias("paired"),
-        pl.col("device").str.split(":").list.get(2, null_on_oob=True).cast(pl.Int8, strict=False).alias("target"),
-        pl.col("device").str.split(":").list.get(3, null_on_oob=True).cast(pl.Int16, strict=False).alias("lun"))
+        _device_part(c["device"], 2, pl.Int8).alias("target"), _device_part(c["device"], 3, pl.Int16).alias("lun"))
     given = [k for k in ("response_ns", "bytes", "data_bytes") if k in c.columns]
     c = c.with_columns(
         (pl.coalesce("response_ns", pl.col("end_ns") - pl.col("start_ns")) if "response_ns" in given
@@ -124,6 +123,14 @@ def ios_frame(cmds: pl.DataFrame, first_io: int = 0) -> pl.DataFrame:
     cols = {**schema.IOS, **IOS_EXTRA, "kernel_tag": pl.Int64,
             **{k: v for k, v in COMMAND_EXTRA.items() if k in c.columns and k not in schema.IOS}}
     return c.select([pl.col(k).cast(v) for k, v in cols.items()])
+
+
+def _device_part(device: pl.Series, k: int, dtype) -> pl.Series:
+    """Part `k` of each H:C:T:L device as `dtype` (null where there is none or it does not
+    fit), read once per distinct device (a log has few)."""
+    devices = device.unique().drop_nulls()
+    part = devices.str.split(":").list.get(k, null_on_oob=True).cast(dtype, strict=False)
+    return device.replace_strict(devices, part, default=None, return_dtype=dtype)
 
 
 def analyze(capture: Capture, options=None) -> Analysis:
