@@ -11,7 +11,6 @@
 //!   trace started mid-command);
 //! - a command is numbered (`io`) when its first event comes, in (time, line) order, numbers
 //!   going on from `next_io`; a start carried from an earlier block keeps its number.
-use std::collections::HashMap;
 
 use arrow_array::types::UInt8Type;
 use arrow_array::{LargeStringArray, StringArray, StringViewArray};
@@ -19,6 +18,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::arrow::{ints, ints_or_null, values_of, Columns, Table, NULL};
+use crate::hash::IntMap;
 
 /// Why a command is unpaired (`reason` codes; 0: paired), as `PAIR_REASONS` names them.
 const PAIRED: u8 = 0;
@@ -89,7 +89,7 @@ fn pair_block(py: Python, events: Table, next_io: i64, last: bool) -> PyResult<P
     let devices = strings(&events, "device")?;
     let out = py.allow_threads(|| {
         let kind: Vec<u8> = kinds.iter().map(|&k| kind_code(k)).collect();
-        let mut names: HashMap<Option<&str>, u32> = HashMap::new();
+        let mut names: IntMap<Option<&str>, u32> = IntMap::default();
         let device: Vec<u32> = devices.iter().map(|&d| {
             let n = names.len() as u32;
             *names.entry(d).or_insert(n)
@@ -135,7 +135,7 @@ fn pair(b: &Block, mut next_io: i64, last: bool) -> (Commands, Commands, i64) {
     }
     let mut prev = vec![usize::MAX; n];
     let mut next = vec![usize::MAX; n];
-    let mut at: HashMap<(u32, i64), usize> = HashMap::new();
+    let mut at: IntMap<(u32, i64), usize> = IntMap::default();
     for &i in &order {
         if let Some(p) = at.insert((device[i], tag[i]), i) {
             prev[i] = p;
@@ -200,7 +200,7 @@ impl Commands {
 /// A key column's values as dense codes (equal values, nulls included, one code).
 fn key_codes(t: &Table, name: &str) -> PyResult<Vec<u32>> {
     fn dense<K: std::hash::Hash + Eq>(values: impl Iterator<Item = K>) -> Vec<u32> {
-        let mut codes = HashMap::new();
+        let mut codes = IntMap::default();
         values.map(|k| {
             let n = codes.len() as u32;
             *codes.entry(k).or_insert(n)
@@ -234,7 +234,7 @@ fn key_neighbours(py: Python, rows: Table, by: Vec<String>) -> PyResult<Py<Colum
             order.sort_by_key(|&i| line_no[i]);
         }
         let (mut prev, mut next) = (vec![NULL; n], vec![NULL; n]);
-        let mut last: HashMap<(u32, u32), usize> = HashMap::new();
+        let mut last: IntMap<(u32, u32), usize> = IntMap::default();
         for &i in &order {
             if let Some(p) = last.insert((first[i], second[i]), i) {
                 prev[i] = p as i64;
