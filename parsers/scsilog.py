@@ -348,9 +348,12 @@ def _dmesg_events(g: pl.DataFrame | None, st: _Events, final: bool = False) -> p
     parts = [p for p in (st.carry, g) if p is not None]
     g = pl.concat(parts) if len(parts) > 1 else parts[0]
     is_sense = pl.col("kind").str.starts_with("Sense Key")
-    sense, g = g.filter(is_sense), g.filter(~is_sense)
+    if g.select(is_sense.any()).item():
+        sense, g = g.filter(is_sense), g.filter(~is_sense)
+    else:
+        sense = g.clear()
     is_cdb = pl.col("kind") == "CDB:"
-    nxt = g.sort("line_no")
+    nxt = g if g["line_no"].is_sorted() else g.sort("line_no")
     after = _neighbours(nxt)["next"]
     nxt = nxt.with_columns(pl.col("cdb_hex").gather(after).alias("next_cdb"),
                            is_cdb.gather(after).alias("next_is_cdb"))
@@ -376,13 +379,13 @@ def _dmesg_events(g: pl.DataFrame | None, st: _Events, final: bool = False) -> p
     prev_kind = pl.col("_prev_kind")
     ends = pl.col("kind").is_in(["Done:", "FAILED"])
     failed = (pl.col("kind") == "FAILED") | (prev_kind == "FAILED").fill_null(False)
-    ev = ev.filter(~(ends & prev_kind.is_in(["Done:", "FAILED"]).fill_null(False) & failed))
-    ev = ev.filter(~pl.col("_emitted") & ~held)
+    ev = ev.filter(~(ends & prev_kind.is_in(["Done:", "FAILED"]).fill_null(False) & failed)
+                   & ~pl.col("_emitted") & ~held)
     kind = (pl.when(pl.col("kind") == "Send:").then(pl.lit("start"))
             .when(pl.col("kind") == "timing out command").then(pl.lit("timeout"))
             .when(pl.col("_timeout")).then(pl.lit("timeout"))
             .otherwise(pl.lit("done")))
-    return pl.concat([ev.select(
+    out = pl.concat([ev.select(
         "t_ns",
         kind.alias("kind"),
         "device",
@@ -394,7 +397,8 @@ def _dmesg_events(g: pl.DataFrame | None, st: _Events, final: bool = False) -> p
         pl.lit(None, dtype=pl.Int64).alias("rtn"),
         pl.lit("dmesg").alias("source"),
         pl.col("line_no").alias("pos"),
-    ).cast(EVENTS), _sense_events(sense)]).sort("pos")
+    ).cast(EVENTS), _sense_events(sense)])
+    return out if out["pos"].is_sorted() else out.sort("pos")
 
 
 
