@@ -401,8 +401,6 @@ def _dmesg_events(g: pl.DataFrame | None, st: _Events, final: bool = False) -> p
     return out if out["pos"].is_sorted() else out.sort("pos")
 
 
-
-
 def _neighbours(rows: pl.DataFrame) -> pl.DataFrame:
     """`prev`, `next`: the row of the line before and after each of its (device, tag)."""
     from scsitrace._native import text
