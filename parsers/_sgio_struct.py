@@ -22,35 +22,31 @@ COMMANDS = {"device": pl.Utf8, "tag": pl.Int64, "cdb": pl.Binary, "pos": pl.Int6
             "driver_ns": pl.Int64, "pid": pl.Int64}
 
 
-# the struct fields read: sg v3 (interface_id='S'), then sg v4 (guard='Q')
-FIELDS = ("dxfer_direction", "cmdp", "dxfer_len", "status", "host_status", "sb_len_wr", "sbp", "resid",
-          "duration", "request", "din_xfer_len", "dout_xfer_len", "din_resid", "dout_resid", "device_status",
-          "transport_status", "response_len", "response")
-
-
 def _fields(c: pl.DataFrame) -> pl.DataFrame:
-    """`c` with one string column per FIELDS entry: the struct split once at ", " into
-    name=value pairs (strace prints buffers as \\xNN escapes, so no value holds ", ")."""
-    kv = c.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),
-                  pl.col("arg").str.strip_prefix("{").str.strip_suffix("}").str.split(", ").alias("kv")) \
-        .explode("kv").select("_row", pl.col("kv").str.splitn("=", 2).struct.rename_fields(["k", "v"]).alias("kv")) \
-        .unnest("kv").filter(pl.col("k").is_in(FIELDS))
-    wide = kv.pivot(on="k", index="_row", values="v", aggregate_function="first") if kv.height else \
-        pl.DataFrame(schema={"_row": pl.Int64})
-    c = c.with_row_index("_row").with_columns(pl.col("_row").cast(pl.Int64)).join(wide, on="_row", how="left")
-    return c.with_columns([pl.lit(None, dtype=pl.Utf8).alias(f) for f in FIELDS if f not in c.columns])
+    """`c` with one string column per struct field that is read (sg v3 `interface_id='S'`,
+    sg v4 `guard='Q'`: `native/src/text/sgio.rs:FIELDS`), its struct text (`arg`) split into
+    its name=value pairs in one compiled pass (`sgio_fields`)."""
+    from scsitrace._native import text
+    arg = c.select("arg") if c.height else pl.DataFrame({"arg": [None]}, schema={"arg": pl.Utf8})
+    fields = pl.DataFrame(text.sgio_fields(arg)).select(pl.all().cast(pl.Utf8))   # (no empty string view: see
+    return c.hstack(fields.head(c.height))                                        # _strace_lines._timed)
 
 
 NUMBERS = ("dxfer_len", "status", "host_status", "sb_len_wr", "resid", "duration", "din_xfer_len",
            "dout_xfer_len", "din_resid", "dout_resid", "device_status", "transport_status", "response_len")
 
 
-def _num(name: str) -> pl.Expr:
+def _number(name: str) -> pl.Expr:
     """A number strace printed (decimal or 0x hex), null unless it fits 32 bits (every field
     of sg_io_hdr and sg_io_v4 that is read here does)."""
     v = pl.col(name)
     return pl.when(v.str.starts_with("0x")).then(_lines.checked_int(v.str.slice(2), *_lines.U32, base=16)) \
         .otherwise(_lines.checked_int(v, -2**31, 2**32 - 1))
+
+
+def _num(name: str) -> pl.Expr:
+    """The NUMBERS field `name` as a number (`_number`, read once per batch by `decode`)."""
+    return pl.col("#" + name)
 
 
 def _why_bad() -> pl.Expr:
@@ -85,7 +81,8 @@ def decode(c: pl.DataFrame, fd_paths: pl.DataFrame, many_pids: bool) -> pl.DataF
         return pl.DataFrame(schema={**COMMANDS, "why": pl.Utf8, "line_no": pl.Int64, "t": pl.Utf8})
     v4 = pl.col("arg").str.starts_with("{guard='Q'")
     c = _fields(c).with_columns(pl.col("fd").alias("fd_text"), _lines.checked_int(pl.col("fd"), 0, 2**31 - 1)
-                                .alias("fd"), pl.col("pid").fill_null(-1).alias("_pid"))
+                                .alias("fd"), pl.col("pid").fill_null(-1).alias("_pid"),
+                                *[_number(name).alias("#" + name) for name in NUMBERS])
     if fd_paths.height:
         c = c.sort("line_no").join_asof(fd_paths.sort("line_no"), on="line_no", by_left=["_pid", "fd"],
                                         by_right=["pid", "fd"], strategy="backward", check_sortedness=False)

@@ -18,27 +18,17 @@ RET = (r"(?P<retpart>\)\s+= (?P<ret>-?\d+|\?)(?: (?P<errno>E[A-Z0-9]+) \([^)]*\)
 
 
 DAY = 86_400_000_000_000
-MAX_EPOCH_S = (2**63 - 1) // 1_000_000_000 - 1     # -ttt seconds whose nanoseconds fit int64
 
 
-def _clock(ts: pl.Expr, before: tuple) -> tuple[pl.Expr, pl.Expr]:
-    """-ttt (epoch seconds) or -t/-tt (time of day; a step back of over 12 h is midnight):
-    (the time as printed, midnights passed), `before`: (the last time printed in earlier
-    blocks, midnights passed by then)."""
-    clock = ts.str.contains(":")
-    hms = ts.str.extract_groups(r"^(\d\d):(\d\d):(\d\d)(?:\.(\d+))?$")
-    frac = lambda s: s.str.slice(0, 9).str.pad_end(9, "0").cast(pl.Int64).fill_null(0)  # noqa: E731
-    h, m, s = (hms.struct[k].cast(pl.Int64) for k in range(3))
-    valid = (h < 24) & (m < 60) & (s <= 60)          # 60: a leap second
-    tod = pl.when(valid).then((h * 3600 + m * 60 + s) * 1_000_000_000 + frac(hms.struct[3]))
-    epoch = ts.str.split(".")
-    whole = _lines.checked_int(epoch.list.get(0, null_on_oob=True), 0, MAX_EPOCH_S)
-    sec = whole * 1_000_000_000 + frac(epoch.list.get(1, null_on_oob=True))
-    raw = pl.when(clock).then(tod).otherwise(sec)
+def _wraps(raw: pl.Expr, clock: pl.Expr, before: tuple) -> pl.Expr:
+    """Midnights passed at each line of -t/-tt (time of day; a step back of over 12 h is
+    midnight; `clock`: the line's time is one), `raw`: the time as printed (ns; -ttt: epoch
+    seconds, never wrapped); `before`: (the last time printed in earlier blocks, midnights
+    passed by then)."""
     last, wraps = before
     filled = raw.forward_fill()
     step = filled.diff() if last is None else filled.fill_null(last) - filled.fill_null(last).shift(1, fill_value=last)
-    return raw, (pl.when(clock).then(step < -DAY // 2).otherwise(False)).fill_null(False).cum_sum() + wraps
+    return (pl.when(clock).then(step < -DAY // 2).otherwise(False)).fill_null(False).cum_sum() + wraps
 
 
 def split(lines: pl.DataFrame, st=None) -> pl.DataFrame:
@@ -70,8 +60,13 @@ def _timed(g: pl.DataFrame, st) -> pl.DataFrame:
     """`g` (line_no, t, pre, pid_b, pid_o, ts, body) with each line's pid, time (the clock of
     `st` carried on) and whether it is an SG_IO call."""
     body = pl.col("body")
-    raw, wraps = _clock(pl.col("ts"), st.clock if st is not None else (None, 0))
-    g = g.with_columns(raw.alias("_raw"), wraps.cast(pl.Int64).alias("_wraps"))
+    # the time as printed, in one compiled pass (native/src/text/sgio.rs `strace_clock`)
+    from scsitrace._native import text
+    # (an empty Arrow string view crosses with a dangling buffer the Rust side refuses)
+    raw = pl.DataFrame(text.strace_clock(g.select("ts")))["ns"] if g.height else pl.Series([], dtype=pl.Int64)
+    g = g.with_columns(raw.alias("_raw"))
+    wraps = _wraps(pl.col("_raw"), pl.col("ts").str.contains(":", literal=True), st.clock if st is not None else (None, 0))
+    g = g.with_columns(wraps.cast(pl.Int64).alias("_wraps"))
     if st is not None and g.height:
         stamped = g.filter(pl.col("_raw").is_not_null())
         if stamped.height:
@@ -110,18 +105,27 @@ def split_block(buf, line_no: int, st=None) -> tuple[int, pl.DataFrame] | None:
 
 def pairs(g: pl.DataFrame, final: bool = True):
     """SG_IO calls split by -f into `<unfinished ...>` and `<... ioctl resumed>`: each resumed
-    half belongs to its pid's previous unfinished ioctl. Returns the joined SG_IO calls, how
-    many resumed halves they used, and (unless `final`) the unfinished halves that are their
-    pid's last line so far (rows of `g`: their resumed half may come in the next block)."""
-    halves = g.filter(pl.col("opens") | pl.col("closes")).sort("pid", "line_no")
+    half belongs to its pid's previous unfinished ioctl (the halves' neighbours of their pid
+    from one compiled pass, `native/src/text/scsilog_pair.rs:key_neighbours`). Returns the
+    joined SG_IO calls, how many resumed halves they used, and (unless `final`) the unfinished
+    halves that are their pid's last line so far (rows of `g`: their resumed half may come in
+    the next block)."""
+    halves = g.filter(pl.col("opens") | pl.col("closes"))
+    if not halves.height:       # (no empty frame crosses to Rust: see _timed)
+        return pl.DataFrame(schema={"line_no": pl.Int64, "pid": pl.Int64, "t_ns": pl.Int64, "fd": pl.Utf8,
+                                    "path": pl.Utf8, "arg": pl.Utf8, "ret": pl.Utf8, "errno": pl.Utf8,
+                                    "dur": pl.Utf8, "end_t_ns": pl.Int64}), 0, halves.select(g.columns)
+    from scsitrace._native import text
+    near = pl.DataFrame(text.key_neighbours(halves.select("pid", "line_no"), ["pid"]))
     cols = ("kind", "arg", "line_no", "t_ns", "fd", "path")
-    halves = halves.with_columns([pl.col(c).shift(1).over("pid").alias(f"p_{c}") for c in cols])
+    halves = halves.with_columns(*[pl.col(c).gather(near["prev"]).alias(f"p_{c}") for c in cols],
+                                 pl.col("closes").gather(near["next"]).alias("_next_closes"))
     done = halves.filter((pl.col("kind") == "resumed") & (pl.col("p_kind") == "unfinished")).select(
         pl.col("p_line_no").alias("line_no"), "pid", pl.col("p_t_ns").alias("t_ns"), pl.col("p_fd").alias("fd"),
         pl.col("p_path").alias("path"), pl.concat_str("p_arg", "arg").alias("arg"), "ret", "errno", "dur",
         pl.col("t_ns").alias("end_t_ns"))
     # an unfinished SG_IO whose pid has no resumed half after it: the trace ended (or the process died)
-    nxt = pl.col("closes").shift(-1).over("pid")
+    nxt = pl.col("_next_closes")
     last = nxt.is_null() & pl.lit(not final)
     held = halves.filter((pl.col("kind") == "unfinished") & last).select(g.columns)
     open_ = halves.filter((pl.col("kind") == "unfinished") & ~nxt.fill_null(False) & ~last).select(

@@ -108,7 +108,7 @@ class _Events:
         counters = {}
         line_no = 1
         for buf, _ in _lines.iter_byte_blocks(self.path, block_bytes=self.chunk_bytes, progress=progress,
-                                              count_lines=False, strict=self.strict):
+                                              count_lines=False, views=True, strict=self.strict):
             n, ev = _scan_block(buf, line_no, self, cap.records, counters)
             line_no += n
             ev = self._out(ev, cap)
@@ -169,7 +169,7 @@ def _scan_block(buf: bytes, line_no: int, st: _Events, records: RecordCount, cou
     goes there whole: its error, or its lines replaced, lenient)."""
     found = _native_text().ftrace_block(np.frombuffer(buf, dtype=np.uint8))
     if found is None:
-        block = _lines._block_frame(buf, st.path, line_no, st.strict)
+        block = _lines._block_frame(bytes(buf), st.path, line_no, st.strict)
         return block.height, _decode_block(block, st, records, counters)
     rest = pl.DataFrame({"line_no": found.fb_idx + line_no,
                          "text": _lines.string_array(found.fb_text, found.fb_end)})
@@ -343,17 +343,24 @@ def _dmesg_events(g: pl.DataFrame | None, st: _Events, final: bool = False) -> p
     each given the CDB of the "CDB:" line after it. An event whose (device, tag) has no line
     after it in the block waits in `st.carry` for the next block (`final`: the log ended);
     the event before it is carried too, already emitted (a failed command's second end is
-    dropped)."""
+    dropped). A line's neighbours of its (device, tag) come from one compiled pass
+    (`key_neighbours`)."""
     parts = [p for p in (st.carry, g) if p is not None]
     g = pl.concat(parts) if len(parts) > 1 else parts[0]
     is_sense = pl.col("kind").str.starts_with("Sense Key")
-    sense, g = g.filter(is_sense), g.filter(~is_sense)
+    if g.select(is_sense.any()).item():
+        sense, g = g.filter(is_sense), g.filter(~is_sense)
+    else:
+        sense = g.clear()
     is_cdb = pl.col("kind") == "CDB:"
-    key = ["device", "tag"]
-    nxt = g.sort("line_no").with_columns(
-        pl.col("cdb_hex").shift(-1).over(key).alias("next_cdb"),
-        is_cdb.shift(-1).over(key).alias("next_is_cdb"))
-    ev = nxt.filter(~is_cdb).sort("line_no")
+    nxt = g if g["line_no"].is_sorted() else g.sort("line_no")
+    after = _neighbours(nxt)["next"]
+    nxt = nxt.with_columns(pl.col("cdb_hex").gather(after).alias("next_cdb"),
+                           is_cdb.gather(after).alias("next_is_cdb"))
+    ev = nxt.filter(~is_cdb)
+    near = _neighbours(ev)
+    ev = ev.with_columns(pl.col("kind").gather(near["prev"]).alias("_prev_kind"),
+                         (near["next"].is_null() | near["next"].gather(near["next"]).is_null()).alias("_last_two"))
     held = pl.col("next_is_cdb").is_null() & ~pl.col("_emitted") & pl.lit(not final)
     pending = ev.filter(~pl.col("_emitted"))
     if pending.height:
@@ -361,7 +368,7 @@ def _dmesg_events(g: pl.DataFrame | None, st: _Events, final: bool = False) -> p
         st.first_t = first if st.first_t is None else min(st.first_t, first)
     # per (device, tag): the last two events (the one before a held event decides whether it
     # is a failed command's second end), marked emitted unless held
-    st.carry = None if final else ev.group_by(key, maintain_order=True).tail(2).with_columns(
+    st.carry = None if final else ev.filter(pl.col("_last_two")).with_columns(
         (pl.col("_emitted") | pl.col("next_is_cdb").is_not_null()).alias("_emitted")).select(g.columns)
     sense = _sense_after_held(sense, ev.filter(held), st)
     # a failed command is logged twice ("FAILED Result:" from the midlayer's completion,
@@ -369,16 +376,16 @@ def _dmesg_events(g: pl.DataFrame | None, st: _Events, final: bool = False) -> p
     # one of them FAILED, is dropped (decided from the event before it alone, so every block
     # size gives the same events). Two "Done:" in a row are two completions (a
     # completions-only log, a command requeued: "Done: ADD_TO_MLQUEUE")
-    prev_kind = pl.col("kind").shift(1).over(key)
+    prev_kind = pl.col("_prev_kind")
     ends = pl.col("kind").is_in(["Done:", "FAILED"])
     failed = (pl.col("kind") == "FAILED") | (prev_kind == "FAILED").fill_null(False)
-    ev = ev.filter(~(ends & prev_kind.is_in(["Done:", "FAILED"]).fill_null(False) & failed))
-    ev = ev.filter(~pl.col("_emitted") & ~held)
+    ev = ev.filter(~(ends & prev_kind.is_in(["Done:", "FAILED"]).fill_null(False) & failed)
+                   & ~pl.col("_emitted") & ~held)
     kind = (pl.when(pl.col("kind") == "Send:").then(pl.lit("start"))
             .when(pl.col("kind") == "timing out command").then(pl.lit("timeout"))
             .when(pl.col("_timeout")).then(pl.lit("timeout"))
             .otherwise(pl.lit("done")))
-    return pl.concat([ev.select(
+    out = pl.concat([ev.select(
         "t_ns",
         kind.alias("kind"),
         "device",
@@ -390,7 +397,16 @@ def _dmesg_events(g: pl.DataFrame | None, st: _Events, final: bool = False) -> p
         pl.lit(None, dtype=pl.Int64).alias("rtn"),
         pl.lit("dmesg").alias("source"),
         pl.col("line_no").alias("pos"),
-    ).cast(EVENTS), _sense_events(sense)]).sort("pos")
+    ).cast(EVENTS), _sense_events(sense)])
+    return out if out["pos"].is_sorted() else out.sort("pos")
+
+
+def _neighbours(rows: pl.DataFrame) -> pl.DataFrame:
+    """`prev`, `next`: the row of the line before and after each of its (device, tag)."""
+    from scsitrace._native import text
+    if not rows.height:      # (an empty Arrow string view crosses with a dangling buffer)
+        return pl.DataFrame(schema={"prev": pl.Int64, "next": pl.Int64})
+    return pl.DataFrame(text.key_neighbours(rows.select("device", "tag", "line_no"), ["device", "tag"]))
 
 
 def _sense_after_held(sense: pl.DataFrame, held: pl.DataFrame, st: _Events) -> pl.DataFrame:

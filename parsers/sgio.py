@@ -113,9 +113,9 @@ class _Commands:
         records = cap.records
         line_no = 1
         for buf, _ in _lines.iter_byte_blocks(self.path, block_bytes=self.chunk_bytes, progress=progress,
-                                              count_lines=False, strict=self.strict):
+                                              count_lines=False, views=True, strict=self.strict):
             cut = None if self.sg3 else _strace_lines.split_block(buf, line_no, self)
-            lines = _text(_lines._block_frame(buf, self.path, line_no, self.strict)) if cut is None else \
+            lines = _text(_lines._block_frame(bytes(buf), self.path, line_no, self.strict)) if cut is None else \
                 cut[1].select("line_no", "t")
             line_no += lines.height
             records.read += lines.height

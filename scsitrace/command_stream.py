@@ -197,7 +197,9 @@ class Kept:
     def thinned(self) -> bool:
         return self.stride > 1
 
-    def add(self, frame: pl.DataFrame) -> None:
+    def add(self, frame: pl.DataFrame, made=None) -> None:
+        """`frame`'s rows to keep; `made`: what the kept rows become (a function of the thinned
+        frame, so that only the kept rows are made)."""
         if not frame.height:
             return
         if self.key is None:
@@ -205,6 +207,8 @@ class Kept:
         self.seen += frame.height
         mark = pl.col(self.key or "_n")
         frame = frame.filter(mark % self.stride == 0) if self.stride > 1 else frame
+        if made is not None:
+            frame = made(frame).with_columns(frame[self.key or "_n"])
         self.parts.append(frame)
         self.rows += frame.height
         while self.rows > self.limit:
@@ -275,13 +279,21 @@ class Tiler:
             dev=p["device"].rank("dense") - 1, io=p["io"], start=p["start_ns"], end=p["end_ns"],
             phase=p["phase"] if "phase" in p.columns else pl.repeat(0, p.height, eager=True), bytes=p["bytes"])])
         t = tiling.tile(rows, 0, self.PHASES)
-        seg = tiling.segments_frame(t["segments"].filter(pl.col("phase") != carry), t["phases"], devices)
+        seg, names, names_of = t["segments"].filter(pl.col("phase") != carry), t["phases"], devices.to_list()
         # where each device's last segment ends (pieces come in start order, so a later one
         # starts there or after: the time covered before it)
-        for d, end in seg.filter(pl.col("phase") != tiling.IDLE).group_by("device").agg(
-                pl.col("end_ns").max()).iter_rows():
-            self.covered[d] = max(self.covered.get(d, -1), end)
-        self._segments(seg)
+        for d, end in seg.filter(pl.col("phase") != names.index(tiling.IDLE)).group_by("dev").agg(
+                pl.col("end").max()).iter_rows():
+            name = names_of[d]
+            self.covered[name] = max(self.covered.get(name, -1), end)
+        # added up by phase code, the segments frame made of the rows kept only
+        self._add_up(seg.group_by("phase").agg((pl.col("end") - pl.col("start")).sum(), pl.len()), names)
+        self.kept.add(seg, lambda kept: tiling.segments_frame(kept, names, devices))
+
+    def _add_up(self, by_phase: pl.DataFrame, names: list[str]) -> None:
+        for phase, d, n in by_phase.iter_rows():
+            self.totals[names[phase]] += d
+            self.counts[names[phase]] += n
 
     def _segments(self, seg: pl.DataFrame) -> None:
         if not seg.height:

@@ -12,7 +12,6 @@ Per device, time is SERVICE (at least one command dispatched and not done) or ID
 """
 from __future__ import annotations
 
-import numpy as np
 import polars as pl
 
 from .. import bandwidth, schema, scsi, series, tiling
@@ -36,76 +35,61 @@ IOS_EXTRA = {"response_ns": pl.Int64, "paired": pl.Boolean, "reason": pl.Utf8, "
 
 
 def commands(events: pl.DataFrame) -> pl.DataFrame:
-    """One row per command: start event joined to the end event that follows it."""
-    return pair(events, None, 0, final=True)[0].drop("io")
+    """One row per command: start event joined to the end event that follows it; the paired
+    and unpaired starts by (device, tag, start, line), then the dones without start."""
+    cmds = pair(events, None, 0, final=True)[0].drop("io")
+    no_start = pl.col("start_ns").is_null() & pl.col("end_ns").is_not_null()
+    return cmds.sort(no_start, "device", "tag", pl.coalesce("start_ns", "end_ns"), "pos", nulls_last=True)
 
 
 def pair(events: pl.DataFrame, carry: pl.DataFrame | None, next_io: int, final: bool = False):
     """One block of events (with the starts `carry`ed from earlier blocks) -> (commands that
-    are finished, starts still waiting for their next event, the next io number). A command
-    is numbered (`io`) when its first event comes: its start, or a done without start; in
-    (time, line) order within a block, blocks in order."""
+    are finished, in io order; starts still waiting for their next event; the next io
+    number). The pairing is one compiled pass (`native/src/text/scsilog_pair.rs`: which
+    event ends which start, the unpaired reasons, the numbering); here its rows are gathered."""
     e = events.with_columns(pl.lit(None, dtype=pl.Int64).alias("io"))
     if carry is not None and carry.height:
         e = pl.concat([carry, e])
-    e = _by_key(e)
-    # sorted by (device, tag): a row's neighbour in its group is its neighbour in the frame
-    # when the keys agree (what shift().over(key) gives, without a group-by per column)
-    e = e.with_columns(_same_key(-1).alias("_next"), _same_key(1).alias("_prev")).with_columns(
-        *[pl.when(pl.col("_next")).then(pl.col(c).shift(-1)).alias(n) for c, n in (
-            ("kind", "n_kind"), ("t_ns", "n_t"), ("status", "n_status"), ("host_byte", "n_host"), ("rtn", "n_rtn"))],
-        pl.when(pl.col("_prev")).then(pl.col("kind").shift(1)).alias("p_kind")).drop("_next", "_prev")
-    orphan = (pl.col("kind") == "done") & (pl.col("p_kind").is_null() | (pl.col("p_kind") != "start"))
-    begins = e.filter(pl.col("io").is_null() & ((pl.col("kind") == "start") | orphan)).sort("t_ns", "pos")
-    if begins.height:
-        numbers = begins.select("pos", pl.int_range(next_io, next_io + begins.height, dtype=pl.Int64).alias("_io"))
-        e = e.join(numbers, on="pos", how="left").with_columns(pl.coalesce("io", "_io").alias("io")).drop("_io")
-        next_io += begins.height
-    waiting = (pl.col("kind") == "start") & pl.col("n_kind").is_null() & pl.lit(not final)
-    carry = e.filter(waiting).select(events.columns + ["io"])
-    n_kind = pl.col("n_kind")
+    # (an empty frame has a row added: an empty Arrow string view crosses with a dangling buffer)
+    keys = e.select("t_ns", "kind", "device", "tag", "pos", "io") if e.height else _NO_EVENT
+    paired = _text().pair_block(keys, next_io, final)
+    cmds, waiting = pl.DataFrame(paired.commands), pl.DataFrame(paired.waiting)
+    carry = e.select(pl.col(events.columns).gather(waiting["row"])).with_columns(waiting["io"])
+    begin = e.select(pl.col("device", "tag", "cdb", "pos", "t_ns").gather(cmds["row"]))
+    end = e.select(pl.col("t_ns", "status", "host_byte", "rtn").gather(cmds["end"]))     # null: no end
+    reason = pl.col("reason")
+    done, no_start = reason == 0, reason == _NO_START
     rtn_name = pl.col("n_rtn").replace_strict(MLQUEUE, default=None, return_dtype=pl.Utf8)
-    reason = (pl.when(n_kind == "done").then(None)
-              .when(n_kind == "error").then(
-                  pl.format("dispatch error (rtn={}{})", pl.col("n_rtn"),
-                            pl.when(rtn_name.is_not_null()).then(pl.concat_str(pl.lit(" "), rtn_name))
-                            .otherwise(pl.lit(""))))
-              .when(n_kind == "timeout").then(pl.lit("timed out"))
-              .when(n_kind == "start").then(pl.lit("no done before the tag was reused"))
-              .otherwise(pl.lit("no done (trace ended)")))
-    starts = e.filter((pl.col("kind") == "start") & ~waiting).select(
-        "device", "tag", "cdb", "pos", pl.col("t_ns").alias("start_ns"),
-        pl.when(n_kind == "done").then(pl.col("n_t")).alias("end_ns"),
+    host = pl.col("n_host")
+    out = begin.with_columns(
+        end["t_ns"].alias("n_t"), end["status"].alias("n_status"), n_rtn=end["rtn"],
+        n_host=end["host_byte"], reason=cmds["reason"], io=cmds["io"]).select(
+        "device", "tag", "cdb", "pos", pl.when(~no_start).then(pl.col("t_ns")).alias("start_ns"),
+        pl.when(done | no_start).then(pl.col("n_t")).alias("end_ns"),
         # a command the host adapter could not deliver (DID_NO_CONNECT...) shows its host byte
-        pl.when(n_kind == "done").then(
-            pl.when(pl.col("n_host").is_null() | (pl.col("n_host") == "DID_OK")).then(pl.col("n_status"))
-            .otherwise(pl.col("n_host"))).alias("status"),
-        pl.when(n_kind == "done").then(pl.col("n_host")).alias("host_byte"),
-        reason.alias("reason"), "io")
-    orphans = e.filter(orphan) \
-        .select("device", "tag", "cdb", "pos", pl.lit(None, dtype=pl.Int64).alias("start_ns"),
-                pl.col("t_ns").alias("end_ns"), "status", "host_byte",
-                pl.lit("done without start (trace started mid-command)").alias("reason"), "io")
-    return pl.concat([starts, orphans], how="diagonal_relaxed"), carry, next_io
+        pl.when(done).then(pl.when(host.is_null() | (host == "DID_OK")).then(pl.col("n_status")).otherwise(host))
+        .when(no_start).then(pl.col("n_status")).alias("status"),
+        pl.when(done | no_start).then(host).alias("host_byte"),
+        pl.when(reason == _DISPATCH_ERROR).then(
+            pl.format("dispatch error (rtn={}{})", pl.col("n_rtn"),
+                      pl.when(rtn_name.is_not_null()).then(pl.concat_str(pl.lit(" "), rtn_name)).otherwise(pl.lit(""))))
+        .otherwise(pl.col("reason").replace_strict(_REASONS, return_dtype=pl.Utf8)).alias("reason"),
+        "io")
+    return out, carry, paired.next_io
 
 
-def _same_key(n: int) -> pl.Expr:
-    """Whether the row `n` away has the same (device, tag)."""
-    return pl.all_horizontal(pl.col(c).eq_missing(pl.col(c).shift(n)) for c in ("device", "tag"))
+def _text():
+    from .._native import text
+    return text
 
 
-def _by_key(e: pl.DataFrame) -> pl.DataFrame:
-    """`e` sorted by device, tag (nulls last), time and line: numpy's lexsort over the devices'
-    ranks (3x less CPU than polars' multi-column sort with a string key, the same order)."""
-    if not e.height or any(e[c].null_count() for c in ("device", "t_ns", "pos")):
-        return e.sort(["device", "tag", "t_ns", "pos"], nulls_last=True)
-    devices = e["device"].unique().sort()
-    rank = e["device"].replace_strict(devices, pl.int_range(devices.len(), eager=True, dtype=pl.UInt32),
-                                      return_dtype=pl.UInt32)
-    tag = e["tag"]
-    order = np.lexsort((e["pos"].to_numpy(), e["t_ns"].to_numpy(), tag.fill_null(0).to_numpy(),
-                        tag.is_null().to_numpy(), rank.to_numpy()))
-    return e[order]
+# an event of no kind (ends nothing, begins nothing), for a block without events
+_NO_EVENT = pl.DataFrame({"t_ns": [0], "kind": [""], "device": [""], "tag": [None], "pos": [0], "io": [None]},
+                         schema={"t_ns": pl.Int64, "kind": pl.Utf8, "device": pl.Utf8, "tag": pl.Int64, "pos": pl.Int64,
+                                 "io": pl.Int64})
+_REASONS = {k: (v or None) for k, v in enumerate(_text().PAIR_REASONS)}
+_DISPATCH_ERROR = next(k for k, v in _REASONS.items() if v == "dispatch error")
+_NO_START = next(k for k, v in _REASONS.items() if v and v.startswith("done without start"))
 
 
 def ios_frame(cmds: pl.DataFrame, first_io: int = 0) -> pl.DataFrame:
@@ -119,8 +103,7 @@ def ios_frame(cmds: pl.DataFrame, first_io: int = 0) -> pl.DataFrame:
     dec = scsi.decode_cdbs(c["cdb"])
     c = c.with_columns(
         dec["opcode"], dec["command"], dec["lba"], dec["blocks"], pl.col("reason").is_null().alias("paired"),
-        pl.col("device").str.split(":").list.get(2, null_on_oob=True).cast(pl.Int8, strict=False).alias("target"),
-        pl.col("device").str.split(":").list.get(3, null_on_oob=True).cast(pl.Int16, strict=False).alias("lun"))
+        _device_part(c["device"], 2, pl.Int8).alias("target"), _device_part(c["device"], 3, pl.Int16).alias("lun"))
     given = [k for k in ("response_ns", "bytes", "data_bytes") if k in c.columns]
     c = c.with_columns(
         (pl.coalesce("response_ns", pl.col("end_ns") - pl.col("start_ns")) if "response_ns" in given
@@ -140,6 +123,14 @@ def ios_frame(cmds: pl.DataFrame, first_io: int = 0) -> pl.DataFrame:
     cols = {**schema.IOS, **IOS_EXTRA, "kernel_tag": pl.Int64,
             **{k: v for k, v in COMMAND_EXTRA.items() if k in c.columns and k not in schema.IOS}}
     return c.select([pl.col(k).cast(v) for k, v in cols.items()])
+
+
+def _device_part(device: pl.Series, k: int, dtype) -> pl.Series:
+    """Part `k` of each H:C:T:L device as `dtype` (null where there is none or it does not
+    fit), read once per distinct device (a log has few)."""
+    devices = device.unique().drop_nulls()
+    part = devices.str.split(":").list.get(k, null_on_oob=True).cast(dtype, strict=False)
+    return device.replace_strict(devices, part, default=None, return_dtype=dtype)
 
 
 def analyze(capture: Capture, options=None) -> Analysis:

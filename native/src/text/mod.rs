@@ -28,6 +28,7 @@ use crate::arrow::Columns;
 
 pub mod blkparse;
 pub mod scsilog;
+pub mod scsilog_pair;
 pub mod sgio;
 pub mod usbmon;
 
@@ -361,17 +362,23 @@ impl StrCol {
     /// The column as Arrow strings (one column `value`; the vectors become its buffers: no
     /// copy), null where absent; an error if the bytes are not UTF-8.
     pub fn into_py(self, py: Python) -> PyResult<Py<Columns>> {
+        Py::new(py, Columns::new(vec![("value", self.into_array()?)])?)
+    }
+
+    /// The column as an Arrow string array (a column of a wider `Columns`).
+    pub fn into_array(self) -> PyResult<ArrayRef> {
         let offsets = OffsetBuffer::new(ScalarBuffer::from(std::iter::once(0).chain(self.ends).collect::<Vec<i64>>()));
         let nulls = NullBuffer::from(self.valid);
         let nulls = (nulls.null_count() > 0).then_some(nulls);
         let column = LargeStringArray::try_new(offsets, Buffer::from_vec(self.data), nulls)
             .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("strings: {e}")))?;
-        Py::new(py, Columns::new(vec![("value", Arc::new(column) as ArrayRef)])?)
+        Ok(Arc::new(column) as ArrayRef)
     }
 }
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     scsilog::register(m)?;
+    scsilog_pair::register(m)?;
     sgio::register(m)?;
     usbmon::register(m)?;
     blkparse::register(m)

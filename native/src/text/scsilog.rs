@@ -148,10 +148,13 @@ fn scan_part(buf: &[u8], first: usize, clean: bool, f: &Finders) -> Part {
         let ev = at.and_then(|at| event(line, at, f, other));
         match ev {
             Some(e) => p.push(idx, &e, &mut dev, f),
-            None if plain && at.is_none() && !f.words[..words_to_look(line)].iter().any(|w| w.find(line).is_some()) => {}
+            // a dmesg line first (it holds one of WORDS, so no line the next arm takes): most
+            // lines of a dmesg log are, and the words are each looked for along the whole line
             None if plain && at.is_none() && line.first() == Some(&b'[')
-                && !(other && f.other.iter().any(|w| w.find(line).is_some())) && printable(line)
-                && dmesg_line(line).is_some_and(|d| p.push_dmesg(idx, &d, &mut dev, f)) => {}
+                && dmesg_line(line).is_some_and(|d| printable(line)
+                    && !(other && f.other.iter().any(|w| w.find(line).is_some()))
+                    && p.push_dmesg(idx, &d, &mut dev, f)) => {}
+            None if plain && at.is_none() && !f.words[..words_to_look(line)].iter().any(|w| w.find(line).is_some()) => {}
             None => {
                 p.fb_idx.push(idx);
                 p.fb_text.extend_from_slice(raw_line);

@@ -8,8 +8,16 @@
 use memchr::memmem;
 use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
-use super::{digits, is_space, on_parts, part_count, strip_eol, StrCol};
-use crate::arrow::Columns;
+use super::{digits, is_space, part_count, scan_parts, strip_eol, uint, StrCol};
+use std::sync::Arc;
+
+use arrow_array::builder::StringViewBuilder;
+use arrow_array::types::Int64Type;
+use arrow_array::ArrayRef;
+use arrow_buffer::Buffer;
+
+use crate::arrow::{options_of, Columns, Table};
+use super::scsilog_pair::strings;
 
 const RESUMED: &[u8] = b"<... ioctl resumed>";
 const UNFINISHED: &[u8] = b" <unfinished ...>";
@@ -18,19 +26,68 @@ const SG_IO: &[u8] = b", SG_IO, ";
 /// The columns of one part of a block.
 #[derive(Default)]
 struct Cols {
-    t: StrCol,
-    pre: StrCol,
-    pid_b: StrCol,
-    pid_o: StrCol,
-    ts: StrCol,
-    body: StrCol,
-    fd: StrCol,
-    path: StrCol,
-    ret: StrCol,
-    errno: StrCol,
-    dur: StrCol,
-    arg: StrCol,
+    t: ViewCol,
+    pre: ViewCol,
+    pid_b: ViewCol,
+    pid_o: ViewCol,
+    ts: ViewCol,
+    body: ViewCol,
+    fd: ViewCol,
+    path: ViewCol,
+    ret: ViewCol,
+    errno: ViewCol,
+    dur: ViewCol,
+    arg: ViewCol,
     lines: usize,
+}
+
+/// A column of optional strings of a block as views into it (where each starts in the part
+/// cut, how long it is, whether it is there): nothing copied; `into_array` makes the Arrow
+/// string views polars reads as its own strings, every column sharing the block's one buffer.
+#[derive(Default)]
+struct ViewCol {
+    at: Vec<u32>,
+    len: Vec<u32>,
+    valid: Vec<bool>,
+}
+
+impl ViewCol {
+    /// `s` (a slice of `base`, the part cut) or none.
+    fn push(&mut self, base: &[u8], s: Option<&[u8]>) {
+        let (at, len) = s.map_or((0, 0), |s| ((s.as_ptr() as usize - base.as_ptr() as usize) as u32, s.len() as u32));
+        self.at.push(at);
+        self.len.push(len);
+        self.valid.push(s.is_some());
+    }
+
+    fn reserve(&mut self, n: usize) {
+        self.at.reserve(n);
+        self.len.reserve(n);
+        self.valid.reserve(n);
+    }
+
+    /// `from`'s strings after these, its part starting `shift` bytes into the block.
+    fn append(&mut self, from: ViewCol, shift: u32) {
+        self.at.extend(from.at.into_iter().map(|a| a + shift));
+        self.len.extend(from.len);
+        self.valid.extend(from.valid);
+    }
+
+    /// The column as Arrow string views of `block` (ASCII, checked by the caller).
+    fn into_py(self, py: Python, block: &Buffer) -> PyResult<Py<Columns>> {
+        let mut b = StringViewBuilder::with_capacity(self.at.len());
+        let id = b.append_block(block.clone());
+        for k in 0..self.at.len() {
+            if self.valid[k] {
+                // SAFETY: each view is a range of the block that `push` took from it, and the
+                // block is ASCII (valid UTF-8)
+                unsafe { b.append_view_unchecked(id, self.at[k], self.len[k]) };
+            } else {
+                b.append_null();
+            }
+        }
+        Py::new(py, Columns::new(vec![("value", Arc::new(b.finish()) as ArrayRef)])?)
+    }
 }
 
 fn spaces(s: &[u8], i: usize) -> usize {
@@ -170,7 +227,7 @@ fn ret_of(body: &[u8]) -> Option<(usize, &[u8], Option<&[u8]>, Option<&[u8]>)> {
 }
 
 /// Cut one line into its columns; None: the block goes to the Python reader.
-fn cut(line: &[u8], c: &mut Cols, sg_io: &memmem::Finder) -> Option<()> {
+fn cut(base: &[u8], line: &[u8], c: &mut Cols, sg_io: &memmem::Finder) -> Option<()> {
     let t = strip_eol(line);
     let h = &t[..t.len().min(64)];
     let lead = spaces(h, 0);
@@ -191,17 +248,17 @@ fn cut(line: &[u8], c: &mut Cols, sg_io: &memmem::Finder) -> Option<()> {
         end -= 1;
     }
     let body = &t[i..end.max(i)];
-    c.t.push(Some(t));
-    c.pre.push(Some(&t[..i]));
-    c.pid_b.push(pid_b);
-    c.pid_o.push(pid_o);
-    c.ts.push(ts);
-    c.body.push(Some(body));
+    c.t.push(base, Some(t));
+    c.pre.push(base, Some(&t[..i]));
+    c.pid_b.push(base, pid_b);
+    c.pid_o.push(base, pid_o);
+    c.ts.push(base, ts);
+    c.body.push(base, Some(body));
     let at = if body.starts_with(b"ioctl(") { sg_io.find(body) } else { None };
     let resumed = body.starts_with(RESUMED);
     if at.is_none() && !resumed {
         for col in [&mut c.fd, &mut c.path, &mut c.ret, &mut c.errno, &mut c.dur, &mut c.arg] {
-            col.push(None);
+            col.push(base, None);
         }
         return Some(());
     }
@@ -217,34 +274,34 @@ fn cut(line: &[u8], c: &mut Cols, sg_io: &memmem::Finder) -> Option<()> {
     if finish < begin {
         return None;
     }
-    c.fd.push(fd);
-    c.path.push(path);
-    c.ret.push(ret.map(|r| r.1));
-    c.errno.push(ret.and_then(|r| r.2));
-    c.dur.push(ret.and_then(|r| r.3));
-    c.arg.push(Some(&body[begin..finish]));
+    c.fd.push(base, fd);
+    c.path.push(base, path);
+    c.ret.push(base, ret.map(|r| r.1));
+    c.errno.push(base, ret.and_then(|r| r.2));
+    c.dur.push(base, ret.and_then(|r| r.3));
+    c.arg.push(base, Some(&body[begin..finish]));
     Some(())
 }
 
 fn cut_part(buf: &[u8]) -> Option<Cols> {
     let sg_io = memmem::Finder::new(SG_IO);
     let mut c = Cols::default();
-    // the line, its body and its struct text are most of each line: room for them at once
-    // (growing these vectors copied each about twice)
     let lines = memchr::memchr_iter(b'\n', buf).count() + 1;
-    for col in [&mut c.t, &mut c.body, &mut c.arg] {
-        col.data.reserve(buf.len());
-    }
-    for col in [&mut c.t, &mut c.pre, &mut c.pid_b, &mut c.pid_o, &mut c.ts, &mut c.body, &mut c.fd, &mut c.path,
-                &mut c.ret, &mut c.errno, &mut c.dur, &mut c.arg] {
-        col.ends.reserve(lines);
-        col.valid.reserve(lines);
+    for col in c.columns() {
+        col.reserve(lines);
     }
     for line in super::lines(buf) {
-        cut(line, &mut c, &sg_io)?;
+        cut(buf, line, &mut c, &sg_io)?;
         c.lines += 1;
     }
     Some(c)
+}
+
+impl Cols {
+    fn columns(&mut self) -> [&mut ViewCol; 12] {
+        [&mut self.t, &mut self.pre, &mut self.pid_b, &mut self.pid_o, &mut self.ts, &mut self.body, &mut self.fd,
+         &mut self.path, &mut self.ret, &mut self.errno, &mut self.dur, &mut self.arg]
+    }
 }
 
 /// The columns of strace's lines in a block (`parts`: how many parts to cut it in, the
@@ -259,35 +316,24 @@ fn strace_block<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, parts: Opt
         if !data.is_ascii() || memchr::memchr(0, data).is_some() {
             return None;
         }
-        let mut cut: Vec<Cols> = on_parts(data, n, |part, _| cut_part(part)).into_iter().collect::<Option<_>>()?;
-        if cut.len() == 1 {
-            return cut.pop();
-        }
+        let (cut, offsets) = scan_parts(data, n, cut_part);
         let mut all = Cols::default();
-        for part in cut {
-            let p = part;
+        for (part, at) in cut.into_iter().zip(offsets) {
+            let mut p = part?;
             all.lines += p.lines;
-            all.t.append(p.t);
-            all.pre.append(p.pre);
-            all.pid_b.append(p.pid_b);
-            all.pid_o.append(p.pid_o);
-            all.ts.append(p.ts);
-            all.body.append(p.body);
-            all.fd.append(p.fd);
-            all.path.append(p.path);
-            all.ret.append(p.ret);
-            all.errno.append(p.errno);
-            all.dur.append(p.dur);
-            all.arg.append(p.arg);
+            for (to, from) in all.columns().into_iter().zip(p.columns()) {
+                to.append(std::mem::take(from), at as u32);
+            }
         }
         Some(all)
     });
     let Some(c) = out else { return Ok(None) };
+    let b = Buffer::from_slice_ref(data);     // the block, once: every column's strings are views of it
     Ok(Some(StraceLines {
-        lines: c.lines, t: c.t.into_py(py)?, pre: c.pre.into_py(py)?, pid_b: c.pid_b.into_py(py)?,
-        pid_o: c.pid_o.into_py(py)?, ts: c.ts.into_py(py)?, body: c.body.into_py(py)?, fd: c.fd.into_py(py)?,
-        path: c.path.into_py(py)?, ret: c.ret.into_py(py)?, errno: c.errno.into_py(py)?, dur: c.dur.into_py(py)?,
-        arg: c.arg.into_py(py)?,
+        lines: c.lines, t: c.t.into_py(py, &b)?, pre: c.pre.into_py(py, &b)?, pid_b: c.pid_b.into_py(py, &b)?,
+        pid_o: c.pid_o.into_py(py, &b)?, ts: c.ts.into_py(py, &b)?, body: c.body.into_py(py, &b)?,
+        fd: c.fd.into_py(py, &b)?, path: c.path.into_py(py, &b)?, ret: c.ret.into_py(py, &b)?,
+        errno: c.errno.into_py(py, &b)?, dur: c.dur.into_py(py, &b)?, arg: c.arg.into_py(py, &b)?,
     }))
 }
 
@@ -310,7 +356,102 @@ struct StraceLines {
     arg: Py<Columns>,
 }
 
+/// The fields of the SG_IO struct that are read (`parsers/_sgio_struct.py:FIELDS`: sg v3,
+/// then sg v4), in that order.
+const FIELDS: [&str; 18] = ["dxfer_direction", "cmdp", "dxfer_len", "status", "host_status", "sb_len_wr", "sbp",
+                            "resid", "duration", "request", "din_xfer_len", "dout_xfer_len", "din_resid",
+                            "dout_resid", "device_status", "transport_status", "response_len", "response"];
+
+/// One struct text (`{name=value, ...}`: one '{' and one '}' taken off) split at ", " into
+/// name=value pairs (strace prints buffers as \xNN escapes, so no value holds ", "): each
+/// FIELDS entry's value where its name first comes (None: absent, or named without '=').
+fn struct_fields<'a>(arg: &'a str, out: &mut [Option<Option<&'a str>>; 18]) {
+    *out = [None; 18];
+    let arg = arg.strip_prefix('{').unwrap_or(arg);
+    let arg = arg.strip_suffix('}').unwrap_or(arg);
+    for kv in arg.split(", ") {
+        let (k, v) = match kv.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (kv, None),
+        };
+        if let Some(f) = FIELDS.iter().position(|&n| n == k) {
+            out[f].get_or_insert(v);
+        }
+    }
+}
+
+/// The SG_IO struct texts of a table's `arg` column split into one string column per FIELDS
+/// entry (null where the struct has no such field, or no value for it; a null `arg` has none).
+#[pyfunction]
+fn sgio_fields(py: Python, calls: Table) -> PyResult<Py<Columns>> {
+    let args = strings(&calls, "arg")?;
+    let cols = py.allow_threads(|| {
+        let mut cols: Vec<StrCol> = FIELDS.iter().map(|_| StrCol::default()).collect();
+        let mut found = [None; 18];
+        for arg in &args {
+            match arg {
+                Some(a) => struct_fields(a, &mut found),
+                None => found = [None; 18],
+            }
+            for (col, v) in cols.iter_mut().zip(found.iter()) {
+                col.push(v.flatten().map(str::as_bytes));
+            }
+        }
+        cols
+    });
+    let arrays = cols.into_iter().zip(FIELDS).map(|(c, name)| Ok((name, c.into_array()?))).collect::<PyResult<Vec<_>>>()?;
+    Py::new(py, Columns::new(arrays)?)
+}
+
+/// The last -ttt second whose nanoseconds fit an int64.
+const MAX_EPOCH_S: u64 = (i64::MAX as u64) / 1_000_000_000 - 1;
+
+/// Up to 9 digits of a fraction as nanoseconds (cut to 9, zeros after); None if not digits.
+fn nanos(frac: &[u8]) -> Option<i64> {
+    if !frac.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some((0..9).fold(0i64, |ns, k| ns * 10 + frac.get(k).map_or(0, |&b| i64::from(b - b'0'))))
+}
+
+/// A strace timestamp as printed, in ns: -t/-tt `HH:MM:SS[.FRAC]` (a time of day: hours
+/// below 24, minutes below 60, seconds up to 60, a leap second) or -ttt `SECONDS[.FRAC]`
+/// (seconds whose nanoseconds fit an int64); None when it is neither.
+fn clock_ns(ts: &[u8]) -> Option<i64> {
+    if ts.contains(&b':') {
+        let two = |k: usize| -> Option<i64> {
+            let d = ts.get(k..k + 2)?;
+            d.iter().all(u8::is_ascii_digit).then(|| i64::from(d[0] - b'0') * 10 + i64::from(d[1] - b'0'))
+        };
+        let (h, m, s) = (two(0)?, two(3)?, two(6)?);
+        if ts[2] != b':' || ts[5] != b':' || h >= 24 || m >= 60 || s > 60 {
+            return None;
+        }
+        let frac = match &ts[8..] {
+            [] => 0,
+            [b'.', f @ ..] if !f.is_empty() => nanos(f)?,
+            _ => return None,
+        };
+        return Some((h * 3600 + m * 60 + s) * 1_000_000_000 + frac);
+    }
+    let mut parts = ts.split(|&b| b == b'.');
+    let whole = uint(parts.next()?).filter(|&w| w <= MAX_EPOCH_S)?;
+    Some(whole as i64 * 1_000_000_000 + parts.next().map_or(Some(0), nanos)?)
+}
+
+/// The time of each strace line as printed (`stamps`: its `ts` column, the -t/-tt/-ttt
+/// timestamp text, null where the line has none): `ns`, null where there is none or it is
+/// not a time (`clock_ns`). Midnights are counted by the reader (`_strace_lines._wraps`).
+#[pyfunction]
+fn strace_clock(py: Python, stamps: Table) -> PyResult<Py<Columns>> {
+    let ts = strings(&stamps, "ts")?;
+    let ns = py.allow_threads(|| ts.iter().map(|t| t.and_then(|t| clock_ns(t.as_bytes()))).collect::<Vec<_>>());
+    Py::new(py, Columns::new(vec![("ns", options_of::<Int64Type>(ns))])?)
+}
+
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(strace_clock, m)?)?;
     m.add_function(wrap_pyfunction!(strace_block, m)?)?;
+    m.add_function(wrap_pyfunction!(sgio_fields, m)?)?;
     Ok(())
 }
