@@ -409,6 +409,46 @@ def _chunk_transitions(runs: pl.DataFrame, initiator: int) -> pl.DataFrame:
     }).with_columns(pl.when(pl.col("db") >= 0).then(pl.col("db")).cast(pl.UInt8).alias("db"))
 
 
+def stretches(runs: pl.DataFrame, initiator: int = INITIATOR_ID) -> pl.DataFrame:
+    """What `transitions` would yield, summed per stretch of constant phase lines (the bus
+    layer's `runs.reduce_stretches` reads it instead of millions of synthesized handshakes):
+    per run its ARBITRATION, then the run itself with its handshakes counted, the first
+    one's and the last transition's times as `_chunk_transitions` places them."""
+    phase = runs["phase"].to_numpy().astype(str) if runs.height else np.array([], dtype=str)
+    lines = np.array([LINES_OF_PHASE[p] for p in phase], dtype=np.int64)
+    lines |= np.where(runs["atn"].fill_null(False).to_numpy(), _B["ATN"], 0)
+    start = runs["start_ns"].to_numpy().astype(np.int64)
+    end = runs["end_ns"].to_numpy().astype(np.int64)
+    target = runs["target"].fill_null(-1).to_numpy().astype(np.int64)
+    sel = np.isin(phase, ["SELECTION", "RESELECTION"])
+    has_target = target >= 0
+    sel_db = np.where(sel & has_target, (1 << initiator) | (1 << np.maximum(target, 0)), -1)
+    arb_db = np.where(phase == "RESELECTION", np.where(has_target, 1 << np.maximum(target, 0), -1),
+                      1 << initiator)
+    n = runs["handshakes"].to_numpy().astype(np.int64)
+    width = (end - start) / np.maximum(n, 1)
+    hs = n > 0
+    first_hs = start + np.floor((0 + 0.25) * width).astype(np.int64)
+    last_t = np.where(hs, start + np.floor(((n - 1) + 0.75) * width).astype(np.int64), start)
+    info = runs["info_bytes"]
+    last_byte = info.list.last().cast(pl.Int64).fill_null(-1).to_numpy()
+    db_last = np.where(last_byte >= 0, last_byte, sel_db)
+    own = pl.DataFrame({
+        "order": 2 * np.arange(runs.height) + 1, "start_ns": start, "lines": lines, "transitions": 1 + 2 * n,
+        "handshakes": n, "first_handshake_ns": pl.Series(first_hs).set(pl.Series(~hs), None),
+        "last_ns": last_t, "db_last": pl.Series(db_last).set(pl.Series(db_last < 0), None),
+        "info_bytes": info.cast(pl.List(pl.UInt8)),
+    })
+    arb = pl.DataFrame({
+        "order": 2 * np.flatnonzero(sel), "start_ns": start[sel], "lines": np.full(int(sel.sum()), _B["BSY"]),
+        "transitions": np.ones(int(sel.sum()), np.int64), "handshakes": np.zeros(int(sel.sum()), np.int64),
+        "first_handshake_ns": pl.Series(np.zeros(int(sel.sum()), np.int64)).set(pl.Series(np.ones(int(sel.sum()), bool)), None),
+        "last_ns": start[sel], "db_last": pl.Series(arb_db[sel]).set(pl.Series(arb_db[sel] < 0), None),
+        "info_bytes": pl.Series([None] * int(sel.sum()), dtype=pl.List(pl.UInt8)),
+    })
+    return pl.concat([own, arb.cast(own.schema)]).sort("order").drop("order")
+
+
 # ---------------------------------------------------------------- parse
 
 def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
@@ -456,4 +496,5 @@ def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
         cap.meta["not_this_format"] = _qemu_devices.not_lsi(str(path), ev["event"])
         cap.notes.append("the trace holds no lsi_* events: no LSI bus activity in it")
     cap.chunks = lambda: transitions(runs)
+    cap.columns["stretches"] = stretches(runs)
     return cap
