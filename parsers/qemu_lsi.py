@@ -36,7 +36,7 @@ from scsitrace import schema
 from scsitrace.errors import BadInput, TruncatedInput
 from scsitrace.model import Capture
 from scsitrace.schema import SIGNAL_BIT
-from . import _lines, _qemu_devices
+from . import _lines, _qemu_devices, _qemu_scan
 from ._qemu_fields import decode_fields as _decode_fields
 
 ID = "qemu_lsi"
@@ -119,15 +119,32 @@ def _ends_inside_a_line(path: str) -> bool:
 
 
 def _events(path: str, strict: bool, cap: Capture, progress) -> pl.DataFrame:
-    """Decoded lines. A bad last line the file ends inside is "short", not "wrong": strict
-    mode raises TruncatedInput, lenient mode flags it as an anomaly (not a skip)."""
+    """Decoded lines: the compiled scanner's (`_qemu_scan`), and the lines it leaves decoded
+    here. A bad last line the file ends inside is "short", not "wrong": strict mode raises
+    TruncatedInput, lenient mode flags it as an anomaly (not a skip)."""
+    taken, others = [], []
+    for buf, line_no in _lines.iter_byte_blocks(path, progress=progress, strict=strict):
+        block, other = _qemu_scan.scan_block(buf, line_no)
+        taken.append(block)
+        others.append(other)
+    cap.records.read += sum(t.height for t in taken)
+    # lines that are not UTF-8 are found in every block before any other bad line (strict)
+    rest = [_lines.fallback_frame(other, path, strict) for other in others]
+    last = taken[-1]["line_no"].max() if taken and taken[-1].height else None
+    decoded = _decoded(_lines_left(rest, path, strict, cap, last))
+    return _qemu_scan.in_order([*taken, decoded])
+
+
+def _lines_left(blocks: list[pl.DataFrame], path: str, strict: bool, cap: Capture, last_taken) -> pl.DataFrame:
+    """The lines the scanner left, block by block: the good ones, the bad ones named (strict)
+    or skipped and counted."""
     parts = []
     cut_short = _ends_inside_a_line(path)
-    blocks = list(_lines.iter_line_blocks(path, strict=strict, progress=progress))
     for i, block in enumerate(blocks):
         m = _split_lines(block)
         bad = m.filter(pl.col("event").is_null())
-        if cut_short and i == len(blocks) - 1 and bad.height and bad["line_no"][-1] == m["line_no"][-1]:
+        last_record = max(v for v in (last_taken, m["line_no"].max()) if v is not None) if m.height else None
+        if cut_short and i == len(blocks) - 1 and bad.height and bad["line_no"][-1] == last_record:
             last = bad.row(bad.height - 1, named=True)
             if strict and bad.height == 1:
                 raise TruncatedInput(path, "the file ends inside a trace line", line=last["line_no"], text=last["text"])
@@ -146,15 +163,19 @@ def _events(path: str, strict: bool, cap: Capture, progress) -> pl.DataFrame:
                                           for r in bad.head(5).iter_rows(named=True)])
         cap.records.read += m.height - bad.height     # a bad line is skipped, not read
         parts.append(m.filter(pl.col("event").is_not_null()).drop("text"))
-    if not parts:
-        return pl.DataFrame(schema={"line_no": pl.Int64, "t_abs_ns": pl.Int64, "event": pl.Utf8, "detail": pl.Utf8})
-    ev = pl.concat(parts)
+    return pl.concat(parts) if parts else _split_lines(pl.DataFrame(schema={"line_no": pl.Int64, "text": pl.Utf8}))
+
+
+def _decoded(ev: pl.DataFrame) -> pl.DataFrame:
+    """Good lines with their times and fields (`_qemu_fields.decode_fields`)."""
+    if not ev.height:
+        return pl.DataFrame(schema=_qemu_scan.EVENTS)
     scale = pl.lit(10, pl.Int64).pow(9 - pl.col("frac").str.len_chars().cast(pl.Int64))
-    return ev.select(
+    return _decode_fields(ev.select(
         "line_no",
         (pl.col("sec") * 1_000_000_000 + pl.col("frac").cast(pl.Int64) * scale).alias("t_abs_ns"),
         "event", "detail",
-    )
+    ))
 
 
 # ---------------------------------------------------------------- events -> phase runs
@@ -453,7 +474,7 @@ def stretches(runs: pl.DataFrame, initiator: int = INITIATOR_ID) -> pl.DataFrame
 
 def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
     cap = Capture(layer="bus", path=str(path), format=ID)
-    ev = _decode_fields(_events(str(path), strict, cap, progress))
+    ev = _events(str(path), strict, cap, progress)
     bad = ev.filter(pl.col("bad_field").is_not_null())
     if bad.height:                  # a field out of its range: the line is bad input
         first = bad.row(0, named=True)

@@ -1,6 +1,6 @@
 //! Line-oriented text formats scanned in Rust (`scsitrace._native.text`): the shared helpers
 //! and one module per format (`scsilog.rs` ftrace and dmesg kernel logs, `sgio.rs` strace
-//! lines, `usbmon.rs` usbmon text, `blkparse.rs` blkparse text).
+//! lines, `usbmon.rs` usbmon text, `blkparse.rs` blkparse text, `qemu.rs` QEMU trace lines).
 //!
 //! The helpers every text reader uses (keep this API small; a format's own rules go in its
 //! module):
@@ -27,6 +27,7 @@ use pyo3::prelude::*;
 use crate::arrow::Columns;
 
 pub mod blkparse;
+pub mod qemu;
 pub mod scsilog;
 pub mod sgio;
 pub mod usbmon;
@@ -374,6 +375,7 @@ pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     scsilog::register(m)?;
     sgio::register(m)?;
     usbmon::register(m)?;
+    qemu::register(m)?;
     blkparse::register(m)
 }
 
