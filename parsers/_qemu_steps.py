@@ -37,12 +37,25 @@ MSGOUT_FIXED_BYTES = {
     "lsi_do_msgout_disconnect": [0x04], "lsi_do_msgout_clearqueue": [0x0E],
     "lsi_do_msgout_busdevicereset": [0x0C],
 }
-def steps_frame(ev: pl.DataFrame) -> pl.DataFrame:
+
+
+@dataclass
+class Carry:
+    """What the steps of the batches before say about the next: the latest stamp, the phase in
+    force, the runs numbered."""
+    t_max: int | None = None
+    phase: str | None = None
+    runs: int = 0
+
+
+def steps_frame(ev: pl.DataFrame, carry: Carry | None = None) -> pl.DataFrame:
     """One row per event with the bus phase in force and the phase run it belongs to.
 
     Times go forward only: QEMU's threads stamp their lines independently, so a line may
     carry a stamp a microsecond before the one above it; it is taken to happen at the
-    later time (counted in `clamped`).
+    later time (counted in `clamped`). Times count from the earliest stamp; with `carry`
+    (a batch after others: `Stream`) they stay absolute and go on from the batches before,
+    as do the phase and the run numbers (`carry` is moved on to this batch's end).
     """
     if "bad_field" not in ev.columns:
         ev = _decode_fields(ev)
@@ -51,22 +64,34 @@ def steps_frame(ev: pl.DataFrame) -> pl.DataFrame:
         pl.when(pl.col("event") == "lsi_execute_script_tc_compp")
         .then(pl.col("compare").replace_strict(PHASE_OF_COMPARE, default=None)),
     )
-    t0 = ev["t_abs_ns"].min() if ev.height else 0
+    c = carry or Carry()
+    t0 = 0 if carry is not None else ev["t_abs_ns"].min() if ev.height else 0
+    latest = pl.col("t_abs_ns").cum_max()
+    if c.t_max is not None:
+        latest = pl.max_horizontal(latest, pl.lit(c.t_max, pl.Int64))
+    phase = pl.col("phase_here").forward_fill()
     ev = ev.with_columns(
         phase_here.alias("phase_here"),
-        pl.col("t_abs_ns").cum_max().alias("t_abs_ns"),
-        (pl.col("t_abs_ns") < pl.col("t_abs_ns").cum_max()).alias("clamped"),
+        latest.alias("t_abs_ns"),
+        (pl.col("t_abs_ns") < latest).alias("clamped"),
     ).with_columns(
         (pl.col("t_abs_ns") - t0).alias("t_ns"),
-        pl.col("phase_here").forward_fill().alias("phase"),
+        (phase if c.phase is None else phase.fill_null(pl.lit(c.phase))).alias("phase"),
     )
-    changed = (pl.col("phase") != pl.col("phase").shift(1)).fill_null(pl.col("phase").is_not_null())
-    return ev.with_columns(changed.cast(pl.Int64).cum_sum().alias("run")).with_columns(
+    before = pl.col("phase").shift(1) if c.phase is None else pl.col("phase").shift(1, fill_value=pl.lit(c.phase))
+    changed = (pl.col("phase") != before).fill_null(pl.col("phase").is_not_null())
+    steps = ev.with_columns((changed.cast(pl.Int64).cum_sum() + c.runs).alias("run")).with_columns(
         pl.when(pl.col("phase").is_null()).then(None).otherwise(pl.col("run")).alias("run"))
+    if carry is not None and steps.height:
+        carry.t_max = steps["t_abs_ns"][-1]
+        carry.phase = steps["phase"][-1]
+        carry.runs = steps["run"].max() if carry.phase is not None else carry.runs
+    return steps
 
 
-def runs_frame(steps: pl.DataFrame) -> pl.DataFrame:
-    """One row per phase run: start/end, target, ATN, and the bytes moved in it."""
+def runs_frame(steps: pl.DataFrame, end_ns: int | None = None) -> pl.DataFrame:
+    """One row per phase run: start/end, target, ATN, and the bytes moved in it. The last run
+    ends at `end_ns` (where the next begins: `Stream`), else at the last step."""
     runs = steps.filter(pl.col("run").is_not_null()).group_by("run", maintain_order=True).agg(
         pl.col("phase").first(),
         pl.col("t_ns").first().alias("start_ns"),
@@ -75,7 +100,7 @@ def runs_frame(steps: pl.DataFrame) -> pl.DataFrame:
         pl.col("len").filter(pl.col("event") == "lsi_do_dma").sum().alias("dma_bytes"),
         pl.col("status").filter(pl.col("event") == "lsi_do_status").first().alias("status"),
     )
-    end = steps["t_ns"].max() if steps.height else 0
+    end = end_ns if end_ns is not None else steps["t_ns"].max() if steps.height else 0
     runs = runs.with_columns(pl.col("start_ns").shift(-1).fill_null(end).alias("end_ns"))
     info = pl.concat([_bytes_frame(_msgout_bytes(steps)), _bytes_frame(_command_bytes(steps)),
                       _msgin_bytes(steps, runs)])
@@ -217,3 +242,91 @@ def device_commands(steps: pl.DataFrame, block_bytes: int = 512) -> pl.DataFrame
         "start_ns", "end_ns")
 
 
+
+
+DEVICE_EVENTS = (*USB_COMMAND_EVENTS, "scsi_req_parsed", "scsi_req_parsed_lba", *USB_STATUS_EVENTS)
+
+
+@dataclass
+class Stream:
+    """`steps_frame` + `runs_frame` + `device_commands` of a trace fed in batches of decoded
+    events in line order (`add`), equal to those of the whole trace (`finish`)."""
+    carry: Carry = field(default_factory=Carry)
+    held: pl.DataFrame | None = None        # steps of runs that are not final yet
+    runs: list[pl.DataFrame] = field(default_factory=list)
+    device_rows: list[pl.DataFrame] = field(default_factory=list)  # from the first USB command on
+    names: set = field(default_factory=set)
+    t_min: int | None = None
+    events: int = 0
+    lsi_events: int = 0
+    clamped: int = 0
+
+    def add(self, ev: pl.DataFrame) -> None:
+        if not ev.height:
+            return
+        self.events += ev.height
+        self.names.update(ev["event"].unique().to_list())
+        low = ev["t_abs_ns"].min()
+        self.t_min = low if self.t_min is None else min(self.t_min, low)
+        steps = steps_frame(ev, self.carry)
+        self.lsi_events += int(steps["event"].str.starts_with("lsi_").sum())
+        self.clamped += int(steps["clamped"].sum())
+        self._keep_device_rows(steps)
+        buf = steps if self.held is None else pl.concat([self.held, steps], how="vertical_relaxed")
+        cut = final_rows(buf)
+        if cut:
+            self._emit(runs_frame(buf.head(cut), end_ns=buf["t_ns"][cut]))
+        self.held = buf.slice(cut)
+
+    def _emit(self, runs: pl.DataFrame) -> None:
+        if runs.height:
+            self.runs.append(runs)
+
+    def _keep_device_rows(self, steps: pl.DataFrame) -> None:
+        """The rows `device_commands` reads: a command parsed before the first USB command
+        event has none to start it, so rows before that one are not kept."""
+        rows = steps.filter(pl.col("event").is_in(DEVICE_EVENTS))
+        if not self.device_rows:
+            usb = rows["event"].is_in(USB_COMMAND_EVENTS)
+            if not usb.any():
+                return
+            rows = rows.slice(int(usb.arg_true()[0]))
+        self.device_rows.append(rows.select("t_ns", "event", "tag", "opcode", "lba", "length"))
+
+    def finish(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """(the runs, the device commands), times from the earliest stamp."""
+        if self.held is not None and self.held.height:
+            self._emit(runs_frame(self.held, end_ns=self.carry.t_max))
+        t0 = self.t_min or 0
+        runs = pl.concat(self.runs, rechunk=False) if self.runs else runs_frame(steps_frame(pl.DataFrame(schema=EMPTY_EVENTS)))
+        runs = runs.with_columns(pl.col("start_ns") - t0, pl.col("end_ns") - t0)
+        device = device_commands(pl.concat(self.device_rows)) if self.device_rows else pl.DataFrame(schema=DEVICE_COMMANDS)
+        return runs, device.with_columns(pl.col("start_ns") - t0, pl.col("end_ns") - t0)
+
+
+EMPTY_EVENTS = {"line_no": pl.Int64, "t_abs_ns": pl.Int64, "event": pl.Utf8, "detail": pl.Utf8}
+
+
+def final_rows(steps: pl.DataFrame) -> int:
+    """How many of the first rows of `steps` (steps with their runs numbered, line order)
+    belong to runs that are final: runs before the last one (which may go on), but not from
+    the run of a MESSAGE IN byte queued (`lsi_add_msg_byte`) for a MESSAGE IN run that has
+    not begun or is not final, nor after it (its run would lose the byte)."""
+    run = steps["run"]
+    if run.null_count() == steps.height:
+        return 0
+    r = run.fill_null(-1).to_numpy()
+    change = np.flatnonzero(np.concatenate(([True], r[1:] != r[:-1])))   # each run's first row
+    cut = int(change[-1])
+    first_of_run = change[np.searchsorted(change, np.arange(len(r)), side="right") - 1]
+    first_of_run[r < 0] = 0                      # before any phase: nothing before it is final
+    msgin = change[(steps["phase"].to_numpy()[change] == "MESSAGE IN") & (r[change] >= 0)]
+    queued = np.flatnonzero((steps["event"] == "lsi_add_msg_byte").to_numpy()
+                            & steps["msg_byte"].is_not_null().to_numpy())
+    owner = np.searchsorted(msgin, queued)       # the next MESSAGE IN run's first row, at or after
+    owner_row = np.append(msgin, len(r))[owner]
+    while True:
+        waiting = queued[(queued < cut) & (owner_row >= cut)]
+        if not len(waiting):
+            return cut
+        cut = int(first_of_run[waiting].min())

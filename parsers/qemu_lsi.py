@@ -27,18 +27,19 @@ bus's; the Capture's notes say so. The decoded events are also handed over as
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
 
 import numpy as np
 import polars as pl
 
 from scsitrace import schema
 from scsitrace.errors import BadInput, TruncatedInput
-from scsitrace.model import Capture
+from scsitrace.model import Capture, LazyFrames
 from scsitrace.schema import SIGNAL_BIT
 from . import _lines, _qemu_devices, _qemu_scan
 from ._qemu_fields import decode_fields as _decode_fields
-from ._qemu_steps import build_cdb, device_commands, runs_frame, steps_frame  # noqa: F401  (build_cdb: tests)
+from ._qemu_steps import Stream, build_cdb, device_commands, runs_frame, steps_frame  # noqa: F401  (tests)
 
 ID = "qemu_lsi"
 SUFFIXES = ("qemu-trace.txt", ".qemu-trace.log")
@@ -63,6 +64,7 @@ LINES_OF_PHASE = {
 HANDSHAKE = _B["REQ"] | _B["ACK"]
 SIGNALS = ["BSY", "SEL", "ATN", "MSG", "C/D", "I/O", "REQ", "ACK", "DB"]
 CHUNK_BYTES = 1 << 21  # data bytes of handshakes generated per transitions chunk
+PART_BYTES = 4 << 20   # lines fed to the runs at a time
 
 
 def sniff(head: bytes) -> bool:
@@ -99,52 +101,108 @@ def _ends_inside_a_line(path: str) -> bool:
         return fh.read(1) != b"\n"
 
 
-def _events(path: str, strict: bool, cap: Capture, progress) -> pl.DataFrame:
-    """Decoded lines: the compiled scanner's (`_qemu_scan`), and the lines it leaves decoded
-    here. A bad last line the file ends inside is "short", not "wrong": strict mode raises
-    TruncatedInput, lenient mode flags it as an anomaly (not a skip)."""
-    taken, others = [], []
-    for buf, line_no in _lines.iter_byte_blocks(path, progress=progress, strict=strict):
-        block, other = _qemu_scan.scan_block(buf, line_no)
-        taken.append(block)
-        others.append(other)
-    cap.records.read += sum(t.height for t in taken)
-    # lines that are not UTF-8 are found in every block before any other bad line (strict)
-    rest = [_lines.fallback_frame(other, path, strict) for other in others]
-    last = taken[-1]["line_no"].max() if taken and taken[-1].height else None
-    decoded = _decoded(_lines_left(rest, path, strict, cap, last))
-    return _qemu_scan.in_order([*taken, decoded])
+@dataclass
+class _Read:
+    """One pass over the trace, block by block: the compiled scanner's records (`_qemu_scan`)
+    and the lines it leaves decoded here, fed in line order to `sink` (a `_qemu_steps.Stream`'s
+    `add`). The
+    bad lines wait for the end of the file, where they are named (strict) or counted
+    (lenient) in the order a reader of the whole file met them: every line that is not a
+    trace line, block by block, before any field out of range."""
+    path: str
+    strict: bool
+    cap: Capture
+    sink: Callable[[pl.DataFrame], None]
+    block_bytes: int = PART_BYTES
+    shape: list[tuple[pl.DataFrame, int | None]] = field(default_factory=list)   # per block: bad lines, last record
+    fields: list[pl.DataFrame] = field(default_factory=list)
 
+    def run(self, progress) -> None:
+        for buf, line_no in _lines.iter_byte_blocks(self.path, progress=progress, strict=self.strict):
+            bad, last = [], []
+            for part, first in _parts(buf, line_no, self.block_bytes):
+                part_bad, part_last = self._part(part, first)
+                bad.append(part_bad)
+                last += part_last
+            self.shape.append((pl.concat(bad), max(last) if last else None))
+        self._not_trace_lines()
+        self._out_of_range()
 
-def _lines_left(blocks: list[pl.DataFrame], path: str, strict: bool, cap: Capture, last_taken) -> pl.DataFrame:
-    """The lines the scanner left, block by block: the good ones, the bad ones named (strict)
-    or skipped and counted."""
-    parts = []
-    cut_short = _ends_inside_a_line(path)
-    for i, block in enumerate(blocks):
-        m = _split_lines(block)
+    def _part(self, buf, line_no: int) -> tuple[pl.DataFrame, list[int]]:
+        """Reads the lines of `buf`; returns its lines that are no trace line, and its last
+        record's line number (none: blank)."""
+        taken, other = _qemu_scan.scan_block(buf, line_no)
+        self.cap.records.read += taken.height
+        # a line that is not UTF-8 is named at once (strict): the whole-file reader did so first
+        m = _split_lines(_lines.fallback_frame(other, self.path, self.strict))
         bad = m.filter(pl.col("event").is_null())
-        last_record = max(v for v in (last_taken, m["line_no"].max()) if v is not None) if m.height else None
-        if cut_short and i == len(blocks) - 1 and bad.height and bad["line_no"][-1] == last_record:
-            last = bad.row(bad.height - 1, named=True)
-            if strict and bad.height == 1:
-                raise TruncatedInput(path, "the file ends inside a trace line", line=last["line_no"], text=last["text"])
-            cap.anomalies = pl.concat([cap.anomalies, schema.frame(
-                {"t_ns": [None], "kind": ["TRUNCATED RECORD"], "detail": ["the file ends inside a trace line"],
-                 "position": [f"line {last['line_no']}"]}, schema.ANOMALIES)])
-            cap.records.skip(1, [f"{path}:{last['line_no']}: the file ends inside a trace line"])
-            m = m.filter(pl.col("line_no") != last["line_no"])
-            bad = bad.head(bad.height - 1)
-        if bad.height:
-            first = bad.row(0, named=True)
-            if strict:
-                raise BadInput(path, "not a QEMU trace line (PID@SECONDS.MICROSECONDS:EVENT ...; "
-                               "was QEMU run with -msg timestamp=on?)", line=first["line_no"], text=first["text"])
-            cap.records.skip(bad.height, [f"{path}:{r['line_no']}: not a QEMU trace line"
-                                          for r in bad.head(5).iter_rows(named=True)])
-        cap.records.read += m.height - bad.height     # a bad line is skipped, not read
-        parts.append(m.filter(pl.col("event").is_not_null()).drop("text"))
-    return pl.concat(parts) if parts else _split_lines(pl.DataFrame(schema={"line_no": pl.Int64, "text": pl.Utf8}))
+        self.cap.records.read += m.height - bad.height     # a bad line is skipped, not read
+        decoded = _decoded(m.filter(pl.col("event").is_not_null()).drop("text"))
+        out_of_range = decoded.filter(pl.col("bad_field").is_not_null())
+        if out_of_range.height:
+            self.fields.append(out_of_range.select("line_no", "bad_field", "detail"))
+            decoded = decoded.filter(pl.col("bad_field").is_null())
+        self.sink(_qemu_scan.in_order([taken, decoded]))
+        return bad.select("line_no", "text"), [v for v in (taken["line_no"].max(), m["line_no"].max()) if v is not None]
+
+    def _not_trace_lines(self) -> None:
+        """A bad last line the file ends inside is "short", not "wrong": strict mode raises
+        TruncatedInput, lenient mode flags it as an anomaly (not a skip)."""
+        path, cap = self.path, self.cap
+        cut_short = _ends_inside_a_line(path)
+        for i, (bad, last_record) in enumerate(self.shape):
+            if cut_short and i == len(self.shape) - 1 and bad.height and bad["line_no"][-1] == last_record:
+                last = bad.row(bad.height - 1, named=True)
+                if self.strict and bad.height == 1:
+                    raise TruncatedInput(path, "the file ends inside a trace line", line=last["line_no"],
+                                         text=last["text"])
+                cap.anomalies = pl.concat([cap.anomalies, schema.frame(
+                    {"t_ns": [None], "kind": ["TRUNCATED RECORD"], "detail": ["the file ends inside a trace line"],
+                     "position": [f"line {last['line_no']}"]}, schema.ANOMALIES)])
+                cap.records.skip(1, [f"{path}:{last['line_no']}: the file ends inside a trace line"])
+                bad = bad.head(bad.height - 1)
+            if bad.height:
+                first = bad.row(0, named=True)
+                if self.strict:
+                    raise BadInput(path, "not a QEMU trace line (PID@SECONDS.MICROSECONDS:EVENT ...; "
+                                   "was QEMU run with -msg timestamp=on?)", line=first["line_no"], text=first["text"])
+                cap.records.skip(bad.height, [f"{path}:{r['line_no']}: not a QEMU trace line"
+                                              for r in bad.head(5).iter_rows(named=True)])
+
+    def _out_of_range(self) -> None:
+        """A field out of its range: the line is bad input."""
+        if not self.fields:
+            return
+        bad = pl.concat(self.fields)
+        first = bad.row(0, named=True)
+        why = f"field {first['bad_field']!r} is not a number in range"
+        if self.strict:
+            raise BadInput(self.path, why, line=first["line_no"], text=first["detail"])
+        self.cap.records.read -= bad.height
+        self.cap.records.skip(bad.height, [f"{self.path}:{r['line_no']}: field {r['bad_field']!r} is not a number "
+                                           "in range" for r in bad.head(5).iter_rows(named=True)])
+
+
+def _parts(buf: bytes, line_no: int, part_bytes: int) -> Iterator[tuple[memoryview, int]]:
+    """A block cut into parts of about `part_bytes` of whole lines, each with its first line's
+    number: the stream is fed a part at a time, while bad lines are named block by block."""
+    view, start = memoryview(buf), 0
+    while start < len(buf):
+        cut = buf.rfind(b"\n", start, start + part_bytes) if start + part_bytes < len(buf) else len(buf) - 1
+        end = len(buf) if cut < 0 else cut + 1
+        if cut < 0:          # a line longer than a part: up to its end
+            nl = buf.find(b"\n", start + part_bytes)
+            end = len(buf) if nl < 0 else nl + 1
+        yield view[start:end], line_no
+        line_no += buf.count(b"\n", start, end)
+        start = end
+
+
+def _events(path: str, strict: bool, cap: Capture, progress) -> pl.DataFrame:
+    """The decoded events of the whole trace, good lines only (`_Read` without its stream)."""
+    parts: list[pl.DataFrame] = []
+    _Read(path, strict, cap, parts.append).run(progress)
+    return _qemu_scan.in_order(parts)
 
 
 def _decoded(ev: pl.DataFrame) -> pl.DataFrame:
@@ -271,34 +329,26 @@ def stretches(runs: pl.DataFrame, initiator: int = INITIATOR_ID) -> pl.DataFrame
 
 # ---------------------------------------------------------------- parse
 
-def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
+def parse(path: str, *, strict: bool = True, progress=None, chunk_bytes: int = PART_BYTES,
+          **_opts) -> Capture:
+    """The trace read block by block (`chunk_bytes` of lines at a time: the tests go down to a
+    few lines), its runs built as the blocks come (`_qemu_steps.Stream`)."""
     cap = Capture(layer="bus", path=str(path), format=ID)
-    ev = _events(str(path), strict, cap, progress)
-    bad = ev.filter(pl.col("bad_field").is_not_null())
-    if bad.height:                  # a field out of its range: the line is bad input
-        first = bad.row(0, named=True)
-        why = f"field {first['bad_field']!r} is not a number in range"
-        if strict:
-            raise BadInput(str(path), why, line=first["line_no"], text=first["detail"])
-        cap.records.read -= bad.height
-        cap.records.skip(bad.height, [f"{path}:{r['line_no']}: field {r['bad_field']!r} is not a number in range"
-                                      for r in bad.head(5).iter_rows(named=True)])
-        ev = ev.filter(pl.col("bad_field").is_null())
-    steps = steps_frame(ev)
-    runs = runs_frame(steps)
-    lsi = steps.filter(pl.col("event").str.starts_with("lsi_")).height
+    st = Stream()
+    _Read(str(path), strict, cap, st.add, chunk_bytes).run(progress)
+    runs, devices = st.finish()
     cap.meta = {
         "signals": SIGNALS, "initiator": INITIATOR_ID, "tick_ns": 1000, "settle_ns": 0,
         "handshakes": "synthesized",  # REQ/ACK edges carry no timing: attribution should not use them
-        "origin_ns": int(ev["t_abs_ns"].min()) if ev.height else None, "clock": "host wall clock (QEMU trace log)",
-        "events": ev.height, "lsi_events": lsi, "phase_runs": runs.height,
-        "clamped_stamps": int(steps["clamped"].sum()) if steps.height else 0,
+        "origin_ns": int(st.t_min) if st.events else None, "clock": "host wall clock (QEMU trace log)",
+        "events": st.events, "lsi_events": st.lsi_events, "phase_runs": runs.height,
+        "clamped_stamps": st.clamped,
         "source": "QEMU lsi53c895a emulation trace",
     }
-    cap.frames["steps"] = steps.select("line_no", "t_ns", "event", "detail", "phase", "run", "target", "lun",
-                                       "tag", "opcode", "lba", "sectors", "length", "len", "status")
+    # the steps of every line: read again when asked for (memory follows the runs, not the lines)
+    cap.frames = LazyFrames({"steps": lambda: _steps(str(path))})
     cap.frames["phase_runs"] = runs.drop("dma_bytes")
-    cap.frames["device_commands"] = device_commands(steps)
+    cap.frames["device_commands"] = devices
     cap.notes.append("Timing is QEMU's emulation of an LSI 53C895A (TCG, host-clock microsecond stamps), "
                      "not a real SCSI bus: phase durations measure the emulator, not a disk or a cable.")
     cap.notes.append("REQ/ACK edges are synthesized, one per byte the trace shows, spread evenly over each "
@@ -312,9 +362,19 @@ def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
     if cap.meta["clamped_stamps"]:
         cap.notes.append(f"{cap.meta['clamped_stamps']} trace lines carried a stamp earlier than the line "
                          "above (QEMU threads stamp independently); taken at the later time")
-    if not lsi:  # another device's trace: commands refuse it (inputcheck.py), crosslayer reads it
-        cap.meta["not_this_format"] = _qemu_devices.not_lsi(str(path), ev["event"])
+    if not st.lsi_events:  # another device's trace: commands refuse it (inputcheck.py), crosslayer reads it
+        cap.meta["not_this_format"] = _qemu_devices.not_lsi(str(path), pl.Series(sorted(st.names), dtype=pl.Utf8))
         cap.notes.append("the trace holds no lsi_* events: no LSI bus activity in it")
     cap.chunks = lambda: transitions(runs)
     cap.columns["stretches"] = stretches(runs)
     return cap
+
+
+STEP_COLUMNS = ("line_no", "t_ns", "event", "detail", "phase", "run", "target", "lun", "tag", "opcode", "lba",
+                "sectors", "length", "len", "status")
+
+
+def _steps(path: str) -> pl.DataFrame:
+    """One row per event of the whole trace (`_qemu_steps.steps_frame`), its bad lines skipped."""
+    cap = Capture(layer="bus", path=path, format=ID)
+    return steps_frame(_events(path, False, cap, None)).select(STEP_COLUMNS)
