@@ -91,7 +91,61 @@ def steps_frame(ev: pl.DataFrame, carry: Carry | None = None) -> pl.DataFrame:
 
 def runs_frame(steps: pl.DataFrame, end_ns: int | None = None) -> pl.DataFrame:
     """One row per phase run: start/end, target, ATN, and the bytes moved in it. The last run
-    ends at `end_ns` (where the next begins: `Stream`), else at the last step."""
+    ends at `end_ns` (where the next begins: `Stream`), else at the last step. In one compiled
+    pass (`runs_pass`) unless a value in it is no byte; then as it always was (`runs_of`)."""
+    end = end_ns if end_ns is not None else steps["t_ns"].max() if steps.height else 0
+    runs = runs_pass(steps, end) if steps.height else None
+    return runs if runs is not None else runs_of(steps, end)
+
+
+RUNS = {"run": pl.Int64, "phase": pl.Utf8, "start_ns": pl.Int64, "target": pl.Int64, "atn": pl.Boolean,
+        "dma_bytes": pl.Int64, "status": pl.Int64, "end_ns": pl.Int64, "info_bytes": pl.List(pl.UInt8),
+        "data_bytes": pl.Int64, "stray_dma_bytes": pl.Int64, "handshakes": pl.Int64}
+
+
+def runs_pass(steps: pl.DataFrame, end_ns: int) -> pl.DataFrame | None:
+    """`runs_of` in one pass in Rust (`native/src/text/qemu.rs:qemu_runs`); None where a value
+    is no byte (the Python rebuild decides)."""
+    from scsitrace._native import text
+    names = text.QEMU_RUN_EVENTS
+    codes = {name: i for i, name in enumerate(names) if not name.endswith(("_other", "_fixed"))}
+    event = pl.col("event")
+    ev = (pl.when(event.is_in(list(MSGOUT_FIXED_BYTES))).then(pl.lit(names.index("lsi_do_msgout_fixed")))
+          .when(event.is_in(list(codes))).then(event.replace_strict(codes, default=None, return_dtype=pl.Int64))
+          .when(event.str.starts_with("lsi_do_msgout_")).then(pl.lit(names.index("lsi_do_msgout_other"))))
+    phases = text.QEMU_PHASES
+    coded = steps.select(
+        "run", "t_ns", "target", "len", "status", "lun", "tag", "ext_code", "ext_len", "opcode", "lba", "sectors",
+        "msg_byte", ev.cast(pl.Int64).alias("ev"),
+        event.replace_strict({k: v[0] for k, v in MSGOUT_FIXED_BYTES.items()}, default=None,
+                             return_dtype=pl.Int64).alias("fixed"),
+        pl.col("phase").replace_strict({p: i for i, p in enumerate(phases)}, default=None,
+                                       return_dtype=pl.Int64).alias("phase_code"),
+        pl.col("atn").cast(pl.Int64).alias("atn_code"),
+    ).cast({"run": pl.Int64, "target": pl.Int64, "len": pl.Int64, "status": pl.Int64, "lun": pl.Int64,
+            "tag": pl.Int64, "ext_code": pl.Int64, "ext_len": pl.Int64, "opcode": pl.Int64, "lba": pl.Int64,
+            "sectors": pl.Int64, "msg_byte": pl.Int64})
+    out = text.qemu_runs(coded, int(end_ns))
+    if out is None:
+        return None
+    runs = pl.DataFrame(out.runs)
+    n_info = runs["n_info"]
+    lists = _lists(out.info, n_info.fill_null(0).to_numpy())
+    return runs.with_columns(
+        pl.Series(phases, dtype=pl.Utf8).gather(runs["phase_code"]).alias("phase"),
+        pl.when(n_info.is_not_null()).then(lists).alias("info_bytes"),
+    ).select(list(RUNS)).cast(RUNS)
+
+
+def _lists(values: np.ndarray, lengths: np.ndarray) -> pl.Series:
+    """`lengths[r]` of `values` for each r, as a list column (one Arrow list array)."""
+    import pyarrow as pa
+    offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int32)
+    return pl.Series(pl.from_arrow(pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(values, pa.uint8()))))
+
+
+def runs_of(steps: pl.DataFrame, end: int) -> pl.DataFrame:
+    """`runs_frame` in polars and Python: the reference of `runs_pass`."""
     runs = steps.filter(pl.col("run").is_not_null()).group_by("run", maintain_order=True).agg(
         pl.col("phase").first(),
         pl.col("t_ns").first().alias("start_ns"),
@@ -100,7 +154,6 @@ def runs_frame(steps: pl.DataFrame, end_ns: int | None = None) -> pl.DataFrame:
         pl.col("len").filter(pl.col("event") == "lsi_do_dma").sum().alias("dma_bytes"),
         pl.col("status").filter(pl.col("event") == "lsi_do_status").first().alias("status"),
     )
-    end = end_ns if end_ns is not None else steps["t_ns"].max() if steps.height else 0
     runs = runs.with_columns(pl.col("start_ns").shift(-1).fill_null(end).alias("end_ns"))
     info = pl.concat([_bytes_frame(_msgout_bytes(steps)), _bytes_frame(_command_bytes(steps)),
                       _msgin_bytes(steps, runs)])

@@ -11,11 +11,11 @@ use std::sync::Arc;
 use arrow_array::types::Int64Type;
 use arrow_array::{ArrayRef, BooleanArray};
 use memchr::memmem;
-use numpy::PyReadonlyArray1;
+use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 
 use super::{on_parts, part_count, seconds_ns, uint, Interner, StrCol};
-use crate::arrow::{ints, values_or_null, Columns};
+use crate::arrow::{ints, ints_or_null, values_or_null, Columns, Table, NULL};
 
 /// The numeric fields, in parsers/_qemu_fields.py `FIELD_NAMES` order (`tag_hex` and
 /// `tag_dec` are one `tag`: an event carries one of them).
@@ -339,7 +339,300 @@ fn qemu_block(py: Python, buf: PyReadonlyArray1<u8>, parts: Option<usize>) -> Py
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(qemu_block, m)?)?;
+    m.add_function(wrap_pyfunction!(qemu_runs, m)?)?;
+    m.add("QEMU_RUN_EVENTS", RUN_EVENTS.to_vec())?;
+    m.add("QEMU_PHASES", PHASES.to_vec())?;
     Ok(())
+}
+
+// ---------------------------------------------------------------- steps -> phase runs
+
+/// The events `qemu_runs` tells apart (parsers/_qemu_steps.py codes them by this list; any
+/// other `lsi_do_msgout_*` event is `MSGOUT_OTHER`, any other event null).
+const RUN_EVENTS: [&str; 11] = ["lsi_execute_script_io_selected", "lsi_reselect", "lsi_do_dma", "lsi_do_status",
+                                "lsi_do_command", "lsi_add_msg_byte", "lsi_do_msgout_select",
+                                "lsi_do_msgout_simplequeue", "lsi_do_msgout_extended", "lsi_do_msgout_other",
+                                "lsi_do_msgout_fixed"];
+const SELECTED: i64 = 0;
+const RESELECT: i64 = 1;
+const DMA: i64 = 2;
+const DO_STATUS: i64 = 3;
+const DO_COMMAND: i64 = 4;
+const MSG_BYTE_EV: i64 = 5;
+const MO_SELECT: i64 = 6;
+const MO_QUEUE: i64 = 7;
+const MO_EXTENDED: i64 = 8;
+const MSGOUT_OTHER: i64 = 9;
+const MSGOUT_FIXED: i64 = 10;
+
+/// The phases, coded by this list (parsers/_qemu_steps.py).
+const PHASES: [&str; 10] = ["DATA OUT", "DATA IN", "COMMAND", "STATUS", "RESERVED", "MESSAGE OUT", "MESSAGE IN",
+                            "SELECTION", "RESELECTION", "BUS FREE"];
+const P_DATA_OUT: i64 = 0;
+const P_DATA_IN: i64 = 1;
+const P_COMMAND: i64 = 2;
+const P_STATUS: i64 = 3;
+const P_MSG_OUT: i64 = 5;
+const P_MSG_IN: i64 = 6;
+
+/// The longest CDB rebuilt here; a longer `len` goes to the Python rebuild.
+const MAX_CDB: i64 = 4096;
+
+/// One phase run being summed.
+struct Run {
+    id: i64,
+    phase: i64,
+    start: i64,
+    target: Option<Option<i64>>,
+    atn: bool,
+    dma: i64,
+    status: Option<Option<i64>>,
+    cmd_len: Option<Option<i64>>,
+    opcode: Option<i64>,
+    lba: Option<i64>,
+    sectors: Option<i64>,
+    msgout: Option<Vec<u8>>,
+    msgin: Vec<u8>,
+}
+
+fn opt(v: i64) -> Option<i64> {
+    (v != NULL).then_some(v)
+}
+
+fn byte(v: i64) -> Option<u8> {
+    u8::try_from(v).ok()
+}
+
+/// parsers/_qemu_steps.py `build_cdb`: the CDB with opcode, LBA and transfer length, others 0.
+fn build_cdb(length: Option<i64>, opcode: u8, lba: Option<i64>, blocks: Option<i64>) -> Option<Vec<u8>> {
+    let n = match length.filter(|&l| l != 0) {
+        Some(l) if !(1..=MAX_CDB).contains(&l) => return None,
+        Some(l) => l as usize,
+        None => match opcode >> 5 {
+            1 | 2 => 10,
+            4 => 16,
+            5 => 12,
+            _ => 6,
+        },
+    };
+    let mut cdb = vec![0u8; n];
+    cdb[0] = opcode;
+    if let Some(lba) = lba {
+        let (lba, b) = (lba as u64, blocks.map(|b| b as u64));
+        match n {
+            6 => {
+                cdb[1..4].copy_from_slice(&((lba & 0x1F_FFFF) as u32).to_be_bytes()[1..]);
+                if let Some(b) = b {
+                    cdb[4] = b as u8;
+                }
+            }
+            10 => {
+                cdb[2..6].copy_from_slice(&(lba as u32).to_be_bytes());
+                if let Some(b) = b {
+                    cdb[7..9].copy_from_slice(&(b as u16).to_be_bytes());
+                }
+            }
+            12 => {
+                cdb[2..6].copy_from_slice(&(lba as u32).to_be_bytes());
+                if let Some(b) = b {
+                    cdb[6..10].copy_from_slice(&(b as u32).to_be_bytes());
+                }
+            }
+            16 => {
+                cdb[2..10].copy_from_slice(&lba.to_be_bytes());
+                if let Some(b) = b {
+                    cdb[10..14].copy_from_slice(&(b as u32).to_be_bytes());
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(cdb)
+}
+
+/// The MESSAGE OUT bytes a msgout event stands for (`_qemu_steps._msgout_bytes`); None: a
+/// value that is no byte (the Python rebuild decides).
+fn msgout(ev: i64, lun: i64, tag: i64, ext_code: i64, ext_len: i64, fixed: i64) -> Option<Vec<u8>> {
+    Some(match ev {
+        MO_SELECT => vec![0x80 | (opt(lun).unwrap_or(0) & 0x07) as u8],
+        MO_QUEUE => vec![0x20, (opt(tag).unwrap_or(0) & 0xFF) as u8],
+        MO_EXTENDED if ext_code != NULL => {
+            let n = byte(opt(ext_len).filter(|&n| n != 0).unwrap_or(1))?;
+            let mut m = vec![0x01, n, byte(ext_code)?];
+            m.resize(m.len() + n as usize - 1, 0);
+            m
+        }
+        MSGOUT_FIXED => vec![byte(fixed)?],
+        MSGOUT_OTHER => vec![],
+        _ => vec![],
+    })
+}
+
+/// The steps' columns `qemu_runs` reads, by name (parsers/_qemu_steps.py `runs_pass`).
+struct Steps {
+    run: Vec<i64>,
+    phase: Vec<i64>,
+    t_ns: Vec<i64>,
+    ev: Vec<i64>,
+    fixed: Vec<i64>,
+    target: Vec<i64>,
+    atn: Vec<i64>,
+    len: Vec<i64>,
+    status: Vec<i64>,
+    lun: Vec<i64>,
+    tag: Vec<i64>,
+    ext_code: Vec<i64>,
+    ext_len: Vec<i64>,
+    opcode: Vec<i64>,
+    lba: Vec<i64>,
+    sectors: Vec<i64>,
+    msg_byte: Vec<i64>,
+}
+
+impl Steps {
+    fn of(t: &Table) -> PyResult<Steps> {
+        let col = |name: &str| t.i64s_or_null(name);
+        Ok(Steps {
+            run: col("run")?, phase: col("phase_code")?, t_ns: col("t_ns")?, ev: col("ev")?, fixed: col("fixed")?,
+            target: col("target")?, atn: col("atn_code")?, len: col("len")?, status: col("status")?, lun: col("lun")?,
+            tag: col("tag")?, ext_code: col("ext_code")?, ext_len: col("ext_len")?, opcode: col("opcode")?,
+            lba: col("lba")?, sectors: col("sectors")?, msg_byte: col("msg_byte")?,
+        })
+    }
+
+    /// The runs, in order; None where a value is no byte or a CDB too long (the Python
+    /// rebuild then decides, as it always did).
+    fn runs(&self) -> Option<Vec<Run>> {
+        let mut runs: Vec<Run> = Vec::new();
+        let mut queued: Vec<u8> = Vec::new();
+        for i in 0..self.run.len() {
+            let ev = self.ev[i];
+            if ev == MSG_BYTE_EV && self.msg_byte[i] != NULL {
+                queued.push(byte(self.msg_byte[i])?);
+            }
+            let id = self.run[i];
+            if id == NULL {
+                continue;
+            }
+            if runs.last().map_or(true, |r| r.id != id) {
+                let phase = self.phase[i];
+                let msgin = if phase == P_MSG_IN { std::mem::take(&mut queued) } else { Vec::new() };
+                runs.push(Run { id, phase, start: self.t_ns[i], target: None, atn: false, dma: 0, status: None,
+                                cmd_len: None, opcode: None, lba: None, sectors: None, msgout: None, msgin });
+            }
+            let r = runs.last_mut()?;
+            if (ev == SELECTED || ev == RESELECT) && r.target.is_none() {
+                r.target = Some(opt(self.target[i]));
+            }
+            if ev == SELECTED && self.atn[i] == 1 {
+                r.atn = true;
+            }
+            if ev == DMA {
+                r.dma += opt(self.len[i]).unwrap_or(0);
+            }
+            if ev == DO_STATUS && r.status.is_none() {
+                r.status = Some(opt(self.status[i]));
+            }
+            if r.phase == P_COMMAND {
+                if ev == DO_COMMAND && r.cmd_len.is_none() {
+                    r.cmd_len = Some(opt(self.len[i]));
+                }
+                r.opcode = r.opcode.or(opt(self.opcode[i]));
+                r.lba = r.lba.or(opt(self.lba[i]));
+                r.sectors = r.sectors.or(opt(self.sectors[i]));
+            }
+            if r.phase == P_MSG_OUT && (MO_SELECT..=MSGOUT_FIXED).contains(&ev) {
+                let m = msgout(ev, self.lun[i], self.tag[i], self.ext_code[i], self.ext_len[i], self.fixed[i])?;
+                r.msgout.get_or_insert_with(Vec::new).extend(m);
+            }
+        }
+        Some(runs)
+    }
+}
+
+/// A run's message, command or status bytes (`runs_frame`'s `info_bytes`; None: null); Err:
+/// a value that is no byte or a CDB past MAX_CDB.
+fn info_of(r: &Run) -> Result<Option<Vec<u8>>, ()> {
+    let status = r.status.flatten();
+    Ok(match r.phase {
+        P_STATUS if status.is_some() => Some(vec![byte(status.unwrap_or(0)).ok_or(())?]),
+        P_MSG_OUT => r.msgout.clone(),
+        P_COMMAND => match r.opcode {
+            Some(op) => Some(byte(op).and_then(|op| build_cdb(r.cmd_len.flatten(), op, r.lba, r.sectors)).ok_or(())?),
+            None => None,
+        },
+        P_MSG_IN if !r.msgin.is_empty() => Some(r.msgin.clone()),
+        _ => None,
+    })
+}
+
+/// The columns of the runs (`qemu_runs`), in order.
+#[derive(Default)]
+struct RunCols {
+    id: Vec<i64>,
+    phase: Vec<i64>,
+    start: Vec<i64>,
+    target: Vec<i64>,
+    atn: Vec<bool>,
+    dma: Vec<i64>,
+    status: Vec<i64>,
+    end: Vec<i64>,
+    n_info: Vec<i64>,
+    data_bytes: Vec<i64>,
+    stray: Vec<i64>,
+    handshakes: Vec<i64>,
+    info: Vec<u8>,
+}
+
+fn run_columns(runs: &[Run], end_ns: i64) -> Option<RunCols> {
+    let mut c = RunCols::default();
+    for (k, r) in runs.iter().enumerate() {
+        let bytes = info_of(r).ok()?;
+        let data = matches!(r.phase, P_DATA_IN | P_DATA_OUT);
+        let count = bytes.as_ref().map(|b| b.len() as i64);
+        let data_bytes = if data { r.dma } else { 0 };
+        c.id.push(r.id);
+        c.phase.push(r.phase);
+        c.start.push(r.start);
+        c.target.push(r.target.flatten().unwrap_or(NULL));
+        c.atn.push(r.atn);
+        c.dma.push(r.dma);
+        c.status.push(r.status.flatten().unwrap_or(NULL));
+        c.end.push(runs.get(k + 1).map_or(end_ns, |next| next.start));
+        c.n_info.push(count.unwrap_or(NULL));
+        c.data_bytes.push(data_bytes);
+        c.stray.push(if data { 0 } else { r.dma });
+        c.handshakes.push(data_bytes + count.unwrap_or(0));
+        c.info.extend(bytes.unwrap_or_default());
+    }
+    Some(c)
+}
+
+/// The phase runs of a batch of steps (parsers/_qemu_steps.py `runs_frame`, in one pass):
+/// per run its id, phase code, start and end (`end_ns` for the last), target, ATN, DMA
+/// bytes, status, its message/command/status bytes (`n_info`, null: none; `info`: them all
+/// in order), data and stray bytes and handshakes. None: a value that is no byte, or a CDB
+/// length past MAX_CDB, in the batch (the Python rebuild decides, as it always did).
+#[pyfunction]
+fn qemu_runs(py: Python, steps: Table, end_ns: i64) -> PyResult<Option<QemuRuns>> {
+    let steps = Steps::of(&steps)?;
+    let Some(c) = py.allow_threads(|| run_columns(&steps.runs()?, end_ns)) else { return Ok(None) };
+    Ok(Some(QemuRuns {
+        runs: Py::new(py, Columns::new(vec![
+            ("run", ints(c.id)), ("phase_code", ints(c.phase)), ("start_ns", ints(c.start)),
+            ("target", ints_or_null(c.target)), ("atn", Arc::new(BooleanArray::from(c.atn)) as ArrayRef),
+            ("dma_bytes", ints(c.dma)), ("status", ints_or_null(c.status)), ("end_ns", ints(c.end)),
+            ("n_info", ints_or_null(c.n_info)), ("data_bytes", ints(c.data_bytes)),
+            ("stray_dma_bytes", ints(c.stray)), ("handshakes", ints(c.handshakes))])?)?,
+        info: PyArray1::from_vec_bound(py, c.info).unbind(),
+    }))
+}
+
+/// `qemu_runs`' runs (`Columns`) and their bytes in order (`n_info` of them a run).
+#[pyclass(get_all)]
+struct QemuRuns {
+    runs: Py<Columns>,
+    info: Py<PyArray1<u8>>,
 }
 
 #[cfg(test)]
