@@ -128,20 +128,9 @@ def runs_pass(steps: pl.DataFrame, end_ns: int) -> pl.DataFrame | None:
     out = text.qemu_runs(coded, int(end_ns))
     if out is None:
         return None
-    runs = pl.DataFrame(out.runs)
-    n_info = runs["n_info"]
-    lists = _lists(out.info, n_info.fill_null(0).to_numpy())
-    return runs.with_columns(
-        pl.Series(phases, dtype=pl.Utf8).gather(runs["phase_code"]).alias("phase"),
-        pl.when(n_info.is_not_null()).then(lists).alias("info_bytes"),
-    ).select(list(RUNS)).cast(RUNS)
-
-
-def _lists(values: np.ndarray, lengths: np.ndarray) -> pl.Series:
-    """`lengths[r]` of `values` for each r, as a list column (one Arrow list array)."""
-    import pyarrow as pa
-    offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int32)
-    return pl.Series(pl.from_arrow(pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(values, pa.uint8()))))
+    runs = pl.DataFrame(out)
+    return runs.with_columns(pl.Series(phases, dtype=pl.Utf8).gather(runs["phase_code"]).alias("phase")).select(
+        list(RUNS)).cast(RUNS)
 
 
 def runs_of(steps: pl.DataFrame, end: int) -> pl.DataFrame:

@@ -292,39 +292,45 @@ def stretches(runs: pl.DataFrame, initiator: int = INITIATOR_ID) -> pl.DataFrame
     layer's `runs.reduce_stretches` reads it instead of millions of synthesized handshakes):
     per run its ARBITRATION, then the run itself with its handshakes counted, the first
     one's and the last transition's times as `_chunk_transitions` places them."""
-    phase = runs["phase"].to_numpy().astype(str) if runs.height else np.array([], dtype=str)
-    lines = np.array([LINES_OF_PHASE[p] for p in phase], dtype=np.int64)
-    lines |= np.where(runs["atn"].fill_null(False).to_numpy(), _B["ATN"], 0)
+    lines = (runs["phase"].replace_strict(LINES_OF_PHASE, return_dtype=pl.Int64).to_numpy()
+             | np.where(runs["atn"].fill_null(False).to_numpy(), _B["ATN"], 0))
     start = runs["start_ns"].to_numpy().astype(np.int64)
     end = runs["end_ns"].to_numpy().astype(np.int64)
     target = runs["target"].fill_null(-1).to_numpy().astype(np.int64)
-    sel = np.isin(phase, ["SELECTION", "RESELECTION"])
+    sel = runs["phase"].is_in(["SELECTION", "RESELECTION"]).to_numpy()
+    reselection = (runs["phase"] == "RESELECTION").to_numpy()
     has_target = target >= 0
     sel_db = np.where(sel & has_target, (1 << initiator) | (1 << np.maximum(target, 0)), -1)
-    arb_db = np.where(phase == "RESELECTION", np.where(has_target, 1 << np.maximum(target, 0), -1),
-                      1 << initiator)
+    arb_db = np.where(reselection, np.where(has_target, 1 << np.maximum(target, 0), -1), 1 << initiator)
     n = runs["handshakes"].to_numpy().astype(np.int64)
     width = (end - start) / np.maximum(n, 1)
     hs = n > 0
-    first_hs = start + np.floor((0 + 0.25) * width).astype(np.int64)
-    last_t = np.where(hs, start + np.floor(((n - 1) + 0.75) * width).astype(np.int64), start)
     info = runs["info_bytes"]
     last_byte = info.list.last().cast(pl.Int64).fill_null(-1).to_numpy()
-    db_last = np.where(last_byte >= 0, last_byte, sel_db)
-    own = pl.DataFrame({
-        "order": 2 * np.arange(runs.height) + 1, "start_ns": start, "lines": lines, "transitions": 1 + 2 * n,
-        "handshakes": n, "first_handshake_ns": pl.Series(first_hs).set(pl.Series(~hs), None),
-        "last_ns": last_t, "db_last": pl.Series(db_last).set(pl.Series(db_last < 0), None),
-        "info_bytes": info.cast(pl.List(pl.UInt8)),
-    })
-    arb = pl.DataFrame({
-        "order": 2 * np.flatnonzero(sel), "start_ns": start[sel], "lines": np.full(int(sel.sum()), _B["BSY"]),
-        "transitions": np.ones(int(sel.sum()), np.int64), "handshakes": np.zeros(int(sel.sum()), np.int64),
-        "first_handshake_ns": pl.Series(np.zeros(int(sel.sum()), np.int64)).set(pl.Series(np.ones(int(sel.sum()), bool)), None),
-        "last_ns": start[sel], "db_last": pl.Series(arb_db[sel]).set(pl.Series(arb_db[sel] < 0), None),
-        "info_bytes": pl.Series([None] * int(sel.sum()), dtype=pl.List(pl.UInt8)),
-    })
-    return pl.concat([own, arb.cast(own.schema)]).sort("order").drop("order")
+    # each (re)selection's ARBITRATION comes just before it: run r goes after the ones before
+    own_at = np.arange(runs.height) + np.cumsum(sel)
+    arb_at = own_at[sel] - 1
+    size = runs.height + int(sel.sum())
+    col = {name: np.zeros(size, np.int64) for name in ("start_ns", "lines", "transitions", "handshakes",
+                                                        "first_handshake_ns", "last_ns", "db_last")}
+    own = {"start_ns": start, "lines": lines, "transitions": 1 + 2 * n, "handshakes": n,
+           "first_handshake_ns": np.where(hs, start + np.floor((0 + 0.25) * width).astype(np.int64), -1),
+           "last_ns": np.where(hs, start + np.floor(((n - 1) + 0.75) * width).astype(np.int64), start),
+           "db_last": np.where(last_byte >= 0, last_byte, sel_db)}
+    arb = {"start_ns": start[sel], "lines": _B["BSY"], "transitions": 1, "handshakes": 0, "first_handshake_ns": -1,
+           "last_ns": start[sel], "db_last": arb_db[sel]}
+    for name, values in col.items():
+        values[own_at] = own[name]
+        values[arb_at] = arb[name]
+    which = np.full(size, -1, np.int64)
+    which[own_at] = np.arange(runs.height)
+    return pl.DataFrame([
+        *(pl.Series(name, col[name]) for name in ("start_ns", "lines", "transitions", "handshakes")),
+        schema.nullable(col["first_handshake_ns"], col["first_handshake_ns"] < 0, "first_handshake_ns"),
+        pl.Series("last_ns", col["last_ns"]),
+        schema.nullable(col["db_last"], col["db_last"] < 0, "db_last"),
+        info.cast(pl.List(pl.UInt8)).gather(schema.nullable(which, which < 0)).alias("info_bytes"),
+    ])
 
 
 # ---------------------------------------------------------------- parse

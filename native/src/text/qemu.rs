@@ -9,9 +9,11 @@
 use std::sync::Arc;
 
 use arrow_array::types::Int64Type;
-use arrow_array::{ArrayRef, BooleanArray};
+use arrow_array::{ArrayRef, BooleanArray, LargeListArray, UInt8Array};
+use arrow_buffer::{NullBuffer, OffsetBuffer};
+use arrow_schema::{DataType, Field};
 use memchr::memmem;
-use numpy::{PyArray1, PyReadonlyArray1};
+use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
 
 use super::{on_parts, part_count, seconds_ns, uint, Interner, StrCol};
@@ -610,30 +612,34 @@ fn run_columns(runs: &[Run], end_ns: i64) -> Option<RunCols> {
 
 /// The phase runs of a batch of steps (parsers/_qemu_steps.py `runs_frame`, in one pass):
 /// per run its id, phase code, start and end (`end_ns` for the last), target, ATN, DMA
-/// bytes, status, its message/command/status bytes (`n_info`, null: none; `info`: them all
-/// in order), data and stray bytes and handshakes. None: a value that is no byte, or a CDB
+/// bytes, status, its message/command/status bytes (`info_bytes`, null: none), data and
+/// stray bytes and handshakes. None: a value that is no byte, or a CDB
 /// length past MAX_CDB, in the batch (the Python rebuild decides, as it always did).
 #[pyfunction]
-fn qemu_runs(py: Python, steps: Table, end_ns: i64) -> PyResult<Option<QemuRuns>> {
+fn qemu_runs(py: Python, steps: Table, end_ns: i64) -> PyResult<Option<Columns>> {
     let steps = Steps::of(&steps)?;
     let Some(c) = py.allow_threads(|| run_columns(&steps.runs()?, end_ns)) else { return Ok(None) };
-    Ok(Some(QemuRuns {
-        runs: Py::new(py, Columns::new(vec![
-            ("run", ints(c.id)), ("phase_code", ints(c.phase)), ("start_ns", ints(c.start)),
-            ("target", ints_or_null(c.target)), ("atn", Arc::new(BooleanArray::from(c.atn)) as ArrayRef),
-            ("dma_bytes", ints(c.dma)), ("status", ints_or_null(c.status)), ("end_ns", ints(c.end)),
-            ("n_info", ints_or_null(c.n_info)), ("data_bytes", ints(c.data_bytes)),
-            ("stray_dma_bytes", ints(c.stray)), ("handshakes", ints(c.handshakes))])?)?,
-        info: PyArray1::from_vec_bound(py, c.info).unbind(),
-    }))
+    let info = byte_lists(c.info, &c.n_info)?;
+    Ok(Some(Columns::new(vec![
+        ("run", ints(c.id)), ("phase_code", ints(c.phase)), ("start_ns", ints(c.start)),
+        ("target", ints_or_null(c.target)), ("atn", Arc::new(BooleanArray::from(c.atn)) as ArrayRef),
+        ("dma_bytes", ints(c.dma)), ("status", ints_or_null(c.status)), ("end_ns", ints(c.end)),
+        ("info_bytes", info), ("data_bytes", ints(c.data_bytes)),
+        ("stray_dma_bytes", ints(c.stray)), ("handshakes", ints(c.handshakes))])?))
 }
 
-/// `qemu_runs`' runs (`Columns`) and their bytes in order (`n_info` of them a run).
-#[pyclass(get_all)]
-struct QemuRuns {
-    runs: Py<Columns>,
-    info: Py<PyArray1<u8>>,
+/// Each run's bytes as an Arrow list (null where `n_info` is).
+fn byte_lists(values: Vec<u8>, n_info: &[i64]) -> PyResult<ArrayRef> {
+    let lengths = n_info.iter().map(|&n| if n == NULL { 0 } else { n as usize });
+    let offsets = OffsetBuffer::<i64>::from_lengths(lengths);
+    let nulls = NullBuffer::from(n_info.iter().map(|&n| n != NULL).collect::<Vec<bool>>());
+    let item = Arc::new(Field::new("item", DataType::UInt8, true));
+    let list = LargeListArray::try_new(item, offsets, Arc::new(UInt8Array::from(values)),
+                                       (nulls.null_count() > 0).then_some(nulls))
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("qemu_runs: {e}")))?;
+    Ok(Arc::new(list))
 }
+
 
 #[cfg(test)]
 mod tests {
