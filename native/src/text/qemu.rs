@@ -40,6 +40,9 @@ const SECTORS: usize = 13;
 const N_FIELDS: usize = 14;
 
 const U32: u64 = u32::MAX as u64;
+/// An opcode, a status, a message byte, an extended message's code and length
+/// (parsers/_qemu_fields.py `RANGES`).
+const BYTE: u64 = 0xFF;
 const I64: u64 = i64::MAX as u64;
 
 /// One event's decoded fields.
@@ -69,13 +72,13 @@ fn dec(d: &[u8], hi: u64) -> Option<i64> {
     uint(d).filter(|&v| v <= hi).map(|v| v as i64)
 }
 
-/// Matched hex digits as a number within u32.
-fn hex(d: &[u8]) -> Option<i64> {
+/// Matched hex digits as a number in [0, hi].
+fn hex(d: &[u8], hi: u64) -> Option<i64> {
     if d.len() > 16 {
         return None;
     }
     let v = super::hex_u64(d);
-    (v <= U32).then_some(v as i64)
+    (v <= hi).then_some(v as i64)
 }
 
 /// `^PREFIX` then the rest.
@@ -117,14 +120,14 @@ fn decode<'a>(event: &[u8], detail: &'a [u8]) -> Option<Decoded<'a>> {
         b"lsi_reselect" => v[TARGET] = Some(dec(digits_at(after(detail, b"Reselected target ")?)?.0, U32)?),
         b"lsi_do_msgout_select" => v[LUN] = Some(dec(digits_at(after(detail, b"Select LUN ")?)?.0, U32)?),
         b"lsi_do_msgout_simplequeue" | b"lsi_queue_command" => {
-            v[TAG] = Some(hex(search(detail, b"tag=0x", |s| hex_digits_at(s).map(|x| x.0))?)?);
+            v[TAG] = Some(hex(search(detail, b"tag=0x", |s| hex_digits_at(s).map(|x| x.0))?, U32)?);
         }
         b"lsi_do_msgout_extended" => {
             let (code, rest) = hex_digits_at(after(detail, b"Extended message 0x")?)?;
             let (n, rest) = digits_at(after(rest, b" (len ")?)?;
             after(rest, b")")?;
-            v[EXT_CODE] = Some(hex(code)?);
-            v[EXT_LEN] = Some(dec(n, U32)?);
+            v[EXT_CODE] = Some(hex(code, BYTE)?);
+            v[EXT_LEN] = Some(dec(n, BYTE)?);
         }
         b"lsi_do_command" | b"lsi_do_dma" => {
             v[LEN] = Some(dec(search(detail, b"len=", |s| digits_at(s).map(|x| x.0))?, U32)?);
@@ -135,12 +138,12 @@ fn decode<'a>(event: &[u8], detail: &'a [u8]) -> Option<Decoded<'a>> {
                 Some((n, digits_at(after(rest, b" status=")?)?.0))
             })?;
             v[LEN] = Some(dec(n, U32)?);
-            v[STATUS] = Some(dec(status, U32)?);
+            v[STATUS] = Some(dec(status, BYTE)?);
         }
         b"lsi_command_complete" => {
-            v[STATUS] = Some(dec(search(detail, b"status=", |s| digits_at(s).map(|x| x.0))?, U32)?);
+            v[STATUS] = Some(dec(search(detail, b"status=", |s| digits_at(s).map(|x| x.0))?, BYTE)?);
         }
-        b"lsi_add_msg_byte" => v[MSG_BYTE] = Some(hex(hex_digits_at(after(detail, b"MSG IN 0x")?)?.0)?),
+        b"lsi_add_msg_byte" => v[MSG_BYTE] = Some(hex(hex_digits_at(after(detail, b"MSG IN 0x")?)?.0, BYTE)?),
         b"lsi_execute_script_tc_compp" => {
             let s = after(detail, b"Compare phase ")?;
             let n = s.iter().take_while(|b| b.is_ascii_uppercase()).count();
@@ -152,11 +155,11 @@ fn decode<'a>(event: &[u8], detail: &'a [u8]) -> Option<Decoded<'a>> {
                 let (tag, rest) = hex_digits_at(s)?;
                 Some((tag, digits_at(after(rest, b" len=")?)?.0))
             })?;
-            v[TAG] = Some(hex(tag)?);
+            v[TAG] = Some(hex(tag, U32)?);
             v[LEN] = Some(dec(n, U32)?);
         }
         b"usb_msd_cmd_submit" | b"usb_msd_send_status" | b"usb_uas_command" | b"usb_uas_sense" => {
-            v[TAG] = Some(hex(search(detail, b"tag 0x", |s| hex_digits_at(s).map(|x| x.0))?)?);
+            v[TAG] = Some(hex(search(detail, b"tag 0x", |s| hex_digits_at(s).map(|x| x.0))?, U32)?);
         }
         b"scsi_req_parsed" | b"scsi_req_parsed_lba" => {
             let lba = event.len() > b"scsi_req_parsed".len();
@@ -168,7 +171,7 @@ fn decode<'a>(event: &[u8], detail: &'a [u8]) -> Option<Decoded<'a>> {
             // every match starts with "target ": `words` from each place it occurs
             let found = memmem::find_iter(detail, b"target ").find_map(|at| words(&detail[at..], literals))?.0;
             for (k, f) in [TARGET, LUN, TAG, OPCODE].into_iter().enumerate() {
-                v[f] = Some(dec(found[k], U32)?);
+                v[f] = Some(dec(found[k], if f == OPCODE { BYTE } else { U32 })?);
             }
             if lba {
                 v[LBA] = Some(dec(found[4], I64)?);
