@@ -1,6 +1,7 @@
 //! Line-oriented text formats scanned in Rust (`scsitrace._native.text`): the shared helpers
 //! and one module per format (`scsilog.rs` ftrace and dmesg kernel logs, `sgio.rs` strace
-//! lines, `usbmon.rs` usbmon text, `blkparse.rs` blkparse text, `qemu.rs` QEMU trace lines).
+//! lines, `usbmon.rs` usbmon text, `blkparse.rs` blkparse text, `qemu.rs` QEMU trace lines,
+//! `sg3.rs` sg3_utils verbose output).
 //!
 //! The helpers every text reader uses (keep this API small; a format's own rules go in its
 //! module):
@@ -29,6 +30,7 @@ use crate::arrow::Columns;
 pub mod blkparse;
 pub mod qemu;
 pub mod scsilog;
+pub mod sg3;
 pub mod sgio;
 pub mod usbmon;
 
@@ -376,6 +378,7 @@ pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     sgio::register(m)?;
     usbmon::register(m)?;
     qemu::register(m)?;
+    sg3::register(m)?;
     blkparse::register(m)
 }
 
