@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use arrow_array::types::Int64Type;
 use arrow_array::{ArrayRef, LargeBinaryArray, LargeStringArray};
+use arrow_buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use memchr::memmem;
 use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
@@ -134,11 +135,52 @@ fn read(line: &[u8]) -> Option<Line<'_>> {
     cdb_line(line).map(Line::Cdb)
 }
 
+/// Optional byte strings one after another (Arrow's layout: the bytes, where each ends,
+/// whether each is there).
+#[derive(Default)]
+struct Packed {
+    data: Vec<u8>,
+    ends: Vec<i64>,
+    valid: Vec<bool>,
+}
+
+impl Packed {
+    fn push(&mut self, s: Option<&[u8]>) {
+        self.data.extend_from_slice(s.unwrap_or_default());
+        self.ends.push(self.data.len() as i64);
+        self.valid.push(s.is_some());
+    }
+    fn append(&mut self, o: Packed) {
+        let base = self.data.len() as i64;
+        self.data.extend(o.data);
+        self.ends.extend(o.ends.into_iter().map(|e| e + base));
+        self.valid.extend(o.valid);
+    }
+    fn parts(self) -> (OffsetBuffer<i64>, Buffer, Option<NullBuffer>) {
+        let offsets = OffsetBuffer::new(ScalarBuffer::from(std::iter::once(0).chain(self.ends).collect::<Vec<i64>>()));
+        let nulls = NullBuffer::from(self.valid);
+        (offsets, Buffer::from_vec(self.data), (nulls.null_count() > 0).then_some(nulls))
+    }
+    fn binary(self) -> PyResult<ArrayRef> {
+        let (offsets, data, nulls) = self.parts();
+        Ok(Arc::new(LargeBinaryArray::try_new(offsets, data, nulls).map_err(arrow_err)?))
+    }
+    /// The strings (checked to be UTF-8 here: the lines taken are ASCII).
+    fn strings(self) -> PyResult<ArrayRef> {
+        let (offsets, data, nulls) = self.parts();
+        Ok(Arc::new(LargeStringArray::try_new(offsets, data, nulls).map_err(arrow_err)?))
+    }
+}
+
+fn arrow_err(e: arrow_schema::ArrowError) -> PyErr {
+    pyo3::exceptions::PyValueError::new_err(format!("sg3_block: {e}"))
+}
+
 #[derive(Default)]
 struct Part {
     line: Vec<i64>,
-    cdb: Vec<Option<Vec<u8>>>,
-    dev: Vec<Option<String>>,
+    cdb: Packed,
+    dev: Packed,
     ms: Vec<i64>,
     ms_ok: Vec<bool>,
     other_line: Vec<i64>,
@@ -157,10 +199,10 @@ fn scan_part(part: &[u8], first: usize, offset: usize) -> Part {
                 let (cdb, dev, ms) = match l {
                     Line::Plain => (None, None, None),
                     Line::Cdb(b) => (Some(b), None, None),
-                    Line::Open(d) => (None, Some(String::from_utf8_lossy(d).into_owned()), None),
+                    Line::Open(d) => (None, Some(d), None),
                     Line::Duration(ms) => (None, None, Some(ms)),
                 };
-                p.cdb.push(cdb);
+                p.cdb.push(cdb.as_deref());
                 p.dev.push(dev);
                 p.ms.push(ms.unwrap_or(0));
                 p.ms_ok.push(ms.is_some());
@@ -199,19 +241,17 @@ fn sg3_block(py: Python, buf: PyReadonlyArray1<u8>, parts: Option<usize>) -> PyR
     let mut m = Part::default();
     for p in all {
         m.line.extend(p.line);
-        m.cdb.extend(p.cdb);
-        m.dev.extend(p.dev);
+        m.cdb.append(p.cdb);
+        m.dev.append(p.dev);
         m.ms.extend(p.ms);
         m.ms_ok.extend(p.ms_ok);
         m.other_line.extend(p.other_line);
         m.other_start.extend(p.other_start);
         m.other_end.extend(p.other_end);
     }
-    let cdb: LargeBinaryArray = m.cdb.iter().map(|c| c.as_deref()).collect();
-    let dev: LargeStringArray = m.dev.iter().map(|d| d.as_deref()).collect();
     Ok(Sg3Scan {
         lines: Py::new(py, Columns::new(vec![
-            ("line", ints(m.line)), ("cdb", Arc::new(cdb) as ArrayRef), ("dev", Arc::new(dev) as ArrayRef),
+            ("line", ints(m.line)), ("cdb", m.cdb.binary()?), ("dev", m.dev.strings()?),
             ("duration_ms", values_or_null::<Int64Type>(m.ms, m.ms_ok))])?)?,
         other: Py::new(py, Columns::new(vec![("line", ints(m.other_line)), ("start", ints(m.other_start)),
                                              ("end", ints(m.other_end))])?)?,
