@@ -166,3 +166,20 @@ def test_captured_traces_read_alike(path, monkeypatch):
     with monkeypatch.context() as m:
         _by_python(m)
         assert _outcome(path, True) == fast
+
+
+def test_a_selection_right_after_data_out_is_one_run_with_it(tmp_path):
+    """The zero-length ARBITRATION before a selection has DATA OUT's phase key (BSY alone):
+    after a DATA OUT run with no BUS FREE between, the two stretches are one run, as the
+    transitions make them."""
+    lines = qemu_trace_lines([(0x2A, 8, 1, 1, False)])
+    data_out = max(k for k, line in enumerate(lines) if ":lsi_do_dma " in line)
+    again = qemu_trace_lines([(0x28, 16, 1, 2, False)], t0_us=1_795_000_000_000_100)
+    path = tmp_path / "t.qemu-trace.txt"
+    path.write_text("\n".join(lines[:data_out + 1] + again) + "\n")
+    cap = parsers.parse(str(path), "qemu_lsi", strict=True)
+    runs, stats, asserted = _transition_runs(cap)
+    given_runs = reduce_stretches(cap.columns["stretches"], [SIGNAL_BIT[n] for n in polarity.DECIDING])
+    assert given_runs.runs.height < cap.columns["stretches"].height       # stretches were merged
+    assert given_runs.runs.equals(runs) and given_runs.stats == stats
+    assert {n: given_runs.asserted[SIGNAL_BIT[n]] for n in polarity.DECIDING} == asserted

@@ -283,6 +283,10 @@ def reduce_stretches(stretches: pl.DataFrame, bits: Iterable[int]) -> Reduced:
     end = np.append(start[1:], last_ns)
     asserted = {b: int(((end - start) * ((lines >> b) & 1)).sum()) for b in bits}
     info = _info_keys(key)
+    stats = RunStats(transitions=int(stretches["transitions"].sum()), raw_runs=int(run[-1]) + 1,
+                     first_ns=int(start[0]), last_ns=last_ns)
+    if run[-1] + 1 == len(run):     # no two stretches of one phase key in a row: each is a run
+        return Reduced(_one_run_each(stretches, key, lines, info, last_ns), stats, asserted)
     grouped = stretches.with_columns(
         pl.Series("run", run), pl.Series("key", key.astype(np.uint16)),
         pl.Series("atn", (lines & ATN_BIT) != 0),
@@ -298,9 +302,19 @@ def reduce_stretches(stretches: pl.DataFrame, bits: Iterable[int]) -> Reduced:
         pl.col("start_ns").shift(-1).fill_null(last_ns).alias("end_ns"),
         pl.when(pl.col("info_bytes").list.len() > 0).then(pl.col("info_bytes")).alias("info_bytes"),
     ).select(list(RUN_SCHEMA)).cast(RUN_SCHEMA)
-    stats = RunStats(transitions=int(stretches["transitions"].sum()), raw_runs=runs.height,
-                     first_ns=int(start[0]), last_ns=last_ns)
     return Reduced(runs, stats, asserted)
+
+
+def _one_run_each(stretches: pl.DataFrame, key: np.ndarray, lines: np.ndarray, info: np.ndarray,
+                  last_ns: int) -> pl.DataFrame:
+    """The runs of stretches that are one run each (`reduce_stretches` without grouping)."""
+    n = stretches["handshakes"]
+    return stretches.select(
+        "start_ns", pl.col("start_ns").shift(-1).fill_null(last_ns).alias("end_ns"),
+        pl.Series("key", key.astype(np.uint16)), pl.Series("atn", (lines & ATN_BIT) != 0),
+        n.alias("n_req"), n.alias("n_ack"), pl.col("first_handshake_ns").alias("first_req_ns"), "db_last",
+        pl.when(pl.Series(info) & (pl.col("info_bytes").list.len() > 0)).then(pl.col("info_bytes")).alias("info_bytes"),
+    ).cast(RUN_SCHEMA)
 
 
 def _info_keys(key: np.ndarray) -> np.ndarray:
