@@ -11,6 +11,7 @@ run not yet complete, wait for the next batch. Memory follows the runs, not the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import polars as pl
@@ -292,7 +293,12 @@ DEVICE_EVENTS = (*USB_COMMAND_EVENTS, "scsi_req_parsed", "scsi_req_parsed_lba", 
 @dataclass
 class Stream:
     """`steps_frame` + `runs_frame` + `device_commands` of a trace fed in batches of decoded
-    events in line order (`add`), equal to those of the whole trace (`finish`)."""
+    events in line order (`add`), equal to those of the whole trace (`finish`). `summed`:
+    what to make of each part's final runs as they come (QEMU's stretches), its time columns
+    `summed_times` moved to the trace's time zero at the end like the runs'."""
+    summed: Callable[[pl.DataFrame], pl.DataFrame] | None = None
+    summed_times: tuple[str, ...] = ()
+    sums: list[pl.DataFrame] = field(default_factory=list)
     carry: Carry = field(default_factory=Carry)
     held: pl.DataFrame | None = None        # steps of runs that are not final yet
     runs: list[pl.DataFrame] = field(default_factory=list)
@@ -323,6 +329,8 @@ class Stream:
     def _emit(self, runs: pl.DataFrame) -> None:
         if runs.height:
             self.runs.append(runs)
+            if self.summed is not None:
+                self.sums.append(self.summed(runs))
 
     def _keep_device_rows(self, steps: pl.DataFrame) -> None:
         """The rows `device_commands` reads: a command parsed before the first USB command
@@ -335,18 +343,31 @@ class Stream:
             rows = rows.slice(int(usb.arg_true()[0]))
         self.device_rows.append(rows.select("t_ns", "event", "tag", "opcode", "lba", "length"))
 
+    def summed_runs(self) -> pl.DataFrame | None:
+        """What `summed` made of the runs, times from the earliest stamp (after `finish`)."""
+        if self.summed is None:
+            return None
+        t0 = self.t_min or 0
+        whole = pl.concat(self.sums, rechunk=False) if self.sums else self.summed(_no_runs())
+        return whole.with_columns(pl.col(c) - t0 for c in self.summed_times)
+
     def finish(self) -> tuple[pl.DataFrame, pl.DataFrame]:
         """(the runs, the device commands), times from the earliest stamp."""
         if self.held is not None and self.held.height:
             self._emit(runs_frame(self.held, end_ns=self.carry.t_max))
+            self.held = None
         t0 = self.t_min or 0
-        runs = pl.concat(self.runs, rechunk=False) if self.runs else runs_frame(steps_frame(pl.DataFrame(schema=EMPTY_EVENTS)))
+        runs = pl.concat(self.runs, rechunk=False) if self.runs else _no_runs()
         runs = runs.with_columns(pl.col("start_ns") - t0, pl.col("end_ns") - t0)
         device = device_commands(pl.concat(self.device_rows)) if self.device_rows else pl.DataFrame(schema=DEVICE_COMMANDS)
         return runs, device.with_columns(pl.col("start_ns") - t0, pl.col("end_ns") - t0)
 
 
 EMPTY_EVENTS = {"line_no": pl.Int64, "t_abs_ns": pl.Int64, "event": pl.Utf8, "detail": pl.Utf8}
+
+
+def _no_runs() -> pl.DataFrame:
+    return runs_frame(steps_frame(pl.DataFrame(schema=EMPTY_EVENTS)))
 
 
 def final_rows(steps: pl.DataFrame) -> int:
