@@ -23,7 +23,7 @@ import re
 import numpy as np
 import polars as pl
 
-from scsitrace import scsi
+from scsitrace import schema, scsi
 
 from . import _lines
 
@@ -130,11 +130,7 @@ def commands(lines: pl.DataFrame, path: str, strict: bool, records, bad, dev: st
         dev = opens.sort("line_no")["dev"][-1]
     else:
         cdbs = cdbs.with_columns(pl.lit(dev, dtype=pl.Utf8).alias("dev"))
-    owned = notes.sort("line_no").join_asof(cdbs.select(pl.col("line_no").alias("cmd"), pl.col("line_no").alias("k")),
-                                            left_on="line_no", right_on="k", strategy="backward")
-    per = owned.filter(pl.col("cmd").is_not_null()).group_by("cmd").agg(
-        *[pl.col(c).drop_nulls().first() for c in ("sense_key", "duration_ms", "requested", "got", "dir", "sense")])
-    c = cdbs.join(per, left_on="line_no", right_on="cmd", how="left")
+    c = pl.concat([cdbs, _per_command(notes, cdbs["line_no"].to_numpy())], how="horizontal")
     sb = lambda k: pl.col("sense").str.slice(2 * k, 2).str.to_integer(base=16, strict=False)  # noqa: E731
     fixed = pl.col("sense").str.slice(0, 2).is_in(["70", "71", "f0", "f1"])
     null_i = pl.lit(None, dtype=pl.Int64)
@@ -158,6 +154,27 @@ def commands(lines: pl.DataFrame, path: str, strict: bool, records, bad, dev: st
     meta = {"log": "sg3_utils", "skipped_by_design": {"program output": other},
             "timestamps": False, "syscall_times": False}
     return out, meta, notes_of(other), dev
+
+
+NOTE_FIELDS = ("sense_key", "duration_ms", "requested", "got", "dir", "sense")
+
+
+def _per_command(notes: pl.DataFrame, commands: np.ndarray) -> pl.DataFrame:
+    """Per command (the line numbers of its cdb line, in order), each note field's first value
+    at or after its line and before the next command's (the notes before the first command
+    belong to none)."""
+    if not notes["line_no"].is_sorted():
+        notes = notes.sort("line_no")
+    owner = np.searchsorted(commands, notes["line_no"].to_numpy(), side="right") - 1
+    out = {}
+    for name in NOTE_FIELDS:
+        column = notes[name]
+        rows = np.flatnonzero(column.is_not_null().to_numpy() & (owner >= 0))
+        owners, first = np.unique(owner[rows], return_index=True)     # owners ascend with the lines
+        at = np.full(len(commands), -1, np.int64)
+        at[owners] = rows[first]
+        out[name] = column.gather(schema.nullable(at, at < 0))
+    return pl.DataFrame(out)
 
 
 def notes_of(other: int) -> list[str]:
