@@ -23,8 +23,9 @@ EVENTS = {"line_no": pl.Int64, "t_abs_ns": pl.Int64, "event": pl.Utf8, "detail":
 """The decoded events, as `_qemu_fields.decode_fields` gives them."""
 
 
-def scan_block(view, first_line: int, parts: int | None = None) -> tuple[pl.DataFrame, list[tuple[int, bytes]]]:
-    """(the records the scanner took, EVENTS; the other non-blank lines as (line, bytes))."""
+def scan_block(view, first_line: int, parts: int | None = None) -> tuple[pl.DataFrame, list[tuple[int, bytes]], int]:
+    """(the records the scanner took, EVENTS; the other non-blank lines as (line, bytes); the
+    lines of the block)."""
     from scsitrace._native import text
     buf = np.frombuffer(view, np.uint8)
     out = text.qemu_block(buf, parts if parts is not None else THREADS if len(buf) >= SMALL_BLOCK else 1)
@@ -37,7 +38,7 @@ def scan_block(view, first_line: int, parts: int | None = None) -> tuple[pl.Data
     ).cast(EVENTS)
     other = pl.DataFrame(out.other)
     lines = [(first_line + k, bytes(buf[s:e])) for k, s, e in other.iter_rows()]
-    return taken, lines
+    return taken, lines, out.lines
 
 
 def in_order(parts: list[pl.DataFrame]) -> pl.DataFrame:

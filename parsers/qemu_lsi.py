@@ -118,20 +118,22 @@ class _Read:
     fields: list[pl.DataFrame] = field(default_factory=list)
 
     def run(self, progress) -> None:
-        for buf, line_no in _lines.iter_byte_blocks(self.path, progress=progress, strict=self.strict):
+        line_no = 1
+        for buf, _ in _lines.iter_byte_blocks(self.path, progress=progress, strict=self.strict, count_lines=False):
             bad, last = [], []
-            for part, first in _parts(buf, line_no, self.block_bytes):
-                part_bad, part_last = self._part(part, first)
+            for part in _parts(buf, self.block_bytes):
+                part_bad, part_last, lines = self._part(part, line_no)
                 bad.append(part_bad)
                 last += part_last
+                line_no += lines       # a part ends with its '\n' (but the file's last may not)
             self.shape.append((pl.concat(bad), max(last) if last else None))
         self._not_trace_lines()
         self._out_of_range()
 
-    def _part(self, buf, line_no: int) -> tuple[pl.DataFrame, list[int]]:
-        """Reads the lines of `buf`; returns its lines that are no trace line, and its last
-        record's line number (none: blank)."""
-        taken, other = _qemu_scan.scan_block(buf, line_no)
+    def _part(self, buf, line_no: int) -> tuple[pl.DataFrame, list[int], int]:
+        """Reads the lines of `buf`; returns its lines that are no trace line, its last
+        record's line number (none: blank) and how many lines it holds."""
+        taken, other, lines = _qemu_scan.scan_block(buf, line_no)
         self.cap.records.read += taken.height
         # a line that is not UTF-8 is named at once (strict): the whole-file reader did so first
         m = _split_lines(_lines.fallback_frame(other, self.path, self.strict))
@@ -143,7 +145,8 @@ class _Read:
             self.fields.append(out_of_range.select("line_no", "bad_field", "detail"))
             decoded = decoded.filter(pl.col("bad_field").is_null())
         self.sink(_qemu_scan.in_order([taken, decoded]))
-        return bad.select("line_no", "text"), [v for v in (taken["line_no"].max(), m["line_no"].max()) if v is not None]
+        last = [v for v in (taken["line_no"].max(), m["line_no"].max()) if v is not None]
+        return bad.select("line_no", "text"), last, lines
 
     def _not_trace_lines(self) -> None:
         """A bad last line the file ends inside is "short", not "wrong": strict mode raises
@@ -183,9 +186,9 @@ class _Read:
                                            "in range" for r in bad.head(5).iter_rows(named=True)])
 
 
-def _parts(buf: bytes, line_no: int, part_bytes: int) -> Iterator[tuple[memoryview, int]]:
-    """A block cut into parts of about `part_bytes` of whole lines, each with its first line's
-    number: the stream is fed a part at a time, while bad lines are named block by block."""
+def _parts(buf: bytes, part_bytes: int) -> Iterator[memoryview]:
+    """A block cut into parts of about `part_bytes` of whole lines: the stream is fed a part
+    at a time, while bad lines are named block by block."""
     view, start = memoryview(buf), 0
     while start < len(buf):
         cut = buf.rfind(b"\n", start, start + part_bytes) if start + part_bytes < len(buf) else len(buf) - 1
@@ -193,8 +196,7 @@ def _parts(buf: bytes, line_no: int, part_bytes: int) -> Iterator[tuple[memoryvi
         if cut < 0:          # a line longer than a part: up to its end
             nl = buf.find(b"\n", start + part_bytes)
             end = len(buf) if nl < 0 else nl + 1
-        yield view[start:end], line_no
-        line_no += buf.count(b"\n", start, end)
+        yield view[start:end]
         start = end
 
 

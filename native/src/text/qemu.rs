@@ -302,12 +302,13 @@ fn merged(parts: Vec<Part>) -> Part {
     m
 }
 
-/// What `qemu_block` read of a block: the records taken (`events`: `line`, the line's index
+/// What `qemu_block` read of a block of `lines` lines: the records taken (`events`: `line`, the line's index
 /// in the block, `t_abs_ns`, `event` a code of `names`, the numeric fields null where the
 /// event has none, `atn`; `detail` and `compare` as strings) and the other non-blank lines
 /// (`other`: `line`, `start`, `end`, byte offsets in the block) for the Python reader.
 #[pyclass(get_all)]
 struct QemuScan {
+    lines: usize,
     events: Py<Columns>,
     names: Vec<String>,
     detail: Py<Columns>,
@@ -333,6 +334,7 @@ fn qemu_block(py: Python, buf: PyReadonlyArray1<u8>, parts: Option<usize>) -> Py
     }
     columns.push(("atn", Arc::new(BooleanArray::from(m.atn)) as ArrayRef));
     Ok(QemuScan {
+        lines: super::line_count(data),
         events: Py::new(py, Columns::new(columns)?)?,
         names: m.events.strings(),
         detail: m.detail.into_py(py)?,
