@@ -381,15 +381,15 @@ def final_rows(steps: pl.DataFrame) -> int:
     r = run.fill_null(-1).to_numpy()
     change = np.flatnonzero(np.concatenate(([True], r[1:] != r[:-1])))   # each run's first row
     cut = int(change[-1])
-    first_of_run = change[np.searchsorted(change, np.arange(len(r)), side="right") - 1]
-    first_of_run[r < 0] = 0                      # before any phase: nothing before it is final
-    msgin = change[(steps["phase"].to_numpy()[change] == "MESSAGE IN") & (r[change] >= 0)]
-    queued = np.flatnonzero((steps["event"] == "lsi_add_msg_byte").to_numpy()
-                            & steps["msg_byte"].is_not_null().to_numpy())
+    msgin = change[(steps["phase"].gather(change) == "MESSAGE IN").fill_null(False).to_numpy() & (r[change] >= 0)]
+    queued = steps.select(((pl.col("event") == "lsi_add_msg_byte") & pl.col("msg_byte").is_not_null())
+                          .arg_true()).to_series().to_numpy()
     owner = np.searchsorted(msgin, queued)       # the next MESSAGE IN run's first row, at or after
     owner_row = np.append(msgin, len(r))[owner]
+    # the first row of each queued byte's run (before any phase: nothing before it is final)
+    first_of_run = np.where(r[queued] < 0, 0, change[np.searchsorted(change, queued, side="right") - 1])
     while True:
-        waiting = queued[(queued < cut) & (owner_row >= cut)]
-        if not len(waiting):
+        waiting = (queued < cut) & (owner_row >= cut)
+        if not waiting.any():
             return cut
         cut = int(first_of_run[waiting].min())
