@@ -101,6 +101,9 @@ def _ends_inside_a_line(path: str) -> bool:
         return fh.read(1) != b"\n"
 
 
+NO_LINES = pl.DataFrame(schema={"line_no": pl.Int64, "text": pl.Utf8})
+
+
 @dataclass
 class _Read:
     """One pass over the trace, block by block: the compiled scanner's records (`_qemu_scan`)
@@ -135,6 +138,9 @@ class _Read:
         record's line number (none: blank) and how many lines it holds."""
         taken, other, lines = _qemu_scan.scan_block(buf, line_no)
         self.cap.records.read += taken.height
+        if not other:
+            self.sink(taken)
+            return NO_LINES, [v for v in (taken["line_no"].max(),) if v is not None], lines
         # a line that is not UTF-8 is named at once (strict): the whole-file reader did so first
         m = _split_lines(_lines.fallback_frame(other, self.path, self.strict))
         bad = m.filter(pl.col("event").is_null())
