@@ -10,11 +10,11 @@ from .. import schema
 from ..errors import MissingSignal
 from ..filters import check_found, refuse
 from ..model import Analysis, Capture
+from ..schema import SIGNAL_BIT
 from ..stats import LATENCY_TABLES, latency_tables
 from .. import bandwidth, series
 from . import polarity, sampling, selection
 from .machine import RAID1990, SCSI_PHASES, Walker
-from ..schema import SIGNAL_BIT
 from .runs import BIT, RUN_SCHEMA, Reduced, RunReducer, reduce_stretches
 from .window import WindowedChunks
 

@@ -256,7 +256,7 @@ STRETCHES = ("start_ns", "lines", "transitions", "handshakes", "first_handshake_
 @dataclass
 class Reduced:
     """What `RunReducer` makes of a capture's transitions (the runs and their stats) and
-    what `polarity.LineTimes` adds up over them, computed from `Stretches` instead."""
+    what `polarity.LineTimes` adds up over them, computed from STRETCHES instead."""
     runs: pl.DataFrame
     stats: RunStats
     asserted: dict[int, int]        # line bit -> ns asserted
@@ -264,7 +264,7 @@ class Reduced:
 
 def reduce_stretches(stretches: pl.DataFrame, bits: Iterable[int]) -> Reduced:
     """The runs of transitions handed over as stretches, as `RunReducer(settle_ns=0)` makes
-    them of the transitions themselves (`tests/test_qemu_lsi.py` holds the two equal).
+    them of the transitions themselves (`tests/test_qemu_native.py` holds the two equal).
 
     A parser that synthesizes its transitions from what it decoded (QEMU's trace: one REQ/ACK
     handshake per byte) knows their summary per stretch of constant phase lines without making
@@ -321,5 +321,5 @@ def _info_keys(key: np.ndarray) -> np.ndarray:
     """Runs whose handshakes carry message, command or status bytes (runs.rs `info_run`)."""
     key = key.astype(np.int64)
     code = ((key >> SIGNAL_BIT["MSG"]) & 1) << 2 | ((key >> SIGNAL_BIT["C/D"]) & 1) << 1 | ((key >> SIGNAL_BIT["I/O"]) & 1)
-    return (((key & BIT["BSY"]) != 0) & ((key & (BIT["SEL"] | BIT["RST"])) == 0)
-            & np.isin(code, [0b010, 0b011, 0b110, 0b111]))
+    carrying = [c for c, name in INFO_PHASES.items() if not name.startswith("DATA")]
+    return ((key & BIT["BSY"]) != 0) & ((key & (BIT["SEL"] | BIT["RST"])) == 0) & np.isin(code, carrying)
