@@ -302,10 +302,11 @@ fn merged(parts: Vec<Part>) -> Part {
     m
 }
 
-/// What `qemu_block` read of a block of `lines` lines: the records taken (`events`: `line`, the line's index
-/// in the block, `t_abs_ns`, `event` a code of `names`, the numeric fields null where the
-/// event has none, `atn`; `detail` and `compare` as strings) and the other non-blank lines
-/// (`other`: `line`, `start`, `end`, byte offsets in the block) for the Python reader.
+/// What `qemu_block` read of a block of `lines` lines: the records taken (`events`: `line`,
+/// the line's index in the block, `t_abs_ns`, `event` a code of `names`, the numeric fields
+/// null where the event has none, `atn`; `detail` and `compare` as strings) and the other
+/// non-blank lines (`other`: `line`, `start`, `end`, byte offsets in the block) for the
+/// Python reader.
 #[pyclass(get_all)]
 struct QemuScan {
     lines: usize,
