@@ -1,6 +1,7 @@
 """Benchmark: QEMU's LSI 53C895A trace (qemu_lsi) analysed whole process at 1x, 4x and 16x:
-`scsitrace analyze FILE --json OUT` (the trace's lines -> bus steps -> synthesized REQ/ACK
-handshakes -> the bus state machine), its throughput, wall time and peak RSS beside the floors
+`scsitrace analyze FILE --json OUT` (the trace's lines -> bus steps -> phase runs -> the
+synthesized REQ/ACK handshakes summed per stretch -> the bus state machine), its throughput,
+wall time and peak RSS beside the floors
 of any line reader on the same file (`grep -c` of the event shape, `wc -l`; no real tool reads
 QEMU's LSI trace), each run in turn, with the ratios.
 
@@ -8,9 +9,9 @@ QEMU's LSI trace), each run in turn, with the ratios.
 
 The traces (under bench/data/, written once): N READ(10) commands of `--sectors` sectors in
 the event shapes QEMU 7.2 prints (tests/test_qemu_lsi.py qemu_trace_lines; each command
-disconnects and reselects, about 45 lines); 1x = 5000 commands. The bus analysis synthesizes
-one handshake per data byte (2 transitions a byte): with many sectors it, not the text, is
-what costs.
+disconnects and reselects, about 45 lines); 1x = 5000 commands, 12 MB. The handshakes (one
+per data byte) are never made one by one on this path (parsers/qemu_lsi.py `stretches`), so
+the sector count no longer sets the cost.
 """
 from __future__ import annotations
 

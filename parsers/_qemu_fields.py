@@ -40,7 +40,9 @@ EVENT_FIELDS = {
 FIELD_NAMES = ("target", "atn", "lun", "tag_hex", "tag_dec", "ext_code", "ext_len", "len", "status",
                "msg_byte", "compare", "opcode", "dir", "length", "lba", "sector", "sectors")
 HEX_FIELDS = ("tag_hex", "msg_byte", "ext_code")
-WIDE_FIELDS = {"lba": (0, 2**63 - 1), "sector": (0, 2**63 - 1)}   # the others: 0..2^32-1
+# the others: 0..2^32-1; a SCSI opcode, status, message byte and extended message are bytes
+RANGES = {"lba": (0, 2**63 - 1), "sector": (0, 2**63 - 1),
+          **dict.fromkeys(("opcode", "status", "msg_byte", "ext_code", "ext_len"), (0, 255))}
 
 
 def decode_fields(ev: pl.DataFrame) -> pl.DataFrame:
@@ -59,7 +61,7 @@ def decode_fields(ev: pl.DataFrame) -> pl.DataFrame:
         if name not in fields.columns:
             fields = fields.with_columns(pl.lit(None, pl.Utf8).alias(name))
     numeric = [n for n in FIELD_NAMES if n not in ("compare", "atn")]
-    value = {n: _lines.checked_int(pl.col(n), *WIDE_FIELDS.get(n, _lines.U32), base=16 if n in HEX_FIELDS else 10)
+    value = {n: _lines.checked_int(pl.col(n), *RANGES.get(n, _lines.U32), base=16 if n in HEX_FIELDS else 10)
              for n in numeric}
     out_of_range = pl.lit(None, pl.Utf8)
     for n in reversed(numeric):   # the first field that does not fit its range names the line

@@ -27,17 +27,19 @@ bus's; the Capture's notes say so. The decoded events are also handed over as
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
 
 import numpy as np
 import polars as pl
 
 from scsitrace import schema
 from scsitrace.errors import BadInput, TruncatedInput
-from scsitrace.model import Capture
+from scsitrace.model import Capture, LazyFrames
 from scsitrace.schema import SIGNAL_BIT
-from . import _lines, _qemu_devices
+from . import _lines, _qemu_devices, _qemu_scan
 from ._qemu_fields import decode_fields as _decode_fields
+from ._qemu_steps import Stream, build_cdb, device_commands, runs_frame, steps_frame  # noqa: F401  (tests)
 
 ID = "qemu_lsi"
 SUFFIXES = ("qemu-trace.txt", ".qemu-trace.log")
@@ -45,20 +47,6 @@ SUFFIXES = ("qemu-trace.txt", ".qemu-trace.log")
 SNIFF_RE = rb"(?m)^\d+@\d+\.\d+:(?:lsi|scsi)_[a-z0-9_]+ "
 INITIATOR_ID = 7  # sym53c8xx's default SCSI ID ("sym0: No NVRAM, ID 7"); the trace does not carry it
 
-PHASE_OF_EVENT = {
-    "lsi_execute_script_io_selected": "SELECTION",
-    "lsi_reselect": "RESELECTION",
-    "lsi_execute_script_io_disconnect": "BUS FREE",
-    "lsi_do_msgout": "MESSAGE OUT",
-    "lsi_do_command": "COMMAND",
-    "lsi_do_msgin": "MESSAGE IN",
-    "lsi_do_status": "STATUS",
-}
-# QEMU's phase names in the SCRIPTS compare trace (hw/scsi/lsi53c895a.c, scsi_phases[])
-PHASE_OF_COMPARE = {
-    "DOUT": "DATA OUT", "DIN": "DATA IN", "CMD": "COMMAND", "STATUS": "STATUS",
-    "RSVOUT": "RESERVED", "RSVIN": "RESERVED", "MSGOUT": "MESSAGE OUT", "MSGIN": "MESSAGE IN",
-}
 # phase -> asserted lines, as in the bus layer (schema.SIGNALS); MSG C/D I/O per SCSI-2 table 5-6
 _B = {name: 1 << bit for name, bit in SIGNAL_BIT.items()}
 LINES_OF_PHASE = {
@@ -75,13 +63,8 @@ LINES_OF_PHASE = {
 }
 HANDSHAKE = _B["REQ"] | _B["ACK"]
 SIGNALS = ["BSY", "SEL", "ATN", "MSG", "C/D", "I/O", "REQ", "ACK", "DB"]
-# MESSAGE OUT bytes a decoded msgout event stands for (SCSI-2 message codes)
-MSGOUT_FIXED_BYTES = {
-    "lsi_do_msgout_noop": [0x08], "lsi_do_msgout_abort": [0x06],
-    "lsi_do_msgout_disconnect": [0x04], "lsi_do_msgout_clearqueue": [0x0E],
-    "lsi_do_msgout_busdevicereset": [0x0C],
-}
 CHUNK_BYTES = 1 << 21  # data bytes of handshakes generated per transitions chunk
+PART_BYTES = 4 << 20   # lines fed to the runs at a time
 
 
 def sniff(head: bytes) -> bool:
@@ -118,225 +101,128 @@ def _ends_inside_a_line(path: str) -> bool:
         return fh.read(1) != b"\n"
 
 
-def _events(path: str, strict: bool, cap: Capture, progress) -> pl.DataFrame:
-    """Decoded lines. A bad last line the file ends inside is "short", not "wrong": strict
-    mode raises TruncatedInput, lenient mode flags it as an anomaly (not a skip)."""
-    parts = []
-    cut_short = _ends_inside_a_line(path)
-    blocks = list(_lines.iter_line_blocks(path, strict=strict, progress=progress))
-    for i, block in enumerate(blocks):
-        m = _split_lines(block)
+NO_LINES = pl.DataFrame(schema={"line_no": pl.Int64, "text": pl.Utf8})
+
+
+@dataclass
+class _Read:
+    """One pass over the trace, block by block: the compiled scanner's records (`_qemu_scan`)
+    and the lines it leaves decoded here, fed in line order to `sink` (a `_qemu_steps.Stream`'s
+    `add`). The
+    bad lines wait for the end of the file, where they are named (strict) or counted
+    (lenient) in the order a reader of the whole file met them: every line that is not a
+    trace line, block by block, before any field out of range."""
+    path: str
+    strict: bool
+    cap: Capture
+    sink: Callable[[pl.DataFrame], None]
+    block_bytes: int = PART_BYTES
+    shape: list[tuple[pl.DataFrame, int | None]] = field(default_factory=list)   # per block: bad lines, last record
+    fields: list[pl.DataFrame] = field(default_factory=list)
+
+    def run(self, progress) -> None:
+        line_no = 1
+        for buf, _ in _lines.iter_byte_blocks(self.path, progress=progress, strict=self.strict, count_lines=False):
+            bad, last = [], []
+            for part in _parts(buf, self.block_bytes):
+                part_bad, part_last, lines = self._part(part, line_no)
+                bad.append(part_bad)
+                last += part_last
+                line_no += lines       # a part ends with its '\n' (but the file's last may not)
+            self.shape.append((pl.concat(bad), max(last) if last else None))
+        self._not_trace_lines()
+        self._out_of_range()
+
+    def _part(self, buf, line_no: int) -> tuple[pl.DataFrame, list[int], int]:
+        """Reads the lines of `buf`; returns its lines that are no trace line, its last
+        record's line number (none: blank) and how many lines it holds."""
+        taken, other, lines = _qemu_scan.scan_block(buf, line_no)
+        self.cap.records.read += taken.height
+        if not other:
+            self.sink(taken)
+            return NO_LINES, [v for v in (taken["line_no"].max(),) if v is not None], lines
+        # a line that is not UTF-8 is named at once (strict): the whole-file reader did so first
+        m = _split_lines(_lines.fallback_frame(other, self.path, self.strict))
         bad = m.filter(pl.col("event").is_null())
-        if cut_short and i == len(blocks) - 1 and bad.height and bad["line_no"][-1] == m["line_no"][-1]:
-            last = bad.row(bad.height - 1, named=True)
-            if strict and bad.height == 1:
-                raise TruncatedInput(path, "the file ends inside a trace line", line=last["line_no"], text=last["text"])
-            cap.anomalies = pl.concat([cap.anomalies, schema.frame(
-                {"t_ns": [None], "kind": ["TRUNCATED RECORD"], "detail": ["the file ends inside a trace line"],
-                 "position": [f"line {last['line_no']}"]}, schema.ANOMALIES)])
-            cap.records.skip(1, [f"{path}:{last['line_no']}: the file ends inside a trace line"])
-            m = m.filter(pl.col("line_no") != last["line_no"])
-            bad = bad.head(bad.height - 1)
-        if bad.height:
-            first = bad.row(0, named=True)
-            if strict:
-                raise BadInput(path, "not a QEMU trace line (PID@SECONDS.MICROSECONDS:EVENT ...; "
-                               "was QEMU run with -msg timestamp=on?)", line=first["line_no"], text=first["text"])
-            cap.records.skip(bad.height, [f"{path}:{r['line_no']}: not a QEMU trace line"
-                                          for r in bad.head(5).iter_rows(named=True)])
-        cap.records.read += m.height - bad.height     # a bad line is skipped, not read
-        parts.append(m.filter(pl.col("event").is_not_null()).drop("text"))
-    if not parts:
-        return pl.DataFrame(schema={"line_no": pl.Int64, "t_abs_ns": pl.Int64, "event": pl.Utf8, "detail": pl.Utf8})
-    ev = pl.concat(parts)
+        self.cap.records.read += m.height - bad.height     # a bad line is skipped, not read
+        decoded = _decoded(m.filter(pl.col("event").is_not_null()).drop("text"))
+        out_of_range = decoded.filter(pl.col("bad_field").is_not_null())
+        if out_of_range.height:
+            self.fields.append(out_of_range.select("line_no", "bad_field", "detail"))
+            decoded = decoded.filter(pl.col("bad_field").is_null())
+        self.sink(_qemu_scan.in_order([taken, decoded]))
+        last = [v for v in (taken["line_no"].max(), m["line_no"].max()) if v is not None]
+        return bad.select("line_no", "text"), last, lines
+
+    def _not_trace_lines(self) -> None:
+        """A bad last line the file ends inside is "short", not "wrong": strict mode raises
+        TruncatedInput, lenient mode flags it as an anomaly (not a skip)."""
+        path, cap = self.path, self.cap
+        cut_short = _ends_inside_a_line(path)
+        for i, (bad, last_record) in enumerate(self.shape):
+            if cut_short and i == len(self.shape) - 1 and bad.height and bad["line_no"][-1] == last_record:
+                last = bad.row(bad.height - 1, named=True)
+                if self.strict and bad.height == 1:
+                    raise TruncatedInput(path, "the file ends inside a trace line", line=last["line_no"],
+                                         text=last["text"])
+                cap.anomalies = pl.concat([cap.anomalies, schema.frame(
+                    {"t_ns": [None], "kind": ["TRUNCATED RECORD"], "detail": ["the file ends inside a trace line"],
+                     "position": [f"line {last['line_no']}"]}, schema.ANOMALIES)])
+                cap.records.skip(1, [f"{path}:{last['line_no']}: the file ends inside a trace line"])
+                bad = bad.head(bad.height - 1)
+            if bad.height:
+                first = bad.row(0, named=True)
+                if self.strict:
+                    raise BadInput(path, "not a QEMU trace line (PID@SECONDS.MICROSECONDS:EVENT ...; "
+                                   "was QEMU run with -msg timestamp=on?)", line=first["line_no"], text=first["text"])
+                cap.records.skip(bad.height, [f"{path}:{r['line_no']}: not a QEMU trace line"
+                                              for r in bad.head(5).iter_rows(named=True)])
+
+    def _out_of_range(self) -> None:
+        """A field out of its range: the line is bad input."""
+        if not self.fields:
+            return
+        bad = pl.concat(self.fields)
+        first = bad.row(0, named=True)
+        why = f"field {first['bad_field']!r} is not a number in range"
+        if self.strict:
+            raise BadInput(self.path, why, line=first["line_no"], text=first["detail"])
+        self.cap.records.read -= bad.height
+        self.cap.records.skip(bad.height, [f"{self.path}:{r['line_no']}: field {r['bad_field']!r} is not a number "
+                                           "in range" for r in bad.head(5).iter_rows(named=True)])
+
+
+def _parts(buf: bytes, part_bytes: int) -> Iterator[memoryview]:
+    """A block cut into parts of about `part_bytes` of whole lines: the stream is fed a part
+    at a time, while bad lines are named block by block."""
+    view, start = memoryview(buf), 0
+    while start < len(buf):
+        cut = buf.rfind(b"\n", start, start + part_bytes) if start + part_bytes < len(buf) else len(buf) - 1
+        end = len(buf) if cut < 0 else cut + 1
+        if cut < 0:          # a line longer than a part: up to its end
+            nl = buf.find(b"\n", start + part_bytes)
+            end = len(buf) if nl < 0 else nl + 1
+        yield view[start:end]
+        start = end
+
+
+def _events(path: str, strict: bool, cap: Capture, progress) -> pl.DataFrame:
+    """The decoded events of the whole trace, good lines only (`_Read` without its stream)."""
+    parts: list[pl.DataFrame] = []
+    _Read(path, strict, cap, parts.append).run(progress)
+    return _qemu_scan.in_order(parts)
+
+
+def _decoded(ev: pl.DataFrame) -> pl.DataFrame:
+    """Good lines with their times and fields (`_qemu_fields.decode_fields`)."""
+    if not ev.height:
+        return pl.DataFrame(schema=_qemu_scan.EVENTS)
     scale = pl.lit(10, pl.Int64).pow(9 - pl.col("frac").str.len_chars().cast(pl.Int64))
-    return ev.select(
+    return _decode_fields(ev.select(
         "line_no",
         (pl.col("sec") * 1_000_000_000 + pl.col("frac").cast(pl.Int64) * scale).alias("t_abs_ns"),
         "event", "detail",
-    )
-
-
-# ---------------------------------------------------------------- events -> phase runs
-
-def steps_frame(ev: pl.DataFrame) -> pl.DataFrame:
-    """One row per event with the bus phase in force and the phase run it belongs to.
-
-    Times go forward only: QEMU's threads stamp their lines independently, so a line may
-    carry a stamp a microsecond before the one above it; it is taken to happen at the
-    later time (counted in `clamped`).
-    """
-    if "bad_field" not in ev.columns:
-        ev = _decode_fields(ev)
-    phase_here = pl.coalesce(
-        pl.col("event").replace_strict(PHASE_OF_EVENT, default=None),
-        pl.when(pl.col("event") == "lsi_execute_script_tc_compp")
-        .then(pl.col("compare").replace_strict(PHASE_OF_COMPARE, default=None)),
-    )
-    t0 = ev["t_abs_ns"].min() if ev.height else 0
-    ev = ev.with_columns(
-        phase_here.alias("phase_here"),
-        pl.col("t_abs_ns").cum_max().alias("t_abs_ns"),
-        (pl.col("t_abs_ns") < pl.col("t_abs_ns").cum_max()).alias("clamped"),
-    ).with_columns(
-        (pl.col("t_abs_ns") - t0).alias("t_ns"),
-        pl.col("phase_here").forward_fill().alias("phase"),
-    )
-    changed = (pl.col("phase") != pl.col("phase").shift(1)).fill_null(pl.col("phase").is_not_null())
-    return ev.with_columns(changed.cast(pl.Int64).cum_sum().alias("run")).with_columns(
-        pl.when(pl.col("phase").is_null()).then(None).otherwise(pl.col("run")).alias("run"))
-
-
-def runs_frame(steps: pl.DataFrame) -> pl.DataFrame:
-    """One row per phase run: start/end, target, ATN, and the bytes moved in it."""
-    runs = steps.filter(pl.col("run").is_not_null()).group_by("run", maintain_order=True).agg(
-        pl.col("phase").first(),
-        pl.col("t_ns").first().alias("start_ns"),
-        pl.col("target").filter(pl.col("event").is_in(["lsi_execute_script_io_selected", "lsi_reselect"])).first(),
-        pl.col("atn").filter(pl.col("event") == "lsi_execute_script_io_selected").any().alias("atn"),
-        pl.col("len").filter(pl.col("event") == "lsi_do_dma").sum().alias("dma_bytes"),
-        pl.col("status").filter(pl.col("event") == "lsi_do_status").first().alias("status"),
-    )
-    end = steps["t_ns"].max() if steps.height else 0
-    runs = runs.with_columns(pl.col("start_ns").shift(-1).fill_null(end).alias("end_ns"))
-    info = pl.concat([_bytes_frame(_msgout_bytes(steps)), _bytes_frame(_command_bytes(steps)),
-                      _msgin_bytes(steps, runs)])
-    data_phase = pl.col("phase").is_in(["DATA IN", "DATA OUT"])
-    return runs.join(info, on="run", how="left", maintain_order="left").with_columns(
-        pl.when((pl.col("phase") == "STATUS") & pl.col("status").is_not_null())
-        .then(pl.concat_list(pl.col("status").cast(pl.UInt8)))
-        .otherwise(pl.col("info_bytes")).alias("info_bytes"),
-        pl.when(data_phase).then(pl.col("dma_bytes")).otherwise(0).alias("data_bytes"),
-        pl.when(~data_phase).then(pl.col("dma_bytes")).otherwise(0).alias("stray_dma_bytes"),
-    ).with_columns(
-        (pl.col("data_bytes") + pl.col("info_bytes").list.len().fill_null(0)).alias("handshakes"))
-
-
-INFO_SCHEMA = {"run": pl.Int64, "info_bytes": pl.List(pl.UInt8)}
-
-
-def _bytes_frame(by_run: dict[int, list[int]]) -> pl.DataFrame:
-    """run -> bytes, built in one go (a Series per run would cost a Python call each)."""
-    import pyarrow as pa
-    flat = [b for v in by_run.values() for b in v]
-    lengths = [len(v) for v in by_run.values()]
-    offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int32)
-    arr = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(flat, pa.uint8()))
-    return pl.DataFrame({"run": pl.Series(list(by_run), dtype=pl.Int64),
-                         "info_bytes": pl.Series(pl.from_arrow(arr)).cast(pl.List(pl.UInt8))})
-
-
-def _msgout_bytes(steps: pl.DataFrame) -> dict[int, list[int]]:
-    """MESSAGE OUT bytes per run, rebuilt from the decoded msgout events (per command)."""
-    rows = steps.filter(pl.col("event").str.starts_with("lsi_do_msgout_") & (pl.col("phase") == "MESSAGE OUT"))
-    out: dict[int, list[int]] = {}
-    for r in rows.select("run", "event", "lun", "tag", "ext_code", "ext_len").iter_rows():
-        run, event, lun, tag, ext_code, ext_len = r
-        if event == "lsi_do_msgout_select":
-            msg = [0x80 | (lun or 0) & 0x07]
-        elif event == "lsi_do_msgout_simplequeue":
-            msg = [0x20, (tag or 0) & 0xFF]
-        elif event == "lsi_do_msgout_extended" and ext_code is not None:
-            n = ext_len or 1
-            msg = [0x01, n, ext_code] + [0] * (n - 1)  # the extended message's arguments are not traced
-        else:
-            msg = MSGOUT_FIXED_BYTES.get(event, [])
-        out.setdefault(run, []).extend(msg)
-    return out
-
-
-def _command_bytes(steps: pl.DataFrame) -> dict[int, list[int]]:
-    """The CDB of each COMMAND run, rebuilt from opcode, LBA and sector count (per command)."""
-    cmd = steps.filter(pl.col("phase") == "COMMAND").group_by("run", maintain_order=True).agg(
-        pl.col("len").filter(pl.col("event") == "lsi_do_command").first(),
-        pl.col("opcode").drop_nulls().first(),
-        pl.col("lba").drop_nulls().first(),
-        pl.col("sectors").drop_nulls().first(),
-        pl.col("length").drop_nulls().first(),
-    ).filter(pl.col("opcode").is_not_null())
-    return {r[0]: build_cdb(*r[1:]) for r in cmd.iter_rows()}
-
-
-def build_cdb(length: int | None, opcode: int, lba: int | None, sectors: int | None,
-              xfer_bytes: int | None) -> list[int]:
-    """A CDB with the fields the trace gives (opcode, LBA, transfer length); others zero.
-
-    >>> build_cdb(10, 0x28, 4096, 64, 32768)
-    [40, 0, 0, 0, 16, 0, 0, 0, 64, 0]
-    """
-    n = length or {0: 6, 1: 10, 2: 10, 4: 16, 5: 12}.get(opcode >> 5, 6)
-    cdb = [0] * n
-    cdb[0] = opcode
-    blocks = sectors if sectors is not None else None
-    if lba is not None and n == 6:
-        cdb[1:4] = list(((lba & 0x1FFFFF)).to_bytes(3, "big"))
-        if blocks is not None:
-            cdb[4] = blocks & 0xFF
-    elif lba is not None and n == 10:
-        cdb[2:6] = list((lba & 0xFFFFFFFF).to_bytes(4, "big"))
-        if blocks is not None:
-            cdb[7:9] = list((blocks & 0xFFFF).to_bytes(2, "big"))
-    elif lba is not None and n == 12:
-        cdb[2:6] = list((lba & 0xFFFFFFFF).to_bytes(4, "big"))
-        if blocks is not None:
-            cdb[6:10] = list((blocks & 0xFFFFFFFF).to_bytes(4, "big"))
-    elif lba is not None and n == 16:
-        cdb[2:10] = list((lba & (1 << 64) - 1).to_bytes(8, "big"))
-        if blocks is not None:
-            cdb[10:14] = list((blocks & 0xFFFFFFFF).to_bytes(4, "big"))
-    return cdb
-
-
-def _msgin_bytes(steps: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
-    """MESSAGE IN bytes: the chip queues them (lsi_add_msg_byte) before the phase begins, so
-    each queued byte belongs to the next MESSAGE IN run at or after it."""
-    queued = steps.with_row_index("row").filter(
-        (pl.col("event") == "lsi_add_msg_byte") & pl.col("msg_byte").is_not_null())
-    if not queued.height:
-        return pl.DataFrame(schema=INFO_SCHEMA)
-    first_row = steps.with_row_index("row").filter(pl.col("run").is_not_null()).group_by("run").agg(
-        pl.col("row").min())
-    msgin = runs.filter(pl.col("phase") == "MESSAGE IN").select("run").join(first_row, on="run").sort("row")
-    owned = queued.select("row", "msg_byte").sort("row").join_asof(
-        msgin.rename({"row": "run_row"}), left_on="row", right_on="run_row", strategy="forward")
-    grouped = owned.filter(pl.col("run").is_not_null()).group_by("run", maintain_order=True).agg(
-        pl.col("msg_byte").cast(pl.UInt8).alias("info_bytes"))
-    return grouped.select(pl.col("run").cast(pl.Int64), "info_bytes")
-
-
-USB_COMMAND_EVENTS = ("usb_msd_cmd_submit", "usb_uas_command")
-USB_STATUS_EVENTS = ("usb_msd_send_status", "usb_uas_sense")
-DEVICE_COMMANDS = {"tag": pl.Int64, "opcode": pl.Int64, "lba": pl.Int64, "blocks": pl.Int64, "bytes": pl.Int64,
-                   "start_ns": pl.Int64, "end_ns": pl.Int64}
-
-
-def device_commands(steps: pl.DataFrame, block_bytes: int = 512) -> pl.DataFrame:
-    """Commands as QEMU's USB mass-storage device models handled them: from the command
-    (Bulk-Only CBW, UAS command IU) to the status sent back (CSW, UAS sense IU).
-
-    Anchored on `scsi_req_parsed` (opcode, transfer length); the LBA is the next
-    `scsi_req_parsed_lba` of the same tag, the start the USB command event just before it,
-    the end the first status event of the same tag after it. Empty for LSI traces (their
-    commands are the bus I/Os).
-    """
-    rows = steps.with_row_index("row").select("row", "t_ns", "event", "tag", "opcode", "lba", "length")
-    usb = rows.filter(pl.col("event").is_in(USB_COMMAND_EVENTS))
-    if not usb.height:
-        return pl.DataFrame(schema=DEVICE_COMMANDS)
-    parsed = rows.filter(pl.col("event") == "scsi_req_parsed").select("row", "tag", "opcode", "length")
-    lba = rows.filter(pl.col("event") == "scsi_req_parsed_lba").select(pl.col("row").alias("lba_row"), "tag", "lba")
-    status = rows.filter(pl.col("event").is_in(USB_STATUS_EVENTS)).select(
-        pl.col("row").alias("status_row"), "tag", pl.col("t_ns").alias("end_ns"))
-    cmds = parsed.sort("row").join_asof(
-        usb.select(pl.col("row").alias("usb_row"), pl.col("t_ns").alias("start_ns")).sort("usb_row"),
-        left_on="row", right_on="usb_row", strategy="backward")
-    cmds = cmds.join_asof(lba.sort("lba_row"), left_on="row", right_on="lba_row", by="tag", strategy="forward",
-                          check_sortedness=False)
-    cmds = cmds.join_asof(status.sort("status_row"), left_on="row", right_on="status_row", by="tag",
-                          strategy="forward", check_sortedness=False)
-    return cmds.filter(pl.col("start_ns").is_not_null()).select(
-        "tag", "opcode", "lba", (pl.col("length") // block_bytes).alias("blocks"), pl.col("length").alias("bytes"),
-        "start_ns", "end_ns")
+    ))
 
 
 # ---------------------------------------------------------------- phase runs -> transitions
@@ -409,36 +295,74 @@ def _chunk_transitions(runs: pl.DataFrame, initiator: int) -> pl.DataFrame:
     }).with_columns(pl.when(pl.col("db") >= 0).then(pl.col("db")).cast(pl.UInt8).alias("db"))
 
 
+def stretches(runs: pl.DataFrame, initiator: int = INITIATOR_ID) -> pl.DataFrame:
+    """What `transitions` would yield, summed per stretch of constant phase lines (the bus
+    layer's `runs.reduce_stretches` reads it instead of millions of synthesized handshakes):
+    per run its ARBITRATION, then the run itself with its handshakes counted, the first
+    one's and the last transition's times as `_chunk_transitions` places them."""
+    lines = (runs["phase"].replace_strict(LINES_OF_PHASE, return_dtype=pl.Int64).to_numpy()
+             | np.where(runs["atn"].fill_null(False).to_numpy(), _B["ATN"], 0))
+    start = runs["start_ns"].to_numpy().astype(np.int64)
+    end = runs["end_ns"].to_numpy().astype(np.int64)
+    target = runs["target"].fill_null(-1).to_numpy().astype(np.int64)
+    sel = runs["phase"].is_in(["SELECTION", "RESELECTION"]).to_numpy()
+    reselection = (runs["phase"] == "RESELECTION").to_numpy()
+    has_target = target >= 0
+    sel_db = np.where(sel & has_target, (1 << initiator) | (1 << np.maximum(target, 0)), -1)
+    arb_db = np.where(reselection, np.where(has_target, 1 << np.maximum(target, 0), -1), 1 << initiator)
+    n = runs["handshakes"].to_numpy().astype(np.int64)
+    width = (end - start) / np.maximum(n, 1)
+    hs = n > 0
+    info = runs["info_bytes"]
+    last_byte = info.list.last().cast(pl.Int64).fill_null(-1).to_numpy()
+    # each (re)selection's ARBITRATION comes just before it: run r goes after the ones before
+    own_at = np.arange(runs.height) + np.cumsum(sel)
+    arb_at = own_at[sel] - 1
+    size = runs.height + int(sel.sum())
+    col = {name: np.zeros(size, np.int64) for name in ("start_ns", "lines", "transitions", "handshakes",
+                                                        "first_handshake_ns", "last_ns", "db_last")}
+    own = {"start_ns": start, "lines": lines, "transitions": 1 + 2 * n, "handshakes": n,
+           "first_handshake_ns": np.where(hs, start + np.floor((0 + 0.25) * width).astype(np.int64), -1),
+           "last_ns": np.where(hs, start + np.floor(((n - 1) + 0.75) * width).astype(np.int64), start),
+           "db_last": np.where(last_byte >= 0, last_byte, sel_db)}
+    arb = {"start_ns": start[sel], "lines": _B["BSY"], "transitions": 1, "handshakes": 0, "first_handshake_ns": -1,
+           "last_ns": start[sel], "db_last": arb_db[sel]}
+    for name, values in col.items():
+        values[own_at] = own[name]
+        values[arb_at] = arb[name]
+    which = np.full(size, -1, np.int64)
+    which[own_at] = np.arange(runs.height)
+    return pl.DataFrame([
+        *(pl.Series(name, col[name]) for name in ("start_ns", "lines", "transitions", "handshakes")),
+        schema.nullable(col["first_handshake_ns"], col["first_handshake_ns"] < 0, "first_handshake_ns"),
+        pl.Series("last_ns", col["last_ns"]),
+        schema.nullable(col["db_last"], col["db_last"] < 0, "db_last"),
+        info.cast(pl.List(pl.UInt8)).gather(schema.nullable(which, which < 0)).alias("info_bytes"),
+    ])
+
+
 # ---------------------------------------------------------------- parse
 
-def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
+def parse(path: str, *, strict: bool = True, progress=None, chunk_bytes: int = PART_BYTES,
+          **_opts) -> Capture:
+    """The trace read block by block (`chunk_bytes` of lines at a time: the tests go down to a
+    few lines), its runs built as the blocks come (`_qemu_steps.Stream`)."""
     cap = Capture(layer="bus", path=str(path), format=ID)
-    ev = _decode_fields(_events(str(path), strict, cap, progress))
-    bad = ev.filter(pl.col("bad_field").is_not_null())
-    if bad.height:                  # a field out of its range: the line is bad input
-        first = bad.row(0, named=True)
-        why = f"field {first['bad_field']!r} is not a number in range"
-        if strict:
-            raise BadInput(str(path), why, line=first["line_no"], text=first["detail"])
-        cap.records.read -= bad.height
-        cap.records.skip(bad.height, [f"{path}:{r['line_no']}: field {r['bad_field']!r} is not a number in range"
-                                      for r in bad.head(5).iter_rows(named=True)])
-        ev = ev.filter(pl.col("bad_field").is_null())
-    steps = steps_frame(ev)
-    runs = runs_frame(steps)
-    lsi = steps.filter(pl.col("event").str.starts_with("lsi_")).height
+    st = Stream(summed=stretches, summed_times=("start_ns", "first_handshake_ns", "last_ns"))
+    _Read(str(path), strict, cap, st.add, chunk_bytes).run(progress)
+    runs, devices = st.finish()
     cap.meta = {
         "signals": SIGNALS, "initiator": INITIATOR_ID, "tick_ns": 1000, "settle_ns": 0,
         "handshakes": "synthesized",  # REQ/ACK edges carry no timing: attribution should not use them
-        "origin_ns": int(ev["t_abs_ns"].min()) if ev.height else None, "clock": "host wall clock (QEMU trace log)",
-        "events": ev.height, "lsi_events": lsi, "phase_runs": runs.height,
-        "clamped_stamps": int(steps["clamped"].sum()) if steps.height else 0,
+        "origin_ns": int(st.t_min) if st.events else None, "clock": "host wall clock (QEMU trace log)",
+        "events": st.events, "lsi_events": st.lsi_events, "phase_runs": runs.height,
+        "clamped_stamps": st.clamped,
         "source": "QEMU lsi53c895a emulation trace",
     }
-    cap.frames["steps"] = steps.select("line_no", "t_ns", "event", "detail", "phase", "run", "target", "lun",
-                                       "tag", "opcode", "lba", "sectors", "length", "len", "status")
+    # the steps of every line: read again when asked for (memory follows the runs, not the lines)
+    cap.frames = LazyFrames({"steps": lambda: _steps(str(path))})
     cap.frames["phase_runs"] = runs.drop("dma_bytes")
-    cap.frames["device_commands"] = device_commands(steps)
+    cap.frames["device_commands"] = devices
     cap.notes.append("Timing is QEMU's emulation of an LSI 53C895A (TCG, host-clock microsecond stamps), "
                      "not a real SCSI bus: phase durations measure the emulator, not a disk or a cable.")
     cap.notes.append("REQ/ACK edges are synthesized, one per byte the trace shows, spread evenly over each "
@@ -452,8 +376,19 @@ def parse(path: str, *, strict: bool = True, progress=None, **_opts) -> Capture:
     if cap.meta["clamped_stamps"]:
         cap.notes.append(f"{cap.meta['clamped_stamps']} trace lines carried a stamp earlier than the line "
                          "above (QEMU threads stamp independently); taken at the later time")
-    if not lsi:  # another device's trace: commands refuse it (inputcheck.py), crosslayer reads it
-        cap.meta["not_this_format"] = _qemu_devices.not_lsi(str(path), ev["event"])
+    if not st.lsi_events:  # another device's trace: commands refuse it (inputcheck.py), crosslayer reads it
+        cap.meta["not_this_format"] = _qemu_devices.not_lsi(str(path), pl.Series(sorted(st.names), dtype=pl.Utf8))
         cap.notes.append("the trace holds no lsi_* events: no LSI bus activity in it")
     cap.chunks = lambda: transitions(runs)
+    cap.columns["stretches"] = st.summed_runs()      # = stretches(runs), made part by part
     return cap
+
+
+STEP_COLUMNS = ("line_no", "t_ns", "event", "detail", "phase", "run", "target", "lun", "tag", "opcode", "lba",
+                "sectors", "length", "len", "status")
+
+
+def _steps(path: str) -> pl.DataFrame:
+    """One row per event of the whole trace (`_qemu_steps.steps_frame`), its bad lines skipped."""
+    cap = Capture(layer="bus", path=path, format=ID)
+    return steps_frame(_events(path, False, cap, None)).select(STEP_COLUMNS)

@@ -115,7 +115,8 @@ class _Commands:
         for buf, _ in _lines.iter_byte_blocks(self.path, block_bytes=self.chunk_bytes, progress=progress,
                                               count_lines=False, views=True, strict=self.strict):
             cut = None if self.sg3 else _strace_lines.split_block(buf, line_no, self)
-            lines = _text(_lines._block_frame(bytes(buf), self.path, line_no, self.strict)) if cut is None else \
+            lines = _sg3_verbose.scan(buf, self.path, line_no, self.strict) if self.sg3 else \
+                _text(_lines._block_frame(bytes(buf), self.path, line_no, self.strict)) if cut is None else \
                 cut[1].select("line_no", "t")
             line_no += lines.height
             records.read += lines.height
@@ -165,7 +166,7 @@ class _Commands:
         lines = pl.concat(parts) if len(parts) > 1 else parts[0]
         self.tail = None
         if not final:
-            cdb = lines.filter(pl.col("t").str.contains(_sg3_verbose.CDB))["line_no"]
+            cdb = lines.filter(pl.col("cdb").is_not_null())["line_no"]
             if cdb.len():
                 cut = int(cdb.max())
                 self.tail, lines = lines.filter(pl.col("line_no") >= cut), lines.filter(pl.col("line_no") < cut)

@@ -10,11 +10,12 @@ from .. import schema
 from ..errors import MissingSignal
 from ..filters import check_found, refuse
 from ..model import Analysis, Capture
+from ..schema import SIGNAL_BIT
 from ..stats import LATENCY_TABLES, latency_tables
 from .. import bandwidth, series
 from . import polarity, sampling, selection
 from .machine import RAID1990, SCSI_PHASES, Walker
-from .runs import BIT, RUN_SCHEMA, RunReducer
+from .runs import BIT, RUN_SCHEMA, Reduced, RunReducer, reduce_stretches
 from .window import WindowedChunks
 
 
@@ -50,9 +51,13 @@ def analyze(capture: Capture, options) -> Analysis:
                             f"(captured: {' '.join(sorted(signals)) or 'nothing'})")
     has_req, has_ack = "REQ" in signals, "ACK" in signals
     reducer = RunReducer(settle_ns=options.settle_ns, has_req=has_req, has_ack=has_ack)
-    times = polarity.LineTimes()
-    parts = list(reducer.runs(times.counted(capture.chunks())))
-    flipped, line_note = polarity.decide(times, signals)
+    given = _given_runs(capture, options, signals)
+    if given is not None:
+        reducer.stats, parts, flipped, line_note = given.stats, [given.runs], [], None
+    else:
+        times = polarity.LineTimes()
+        parts = list(reducer.runs(times.counted(capture.chunks())))
+        flipped, line_note = polarity.decide(times, signals)
     if flipped:       # read again, the other way (from the kept transitions when they all fit)
         mask = polarity.mask_of(flipped)
         again = (lambda: iter(times.kept)) if times.kept is not None else capture.chunks
@@ -70,6 +75,22 @@ def analyze(capture: Capture, options) -> Analysis:
         polarity_note = f"{options.data_polarity} (given with --data-polarity)"
     walker = Walker(meta, invert, has_bytes=has_req or has_ack, has_db=has_db).walk(runs)
     return _analysis(capture, options, runs, walker, reducer, invert, polarity_note, has_db, (flipped, line_note))
+
+
+def _given_runs(capture: Capture, options, signals) -> Reduced | None:
+    """The runs of a capture that hands its transitions over summed per stretch (QEMU's
+    synthesized handshakes), where they are what the transitions would give: no settle
+    delay to fold, no window cutting them, no control line to read the other way."""
+    stretches = capture.columns.get("stretches")
+    if stretches is None or options.settle_ns != 0 or options.window is not None:
+        return None
+    given = reduce_stretches(stretches, [SIGNAL_BIT[name] for name in polarity.DECIDING])
+    times = polarity.LineTimes()
+    times.asserted = {name: given.asserted[SIGNAL_BIT[name]] for name in polarity.DECIDING}
+    if given.stats.first_ns is not None:
+        times.first_ns, times.last = given.stats.first_ns, (given.stats.last_ns, 0)
+    flipped, _ = polarity.decide(times, signals)
+    return None if flipped else given
 
 
 ORDER = {"raid1990": RAID1990, "scsi": SCSI_PHASES}

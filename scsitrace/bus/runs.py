@@ -247,3 +247,79 @@ class HandshakeBits:
 
 
 HANDSHAKE_BITS = HandshakeBits()
+
+
+STRETCHES = ("start_ns", "lines", "transitions", "handshakes", "first_handshake_ns", "last_ns", "db_last",
+             "info_bytes")
+
+
+@dataclass
+class Reduced:
+    """What `RunReducer` makes of a capture's transitions (the runs and their stats) and
+    what `polarity.LineTimes` adds up over them, computed from STRETCHES instead."""
+    runs: pl.DataFrame
+    stats: RunStats
+    asserted: dict[int, int]        # line bit -> ns asserted
+
+
+def reduce_stretches(stretches: pl.DataFrame, bits: Iterable[int]) -> Reduced:
+    """The runs of transitions handed over as stretches, as `RunReducer(settle_ns=0)` makes
+    them of the transitions themselves (`tests/test_qemu_native.py` holds the two equal).
+
+    A parser that synthesizes its transitions from what it decoded (QEMU's trace: one REQ/ACK
+    handshake per byte) knows their summary per stretch of constant phase lines without making
+    them (STRETCHES: the stretch's first transition time, its lines outside REQ/ACK, how many
+    transitions and REQ+ACK assertions it holds, the first assertion's and the last
+    transition's times, the last data-bus byte, the message/command/status bytes the
+    handshakes carry). With no settle delay nothing folds: stretches of one phase key are one
+    run, a run ends where the next starts (the last at the last transition)."""
+    if not stretches.height:
+        return Reduced(pl.DataFrame(schema=RUN_SCHEMA), RunStats(), dict.fromkeys(bits, 0))
+    lines = stretches["lines"].to_numpy().astype(np.int64)
+    start = stretches["start_ns"].to_numpy()
+    last_ns = int(stretches["last_ns"][-1])
+    key = PHASE_KEY[lines]
+    run = np.cumsum(np.concatenate(([True], key[1:] != key[:-1]))) - 1
+    end = np.append(start[1:], last_ns)
+    asserted = {b: int(((end - start) * ((lines >> b) & 1)).sum()) for b in bits}
+    info = _info_keys(key)
+    stats = RunStats(transitions=int(stretches["transitions"].sum()), raw_runs=int(run[-1]) + 1,
+                     first_ns=int(start[0]), last_ns=last_ns)
+    if run[-1] + 1 == len(run):     # no two stretches of one phase key in a row: each is a run
+        return Reduced(_one_run_each(stretches, key, lines, info, last_ns), stats, asserted)
+    grouped = stretches.with_columns(
+        pl.Series("run", run), pl.Series("key", key.astype(np.uint16)),
+        pl.Series("atn", (lines & ATN_BIT) != 0),
+        pl.when(pl.Series(info)).then(pl.col("info_bytes")).alias("info_bytes"),
+    ).group_by("run", maintain_order=True).agg(
+        pl.col("start_ns").first(), pl.col("key").first(), pl.col("atn").any(),
+        pl.col("handshakes").sum().alias("n_req"), pl.col("handshakes").sum().alias("n_ack"),
+        pl.col("first_handshake_ns").drop_nulls().first().alias("first_req_ns"),
+        pl.col("db_last").drop_nulls().last(),
+        pl.col("info_bytes").explode().drop_nulls().alias("info_bytes"),
+    )
+    runs = grouped.with_columns(
+        pl.col("start_ns").shift(-1).fill_null(last_ns).alias("end_ns"),
+        pl.when(pl.col("info_bytes").list.len() > 0).then(pl.col("info_bytes")).alias("info_bytes"),
+    ).select(list(RUN_SCHEMA)).cast(RUN_SCHEMA)
+    return Reduced(runs, stats, asserted)
+
+
+def _one_run_each(stretches: pl.DataFrame, key: np.ndarray, lines: np.ndarray, info: np.ndarray,
+                  last_ns: int) -> pl.DataFrame:
+    """The runs of stretches that are one run each (`reduce_stretches` without grouping)."""
+    n = stretches["handshakes"]
+    return stretches.select(
+        "start_ns", pl.col("start_ns").shift(-1).fill_null(last_ns).alias("end_ns"),
+        pl.Series("key", key.astype(np.uint16)), pl.Series("atn", (lines & ATN_BIT) != 0),
+        n.alias("n_req"), n.alias("n_ack"), pl.col("first_handshake_ns").alias("first_req_ns"), "db_last",
+        pl.when(pl.Series(info) & (pl.col("info_bytes").list.len() > 0)).then(pl.col("info_bytes")).alias("info_bytes"),
+    ).cast(RUN_SCHEMA)
+
+
+def _info_keys(key: np.ndarray) -> np.ndarray:
+    """Runs whose handshakes carry message, command or status bytes (runs.rs `info_run`)."""
+    key = key.astype(np.int64)
+    code = ((key >> SIGNAL_BIT["MSG"]) & 1) << 2 | ((key >> SIGNAL_BIT["C/D"]) & 1) << 1 | ((key >> SIGNAL_BIT["I/O"]) & 1)
+    carrying = [c for c, name in INFO_PHASES.items() if not name.startswith("DATA")]
+    return ((key & BIT["BSY"]) != 0) & ((key & (BIT["SEL"] | BIT["RST"])) == 0) & np.isin(code, carrying)

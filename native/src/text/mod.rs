@@ -1,6 +1,7 @@
 //! Line-oriented text formats scanned in Rust (`scsitrace._native.text`): the shared helpers
 //! and one module per format (`scsilog.rs` ftrace and dmesg kernel logs, `sgio.rs` strace
-//! lines, `usbmon.rs` usbmon text, `blkparse.rs` blkparse text).
+//! lines, `usbmon.rs` usbmon text, `blkparse.rs` blkparse text, `qemu.rs` QEMU trace lines,
+//! `sg3.rs` sg3_utils verbose output).
 //!
 //! The helpers every text reader uses (keep this API small; a format's own rules go in its
 //! module):
@@ -27,8 +28,10 @@ use pyo3::prelude::*;
 use crate::arrow::Columns;
 
 pub mod blkparse;
+pub mod qemu;
 pub mod scsilog;
 pub mod scsilog_pair;
+pub mod sg3;
 pub mod sgio;
 pub mod usbmon;
 
@@ -381,6 +384,8 @@ pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     scsilog_pair::register(m)?;
     sgio::register(m)?;
     usbmon::register(m)?;
+    qemu::register(m)?;
+    sg3::register(m)?;
     blkparse::register(m)
 }
 
