@@ -318,8 +318,5 @@ def _one_run_each(stretches: pl.DataFrame, key: np.ndarray, lines: np.ndarray, i
 
 
 def _info_keys(key: np.ndarray) -> np.ndarray:
-    """Runs whose handshakes carry message, command or status bytes (runs.rs `info_run`)."""
-    key = key.astype(np.int64)
-    code = ((key >> SIGNAL_BIT["MSG"]) & 1) << 2 | ((key >> SIGNAL_BIT["C/D"]) & 1) << 1 | ((key >> SIGNAL_BIT["I/O"]) & 1)
-    carrying = [c for c, name in INFO_PHASES.items() if not name.startswith("DATA")]
-    return ((key & BIT["BSY"]) != 0) & ((key & (BIT["SEL"] | BIT["RST"])) == 0) & np.isin(code, carrying)
+    """Runs whose handshakes carry message, command or status bytes (the rule: runs.rs `info_run`)."""
+    return _bus.info_runs(np.ascontiguousarray(key, np.uint16))

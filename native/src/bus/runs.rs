@@ -146,6 +146,13 @@ fn info_run(key: u16) -> bool {
     key & BSY != 0 && key & (SEL | RST) == 0 && matches!(code, 0b010 | 0b011 | 0b110 | 0b111)
 }
 
+/// Which runs (by phase key) carry message, command or status bytes: `info_run` of each, for
+/// scsitrace/bus/runs.py (the rule lives here only).
+#[pyfunction]
+fn info_runs<'py>(py: Python<'py>, keys: PyReadonlyArray1<'py, u16>) -> PyResult<Bound<'py, PyArray1<bool>>> {
+    Ok(keys.as_slice()?.iter().map(|&k| info_run(k)).collect::<Vec<bool>>().into_pyarray_bound(py))
+}
+
 /// The handshake bytes of a piece's runs (`run_bytes`): `n_bytes` per run, then `bytes`
 /// in order.
 #[pyclass(get_all)]
@@ -225,5 +232,6 @@ pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(raw_runs, m)?)?;
     m.add_function(wrap_pyfunction!(run_sums, m)?)?;
     m.add_function(wrap_pyfunction!(run_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(info_runs, m)?)?;
     Ok(())
 }
