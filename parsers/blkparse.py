@@ -126,6 +126,10 @@ def _decode(lines: pl.DataFrame, pattern: str = EVENT, missing: tuple = ()) -> p
         .drop([f"_ok{i}" for i in range(len(ranges))])
 
 
+# default-layout blocks: each holds its events about 12x its bytes through the stages in flight
+# (scan, time order, machine columns, the mapped file's window), so a small block keeps the
+# peak memory small; per block the fixed cost is a few polars calls
+BLOCK_BYTES = 8 << 20
 PROBE = 1 << 20             # events read ahead before the first chunk: out of time order among them, the file is sorted
 EAGER_BYTES = 64 << 20      # files up to this size are read whole by parse (errors raised there)
 
@@ -191,7 +195,7 @@ class _Stream:
         the others (comments, the summary, messages, bad lines, rare forms) are decoded by
         `_decode`, and both merged in line order."""
         in_summary, line_no = False, 1
-        for view, _ in _lines.iter_byte_blocks(self.path, block_bytes=self.block_bytes or _lines.BLOCK_BYTES,
+        for view, _ in _lines.iter_byte_blocks(self.path, block_bytes=self.block_bytes or BLOCK_BYTES,
                                                progress=self.progress, views=True, strict=self.strict):
             first_line = line_no
             if in_summary:
@@ -201,6 +205,9 @@ class _Stream:
                 continue
             scanned = native.scan_block(view, first_line)
             line_no += scanned.newlines
+            if not scanned.other:
+                yield from self._events(None, state, scanned)
+                continue
             df = _decode(_lines.fallback_frame([(ln, raw) for ln, _, raw in scanned.other], self.path, self.strict))
             summary_at = df.filter(pl.col("t").str.contains(SUMMARY_START))
             if summary_at.height:
@@ -220,10 +227,24 @@ class _Stream:
         _counters.blkparse_counters(lines, state["counters"])
         _summary.read_counters(lines["t"].to_list(), state["summary"], state["summary_at"])
 
-    def _events(self, df: pl.DataFrame, state: dict, scanned=None):
-        """The decoded lines of a block (before any summary): comments counted, bad lines
-        raised or counted, messages kept; the events (with `scanned`, also those the scanner
-        took) as RAW_EVENTS, counted the way blkparse counts them, their process names kept."""
+    def _events(self, df: pl.DataFrame | None, state: dict, scanned=None):
+        """The events of a block (before any summary): those of the decoded lines `df` (None:
+        none) and, with `scanned`, those the scanner took, as RAW_EVENTS in line order,
+        counted the way blkparse counts them, their process names kept."""
+        events, names = self._decoded(df, state) if df is not None else (None, None)
+        if scanned is not None:
+            events = scanned.events if events is None else native.merged(scanned.events, events)
+            names = scanned.names if names is None else pl.concat([scanned.names, names]).sort("line")
+        if events is None or not events.height:
+            return
+        state["tally"].feed(events)
+        for pid, _, name in names.iter_rows():
+            state["names"].setdefault(pid, name)
+        yield events.select(list(block.RAW_EVENTS))
+
+    def _decoded(self, df: pl.DataFrame, state: dict):
+        """The decoded lines of a block: comments counted, bad lines raised or counted,
+        messages kept; (events, names) of the event lines, or (None, None)."""
         comments = df.filter(pl.col("comment"))
         state["comments"] += comments.height
         if comments.height and state["header"] is None:
@@ -243,16 +264,7 @@ class _Stream:
         if room > 0:
             state["message_rows"] += messages.head(room).select("sec", "nsec", "rest").rows()
         ev = ev.filter(pl.col("act") != "m")
-        events, names = native.decoded_events(ev) if ev.height else (None, None)
-        if scanned is not None:
-            events = scanned.events if events is None else native.merged(scanned.events, events)
-            names = scanned.names if names is None else pl.concat([scanned.names, names]).sort("line")
-        if events is None or not events.height:
-            return
-        state["tally"].feed(events)
-        for pid, _, name in names.iter_rows():
-            state["names"].setdefault(pid, name)
-        yield events.select(list(block.RAW_EVENTS))
+        return native.decoded_events(ev) if ev.height else (None, None)
 
     def _raw_sorted(self, state: dict):
         """The raw blocks in processing order (see the class docstring)."""
@@ -329,11 +341,11 @@ class _Stream:
 
 def _machine(raw: pl.DataFrame, origin: int) -> dict[str, np.ndarray]:
     """MACHINE_COLUMNS of raw events (as block.finish_events gives them: a remap's source
-    device and sector, a split's new sector; else 0)."""
-    is_x = (raw["action"] & 0xFF) == block.TA["X"]
-    pdu_sector = (pl.when(raw["has_remap"]).then(raw["pdu_sector"])
-                  .when(is_x & raw["has_int"]).then(raw["pdu_int"]).otherwise(0))
-    out = raw.select((pl.col("time_abs") - origin).alias("t_ns"), "action", "device", "sector", "bytes", "pid",
-                     pl.when("has_remap").then("pdu_dev").otherwise(0).cast(pl.UInt32).alias("pdu_dev"),
-                     pdu_sector.cast(pl.Int64).alias("pdu_sector"), "error")
-    return {name: out[name].to_numpy().astype(dtype, copy=False) for name, dtype in block.MACHINE_COLUMNS.items()}
+    device and sector, a split's new sector; else 0). The raw events hold a remap's device
+    and sector and 0 for any other event (parsers/_blkparse_native.py)."""
+    col = {name: raw[name].to_numpy() for name in ("time_abs", "action", "device", "sector", "bytes", "pid",
+                                                   "pdu_dev", "pdu_sector", "pdu_int", "has_int", "has_remap",
+                                                   "error")}
+    split = ((col["action"] & 0xFF) == block.TA["X"]) & col["has_int"] & ~col["has_remap"]
+    col.update(t_ns=col["time_abs"] - origin, pdu_sector=np.where(split, col["pdu_int"], col["pdu_sector"]))
+    return {name: col[name].astype(dtype, copy=False) for name, dtype in block.MACHINE_COLUMNS.items()}
