@@ -297,7 +297,33 @@ impl Rows {
         }
     }
 
+    fn reserve(&mut self, n: usize) {
+        self.time_abs.reserve(n);
+        self.seq.reserve(n);
+        self.cpu.reserve(n);
+        self.action.reserve(n);
+        self.device.reserve(n);
+        self.sector.reserve(n);
+        self.bytes.reserve(n);
+        self.pid.reserve(n);
+        self.error.reserve(n);
+        self.pdu_dev.reserve(n);
+        self.pdu_sector.reserve(n);
+        self.pdu_int.reserve(n);
+        self.has_remap.reserve(n);
+        self.has_int.reserve(n);
+        self.position.reserve(n);
+        self.action_hi.reserve(n);
+        self.letter.reserve(n);
+        self.write.reserve(n);
+    }
+
+    /// `o`'s rows after these (moved, not copied, when there are none yet).
     fn append(&mut self, o: Rows) {
+        if self.time_abs.is_empty() && self.names.pid.is_empty() {
+            *self = o;
+            return;
+        }
         self.time_abs.extend(o.time_abs);
         self.seq.extend(o.seq);
         self.cpu.extend(o.cpu);
@@ -347,8 +373,15 @@ struct Part {
     newlines: i64,
 }
 
-fn scan_part(part: &[u8]) -> Part {
+/// Bytes of text a line takes at the least, as far as room is made for events: blkparse's
+/// default line is about 70 bytes.
+const LINE_BYTES: usize = 56;
+
+/// The events of `part`, with room made for those of `room` bytes of lines (the first part
+/// makes room for the whole block: the others are appended to it).
+fn scan_part(part: &[u8], room: usize) -> Part {
     let mut out = Part::default();
+    out.rows.reserve(room / LINE_BYTES + 16);
     out.newlines = for_each_line(part, |n, start, line| {
         let s = strip_eol(line);
         if s.iter().all(|b| blank(*b)) {
@@ -402,7 +435,9 @@ fn scan_blkparse<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, threads: 
                       -> PyResult<BlkparseScan> {
     let buf = buf.as_slice()?;
     let p = py.allow_threads(|| {
-        let (scanned, offsets) = scan_parts(buf, threads, scan_part);
+        let first = buf.as_ptr() as usize;
+        let (scanned, offsets) =
+            scan_parts(buf, threads, |part| scan_part(part, if part.as_ptr() as usize == first { buf.len() } else { part.len() }));
         joined(scanned, offsets, first_line)
     });
     let (events, names) = p.rows.columns()?;
