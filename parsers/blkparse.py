@@ -102,6 +102,8 @@ def _decode(lines: pl.DataFrame, pattern: str = EVENT, missing: tuple = ()) -> p
               (_lines.checked_int(pl.col("major"), 0, 4095).is_not_null()
                & _lines.checked_int(pl.col("minor"), 0, (1 << 20) - 1).is_not_null(),
                "device number out of range (major 0-4095, minor 0-1048575)"),
+              (pl.all_horizontal(pl.col(c).is_null() | _lines.checked_int(pl.col(c), *_lines.U32).is_not_null()
+                                 for c in ("from_major", "from_minor")), "remap source device number out of range"),
               (_lines.seconds_ns(pl.concat_str("sec", pl.lit("."), "nsec")).is_not_null(),
                "timestamp beyond int64 nanoseconds"),
               (pl.all_horizontal(pl.col(c).is_null() | _lines.checked_int(pl.col(c), *MAX_SECTOR).is_not_null()

@@ -32,7 +32,7 @@ GOOD = {   # field -> (good values, values at or past its edge and rare forms)
               "90624 / 90632 [kworker/0:1]", "1000 + 8 <- (8,1) 200", "[swapper/0]", "[kworker] 3", "",
               "90624 + 8 [a b]", "90624 + 8 [a]b]"],
              ["90624 + 8388608", "90624 + 8388607", "9223372036854775808 + 8", "90624  + 8", "90624 + 8 [x",
-              "1000 + 8 <- (4096,1) 200", "1000 + 8 <- (8,1)  200", "[kw] 4294967296", "[kw] 9 9", "+ 8",
+              "1000 + 8 <- (4096,1) 200", "1000 + 8 <- (8,1)  200", "1000 + 8 <- (4294967296,1) 200", "[kw] 4294967296", "[kw] 9 9", "+ 8",
               "90624 + 8 [\u00e9]", "90624 + 8 [\x00]", "90624 + 8 [99999999999999999999]", "m N text"]),
 }
 LINES = [b"", b"   ", b"\t", b"# a comment", b"  #Maj,Mn CPU", b"garbage", b"\xff\xfe", b"\x00",
@@ -186,3 +186,15 @@ def test_the_tally_counts_as_blkparse_does(text, cut):
         last[cpu] = seq
     assert {(c, a, w): n for c, a, w, n in pl.DataFrame(tally.counts()).iter_rows()} == counts
     assert dict(pl.DataFrame(tally.gaps()).iter_rows()) == gaps
+
+
+def test_a_remap_source_beyond_32_bits_is_a_bad_line(tmp_path):
+    """It was an internal error (a failed cast) before: now the error contract's one line."""
+    path = tmp_path / "t.blkparse.txt"
+    path.write_text("  8,0    0        1     0.000000000   218  A   W 1000 + 8 <- (99999999999999999999,1) 200\n"
+                    "  8,0    0        2     0.000000100   218  Q   W 1000 + 8 [dd]\n")
+    with pytest.raises(BadInput) as exc:
+        blkparse.parse(str(path))
+    assert exc.value.line == 1 and "remap source device number out of range" in str(exc.value)
+    cap = blkparse.parse(str(path), strict=False)
+    assert cap.records.skipped == 1 and len(cap.columns["events"]["t_ns"]) == 1
