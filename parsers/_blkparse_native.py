@@ -1,12 +1,15 @@
 """blkparse event lines of the default layout read by the compiled line scanner
 (scsitrace._native.text.scan_blkparse, Rust: memchr line splitting, fields read without
-regex, the block's lines on every core with the GIL released) into the decoded fields
-parsers/blkparse.py's `_decode` gives. The scanner takes only lines certain to be good events
-of exactly those fields; the others (comments, the summary, messages, bad lines, rare forms)
-come back by line for `_decode`, so its reasons and rare forms stay the reference."""
+regex, the block's lines on every core with the GIL released) straight into the block
+layer's raw events (block.RAW_EVENTS, with each event's `letter` and `write` for blkparse's
+own counts, `BlkparseTally`). The scanner takes only lines certain to be good events; the
+others (comments, the summary, messages, bad lines, rare forms) come back by line for
+parsers/blkparse.py's `_decode`, so its reasons and rare forms stay the reference, and the
+events among them are made raw events by the same compiled rules (`decoded_events`)."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -18,45 +21,44 @@ SMALL_BLOCK = 1 << 16
 INTS = ("major", "minor", "cpu", "seq", "sec", "nsec", "pid")
 OPTIONAL = ("sector", "nsect", "split_sector", "from_major", "from_minor", "from_sector", "unplugs")
 EVENT_COLUMNS = {"line_no": pl.Int64, **{c: pl.Int64 for c in INTS}, "act": pl.Utf8, "rwbs": pl.Utf8,
-                 "rest": pl.Utf8, **{c: pl.Int64 for c in OPTIONAL}, "bracket": pl.Utf8}
+                 **{c: pl.Int64 for c in OPTIONAL}, "bracket": pl.Utf8}
+Tally = _text.BlkparseTally
 
 
-def scan_block(view, first_line: int) -> tuple[pl.DataFrame, list[tuple[int, int, bytes]], int]:
-    """(the events the scanner took, EVENT_COLUMNS; the other non-blank lines as (line, byte
-    offset in the block, bytes); newlines in the block)."""
+@dataclass
+class Scanned:
+    """A block scanned: the events taken (RAW_EVENTS + letter, write), the first name of each
+    pid among them (pid, line, name), the other non-blank lines as (line, byte offset in the
+    block, bytes), the block's newlines."""
+    events: pl.DataFrame
+    names: pl.DataFrame
+    other: list[tuple[int, int, bytes]]
+    newlines: int
+
+    def before(self, line: int) -> None:
+        """Keep only what comes before line `line` (where blkparse's summary starts)."""
+        self.events = self.events.filter(pl.col("position") < line)
+        self.names = self.names.filter(pl.col("line") < line)
+
+
+def scan_block(view, first_line: int) -> Scanned:
     buf = np.frombuffer(view, np.uint8)
-    out = _text.scan_blkparse(buf, THREADS if len(buf) >= SMALL_BLOCK else 1)
-    n = len(out.line)
-    cols = {"line_no": out.line + first_line, **{c: getattr(out, c) for c in INTS},
-            "act": _strings(out, "act", None), "rwbs": _strings(out, "rwbs", None),
-            "rest": pl.Series([None] * n, dtype=pl.Utf8)}
-    optional = pl.DataFrame(out.optional)
-    cols.update({c: optional[c] for c in OPTIONAL})
-    cols["bracket"] = _strings(out, "bracket", out.has_bracket)
-    taken = pl.DataFrame(cols).cast(EVENT_COLUMNS) if n else pl.DataFrame(schema=EVENT_COLUMNS)
-    other = [(first_line + int(k), int(s), bytes(buf[s:e]))
-             for k, s, e in zip(out.other_line, out.other_start, out.other_end)]
-    return taken, other, int(out.newlines)
+    out = _text.scan_blkparse(buf, THREADS if len(buf) >= SMALL_BLOCK else 1, first_line)
+    other = pl.DataFrame(out.other)
+    rows = [(ln, s, bytes(buf[s:e])) for ln, s, e in other.iter_rows()]
+    return Scanned(pl.DataFrame(out.events), pl.DataFrame(out.names), rows, int(out.newlines))
 
 
-def _strings(out, name: str, present: np.ndarray | None) -> pl.Series:
-    """The packed strings `name` (null where not `present`)."""
-    import pyarrow as pa
-    ends = getattr(out, f"{name}_ends")
-    offsets = np.concatenate(([0], ends)).astype(np.int64)
-    validity, nulls = None, 0
-    if present is not None and not present.all():
-        validity, nulls = pa.array(present).buffers()[1], int((~present).sum())
-    arr = pa.LargeStringArray.from_buffers(len(ends), pa.py_buffer(offsets), pa.py_buffer(getattr(out, f"{name}_bytes")),
-                                           validity, null_count=nulls)
-    return pl.from_arrow(arr).cast(pl.Utf8)
+def decoded_events(decoded: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(events, names) of event lines `_decode` read (its columns, fields as text)."""
+    out = _text.blkparse_events(decoded.select(list(EVENT_COLUMNS)).cast(EVENT_COLUMNS))
+    return pl.DataFrame(out.events), pl.DataFrame(out.names)
 
 
 def merged(taken: pl.DataFrame, decoded: pl.DataFrame) -> pl.DataFrame:
-    """The scanner's events and `_decode`'s good events of a block, in line order."""
+    """The scanner's events and the decoded lines' events of a block, in line order."""
     if not decoded.height:
         return taken
-    decoded = decoded.select(list(EVENT_COLUMNS)).cast(EVENT_COLUMNS)
     if not taken.height:
         return decoded
-    return pl.concat([taken, decoded]).sort("line_no")
+    return pl.concat([taken, decoded]).sort("position")

@@ -2,13 +2,13 @@
 against the event lines of the same text: each counter blkparse printed (Reads/Writes Queued,
 Dispatches, Requeued, Completed, Merges; IO and timer unplugs) against the events counted the
 way blkparse counts them (by the event's CPU field and its RWBS: W is a write, else a read;
-merges are M and F, unplugs U and UT). A summary that disagrees is said in a note: the text
+merges are M and F, unplugs U and UT; the events are counted in the compiled scan,
+parsers/_blkparse_native.py `Tally`). A summary that disagrees is said in a note: the text
 was cut, edited or put together from several runs."""
 from __future__ import annotations
 
 import re
 
-import polars as pl
 
 BLOCK_START = re.compile(r"^(?:CPU(?P<cpu>\d+)|Total) \((?P<name>[^)]*)\):\s*$")
 COUNTER = re.compile(r"(?P<rw>Reads?|Writes?) (?P<what>Queued|Dispatches|Requeued|Completed|Merges):\s+(?P<n>[\d,]+)"
@@ -42,17 +42,6 @@ def read_counters(lines: list[str], blocks: dict, state: dict) -> None:
             n = int(n.replace(",", ""))
             counts = blocks.setdefault(key, {})
             counts[name] = counts.get(name, 0) + n
-
-
-def count_events(ev: pl.DataFrame, counts: dict) -> None:
-    """Add the events of a decoded block (columns cpu, act, rwbs) to counts[(cpu, letter, write)]."""
-    if not ev.height:
-        return
-    write = pl.col("rwbs").str.contains("W", literal=True) | pl.col("rwbs").str.contains("^F?D")
-    found = ev.group_by(pl.col("cpu").cast(pl.Int64), "act", write.alias("w")).len()
-    for cpu, act, w, n in found.iter_rows():
-        key = (int(cpu), act, bool(w))
-        counts[key] = counts.get(key, 0) + int(n)
 
 
 def _expected(counts: dict, cpu=None) -> dict[str, int]:

@@ -21,7 +21,8 @@ from scsitrace.block import events as block
 from scsitrace.errors import BadInput
 from scsitrace.model import Capture, LazyFrames
 from scsitrace.streams import concatenated
-from . import _blkparse_layout as _layout, _blkparse_summary as _summary, _blktrace_gaps, _counters, _lines
+from . import _blkparse_layout as _layout, _blkparse_native as native, _blkparse_summary as _summary, _blktrace_gaps, \
+    _counters, _lines
 from ._time_order import InTimeOrder
 
 ID = "blkparse"
@@ -32,9 +33,6 @@ EVENT = (r"^\s*(?P<major>\d+),(?P<minor>\d+)\s+(?P<cpu>\d+)\s+(?P<seq>\d+)\s+(?P
 _EVENT_RE = re.compile(EVENT)
 # first lines of blkparse's trailing summary; everything from there on is counters
 SUMMARY_START = r"^(CPU\d+ \(|Total \(|Throughput \(|Events \(|Skips: |Input file )"
-LETTER_CODE = {**block.TA, "UT": block.TA["T"], "m": 0}
-RWBS_BITS = {"R": "READ", "W": "WRITE", "D": "DISCARD", "A": "AHEAD", "S": "SYNC", "M": "META"}
-ERROR_IN_BRACKETS = ("C", "R")
 MAX_SECTOR = (0, 2**63 - 1)             # u64 in the kernel; int64 here
 MAX_NSECT = (0, (2**32 - 1) // 512)     # blk_io_trace.bytes is 32 bits
 CPU_RANGE = (0, 2**31 - 1)              # RAW_EVENTS.cpu is Int32
@@ -76,29 +74,6 @@ def layout_of(path: str) -> tuple[str, list[str]]:
     return _layout.infer(events[:50], header) or (EVENT, [])
 
 
-ZONE_RWBS = r"^F?(ZRA|Z[ARFOC])"       # v8's zone operations in RWBS (after a flush's F)
-
-
-def _zone_bits(rwbs: pl.Expr) -> pl.Expr:
-    """The upper 32 bits of a v8 action from the zone operation in the RWBS (0 when none)."""
-    by_text = {text: block.TC[name] >> (32 - block.TC_SHIFT) for name, text in block.ZONE_RWBS.items()}
-    return rwbs.str.extract(ZONE_RWBS).replace_strict(by_text, default=0, return_dtype=pl.UInt32).fill_null(0)
-
-
-def _category_bits(rwbs: pl.Expr) -> pl.Expr:
-    """blkparse's RWBS letters back to BLK_TC_* bits (<< 16): F first = flush, F later = FUA
-    (v8's zone operations, ZA ZR ZRA ZF ZO ZC, are `_zone_bits`)."""
-    bits = pl.lit(0, dtype=pl.UInt32)
-    bits = bits | pl.when(rwbs.str.starts_with("F")).then(pl.lit(block.TC["FLUSH"], pl.UInt32)).otherwise(0)
-    body = pl.when(rwbs.str.starts_with("F")).then(rwbs.str.slice(1)).otherwise(rwbs)
-    body = body.str.replace(r"^(ZRA|Z[ARFOC])", "Z")
-    bits = bits | pl.when(body.str.slice(1).str.contains("F")).then(pl.lit(block.TC["FUA"], pl.UInt32)).otherwise(0)
-    for letter, name in RWBS_BITS.items():
-        bits = bits | pl.when(body.str.contains(letter, literal=True)).then(
-            pl.lit(block.TC[name], pl.UInt32)).otherwise(0)
-    return (bits.cast(pl.UInt32) * (1 << block.TC_SHIFT)).cast(pl.UInt32)
-
-
 # The action-specific tail, one pattern for all: "S + N", "S / NEW" (split), "<- (maj,min) S"
 # (remap), "[comm]" or "[error]", and the unplug count after the brackets.
 REST = (r"^(?:(?P<sector>\d+)(?: \+ (?P<nsect>\d+)| / (?P<split_sector>\d+))?)?\s*"
@@ -127,6 +102,8 @@ def _decode(lines: pl.DataFrame, pattern: str = EVENT, missing: tuple = ()) -> p
               (_lines.checked_int(pl.col("major"), 0, 4095).is_not_null()
                & _lines.checked_int(pl.col("minor"), 0, (1 << 20) - 1).is_not_null(),
                "device number out of range (major 0-4095, minor 0-1048575)"),
+              (pl.all_horizontal(pl.col(c).is_null() | _lines.checked_int(pl.col(c), *_lines.U32).is_not_null()
+                                 for c in ("from_major", "from_minor")), "remap source device number out of range"),
               (_lines.seconds_ns(pl.concat_str("sec", pl.lit("."), "nsec")).is_not_null(),
                "timestamp beyond int64 nanoseconds"),
               (pl.all_horizontal(pl.col(c).is_null() | _lines.checked_int(pl.col(c), *MAX_SECTOR).is_not_null()
@@ -140,7 +117,7 @@ def _decode(lines: pl.DataFrame, pattern: str = EVENT, missing: tuple = ()) -> p
                          .cast(pl.Int64, strict=False))
     comment = pl.col("t").str.strip_chars_start().str.starts_with("#")
     blank = (pl.col("t").str.strip_chars() == "") | comment
-    known = pl.col("act").is_in(list(LETTER_CODE))
+    known = pl.col("act").is_in(_layout.ACTIONS)
     reason = (pl.when(blank).then(None)
               .when(pl.col("major").is_null()).then(pl.lit("not a blkparse event line"))
               .when(~known).then(pl.lit("unknown action")))
@@ -151,6 +128,10 @@ def _decode(lines: pl.DataFrame, pattern: str = EVENT, missing: tuple = ()) -> p
         .drop([f"_ok{i}" for i in range(len(ranges))])
 
 
+# default-layout blocks: each holds its events about 12x its bytes through the stages in flight
+# (scan, time order, machine columns, the mapped file's window), so a small block keeps the
+# peak memory small; per block the fixed cost is a few polars calls
+BLOCK_BYTES = 8 << 20
 PROBE = 1 << 20             # events read ahead before the first chunk: out of time order among them, the file is sorted
 EAGER_BYTES = 64 << 20      # files up to this size are read whole by parse (errors raised there)
 
@@ -215,9 +196,8 @@ class _Stream:
         """The blocks of a default-layout file: each line the scanner takes is a good event;
         the others (comments, the summary, messages, bad lines, rare forms) are decoded by
         `_decode`, and both merged in line order."""
-        from . import _blkparse_native as native
         in_summary, line_no = False, 1
-        for view, _ in _lines.iter_byte_blocks(self.path, block_bytes=self.block_bytes or _lines.BLOCK_BYTES,
+        for view, _ in _lines.iter_byte_blocks(self.path, block_bytes=self.block_bytes or BLOCK_BYTES,
                                                progress=self.progress, views=True, strict=self.strict):
             first_line = line_no
             if in_summary:
@@ -225,18 +205,21 @@ class _Stream:
                 line_no += raw.count(b"\n")
                 self._summary_lines(_lines._block_frame(raw, self.path, first_line, self.strict), state)
                 continue
-            taken, other, newlines = native.scan_block(view, first_line)
-            line_no += newlines
-            df = _decode(_lines.fallback_frame([(ln, raw) for ln, _, raw in other], self.path, self.strict))
+            scanned = native.scan_block(view, first_line)
+            line_no += scanned.newlines
+            if not scanned.other:
+                yield from self._events(None, state, scanned)
+                continue
+            df = _decode(_lines.fallback_frame([(ln, raw) for ln, _, raw in scanned.other], self.path, self.strict))
             summary_at = df.filter(pl.col("t").str.contains(SUMMARY_START))
             if summary_at.height:
                 first = summary_at["line_no"][0]
-                start = next(s for ln, s, _ in other if ln == first)
+                start = next(s for ln, s, _ in scanned.other if ln == first)
                 self._summary_lines(_lines._block_frame(bytes(view[start:]), self.path, first, self.strict), state)
                 df = df.filter(pl.col("line_no") < first)
-                taken = taken.filter(pl.col("line_no") < first)
+                scanned.before(first)
                 in_summary = True
-            yield from self._events(df, state, taken)
+            yield from self._events(df, state, scanned)
 
     @staticmethod
     def _summary_lines(lines: pl.DataFrame, state: dict) -> None:
@@ -246,10 +229,24 @@ class _Stream:
         _counters.blkparse_counters(lines, state["counters"])
         _summary.read_counters(lines["t"].to_list(), state["summary"], state["summary_at"])
 
-    def _events(self, df: pl.DataFrame, state: dict, taken: pl.DataFrame | None = None):
-        """The decoded lines of a block (before any summary): comments counted, bad lines
-        raised or counted, messages kept; the events (with `taken`, events read by the
-        scanner) as RAW_EVENTS."""
+    def _events(self, df: pl.DataFrame | None, state: dict, scanned=None):
+        """The events of a block (before any summary): those of the decoded lines `df` (None:
+        none) and, with `scanned`, those the scanner took, as RAW_EVENTS in line order,
+        counted the way blkparse counts them, their process names kept."""
+        events, names = self._decoded(df, state) if df is not None else (None, None)
+        if scanned is not None:
+            events = scanned.events if events is None else native.merged(scanned.events, events)
+            names = scanned.names if names is None else pl.concat([scanned.names, names]).sort("line")
+        if events is None or not events.height:
+            return
+        state["tally"].feed(events)
+        for pid, _, name in names.iter_rows():
+            state["names"].setdefault(pid, name)
+        yield events.select(list(block.RAW_EVENTS))
+
+    def _decoded(self, df: pl.DataFrame, state: dict):
+        """The decoded lines of a block: comments counted, bad lines raised or counted,
+        messages kept; (events, names) of the event lines, or (None, None)."""
         comments = df.filter(pl.col("comment"))
         state["comments"] += comments.height
         if comments.height and state["header"] is None:
@@ -263,20 +260,13 @@ class _Stream:
             state["examples"] += [f"{self.path}:{r['line_no']}: {r['reason']}"
                                   for r in bad.head(5).iter_rows(named=True)]
         ev = df.filter(pl.col("reason").is_null() & ~pl.col("blank"))
-        if taken is not None:
-            from . import _blkparse_native as native
-            ev = native.merged(taken, ev)
         messages = ev.filter(pl.col("act") == "m")
         state["messages"] += messages.height
         room = 1000 - len(state["message_rows"])
         if room > 0:
             state["message_rows"] += messages.head(room).select("sec", "nsec", "rest").rows()
         ev = ev.filter(pl.col("act") != "m")
-        _summary.count_events(ev, state["events_by"])
-        _names(ev, state["names"])
-        raw = _raw_events(ev)
-        _sequence_gaps(raw, state["seq"], state["gaps"])
-        yield raw
+        return native.decoded_events(ev) if ev.height else (None, None)
 
     def _raw_sorted(self, state: dict):
         """The raw blocks in processing order (see the class docstring)."""
@@ -290,8 +280,8 @@ class _Stream:
             yield self.capture.columns["events"]
             return
         state = {"counters": {}, "bad": 0, "examples": [], "messages": 0, "message_rows": [], "names": {},
-                 "seq": {}, "gaps": {}, "disorder": 0, "events": 0, "comments": 0, "header": None,
-                 "summary": {}, "summary_at": {}, "events_by": {}}
+                 "tally": native.Tally(), "disorder": 0, "events": 0, "comments": 0, "header": None,
+                 "summary": {}, "summary_at": {}}
         origin = None
         for part in self._raw_sorted(state):
             if origin is None:
@@ -325,11 +315,13 @@ class _Stream:
         if state["bad"]:
             cap.records.skip(state["bad"], state["examples"])
         cap.records.read = state["events"] + state["messages"]
-        gaps = state["gaps"]
+        tally = state["tally"]
+        gaps = dict(pl.DataFrame(tally.gaps()).iter_rows())
         cap.notes += _blktrace_gaps.gap_notes(gaps) + _counters.blkparse_notes(
             {k: v for k, v in state["counters"].items() if not (k == "skips" and gaps)},
             cap.records.read + state["bad"])
-        cap.notes += _summary.notes(state["summary"], state["events_by"])
+        counts = {(cpu, letter, write): n for cpu, letter, write, n in pl.DataFrame(tally.counts()).iter_rows()}
+        cap.notes += _summary.notes(state["summary"], counts)
         if state.get("layout") is not None:
             lacks = {"major": "device (read as 0,0)", "cpu": "CPU (read as 0)", "seq": "sequence numbers (no "
                      "gap check)", "pid": "pid (read as 0)"}
@@ -349,75 +341,13 @@ class _Stream:
                                 for sec, nsec, rest in state["message_rows"]]
 
 
-def _error_field(value: pl.Expr) -> pl.Expr:
-    """The record's 16-bit error field from blkparse's `[N]`: blkparse prints it unsigned
-    (65531 for -EIO), other tools signed; either way the same Int16 as the binary reader's."""
-    return (((value + 32768) % 65536) - 32768).cast(pl.Int16)
-
-
 def _machine(raw: pl.DataFrame, origin: int) -> dict[str, np.ndarray]:
     """MACHINE_COLUMNS of raw events (as block.finish_events gives them: a remap's source
-    device and sector, a split's new sector; else 0)."""
-    is_x = (raw["action"] & 0xFF) == block.TA["X"]
-    pdu_sector = (pl.when(raw["has_remap"]).then(raw["pdu_sector"])
-                  .when(is_x & raw["has_int"]).then(raw["pdu_int"]).otherwise(0))
-    out = raw.select((pl.col("time_abs") - origin).alias("t_ns"), "action", "device", "sector", "bytes", "pid",
-                     pl.when("has_remap").then("pdu_dev").otherwise(0).cast(pl.UInt32).alias("pdu_dev"),
-                     pdu_sector.cast(pl.Int64).alias("pdu_sector"), "error")
-    return {name: out[name].to_numpy().astype(dtype, copy=False) for name, dtype in block.MACHINE_COLUMNS.items()}
-
-
-def _names(ev: pl.DataFrame, names: dict) -> None:
-    """pid -> the first name in brackets (not an error code) of its event lines."""
-    found = ev.filter(~pl.col("act").is_in(ERROR_IN_BRACKETS) & pl.col("bracket").is_not_null()) \
-        .group_by(pl.col("pid").cast(pl.Int64), maintain_order=True).agg(pl.col("bracket").first())
-    for pid, name in found.iter_rows():
-        names.setdefault(pid, name)
-
-
-def _raw_events(ev: pl.DataFrame) -> pl.DataFrame:
-    dev = lambda major, minor: (pl.col(major).cast(pl.UInt32) * (1 << 20) + pl.col(minor).cast(pl.UInt32))  # noqa: E731
-    code = pl.col("act").replace_strict(LETTER_CODE, return_dtype=pl.UInt32)
-    is_err = pl.col("act").is_in(ERROR_IN_BRACKETS)
-    remap = pl.col("from_sector").is_not_null() & (pl.col("act") == "A")
-    split = pl.col("split_sector").is_not_null()
-    # the action bits are a function of (act, rwbs), of which a trace has a few dozen: computed
-    # once per distinct pair (string passes over every row cost more than the rest together)
-    pairs = ev.select("act", "rwbs").unique().with_columns(
-        (code | _category_bits(pl.col("rwbs"))).alias("_action"), _zone_bits(pl.col("rwbs")).alias("_action_hi"))
-    ev = ev.join(pairs, on=["act", "rwbs"], how="left", maintain_order="left")
-    out = ev.select(
-        (pl.col("sec").cast(pl.Int64) * 1_000_000_000 + pl.col("nsec").cast(pl.Int64)).alias("time_abs"),
-        pl.col("seq").cast(pl.Int64), pl.col("cpu").cast(pl.Int32),
-        pl.col("_action").alias("action"),
-        dev("major", "minor").alias("device"),
-        pl.coalesce("sector", pl.lit(0, pl.Int64)).alias("sector"),
-        (pl.coalesce("nsect", pl.lit(0, pl.Int64)) * block.SECTOR).alias("bytes"),
-        pl.col("pid").cast(pl.Int64),
-        _error_field(pl.when(is_err).then(pl.col("bracket").cast(pl.Int64, strict=False)).fill_null(0)).alias("error"),
-        pl.when(remap).then(dev("from_major", "from_minor")).otherwise(0).cast(pl.UInt32).alias("pdu_dev"),
-        pl.coalesce(pl.when(remap).then("from_sector"), pl.lit(0, pl.Int64)).alias("pdu_sector"),
-        pl.coalesce("unplugs", "split_sector", pl.lit(0, pl.Int64)).alias("pdu_int"),
-        remap.alias("has_remap"),
-        (split | pl.col("unplugs").is_not_null()).alias("has_int"),
-        pl.lit(0, pl.Int16).alias("file"),
-        pl.col("line_no").alias("position"),
-        pl.col("_action_hi").alias("action_hi"),
-    )
-    return schema.validate(out, block.RAW_EVENTS, "blkparse raw events")
-
-
-def _sequence_gaps(raw: pl.DataFrame, last: dict, gaps: dict) -> None:
-    """Add to {cpu: events missing} the jumps in each CPU's sequence numbers in these lines (in
-    file order), from `last` (cpu -> its last sequence number, carried across blocks)."""
-    if not raw.height:
-        return
-    prev = pl.DataFrame({"cpu": list(last), "seq": list(last.values()), "position": [-1] * len(last)},
-                        schema={"cpu": pl.Int32, "seq": pl.Int64, "position": pl.Int64})
-    step = pl.concat([prev, raw.select("cpu", "seq", "position")]).sort("position").with_columns(
-        pl.col("seq").diff().over("cpu").alias("step"))
-    lost = step.filter(pl.col("step") > 1).group_by("cpu").agg((pl.col("step") - 1).sum().alias("n"))
-    for cpu, n in lost.iter_rows():
-        gaps[int(cpu)] = gaps.get(int(cpu), 0) + int(n)
-    for cpu, seq in step.group_by("cpu").agg(pl.col("seq").last()).iter_rows():
-        last[int(cpu)] = int(seq)
+    device and sector, a split's new sector; else 0). The raw events hold a remap's device
+    and sector and 0 for any other event (parsers/_blkparse_native.py)."""
+    col = {name: raw[name].to_numpy() for name in ("time_abs", "action", "device", "sector", "bytes", "pid",
+                                                   "pdu_dev", "pdu_sector", "pdu_int", "has_int", "has_remap",
+                                                   "error")}
+    split = ((col["action"] & 0xFF) == block.TA["X"]) & col["has_int"] & ~col["has_remap"]
+    col.update(t_ns=col["time_abs"] - origin, pdu_sector=np.where(split, col["pdu_int"], col["pdu_sector"]))
+    return {name: col[name].astype(dtype, copy=False) for name, dtype in block.MACHINE_COLUMNS.items()}

@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from scsitrace._native import text as native_text
 from scsitrace.errors import BadInput
-from scsitrace.parsers import blkparse
+from scsitrace.block import events as block
+from scsitrace.parsers import _blkparse_native as native, blkparse
 
 SETTINGS = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -31,7 +32,7 @@ GOOD = {   # field -> (good values, values at or past its edge and rare forms)
               "90624 / 90632 [kworker/0:1]", "1000 + 8 <- (8,1) 200", "[swapper/0]", "[kworker] 3", "",
               "90624 + 8 [a b]", "90624 + 8 [a]b]"],
              ["90624 + 8388608", "90624 + 8388607", "9223372036854775808 + 8", "90624  + 8", "90624 + 8 [x",
-              "1000 + 8 <- (4096,1) 200", "1000 + 8 <- (8,1)  200", "[kw] 4294967296", "[kw] 9 9", "+ 8",
+              "1000 + 8 <- (4096,1) 200", "1000 + 8 <- (8,1)  200", "1000 + 8 <- (4294967296,1) 200", "[kw] 4294967296", "[kw] 9 9", "+ 8",
               "90624 + 8 [\u00e9]", "90624 + 8 [\x00]", "90624 + 8 [99999999999999999999]", "m N text"]),
 }
 LINES = [b"", b"   ", b"\t", b"# a comment", b"  #Maj,Mn CPU", b"garbage", b"\xff\xfe", b"\x00",
@@ -93,16 +94,15 @@ def test_native_equals_the_regex_route(tmp_path, text, block_bytes):
 
 
 @SETTINGS
-@given(text=texts(), threads=st.integers(1, 5))
-def test_scan_does_not_depend_on_threads(text, threads):
+@given(text=texts(), threads=st.integers(1, 5), first_line=st.integers(1, 10**6))
+def test_scan_does_not_depend_on_threads(text, threads, first_line):
     buf = np.frombuffer(text, np.uint8)
-    one, many = native_text.scan_blkparse(buf, 1), native_text.scan_blkparse(buf, threads)
-    fields = [k for k in dir(type(one)) if not k.startswith("_") and k != "optional"]
-    assert "other_end" in fields
-    for k in fields:
-        assert np.array_equal(getattr(one, k), getattr(many, k)), k
-    assert pl.DataFrame(one.optional).equals(pl.DataFrame(many.optional))
-    assert one.newlines == text.count(b"\n")
+    one, many = native_text.scan_blkparse(buf, 1, 1), native_text.scan_blkparse(buf, threads, first_line)
+    shift = first_line - 1
+    assert pl.DataFrame(one.events).with_columns(pl.col("position") + shift).equals(pl.DataFrame(many.events))
+    assert pl.DataFrame(one.names).with_columns(pl.col("line") + shift).equals(pl.DataFrame(many.names))
+    assert pl.DataFrame(one.other).with_columns(pl.col("line") + shift).equals(pl.DataFrame(many.other))
+    assert one.newlines == many.newlines == text.count(b"\n")
 
 
 def test_the_scanner_takes_the_common_lines():
@@ -114,5 +114,87 @@ def test_the_scanner_takes_the_common_lines():
              b"  8,0    0        6     0.000005000     0  C  RS 90624 + 8 [0]",
              b"  8,0    0        7     0.000006000   218  A   W 1000 + 8 <- (8,1) 200",
              b"  8,0    0        8     0.000007000   218  X   W 1000 / 1004 [dd]"]
-    out = native_text.scan_blkparse(np.frombuffer(b"\n".join(lines), np.uint8), 2)
-    assert len(out.other_line) == 0 and len(out.line) == len(lines)
+    out = native_text.scan_blkparse(np.frombuffer(b"\n".join(lines), np.uint8), 2, 1)
+    assert len(pl.DataFrame(out.other)) == 0 and len(pl.DataFrame(out.events)) == len(lines)
+
+
+@settings(SETTINGS, max_examples=30)
+@given(text=texts(), block_bytes=st.integers(40, 3000))
+def test_any_block_boundaries_give_the_one_block_result(tmp_path, text, block_bytes):
+    """Events, names, counts against the summary and sequence gaps are carried across blocks:
+    a file cut into blocks anywhere reads as when read in one block (strict mode: a bad line
+    fails either way; which is named first may differ, as a block's bytes are checked as
+    UTF-8 before its lines are read)."""
+    path = tmp_path / "t.blkparse.txt"
+    path.write_bytes(text)
+    if blkparse.layout_of(str(path))[0] != blkparse.EVENT:
+        return
+    assert _outcome(path, False, block_bytes) == _outcome(path, False, 1 << 20)
+    cut, whole = _outcome(path, True, block_bytes), _outcome(path, True, 1 << 20)
+    assert cut == whole or (len(cut) == len(whole) == 2 and isinstance(cut[1], int) and isinstance(whole[1], int))
+
+
+ZONE_BITS = [0] + [block.TC[name] for name in block.ZONE_RWBS]
+CATEGORIES = ("READ", "WRITE", "FLUSH", "SYNC", "AHEAD", "META", "DISCARD", "FUA")
+
+
+@settings(max_examples=200, deadline=None)
+@given(bits=st.lists(st.sampled_from(CATEGORIES), unique=True), zone=st.sampled_from(ZONE_BITS),
+       letter=st.sampled_from(sorted(set(block.TA) - {"T"}) + ["UT"]), has_bytes=st.booleans())
+def test_rwbs_reads_back_to_the_bits_blkparse_printed(letter, bits, zone, has_bytes):
+    """The RWBS blkparse prints for an action (block.events._rwbs, its fill_rwbs) reads back to
+    an action printing the same RWBS (its zone operation among the upper bits), with the
+    letter's code."""
+    action = (block.TA["T" if letter == "UT" else letter] | sum(block.TC[b] for b in bits) << block.TC_SHIFT
+              | zone << block.TC_SHIFT)
+    rwbs = block._rwbs(action, has_bytes)
+    row = {"line_no": 1, "major": 8, "minor": 0, "cpu": 0, "seq": 1, "sec": 0, "nsec": 0, "pid": 1, "act": letter,
+           "rwbs": rwbs, **{c: None for c in native.OPTIONAL}, "bracket": None}
+    events, _ = native.decoded_events(pl.DataFrame([row], schema=native.EVENT_COLUMNS))
+    got = int(events["action"][0]) | int(events["action_hi"][0]) << 32
+    assert got & 0xFFFF == action & 0xFFFF
+    assert block._rwbs(got, has_bytes) == rwbs          # ZR then A prints as ZRA: the text is all there is
+    assert bin(got >> 32).count("1") <= 1
+
+
+def test_the_action_table_is_blktraces():
+    table = dict(pl.DataFrame(native_text.blkparse_actions()).iter_rows())
+    assert table == {**block.TA, "UT": block.TA["T"]}
+    assert set(table) | {"m"} == set(blkparse._layout.ACTIONS)
+
+
+@SETTINGS
+@given(text=texts(), cut=st.integers(0, 60))
+def test_the_tally_counts_as_blkparse_does(text, cut):
+    """BlkparseTally fed the scanned events in two pieces, against blkparse's rules restated:
+    per CPU, events by letter and by write (W in the RWBS, or a discard), and each jump of
+    more than one in a CPU's sequence numbers."""
+    scan = native_text.scan_blkparse(np.frombuffer(text, np.uint8), 2, 1)
+    events = pl.DataFrame(scan.events)
+    tally = native.Tally()
+    tally.feed(events[:cut])
+    tally.feed(events[cut:])
+    lines = text.split(b"\n")
+    counts, gaps, last = {}, {}, {}
+    for pos in events["position"]:
+        m = blkparse._EVENT_RE.match(lines[pos - 1].decode().rstrip("\r"))
+        cpu, seq, rwbs = int(m["cpu"]), int(m["seq"]), m["rwbs"]
+        key = (cpu, m["act"], "W" in rwbs or rwbs.lstrip("F")[:1] == "D" and not rwbs.startswith("FF"))
+        counts[key] = counts.get(key, 0) + 1
+        if cpu in last and seq - last[cpu] > 1:
+            gaps[cpu] = gaps.get(cpu, 0) + seq - last[cpu] - 1
+        last[cpu] = seq
+    assert {(c, a, w): n for c, a, w, n in pl.DataFrame(tally.counts()).iter_rows()} == counts
+    assert dict(pl.DataFrame(tally.gaps()).iter_rows()) == gaps
+
+
+def test_a_remap_source_beyond_32_bits_is_a_bad_line(tmp_path):
+    """It was an internal error (a failed cast) before: now the error contract's one line."""
+    path = tmp_path / "t.blkparse.txt"
+    path.write_text("  8,0    0        1     0.000000000   218  A   W 1000 + 8 <- (99999999999999999999,1) 200\n"
+                    "  8,0    0        2     0.000000100   218  Q   W 1000 + 8 [dd]\n")
+    with pytest.raises(BadInput) as exc:
+        blkparse.parse(str(path))
+    assert exc.value.line == 1 and "remap source device number out of range" in str(exc.value)
+    cap = blkparse.parse(str(path), strict=False)
+    assert cap.records.skipped == 1 and len(cap.columns["events"]["t_ns"]) == 1
