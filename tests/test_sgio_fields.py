@@ -87,9 +87,9 @@ def _struct(head: str, names: tuple):
 STRUCT = st.one_of(_struct("interface_id='S'", V3), _struct("guard='Q'", V4), st.sampled_from(["0x7ffd", "NULL"]))
 CALL = st.fixed_dictionaries({
     "pid": st.one_of(st.none(), st.integers(1, 9)), "t_ns": st.one_of(st.none(), st.integers(0, 10**12)),
-    "fd": st.sampled_from(["3", "4", "99999999999", "-1"]), "path": st.sampled_from([None, "/dev/sg0"]),
+    "fd": st.sampled_from(["3", "3", "4", "4", "99999999999", "-1"]), "path": st.sampled_from([None, "/dev/sg0"]),
     "arg": STRUCT, "ret": st.sampled_from(["0", "-1", "?"]), "errno": st.sampled_from([None, "EIO"]),
-    "dur": st.sampled_from([None, "0.000123", "1.5", "x.1"]),
+    "dur": st.sampled_from([None, None, "0.000123", "1.5", "x.1"]),
     "end_t_ns": st.one_of(st.none(), st.integers(0, 10**12))})
 CALLS = {"line_no": pl.Int64, "pid": pl.Int64, "t_ns": pl.Int64, "fd": pl.Utf8, "path": pl.Utf8, "arg": pl.Utf8,
          "ret": pl.Utf8, "errno": pl.Utf8, "dur": pl.Utf8, "end_t_ns": pl.Int64}
