@@ -513,6 +513,22 @@ fn decode_struct(arg: Option<&str>) -> Decoded {
     d
 }
 
+/// `decode_struct` of each text, in order, the texts cut in one run a core.
+fn decode_all(args: &[Option<&str>]) -> Vec<Decoded> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let run = args.len().div_ceil(cores.max(1)).max(4096);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = args.chunks(run).skip(1)
+            .map(|c| s.spawn(move || c.iter().map(|a| decode_struct(*a)).collect::<Vec<_>>()))
+            .collect();
+        let mut rows: Vec<Decoded> = args.chunks(run).next().unwrap_or(&[]).iter().map(|a| decode_struct(*a)).collect();
+        for h in handles {
+            rows.extend(h.join().expect("sgio decode thread panicked"));
+        }
+        rows
+    })
+}
+
 /// The SG_IO struct texts of a table's `arg` column (sg v3 `interface_id='S'`, sg v4
 /// `guard='Q'`) decoded: `cdb` (bytes), `scsi_status`, `host` (host or transport status),
 /// `bytes` requested, `data_bytes` moved, `direction`, `driver_ns` (the driver's duration),
@@ -523,7 +539,7 @@ fn decode_struct(arg: Option<&str>) -> Decoded {
 #[pyfunction]
 fn sgio_decode(py: Python, calls: Table) -> PyResult<Py<Columns>> {
     let args = strings(&calls, "arg")?;
-    let rows = py.allow_threads(|| args.iter().map(|a| decode_struct(*a)).collect::<Vec<_>>());
+    let rows = py.allow_threads(|| decode_all(&args));
     let mut cdb = arrow_array::builder::BinaryBuilder::with_capacity(rows.len(), rows.len() * 16);
     let (mut direction, mut cdb_why, mut field_why) = (StrCol::default(), StrCol::default(), StrCol::default());
     for r in &rows {
