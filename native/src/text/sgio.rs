@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use arrow_array::builder::StringViewBuilder;
 use arrow_array::types::Int64Type;
-use arrow_array::ArrayRef;
+use arrow_array::{ArrayRef, BooleanArray};
 use arrow_buffer::Buffer;
 
 use crate::arrow::{options_of, Columns, Table};
@@ -38,6 +38,8 @@ struct Cols {
     errno: ViewCol,
     dur: ViewCol,
     arg: ViewCol,
+    /// whether the line is an SG_IO call (`ioctl(` with `, SG_IO, ` in its body)
+    sg: Vec<bool>,
     lines: usize,
 }
 
@@ -255,6 +257,7 @@ fn cut(base: &[u8], line: &[u8], c: &mut Cols, sg_io: &memmem::Finder) -> Option
     c.ts.push(base, ts);
     c.body.push(base, Some(body));
     let at = if body.starts_with(b"ioctl(") { sg_io.find(body) } else { None };
+    c.sg.push(at.is_some());
     let resumed = body.starts_with(RESUMED);
     if at.is_none() && !resumed {
         for col in [&mut c.fd, &mut c.path, &mut c.ret, &mut c.errno, &mut c.dur, &mut c.arg] {
@@ -321,6 +324,7 @@ fn strace_block<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, parts: Opt
         for (part, at) in cut.into_iter().zip(offsets) {
             let mut p = part?;
             all.lines += p.lines;
+            all.sg.append(&mut p.sg);
             for (to, from) in all.columns().into_iter().zip(p.columns()) {
                 to.append(std::mem::take(from), at as u32);
             }
@@ -330,7 +334,8 @@ fn strace_block<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, parts: Opt
     let Some(c) = out else { return Ok(None) };
     let b = Buffer::from_slice_ref(data);     // the block, once: every column's strings are views of it
     Ok(Some(StraceLines {
-        lines: c.lines, t: c.t.into_py(py, &b)?, pre: c.pre.into_py(py, &b)?, pid_b: c.pid_b.into_py(py, &b)?,
+        lines: c.lines, sg: Py::new(py, Columns::new(vec![("value", Arc::new(BooleanArray::from(c.sg)) as ArrayRef)])?)?,
+        t: c.t.into_py(py, &b)?, pre: c.pre.into_py(py, &b)?, pid_b: c.pid_b.into_py(py, &b)?,
         pid_o: c.pid_o.into_py(py, &b)?, ts: c.ts.into_py(py, &b)?, body: c.body.into_py(py, &b)?,
         fd: c.fd.into_py(py, &b)?, path: c.path.into_py(py, &b)?, ret: c.ret.into_py(py, &b)?,
         errno: c.errno.into_py(py, &b)?, dur: c.dur.into_py(py, &b)?, arg: c.arg.into_py(py, &b)?,
@@ -342,6 +347,8 @@ fn strace_block<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, parts: Opt
 #[pyclass(get_all)]
 struct StraceLines {
     lines: usize,
+    /// whether each line is an SG_IO call (bool, no nulls)
+    sg: Py<Columns>,
     t: Py<Columns>,
     pre: Py<Columns>,
     pid_b: Py<Columns>,
