@@ -91,7 +91,8 @@ PARTS = ("fd", "path", "ret", "errno", "dur", "arg")
 
 def split_block(buf, line_no: int, st=None) -> tuple[int, pl.DataFrame] | None:
     """`split` of a block of whole lines (bytes) cut in Rust (`native/src/text/sgio.rs`, every
-    core), rows in line order: (lines, the split lines), or None where the Rust cut declines
+    core), rows in line order, with `_kind`: what each SG_IO call or ioctl resumed half is (null
+    for other lines; `parsers/sgio.py:_classify`): (lines, the split lines), or None where the Rust cut declines
     the block (a byte that is not ASCII, a NUL, a field an int64 cannot hold: `split`'s)."""
     from scsitrace._native import text
     found = text.strace_block(np.frombuffer(buf, dtype=np.uint8))
@@ -100,7 +101,8 @@ def split_block(buf, line_no: int, st=None) -> tuple[int, pl.DataFrame] | None:
     n = found.lines
     g = pl.DataFrame({"line_no": pl.int_range(line_no, line_no + n, eager=True, dtype=pl.Int64),
                       **{k: _lines.strings(getattr(found, k)) for k in HEADS},
-                      "_sg": pl.DataFrame(found.sg)["value"]})     # (whether an SG_IO call: `_timed`)
+                      "_sg": pl.DataFrame(found.sg)["value"],      # (whether an SG_IO call: `_timed`)
+                      "_kind": pl.DataFrame(found.kind)["value"]})  # (SG_IO calls' kinds: `sgio._classify`)
     g = _timed(g, st)
     return n, g.with_columns(_lines.strings(getattr(found, k)).alias(k) for k in PARTS)
 

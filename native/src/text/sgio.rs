@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use arrow_array::builder::StringViewBuilder;
 use arrow_array::types::Int64Type;
-use arrow_array::{ArrayRef, BooleanArray};
+use arrow_array::{ArrayRef, BooleanArray, StringArray};
 use arrow_buffer::Buffer;
 
 use crate::arrow::{options_of, Columns, Table};
@@ -40,7 +40,27 @@ struct Cols {
     arg: ViewCol,
     /// whether the line is an SG_IO call (`ioctl(` with `, SG_IO, ` in its body)
     sg: Vec<bool>,
+    /// what an SG_IO call or ioctl resumed half is (`KINDS`), 0 for any other line
+    kind: Vec<u8>,
     lines: usize,
+}
+
+/// The kinds of the lines `cut` classifies (`parsers/sgio.py:_classify` classifies the rest).
+const KINDS: [Option<&str>; 6] = [None, Some("whole"), Some("unfinished"), Some("resumed"), Some("other"), Some("bad")];
+
+/// An SG_IO call's kind (`sg`) or an ioctl resumed half's: whole (fd, return, a struct in
+/// braces or an address or NULL), unfinished (fd, a struct opening, ` <unfinished ...>`), bad;
+/// resumed (with its return) or other (without). Indexes of `KINDS`.
+fn call_kind(sg: bool, fd: bool, ret: bool, arg: &[u8], body: &[u8]) -> u8 {
+    let address = arg == b"NULL" || arg.strip_prefix(b"0x")
+        .is_some_and(|h| !h.is_empty() && h.iter().all(|&b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
+    match (sg, ret) {
+        (true, _) if fd && ret && ((arg.starts_with(b"{") && arg.ends_with(b"}")) || address) => 1,
+        (true, _) if fd && body.ends_with(UNFINISHED) && arg.starts_with(b"{") => 2,
+        (true, _) => 5,
+        (false, true) => 3,
+        (false, false) => 4,
+    }
 }
 
 /// A column of optional strings of a block as views into it (where each starts in the part
@@ -260,6 +280,7 @@ fn cut(base: &[u8], line: &[u8], c: &mut Cols, sg_io: &memmem::Finder) -> Option
     c.sg.push(at.is_some());
     let resumed = body.starts_with(RESUMED);
     if at.is_none() && !resumed {
+        c.kind.push(0);
         for col in [&mut c.fd, &mut c.path, &mut c.ret, &mut c.errno, &mut c.dur, &mut c.arg] {
             col.push(base, None);
         }
@@ -283,6 +304,7 @@ fn cut(base: &[u8], line: &[u8], c: &mut Cols, sg_io: &memmem::Finder) -> Option
     c.errno.push(base, ret.and_then(|r| r.2));
     c.dur.push(base, ret.and_then(|r| r.3));
     c.arg.push(base, Some(&body[begin..finish]));
+    c.kind.push(call_kind(at.is_some(), fd.is_some(), ret.is_some(), &body[begin..finish], body));
     Some(())
 }
 
@@ -325,6 +347,7 @@ fn strace_block<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, parts: Opt
             let mut p = part?;
             all.lines += p.lines;
             all.sg.append(&mut p.sg);
+            all.kind.append(&mut p.kind);
             for (to, from) in all.columns().into_iter().zip(p.columns()) {
                 to.append(std::mem::take(from), at as u32);
             }
@@ -335,6 +358,8 @@ fn strace_block<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, parts: Opt
     let b = Buffer::from_slice_ref(data);     // the block, once: every column's strings are views of it
     Ok(Some(StraceLines {
         lines: c.lines, sg: Py::new(py, Columns::new(vec![("value", Arc::new(BooleanArray::from(c.sg)) as ArrayRef)])?)?,
+        kind: Py::new(py, Columns::new(vec![("value", Arc::new(c.kind.iter().map(|&k| KINDS[k as usize])
+            .collect::<StringArray>()) as ArrayRef)])?)?,
         t: c.t.into_py(py, &b)?, pre: c.pre.into_py(py, &b)?, pid_b: c.pid_b.into_py(py, &b)?,
         pid_o: c.pid_o.into_py(py, &b)?, ts: c.ts.into_py(py, &b)?, body: c.body.into_py(py, &b)?,
         fd: c.fd.into_py(py, &b)?, path: c.path.into_py(py, &b)?, ret: c.ret.into_py(py, &b)?,
@@ -349,6 +374,8 @@ struct StraceLines {
     lines: usize,
     /// whether each line is an SG_IO call (bool, no nulls)
     sg: Py<Columns>,
+    /// what each SG_IO call or ioctl resumed half is (`KINDS`), null for any other line
+    kind: Py<Columns>,
     t: Py<Columns>,
     pre: Py<Columns>,
     pid_b: Py<Columns>,
