@@ -92,8 +92,9 @@ PARTS = ("fd", "path", "ret", "errno", "dur", "arg")
 def split_block(buf, line_no: int, st=None) -> tuple[int, pl.DataFrame] | None:
     """`split` of a block of whole lines (bytes) cut in Rust (`native/src/text/sgio.rs`, every
     core), rows in line order, with `_kind`: what each SG_IO call or ioctl resumed half is (null
-    for other lines; `parsers/sgio.py:_classify`): (lines, the split lines), or None where the Rust cut declines
-    the block (a byte that is not ASCII, a NUL, a field an int64 cannot hold: `split`'s)."""
+    for other lines; `parsers/sgio.py:_classify`): (lines, the split lines), or None where the
+    Rust cut declines the block (a byte that is not ASCII, a NUL, a field an int64 cannot
+    hold: `split`'s)."""
     from scsitrace._native import text
     found = text.strace_block(np.frombuffer(buf, dtype=np.uint8))
     if found is None:

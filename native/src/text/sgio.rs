@@ -1,5 +1,7 @@
 //! strace's lines (`parsers/_strace_lines.py`): each line cut into the parts the patterns
-//! `PREFIX`, `FD` and `RET` there capture, without regex, on every core.
+//! `PREFIX`, `FD` and `RET` there capture, without regex, on every core; an SG_IO call's or
+//! resumed half's kind (`call_kind`); the SG_IO struct split into its fields (`sgio_fields`)
+//! and their values read (`sgio_decode`: `parsers/_sgio_struct.py` joins them to the line).
 //!
 //! A block with a byte that is not ASCII, or a NUL, is declined (None): the Python reader
 //! reads it (its error or its replacement characters, its Unicode classes); so is a block with
