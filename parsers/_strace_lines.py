@@ -76,12 +76,13 @@ def _timed(g: pl.DataFrame, st) -> pl.DataFrame:
     return g.with_columns(
         pid.alias("pid"),
         (pl.col("_raw") + pl.col("_wraps") * DAY).alias("t_ns"),
+        pl.col("_sg").alias("sg") if "_sg" in g.columns else
         (body.str.starts_with("ioctl(") & body.str.contains(", SG_IO, ", literal=True)).alias("sg"),
         # a prefix strace cannot have written: the line is bad input, not a call
         pl.when(pid_text.is_not_null() & pid.is_null()).then(pl.lit("pid is not a number in range"))
         .when(pl.col("ts").is_not_null() & pl.col("_raw").is_null())
         .then(pl.lit("timestamp is not a time of day or a number of seconds in range"))
-        .alias("prefix_why")).drop("_raw", "_wraps")
+        .alias("prefix_why")).drop("_raw", "_wraps", "_sg", strict=False)
 
 
 HEADS = ("t", "pre", "pid_b", "pid_o", "ts", "body")
@@ -90,15 +91,19 @@ PARTS = ("fd", "path", "ret", "errno", "dur", "arg")
 
 def split_block(buf, line_no: int, st=None) -> tuple[int, pl.DataFrame] | None:
     """`split` of a block of whole lines (bytes) cut in Rust (`native/src/text/sgio.rs`, every
-    core), rows in line order: (lines, the split lines), or None where the Rust cut declines
-    the block (a byte that is not ASCII, a NUL, a field an int64 cannot hold: `split`'s)."""
+    core), rows in line order, with `_kind`: what each SG_IO call or ioctl resumed half is (null
+    for other lines; `parsers/sgio.py:_classify`): (lines, the split lines), or None where the
+    Rust cut declines the block (a byte that is not ASCII, a NUL, a field an int64 cannot
+    hold: `split`'s)."""
     from scsitrace._native import text
     found = text.strace_block(np.frombuffer(buf, dtype=np.uint8))
     if found is None:
         return None
     n = found.lines
     g = pl.DataFrame({"line_no": pl.int_range(line_no, line_no + n, eager=True, dtype=pl.Int64),
-                      **{k: _lines.strings(getattr(found, k)) for k in HEADS}})
+                      **{k: _lines.strings(getattr(found, k)) for k in HEADS},
+                      "_sg": pl.DataFrame(found.sg)["value"],      # (whether an SG_IO call: `_timed`)
+                      "_kind": pl.DataFrame(found.kind)["value"]})  # (SG_IO calls' kinds: `sgio._classify`)
     g = _timed(g, st)
     return n, g.with_columns(_lines.strings(getattr(found, k)).alias(k) for k in PARTS)
 

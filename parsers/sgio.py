@@ -212,15 +212,41 @@ def _bad(bad: pl.DataFrame, path: str, strict: bool, records: RecordCount) -> No
 
 
 def _classify(lines: pl.DataFrame, st, split: pl.DataFrame | None = None) -> pl.DataFrame:
-    """Each line split (`_strace_lines.split`, or `split` already) and given its kind: whole, unfinished or resumed SG_IO,
-    other (read, skipped by design), program (the traced program's own output, strace without
-    -o: read, skipped by design), bad (a broken SG_IO line) or alien (a broken strace line)."""
+    """Each line split (`_strace_lines.split`, or `split` already, in line order, its SG_IO
+    calls classified by the Rust cut: `_kind`) and given its kind: whole, unfinished or resumed
+    SG_IO, other (read, skipped by design), program (the traced program's own output, strace
+    without -o: read, skipped by design), bad (a broken SG_IO line) or alien (a broken strace
+    line). Rows in line order."""
     g = _strace_lines.split(lines, st) if split is None else split
     body = pl.col("body")
-    sg = g.filter(pl.col("sg") | body.str.starts_with("<... ioctl resumed>"))
-    rest = g.filter(~(pl.col("sg") | body.str.starts_with("<... ioctl resumed>")))
-    arg = pl.col("arg")
-    sg = sg.with_columns(
+    # each kind from the few columns it reads, on its own rows only: a rule's patterns never
+    # run on a line it cannot be about, and no row of the wide frame moves
+    if "_kind" in g.columns:
+        called = g["_kind"].is_not_null()
+        sg = g["_kind"].filter(called).alias("kind")
+        g = g.drop("_kind")
+    else:
+        called = g.select(pl.col("sg") | body.str.starts_with("<... ioctl resumed>")).to_series()
+        sg = _call_kinds(g.select("sg", "fd", "ret", "arg", "body").filter(called))
+    # a damaged line (a NUL, bytes that are not UTF-8) is bad wherever it is
+    strace_shaped = (pl.col("pid_b").is_not_null() | pl.col("ts").is_not_null() | body.str.contains(STRACE_SHAPED)
+                     | _lines.bad_bytes(pl.col("t")))
+    rest = g.select("pid_b", "ts", "body", "t").filter(~called).select(
+        pl.when(body.str.contains(STRACE_OTHER)).then(pl.lit("other")).when(strace_shaped).then(pl.lit("alien"))
+        .otherwise(pl.lit("program")).alias("kind")).to_series()
+    kind = sg if not rest.len() else rest if not sg.len() else \
+        pl.Series("kind", [None] * g.height, dtype=pl.Utf8).scatter(called.arg_true(), sg) \
+        .scatter((~called).arg_true(), rest)
+    g = g.with_columns(kind)
+    return g if split is not None else g.sort("line_no")
+
+
+def _call_kinds(calls: pl.DataFrame) -> pl.Series:
+    """What each SG_IO call (`sg`) or ioctl resumed half of `calls` (sg, fd, ret, arg, body)
+    is, for the blocks the Rust cut declines (its `call_kind` for the others): whole,
+    unfinished, bad; resumed (with its return) or other (without)."""
+    arg, body = pl.col("arg"), pl.col("body")
+    return calls.select(
         pl.when(pl.col("sg") & pl.col("fd").is_not_null() & pl.col("ret").is_not_null()
                 & ((arg.str.starts_with("{") & arg.str.ends_with("}")) | arg.str.contains(r"^(?:0x[0-9a-f]+|NULL)$")))
         .then(pl.lit("whole"))
@@ -228,14 +254,7 @@ def _classify(lines: pl.DataFrame, st, split: pl.DataFrame | None = None) -> pl.
               & arg.str.starts_with("{")).then(pl.lit("unfinished"))
         .when(~pl.col("sg") & pl.col("ret").is_not_null()).then(pl.lit("resumed"))
         .when(~pl.col("sg")).then(pl.lit("other"))        # an ioctl resumed half without its result
-        .otherwise(pl.lit("bad")).alias("kind"))
-    # a damaged line (a NUL, bytes that are not UTF-8) is bad wherever it is
-    strace_shaped = (pl.col("pid_b").is_not_null() | pl.col("ts").is_not_null() | body.str.contains(STRACE_SHAPED)
-                     | _lines.bad_bytes(pl.col("t")))
-    rest = rest.with_columns(pl.when(body.str.contains(STRACE_OTHER)).then(pl.lit("other"))
-                             .when(strace_shaped).then(pl.lit("alien"))
-                             .otherwise(pl.lit("program")).alias("kind"))
-    return pl.concat([sg, rest], how="diagonal_relaxed").sort("line_no")
+        .otherwise(pl.lit("bad")).alias("kind")).to_series()
 
 
 SLIM = ("line_no", "pid", "t_ns", "ts", "fd", "path", "arg", "ret", "errno", "dur", "kind", "opens", "closes")
@@ -247,10 +266,11 @@ def _strace(lines: pl.DataFrame | None, st: _Commands, records: RecordCount, fin
     waiting for their resumed half have no return)."""
     body = pl.col("body")
     if lines is not None and lines.height:
-        damaged = _lines.bad_bytes(pl.col("t"))     # a NUL or non-UTF-8 bytes: one bad record, never "other"
-        _bad(lines.filter(damaged).with_columns(pl.lit("NUL byte or bytes that are not UTF-8 in a log line")
-                                                .alias("why")), st.path, st.strict, records)
-        lines = lines.filter(~damaged)
+        if split is None:      # (the Rust cut takes no block with a NUL or a byte that is not ASCII)
+            damaged = _lines.bad_bytes(pl.col("t"))     # a NUL or non-UTF-8 bytes: one bad record, never "other"
+            _bad(lines.filter(damaged).with_columns(pl.lit("NUL byte or bytes that are not UTF-8 in a log line")
+                                                    .alias("why")), st.path, st.strict, records)
+            lines = lines.filter(~damaged)
         g = _classify(lines, st, split)
         prefixed = pl.col("prefix_why").is_not_null() & (pl.col("kind") != "program")
         _bad(g.filter(prefixed).with_columns(pl.col("prefix_why").alias("why")), st.path, st.strict, records)

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from scsitrace import parsers
 from scsitrace._native import text as native_text
 from scsitrace.errors import BadInput
-from scsitrace.parsers import _strace_lines
+from scsitrace.parsers import _strace_lines, sgio
 from scsitrace.parsers._strace_lines import HEADS, PARTS
 
 from gen_sgio import HOSTILE, OTHER, PROGRAM_LINES, strace_text
@@ -69,8 +69,14 @@ def test_rust_cut_equals_the_patterns(lines):
                           "t": pl.Series(lines, dtype=pl.Utf8)})
     slow = _strace_lines.split(frame).sort("line_no")
     assert n == len(lines)
+    kinds = fast["_kind"]
+    fast = fast.drop("_kind")
     assert fast.columns == slow.columns
     assert fast.equals(slow, null_equal=True)
+    # the SG_IO calls and resumed halves classified in the cut, as the polars rules do
+    called = slow.select(pl.col("sg") | pl.col("body").str.starts_with("<... ioctl resumed>")).to_series()
+    assert kinds.is_not_null().to_list() == called.to_list()
+    assert kinds.filter(called).to_list() == sgio._call_kinds(slow.filter(called)).to_list()
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -1,5 +1,7 @@
 //! strace's lines (`parsers/_strace_lines.py`): each line cut into the parts the patterns
-//! `PREFIX`, `FD` and `RET` there capture, without regex, on every core.
+//! `PREFIX`, `FD` and `RET` there capture, without regex, on every core; an SG_IO call's or
+//! resumed half's kind (`call_kind`); the SG_IO struct split into its fields (`sgio_fields`)
+//! and their values read (`sgio_decode`: `parsers/_sgio_struct.py` joins them to the line).
 //!
 //! A block with a byte that is not ASCII, or a NUL, is declined (None): the Python reader
 //! reads it (its error or its replacement characters, its Unicode classes); so is a block with
@@ -13,7 +15,7 @@ use std::sync::Arc;
 
 use arrow_array::builder::StringViewBuilder;
 use arrow_array::types::Int64Type;
-use arrow_array::ArrayRef;
+use arrow_array::{ArrayRef, BooleanArray, StringArray};
 use arrow_buffer::Buffer;
 
 use crate::arrow::{options_of, Columns, Table};
@@ -38,7 +40,29 @@ struct Cols {
     errno: ViewCol,
     dur: ViewCol,
     arg: ViewCol,
+    /// whether the line is an SG_IO call (`ioctl(` with `, SG_IO, ` in its body)
+    sg: Vec<bool>,
+    /// what an SG_IO call or ioctl resumed half is (`KINDS`), 0 for any other line
+    kind: Vec<u8>,
     lines: usize,
+}
+
+/// The kinds of the lines `cut` classifies (`parsers/sgio.py:_classify` classifies the rest).
+const KINDS: [Option<&str>; 6] = [None, Some("whole"), Some("unfinished"), Some("resumed"), Some("other"), Some("bad")];
+
+/// An SG_IO call's kind (`sg`) or an ioctl resumed half's: whole (fd, return, a struct in
+/// braces or an address or NULL), unfinished (fd, a struct opening, ` <unfinished ...>`), bad;
+/// resumed (with its return) or other (without). Indexes of `KINDS`.
+fn call_kind(sg: bool, fd: bool, ret: bool, arg: &[u8], body: &[u8]) -> u8 {
+    let address = arg == b"NULL" || arg.strip_prefix(b"0x")
+        .is_some_and(|h| !h.is_empty() && h.iter().all(|&b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
+    match (sg, ret) {
+        (true, _) if fd && ret && ((arg.starts_with(b"{") && arg.ends_with(b"}")) || address) => 1,
+        (true, _) if fd && body.ends_with(UNFINISHED) && arg.starts_with(b"{") => 2,
+        (true, _) => 5,
+        (false, true) => 3,
+        (false, false) => 4,
+    }
 }
 
 /// A column of optional strings of a block as views into it (where each starts in the part
@@ -255,8 +279,10 @@ fn cut(base: &[u8], line: &[u8], c: &mut Cols, sg_io: &memmem::Finder) -> Option
     c.ts.push(base, ts);
     c.body.push(base, Some(body));
     let at = if body.starts_with(b"ioctl(") { sg_io.find(body) } else { None };
+    c.sg.push(at.is_some());
     let resumed = body.starts_with(RESUMED);
     if at.is_none() && !resumed {
+        c.kind.push(0);
         for col in [&mut c.fd, &mut c.path, &mut c.ret, &mut c.errno, &mut c.dur, &mut c.arg] {
             col.push(base, None);
         }
@@ -280,6 +306,7 @@ fn cut(base: &[u8], line: &[u8], c: &mut Cols, sg_io: &memmem::Finder) -> Option
     c.errno.push(base, ret.and_then(|r| r.2));
     c.dur.push(base, ret.and_then(|r| r.3));
     c.arg.push(base, Some(&body[begin..finish]));
+    c.kind.push(call_kind(at.is_some(), fd.is_some(), ret.is_some(), &body[begin..finish], body));
     Some(())
 }
 
@@ -321,6 +348,8 @@ fn strace_block<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, parts: Opt
         for (part, at) in cut.into_iter().zip(offsets) {
             let mut p = part?;
             all.lines += p.lines;
+            all.sg.append(&mut p.sg);
+            all.kind.append(&mut p.kind);
             for (to, from) in all.columns().into_iter().zip(p.columns()) {
                 to.append(std::mem::take(from), at as u32);
             }
@@ -330,7 +359,10 @@ fn strace_block<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, parts: Opt
     let Some(c) = out else { return Ok(None) };
     let b = Buffer::from_slice_ref(data);     // the block, once: every column's strings are views of it
     Ok(Some(StraceLines {
-        lines: c.lines, t: c.t.into_py(py, &b)?, pre: c.pre.into_py(py, &b)?, pid_b: c.pid_b.into_py(py, &b)?,
+        lines: c.lines, sg: Py::new(py, Columns::new(vec![("value", Arc::new(BooleanArray::from(c.sg)) as ArrayRef)])?)?,
+        kind: Py::new(py, Columns::new(vec![("value", Arc::new(c.kind.iter().map(|&k| KINDS[k as usize])
+            .collect::<StringArray>()) as ArrayRef)])?)?,
+        t: c.t.into_py(py, &b)?, pre: c.pre.into_py(py, &b)?, pid_b: c.pid_b.into_py(py, &b)?,
         pid_o: c.pid_o.into_py(py, &b)?, ts: c.ts.into_py(py, &b)?, body: c.body.into_py(py, &b)?,
         fd: c.fd.into_py(py, &b)?, path: c.path.into_py(py, &b)?, ret: c.ret.into_py(py, &b)?,
         errno: c.errno.into_py(py, &b)?, dur: c.dur.into_py(py, &b)?, arg: c.arg.into_py(py, &b)?,
@@ -342,6 +374,10 @@ fn strace_block<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, parts: Opt
 #[pyclass(get_all)]
 struct StraceLines {
     lines: usize,
+    /// whether each line is an SG_IO call (bool, no nulls)
+    sg: Py<Columns>,
+    /// what each SG_IO call or ioctl resumed half is (`KINDS`), null for any other line
+    kind: Py<Columns>,
     t: Py<Columns>,
     pre: Py<Columns>,
     pid_b: Py<Columns>,
@@ -403,6 +439,161 @@ fn sgio_fields(py: Python, calls: Table) -> PyResult<Py<Columns>> {
     Py::new(py, Columns::new(arrays)?)
 }
 
+/// The FIELDS read as numbers (`_sgio_struct.py` reads none of them itself any more), in the
+/// order `sgio_decode` names the first that is not one.
+const NUMBERS: [usize; 13] = [2, 3, 4, 5, 7, 8, 10, 11, 12, 13, 14, 15, 16];
+const DIRECTIONS: [(&str, &str); 5] = [("SG_DXFER_NONE", "none"), ("SG_DXFER_TO_DEV", "out"),
+                                       ("SG_DXFER_FROM_DEV", "in"), ("SG_DXFER_TO_FROM_DEV", "bidi"),
+                                       ("SG_DXFER_UNKNOWN", "unknown")];
+
+/// A number strace printed: `0x` hex (0 to 2^32-1) or decimal (-2^31 to 2^32-1), with the
+/// white space around the digits the reader always allowed; None otherwise (every field of
+/// sg_io_hdr and sg_io_v4 read here fits 32 bits).
+fn field_number(v: &str) -> Option<i64> {
+    match v.strip_prefix("0x") {
+        Some(h) => i64::from_str_radix(h.trim(), 16).ok().filter(|n| (0..=u32::MAX as i64).contains(n)),
+        None => v.trim().parse::<i64>().ok().filter(|n| (-(1i64 << 31)..=u32::MAX as i64).contains(n)),
+    }
+}
+
+/// A buffer strace printed as "\xNN..." as its hex digits (a truncated one, `"..."...`, keeps
+/// its prefix: every '\\', 'x', '"' and '.' taken out); NULL or an address: None.
+fn buffer_hex(v: Option<&str>) -> Option<String> {
+    v.filter(|v| v.starts_with('"')).map(|v| v.chars().filter(|c| !matches!(c, '\\' | 'x' | '"' | '.')).collect())
+}
+
+/// The `k`th byte of a sense buffer's hex digits, read as the two characters there (fewer at
+/// its end: what they read as); None when they are no hex number.
+fn sense_byte(hex: &str, k: usize) -> Option<i64> {
+    let two: String = hex.chars().skip(2 * k).take(2).collect();
+    i64::from_str_radix(&two, 16).ok()
+}
+
+/// What one SG_IO struct text decodes to (`sgio_decode`'s columns).
+#[derive(Default)]
+struct Decoded {
+    cdb: Option<Vec<u8>>,
+    cdb_why: Option<&'static str>,
+    field_why: Option<String>,
+    scsi_status: Option<i64>,
+    host: Option<i64>,
+    bytes: Option<i64>,
+    data_bytes: Option<i64>,
+    direction: &'static str,
+    driver_ns: Option<i64>,
+    sense_key: Option<i64>,
+    asc: Option<i64>,
+    ascq: Option<i64>,
+}
+
+fn decode_struct(arg: Option<&str>) -> Decoded {
+    let mut f = [None; 18];
+    if let Some(a) = arg {
+        struct_fields(a, &mut f);
+    }
+    let text = |k: usize| f[k].flatten();
+    let mut num = [None; 18];
+    for k in NUMBERS {
+        num[k] = text(k).and_then(field_number);
+    }
+    let v4 = arg.is_some_and(|a| a.starts_with("{guard='Q'"));
+    let (din, dout) = (num[10], num[11]);
+    let mut d = Decoded::default();
+    let cdb_hex = buffer_hex(text(if v4 { 9 } else { 1 }));
+    if let Some(h) = &cdb_hex {
+        let b = h.as_bytes();
+        if b.len() % 2 == 0 && b.iter().all(u8::is_ascii_hexdigit) {
+            d.cdb = Some(b.chunks(2).map(|p| super::hex_byte(p[0], p[1]).unwrap_or(0)).collect());
+        } else {
+            d.cdb_why = Some("CDB bytes are not \\xNN escapes");
+        }
+    }
+    d.field_why = if text(8).is_some() && num[8].is_some_and(|n| n < 0) {
+        Some("duration is negative".into())
+    } else if text(2).is_some() && num[2].is_some_and(|n| n < 0) {
+        Some("dxfer_len is negative".into())
+    } else if matches!((num[7], num[2]), (Some(r), Some(x)) if r > x) {
+        Some("resid is larger than dxfer_len".into())
+    } else {
+        NUMBERS.iter().find(|&&k| text(k).is_some() && num[k].is_none())
+            .map(|&k| format!("{} is not a number in range", FIELDS[k]))
+    };
+    let resid = |n: Option<i64>, r: Option<i64>| Some(n? - r?.max(0));
+    let (status, host, sense_len, sense) = if v4 { (14, 15, 16, 17) } else { (3, 4, 5, 6) };
+    d.scsi_status = num[status];
+    d.host = num[host];
+    if v4 {
+        d.bytes = din.zip(dout).map(|(i, o)| i + o);
+        d.data_bytes = resid(din, num[12]).zip(resid(dout, num[13])).map(|(i, o)| i + o);
+        let more = |n: Option<i64>| n.is_some_and(|n| n > 0);
+        d.direction = match (more(din), more(dout)) {
+            (true, true) => "bidi",
+            (true, false) => "in",
+            (false, true) => "out",
+            (false, false) => "none",
+        };
+    } else {
+        d.bytes = num[2];
+        d.data_bytes = resid(num[2], num[7]);
+        d.direction = text(0).and_then(|t| DIRECTIONS.iter().find(|(k, _)| *k == t)).map_or("unknown", |(_, v)| v);
+    }
+    d.data_bytes = d.data_bytes.map(|n| n.max(0));
+    d.driver_ns = num[8].map(|ms| ms * 1_000_000);
+    if let Some(s) = num[sense_len].filter(|&n| n > 0).and_then(|_| buffer_hex(text(sense))) {
+        let fixed = matches!(s.get(..2), Some("70" | "71" | "f0" | "f1"));
+        let (key, asc, ascq) = if fixed { (2, 12, 13) } else { (1, 2, 3) };
+        d.sense_key = sense_byte(&s, key).map(|b| b & 0x0F);
+        d.asc = sense_byte(&s, asc);
+        d.ascq = sense_byte(&s, ascq);
+    }
+    d
+}
+
+/// `decode_struct` of each text, in order, the texts cut in one run a core.
+fn decode_all(args: &[Option<&str>]) -> Vec<Decoded> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let run = args.len().div_ceil(cores.max(1)).max(4096);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = args.chunks(run).skip(1)
+            .map(|c| s.spawn(move || c.iter().map(|a| decode_struct(*a)).collect::<Vec<_>>()))
+            .collect();
+        let mut rows: Vec<Decoded> = args.chunks(run).next().unwrap_or(&[]).iter().map(|a| decode_struct(*a)).collect();
+        for h in handles {
+            rows.extend(h.join().expect("sgio decode thread panicked"));
+        }
+        rows
+    })
+}
+
+/// The SG_IO struct texts of a table's `arg` column (sg v3 `interface_id='S'`, sg v4
+/// `guard='Q'`) decoded: `cdb` (bytes), `scsi_status`, `host` (host or transport status),
+/// `bytes` requested, `data_bytes` moved, `direction`, `driver_ns` (the driver's duration),
+/// the sense `sense_key` (its 4 bits), `asc` and `ascq` (when sense bytes were written), null
+/// where the struct lacks them; `cdb_why` and `field_why`: why the struct does not decode (a
+/// CDB that is no \xNN bytes; a number out of its field's range, a negative duration or
+/// length, a resid above dxfer_len), null where it does.
+#[pyfunction]
+fn sgio_decode(py: Python, calls: Table) -> PyResult<Py<Columns>> {
+    let args = strings(&calls, "arg")?;
+    let rows = py.allow_threads(|| decode_all(&args));
+    let mut cdb = arrow_array::builder::BinaryBuilder::with_capacity(rows.len(), rows.len() * 16);
+    let (mut direction, mut cdb_why, mut field_why) = (StrCol::default(), StrCol::default(), StrCol::default());
+    for r in &rows {
+        cdb.append_option(r.cdb.as_deref());
+        direction.push(Some(r.direction.as_bytes()));
+        cdb_why.push(r.cdb_why.map(str::as_bytes));
+        field_why.push(r.field_why.as_deref().map(str::as_bytes));
+    }
+    let ints = |f: fn(&Decoded) -> Option<i64>| options_of::<Int64Type>(rows.iter().map(f));
+    Py::new(py, Columns::new(vec![
+        ("cdb", Arc::new(cdb.finish()) as ArrayRef), ("scsi_status", ints(|r| r.scsi_status)),
+        ("host", ints(|r| r.host)), ("bytes", ints(|r| r.bytes)), ("data_bytes", ints(|r| r.data_bytes)),
+        ("direction", direction.into_array()?), ("driver_ns", ints(|r| r.driver_ns)),
+        ("sense_key", ints(|r| r.sense_key)), ("asc", ints(|r| r.asc)), ("ascq", ints(|r| r.ascq)),
+        ("cdb_why", cdb_why.into_array()?), ("field_why", field_why.into_array()?),
+    ])?)
+}
+
 /// The last -ttt second whose nanoseconds fit an int64.
 const MAX_EPOCH_S: u64 = (i64::MAX as u64) / 1_000_000_000 - 1;
 
@@ -453,5 +644,6 @@ pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(strace_clock, m)?)?;
     m.add_function(wrap_pyfunction!(strace_block, m)?)?;
     m.add_function(wrap_pyfunction!(sgio_fields, m)?)?;
+    m.add_function(wrap_pyfunction!(sgio_decode, m)?)?;
     Ok(())
 }
