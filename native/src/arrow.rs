@@ -98,15 +98,19 @@ pub fn values_or_null<T: ArrowPrimitiveType>(values: Vec<T::Native>, valid: Vec<
 
 /// The longest value a view holds inline (Arrow's `BinaryView` layout).
 pub const INLINE: usize = 12;
+/// A reservation of this many values or more is zeroed memory (see `Views`).
+const ZEROED_FROM: usize = 1 << 20;
 /// The bytes one buffer of a view array may hold (a view's offset is 31 bits).
 pub const VIEW_BUFFER_BYTES: usize = 1 << 31;
 
 /// A binary or string column being built as Arrow views (16 bytes a value: its length, then
 /// the value itself if it fits in 12 bytes, else its first 4 bytes, buffer and offset), so
 /// that it crosses to polars, which holds its binary and string columns so, without a copy.
-/// The views live in zeroed memory (`slots`, of which the first `n` are values): a null's
-/// view is all zeros, so it is never written, and a mostly-null column (the URBs' setup
-/// packets) touches few pages.
+/// Room reserved for many values at once (a whole capture read in one batch) is zeroed
+/// memory (`slots`, of which the first `n` are values): a null's view is all zeros, so it is
+/// never written, and a mostly-null column (the URBs' setup packets) touches few of its pages.
+/// Smaller batches push every view: their memory is reused from batch to batch, where fresh
+/// zeroed pages would each cost a fault.
 pub struct Views {
     slots: Vec<u128>,
     n: usize,
@@ -120,28 +124,26 @@ impl Default for Views {
 }
 
 impl Views {
-    /// Room for `values` more values (zeroed memory: pages not written cost nothing).
+    /// Room for `values` more values (zeroed from ZEROED_FROM values on).
     pub fn reserve(&mut self, values: usize) {
-        if self.n + values > self.slots.len() {
-            self.grow(self.n + values);
+        if values >= ZEROED_FROM && self.n + values > self.slots.len() {
+            let mut slots = vec![0u128; self.n + values];
+            slots[..self.n].copy_from_slice(&self.slots[..self.n]);
+            self.slots = slots;
+        } else if self.n >= self.slots.len() {
+            self.slots.reserve(values);
         }
         self.valid.reserve(values);
     }
 
-    #[cold]
-    fn grow(&mut self, at_least: usize) {
-        let mut slots = vec![0u128; at_least.max(2 * self.slots.len()).max(64)];
-        slots[..self.n].copy_from_slice(&self.slots[..self.n]);
-        self.slots = slots;
-    }
-
     #[inline(always)]
     fn push_view(&mut self, view: Option<u128>) {
-        if self.n == self.slots.len() {
-            self.grow(self.n + 1);
-        }
-        if let Some(v) = view {
-            self.slots[self.n] = v;
+        if self.n < self.slots.len() {
+            if let Some(v) = view {
+                self.slots[self.n] = v;
+            }
+        } else {
+            self.slots.push(view.unwrap_or(0));
         }
         self.n += 1;
         self.valid.append(view.is_some());
@@ -183,10 +185,15 @@ impl Views {
 
     /// The views of `other` after these, its buffer numbers shifted by `buffer_shift`.
     pub fn append(&mut self, mut other: Views, buffer_shift: usize) {
-        self.reserve(other.n);
         let shifted = (buffer_shift as u128) << 64;
-        for (k, &v) in other.slots[..other.n].iter().enumerate() {
-            self.slots[self.n + k] = if (v as u32 as usize) > INLINE { v + shifted } else { v };
+        let moved = other.slots[..other.n].iter().map(|&v| if (v as u32 as usize) > INLINE { v + shifted } else { v });
+        if self.n + other.n <= self.slots.len() {
+            for (slot, v) in self.slots[self.n..].iter_mut().zip(moved) {
+                *slot = v;
+            }
+        } else {
+            self.slots.truncate(self.n);
+            self.slots.extend(moved);
         }
         self.n += other.n;
         self.valid.append_buffer(&other.valid.finish());
