@@ -36,12 +36,13 @@ def layout(at: np.ndarray, iso_descriptor_bytes: int, data_prefix: int) -> Simpl
                            data_prefix=int(data_prefix))
 
 
-def urbs_of(records) -> tuple[pl.DataFrame, np.ndarray]:
-    """(the URB table, each record's `bad` code) of the decoder's records
-    (native/src/usb/reader.rs `take`: `pos` are file offsets, times absolute)."""
-    table = urb_table(records)
+def urbs_of(records, linktype: np.ndarray | None = None) -> SimpleNamespace:
+    """A batch of the decoder's records (native/src/usb/reader.rs `take`: `pos` are file
+    offsets, times absolute): `urbs` (the URB table), `bad` (each record's code), `short` (how
+    many good records were captured short), `linktype` (each record's, None: the file's)."""
+    table = urb_table(records.urbs)
     bad = table.drop_in_place("bad")
-    return table, bad.to_numpy()
+    return SimpleNamespace(urbs=table, bad=bad.to_numpy(), short=records.captured_short, linktype=linktype)
 
 
 READ_BYTES = 1 << 23     # bytes read from a pcap file at a time
@@ -51,8 +52,8 @@ BATCH_RECORD_BYTES = 64  # room reserved for a record per this many bytes read (
 class PcapBatches:
     """A pcap file's usbmon records decoded batch by batch from bounded reads (`read_bytes`
     at a time; a record cut by a read's end is carried over to the next read). Iterating
-    yields (the URB table of every record of the batch, absolute times, `pos` file offsets;
-    each record's `bad` code). With `whole_records` (room for every record of the file), every
+    yields its batches (`urbs_of`: the URB table of every record, absolute times, `pos` file
+    offsets; each record's `bad` code; how many were captured short). With `whole_records` (room for every record of the file), every
     read is decoded into the decoder's columns, one after the other, and the file is one batch
     (no copy). Afterwards `stop` says how the record chain ended (END_OF_FILE, TOO_LONG, CUT),
     `stop_at` where, and `too_long` the length read there."""
@@ -104,16 +105,16 @@ class PcapBatches:
                 buf[:rest] = buf[p:have]
                 have, base = rest, base + p
         if self.whole_records is not None:
-            urbs, bad = urbs_of(decoder.take())
-            if len(urbs):
-                yield urbs, bad
+            batch = urbs_of(decoder.take())
+            if batch.urbs.height:
+                yield batch
 
 
 class PcapngBatches:
     """A pcapng file's usbmon records decoded batch by batch: its blocks walked in bounded
     reads (parsers/_pcap.py `PcapngWalk`, `read_bytes` at a time), the packets of each read
-    decoded at their offsets. Iterating yields (the URB table, absolute times, `pos` block
-    offsets; each record's `bad` code; each record's link type). Afterwards `bad` lists the
+    decoded at their offsets. Iterating yields batches (`urbs_of`: the URB table, absolute
+    times, `pos` block offsets; each record's `bad` code and link type). Afterwards `bad` lists the
     bad blocks (byte offset, why) and `truncated` is the offset of a block cut by the end of
     the file (None if none): what `_pcap.read_pcapng` lists for the whole file."""
 
@@ -137,5 +138,5 @@ class PcapngBatches:
             decoder.decode_packets(SimpleNamespace(
                 buf=buf, data_at=packets["data_at"].to_numpy(), caplen=packets["caplen"].to_numpy(),
                 origlen=packets["origlen"].to_numpy(), size=sizes, mmapped=mmapped, pos=packets["block"].to_numpy()))
-            yield *urbs_of(decoder.take()), linktype
+            yield urbs_of(decoder.take(), linktype)
         self.bad, self.truncated = walk.bad, walk.truncated

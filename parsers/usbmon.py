@@ -200,8 +200,9 @@ def _good_batches(path: str, batches, strict: bool, capture: Capture):
     records, bad_count, bad_examples, linktypes = RecordCount(read=0), 0, [], set()
     short = 0
     for batch in batches:
-        urbs, bad = batch[0], batch[1]
-        linktype = batch[2] if len(batch) > 2 else np.broadcast_to(np.int64(batches.network), (urbs.height,))
+        urbs, bad = batch.urbs, batch.bad
+        linktype = batch.linktype if batch.linktype is not None else \
+            np.broadcast_to(np.int64(batches.network), (urbs.height,))
         found = _linktypes(linktype)
         other = found - set(LINKTYPES)
         if other:
@@ -213,7 +214,7 @@ def _good_batches(path: str, batches, strict: bool, capture: Capture):
         records.read += skipped.read
         bad_count += skipped.skipped
         bad_examples += skipped.examples[:5 - len(bad_examples)]
-        short += _captured_short(good)
+        short += batch.short        # the good records' (a bad one has no event), counted while decoding
         if good.height:
             yield good
     _note_captured_short(capture, short)

@@ -276,14 +276,23 @@ impl UsbmonDecoder {
     }
 
     /// The records decoded since the last `take` (they leave the decoder): the URB table
-    /// (scsitrace/usb/urbs.py URBS; `pos` are file offsets, times absolute) and each
+    /// (scsitrace/usb/urbs.py URBS; `pos` are file offsets, times absolute) with each
     /// record's `bad` code (0 or the first failed check; a bad record's event is null).
-    fn take(&mut self) -> PyResult<Columns> {
+    fn take(&mut self, py: Python) -> PyResult<UsbmonRecords> {
         let d = std::mem::take(&mut self.out);
+        let captured_short = d.urbs.captured_short();
         let mut columns = d.urbs.arrays()?;
         columns.push(("bad", values_of::<UInt8Type>(d.bad)));
-        Columns::new(columns)
+        Ok(UsbmonRecords { urbs: Py::new(py, Columns::new(columns)?)?, captured_short })
     }
+}
+
+/// The records `take` hands over: the URB table with each record's `bad` code, and how many
+/// good records were captured short (usb/urbs.rs `captured_short`, counted while decoding).
+#[pyclass(get_all)]
+struct UsbmonRecords {
+    urbs: Py<Columns>,
+    captured_short: usize,
 }
 
 /// Where the records of a chain start (file offsets) and where the chain ends.

@@ -54,6 +54,7 @@ pub struct UrbRows {
     data_mark: usize, // where the next row's data starts in `data`
     full: Vec<Vec<u8>>, // earlier data buffers (each below VIEW_BUFFER_BYTES)
     data_views: Views,
+    captured_short: usize,
 }
 
 impl UrbRows {
@@ -95,6 +96,12 @@ impl UrbRows {
         self.data_len.push(u.data_len);
         self.pos.push(u.pos);
         self.push_data(has_data);
+        self.captured_short += (u.event != 0 && is_captured_short(u.event, u.ep, u.xfer, u.data_len, u.length)) as usize;
+    }
+
+    /// How many of the rows (with an event) were captured short (`is_captured_short`).
+    pub fn captured_short(&self) -> usize {
+        self.captured_short
     }
 
     /// The view of the data appended since the last row: inline (and dropped from `data`)
@@ -131,6 +138,7 @@ impl UrbRows {
         self.setup.append(other.setup, 0);
         self.data_len.extend(other.data_len);
         self.pos.extend(other.pos.iter().map(|p| p + pos_shift));
+        self.captured_short += other.captured_short;
         // the other's buffers follow these: its views' buffer numbers shift by as many
         let mine = std::mem::take(&mut self.data);
         if !mine.is_empty() || !self.full.is_empty() {
@@ -246,11 +254,17 @@ pub fn captured_short(py: Python, urbs: Table) -> PyResult<usize> {
     let u = Urbs::read(&urbs)?;
     let u = &u;
     Ok(py.allow_threads(|| (0..u.t_ns.len()).filter(|&r| {
-        let dir_in = u.ep[r] & 0x80 != 0;
-        let carries = if u.event(r) == b'S' { !dir_in } else { dir_in };
-        let (captured, length) = (u.data_len[r], u.length[r]);
-        carries && u.xfer[r] != 0 && captured > 0 && length != NULL && captured < length
+        u.length[r] != NULL && is_captured_short(u.event(r), u.ep[r], u.xfer[r], u.data_len[r], u.length[r])
     }).count()))
+}
+
+/// The rule of `captured_short` for one URB (its length known); the readers count it as
+/// they decode.
+#[inline]
+fn is_captured_short(event: u8, ep: u8, xfer: u8, captured: i64, length: i64) -> bool {
+    let dir_in = ep & 0x80 != 0;
+    let carries = if event == b'S' { !dir_in } else { dir_in };
+    carries && xfer != 0 && captured > 0 && captured < length
 }
 
 /// The `length` column, `NULL` where unknown (borrowed when every length is known).
