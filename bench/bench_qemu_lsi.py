@@ -23,7 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 sys.path.insert(0, HERE)
 
-from bench_scsilog import run  # noqa: E402
+from bench_scsilog import text_scale_header, text_scale_row  # noqa: E402
 DATA = os.path.join(HERE, "data")
 
 
@@ -45,18 +45,13 @@ def main() -> int:
     ap.add_argument("--sizes", default="1,4,16")
     args = ap.parse_args()
     scsitrace = os.path.join(os.path.dirname(sys.executable), "scsitrace")
-    print(f"{'size':>5} {'MB':>6} {'commands':>9} | {'scsitrace s':>11} {'MB/s':>5} {'peak GB':>7} | "
-          f"{'grep -c s':>9} {'wc -l s':>7} | {'x grep':>6} {'x wc':>5}")
+    print(text_scale_header("commands"))
     for k in (int(x) for x in args.sizes.split(",")):
         n = args.commands * k
         path = os.path.join(DATA, f"qemu-lsi-{n}x{args.sectors}.qemu-trace.txt")
         generate(path, n, args.sectors)
-        size = os.path.getsize(path)
-        wall, rss = run([scsitrace, "analyze", path, "--format", "qemu_lsi", "--json", os.devnull])
-        grep, _ = run(["grep", "-c", "-E", "^[0-9]+@[0-9]+\\.[0-9]+:", path])
-        wc, _ = run(["wc", "-l", path])
-        print(f"{k:>4}x {size / 1e6:6.0f} {n:>9} | {wall:11.2f} {size / 1e6 / wall:5.0f} {rss:7.2f} | "
-              f"{grep:9.2f} {wc:7.2f} | {wall / grep:6.1f} {wall / wc:5.1f}", flush=True)
+        print(text_scale_row(k, n, path, [scsitrace, "analyze", path, "--format", "qemu_lsi", "--json", os.devnull],
+                             ["grep", "-c", "-E", "^[0-9]+@[0-9]+\\.[0-9]+:", path]), flush=True)
     return 0
 
 

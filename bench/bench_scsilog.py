@@ -41,6 +41,23 @@ def run(argv: list[str]) -> tuple[float, float]:
     return wall, usage.ru_maxrss / 1e6
 
 
+def text_scale_header(count: str) -> str:
+    """The header of the text benches' rows (`text_scale_row`); `count`: what n counts."""
+    return (f"{'size':>5} {'MB':>6} {count:>9} | {'scsitrace s':>11} {'MB/s':>5} {'peak GB':>7} | "
+            f"{'grep -c s':>9} {'wc -l s':>7} | {'x grep':>6} {'x wc':>5}")
+
+
+def text_scale_row(k: int, n: int, path: str, analyze: list[str], grep: list[str]) -> str:
+    """One scale of a text bench: our `analyze` against `grep` (the argv) and `wc -l` on
+    `path`, each a whole process run side by side."""
+    size = os.path.getsize(path)
+    wall, rss = run(analyze)
+    grep_s, _ = run(grep)
+    wc, _ = run(["wc", "-l", path])
+    return (f"{k:>4}x {size / 1e6:6.0f} {n:>9} | {wall:11.2f} {size / 1e6 / wall:5.0f} {rss:7.2f} | "
+            f"{grep_s:9.2f} {wc:7.2f} | {wall / grep_s:6.1f} {wall / wc:5.1f}")
+
+
 REFERENCE = ("import sys, scsitrace.parsers.scsilog as s\n"
              "class Declines:\n    KINDS = None\n    def ftrace_block(self, buf, parts=None): return None\n"
              "s._native_text = lambda: Declines()\n"

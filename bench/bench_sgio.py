@@ -23,7 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 sys.path.insert(0, HERE)
 
-from bench_scsilog import run  # noqa: E402
+from bench_scsilog import run, text_scale_header, text_scale_row  # noqa: E402
 DATA = os.path.join(HERE, "data")
 REFERENCE = ("import sys, scsitrace.parsers._strace_lines as s\n"
              "s.split_block = lambda *a, **k: None\n"
@@ -54,23 +54,16 @@ def main() -> int:
     ap.add_argument("--reference", action="store_true", help="also time the regex cut (Python path)")
     args = ap.parse_args()
     scsitrace = os.path.join(os.path.dirname(sys.executable), "scsitrace")
-    print(f"{'size':>5} {'MB':>6} {'commands':>9} | {'scsitrace s':>11} {'MB/s':>5} {'peak GB':>7} | "
-          f"{'grep -c s':>9} {'wc -l s':>7} | {'x grep':>6} {'x wc':>5}"
-          + (f" | {'regex s':>7} {'MB/s':>5} {'peak GB':>7}" if args.reference else ""))
+    print(text_scale_header("commands") + (f" | {'regex s':>7} {'MB/s':>5} {'peak GB':>7}" if args.reference else ""))
     for k in (int(x) for x in args.sizes.split(",")):
         n = args.commands * k
         path = os.path.join(DATA, f"sgio-{n}.strace")
         generate(path, n)
-        size = os.path.getsize(path)
-        wall, rss = run([scsitrace, "analyze", path, "--json", os.devnull])
-        grep, _ = run(["grep", "-c", "SG_IO", path])
-        wc, _ = run(["wc", "-l", path])
-        ref = ""
+        row = text_scale_row(k, n, path, [scsitrace, "analyze", path, "--json", os.devnull], ["grep", "-c", "SG_IO", path])
         if args.reference:
             ref_wall, ref_rss = run([sys.executable, "-c", REFERENCE, "analyze", path, "--json", os.devnull])
-            ref = f" | {ref_wall:7.2f} {size / 1e6 / ref_wall:5.0f} {ref_rss:7.2f}"
-        print(f"{k:>4}x {size / 1e6:6.0f} {n:>9} | {wall:11.2f} {size / 1e6 / wall:5.0f} {rss:7.2f} | "
-              f"{grep:9.2f} {wc:7.2f} | {wall / grep:6.1f} {wall / wc:5.1f}{ref}", flush=True)
+            row += f" | {ref_wall:7.2f} {os.path.getsize(path) / 1e6 / ref_wall:5.0f} {ref_rss:7.2f}"
+        print(row, flush=True)
     return 0
 
 
