@@ -57,6 +57,19 @@ def dmesg_text(events) -> str:
     return "".join(line + "\n" for e in events for line in dmesg_lines(*e))
 
 
+def _bulk_commands(rng, first: int, n: int, t0: int) -> pl.DataFrame:
+    """Commands first..first+n of the bulk logs: device, tag, opcode (hex), LBA and its four
+    bytes (hex), start and end (ns); 8 devices x 32 tags, 20-400 us each, one every ~50 us."""
+    i = np.arange(first, first + n)
+    start = t0 + i * 50_000 + rng.integers(0, 20_000, n)
+    took = rng.integers(20_000, 400_000, n)
+    op = np.where(rng.random(n) < 0.7, "28", "2a")
+    lba = rng.integers(0, 1 << 31, n)
+    b = [HEX[(lba >> s) & 255] for s in (24, 16, 8, 0)]
+    return pl.DataFrame({"dev": i % 8, "tag": (i // 8) % 32, "op": op, "lba": lba, "start": start,
+                         "end": start + took, "b0": b[0], "b1": b[1], "b2": b[2], "b3": b[3]})
+
+
 def bulk_ftrace(path, commands: int, *, seed: int = 1, block: int = 1 << 18) -> int:
     """`commands` READ(10)/WRITE(10) commands (start and done lines, interleaved by time as
     ftrace prints them), 8 devices x 32 tags, 20-400 us each; returns the bytes written."""
@@ -66,15 +79,7 @@ def bulk_ftrace(path, commands: int, *, seed: int = 1, block: int = 1 << 18) -> 
         fh.write("# tracer: nop\n#\n")
         for first in range(0, commands, block):
             n = min(block, commands - first)
-            i = np.arange(first, first + n)
-            start = t0 + i * 50_000 + rng.integers(0, 20_000, n)
-            took = rng.integers(20_000, 400_000, n)
-            dev, tag = i % 8, (i // 8) % 32
-            op = np.where(rng.random(n) < 0.7, "28", "2a")
-            lba = rng.integers(0, 1 << 31, n)
-            b = [HEX[(lba >> s) & 255] for s in (24, 16, 8, 0)]
-            frame = pl.DataFrame({"dev": dev, "tag": tag, "op": op, "lba": lba, "start": start,
-                                  "end": start + took, "b0": b[0], "b1": b[1], "b2": b[2], "b3": b[3]})
+            frame = _bulk_commands(rng, first, n, t0)
             raw = pl.format("{} 00 {} {} {} {} 00 00 40 00", "op", "b0", "b1", "b2", "b3")
             name = pl.when(pl.col("op") == "28").then(pl.lit("READ_10")).otherwise(pl.lit("WRITE_10"))
             common = pl.format("host_no=0 channel=0 id={} lun=0 data_sgl=6 prot_sgl=0 prot_op=SCSI_PROT_NORMAL "
@@ -103,15 +108,7 @@ def bulk_dmesg(path, commands: int, *, seed: int = 1, block: int = 1 << 18) -> i
     with open(path, "w") as fh:
         for first in range(0, commands, block):
             n = min(block, commands - first)
-            i = np.arange(first, first + n)
-            start = t0 + i * 50_000 + rng.integers(0, 20_000, n)
-            took = rng.integers(20_000, 400_000, n)
-            dev, tag = i % 8, (i // 8) % 32
-            op = np.where(rng.random(n) < 0.7, "28", "2a")
-            lba = rng.integers(0, 1 << 31, n)
-            b = [HEX[(lba >> s) & 255] for s in (24, 16, 8, 0)]
-            frame = pl.DataFrame({"dev": dev, "tag": tag, "op": op, "start": start, "end": start + took,
-                                  "b0": b[0], "b1": b[1], "b2": b[2], "b3": b[3]})
+            frame = _bulk_commands(rng, first, n, t0)
             name = pl.when(pl.col("op") == "28").then(pl.lit("Read(10)")).otherwise(pl.lit("Write(10)"))
             cdb = pl.format("CDB: {} {} 00 {} {} {} {} 00 00 40 00", name, "op", "b0", "b1", "b2", "b3")
             ts = lambda c: pl.format("[{}]", pl.format("{}.{}", pl.col(c) // 10**9,  # noqa: E731
