@@ -280,12 +280,7 @@ impl<'a> ByteColumn<'a> {
     /// so for view layouts the value itself is not looked up.
     #[inline]
     pub fn first_byte(&self, i: usize) -> u8 {
-        let (chunk, i) = if self.chunks.len() == 1 {
-            (&self.chunks[0], i)
-        } else {
-            let k = self.starts.partition_point(|&s| s <= i) - 1;
-            (&self.chunks[k], i - self.starts[k])
-        };
+        let (chunk, i) = self.locate(i);
         let of_view = |v: u128, null: bool| if v as u32 == 0 || null { 0 } else { (v >> 32) as u8 };
         match chunk {
             ByteChunk::View(a) => of_view(a.views()[i], a.is_null(i)),
@@ -297,11 +292,18 @@ impl<'a> ByteColumn<'a> {
     /// Row `i`'s bytes (None: null).
     #[inline]
     pub fn get(&self, i: usize) -> Option<&'a [u8]> {
+        let (chunk, i) = self.locate(i);
+        chunk.get(i)
+    }
+
+    /// The chunk holding row `i`, and the row's index in it.
+    #[inline(always)]
+    fn locate(&self, i: usize) -> (&ByteChunk<'a>, usize) {
         if self.chunks.len() == 1 {
-            return self.chunks[0].get(i);
+            return (&self.chunks[0], i);
         }
         let k = self.starts.partition_point(|&s| s <= i) - 1;
-        self.chunks[k].get(i - self.starts[k])
+        (&self.chunks[k], i - self.starts[k])
     }
 }
 
