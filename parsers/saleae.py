@@ -11,8 +11,8 @@ The file carries no sample rate. The smallest interval between two rows bounds t
 period from above; it is used as the period estimate (one-sample glitches are pulses that
 short) and the report says the period was estimated. Channels map to bus lines by name
 (`parsers/_probes.py`, with --map and --active-low); rows are read in blocks of lines
-(`parsers/_lines.py`): a block of clean lines in one Rust pass (`native/src/bus/saleae.rs`),
-any other decoded with polars, which names the bad line. `X` holds the channel's previous
+(`parsers/_lines.py`, views of the mapped file): a block of clean lines in one Rust pass
+on both cores (`native/src/bus/saleae.rs`), any other decoded with polars, which names the bad line. `X` holds the channel's previous
 state (counted in `x_values`).
 """
 from __future__ import annotations
@@ -31,6 +31,9 @@ ID = "saleae"
 SUFFIXES = (".csv",)
 TIME_HEADER = "Time [s]"
 
+
+# Blocks of this many bytes: the mapped pages of the few in flight are what the reading holds
+BLOCK_BYTES = 8 << 20
 
 # A time in seconds whose nanoseconds, and the span between two of them, fit int64 (+-126 years)
 MAX_ABS_S = 4e9
@@ -54,6 +57,8 @@ def _header(path: str) -> tuple[list[str], int]:
 
 
 class _Reader:
+    PARTS = None        # the parts a block is scanned in (None: one a core for a large block)
+
     def __init__(self, path: str, names: list[str], offset: int, bus: _samples.ProbeBus, cap: Capture,
                  strict: bool, progress):
         self.path, self.names, self.offset, self.bus, self.cap = path, names, offset, bus, cap
@@ -70,13 +75,14 @@ class _Reader:
         held_bits = np.zeros(max(self.used) + 1, dtype=np.uint8)
         held_bits[self.used] = held
         done = _bus.saleae_clean_block({"text": np.frombuffer(buf, dtype=np.uint8), "ncol": len(self.names) + 1,
-                                        "col_bit": col_bit, "last_t": last_t, "held": held_bits})
+                                        "col_bit": col_bit, "last_t": last_t, "held": held_bits,
+                                        "parts": self.PARTS})
         if done is None:
             return None
         held[:] = done.held[self.used]
         self.cap.meta["x_values"] += int(done.x_values)
         self.cap.records.read += len(done.t_ns)
-        return done.t_ns, done.words
+        return done.t_ns, done.words, done.lines
 
     def _rows(self):
         """Blocks of (t_ns, channel words) of the good rows, in file order: clean blocks in
@@ -84,15 +90,21 @@ class _Reader:
         ncol = len(self.names) + 1
         last_t = None
         held = np.zeros(len(self.names), dtype=np.int8)        # X holds the previous state
-        for buf, line_no in _lines.iter_byte_blocks(self.path, start_offset=self.offset, first_line=2,
-                                                    progress=self.progress, strict=self.strict):
+        line_no = 2
+        for buf, _ in _lines.iter_byte_blocks(self.path, start_offset=self.offset, first_line=2,
+                                              block_bytes=BLOCK_BYTES, progress=self.progress, count_lines=False,
+                                              views=True, strict=self.strict):
             clean = self._clean_block(buf, last_t, held[:len(self.used)])
             if clean is not None:
-                if len(clean[0]):
-                    last_t = int(clean[0][-1])
-                    yield clean
+                t_ns, words, lines = clean
+                line_no += lines
+                if len(t_ns):
+                    last_t = int(t_ns[-1])
+                    yield t_ns, words
                 continue
+            buf = bytes(buf)
             block = _lines._block_frame(buf, self.path, line_no, self.strict)
+            line_no += buf.count(b"\n")
             df = block.select(pl.col("line_no").alias("line"),
                               pl.col("text").str.strip_chars_end("\r\n").alias("row"))
             df = df.filter(pl.col("row").str.strip_chars() != "")
