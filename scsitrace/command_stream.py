@@ -182,6 +182,22 @@ def inexact_note(tables: Tables) -> list[str]:
             "(at most 0.1 % low); count, min, max and mean exact"]
 
 
+class Thinned:
+    """What thinning_notes reads of a `Kept` (and of a `Tiler`: `kept`) whose rows a compiled
+    stage kept (native/src/commands.rs): how many, the stride."""
+
+    def __init__(self, rows: int, stride: int, kept=None):
+        self.rows, self.stride, self.thinned, self.kept = rows, stride, stride > 1, kept
+
+
+def kept_segments(s, phases: list[str]) -> pl.DataFrame:
+    """The segments a compiled stage kept (its `KeptSegments`: tiling.segments_frame), by
+    device and start."""
+    names = pl.Series(s.device_names, dtype=pl.Utf8)
+    pieces = pl.DataFrame(s.segments).select(tiling.PIECE_COLUMNS)
+    return tiling.segments_frame(pieces, phases, names).sort(["device", "start_ns"])
+
+
 class Kept:
     """At most `limit` rows of a frame that grows batch by batch: the rows whose running
     number (`key`, or their order of arrival) is a multiple of the stride, the stride
