@@ -11,6 +11,9 @@
 //!   the placing rule is the bus tiling's `DeviceTiling`), devices in name order; the time and
 //!   segment count per phase; every 2^k-th segment kept (at most `keep`).
 //! - `Thinned`: every 2^k-th row by its io number (at most `keep`), whatever order they come in.
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, StringArray};
 use pyo3::prelude::*;
 
 use crate::arrow::{self, Columns, NULL};
@@ -94,10 +97,16 @@ impl Sums {
         (self.devices.len() - 1) as u32
     }
 
-    /// Per device (Columns: n, paired, bytes, rsum, rn, in code order).
-    pub(crate) fn device_columns(&self) -> PyResult<Columns> {
+    /// The latency Samples, taken out.
+    pub(crate) fn take_latency(&mut self) -> Samples {
+        std::mem::replace(&mut self.latency, Samples::with_cap(DEFAULT_CAP))
+    }
+
+    /// Per device (Columns: name, n, paired, bytes, rsum, rn, in code order; `names` by code).
+    pub(crate) fn device_columns(&self, names: &[String]) -> PyResult<Columns> {
         let col = |get: fn(&DeviceSums) -> i64| arrow::ints(self.devices.iter().map(get).collect());
-        Columns::new(vec![("n", col(|d| d.n)), ("paired", col(|d| d.paired)), ("bytes", col(|d| d.bytes)),
+        let names: ArrayRef = Arc::new(StringArray::from_iter_values(names.iter().map(String::as_str)));
+        Columns::new(vec![("name", names), ("n", col(|d| d.n)), ("paired", col(|d| d.paired)), ("bytes", col(|d| d.bytes)),
                           ("rsum", col(|d| d.rsum)), ("rn", col(|d| d.rn))])
     }
 }
@@ -160,6 +169,11 @@ impl Tiler {
             self.rank[d as usize] = r as u32;
         }
         (self.names.len() - 1) as u32
+    }
+
+    #[inline]
+    pub(crate) fn names(&self) -> &[String] {
+        &self.names
     }
 
     #[inline]

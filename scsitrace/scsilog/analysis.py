@@ -414,7 +414,7 @@ def _tables(r, engine) -> stream.Tables:
             pl.lit(None, dtype=pl.Utf8).alias("position"), "io"))
     return stream.Tables.of(
         reasons=dict(reasons.iter_rows()),
-        devices={name: [n, p, b, False, rsum, rn] for name, (n, p, b, rsum, rn) in zip(r.device_names, devices.iter_rows())},
+        devices={name: [n, p, b, False, rsum, rn] for name, n, p, b, rsum, rn in devices.iter_rows()},
         srt={op: [s, name, io] for op, s, name, io in zip(r.srt_opcodes, r.srt_samples, names, r.srt_io)},
         latency=r.latency, paired=r.paired, data_bytes=0, sized=False, timeouts=timeouts)
 

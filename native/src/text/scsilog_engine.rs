@@ -279,7 +279,6 @@ pub struct ScsilogEngine {
     collect: usize,
     collected: Vec<ViewRow>,
     over: bool,
-    stage_devices: Vec<u32>, // the engine's device code of each tables/tiler device
 }
 
 impl ScsilogEngine {
@@ -306,7 +305,6 @@ impl ScsilogEngine {
         let d = self.devices.len() as u32;
         let stage = if keep {
             self.sums.device();
-            self.stage_devices.push(d);
             self.tiler.device(name.to_string())
         } else {
             NONE
@@ -526,7 +524,7 @@ impl ScsilogEngine {
             str_index: HashMap::new(), timed_out: 0, carry: Vec::new(), next_io: 0, seen: NULL, commands: 0,
             sums: Sums::new(), tiler: Tiler::new(3, IDLE, config.keep), kept: Thinned::new(config.keep),
             timeouts: Vec::new(), reasons: IntMap::default(), completions: Completions::default(), collect: config.collect,
-            collected: Vec::new(), over: false, stage_devices: Vec::new(),
+            collected: Vec::new(), over: false,
         };
         e.timed_out = e.string(Some("timed out"));
         Ok(e)
@@ -573,8 +571,7 @@ impl ScsilogEngine {
 
     /// What the tables read (see `EngineResults`).
     fn results(&mut self, py: Python) -> PyResult<EngineResults> {
-        let names: Vec<String> = self.stage_devices.iter().map(|&d| self.devices[d as usize].name.clone()).collect();
-        let devices = self.sums.device_columns()?;
+        let devices = self.sums.device_columns(self.tiler.names())?;
         let mut srt_ops = Vec::new();
         let mut srt = Vec::new();
         for (op, entry) in self.sums.srt.iter().enumerate() {
@@ -608,7 +605,7 @@ impl ScsilogEngine {
             ("device", std::sync::Arc::new(arrow_array::StringArray::from_iter_values(all.clone().map(|d| d.name.as_str()))) as ArrayRef),
             ("commands", ints(all.map(|d| d.commands).collect()))])?;
         Ok(EngineResults {
-            commands: self.commands, device_names: names, devices: Py::new(py, devices)?, srt_opcodes: srt_ops,
+            commands: self.commands, devices: Py::new(py, devices)?, srt_opcodes: srt_ops,
             srt_samples: srt.iter().map(|s| s.0.clone_ref(py)).collect(), srt_io: srt.iter().map(|s| s.1).collect(),
             srt_cdb: srt.into_iter().map(|s| s.2).collect(),
             latency: Py::new(py, self.sums.latency.clone())?, paired: self.sums.paired,
@@ -655,7 +652,7 @@ impl ScsilogEngine {
     }
 }
 
-/// What the engine added up: the kept devices' names (`device_names`) and sums (`devices`:
+/// What the engine added up: the kept devices' sums (`devices`: name,
 /// n, paired, bytes, rsum, rn), the SRT per opcode (`srt_*`: Samples, the lowest io, its
 /// CDB), the `latency` Samples, the paired commands, the pairing reasons (code, rtn of a
 /// dispatch error, count), the time and segment count per phase (SERVICE, ~carried, IDLE),
@@ -666,7 +663,6 @@ impl ScsilogEngine {
 #[pyclass(get_all)]
 struct EngineResults {
     commands: i64,
-    device_names: Vec<String>,
     devices: Py<Columns>,
     srt_opcodes: Vec<i64>,
     srt_samples: Vec<Py<Samples>>,
