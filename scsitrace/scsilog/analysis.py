@@ -239,16 +239,25 @@ class _Run:
         else:
             tables.pop("srt_driver", None)
         an = pl.concat([capture.anomalies, *t.timeout_anomalies()]) if t.timeouts else capture.anomalies
-        analysis = Analysis(
-            layer="scsilog", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=segments, ios=ios,
-            anomalies=an, ios_completed=t.paired, data_bytes=t.data_bytes if self.sgio and t.sized else None,
-            category_order={"scsilog": list(STAGES)}, default_profile="scsilog",
-            categories={"scsilog": tiling.category_table(totals, n_dev, STAGES, elapsed, t.paired)},
-            notes=notes, source={"path": capture.path, "format": capture.format, "log": capture.meta.get("log"),
-                                 **{k: capture.meta[k] for k in ("skipped_by_design",) if k in capture.meta}},
-            declared=declared, tables=tables, no_normalized=("IDLE",))
-        analysis.ios_streamed = self.sink is not None
-        return analysis
+        return _analysis(capture, t, elapsed, segments=segments, ios=ios, anomalies=an, totals=totals, n_dev=n_dev,
+                         data_bytes=t.data_bytes if self.sgio and t.sized else None, notes=notes, declared=declared,
+                         tables=tables, streamed=self.sink is not None)
+
+
+def _analysis(capture: Capture, t: stream.Tables, elapsed: int, *, segments, ios, anomalies, totals: dict, n_dev: int,
+              data_bytes, notes: list[str], declared: tuple, tables: dict, streamed: bool) -> Analysis:
+    """The layer's Analysis from its tables (`t`), segments, kept rows (frames, or functions
+    giving them), stage totals and notes."""
+    analysis = Analysis(
+        layer="scsilog", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=segments, ios=ios,
+        anomalies=anomalies, ios_completed=t.paired, data_bytes=data_bytes,
+        category_order={"scsilog": list(STAGES)}, default_profile="scsilog",
+        categories={"scsilog": tiling.category_table(totals, n_dev, STAGES, elapsed, t.paired)},
+        notes=notes, source={"path": capture.path, "format": capture.format, "log": capture.meta.get("log"),
+                             **{k: capture.meta[k] for k in ("skipped_by_design",) if k in capture.meta}},
+        declared=declared, tables=tables, no_normalized=("IDLE",))
+    analysis.ios_streamed = streamed
+    return analysis
 
 
 class _KernelRun:
@@ -353,16 +362,9 @@ class _KernelRun:
         declared = (*TABLES, *LATENCY_TABLES, *series.SERIES_TABLES, *bandwidth.TABLES, COMPLETIONS)
         an = pl.concat([capture.anomalies, *t.timeout_anomalies()]) if t.timeouts else capture.anomalies
         segments = _Once(lambda: kept_segments(engine.segments(), phases))
-        analysis = Analysis(
-            layer="scsilog", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=segments, ios=ios,
-            anomalies=an, ios_completed=t.paired, data_bytes=None,
-            category_order={"scsilog": list(STAGES)}, default_profile="scsilog",
-            categories={"scsilog": tiling.category_table(totals, n_dev, STAGES, elapsed, t.paired)},
-            notes=notes, source={"path": capture.path, "format": capture.format, "log": capture.meta.get("log"),
-                                 **{k: capture.meta[k] for k in ("skipped_by_design",) if k in capture.meta}},
-            declared=declared, tables=tables, no_normalized=("IDLE",))
-        analysis.ios_streamed = self.sink is not None
-        return analysis
+        return _analysis(capture, t, elapsed, segments=segments, ios=ios, anomalies=an, totals=totals, n_dev=n_dev,
+                         data_bytes=None, notes=notes, declared=declared, tables=tables,
+                         streamed=self.sink is not None)
 
     def _kept(self, n: int) -> pl.DataFrame:
         if not n:

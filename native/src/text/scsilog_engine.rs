@@ -7,7 +7,6 @@
 //! back per batch only what Python still needs: the series' arrays of the paired commands,
 //! and the commands' rows when an I/O sink wants them. --device, --target and --lun keep the
 //! commands (and the completions) of the devices they name.
-use std::collections::HashMap;
 
 use arrow_array::types::UInt8Type;
 use arrow_array::{ArrayRef, BinaryArray};
@@ -57,19 +56,49 @@ impl Cdb {
     }
 }
 
-/// One event as the engine holds it (a start waiting for its next event: `io` its number).
-#[derive(Clone)]
-struct Ev {
-    t: i64,
-    pos: i64,
-    tag: i64,
-    io: i64,
-    rtn: i64,
-    dev: u32,
-    status: u32,
-    host: u32,
-    kind: u8,
-    cdb: Cdb,
+/// A block's events (but sense lines) as the engine holds them, column by column: the starts
+/// carried from earlier blocks first (`io` their number; NULL for a block's own), so the
+/// pairing reads the columns as they are.
+#[derive(Default)]
+struct Events {
+    t: Vec<i64>,
+    pos: Vec<i64>,
+    tag: Vec<i64>,
+    io: Vec<i64>,
+    rtn: Vec<i64>,
+    dev: Vec<u32>,
+    status: Vec<u32>,
+    host: Vec<u32>,
+    kind: Vec<u8>,
+    cdb: Vec<Cdb>,
+}
+
+impl Events {
+    fn reserve(&mut self, n: usize) {
+        self.t.reserve(n);
+        self.pos.reserve(n);
+        self.tag.reserve(n);
+        self.io.reserve(n);
+        self.rtn.reserve(n);
+        self.dev.reserve(n);
+        self.status.reserve(n);
+        self.host.reserve(n);
+        self.kind.reserve(n);
+        self.cdb.reserve(n);
+    }
+
+    /// The events at `rows`, numbered `io`.
+    fn gather(&self, rows: &[i64], io: &[i64]) -> Events {
+        let at = |k: &i64| *k as usize;
+        Events {
+            t: rows.iter().map(|k| self.t[at(k)]).collect(), pos: rows.iter().map(|k| self.pos[at(k)]).collect(),
+            tag: rows.iter().map(|k| self.tag[at(k)]).collect(), io: io.to_vec(),
+            rtn: rows.iter().map(|k| self.rtn[at(k)]).collect(), dev: rows.iter().map(|k| self.dev[at(k)]).collect(),
+            status: rows.iter().map(|k| self.status[at(k)]).collect(),
+            host: rows.iter().map(|k| self.host[at(k)]).collect(), kind: rows.iter().map(|k| self.kind[at(k)]).collect(),
+            cdb: rows.iter().map(|k| self.cdb[at(k)].clone()).collect(),
+        }
+    }
 }
 
 /// One command as analysis.py `pair` gathers it: its first event's device, tag, CDB, line
@@ -262,11 +291,11 @@ pub struct ScsilogEngine {
     series: bool,
     rows: bool,
     devices: Vec<Device>,
-    index: HashMap<String, u32>,
+    index: IntMap<String, u32>,
     strs: Vec<String>,
-    str_index: HashMap<String, u32>,
+    str_index: IntMap<String, u32>,
     timed_out: u32,
-    carry: Vec<Ev>,
+    carry: Events,
     next_io: i64,
     seen: i64,
     commands: i64,
@@ -314,9 +343,9 @@ impl ScsilogEngine {
         d
     }
 
-    /// A batch of events (see `feed`) into Ev rows (senses and the rest apart), and the
+    /// A batch of events (see `feed`) after the carried starts (senses apart), and the
     /// completions' ends and sense lines of the kept devices.
-    fn events(&mut self, events: &Table) -> PyResult<(Vec<Ev>, Vec<End>, Vec<Sense>)> {
+    fn events(&mut self, events: &Table) -> PyResult<(Events, Vec<End>, Vec<Sense>)> {
         let t_ns = events.i64s("t_ns")?;
         let pos = events.i64s("pos")?;
         let tag = events.i64s_or_null("tag")?;
@@ -326,7 +355,8 @@ impl ScsilogEngine {
         let status = strings(events, "status")?;
         let host = strings(events, "host_byte")?;
         let cdb = events.bytes("cdb")?;
-        let mut out = Vec::with_capacity(t_ns.len());
+        let mut out = std::mem::take(&mut self.carry);
+        out.reserve(t_ns.len());
         let (mut ends, mut senses) = (Vec::new(), Vec::new());
         let mut last_dev: (Option<&str>, u32) = (None, 0);
         let mut last_status: (Option<&str>, u32) = (None, NONE);
@@ -375,35 +405,38 @@ impl ScsilogEngine {
             if kind == SENSE {
                 continue;
             }
-            out.push(Ev { t: t_ns[i], pos: pos[i], tag: tag[i], io: NULL, rtn: rtn[i], dev, status: st, host: hb, kind,
-                          cdb: Cdb::of(c) });
+            self.seen = self.seen.max(t_ns[i]);
+            out.t.push(t_ns[i]);
+            out.pos.push(pos[i]);
+            out.tag.push(tag[i]);
+            out.io.push(NULL);
+            out.rtn.push(rtn[i]);
+            out.dev.push(dev);
+            out.status.push(st);
+            out.host.push(hb);
+            out.kind.push(kind);
+            out.cdb.push(Cdb::of(c));
         }
         self.completions.ends += ends.len() as i64;
         Ok((out, ends, senses))
     }
 
-    /// The carried starts and `events` paired (`last`: the log has ended): the finished
-    /// commands added up, the starts still waiting carried.
-    fn pair(&mut self, events: Vec<Ev>, last: bool) -> Vec<Row> {
-        let mut block = std::mem::take(&mut self.carry);
-        block.extend(events);
-        let t_ns: Vec<i64> = block.iter().map(|e| e.t).collect();
-        let pos: Vec<i64> = block.iter().map(|e| e.pos).collect();
-        let tag: Vec<i64> = block.iter().map(|e| e.tag).collect();
-        let io: Vec<i64> = block.iter().map(|e| e.io).collect();
-        let kind: Vec<u8> = block.iter().map(|e| e.kind).collect();
-        let device: Vec<u32> = block.iter().map(|e| e.dev).collect();
-        let (cmds, waiting, next_io) =
-            pair(&Block { t_ns: &t_ns, pos: &pos, tag: &tag, io: &io, kind: &kind, device: &device }, self.next_io, last);
+    /// A block's events (the carried starts first) paired (`last`: the log has ended): the
+    /// finished commands, the starts still waiting carried.
+    fn pair(&mut self, e: Events, last: bool) -> Vec<Row> {
+        let (cmds, waiting, next_io) = pair(&Block { t_ns: &e.t, pos: &e.pos, tag: &e.tag, io: &e.io, kind: &e.kind,
+                                                     device: &e.dev }, self.next_io, last);
         self.next_io = next_io;
         let rows = (0..cmds.row.len()).map(|k| {
-            let b = &block[cmds.row[k] as usize];
-            let end = (cmds.end[k] != NULL).then(|| &block[cmds.end[k] as usize]);
-            Row { io: cmds.io[k], pos: b.pos, t: b.t, end_t: end.map_or(NULL, |e| e.t), tag: b.tag,
-                  rtn: end.map_or(NULL, |e| e.rtn), dev: b.dev, status: end.map_or(NONE, |e| e.status),
-                  host: end.map_or(NONE, |e| e.host), reason: cmds.reason[k], cdb: b.cdb.clone() }
+            let b = cmds.row[k] as usize;
+            let end = cmds.end[k];
+            let at = |col: &[i64]| if end == NULL { NULL } else { col[end as usize] };
+            let code = |col: &[u32]| if end == NULL { NONE } else { col[end as usize] };
+            Row { io: cmds.io[k], pos: e.pos[b], t: e.t[b], end_t: at(&e.t), tag: e.tag[b], rtn: at(&e.rtn),
+                  dev: e.dev[b], status: code(&e.status), host: code(&e.host), reason: cmds.reason[k],
+                  cdb: e.cdb[b].clone() }
         }).collect();
-        self.carry = waiting.row.iter().zip(&waiting.io).map(|(&r, &io)| Ev { io, ..block[r as usize].clone() }).collect();
+        self.carry = e.gather(&waiting.row, &waiting.io);
         rows
     }
 
@@ -503,12 +536,12 @@ impl ScsilogEngine {
     /// The earliest time a command still to come can start: the latest event seen, the
     /// parser's `held` (NULL: none), the carried starts (NULL: none of these).
     fn before(&self, held: i64) -> i64 {
-        [self.seen, held, self.carry.iter().map(|e| e.t).min().unwrap_or(NULL)]
+        [self.seen, held, self.carry.t.iter().copied().min().unwrap_or(NULL)]
             .into_iter().filter(|&v| v != NULL).min().unwrap_or(NULL)
     }
 
     fn lowest(&self) -> i64 {
-        self.carry.iter().map(|e| e.io).min().unwrap_or(self.next_io)
+        self.carry.io.iter().copied().min().unwrap_or(self.next_io)
     }
 }
 
@@ -520,8 +553,8 @@ impl ScsilogEngine {
             .map_err(|_| pyo3::exceptions::PyValueError::new_err("ScsilogEngine: op_kind needs 256 codes"))?;
         let mut e = ScsilogEngine {
             decoder: config.decoder.borrow(py).clone(), op_kind, filters: [config.device, config.target, config.lun],
-            series: config.series, rows: config.rows, devices: Vec::new(), index: HashMap::new(), strs: Vec::new(),
-            str_index: HashMap::new(), timed_out: 0, carry: Vec::new(), next_io: 0, seen: NULL, commands: 0,
+            series: config.series, rows: config.rows, devices: Vec::new(), index: IntMap::default(), strs: Vec::new(),
+            str_index: IntMap::default(), timed_out: 0, carry: Events::default(), next_io: 0, seen: NULL, commands: 0,
             sums: Sums::new(), tiler: Tiler::new(3, IDLE, config.keep), kept: Thinned::new(config.keep),
             timeouts: Vec::new(), reasons: IntMap::default(), completions: Completions::default(), collect: config.collect,
             collected: Vec::new(), over: false,
@@ -539,9 +572,6 @@ impl ScsilogEngine {
         let added = py.allow_threads(|| -> PyResult<Added> {
             let (ev, ends, senses) = self.events(&events)?;
             self.completions.add(ends, senses);
-            if let Some(t) = ev.iter().map(|e| e.t).max() {
-                self.seen = self.seen.max(t);
-            }
             let rows = self.pair(ev, false);
             let added = self.add(rows);
             let before = self.before(held.unwrap_or(NULL));
@@ -555,7 +585,8 @@ impl ScsilogEngine {
     /// The log has ended: the carried starts finished (unpaired), everything tiled.
     fn end(&mut self, py: Python) -> PyResult<Batch> {
         let added = py.allow_threads(|| {
-            let rows = self.pair(Vec::new(), true);
+            let carried = std::mem::take(&mut self.carry);
+            let rows = self.pair(carried, true);
             let added = self.add(rows);
             self.tiler.tile(NULL);
             self.completions.finish();
