@@ -1,6 +1,9 @@
-"""What a command layer (scsilog, the streamed usb Bulk-Only path) accumulates while its
-capture streams through it, batch by batch of finished commands (rows of the `ios` frame),
-so that memory follows the commands in flight, not the capture's size:
+"""What a command layer accumulates while its capture streams through it, batch by batch of
+finished commands (rows of the `ios` frame), so that memory follows the commands in flight,
+not the capture's size. These are the rules; the kernel-log engine and the streamed usb
+Bulk-Only path add up by them in Rust (native/src/commands.rs), read back through
+`Tables.of`, `Thinned` and `kept_segments`; the Python accumulators serve the SG_IO logs
+(scsilog/analysis.py `_Run`) and the usb whole path (one batch):
 
 - `Tables`: the command tables (SRT per opcode, its histogram, pairing, per device), the
   latency tables, counts and sums. Times go to the shared streaming statistic
