@@ -17,13 +17,11 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
     capture = parsers.parse(args.log, "auto", strict=True)
-    blocks = [(ev, getattr(capture, "held_from", None)) for ev in capture.chunks()]
-    events = sum(b.height for b, _ in blocks)
-    held = iter([h for _, h in blocks])
+    blocks = list(capture.chunks())
+    events = sum(b.height for b in blocks)
 
     def chunks():
-        for ev, _ in blocks:
-            yield ev
+        yield from blocks
     best = None
     for _ in range(args.runs):
         capture.chunks = chunks
@@ -31,7 +29,6 @@ def main() -> None:
         a = core.analyze(capture, core.Options(series=False))
         cpu = time.process_time() - t0
         best = cpu if best is None else min(best, cpu)
-    del held
     print(f"{args.log}: {events} events, {a.ios_completed} paired; analysis {best:.3f} s CPU "
           f"= {best / max(events, 1) * 1e9:.0f} ns an event")
 
