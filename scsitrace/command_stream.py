@@ -1,6 +1,9 @@
-"""What a command layer (scsilog, the streamed usb Bulk-Only path) accumulates while its
-capture streams through it, batch by batch of finished commands (rows of the `ios` frame),
-so that memory follows the commands in flight, not the capture's size:
+"""What a command layer accumulates while its capture streams through it, batch by batch of
+finished commands (rows of the `ios` frame), so that memory follows the commands in flight,
+not the capture's size. These are the rules; the kernel-log engine and the streamed usb
+Bulk-Only path add up by them in Rust (native/src/commands.rs), read back through
+`Tables.of`, `Thinned` and `kept_segments`; the Python accumulators serve the SG_IO logs
+(scsilog/analysis.py `_Run`) and the usb whole path (one batch):
 
 - `Tables`: the command tables (SRT per opcode, its histogram, pairing, per device), the
   latency tables, counts and sums. Times go to the shared streaming statistic
@@ -180,6 +183,22 @@ def inexact_note(tables: Tables) -> list[str]:
         return []
     return [f"percentiles of {', '.join(inexact)}: over 2 M samples, read from a log-linear histogram "
             "(at most 0.1 % low); count, min, max and mean exact"]
+
+
+class Thinned:
+    """What thinning_notes reads of a `Kept` (and of a `Tiler`: `kept`) whose rows a compiled
+    stage kept (native/src/commands.rs): how many, the stride."""
+
+    def __init__(self, rows: int, stride: int, kept=None):
+        self.rows, self.stride, self.thinned, self.kept = rows, stride, stride > 1, kept
+
+
+def kept_segments(s, phases: list[str]) -> pl.DataFrame:
+    """The segments a compiled stage kept (its `KeptSegments`: tiling.segments_frame), by
+    device and start."""
+    names = pl.Series(s.device_names, dtype=pl.Utf8)
+    pieces = pl.DataFrame(s.segments).select(tiling.PIECE_COLUMNS)
+    return tiling.segments_frame(pieces, phases, names).sort(["device", "start_ns"])
 
 
 class Kept:

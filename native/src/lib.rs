@@ -8,6 +8,7 @@ mod arrow;
 mod block;
 mod bus;
 mod bytes;
+mod commands;
 mod hash;
 mod stat;
 mod text;

@@ -12,9 +12,10 @@ Per device, time is SERVICE (at least one command dispatched and not done) or ID
 """
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
-from .. import bandwidth, schema, scsi, series, tiling
+from .. import bandwidth, model, schema, scsi, series, tiling
 from ..streams import prefetched
 from ..command_tables import SRT, TABLES
 from ..errors import UsageError
@@ -22,9 +23,9 @@ from ..filters import check_found, check_window, refuse
 from ..tables import Table
 from ..model import Analysis, Capture
 from ..stats import LATENCY_TABLES
-from ..command_stream import thinning_notes
+from ..command_stream import Thinned, kept_segments, thinning_notes
 from . import stream
-from .completions import COMPLETIONS, Completions
+from .completions import COMPLETIONS, completions_notes, completions_table
 from .events import COMMAND_EXTRA, EVENTS, MLQUEUE
 
 SRT_DRIVER = Table("srt_driver", SRT.schema, "SRT per opcode over the driver's own durations (sg_io_hdr duration)",
@@ -57,25 +58,37 @@ def pair(events: pl.DataFrame, carry: pl.DataFrame | None, next_io: int, final: 
     carry = e.select(pl.col(events.columns).gather(waiting["row"])).with_columns(waiting["io"])
     begin = e.select(pl.col("device", "tag", "cdb", "pos", "t_ns").gather(cmds["row"]))
     end = e.select(pl.col("t_ns", "status", "host_byte", "rtn").gather(cmds["end"]))     # null: no end
+    out = _command_rows(begin.with_columns(
+        end["t_ns"].alias("n_t"), end["status"].alias("n_status"), n_rtn=end["rtn"],
+        n_host=end["host_byte"], reason=cmds["reason"], io=cmds["io"]))
+    return out, carry, paired.next_io
+
+
+def _command_rows(gathered: pl.DataFrame) -> pl.DataFrame:
+    """Commands as `pair` gives them, from their first event's device, tag, cdb, pos and t_ns
+    and their end's n_t, n_status, n_host and n_rtn (null: no end), `reason` (a code of
+    PAIR_REASONS) and io (`pair_block`'s gathers, or the engine's rows)."""
     reason = pl.col("reason")
     done, no_start = reason == 0, reason == _NO_START
-    rtn_name = pl.col("n_rtn").replace_strict(MLQUEUE, default=None, return_dtype=pl.Utf8)
     host = pl.col("n_host")
-    out = begin.with_columns(
-        end["t_ns"].alias("n_t"), end["status"].alias("n_status"), n_rtn=end["rtn"],
-        n_host=end["host_byte"], reason=cmds["reason"], io=cmds["io"]).select(
+    return gathered.select(
         "device", "tag", "cdb", "pos", pl.when(~no_start).then(pl.col("t_ns")).alias("start_ns"),
         pl.when(done | no_start).then(pl.col("n_t")).alias("end_ns"),
         # a command the host adapter could not deliver (DID_NO_CONNECT...) shows its host byte
         pl.when(done).then(pl.when(host.is_null() | (host == "DID_OK")).then(pl.col("n_status")).otherwise(host))
         .when(no_start).then(pl.col("n_status")).alias("status"),
         pl.when(done | no_start).then(host).alias("host_byte"),
-        pl.when(reason == _DISPATCH_ERROR).then(
-            pl.format("dispatch error (rtn={}{})", pl.col("n_rtn"),
-                      pl.when(rtn_name.is_not_null()).then(pl.concat_str(pl.lit(" "), rtn_name)).otherwise(pl.lit(""))))
-        .otherwise(pl.col("reason").replace_strict(_REASONS, return_dtype=pl.Utf8)).alias("reason"),
+        _reason_expr().alias("reason"),
         "io")
-    return out, carry, paired.next_io
+
+
+def _reason_expr() -> pl.Expr:
+    """The reason of an unpaired command (null: paired) from its code and the rtn of its end."""
+    rtn_name = pl.col("n_rtn").replace_strict(MLQUEUE, default=None, return_dtype=pl.Utf8)
+    return pl.when(pl.col("reason") == _DISPATCH_ERROR).then(
+        pl.format("dispatch error (rtn={}{})", pl.col("n_rtn"),
+                  pl.when(rtn_name.is_not_null()).then(pl.concat_str(pl.lit(" "), rtn_name)).otherwise(pl.lit(""))))\
+        .otherwise(pl.col("reason").replace_strict(_REASONS, return_dtype=pl.Utf8))
 
 
 def _text():
@@ -137,16 +150,42 @@ def analyze(capture: Capture, options=None) -> Analysis:
     """Stream the capture's blocks (kernel-log events, or the sgio parser's whole commands)
     through the pairing, the tables and the tiling; keep at most KEEP_IOS ios rows (and
     hand every batch to `options.ios_sink` when set)."""
-    sgio = "commands" in capture.frames           # whole commands from the parser (sgio)
-    run = _Run(capture, options, sgio)
-    batches = _sgio_batches(run) if sgio else _kernel_batches(run)
-    for ios, before, lowest in batches:
+    if "commands" not in capture.frames:          # kernel-log events: the compiled engine
+        return _KernelRun(capture, options).run()
+    run = _Run(capture, options, True)            # whole commands from the parser (sgio)
+    for ios, before, lowest in _sgio_batches(run):
         run.add(ios, before, lowest)
     return run.finish()
 
 
+class _Sink:
+    """The rows for the I/O sink in io order: rows behind a command still waiting for its end
+    wait too (at most stream.HOLD of them; then they go as they are, said in a note)."""
+
+    def __init__(self, sink, capture: Capture):
+        self.sink, self.capture = sink, capture
+        self.waiting, self.unordered = None, False
+
+    def __call__(self, ios: pl.DataFrame, lowest) -> None:
+        if self.waiting is not None and self.waiting.height:
+            ios = pl.concat([self.waiting, ios]).sort("io") if ios.height else self.waiting
+        self.waiting = None
+        if lowest is not None and ios.height <= stream.HOLD:
+            self.waiting, ios = ios.filter(pl.col("io") > lowest), ios.filter(pl.col("io") < lowest)
+        elif lowest is not None:
+            self.unordered = True
+        if ios.height:
+            self.sink(ios, self.capture)
+
+    def notes(self) -> list[str]:
+        if not self.unordered:
+            return []
+        return [f"per-command rows went to the I/O sink out of io order where more than {stream.HOLD} "
+                "finished behind a command still waiting for its end"]
+
+
 class _Run:
-    """One analysis as the batches of finished commands come."""
+    """One analysis of the sgio parser's commands as the batches of them come."""
 
     def __init__(self, capture: Capture, options, sgio: bool):
         self.capture, self.options, self.sgio = capture, options, sgio
@@ -155,8 +194,8 @@ class _Run:
         self.elapsed, self.rows, self.notes = 0, 0, []
         self.series = series.Series()
         self.collected = bandwidth.Collected() if getattr(options, "series", True) else None
-        self.waiting, self.unordered = None, False
-        self.completions = None if sgio else Completions(options)
+        self.to_sink = _Sink(self.sink, capture) if self.sink is not None else None
+        self.completions = None
 
     def add(self, ios: pl.DataFrame, before, lowest) -> None:
         """A batch of finished commands; `before`: no command still to come starts earlier;
@@ -168,23 +207,10 @@ class _Run:
             series.add_ios(self.series, ios, "scsilog")
             if self.collected is not None:
                 self.collected.add(ios)
-        if self.sink is not None:
-            self._to_sink(ios, lowest)
+        if self.to_sink is not None:
+            self.to_sink(ios, lowest)
         self.tiler.add(ios.filter(pl.col("paired")).select(
             "device", "io", "start_ns", "end_ns", pl.col("data_bytes").alias("bytes")), before)
-
-    def _to_sink(self, ios: pl.DataFrame, lowest) -> None:
-        """The sink gets the rows in io order: rows behind a command still waiting for its
-        end wait too (at most stream.HOLD of them; then they go as they are, said in a note)."""
-        if self.waiting is not None and self.waiting.height:
-            ios = pl.concat([self.waiting, ios]).sort("io") if ios.height else self.waiting
-        self.waiting = None
-        if lowest is not None and ios.height <= stream.HOLD:
-            self.waiting, ios = ios.filter(pl.col("io") > lowest), ios.filter(pl.col("io") < lowest)
-        elif lowest is not None:
-            self.unordered = True
-        if ios.height:
-            self.sink(ios, self.capture)
 
     def finish(self) -> Analysis:
         capture, t = self.capture, self.tables
@@ -196,9 +222,7 @@ class _Run:
         if not self.sgio:
             notes += list(capture.notes)
         notes += thinning_notes(self.kept, self.rows, self.tiler, t, self.sink, "the log")
-        if self.unordered:
-            notes.append(f"per-command rows went to the I/O sink out of io order where more than {stream.HOLD} "
-                         "finished behind a command still waiting for its end")
+        notes += self.to_sink.notes() if self.to_sink is not None else []
         empty = {**schema.IOS, **IOS_EXTRA, "kernel_tag": pl.Int64}
         ios = self.kept.frame(pl.DataFrame(schema=empty), ["io"])
         tables = t.tables(elapsed)
@@ -215,58 +239,211 @@ class _Run:
         else:
             tables.pop("srt_driver", None)
         an = pl.concat([capture.anomalies, *t.timeout_anomalies()]) if t.timeouts else capture.anomalies
-        analysis = Analysis(
-            layer="scsilog", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=segments, ios=ios,
-            anomalies=an, ios_completed=t.paired, data_bytes=t.data_bytes if self.sgio and t.sized else None,
-            category_order={"scsilog": list(STAGES)}, default_profile="scsilog",
-            categories={"scsilog": tiling.category_table(totals, n_dev, STAGES, elapsed, t.paired)},
-            notes=notes, source={"path": capture.path, "format": capture.format, "log": capture.meta.get("log"),
-                                 **{k: capture.meta[k] for k in ("skipped_by_design",) if k in capture.meta}},
-            declared=declared, tables=tables, no_normalized=("IDLE",))
-        analysis.ios_streamed = self.sink is not None
-        return analysis
+        return _analysis(capture, t, elapsed, segments=segments, ios=ios, anomalies=an, totals=totals, n_dev=n_dev,
+                         data_bytes=t.data_bytes if self.sgio and t.sized else None, notes=notes, declared=declared,
+                         tables=tables, streamed=self.sink is not None)
 
 
-def _kernel_batches(run: _Run):
-    """Kernel-log events, block by block: --window, dispatch -> done pairing, --device/
-    --target/--lun; yields (ios rows, the earliest time a command still to come can start)."""
-    options = run.options
-    run.notes.append("SERVICE = at least one command between dispatch and done; kernel logs carry no "
-                     "transfer sizes, so bandwidth needs --io-size")
-    select = _Selection(options)
-    window = options.window if options is not None else None
-    lo, hi = (max(window[0] or 0, 0), window[1]) if window is not None else (0, None)
-    first = last = seen = None
-    carry, next_io = None, 0
-    for ev, held in _with_held(run.capture):
-        if not ev.height:
-            continue
-        t0, t1 = int(ev["t_ns"].min()), int(ev["t_ns"].max())
-        first, last = t0 if first is None else min(first, t0), t1 if last is None else max(last, t1)
+def _analysis(capture: Capture, t: stream.Tables, elapsed: int, *, segments, ios, anomalies, totals: dict, n_dev: int,
+              data_bytes, notes: list[str], declared: tuple, tables: dict, streamed: bool) -> Analysis:
+    """The layer's Analysis from its tables (`t`), segments, kept rows (frames, or functions
+    giving them), stage totals and notes."""
+    analysis = Analysis(
+        layer="scsilog", capture=capture, elapsed_ns=elapsed, start_ns=0, segments=segments, ios=ios,
+        anomalies=anomalies, ios_completed=t.paired, data_bytes=data_bytes,
+        category_order={"scsilog": list(STAGES)}, default_profile="scsilog",
+        categories={"scsilog": tiling.category_table(totals, n_dev, STAGES, elapsed, t.paired)},
+        notes=notes, source={"path": capture.path, "format": capture.format, "log": capture.meta.get("log"),
+                             **{k: capture.meta[k] for k in ("skipped_by_design",) if k in capture.meta}},
+        declared=declared, tables=tables, no_normalized=("IDLE",))
+    analysis.ios_streamed = streamed
+    return analysis
+
+
+class _KernelRun:
+    """One analysis of a kernel log: each block of events (after --window) goes to the
+    compiled engine (native/src/text/scsilog_engine.rs), which pairs, adds up the tables,
+    tiles, keeps the rows for the reports and counts the completions; back come the series'
+    arrays and, for an I/O sink, the block's rows."""
+
+    def __init__(self, capture: Capture, options):
+        self.capture, self.options = capture, options
+        self.sink = getattr(options, "ios_sink", None)
+        self.to_sink = _Sink(self.sink, capture) if self.sink is not None else None
+        self.series = series.Series()
+        self.collect = getattr(options, "series", True)
+        self.filters = _filters(options)
+        self.names: list[str] = []
+        given = {col: str(value) for _, value, col in self.filters}
+        self.engine = _text().ScsilogEngine(dict(
+            decoder=scsi._decoder()[1], op_kind=_OP_KIND, device=given.get("device"), target=given.get("target"),
+            lun=given.get("lun"), series=True, rows=self.sink is not None, keep=model.KEEP_IOS,
+            collect=bandwidth.KEEP_VIEW_IOS if self.collect else 0))
+
+    def run(self) -> Analysis:
+        options = self.options
+        notes = ["SERVICE = at least one command between dispatch and done; kernel logs carry no "
+                 "transfer sizes, so bandwidth needs --io-size"]
+        window = options.window if options is not None else None
+        lo, hi = (max(window[0] or 0, 0), window[1]) if window is not None else (0, None)
+        first = last = None
+        for ev, held in _with_held(self.capture):
+            if not ev.height:
+                continue
+            t0, t1 = ev["t_ns"].min(), ev["t_ns"].max()
+            first, last = t0 if first is None else min(first, t0), t1 if last is None else max(last, t1)
+            if window is not None:
+                inside = pl.col("t_ns") >= lo if hi is None else pl.col("t_ns").is_between(lo, hi)
+                ev = ev.filter(inside).with_columns(pl.col("t_ns") - lo)
+            self._batch(self.engine.feed(ev, held - lo if held is not None else None), True)
+        self._batch(self.engine.end(), False)
+        last = last or 0
         if window is not None:
-            inside = pl.col("t_ns") >= lo if hi is None else pl.col("t_ns").is_between(lo, hi)
-            ev = ev.filter(inside).with_columns(pl.col("t_ns") - lo)
-        run.completions.add(ev)
-        ev = ev.filter(pl.col("kind") != "sense")
-        if ev.height:
-            seen = int(ev["t_ns"].max()) if seen is None else max(seen, int(ev["t_ns"].max()))
-        cmds, carry, next_io = pair(ev, carry, next_io)
-        waiting = [v for v in (seen, held - lo if held is not None else None,
-                               int(carry["t_ns"].min()) if carry.height else None) if v is not None]
-        lowest = int(carry["io"].min()) if carry.height else next_io
-        yield select(ios_frame(cmds)) if cmds.height else _EMPTY_IOS, min(waiting) if waiting else None, lowest
-    cmds, carry, next_io = pair(_EMPTY_EVENTS, carry, next_io, final=True)
-    yield select(ios_frame(cmds)) if cmds.height else _EMPTY_IOS, None, None
-    last = last or 0
-    if window is not None:
-        check_window(window, first, last)
-        hi = min(last if hi is None else hi, last)
-        run.notes.append(f"--window: the events from {lo / 1e9:g} s to {hi / 1e9:g} s only, times from the "
+            check_window(window, first, last)
+            hi = min(last if hi is None else hi, last)
+            notes.append(f"--window: the events from {lo / 1e9:g} s to {hi / 1e9:g} s only, times from the "
                          "window's start; commands cut by its edges are unpaired")
-        run.elapsed = hi - lo
+            elapsed = hi - lo
+        else:
+            elapsed = last
+        self.engine.finish(elapsed)
+        r = self.engine.results()
+        notes += _selection_notes(self.filters, pl.DataFrame(r.log_devices))
+        return self._analysis(r, elapsed, notes)
+
+    def _batch(self, b, more: bool) -> None:
+        if b.series is not None:
+            self._series(pl.DataFrame(b.series))
+        if self.to_sink is not None:
+            rows = pl.DataFrame(b.rows)
+            ios = ios_frame(_command_rows(rows)) if rows.height else _EMPTY_IOS
+            self.to_sink(ios, b.lowest if more else None)
+
+    def _series(self, f: pl.DataFrame) -> None:
+        """A block's paired commands to the series (series.add_ios' arrays: ops and devices as
+        codes of the names present, in order of first appearance)."""
+        if not f.height:
+            return
+        op = f["op"].to_numpy()
+        op_codes, ops = _present(np.where(op < 0, _OTHER, op))
+        dev = f["device"].fill_null(-1).to_numpy()
+        dev_codes, devs = _present(dev)
+        if len(self.names) <= int(dev.max()):
+            self.names = self.engine.device_names()
+        ids = [f"{schema.DEVICE_PREFIX['scsilog']}:{self.names[d]}" for d in devs]
+        self.series.add(f["start_ns"].to_numpy(), f["end_ns"].to_numpy(), np.full(f.height, -1, np.int64),
+                        f["resp"].to_numpy(), f["lba"].fill_null(-1).to_numpy(),
+                        (op_codes, [OP_NAMES[k] for k in ops]), device=(dev_codes, ids))
+
+    def _analysis(self, r, elapsed: int, notes: list[str]) -> Analysis:
+        """The analysis from what the engine added up (its `EngineResults`, `r`)."""
+        capture, engine = self.capture, self.engine
+        t = _tables(r, engine)
+        phases = ["SERVICE", "~carried", tiling.IDLE]
+        totals = {p: int(v) for p, v, n in zip(phases, r.totals, r.counts) if n and p != "~carried"}
+        n_dev = r.n_dev
+        if n_dev > 1:
+            notes.append(f"{n_dev} devices: percentages are of {n_dev} x the elapsed time")
+        notes += list(capture.notes)
+        kept = Thinned(r.kept_rows, r.stride)
+        tiler = Thinned(0, 1, kept=Thinned(0, r.segment_stride))
+        notes += thinning_notes(kept, r.commands, tiler, t, self.sink, "the log")
+        notes += self.to_sink.notes() if self.to_sink is not None else []
+        ios = _Once(lambda: self._kept(r.kept_rows))
+        tables = t.tables(elapsed)
+        tables.pop("srt_driver", None)
+        series_tables, series_notes = self.series.tables(elapsed)
+        tables.update(series_tables)
+        collected = _Collected(engine, r.collected_over) if self.collect else None
+        notes += series_notes + bandwidth.declare(tables, ios, thinned=kept.thinned, options=self.options,
+                                                  collected=collected)
+        tables["completions"] = completions_table(pl.DataFrame(r.completions))
+        notes += completions_notes(r.starts, r.ends, r.lost_senses)
+        declared = (*TABLES, *LATENCY_TABLES, *series.SERIES_TABLES, *bandwidth.TABLES, COMPLETIONS)
+        an = pl.concat([capture.anomalies, *t.timeout_anomalies()]) if t.timeouts else capture.anomalies
+        segments = _Once(lambda: kept_segments(engine.segments(), phases))
+        return _analysis(capture, t, elapsed, segments=segments, ios=ios, anomalies=an, totals=totals, n_dev=n_dev,
+                         data_bytes=None, notes=notes, declared=declared, tables=tables,
+                         streamed=self.sink is not None)
+
+    def _kept(self, n: int) -> pl.DataFrame:
+        if not n:
+            return _EMPTY_IOS
+        return ios_frame(_command_rows(pl.DataFrame(self.engine.kept())))
+
+
+class _Once:
+    """A function called once, its result kept (the engine's kept rows are read out once)."""
+
+    def __init__(self, make):
+        self.make, self.done = make, None
+
+    def __call__(self):
+        if self.done is None:
+            self.done = (self.make(),)
+        return self.done[0]
+
+
+class _Collected:
+    """bandwidth.Collected of the engine: the completed commands it kept for the views."""
+
+    def __init__(self, engine, over: bool):
+        self.engine, self.over, self.limit = engine, over, bandwidth.KEEP_VIEW_IOS
+        self.frame = _Once(self._frame)
+
+    def _frame(self) -> pl.DataFrame:
+        c = pl.DataFrame(self.engine.collected())
+        names = pl.Series([d if d else "all" for d in self.engine.device_names()], dtype=pl.Utf8)
+        return c.select(
+            "io", names.gather(c["device"]).alias("device"),
+            pl.Series(OP_NAMES, dtype=pl.Utf8).gather(c["op"]).alias("op"), pl.lit(None, dtype=pl.Int64).alias("bytes"),
+            "start_ns", "end_ns", (pl.col("end_ns") - pl.col("start_ns")).alias("response_ns"),
+        ).sort("start_ns", maintain_order=True)
+
+
+def _tables(r, engine) -> stream.Tables:
+    """command_stream.Tables from what the engine added up (its `EngineResults`)."""
+    devices = pl.DataFrame(r.devices)
+    names = scsi.decode_cdbs(pl.Series([bytes(c) for c in r.srt_cdb], dtype=pl.Binary))["command"].to_list()
+    reasons = pl.DataFrame(r.reasons).select(_reason_expr().alias("reason"), "commands") \
+        .group_by("reason").agg(pl.col("commands").sum())
+    timeouts = []
+    rows = pl.DataFrame(engine.timeouts())
+    if rows.height:
+        timeouts.append(ios_frame(_command_rows(rows)).select(
+            pl.col("start_ns").alias("t_ns"), pl.lit("TIMEOUT").alias("kind"),
+            pl.format("{} on {}", "command", "device").alias("detail"),
+            pl.lit(None, dtype=pl.Utf8).alias("position"), "io"))
+    return stream.Tables.of(
+        reasons=dict(reasons.iter_rows()),
+        devices={name: [n, p, b, False, rsum, rn] for name, n, p, b, rsum, rn in devices.iter_rows()},
+        srt={op: [s, name, io] for op, s, name, io in zip(r.srt_opcodes, r.srt_samples, names, r.srt_io)},
+        latency=r.latency, paired=r.paired, data_bytes=0, sized=False, timeouts=timeouts)
+
+
+def _present(codes: np.ndarray) -> tuple[np.ndarray, list[int]]:
+    """Codes (-1: none) as indexes into the list of the codes present, in order of first
+    appearance (what series.Series makes of names)."""
+    top = int(codes.max()) if len(codes) else -1
+    if top < 0:
+        return codes, []
+    if top < 64:        # (a few ops and devices: a pass per code, no sort)
+        firsts = [(int(np.argmax(hit)), v) for v in range(top + 1) for hit in [codes == v] if hit.any()]
+        values = np.array([v for _, v in sorted(firsts)], np.int64)
     else:
-        run.elapsed = last
-    run.notes += select.finish()
+        known = codes[codes >= 0]
+        values, first = np.unique(known, return_index=True)
+        values = values[np.argsort(first)]
+    local = np.full(int(values.max()) + 1, -1, np.int64)
+    local[values] = np.arange(len(values))
+    return np.where(codes >= 0, local[np.maximum(codes, 0)], -1), values.tolist()
+
+
+OP_NAMES = ["read", "write", "flush", "discard", "other"]
+_OTHER = OP_NAMES.index("other")
+# scsi.op_kind_expr's rule, per opcode
+_OP_KIND = [next((k for k, ops in enumerate((scsi.READ_OPS, scsi.WRITE_OPS, scsi.FLUSH_OPS, scsi.DISCARD_OPS))
+                  if op in ops), _OTHER) for op in range(256)]
 
 
 def _with_held(capture: Capture):
@@ -279,45 +456,38 @@ def _with_held(capture: Capture):
     return prefetched(chunks()) if capture.chunks else chunks()
 
 
-class _Selection:
-    """--device HOST:CHANNEL:ID:LUN, --target and --lun keep those commands; a value the log
-    lacks is a usage error naming what it has (once the log has been read)."""
+def _filters(options) -> list[tuple[str, object, str]]:
+    """--device HOST:CHANNEL:ID:LUN, --target and --lun (flag, value, column) as given;
+    --pid refused (kernel logs do not say which process issued a command)."""
+    if options is None:
+        return []
+    if options.pids is not None:
+        refuse("--pid", "kernel-log", "ftrace and dmesg SCSI events do not say which process issued a command")
+    return [(flag, value, col) for flag, value, col in (
+        ("--device", options.device, "device"), ("--target", options.target, "target"),
+        ("--lun", options.lun, "lun")) if value is not None]
 
-    def __init__(self, options):
-        self.filters = []
-        if options is None:
-            return
-        if options.pids is not None:
-            refuse("--pid", "kernel-log", "ftrace and dmesg SCSI events do not say which process issued a command")
-        self.filters = [(flag, value, col) for flag, value, col in (
-            ("--device", options.device, "device"), ("--target", options.target, "target"),
-            ("--lun", options.lun, "lun")) if value is not None]
-        self.kept = [0] * len(self.filters)
-        self.values = {col: set() for _, _, col in self.filters}
-        self.total = 0
 
-    def __call__(self, ios: pl.DataFrame) -> pl.DataFrame:
-        if not self.filters:
-            return ios
-        self.total += ios.height
-        keep = pl.lit(True)
-        for k, (_, value, col) in enumerate(self.filters):
-            # target and LUN as the log prints them (64-bit LUNs: zfcp's 1084113024)
-            have = pl.col("device").str.split(":").list.get({"target": 2, "lun": 3}[col], null_on_oob=True) \
-                if col != "device" else pl.col(col)
-            self.values[col].update(ios.select(have)["device"].unique().to_list())
-            keep &= have == str(value)
-            self.kept[k] += ios.filter(keep).height
-        return ios.filter(keep)
-
-    def finish(self) -> list[str]:
-        for (flag, value, col), n in zip(self.filters, self.kept):
-            if not n:
-                check_found(flag, value, self.values[col])
-        if not self.filters:
-            return []
-        given = " ".join(f"{flag} {value}" for flag, value, _ in self.filters)
-        return [f"{given}: {self.kept[-1]} of {self.total} commands"]
+def _selection_notes(filters, devices: pl.DataFrame) -> list[str]:
+    """What --device/--target/--lun kept (`devices`: every device of the log with its
+    commands); a value the log lacks is a usage error naming what it has."""
+    if not filters:
+        return []
+    devices = devices.filter(pl.col("commands") > 0)
+    total = int(devices["commands"].sum())
+    keep = pl.lit(True)
+    kept = []
+    for flag, value, col in filters:
+        # target and LUN as the log prints them (64-bit LUNs: zfcp's 1084113024)
+        have = pl.col("device").str.split(":").list.get({"target": 2, "lun": 3}[col], null_on_oob=True) \
+            if col != "device" else pl.col(col)
+        keep &= have == str(value)
+        n = int(devices.filter(keep)["commands"].sum())
+        kept.append(n)
+        if not n:
+            check_found(flag, value, set(devices.select(have)["device"].to_list()))
+    given = " ".join(f"{flag} {value}" for flag, value, _ in filters)
+    return [f"{given}: {kept[-1]} of {total} commands"]
 
 
 def _sgio_batches(run: _Run):

@@ -27,7 +27,7 @@ import polars as pl
 
 from .. import bandwidth, completeness, heap, model, schema, scsi, series, tiling
 from .._native import usb as _usb
-from ..command_stream import Tables, thinning_notes
+from ..command_stream import Tables, Thinned, kept_segments, thinning_notes
 from ..model import Analysis
 from ..streams import prefetched
 from .bot import BOT_REASONS, CBW_BYTES, CSW_BYTES, bot_commands
@@ -125,8 +125,8 @@ class _Run:
         notes += completeness.usb_notes_counted(int(found.no_submit), int(found.no_complete),
                                                 {k: v for k, v in t.reasons.items() if k is not None})
         notes += list(capture.notes)
-        kept = _Thinned(r.kept_rows, r.stride)
-        tiler = _Thinned(0, 1, kept=_Thinned(0, r.segment_stride))
+        kept = Thinned(r.kept_rows, r.stride)
+        tiler = Thinned(0, 1, kept=Thinned(0, r.segment_stride))
         notes += thinning_notes(kept, r.rows, tiler, t, self.sink, "the capture")
         tables = t.tables(elapsed)
         tables.pop("srt_driver", None)
@@ -174,13 +174,6 @@ class _Run:
         return ios
 
 
-class _Thinned:
-    """What command_stream.thinning_notes reads of a `Kept` (and of a `Tiler`: `kept`)."""
-
-    def __init__(self, rows: int, stride: int, kept=None):
-        self.rows, self.stride, self.thinned, self.kept = rows, stride, stride > 1, kept
-
-
 def _tables(r) -> Tables:
     """command_stream.Tables from the machine's command stage (its `StageResults`)."""
     srt = r.srt
@@ -194,10 +187,8 @@ def _tables(r) -> Tables:
 
 
 def _segments(s, phases: list[str]) -> pl.DataFrame:
-    """The kept segments (the machine's `KeptSegments`: tiling.segments_frame), by device and start."""
-    names = pl.Series(s.device_names, dtype=pl.Utf8)
-    pieces = pl.DataFrame(s.segments).select(tiling.PIECE_COLUMNS)
-    frame = tiling.segments_frame(pieces, phases, names).sort(["device", "start_ns"])
-    del s, pieces
+    """The kept segments (the machine's `KeptSegments`: command_stream.kept_segments)."""
+    frame = kept_segments(s, phases)
+    del s
     heap.release_freed_memory()
     return frame

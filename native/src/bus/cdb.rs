@@ -18,8 +18,8 @@ pub(crate) fn cdb_lun(op: u8, byte1: u8, len: i64, lun_groups: &[bool]) -> Optio
     (len >= 2 && lun_groups[op as usize]).then_some((byte1 >> 5) as i16)
 }
 
-fn be(m: &ArrayView2<u8>, i: usize, start: usize, width: usize) -> i64 {
-    (start..start + width).fold(0i64, |v, b| (v << 8) | m[[i, b]] as i64)
+fn be(m: &[u8; 16], start: usize, width: usize) -> i64 {
+    (start..start + width).fold(0i64, |v, b| (v << 8) | m[b] as i64)
 }
 
 fn table<const N: usize, T: Copy + numpy::Element>(a: &PyReadonlyArray1<T>, what: &str) -> PyResult<[T; N]> {
@@ -30,7 +30,8 @@ fn table<const N: usize, T: Copy + numpy::Element>(a: &PyReadonlyArray1<T>, what
 /// which carry a LUN in byte 1, the name index of each SERVICE ACTION IN(16) service action
 /// (-1: the opcode's own), the name index of a CDB without an opcode.
 #[pyclass(module = "scsitrace._native.bus", frozen)]
-struct CdbDecoder {
+#[derive(Clone)]
+pub(crate) struct CdbDecoder {
     rw6: [bool; 256],
     rw10: [bool; 256],
     rw12: [bool; 256],
@@ -41,10 +42,10 @@ struct CdbDecoder {
 }
 
 /// One decoded CDB (fields that a CDB lacks: None).
-struct Decoded {
-    opcode: Option<i64>,
-    name_at: i64,
-    lba: Option<i64>,
+pub(crate) struct Decoded {
+    pub opcode: Option<i64>,
+    pub name_at: i64,
+    pub lba: Option<i64>,
     blocks: Option<i64>,
     lun: Option<i16>,
 }
@@ -52,26 +53,46 @@ struct Decoded {
 impl CdbDecoder {
     /// Row `i` of `m`, a CDB of `k` bytes (-1: none).
     fn row(&self, m: &ArrayView2<u8>, i: usize, k: i64) -> Decoded {
-        let op = m[[i, 0]] as usize;
-        let sa = (m[[i, 1]] & 0x1F) as usize;
+        let mut r = [0u8; 16];
+        for (b, v) in r.iter_mut().enumerate() {
+            *v = m[[i, b]];
+        }
+        self.first16(&r, k)
+    }
+
+    /// A CDB's bytes (None: null), as `decode` reads its first 16.
+    pub(crate) fn bytes(&self, cdb: Option<&[u8]>) -> Decoded {
+        let mut r = [0u8; 16];
+        let k = cdb.map_or(-1, |c| {
+            let n = c.len().min(16);
+            r[..n].copy_from_slice(&c[..n]);
+            c.len() as i64
+        });
+        self.first16(&r, k)
+    }
+
+    /// A CDB of `k` bytes (-1: none) whose first 16 (zero-padded) are `m`.
+    fn first16(&self, m: &[u8; 16], k: i64) -> Decoded {
+        let op = m[0] as usize;
+        let sa = (m[1] & 0x1F) as usize;
         if k < 1 {
             return Decoded { opcode: None, name_at: self.no_name, lba: None, blocks: None, lun: None };
         }
         let name_at = if op == 0x9E && k >= 2 && self.sa_name[sa] >= 0 { self.sa_name[sa] } else { op as i64 };
         let (lba, blocks) = if self.rw6[op] && k >= 6 {
-            let b4 = m[[i, 4]] as i64;
-            (Some(((sa as i64) << 16) | be(m, i, 2, 2)), Some(if b4 != 0 { b4 } else if op == 0x0B { 0 } else { 256 }))
+            let b4 = m[4] as i64;
+            (Some(((sa as i64) << 16) | be(m, 2, 2)), Some(if b4 != 0 { b4 } else if op == 0x0B { 0 } else { 256 }))
         } else if self.rw10[op] && k >= 10 {
-            (Some(be(m, i, 2, 4)), Some(be(m, i, 7, 2)))
+            (Some(be(m, 2, 4)), Some(be(m, 7, 2)))
         } else if self.rw12[op] && k >= 12 {
-            (Some(be(m, i, 2, 4)), Some(be(m, i, 6, 4)))
+            (Some(be(m, 2, 4)), Some(be(m, 6, 4)))
         } else if self.rw16[op] && k >= 16 {
             // the 64-bit LBA only where it fits an int64
-            ((m[[i, 2]] < 0x80).then(|| be(m, i, 2, 8)), Some(be(m, i, 10, 4)))
+            ((m[2] < 0x80).then(|| be(m, 2, 8)), Some(be(m, 10, 4)))
         } else {
             (None, None)
         };
-        Decoded { opcode: Some(op as i64), name_at, lba, blocks, lun: cdb_lun(op as u8, m[[i, 1]], k, &self.lun_groups) }
+        Decoded { opcode: Some(op as i64), name_at, lba, blocks, lun: cdb_lun(op as u8, m[1], k, &self.lun_groups) }
     }
 }
 

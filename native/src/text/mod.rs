@@ -30,6 +30,7 @@ use crate::arrow::Columns;
 pub mod blkparse;
 pub mod qemu;
 pub mod scsilog;
+pub mod scsilog_engine;
 pub mod scsilog_pair;
 pub mod sg3;
 pub mod sgio;
@@ -382,6 +383,7 @@ impl StrCol {
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     scsilog::register(m)?;
     scsilog_pair::register(m)?;
+    scsilog_engine::register(m)?;
     sgio::register(m)?;
     usbmon::register(m)?;
     qemu::register(m)?;

@@ -21,22 +21,22 @@ use crate::arrow::{ints, ints_or_null, values_of, Columns, Table, NULL};
 use crate::hash::IntMap;
 
 /// Why a command is unpaired (`reason` codes; 0: paired), as `PAIR_REASONS` names them.
-const PAIRED: u8 = 0;
-const DISPATCH_ERROR: u8 = 1;
-const TIMED_OUT: u8 = 2;
+pub(crate) const PAIRED: u8 = 0;
+pub(crate) const DISPATCH_ERROR: u8 = 1;
+pub(crate) const TIMED_OUT: u8 = 2;
 const TAG_REUSED: u8 = 3;
 const TRACE_ENDED: u8 = 4;
-const NO_START: u8 = 5;
+pub(crate) const NO_START: u8 = 5;
 pub const PAIR_REASONS: [&str; 6] = ["", "dispatch error", "timed out", "no done before the tag was reused",
                                      "no done (trace ended)", "done without start (trace started mid-command)"];
 
-const START: u8 = 0;
-const DONE: u8 = 1;
+pub(crate) const START: u8 = 0;
+pub(crate) const DONE: u8 = 1;
 const ERROR: u8 = 2;
-const TIMEOUT: u8 = 3;
+pub(crate) const TIMEOUT: u8 = 3;
 const OTHER: u8 = 4;
 
-fn kind_code(k: Option<&str>) -> u8 {
+pub(crate) fn kind_code(k: Option<&str>) -> u8 {
     match k {
         Some("start") => START,
         Some("done") => DONE,
@@ -107,25 +107,25 @@ fn pair_block(py: Python, events: Table, next_io: i64, last: bool) -> PyResult<P
 }
 
 #[derive(Default)]
-struct Commands {
-    row: Vec<i64>,
-    end: Vec<i64>,
-    reason: Vec<u8>,
-    io: Vec<i64>,
+pub(crate) struct Commands {
+    pub row: Vec<i64>,
+    pub end: Vec<i64>,
+    pub reason: Vec<u8>,
+    pub io: Vec<i64>,
 }
 
 /// A block's events as the pairing reads them (`kind` a code, `device` a code per distinct
 /// device, null included; `tag` and `io` with `NULL`).
-struct Block<'a> {
-    t_ns: &'a [i64],
-    pos: &'a [i64],
-    tag: &'a [i64],
-    io: &'a [i64],
-    kind: &'a [u8],
-    device: &'a [u32],
+pub(crate) struct Block<'a> {
+    pub t_ns: &'a [i64],
+    pub pos: &'a [i64],
+    pub tag: &'a [i64],
+    pub io: &'a [i64],
+    pub kind: &'a [u8],
+    pub device: &'a [u32],
 }
 
-fn pair(b: &Block, mut next_io: i64, last: bool) -> (Commands, Commands, i64) {
+pub(crate) fn pair(b: &Block, mut next_io: i64, last: bool) -> (Commands, Commands, i64) {
     let Block { t_ns, pos, tag, io, kind, device } = *b;
     let n = t_ns.len();
     let mut order: Vec<usize> = (0..n).collect();

@@ -1,36 +1,25 @@
 //! The command stage of the streamed Bulk-Only path (scsitrace/usb/streamed.py), fed each
 //! batch of finished commands by the machine (stream.rs) without a polars frame per batch:
-//! the running tables of scsitrace/command_stream.py `Tables` (pairing reasons, per-device
-//! sums, the latency and per-opcode SRT `Samples`), the stage tiling of its `Tiler` (pieces
-//! tiled once no command still to come can start before them, each device's covered time
-//! carried as a leading piece whose segment is dropped; the placing rule is the bus
-//! tiling's `DeviceTiling`), and what its `Kept` keeps for the reports (every 2^k-th
+//! the running tables of scsitrace/command_stream.py `Tables` (pairing reasons, and the
+//! command layers' shared sums: per device, the latency and per-opcode SRT `Samples`), the
+//! stage tiling of its `Tiler` (the shared tiler of native/src/commands.rs, which the
+//! kernel-log engine uses too), and what its `Kept` keeps for the reports (every 2^k-th
 //! command and segment, at most `keep` of each), held as raw rows: polars rows are built
 //! at the end for the kept ones only. The same batches in, the same figures out as the
 //! Python accumulators (tests/test_usbmon_chunks.py checks them against the whole path).
-use std::sync::Arc;
-
-use arrow_array::{ArrayRef, StringArray};
 use numpy::PyArray1;
 use pyo3::prelude::*;
 
 use crate::arrow::{self, Columns};
+pub(super) use crate::commands::KeptSegments;
+use crate::commands::{halve, Piece, Sums, Tiler};
 use super::machine::{aggregates, bot_reason, le32, piece, BotCommands, stage_bounds_of, StageTimes, BOT_REASONS, CBW_BYTES, CSW_BYTES, DATA_BYTES, DATA_C,
                      DATA_IN, DATA_S, LAST, NULL, N_AGG, N_CSW, PAIRED, STALLS, STS_C, STS_S};
 
 const _: () = assert!(std::mem::size_of::<Kept>() == 128);
 
-/// Every other element kept (the 0th, 2nd, ...): a kept sample whose stride doubles.
-fn halve<T>(v: &mut Vec<T>) {
-    let mut j = 0usize;
-    v.retain(|_| {
-        j += 1;
-        j % 2 == 1
-    });
-}
-use crate::bus::tiling::DeviceTiling;
 use crate::hash::IntMap;
-use crate::stat::{Samples, DEFAULT_CAP};
+use crate::stat::Samples;
 
 /// After machine.rs PIECE_PHASES: "~carried" (5) and IDLE (6), as command_stream.Tiler.
 const IDLE: u8 = 6;
@@ -127,77 +116,26 @@ impl Kept {
     }
 }
 
-struct Device {
-    name: String,
-    n: i64,
-    paired: i64,
-    bytes: i64,
-    rsum: i64,
-    rn: i64,
-    covered: Option<i64>, // where its last non-IDLE segment ends (Tiler.covered)
-}
-
-struct Srt {
-    samples: Samples,
-    io: i64,
-    cdb: [u8; 16],
-    cb_len: i64,
-}
-
-#[derive(Clone, Copy)]
-struct Piece {
-    dev: u32,
-    block: u8,
-    phase: u8,
-    io: i64,
-    start: i64,
-    end: i64,
-    bytes: i64,
-}
-
-/// A kept segment (its number is implicit: the j-th kept is segment j x stride).
-#[derive(Clone, Copy)]
-struct Seg {
-    dev: u32,
-    phase: u8,
-    io: i64,
-    start: i64,
-    end: i64,
-    bytes: i64,
-}
-
 pub(super) struct CommandStage {
     keep: i64,
     rows: i64,
     reasons: [i64; BOT_REASONS.len()],
-    devices: Vec<Device>,
     index: IntMap<(i64, i64, i64), u32>,
     last: ((i64, i64, i64), u32),  // the last command's device
-    rank: Vec<u32>, // each device's rank by name (the order the Tiler sorts devices in)
-    srt: Vec<Option<Srt>>,
-    latency: Samples,
-    paired: i64,
-    data_bytes: i64,
+    sums: Sums,
     anomalous: Vec<Cmd>,       // commands with stalls or a PHASE ERROR CSW (bot_commands' anomalies)
     kept: Vec<Kept>,           // at most `keep`, reserved at once: only the pages written are resident
     stride: i64,
-    waiting: Vec<Piece>,
-    totals: [i64; N_PHASES],
-    counts: [i64; N_PHASES],
-    segs: Vec<Seg>,
-    seg_seen: i64,
-    seg_stride: i64,
+    tiler: Tiler,
 }
 
 impl CommandStage {
     pub(super) fn new(keep: usize) -> CommandStage {
         let keep = keep.max(1);
         CommandStage {
-            keep: keep as i64, rows: 0, reasons: [0; BOT_REASONS.len()], devices: Vec::new(), index: IntMap::default(),
-            last: ((-1, -1, -1), 0), rank: Vec::new(), srt: (0..256).map(|_| None).collect(),
-            latency: Samples::with_cap(DEFAULT_CAP), paired: 0, data_bytes: 0, anomalous: Vec::new(),
-            kept: Vec::with_capacity(keep), stride: 1, waiting: Vec::new(), totals: [0; N_PHASES],
-            counts: [0; N_PHASES], segs: Vec::with_capacity(keep), seg_seen: 0, seg_stride: 1,
+            keep: keep as i64, rows: 0, reasons: [0; BOT_REASONS.len()], index: IntMap::default(),
+            last: ((-1, -1, -1), 0), sums: Sums::new(), anomalous: Vec::new(), kept: Vec::with_capacity(keep),
+            stride: 1, tiler: Tiler::new(N_PHASES, IDLE, keep),
         }
     }
 
@@ -209,16 +147,9 @@ impl CommandStage {
             self.last = ((bus, dev, lun), d);
             return d;
         }
-        let d = self.devices.len() as u32;
-        self.devices.push(Device { name: format!("{bus}:{dev}:{lun}"), n: 0, paired: 0, bytes: 0, rsum: 0, rn: 0,
-                                   covered: None });
+        let d = self.sums.device();
+        self.tiler.device(format!("{bus}:{dev}:{lun}"));
         self.index.insert((bus, dev, lun), d);
-        let mut order: Vec<u32> = (0..self.devices.len() as u32).collect();
-        order.sort_by(|&x, &y| self.devices[x as usize].name.cmp(&self.devices[y as usize].name));
-        self.rank = vec![0; order.len()];
-        for (r, &d) in order.iter().enumerate() {
-            self.rank[d as usize] = r as u32;
-        }
         d
     }
 
@@ -235,25 +166,12 @@ impl CommandStage {
             self.reasons[reason] += 1;
             let lun = (c.cbw[13] & 0x0F) as i64;
             let d = self.device(c.bus, c.dev, lun);
-            let dv = &mut self.devices[d as usize];
-            dv.n += 1;
-            dv.bytes = dv.bytes.wrapping_add(a[DATA_BYTES]);
-            self.data_bytes = self.data_bytes.wrapping_add(a[DATA_BYTES]);
-            if reason == PAIRED {
-                let response = a[STS_C] - c.cmd_s;
-                dv.paired += 1;
-                dv.rsum = dv.rsum.wrapping_add(response);
-                dv.rn += 1;
-                self.paired += 1;
-                self.latency.push(response);
-                let cb_len = ((c.cbw[14] & 0x1F) as i64).min(16);
+            let response = (reason == PAIRED).then(|| a[STS_C] - c.cmd_s);
+            self.sums.command(d, a[DATA_BYTES], response);
+            if let Some(response) = response {
+                let cb_len = ((c.cbw[14] & 0x1F) as usize).min(16);
                 if cb_len >= 1 {
-                    let entry = self.srt[c.cbw[15] as usize].get_or_insert_with(|| {
-                        let mut cdb = [0u8; 16];
-                        cdb.copy_from_slice(&c.cbw[15..31]);
-                        Srt { samples: Samples::with_cap(DEFAULT_CAP), io, cdb, cb_len }
-                    });
-                    entry.samples.push(response);
+                    self.sums.opcode_time(io, &c.cbw[15..15 + cb_len], response);
                 }
             }
             if a[STALLS] > 0 || (c.csw_size > 12 && c.csw[12] == 2) {
@@ -279,125 +197,45 @@ impl CommandStage {
                 }
                 let bytes = if block == 2 { a[DATA_BYTES] } else { NULL };
                 let phase = stage as u8;
-                self.waiting.push(Piece { dev: d, block: block as u8, phase, io, start, end, bytes });
+                self.tiler.push(Piece { dev: d, block: block as u8, phase, io, start, end, bytes });
             }
         }
-        self.tile(before);
+        self.tiler.tile(before);
     }
 
-    /// command_stream.Tiler.add + _tile: the waiting pieces that start before `before`,
-    /// by (device name, start, block, io), each device's tiling resumed from the carried piece.
-    fn tile(&mut self, before: i64) {
-        let mut ready: Vec<Piece>;
-        if before == NULL {
-            ready = std::mem::take(&mut self.waiting);
-        } else {
-            ready = self.waiting.iter().filter(|p| p.start < before).copied().collect();
-            self.waiting.retain(|p| p.start >= before);
-        }
-        if ready.is_empty() {
-            return;
-        }
-        let rank = &self.rank;
-        let key = |p: &Piece| (rank[p.dev as usize], p.start, p.block, p.io);
-        if !ready.windows(2).all(|w| key(&w[0]) <= key(&w[1])) {
-            ready.sort_unstable_by_key(key);
-        }
-        let mut k = 0;
-        while k < ready.len() {
-            let d = ready[k].dev;
-            let mut tiling = DeviceTiling::new();
-            if let Some(c) = self.devices[d as usize].covered {
-                tiling.place(0, c); // the carried piece [0, covered): its segment is dropped
-            }
-            let mut covered = NULL;
-            while k < ready.len() && ready[k].dev == d {
-                let p = ready[k];
-                k += 1;
-                let Some((idle_from, s)) = tiling.place(p.start, p.end) else { continue };
-                if idle_from < s {
-                    self.segment(Seg { dev: d, phase: IDLE, io: NULL, start: idle_from, end: s, bytes: NULL });
-                }
-                self.segment(Seg { dev: d, phase: p.phase, io: p.io, start: s, end: p.end, bytes: p.bytes });
-                covered = covered.max(p.end);
-            }
-            if covered != NULL {
-                let dv = &mut self.devices[d as usize];
-                dv.covered = Some(dv.covered.map_or(covered, |c| c.max(covered)));
-            }
-        }
-    }
-
-    /// A segment counted (Tiler._segments) and kept when its number is a multiple of the stride.
-    fn segment(&mut self, s: Seg) {
-        self.totals[s.phase as usize] += s.end - s.start;
-        self.counts[s.phase as usize] += 1;
-        let n = self.seg_seen;
-        self.seg_seen += 1;
-        while n % self.seg_stride == 0 && self.segs.len() as i64 == self.keep {
-            self.seg_stride *= 2;
-            halve(&mut self.segs);
-        }
-        if n % self.seg_stride == 0 {
-            self.segs.push(s);
-        }
-    }
-
-    /// The end (Tiler.finish): every waiting piece tiled, then each device's IDLE up to
-    /// `elapsed` (devices by name).
+    /// The end (Tiler.finish): every waiting piece tiled, then each device's IDLE up to `elapsed`.
     pub(super) fn finish(&mut self, elapsed: i64) {
-        self.tile(NULL);
-        let mut order: Vec<u32> = (0..self.devices.len() as u32).collect();
-        order.sort_by_key(|&d| self.rank[d as usize]);
-        for d in order {
-            if let Some(c) = self.devices[d as usize].covered {
-                if elapsed > c {
-                    self.segment(Seg { dev: d, phase: IDLE, io: NULL, start: c, end: elapsed, bytes: NULL });
-                }
-            }
-        }
+        self.tiler.finish(elapsed);
     }
 
     /// Everything accumulated, for scsitrace/usb/streamed.py (taken out of the stage; the
     /// anomalous commands' times from `origin`).
     pub(super) fn results(&mut self, py: Python, origin: i64) -> PyResult<StageResults> {
-        let devices = Columns::new(vec![
-            ("name", Arc::new(StringArray::from_iter_values(self.devices.iter().map(|d| d.name.as_str()))) as ArrayRef),
-            ("n", arrow::ints(self.devices.iter().map(|d| d.n).collect())),
-            ("paired", arrow::ints(self.devices.iter().map(|d| d.paired).collect())),
-            ("bytes", arrow::ints(self.devices.iter().map(|d| d.bytes).collect())),
-            ("rsum", arrow::ints(self.devices.iter().map(|d| d.rsum).collect())),
-            ("rn", arrow::ints(self.devices.iter().map(|d| d.rn).collect()))])?;
+        let devices = self.sums.device_columns(self.tiler.names())?;
         let mut srt = Vec::new();
-        for (op, entry) in self.srt.iter_mut().enumerate() {
+        for (op, entry) in self.sums.srt.iter_mut().enumerate() {
             if let Some(e) = entry.take() {
-                srt.push(Py::new(py, SrtEntry { opcode: op as i64, samples: Py::new(py, e.samples)?, io: e.io,
-                                                cdb: e.cdb.to_vec(), cb_len: e.cb_len })?);
+                let mut cdb = e.cdb.clone();
+                cdb.resize(16, 0);
+                srt.push(Py::new(py, SrtEntry { opcode: op as i64, samples: Py::new(py, e.samples)?, io: e.io, cdb,
+                                                cb_len: e.cdb.len() as i64 })?);
             }
         }
-        let latency = std::mem::replace(&mut self.latency, Samples::with_cap(DEFAULT_CAP));
+        let latency = self.sums.take_latency();
         let anomalous = std::mem::take(&mut self.anomalous);
         Ok(StageResults {
             rows: self.rows, reasons: self.reasons.to_vec(), devices: Py::new(py, devices)?,
-            n_dev: self.devices.iter().filter(|d| d.covered.is_some()).count() as i64, srt,
-            latency: Py::new(py, latency)?, paired: self.paired, data_bytes: self.data_bytes,
-            totals: self.totals.to_vec(), counts: self.counts.to_vec(), segment_stride: self.seg_stride,
+            n_dev: self.tiler.devices_tiled(), srt,
+            latency: Py::new(py, latency)?, paired: self.sums.paired, data_bytes: self.sums.data_bytes,
+            totals: self.tiler.totals.clone(), counts: self.tiler.counts.clone(), segment_stride: self.tiler.seg_stride,
             kept_rows: self.kept.len() as i64, stride: self.stride,
             anomalous: Py::new(py, bot_commands(py, anomalous.into_iter(), origin, None)?)?,
         })
     }
 
-    /// The kept segments (Columns: dev, io, start, end, phase, bytes; io and bytes null
-    /// outside a command's DATA) and the device names (dev indexes them), taken out of the stage.
+    /// The kept segments (commands.rs `Tiler.segments`), taken out of the stage.
     pub(super) fn segments(&mut self, py: Python) -> PyResult<KeptSegments> {
-        let segs = std::mem::take(&mut self.segs);
-        let col = |get: fn(&Seg) -> i64| segs.iter().map(get).collect::<Vec<i64>>();
-        let segments = Columns::new(vec![
-            ("dev", arrow::ints(col(|s| s.dev as i64))), ("io", arrow::ints_or_null(col(|s| s.io))),
-            ("start", arrow::ints(col(|s| s.start))), ("end", arrow::ints(col(|s| s.end))),
-            ("phase", arrow::ints(col(|s| s.phase as i64))), ("bytes", arrow::ints_or_null(col(|s| s.bytes)))])?;
-        Ok(KeptSegments { segments: Py::new(py, segments)?,
-                          device_names: self.devices.iter().map(|d| d.name.clone()).collect() })
+        self.tiler.segments(py)
     }
 
     /// The kept commands (as `take` hands them over, with their `io`), taken out of the stage.
@@ -443,11 +281,4 @@ pub(super) struct SrtEntry {
     io: i64,
     cdb: Vec<u8>,
     cb_len: i64,
-}
-
-/// The kept segments and the device names their `dev` indexes.
-#[pyclass(get_all)]
-pub(super) struct KeptSegments {
-    segments: Py<Columns>,
-    device_names: Vec<String>,
 }
