@@ -25,6 +25,7 @@ sys.path.insert(0, HERE)
 
 from bench_scsilog import text_scale_header, text_scale_row  # noqa: E402
 DATA = os.path.join(HERE, "data")
+BATCH = 20000   # commands generated at a time
 
 
 def generate(path: str, n: int, sectors: int) -> None:
@@ -32,9 +33,14 @@ def generate(path: str, n: int, sectors: int) -> None:
         return
     from test_qemu_lsi import qemu_trace_lines
     os.makedirs(DATA, exist_ok=True)
-    cmds = [(0x28, (i * 7919) % 1_000_000, sectors, i % 256, True) for i in range(n)]
+    t0 = 1_795_000_000_000_000
     with open(path + ".tmp", "w") as fh:
-        fh.write("\n".join(qemu_trace_lines(cmds)) + "\n")
+        for first in range(0, n, BATCH):      # the same lines as one call, in bounded memory
+            cmds = [(0x28, (i * 7919) % 1_000_000, sectors, i % 256, True) for i in range(first, min(n, first + BATCH))]
+            lines = qemu_trace_lines(cmds, t0)
+            fh.write("\n".join(lines) + "\n")
+            sec, frac = lines[-1].split("@", 1)[1].split(":", 1)[0].split(".")
+            t0 = int(sec) * 1_000_000 + int(frac)     # the next line steps on from the last one's stamp
     os.replace(path + ".tmp", path)
 
 
