@@ -399,6 +399,7 @@ class StreamRules:
     phase_of_compare: list
     fixed_events: list
     fixed_bytes: list
+    usb_command_events: list
     device_events: list
     lines_of_phase: list
     atn_line: int
@@ -415,7 +416,7 @@ def stream_rules(stretching: Stretching | None) -> StreamRules:
     return StreamRules(list(PHASE_OF_EVENT), [code(p) for p in PHASE_OF_EVENT.values()],
                        "lsi_execute_script_tc_compp", list(PHASE_OF_COMPARE),
                        [code(p) for p in PHASE_OF_COMPARE.values()], list(MSGOUT_FIXED_BYTES),
-                       [v[0] for v in MSGOUT_FIXED_BYTES.values()], list(DEVICE_EVENTS),
+                       [v[0] for v in MSGOUT_FIXED_BYTES.values()], list(USB_COMMAND_EVENTS), list(DEVICE_EVENTS),
                        [s.lines_of_phase.get(p, 0) for p in text.QEMU_PHASES], s.atn_line, s.arbitration_lines,
                        s.initiator)
 
@@ -449,7 +450,14 @@ class CompiledStream(Stream):
             raise NotCompiled
         if out.fed:
             self.names.update(out.names)
+            self._take_stretches()
         return out
+
+    def _take_stretches(self) -> None:
+        """The stretches the compiled stream summed since the last call, one frame a part."""
+        part = self.native.stretches() if self.stretching is not None else None
+        if part is not None:
+            self.sums.append(pl.DataFrame(part))
 
     def add(self, ev: pl.DataFrame) -> None:
         if not ev.height:
@@ -464,6 +472,7 @@ class CompiledStream(Stream):
             raise NotCompiled
         if out is not None:
             self._emit(_runs_of_columns(out))
+        self._take_stretches()
 
     def finish(self) -> tuple[pl.DataFrame, pl.DataFrame]:
         native = self._native()
@@ -472,8 +481,7 @@ class CompiledStream(Stream):
             raise NotCompiled
         if out is not None:
             self._emit(_runs_of_columns(out))
-        if self.stretching is not None:
-            self.sums.append(pl.DataFrame(native.stretches()))
+        self._take_stretches()
         self.t_min, self.events, self.lsi_events, self.clamped = (native.t_min, native.events, native.lsi_events,
                                                                   native.clamped)
         self.run_count, self.stray_dma_bytes = native.run_count, native.stray_dma_bytes

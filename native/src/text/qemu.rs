@@ -688,6 +688,7 @@ struct StreamRules {
     phase_of_compare: Vec<i64>,
     fixed_events: Vec<String>,
     fixed_bytes: Vec<i64>,
+    usb_command_events: Vec<String>,
     device_events: Vec<String>,
     msgout_prefix: String,
     lsi_prefix: String,
@@ -705,6 +706,7 @@ struct NameCode {
     phase: i64,
     compare: bool,
     lsi: bool,
+    usb_command: bool,
     device: bool,
 }
 
@@ -726,7 +728,7 @@ impl StreamRules {
         NameCode { ev, fixed: fixed.map_or(NULL, |k| self.fixed_bytes[k]),
                    phase: find(&self.phase_events).map_or(NULL, |k| self.phase_of_event[k]),
                    compare: name == self.compare_event.as_bytes(), lsi: name.starts_with(self.lsi_prefix.as_bytes()),
-                   device: find(&self.device_events).is_some() }
+                   usb_command: find(&self.usb_command_events).is_some(), device: find(&self.device_events).is_some() }
     }
 
     /// The phase a compare's operand reveals (NULL: none).
@@ -849,9 +851,10 @@ struct Batch<'a> {
 /// runs numbered, as `steps_frame` gives them) summed into runs as `qemu_runs` sums them,
 /// fed batches of decoded events in line order: `add` (`_qemu_scan.EVENTS` columns, `atn` as
 /// `atn_code`), or `scan` (a block of lines, scanned as `qemu_block` scans it, summed at once
-/// when `summed` and every non-blank line is taken and none is a device model's). Without `summed`, `add`
+/// when `summed` and every non-blank line is taken and none is a device model's row
+/// `Stream._keep_device_rows` keeps). Without `summed`, `add`
 /// gives back the runs a batch completes (`qemu_runs`' columns, times absolute) and `finish`
-/// the last; with it the runs are summed per stretch (`stretches`, after `finish`). A value
+/// the last; with it the runs are summed per stretch (`stretches`, taken after each call). A value
 /// that is no byte or a CDB past MAX_CDB sets `failed` (the caller reads the trace the
 /// Python way); the stream then takes nothing more.
 #[pyclass(module = "scsitrace._native.text")]
@@ -863,6 +866,7 @@ struct QemuStream {
     phase: i64,
     runs: i64,
     stretched: StretchCols,
+    devices: bool,
     #[pyo3(get)]
     failed: bool,
     #[pyo3(get)]
@@ -976,7 +980,7 @@ impl QemuStream {
     #[new]
     fn new(rules: StreamRules, summed: bool) -> Self {
         QemuStream { rules, summed, names: Default::default(), sum: Summing::default(), phase: NULL, runs: 0,
-                     stretched: StretchCols::default(), failed: false, t_min: None, t_max: None, events: 0,
+                     stretched: StretchCols::default(), devices: false, failed: false, t_min: None, t_max: None, events: 0,
                      lsi_events: 0, clamped: 0, run_count: 0, stray_dma_bytes: 0 }
     }
 
@@ -987,7 +991,8 @@ impl QemuStream {
         let steps = Steps::events(&batch)?;
         let t = batch.i64s("t_abs_ns")?;
         let (event, compare) = (batch.bytes("event")?, batch.bytes("compare")?);
-        let code = (0..t.len()).map(|i| self.code_of(event.get(i).unwrap_or_default())).collect();
+        let code: Vec<NameCode> = (0..t.len()).map(|i| self.code_of(event.get(i).unwrap_or_default())).collect();
+        self.devices |= code.iter().any(|c| c.usb_command);
         let operand = |i: usize| compare.get(i);
         let mut b = Batch { steps, t: &t, code, compare: &operand };
         let this = &mut *self;
@@ -1006,7 +1011,11 @@ impl QemuStream {
         let (mut m, fed) = py.allow_threads(|| {
             let mut m = merged(on_parts(data, n, |part, first| scan_part(part, first, part.as_ptr() as usize - data.as_ptr() as usize)));
             let codes: Vec<NameCode> = m.events.names.iter().map(|name| this.code_of(name)).collect();
-            let fed = this.summed && !this.failed && m.other_line.is_empty() && !codes.iter().any(|c| c.device);
+            // the device models' rows are read in Python (`Stream._keep_device_rows`), from the
+            // first USB command on
+            this.devices |= codes.iter().any(|c| c.usb_command);
+            let device_rows = this.devices && codes.iter().any(|c| c.device);
+            let fed = this.summed && !this.failed && m.other_line.is_empty() && !device_rows;
             if fed {
                 let ok = this.feed_part(&mut m, &codes);
                 this.failed |= ok.is_none();
@@ -1033,9 +1042,10 @@ impl QemuStream {
         self.completed(0).map(runs_table).transpose()
     }
 
-    /// The runs summed per stretch (with `summed`, after `finish`).
-    fn stretches(&mut self) -> PyResult<Columns> {
-        std::mem::take(&mut self.stretched).table()
+    /// The runs summed per stretch (with `summed`) since the last call (None: none).
+    fn stretches(&mut self) -> PyResult<Option<Columns>> {
+        let part = std::mem::take(&mut self.stretched);
+        if part.start.is_empty() { Ok(None) } else { part.table().map(Some) }
     }
 }
 
