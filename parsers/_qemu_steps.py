@@ -358,7 +358,8 @@ class Stream:
         if self.summed is None:
             return None
         t0 = self.t_min or 0
-        whole = pl.concat(self.sums, rechunk=False) if self.sums else self.summed(_no_runs())
+        # one chunk: the bus layer reads its columns as numpy arrays
+        whole = pl.concat(self.sums) if self.sums else self.summed(_no_runs())
         return whole.with_columns(pl.col(c) - t0 for c in self.summed_times)
 
     def finish(self) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -124,7 +124,8 @@ class _Read:
 
     def run(self, progress) -> None:
         line_no = 1
-        for buf, _ in _lines.iter_byte_blocks(self.path, progress=progress, strict=self.strict, count_lines=False):
+        for buf, _ in _lines.iter_byte_blocks(self.path, progress=progress, strict=self.strict, count_lines=False,
+                                              views=True):
             bad, last = [], []
             for part in _parts(buf, self.block_bytes):
                 part_bad, part_last, lines = self._part(part, line_no)
@@ -201,18 +202,46 @@ class _Read:
                                            "in range" for r in bad.head(5).iter_rows(named=True)])
 
 
-def _parts(buf: bytes, part_bytes: int) -> Iterator[memoryview]:
-    """A block cut into parts of about `part_bytes` of whole lines: the stream is fed a part
-    at a time, while bad lines are named block by block."""
-    view, start = memoryview(buf), 0
-    while start < len(buf):
-        cut = buf.rfind(b"\n", start, start + part_bytes) if start + part_bytes < len(buf) else len(buf) - 1
-        end = len(buf) if cut < 0 else cut + 1
-        if cut < 0:          # a line longer than a part: up to its end
-            nl = buf.find(b"\n", start + part_bytes)
-            end = len(buf) if nl < 0 else nl + 1
+def _parts(buf, part_bytes: int) -> Iterator[memoryview]:
+    """A block (bytes, or a view of the mapped file) cut into parts of about `part_bytes` of
+    whole lines: the stream is fed a part at a time, while bad lines are named block by block."""
+    view, data, start = memoryview(buf), np.frombuffer(buf, np.uint8), 0
+    while start < len(data):
+        end = len(data)
+        if start + part_bytes < len(data):
+            cut = _newline_before(data, start, start + part_bytes)
+            if cut < 0:      # a line longer than a part: up to its end
+                nl = _newline_after(data, start + part_bytes)
+                end = len(data) if nl < 0 else nl + 1
+            else:
+                end = cut + 1
         yield view[start:end]
         start = end
+
+
+NEWLINE_WINDOW = 1 << 12
+
+
+def _newline_before(data: np.ndarray, start: int, end: int) -> int:
+    """The last '\n' in data[start:end] (-1: none), looked for a window at a time from the end."""
+    while end > start:
+        lo = max(start, end - NEWLINE_WINDOW)
+        at = np.flatnonzero(data[lo:end] == 10)
+        if at.size:
+            return lo + int(at[-1])
+        end = lo
+    return -1
+
+
+def _newline_after(data: np.ndarray, start: int) -> int:
+    """The first '\n' in data[start:] (-1: none), a window at a time."""
+    while start < len(data):
+        hi = min(len(data), start + NEWLINE_WINDOW)
+        at = np.flatnonzero(data[start:hi] == 10)
+        if at.size:
+            return start + int(at[0])
+        start = hi
+    return -1
 
 
 def _events(path: str, strict: bool, cap: Capture, progress) -> pl.DataFrame:

@@ -196,6 +196,26 @@ def test_a_cdb_too_long_for_the_compiled_stream_is_read_the_python_way(tmp_path)
     assert command["info_bytes"].list.len().to_list() == [99999]
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(buf=st.binary(max_size=400).map(lambda b: b.replace(b"\r", b"\n")), part=st.integers(1, 60),
+       window=st.sampled_from([3, 4096]))
+def test_parts_are_whole_lines_of_about_the_part_size(monkeypatch, buf, part, window):
+    """A block (here bytes; the mapped file's views alike) cut into parts: all of it, in
+    order; each part but the last ends a line; a part is cut at the last line end that fits
+    in `part` bytes, or holds one line longer than that."""
+    monkeypatch.setattr(qemu_lsi, "NEWLINE_WINDOW", window)
+    parts = [bytes(p) for p in qemu_lsi._parts(buf, part)]
+    assert b"".join(parts) == buf
+    for k, p in enumerate(parts):
+        assert p and (p.endswith(b"\n") or k == len(parts) - 1)
+        if len(p) > part:
+            assert b"\n" not in p[:part] or p.index(b"\n") == len(p) - 1
+        elif k < len(parts) - 1:
+            nxt = parts[k + 1]
+            first_line = nxt[:nxt.index(b"\n") + 1] if b"\n" in nxt else nxt
+            assert len(p) + len(first_line) > part
+
+
 def _transition_runs(cap):
     reducer, times = RunReducer(settle_ns=0), polarity.LineTimes()
     parts = list(reducer.runs(times.counted(cap.chunks())))
