@@ -368,7 +368,8 @@ class Stream:
             self._emit(runs_frame(self.held, end_ns=self.carry.t_max))
             self.held = None
         t0 = self.t_min or 0
-        runs = pl.concat(self.runs, rechunk=False) if self.runs else _no_runs()
+        runs = pl.concat(self.runs, rechunk=False) if self.runs else _no_runs() if self.keep_runs else pl.DataFrame(
+            schema=RUNS)
         runs = runs.with_columns(pl.col("start_ns") - t0, pl.col("end_ns") - t0)
         device = device_commands(pl.concat(self.device_rows)) if self.device_rows else pl.DataFrame(schema=DEVICE_COMMANDS)
         return runs, device.with_columns(pl.col("start_ns") - t0, pl.col("end_ns") - t0)

@@ -226,7 +226,7 @@ struct Part {
     t_ns: Vec<i64>,
     event: Vec<u32>,
     events: Interner,
-    detail: StrCol,
+    detail: Vec<(usize, usize)>,     // each record's detail: where it starts in the block and ends
     value: Vec<Vec<i64>>,
     ok: Vec<Vec<bool>>,
     atn: Vec<bool>,
@@ -260,7 +260,9 @@ fn scan_part(part: &[u8], first: usize, offset: usize) -> Part {
                 p.line.push(k);
                 p.t_ns.push(t);
                 p.event.push(p.events.code(event));
-                p.detail.push(Some(detail));
+                // (an empty detail may be no slice of the line)
+                let at = if detail.is_empty() { 0 } else { offset + start + (detail.as_ptr() as usize - line.as_ptr() as usize) };
+                p.detail.push((at, at + detail.len()));
                 for (f, v) in d.value.iter().enumerate() {
                     p.value[f].push(v.unwrap_or(0));
                     p.ok[f].push(v.is_some());
@@ -288,7 +290,7 @@ fn merged(parts: Vec<Part>) -> Part {
         m.line.extend(p.line);
         m.t_ns.extend(p.t_ns);
         m.event.extend(p.event.iter().map(|&c| codes[c as usize]));
-        m.detail.append(p.detail);
+        m.detail.extend(p.detail);
         for (f, (v, ok)) in p.value.into_iter().zip(p.ok).enumerate() {
             m.value[f].extend(v);
             m.ok[f].extend(ok);
@@ -336,6 +338,15 @@ fn qemu_block(py: Python, buf: PyReadonlyArray1<u8>, parts: Option<usize>) -> Py
     scan_result(py, m, data)
 }
 
+/// The records' details as strings (only a block handed back copies them).
+fn details(at: &[(usize, usize)], data: &[u8]) -> StrCol {
+    let mut col = StrCol::default();
+    for &(start, end) in at {
+        col.push(Some(&data[start..end]));
+    }
+    col
+}
+
 fn scan_result(py: Python, m: Part, data: &[u8]) -> PyResult<QemuScan> {
     let mut columns: Vec<(&str, ArrayRef)> = vec![("line", ints(m.line)), ("t_abs_ns", ints(m.t_ns)),
                                                   ("event", ints(m.event.iter().map(|&c| i64::from(c)).collect()))];
@@ -350,7 +361,7 @@ fn scan_result(py: Python, m: Part, data: &[u8]) -> PyResult<QemuScan> {
         lines: super::line_count(data),
         events: Py::new(py, Columns::new(columns)?)?,
         names: m.events.strings(),
-        detail: m.detail.into_py(py)?,
+        detail: details(&m.detail, data).into_py(py)?,
         compare: m.compare.into_py(py)?,
         other: Py::new(py, Columns::new(vec![("line", ints(m.other_line)), ("start", ints(m.other_start)),
                                              ("end", ints(m.other_end))])?)?,
