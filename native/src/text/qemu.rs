@@ -1019,28 +1019,36 @@ impl QemuStream {
         let data = buf.as_slice()?;
         let n = parts.unwrap_or_else(|| part_count(data.len()));
         let this = &mut *self;
-        let (mut m, fed) = py.allow_threads(|| {
-            let mut m = merged(on_parts(data, n, |part, first| scan_part(part, first, part.as_ptr() as usize - data.as_ptr() as usize)));
-            let codes: Vec<NameCode> = m.events.names.iter().map(|name| this.code_of(name)).collect();
+        let scanned = py.allow_threads(|| {
+            let mut parts = on_parts(data, n, |part, first| scan_part(part, first, part.as_ptr() as usize - data.as_ptr() as usize));
+            let codes: Vec<Vec<NameCode>> = parts.iter()
+                .map(|p| p.events.names.iter().map(|name| this.code_of(name)).collect()).collect();
             // the device models' rows are read in Python (`Stream._keep_device_rows`), from the
             // first USB command on
-            this.devices |= codes.iter().any(|c| c.usb_command);
-            let device_rows = this.devices && codes.iter().any(|c| c.device);
-            let fed = this.summed && !this.failed && m.other_line.is_empty() && !device_rows;
-            if fed {
-                let ok = this.feed_part(&mut m, &codes);
-                this.failed |= ok.is_none();
-                if ok.is_some() {
-                    this.completed(1);     // summed: nothing comes back
-                }
+            this.devices |= codes.iter().flatten().any(|c| c.usb_command);
+            let device_rows = this.devices && codes.iter().flatten().any(|c| c.device);
+            let fed = this.summed && !this.failed && parts.iter().all(|p| p.other_line.is_empty()) && !device_rows;
+            if !fed {
+                return Err(merged(parts));
             }
-            (m, fed)
+            // the parts summed in order, each as it was scanned (no merged copy)
+            let mut names = Interner::default();
+            let (mut taken, mut last) = (0, None);
+            for (p, c) in parts.iter_mut().zip(&codes) {
+                this.failed |= !this.failed && this.feed_part(p, c).is_none();
+                taken += p.line.len();
+                last = p.line.last().copied().or(last);
+                p.events.names.iter().for_each(|name| { names.code(name); });
+            }
+            if !this.failed {
+                this.completed(1);     // summed: nothing comes back
+            }
+            Ok((names, taken, last))
         });
-        if !fed {
-            return scan_result(py, m, data);
-        }
-        let (taken, last) = (m.line.len(), m.line.last().copied());
-        let names = std::mem::take(&mut m.events);
+        let (names, taken, last) = match scanned {
+            Err(m) => return scan_result(py, m, data),
+            Ok(fed) => fed,
+        };
         let mut out = scan_result(py, Part { events: names, ..Part::default() }, data)?;
         (out.fed, out.taken, out.last_line) = (true, taken, last);
         Ok(out)
