@@ -28,7 +28,16 @@ def scan_block(view, first_line: int, parts: int | None = None) -> tuple[pl.Data
     lines of the block)."""
     from scsitrace._native import text
     buf = np.frombuffer(view, np.uint8)
-    out = text.qemu_block(buf, parts if parts is not None else THREADS if len(buf) >= SMALL_BLOCK else 1)
+    return frames_of(text.qemu_block(buf, parts_of(buf, parts)), buf, first_line)
+
+
+def parts_of(buf: np.ndarray, parts: int | None = None) -> int:
+    """How many parts the scanner cuts a block in (one a core; one for a small block)."""
+    return parts if parts is not None else THREADS if len(buf) >= SMALL_BLOCK else 1
+
+
+def frames_of(out, buf: np.ndarray, first_line: int) -> tuple[pl.DataFrame, list[tuple[int, bytes]], int]:
+    """`scan_block`'s result of the scanner's (`QemuScan`) of `buf`."""
     ev = pl.DataFrame(out.events)
     taken = ev.select(
         (pl.col("line") + first_line).alias("line_no"), "t_abs_ns",

@@ -39,7 +39,7 @@ from scsitrace.model import Capture, LazyFrames
 from scsitrace.schema import SIGNAL_BIT
 from . import _lines, _qemu_devices, _qemu_scan
 from ._qemu_fields import decode_fields as _decode_fields
-from ._qemu_steps import Stream, build_cdb, device_commands, runs_frame, steps_frame  # noqa: F401  (tests)
+from ._qemu_steps import CompiledStream, NotCompiled, Stream, Stretching, build_cdb, device_commands, runs_frame, steps_frame  # noqa: F401  (tests)
 
 ID = "qemu_lsi"
 SUFFIXES = ("qemu-trace.txt", ".qemu-trace.log")
@@ -62,6 +62,7 @@ LINES_OF_PHASE = {
     "RESERVED": _B["BSY"] | _B["MSG"],
 }
 HANDSHAKE = _B["REQ"] | _B["ACK"]
+STRETCHING = Stretching(LINES_OF_PHASE, _B["ATN"], _B["BSY"], INITIATOR_ID)   # `stretches`, compiled
 SIGNALS = ["BSY", "SEL", "ATN", "MSG", "C/D", "I/O", "REQ", "ACK", "DB"]
 CHUNK_BYTES = 1 << 21  # data bytes of handshakes generated per transitions chunk
 PART_BYTES = 4 << 20   # lines fed to the runs at a time
@@ -117,12 +118,14 @@ class _Read:
     cap: Capture
     sink: Callable[[pl.DataFrame], None]
     block_bytes: int = PART_BYTES
+    scan: Callable | None = None      # a compiled stream's `scan`: a part summed where it can be
     shape: list[tuple[pl.DataFrame, int | None]] = field(default_factory=list)   # per block: bad lines, last record
     fields: list[pl.DataFrame] = field(default_factory=list)
 
     def run(self, progress) -> None:
         line_no = 1
-        for buf, _ in _lines.iter_byte_blocks(self.path, progress=progress, strict=self.strict, count_lines=False):
+        for buf, _ in _lines.iter_byte_blocks(self.path, progress=progress, strict=self.strict, count_lines=False,
+                                              views=True):
             bad, last = [], []
             for part in _parts(buf, self.block_bytes):
                 part_bad, part_last, lines = self._part(part, line_no)
@@ -136,7 +139,14 @@ class _Read:
     def _part(self, buf, line_no: int) -> tuple[pl.DataFrame, list[int], int]:
         """Reads the lines of `buf`; returns its lines that are no trace line, its last
         record's line number (none: blank) and how many lines it holds."""
-        taken, other, lines = _qemu_scan.scan_block(buf, line_no)
+        if self.scan is not None:
+            out = self.scan(buf)
+            if out.fed:                   # every line a record, summed by the stream
+                self.cap.records.read += out.taken
+                return NO_LINES, [] if out.last_line is None else [line_no + out.last_line], out.lines
+            taken, other, lines = _qemu_scan.frames_of(out, np.frombuffer(buf, np.uint8), line_no)
+        else:
+            taken, other, lines = _qemu_scan.scan_block(buf, line_no)
         self.cap.records.read += taken.height
         if not other:
             self.sink(taken)
@@ -192,18 +202,46 @@ class _Read:
                                            "in range" for r in bad.head(5).iter_rows(named=True)])
 
 
-def _parts(buf: bytes, part_bytes: int) -> Iterator[memoryview]:
-    """A block cut into parts of about `part_bytes` of whole lines: the stream is fed a part
-    at a time, while bad lines are named block by block."""
-    view, start = memoryview(buf), 0
-    while start < len(buf):
-        cut = buf.rfind(b"\n", start, start + part_bytes) if start + part_bytes < len(buf) else len(buf) - 1
-        end = len(buf) if cut < 0 else cut + 1
-        if cut < 0:          # a line longer than a part: up to its end
-            nl = buf.find(b"\n", start + part_bytes)
-            end = len(buf) if nl < 0 else nl + 1
+def _parts(buf, part_bytes: int) -> Iterator[memoryview]:
+    """A block (bytes, or a view of the mapped file) cut into parts of about `part_bytes` of
+    whole lines: the stream is fed a part at a time, while bad lines are named block by block."""
+    view, data, start = memoryview(buf), np.frombuffer(buf, np.uint8), 0
+    while start < len(data):
+        end = len(data)
+        if start + part_bytes < len(data):
+            cut = _newline_before(data, start, start + part_bytes)
+            if cut < 0:      # a line longer than a part: up to its end
+                nl = _newline_after(data, start + part_bytes)
+                end = len(data) if nl < 0 else nl + 1
+            else:
+                end = cut + 1
         yield view[start:end]
         start = end
+
+
+NEWLINE_WINDOW = 1 << 12
+
+
+def _newline_before(data: np.ndarray, start: int, end: int) -> int:
+    """The last '\n' in data[start:end] (-1: none), looked for a window at a time from the end."""
+    while end > start:
+        lo = max(start, end - NEWLINE_WINDOW)
+        at = np.flatnonzero(data[lo:end] == 10)
+        if at.size:
+            return lo + int(at[-1])
+        end = lo
+    return -1
+
+
+def _newline_after(data: np.ndarray, start: int) -> int:
+    """The first '\n' in data[start:] (-1: none), a window at a time."""
+    while start < len(data):
+        hi = min(len(data), start + NEWLINE_WINDOW)
+        at = np.flatnonzero(data[start:hi] == 10)
+        if at.size:
+            return start + int(at[0])
+        start = hi
+    return -1
 
 
 def _events(path: str, strict: bool, cap: Capture, progress) -> pl.DataFrame:
@@ -347,21 +385,19 @@ def parse(path: str, *, strict: bool = True, progress=None, chunk_bytes: int = P
           **_opts) -> Capture:
     """The trace read block by block (`chunk_bytes` of lines at a time: the tests go down to a
     few lines), its runs built as the blocks come (`_qemu_steps.Stream`)."""
-    cap = Capture(layer="bus", path=str(path), format=ID)
-    st = Stream(summed=stretches, summed_times=("start_ns", "first_handshake_ns", "last_ns"))
-    _Read(str(path), strict, cap, st.add, chunk_bytes).run(progress)
-    runs, devices = st.finish()
+    cap, st, (_, devices) = _read(str(path), strict, progress, chunk_bytes, summed=stretches)
     cap.meta = {
         "signals": SIGNALS, "initiator": INITIATOR_ID, "tick_ns": 1000, "settle_ns": 0,
         "handshakes": "synthesized",  # REQ/ACK edges carry no timing: attribution should not use them
         "origin_ns": int(st.t_min) if st.events else None, "clock": "host wall clock (QEMU trace log)",
-        "events": st.events, "lsi_events": st.lsi_events, "phase_runs": runs.height,
+        "events": st.events, "lsi_events": st.lsi_events, "phase_runs": st.run_count,
         "clamped_stamps": st.clamped,
         "source": "QEMU lsi53c895a emulation trace",
     }
-    # the steps of every line: read again when asked for (memory follows the runs, not the lines)
-    cap.frames = LazyFrames({"steps": lambda: _steps(str(path))})
-    cap.frames["phase_runs"] = runs.drop("dma_bytes")
+    # the steps of every line and the phase runs: read again when asked for (memory follows
+    # the runs' sums per stretch, not the lines nor the runs)
+    cap.frames = LazyFrames({"steps": lambda: _steps(str(path)),
+                             "phase_runs": lambda: _phase_runs(str(path), strict, chunk_bytes)})
     cap.frames["device_commands"] = devices
     cap.notes.append("Timing is QEMU's emulation of an LSI 53C895A (TCG, host-clock microsecond stamps), "
                      "not a real SCSI bus: phase durations measure the emulator, not a disk or a cable.")
@@ -370,7 +406,7 @@ def parse(path: str, *, strict: bool = True, progress=None, chunk_bytes: int = P
                      f"initiator ID {INITIATOR_ID} is assumed (the driver's default). The emulator does not arbitrate: "
                      "each (re)selection is preceded by a zero-length ARBITRATION; the format asks for a settle delay of 0 "
                      "(a larger --settle-ns folds it away and the bus machine then flags BUS FREE -> RESELECTION).")
-    stray = int(runs["stray_dma_bytes"].sum()) if runs.height else 0
+    stray = st.stray_dma_bytes
     if stray:
         cap.notes.append(f"{stray} DMA bytes were traced outside a data phase and are not counted")
     if cap.meta["clamped_stamps"]:
@@ -379,9 +415,30 @@ def parse(path: str, *, strict: bool = True, progress=None, chunk_bytes: int = P
     if not st.lsi_events:  # another device's trace: commands refuse it (inputcheck.py), crosslayer reads it
         cap.meta["not_this_format"] = _qemu_devices.not_lsi(str(path), pl.Series(sorted(st.names), dtype=pl.Utf8))
         cap.notes.append("the trace holds no lsi_* events: no LSI bus activity in it")
-    cap.chunks = lambda: transitions(runs)
+    cap.chunks = lambda: transitions(cap.frames["phase_runs"])
     cap.columns["stretches"] = st.summed_runs()      # = stretches(runs), made part by part
     return cap
+
+
+def _read(path: str, strict: bool, progress, chunk_bytes: int, summed=None) -> tuple[Capture, Stream, tuple]:
+    """The capture read, its Stream and what the stream made (runs: kept unless `summed`;
+    device commands): compiled (`CompiledStream`), or the Python way where that gives up."""
+    def read(st: Stream, progress):
+        cap = Capture(layer="bus", path=path, format=ID)
+        _Read(path, strict, cap, st.add, chunk_bytes, scan=getattr(st, "scan", None)).run(progress)
+        return cap, st, st.finish()
+    times = ("start_ns", "first_handshake_ns", "last_ns")
+    try:
+        return read(CompiledStream(summed=summed, summed_times=times, keep_runs=summed is None,
+                                   stretching=STRETCHING if summed is stretches else None), progress)
+    except NotCompiled:
+        return read(Stream(summed=summed, summed_times=times, keep_runs=summed is None), None)
+
+
+def _phase_runs(path: str, strict: bool, chunk_bytes: int) -> pl.DataFrame:
+    """The trace's phase runs (read again: `parse` keeps their sums per stretch only)."""
+    _, _, (runs, _) = _read(path, strict, None, chunk_bytes)
+    return runs.drop("dma_bytes")
 
 
 STEP_COLUMNS = ("line_no", "t_ns", "event", "detail", "phase", "run", "target", "lun", "tag", "opcode", "lba",

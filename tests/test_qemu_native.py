@@ -99,6 +99,7 @@ def _by_python(monkeypatch):
         return taken, [(first_line + k, raw) for k, raw in enumerate(lines) if raw.strip(b" ")], len(lines)
     monkeypatch.setattr(_qemu_scan, "scan_block", scan_block)
     monkeypatch.setattr(_qemu_steps, "runs_pass", lambda steps, end: None)
+    monkeypatch.setattr(qemu_lsi, "CompiledStream", lambda stretching=None, **kw: _qemu_steps.Stream(**kw))
 
 
 @SETTINGS
@@ -129,6 +130,90 @@ def test_scanner_columns_do_not_depend_on_threads(text):
     for parts in (2, 3, 7):
         many = _qemu_scan.scan_block(text, 1, parts=parts)
         assert many[0].equals(one[0]) and many[1:] == one[1:]
+
+
+def _streamed(kind, events: pl.DataFrame, cuts: list[int]):
+    """What a stream of `kind` makes of the events cut at `cuts`: runs, device commands,
+    stretches, counters."""
+    stream = kind(summed=qemu_lsi.stretches, summed_times=("start_ns", "first_handshake_ns", "last_ns"))
+    for a, b in zip([0, *cuts], [*cuts, events.height]):
+        stream.add(events.slice(a, b - a))
+    runs, devices = stream.finish()
+    return (runs.to_dicts(), devices.to_dicts(), stream.summed_runs().to_dicts(),
+            (stream.t_min, stream.events, stream.lsi_events, stream.clamped, stream.names))
+
+
+@SETTINGS
+@given(text=traces(), data=st.data())
+def test_compiled_stream_gives_the_python_streams_runs_at_any_split(tmp_path, text, data):
+    """The compiled stream carries the phase, the run numbers, the open run and the queued
+    MESSAGE IN bytes across batches: any split of the events gives the runs the Python
+    stream gives (which holds a batch's unfinished runs back instead); where a value is no
+    byte or a CDB is too long for it (NotCompiled), the Python stream's compiled runs give up
+    too and it rebuilds them."""
+    path = tmp_path / "t.qemu-trace.txt"
+    path.write_bytes(text)
+    try:
+        events = qemu_lsi._events(str(path), False, qemu_lsi.Capture(layer="bus", path=str(path), format="qemu_lsi"), None)
+    except BadInput:
+        return
+    cuts = sorted(data.draw(st.lists(st.integers(0, events.height), max_size=6)))
+    expected = _streamed(_qemu_steps.Stream, events, [])
+    try:
+        got = _streamed(_qemu_steps.CompiledStream, events, cuts)
+        summed = _streamed(lambda **kw: _qemu_steps.CompiledStream(**kw, keep_runs=False,
+                                                                   stretching=qemu_lsi.STRETCHING), events, cuts)
+    except _qemu_steps.NotCompiled:
+        steps = _qemu_steps.steps_frame(events)
+        assert _qemu_steps.runs_pass(steps, steps["t_ns"].max()) is None
+        return
+    assert got == expected
+    assert summed[1:] == expected[1:]      # the stretches summed in Rust: qemu_lsi.stretches' rows
+
+
+@SETTINGS
+@given(text=traces(), threads=st.integers(2, 5))
+def test_a_block_scanned_and_summed_on_threads_gives_what_one_thread_gives(tmp_path, monkeypatch, text, threads):
+    """`QemuStream.scan` on any number of threads (the scanner's parts), its lines summed
+    at once: the capture read on one thread."""
+    path = tmp_path / "t.qemu-trace.txt"
+    path.write_bytes(text)
+    one = _outcome(path, False)
+    monkeypatch.setattr(_qemu_scan, "THREADS", threads)
+    monkeypatch.setattr(_qemu_scan, "SMALL_BLOCK", 0)
+    assert _outcome(path, False) == one
+
+
+def test_a_cdb_too_long_for_the_compiled_stream_is_read_the_python_way(tmp_path):
+    """`Send command len=99999` (a CDB past the compiled rebuild's longest): the trace is read
+    again through the Python stream, whose CDB has that length."""
+    lines = qemu_trace_lines([(0x28, 8, 8, 1, False)])
+    lines = [ln.replace("Send command len=10", "Send command len=99999") for ln in lines]
+    path = tmp_path / "t.qemu-trace.txt"
+    path.write_text("\n".join(lines) + "\n")
+    cap = qemu_lsi.parse(str(path))
+    command = cap.frames["phase_runs"].filter(pl.col("phase") == "COMMAND")
+    assert command["info_bytes"].list.len().to_list() == [99999]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(buf=st.binary(max_size=400).map(lambda b: b.replace(b"\r", b"\n")), part=st.integers(1, 60),
+       window=st.sampled_from([3, 4096]))
+def test_parts_are_whole_lines_of_about_the_part_size(monkeypatch, buf, part, window):
+    """A block (here bytes; the mapped file's views alike) cut into parts: all of it, in
+    order; each part but the last ends a line; a part is cut at the last line end that fits
+    in `part` bytes, or holds one line longer than that."""
+    monkeypatch.setattr(qemu_lsi, "NEWLINE_WINDOW", window)
+    parts = [bytes(p) for p in qemu_lsi._parts(buf, part)]
+    assert b"".join(parts) == buf
+    for k, p in enumerate(parts):
+        assert p and (p.endswith(b"\n") or k == len(parts) - 1)
+        if len(p) > part:
+            assert b"\n" not in p[:part] or p.index(b"\n") == len(p) - 1
+        elif k < len(parts) - 1:
+            nxt = parts[k + 1]
+            first_line = nxt[:nxt.index(b"\n") + 1] if b"\n" in nxt else nxt
+            assert len(p) + len(first_line) > part
 
 
 def _transition_runs(cap):

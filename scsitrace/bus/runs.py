@@ -275,18 +275,20 @@ def reduce_stretches(stretches: pl.DataFrame, bits: Iterable[int]) -> Reduced:
     run, a run ends where the next starts (the last at the last transition)."""
     if not stretches.height:
         return Reduced(pl.DataFrame(schema=RUN_SCHEMA), RunStats(), dict.fromkeys(bits, 0))
-    lines = stretches["lines"].to_numpy().astype(np.int64)
+    lines = np.asarray(stretches["lines"].to_numpy(), np.int64)
     start = stretches["start_ns"].to_numpy()
     last_ns = int(stretches["last_ns"][-1])
     key = PHASE_KEY[lines]
-    run = np.cumsum(np.concatenate(([True], key[1:] != key[:-1]))) - 1
-    end = np.append(start[1:], last_ns)
-    asserted = {b: int(((end - start) * ((lines >> b) & 1)).sum()) for b in bits}
+    change = key[1:] != key[:-1]
+    duration = np.diff(start, append=last_ns)      # a stretch lasts until the next starts
+    asserted = {b: int(duration[(lines & (1 << b)) != 0].sum()) for b in bits}
     info = _info_keys(key)
-    stats = RunStats(transitions=int(stretches["transitions"].sum()), raw_runs=int(run[-1]) + 1,
+    n_runs = int(np.count_nonzero(change)) + 1
+    stats = RunStats(transitions=int(stretches["transitions"].sum()), raw_runs=n_runs,
                      first_ns=int(start[0]), last_ns=last_ns)
-    if run[-1] + 1 == len(run):     # no two stretches of one phase key in a row: each is a run
+    if n_runs == len(key):          # no two stretches of one phase key in a row: each is a run
         return Reduced(_one_run_each(stretches, key, lines, info, last_ns), stats, asserted)
+    run = np.cumsum(np.concatenate(([True], change))) - 1
     grouped = stretches.with_columns(
         pl.Series("run", run), pl.Series("key", key.astype(np.uint16)),
         pl.Series("atn", (lines & ATN_BIT) != 0),

@@ -226,7 +226,7 @@ struct Part {
     t_ns: Vec<i64>,
     event: Vec<u32>,
     events: Interner,
-    detail: StrCol,
+    detail: Vec<(usize, usize)>,     // each record's detail: where it starts in the block and ends
     value: Vec<Vec<i64>>,
     ok: Vec<Vec<bool>>,
     atn: Vec<bool>,
@@ -260,7 +260,9 @@ fn scan_part(part: &[u8], first: usize, offset: usize) -> Part {
                 p.line.push(k);
                 p.t_ns.push(t);
                 p.event.push(p.events.code(event));
-                p.detail.push(Some(detail));
+                // (an empty detail may be no slice of the line)
+                let at = if detail.is_empty() { 0 } else { offset + start + (detail.as_ptr() as usize - line.as_ptr() as usize) };
+                p.detail.push((at, at + detail.len()));
                 for (f, v) in d.value.iter().enumerate() {
                     p.value[f].push(v.unwrap_or(0));
                     p.ok[f].push(v.is_some());
@@ -288,7 +290,7 @@ fn merged(parts: Vec<Part>) -> Part {
         m.line.extend(p.line);
         m.t_ns.extend(p.t_ns);
         m.event.extend(p.event.iter().map(|&c| codes[c as usize]));
-        m.detail.append(p.detail);
+        m.detail.extend(p.detail);
         for (f, (v, ok)) in p.value.into_iter().zip(p.ok).enumerate() {
             m.value[f].extend(v);
             m.ok[f].extend(ok);
@@ -315,6 +317,11 @@ struct QemuScan {
     detail: Py<Columns>,
     compare: Py<Columns>,
     other: Py<Columns>,
+    /// `QemuStream.scan`: the events were summed (`events` left empty), `taken` of them, the
+    /// last on line `last_line` of the block.
+    fed: bool,
+    taken: usize,
+    last_line: Option<i64>,
 }
 
 /// The QEMU trace lines of a block of whole lines (its last line may lack its '\n').
@@ -328,9 +335,25 @@ fn qemu_block(py: Python, buf: PyReadonlyArray1<u8>, parts: Option<usize>) -> Py
         // a part is a slice of the block: its offset is where it starts in it
         merged(on_parts(data, n, |part, first| scan_part(part, first, part.as_ptr() as usize - data.as_ptr() as usize)))
     });
+    scan_result(py, m, data)
+}
+
+/// The records' details as strings (only a block handed back copies them).
+fn details(at: &[(usize, usize)], data: &[u8]) -> StrCol {
+    let mut col = StrCol::default();
+    for &(start, end) in at {
+        col.push(Some(&data[start..end]));
+    }
+    col
+}
+
+fn scan_result(py: Python, m: Part, data: &[u8]) -> PyResult<QemuScan> {
     let mut columns: Vec<(&str, ArrayRef)> = vec![("line", ints(m.line)), ("t_abs_ns", ints(m.t_ns)),
                                                   ("event", ints(m.event.iter().map(|&c| i64::from(c)).collect()))];
-    for (f, (v, ok)) in m.value.into_iter().zip(m.ok).enumerate() {
+    let (mut value, mut ok) = (m.value, m.ok);
+    value.resize(N_FIELDS, Vec::new());
+    ok.resize(N_FIELDS, Vec::new());
+    for (f, (v, ok)) in value.into_iter().zip(ok).enumerate() {
         columns.push((FIELDS[f], values_or_null::<Int64Type>(v, ok)));
     }
     columns.push(("atn", Arc::new(BooleanArray::from(m.atn)) as ArrayRef));
@@ -338,16 +361,20 @@ fn qemu_block(py: Python, buf: PyReadonlyArray1<u8>, parts: Option<usize>) -> Py
         lines: super::line_count(data),
         events: Py::new(py, Columns::new(columns)?)?,
         names: m.events.strings(),
-        detail: m.detail.into_py(py)?,
+        detail: details(&m.detail, data).into_py(py)?,
         compare: m.compare.into_py(py)?,
         other: Py::new(py, Columns::new(vec![("line", ints(m.other_line)), ("start", ints(m.other_start)),
                                              ("end", ints(m.other_end))])?)?,
+        fed: false,
+        taken: 0,
+        last_line: None,
     })
 }
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(qemu_block, m)?)?;
     m.add_function(wrap_pyfunction!(qemu_runs, m)?)?;
+    m.add_class::<QemuStream>()?;
     m.add("QEMU_RUN_EVENTS", RUN_EVENTS.to_vec())?;
     m.add("QEMU_PHASES", PHASES.to_vec())?;
     Ok(())
@@ -499,9 +526,15 @@ struct Steps {
 
 impl Steps {
     fn of(t: &Table) -> PyResult<Steps> {
+        Ok(Steps { run: t.i64s_or_null("run")?, phase: t.i64s_or_null("phase_code")?, t_ns: t.i64s_or_null("t_ns")?,
+                   ev: t.i64s_or_null("ev")?, fixed: t.i64s_or_null("fixed")?, ..Steps::events(t)? })
+    }
+
+    /// The events' columns alone (`QemuStream` numbers the runs and codes the events itself).
+    fn events(t: &Table) -> PyResult<Steps> {
         let col = |name: &str| t.i64s_or_null(name);
         Ok(Steps {
-            run: col("run")?, phase: col("phase_code")?, t_ns: col("t_ns")?, ev: col("ev")?, fixed: col("fixed")?,
+            run: Vec::new(), phase: Vec::new(), t_ns: Vec::new(), ev: Vec::new(), fixed: Vec::new(),
             target: col("target")?, atn: col("atn_code")?, len: col("len")?, status: col("status")?, lun: col("lun")?,
             tag: col("tag")?, ext_code: col("ext_code")?, ext_len: col("ext_len")?, opcode: col("opcode")?,
             lba: col("lba")?, sectors: col("sectors")?, msg_byte: col("msg_byte")?,
@@ -511,50 +544,64 @@ impl Steps {
     /// The runs, in order; None where a value is no byte or a CDB too long (the Python
     /// rebuild then decides, as it always did).
     fn runs(&self) -> Option<Vec<Run>> {
-        let mut runs: Vec<Run> = Vec::new();
-        let mut queued: Vec<u8> = Vec::new();
+        let mut sum = Summing::default();
         for i in 0..self.run.len() {
-            let ev = self.ev[i];
-            if ev == MSG_BYTE_EV && self.msg_byte[i] != NULL {
-                queued.push(byte(self.msg_byte[i])?);
-            }
-            let id = self.run[i];
-            if id == NULL {
-                continue;
-            }
-            if runs.last().map_or(true, |r| r.id != id) {
-                let phase = self.phase[i];
-                let msgin = if phase == P_MSG_IN { std::mem::take(&mut queued) } else { Vec::new() };
-                runs.push(Run { id, phase, start: self.t_ns[i], target: None, atn: false, dma: 0, status: None,
-                                cmd_len: None, opcode: None, lba: None, sectors: None, msgout: None, msgin });
-            }
-            let r = runs.last_mut()?;
-            if (ev == SELECTED || ev == RESELECT) && r.target.is_none() {
-                r.target = Some(opt(self.target[i]));
-            }
-            if ev == SELECTED && self.atn[i] == 1 {
-                r.atn = true;
-            }
-            if ev == DMA {
-                r.dma += opt(self.len[i]).unwrap_or(0);
-            }
-            if ev == DO_STATUS && r.status.is_none() {
-                r.status = Some(opt(self.status[i]));
-            }
-            if r.phase == P_COMMAND {
-                if ev == DO_COMMAND && r.cmd_len.is_none() {
-                    r.cmd_len = Some(opt(self.len[i]));
-                }
-                r.opcode = r.opcode.or(opt(self.opcode[i]));
-                r.lba = r.lba.or(opt(self.lba[i]));
-                r.sectors = r.sectors.or(opt(self.sectors[i]));
-            }
-            if r.phase == P_MSG_OUT && (MO_SELECT..=MSGOUT_FIXED).contains(&ev) {
-                let m = msgout(ev, self.lun[i], self.tag[i], self.ext_code[i], self.ext_len[i], self.fixed[i])?;
-                r.msgout.get_or_insert_with(Vec::new).extend(m);
-            }
+            sum.step(self, i, self.run[i], self.phase[i], self.t_ns[i])?;
         }
-        Some(runs)
+        Some(sum.runs)
+    }
+}
+
+/// The runs summed step by step, in line order: the runs begun (the last one open) and the
+/// MESSAGE IN bytes queued for the next MESSAGE IN run.
+#[derive(Default)]
+struct Summing {
+    runs: Vec<Run>,
+    queued: Vec<u8>,
+}
+
+impl Summing {
+    /// Step `i` of `s`, in run `id` (NULL: before any phase) of `phase` at time `t`. None: a
+    /// value that is no byte.
+    fn step(&mut self, s: &Steps, i: usize, id: i64, phase: i64, t: i64) -> Option<()> {
+        let ev = s.ev[i];
+        if ev == MSG_BYTE_EV && s.msg_byte[i] != NULL {
+            self.queued.push(byte(s.msg_byte[i])?);
+        }
+        if id == NULL {
+            return Some(());
+        }
+        if self.runs.last().map_or(true, |r| r.id != id) {
+            let msgin = if phase == P_MSG_IN { std::mem::take(&mut self.queued) } else { Vec::new() };
+            self.runs.push(Run { id, phase, start: t, target: None, atn: false, dma: 0, status: None,
+                                 cmd_len: None, opcode: None, lba: None, sectors: None, msgout: None, msgin });
+        }
+        let r = self.runs.last_mut()?;
+        if (ev == SELECTED || ev == RESELECT) && r.target.is_none() {
+            r.target = Some(opt(s.target[i]));
+        }
+        if ev == SELECTED && s.atn[i] == 1 {
+            r.atn = true;
+        }
+        if ev == DMA {
+            r.dma += opt(s.len[i]).unwrap_or(0);
+        }
+        if ev == DO_STATUS && r.status.is_none() {
+            r.status = Some(opt(s.status[i]));
+        }
+        if r.phase == P_COMMAND {
+            if ev == DO_COMMAND && r.cmd_len.is_none() {
+                r.cmd_len = Some(opt(s.len[i]));
+            }
+            r.opcode = r.opcode.or(opt(s.opcode[i]));
+            r.lba = r.lba.or(opt(s.lba[i]));
+            r.sectors = r.sectors.or(opt(s.sectors[i]));
+        }
+        if r.phase == P_MSG_OUT && (MO_SELECT..=MSGOUT_FIXED).contains(&ev) {
+            let m = msgout(ev, s.lun[i], s.tag[i], s.ext_code[i], s.ext_len[i], s.fixed[i])?;
+            r.msgout.get_or_insert_with(Vec::new).extend(m);
+        }
+        Some(())
     }
 }
 
@@ -625,13 +672,400 @@ fn run_columns(runs: &[Run], end_ns: i64) -> Option<RunCols> {
 fn qemu_runs(py: Python, steps: Table, end_ns: i64) -> PyResult<Option<Columns>> {
     let steps = Steps::of(&steps)?;
     let Some(c) = py.allow_threads(|| run_columns(&steps.runs()?, end_ns)) else { return Ok(None) };
+    Ok(Some(runs_table(c)?))
+}
+
+fn runs_table(c: RunCols) -> PyResult<Columns> {
     let info = byte_lists(c.info, &c.n_info)?;
-    Ok(Some(Columns::new(vec![
+    Columns::new(vec![
         ("run", ints(c.id)), ("phase_code", ints(c.phase)), ("start_ns", ints(c.start)),
         ("target", ints_or_null(c.target)), ("atn", Arc::new(BooleanArray::from(c.atn)) as ArrayRef),
         ("dma_bytes", ints(c.dma)), ("status", ints_or_null(c.status)), ("end_ns", ints(c.end)),
         ("info_bytes", info), ("data_bytes", ints(c.data_bytes)),
-        ("stray_dma_bytes", ints(c.stray)), ("handshakes", ints(c.handshakes))])?))
+        ("stray_dma_bytes", ints(c.stray)), ("handshakes", ints(c.handshakes))])
+}
+
+/// How `QemuStream` codes the events, by name (parsers/_qemu_steps.py `stream_rules`, from
+/// its PHASE_OF_EVENT, PHASE_OF_COMPARE, MSGOUT_FIXED_BYTES and DEVICE_EVENTS): the run events
+/// (`ev` code = index in RUN_EVENTS), the phase an event or a SCRIPTS compare reveals (a PHASES
+/// code); and how runs become stretches (parsers/qemu_lsi.py `stretches`: the lines of each
+/// phase, by PHASES code, the ATN line, the lines of an ARBITRATION, the initiator's ID).
+#[derive(FromPyObject)]
+struct StreamRules {
+    phase_events: Vec<String>,
+    phase_of_event: Vec<i64>,
+    compare_event: String,
+    compares: Vec<String>,
+    phase_of_compare: Vec<i64>,
+    fixed_events: Vec<String>,
+    fixed_bytes: Vec<i64>,
+    usb_command_events: Vec<String>,
+    device_events: Vec<String>,
+    msgout_prefix: String,
+    lsi_prefix: String,
+    lines_of_phase: Vec<i64>,
+    atn_line: i64,
+    arbitration_lines: i64,
+    initiator: i64,
+}
+
+/// What an event name stands for in the stream.
+#[derive(Clone, Copy)]
+struct NameCode {
+    ev: i64,
+    fixed: i64,
+    phase: i64,
+    compare: bool,
+    lsi: bool,
+    usb_command: bool,
+    device: bool,
+}
+
+impl StreamRules {
+    fn code(&self, name: &[u8]) -> NameCode {
+        let find = |names: &[String]| names.iter().position(|n| n.as_bytes() == name);
+        let run_event = RUN_EVENTS.iter()
+            .position(|n| n.as_bytes() == name && !n.ends_with("_other") && !n.ends_with("_fixed"));
+        let fixed = find(&self.fixed_events);
+        let ev = if fixed.is_some() {
+            MSGOUT_FIXED
+        } else if let Some(k) = run_event {
+            k as i64
+        } else if name.starts_with(self.msgout_prefix.as_bytes()) {
+            MSGOUT_OTHER
+        } else {
+            NULL
+        };
+        NameCode { ev, fixed: fixed.map_or(NULL, |k| self.fixed_bytes[k]),
+                   phase: find(&self.phase_events).map_or(NULL, |k| self.phase_of_event[k]),
+                   compare: name == self.compare_event.as_bytes(), lsi: name.starts_with(self.lsi_prefix.as_bytes()),
+                   usb_command: find(&self.usb_command_events).is_some(), device: find(&self.device_events).is_some() }
+    }
+
+    /// The phase a compare's operand reveals (NULL: none).
+    fn compare_phase(&self, operand: Option<&[u8]>) -> i64 {
+        operand.and_then(|c| self.compares.iter().position(|n| n.as_bytes() == c))
+            .map_or(NULL, |k| self.phase_of_compare[k])
+    }
+}
+
+const P_SELECTION: i64 = 7;
+const P_RESELECTION: i64 = 8;
+
+/// `1 << bit` as numpy shifts an int64 (0 past its width).
+fn bit(b: i64) -> i64 {
+    u32::try_from(b).ok().and_then(|b| 1i64.checked_shl(b)).unwrap_or(0)
+}
+
+/// One stretch: its first transition, lines, handshakes (a transition into it and two a
+/// handshake), the first handshake's and the last transition's times, the last data-bus
+/// value and the bytes its handshakes carry (a negative time or value: none).
+struct Stretch<'a> {
+    start: i64,
+    lines: i64,
+    handshakes: i64,
+    first: i64,
+    last: i64,
+    db: i64,
+    info: Option<&'a [u8]>,
+}
+
+/// Runs summed per stretch of constant phase lines (parsers/qemu_lsi.py `stretches`, its
+/// reference; NULL: null).
+#[derive(Default)]
+struct StretchCols {
+    start: Vec<i64>,
+    lines: Vec<i64>,
+    transitions: Vec<i64>,
+    handshakes: Vec<i64>,
+    first: Vec<i64>,
+    last: Vec<i64>,
+    db_last: Vec<i64>,
+    n_info: Vec<i64>,
+    info: Vec<u8>,
+}
+
+impl StretchCols {
+    fn push(&mut self, s: Stretch) {
+        let null_if_negative = |v: i64| if v < 0 { NULL } else { v };
+        self.start.push(s.start);
+        self.lines.push(s.lines);
+        self.transitions.push(1 + 2 * s.handshakes);
+        self.handshakes.push(s.handshakes);
+        self.first.push(null_if_negative(s.first));
+        self.last.push(s.last);
+        self.db_last.push(null_if_negative(s.db));
+        self.n_info.push(s.info.map_or(NULL, |b| b.len() as i64));
+        self.info.extend_from_slice(s.info.unwrap_or_default());
+    }
+
+    /// The stretches of `c`'s runs: a (re)selection's ARBITRATION (the emulator does not
+    /// arbitrate: zero length, the selecting device's ID bit on DB), then the run with its
+    /// handshakes counted, the first one's and the last transition's times placed as
+    /// `_chunk_transitions` places them.
+    fn add(&mut self, r: &StreamRules, c: &RunCols) {
+        let mut at = 0usize;
+        for k in 0..c.id.len() {
+            let info = (c.n_info[k] != NULL).then(|| &c.info[at..at + c.n_info[k] as usize]);
+            at += info.map_or(0, |b| b.len());
+            let (phase, start, end, target) = (c.phase[k], c.start[k], c.end[k], c.target[k]);
+            let sel = phase == P_SELECTION || phase == P_RESELECTION;
+            let has_target = target != NULL && target >= 0;
+            let target_bit = if has_target { bit(target) } else { 0 };
+            if sel {
+                let arb_db = match (phase == P_RESELECTION, has_target) {
+                    (true, true) => target_bit,
+                    (true, false) => -1,
+                    _ => bit(r.initiator),
+                };
+                self.push(Stretch { start, lines: r.arbitration_lines, handshakes: 0, first: -1, last: start, db: arb_db,
+                                    info: None });
+            }
+            let lines = r.lines_of_phase[phase as usize] | if c.atn[k] { r.atn_line } else { 0 };
+            let n = c.handshakes[k];
+            let width = (end - start) as f64 / n.max(1) as f64;
+            let (first, last) = if n > 0 {
+                (start + (0.25 * width).floor() as i64, start + (((n - 1) as f64 + 0.75) * width).floor() as i64)
+            } else {
+                (-1, start)
+            };
+            let sel_db = if sel && has_target { bit(r.initiator) | target_bit } else { -1 };
+            let db = info.and_then(|b| b.last()).map_or(sel_db, |&b| i64::from(b));
+            self.push(Stretch { start, lines, handshakes: n, first, last, db, info });
+        }
+    }
+
+    fn table(self) -> PyResult<Columns> {
+        let info = byte_lists(self.info, &self.n_info)?;
+        Columns::new(vec![
+            ("start_ns", ints(self.start)), ("lines", ints(self.lines)), ("transitions", ints(self.transitions)),
+            ("handshakes", ints(self.handshakes)), ("first_handshake_ns", ints_or_null(self.first)),
+            ("last_ns", ints(self.last)), ("db_last", ints_or_null(self.db_last)), ("info_bytes", info)])
+    }
+}
+
+/// Row `i` of a scanned string column (None: null).
+fn string_at(c: &StrCol, i: usize) -> Option<&[u8]> {
+    let start = if i == 0 { 0 } else { c.ends[i - 1] as usize };
+    c.valid[i].then(|| &c.data[start..c.ends[i] as usize])
+}
+
+/// The columns of one batch of events the stream sums (the fields NULL where absent).
+struct Batch<'a> {
+    steps: Steps,
+    t: &'a [i64],
+    code: Vec<NameCode>,
+    compare: &'a (dyn Fn(usize) -> Option<&'a [u8]> + Sync),
+}
+
+/// `_qemu_steps.Stream` in one pass: the steps (times going forward, the phase in force, the
+/// runs numbered, as `steps_frame` gives them) summed into runs as `qemu_runs` sums them,
+/// fed batches of decoded events in line order: `add` (`_qemu_scan.EVENTS` columns, `atn` as
+/// `atn_code`), or `scan` (a block of lines, scanned as `qemu_block` scans it, summed at once
+/// when `summed` and every non-blank line is taken and none is a device model's row
+/// `Stream._keep_device_rows` keeps). Without `summed`, `add`
+/// gives back the runs a batch completes (`qemu_runs`' columns, times absolute) and `finish`
+/// the last; with it the runs are summed per stretch (`stretches`, taken after each call). A value
+/// that is no byte or a CDB past MAX_CDB sets `failed` (the caller reads the trace the
+/// Python way); the stream then takes nothing more.
+#[pyclass(module = "scsitrace._native.text")]
+struct QemuStream {
+    rules: StreamRules,
+    summed: bool,
+    names: std::collections::HashMap<Vec<u8>, NameCode>,
+    sum: Summing,
+    phase: i64,
+    runs: i64,
+    stretched: StretchCols,
+    devices: bool,
+    #[pyo3(get)]
+    failed: bool,
+    #[pyo3(get)]
+    t_min: Option<i64>,
+    #[pyo3(get)]
+    t_max: Option<i64>,
+    #[pyo3(get)]
+    events: i64,
+    #[pyo3(get)]
+    lsi_events: i64,
+    #[pyo3(get)]
+    clamped: i64,
+    #[pyo3(get)]
+    run_count: i64,
+    #[pyo3(get)]
+    stray_dma_bytes: i64,
+}
+
+impl QemuStream {
+    fn code_of(&mut self, name: &[u8]) -> NameCode {
+        if let Some(&c) = self.names.get(name) {
+            return c;
+        }
+        let c = self.rules.code(name);
+        self.names.insert(name.to_vec(), c);
+        c
+    }
+
+    /// The steps of one batch summed; None: a value that is no byte.
+    fn steps(&mut self, b: &mut Batch) -> Option<()> {
+        let n = b.t.len();
+        b.steps.ev = b.code.iter().map(|c| c.ev).collect();
+        b.steps.fixed = b.code.iter().map(|c| c.fixed).collect();
+        for i in 0..n {
+            let code = b.code[i];
+            self.lsi_events += i64::from(code.lsi);
+            let raw = b.t[i];
+            self.t_min = Some(self.t_min.map_or(raw, |m| m.min(raw)));
+            let latest = self.t_max.map_or(raw, |m| m.max(raw));
+            self.clamped += i64::from(raw < latest);
+            self.t_max = Some(latest);
+            let here = if code.compare { self.rules.compare_phase((b.compare)(i)) } else { code.phase };
+            if here != NULL && here != self.phase {
+                self.runs += 1;
+            }
+            if here != NULL {
+                self.phase = here;
+            }
+            let id = if self.phase == NULL { NULL } else { self.runs };
+            self.sum.step(&b.steps, i, id, self.phase, latest)?;
+        }
+        self.events += n as i64;
+        Some(())
+    }
+
+    /// The runs before the open one (`keep`: 1; all of them at the end: 0), the last of them
+    /// ending at `end` unless a run is left open: as runs (None: summed, or failed) or added
+    /// to the stretches.
+    fn completed(&mut self, keep: usize) -> Option<RunCols> {
+        let done: Vec<Run> = self.sum.runs.drain(..self.sum.runs.len().saturating_sub(keep)).collect();
+        let end = self.sum.runs.first().map_or(self.t_max.unwrap_or(0), |open| open.start);
+        let Some(c) = run_columns(&done, end) else {
+            self.failed = true;
+            return None;
+        };
+        self.run_count += c.id.len() as i64;
+        self.stray_dma_bytes += c.stray.iter().sum::<i64>();
+        if !self.summed {
+            return Some(c);
+        }
+        self.stretched.add(&self.rules, &c);
+        None
+    }
+
+    fn batch_done(&mut self, ok: Option<()>) -> PyResult<Option<Columns>> {
+        if ok.is_none() {
+            self.failed = true;
+            return Ok(None);
+        }
+        self.completed(1).map(runs_table).transpose()
+    }
+
+    /// A scanned part's events summed (every line taken, none a device model's).
+    fn feed_part(&mut self, p: &mut Part, codes: &[NameCode]) -> Option<()> {
+        let field = |p: &mut Part, f: usize| {
+            let mut v = std::mem::take(&mut p.value[f]);
+            for (x, &ok) in v.iter_mut().zip(&p.ok[f]) {
+                if !ok {
+                    *x = NULL;
+                }
+            }
+            v
+        };
+        let steps = Steps {
+            run: Vec::new(), phase: Vec::new(), t_ns: Vec::new(), ev: Vec::new(), fixed: Vec::new(),
+            target: field(p, TARGET), atn: p.atn.iter().map(|&a| i64::from(a)).collect(), len: field(p, LEN),
+            status: field(p, STATUS), lun: field(p, LUN), tag: field(p, TAG), ext_code: field(p, EXT_CODE),
+            ext_len: field(p, EXT_LEN), opcode: field(p, OPCODE), lba: field(p, LBA), sectors: field(p, SECTORS),
+            msg_byte: field(p, MSG_BYTE),
+        };
+        let compare = &p.compare;
+        let operand = |i: usize| string_at(compare, i);
+        let mut b = Batch { steps, t: &p.t_ns, code: p.event.iter().map(|&c| codes[c as usize]).collect(),
+                            compare: &operand };
+        self.steps(&mut b)
+    }
+}
+
+#[pymethods]
+impl QemuStream {
+    #[new]
+    fn new(rules: StreamRules, summed: bool) -> Self {
+        QemuStream { rules, summed, names: Default::default(), sum: Summing::default(), phase: NULL, runs: 0,
+                     stretched: StretchCols::default(), devices: false, failed: false, t_min: None, t_max: None, events: 0,
+                     lsi_events: 0, clamped: 0, run_count: 0, stray_dma_bytes: 0 }
+    }
+
+    fn add(&mut self, py: Python, batch: Table) -> PyResult<Option<Columns>> {
+        if self.failed {
+            return Ok(None);
+        }
+        let steps = Steps::events(&batch)?;
+        let t = batch.i64s("t_abs_ns")?;
+        let (event, compare) = (batch.bytes("event")?, batch.bytes("compare")?);
+        let code: Vec<NameCode> = (0..t.len()).map(|i| self.code_of(event.get(i).unwrap_or_default())).collect();
+        self.devices |= code.iter().any(|c| c.usb_command);
+        let operand = |i: usize| compare.get(i);
+        let mut b = Batch { steps, t: &t, code, compare: &operand };
+        let this = &mut *self;
+        let ok = py.allow_threads(|| this.steps(&mut b));
+        self.batch_done(ok)
+    }
+
+    /// A block of whole lines scanned as `qemu_block` scans it (`parts` as there); its
+    /// events summed at once (`fed`, the events left out of the result) where every
+    /// non-blank line is taken and none is a device model's, else handed back for `add`.
+    #[pyo3(signature = (buf, parts=None))]
+    fn scan(&mut self, py: Python, buf: PyReadonlyArray1<u8>, parts: Option<usize>) -> PyResult<QemuScan> {
+        let data = buf.as_slice()?;
+        let n = parts.unwrap_or_else(|| part_count(data.len()));
+        let this = &mut *self;
+        let scanned = py.allow_threads(|| {
+            let mut parts = on_parts(data, n, |part, first| scan_part(part, first, part.as_ptr() as usize - data.as_ptr() as usize));
+            let codes: Vec<Vec<NameCode>> = parts.iter()
+                .map(|p| p.events.names.iter().map(|name| this.code_of(name)).collect()).collect();
+            // the device models' rows are read in Python (`Stream._keep_device_rows`), from the
+            // first USB command on
+            this.devices |= codes.iter().flatten().any(|c| c.usb_command);
+            let device_rows = this.devices && codes.iter().flatten().any(|c| c.device);
+            let fed = this.summed && !this.failed && parts.iter().all(|p| p.other_line.is_empty()) && !device_rows;
+            if !fed {
+                return Err(merged(parts));
+            }
+            // the parts summed in order, each as it was scanned (no merged copy)
+            let mut names = Interner::default();
+            let (mut taken, mut last) = (0, None);
+            for (p, c) in parts.iter_mut().zip(&codes) {
+                this.failed |= !this.failed && this.feed_part(p, c).is_none();
+                taken += p.line.len();
+                last = p.line.last().copied().or(last);
+                p.events.names.iter().for_each(|name| { names.code(name); });
+            }
+            if !this.failed {
+                this.completed(1);     // summed: nothing comes back
+            }
+            Ok((names, taken, last))
+        });
+        let (names, taken, last) = match scanned {
+            Err(m) => return scan_result(py, m, data),
+            Ok(fed) => fed,
+        };
+        let mut out = scan_result(py, Part { events: names, ..Part::default() }, data)?;
+        (out.fed, out.taken, out.last_line) = (true, taken, last);
+        Ok(out)
+    }
+
+    fn finish(&mut self) -> PyResult<Option<Columns>> {
+        if self.failed {
+            return Ok(None);
+        }
+        self.completed(0).map(runs_table).transpose()
+    }
+
+    /// The runs summed per stretch (with `summed`) since the last call (None: none).
+    fn stretches(&mut self) -> PyResult<Option<Columns>> {
+        let part = std::mem::take(&mut self.stretched);
+        if part.start.is_empty() { Ok(None) } else { part.table().map(Some) }
+    }
 }
 
 /// Each run's bytes as an Arrow list (null where `n_info` is).
