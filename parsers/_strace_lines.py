@@ -110,8 +110,8 @@ def split_block(buf, line_no: int, st=None) -> tuple[int, pl.DataFrame] | None:
 
 def pairs(g: pl.DataFrame, final: bool = True):
     """SG_IO calls split by -f into `<unfinished ...>` and `<... ioctl resumed>`: each resumed
-    half belongs to its pid's previous unfinished ioctl (the halves' neighbours of their pid
-    from one compiled pass, `native/src/text/scsilog_pair.rs:key_neighbours`). Returns the
+    half belongs to its pid's previous unfinished ioctl (joined in one compiled pass,
+    `native/src/text/sgio.rs:strace_pairs`, with both halves' struct texts). Returns the
     joined SG_IO calls, how many resumed halves they used, and (unless `final`) the unfinished
     halves that are their pid's last line so far (rows of `g`: their resumed half may come in
     the next block)."""
@@ -121,22 +121,15 @@ def pairs(g: pl.DataFrame, final: bool = True):
                                     "path": pl.Utf8, "arg": pl.Utf8, "ret": pl.Utf8, "errno": pl.Utf8,
                                     "dur": pl.Utf8, "end_t_ns": pl.Int64}), 0, halves.select(g.columns)
     from scsitrace._native import text
-    near = pl.DataFrame(text.key_neighbours(halves.select("pid", "line_no"), ["pid"]))
-    cols = ("kind", "arg", "line_no", "t_ns", "fd", "path")
-    halves = halves.with_columns(*[pl.col(c).gather(near["prev"]).alias(f"p_{c}") for c in cols],
-                                 pl.col("closes").gather(near["next"]).alias("_next_closes"))
-    done = halves.filter((pl.col("kind") == "resumed") & (pl.col("p_kind") == "unfinished")).select(
-        pl.col("p_line_no").alias("line_no"), "pid", pl.col("p_t_ns").alias("t_ns"), pl.col("p_fd").alias("fd"),
-        pl.col("p_path").alias("path"), pl.concat_str("p_arg", "arg").alias("arg"), "ret", "errno", "dur",
-        pl.col("t_ns").alias("end_t_ns"))
-    # an unfinished SG_IO whose pid has no resumed half after it: the trace ended (or the process died)
-    nxt = pl.col("_next_closes")
-    last = nxt.is_null() & pl.lit(not final)
-    held = halves.filter((pl.col("kind") == "unfinished") & last).select(g.columns)
-    open_ = halves.filter((pl.col("kind") == "unfinished") & ~nxt.fill_null(False) & ~last).select(
-        "line_no", "pid", "t_ns", "fd", "path", "arg", pl.lit("?").alias("ret"),
-        pl.lit(None, dtype=pl.Int64).alias("end_t_ns"))
-    return pl.concat([done, open_], how="diagonal_relaxed"), done.height, held
+    got = text.strace_pairs(halves.select("line_no", "pid", "kind", pl.col("closes").cast(pl.Int64), "arg"), final)
+    calls = pl.DataFrame(got.calls)
+    start, end = calls["start"], calls["end"]
+    begun = halves.select(pl.col("line_no", "pid", "t_ns", "fd", "path").gather(start))
+    ended = halves.select(pl.col("ret", "errno", "dur").gather(end), pl.col("t_ns").gather(end).alias("end_t_ns"))
+    joined = pl.concat([begun, calls.select("arg"), ended], how="horizontal").with_columns(
+        pl.when(end.is_null()).then(pl.lit("?")).otherwise(pl.col("ret")).alias("ret"))
+    held = halves[pl.DataFrame(got.held)["row"]].select(g.columns)
+    return joined, got.used, held
 
 
 def fd_paths(g: pl.DataFrame) -> pl.DataFrame:
