@@ -60,19 +60,21 @@ def _timed(g: pl.DataFrame, st) -> pl.DataFrame:
     """`g` (line_no, t, pre, pid_b, pid_o, ts, body) with each line's pid, time (the clock of
     `st` carried on) and whether it is an SG_IO call."""
     body = pl.col("body")
-    # the time as printed, in one compiled pass (native/src/text/sgio.rs `strace_clock`)
-    from scsitrace._native import text
-    # (an empty Arrow string view crosses with a dangling buffer the Rust side refuses)
-    raw = pl.DataFrame(text.strace_clock(g.select("ts")))["ns"] if g.height else pl.Series([], dtype=pl.Int64)
-    g = g.with_columns(raw.alias("_raw"))
-    wraps = _wraps(pl.col("_raw"), pl.col("ts").str.contains(":", literal=True), st.clock if st is not None else (None, 0))
+    if "_raw" not in g.columns:
+        # the time as printed, in one compiled pass (native/src/text/sgio.rs `strace_clock`)
+        from scsitrace._native import text
+        # (an empty Arrow string view crosses with a dangling buffer the Rust side refuses)
+        raw = pl.DataFrame(text.strace_clock(g.select("ts")))["ns"] if g.height else pl.Series([], dtype=pl.Int64)
+        g = g.with_columns(raw.alias("_raw"))
+    of_day = pl.col("_of_day") if "_of_day" in g.columns else pl.col("ts").str.contains(":", literal=True)
+    wraps = _wraps(pl.col("_raw"), of_day, st.clock if st is not None else (None, 0))
     g = g.with_columns(wraps.cast(pl.Int64).alias("_wraps"))
     if st is not None and g.height:
         stamped = g.filter(pl.col("_raw").is_not_null())
         if stamped.height:
             st.clock = (int(stamped["_raw"][-1]), int(g["_wraps"][-1]))
     pid_text = pl.coalesce(pl.col("pid_b"), pl.col("pid_o"))
-    pid = _lines.checked_int(pid_text, 0, 2**63 - 1)
+    pid = pl.col("_pid") if "_pid" in g.columns else _lines.checked_int(pid_text, 0, 2**63 - 1)
     return g.with_columns(
         pid.alias("pid"),
         (pl.col("_raw") + pl.col("_wraps") * DAY).alias("t_ns"),
@@ -82,7 +84,7 @@ def _timed(g: pl.DataFrame, st) -> pl.DataFrame:
         pl.when(pid_text.is_not_null() & pid.is_null()).then(pl.lit("pid is not a number in range"))
         .when(pl.col("ts").is_not_null() & pl.col("_raw").is_null())
         .then(pl.lit("timestamp is not a time of day or a number of seconds in range"))
-        .alias("prefix_why")).drop("_raw", "_wraps", "_sg", strict=False)
+        .alias("prefix_why")).drop("_raw", "_wraps", "_sg", "_of_day", "_pid", strict=False)
 
 
 HEADS = ("t", "pre", "pid_b", "pid_o", "ts", "body")
@@ -103,7 +105,10 @@ def split_block(buf, line_no: int, st=None) -> tuple[int, pl.DataFrame] | None:
     g = pl.DataFrame({"line_no": pl.int_range(line_no, line_no + n, eager=True, dtype=pl.Int64),
                       **{k: _lines.strings(getattr(found, k)) for k in HEADS},
                       "_sg": pl.DataFrame(found.sg)["value"],      # (whether an SG_IO call: `_timed`)
-                      "_kind": pl.DataFrame(found.kind)["value"]})  # (SG_IO calls' kinds: `sgio._classify`)
+                      "_kind": pl.DataFrame(found.kind)["value"],  # (SG_IO calls' kinds: `sgio._classify`)
+                      # (each line's stamp in ns as printed, whether a time of day, its pid: `_timed`)
+                      **{f"_{k}": pl.DataFrame(getattr(found, k))["value"] for k in ("raw_ns", "of_day", "pid")}})
+    g = g.rename({"_raw_ns": "_raw"})
     g = _timed(g, st)
     return n, g.with_columns(_lines.strings(getattr(found, k)).alias(k) for k in PARTS)
 

@@ -44,6 +44,11 @@ struct Cols {
     sg: Vec<bool>,
     /// what an SG_IO call or ioctl resumed half is (`KINDS`), 0 for any other line
     kind: Vec<u8>,
+    /// the timestamp as printed in ns (`clock_ns`), whether it is a time of day (-t/-tt), the
+    /// -f pid's value (the cut takes no pid past 18 digits: every one is a number in range)
+    raw_ns: Vec<Option<i64>>,
+    of_day: Vec<bool>,
+    pid: Vec<Option<i64>>,
     lines: usize,
 }
 
@@ -280,6 +285,9 @@ fn cut(base: &[u8], line: &[u8], c: &mut Cols, sg_io: &memmem::Finder) -> Option
     c.body.push(base, Some(body));
     let at = if body.starts_with(b"ioctl(") { sg_io.find(body) } else { None };
     c.sg.push(at.is_some());
+    c.raw_ns.push(ts.and_then(clock_ns));
+    c.of_day.push(ts.is_some_and(|t| t.contains(&b':')));
+    c.pid.push(pid_b.or(pid_o).and_then(|d| super::dec(d)));
     let resumed = body.starts_with(RESUMED);
     if at.is_none() && !resumed {
         c.kind.push(0);
@@ -350,6 +358,9 @@ fn strace_block<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, parts: Opt
             all.lines += p.lines;
             all.sg.append(&mut p.sg);
             all.kind.append(&mut p.kind);
+            all.raw_ns.append(&mut p.raw_ns);
+            all.of_day.append(&mut p.of_day);
+            all.pid.append(&mut p.pid);
             for (to, from) in all.columns().into_iter().zip(p.columns()) {
                 to.append(std::mem::take(from), at as u32);
             }
@@ -360,6 +371,9 @@ fn strace_block<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, parts: Opt
     let b = Buffer::from_slice_ref(data);     // the block, once: every column's strings are views of it
     Ok(Some(StraceLines {
         lines: c.lines, sg: Py::new(py, Columns::new(vec![("value", Arc::new(BooleanArray::from(c.sg)) as ArrayRef)])?)?,
+        raw_ns: Py::new(py, Columns::new(vec![("value", options_of::<Int64Type>(c.raw_ns.iter().copied()))])?)?,
+        of_day: Py::new(py, Columns::new(vec![("value", Arc::new(BooleanArray::from(c.of_day.clone())) as ArrayRef)])?)?,
+        pid: Py::new(py, Columns::new(vec![("value", options_of::<Int64Type>(c.pid.iter().copied()))])?)?,
         kind: Py::new(py, Columns::new(vec![("value", Arc::new(c.kind.iter().map(|&k| KINDS[k as usize])
             .collect::<StringArray>()) as ArrayRef)])?)?,
         t: c.t.into_py(py, &b)?, pre: c.pre.into_py(py, &b)?, pid_b: c.pid_b.into_py(py, &b)?,
@@ -378,6 +392,11 @@ struct StraceLines {
     sg: Py<Columns>,
     /// what each SG_IO call or ioctl resumed half is (`KINDS`), null for any other line
     kind: Py<Columns>,
+    /// each line's timestamp in ns as printed (null: none, or not a time), whether it is a
+    /// time of day (-t/-tt: midnights to count), its -f pid (null: none)
+    raw_ns: Py<Columns>,
+    of_day: Py<Columns>,
+    pid: Py<Columns>,
     t: Py<Columns>,
     pre: Py<Columns>,
     pid_b: Py<Columns>,
