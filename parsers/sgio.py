@@ -54,9 +54,9 @@ def sniff(head: bytes) -> bool:
 
 
 NATIVE_SG3 = True       # sg3_utils output through the compiled reader (False: the patterns' path, the tests' reference)
-# sg3_utils blocks: the compiled reader keeps a block's commands column by column, so smaller
-# blocks keep the peak flat (16x, 395 MB: 0.29 GiB at 8 MiB, 0.92 at 32) at the same CPU
-SG3_BLOCK_BYTES = 8 << 20
+# smaller blocks than the line layer's keep the reader's peak flat at the same CPU (parser alone,
+# 16x: sg3_utils 395 MB 0.29 GiB at 8 MiB, 0.92 at 32; strace 468 MB 0.26 GiB, 0.71)
+BLOCK_BYTES = 8 << 20
 HOLD = 1 << 20          # commands held back behind a call waiting for its resumed half, at most
 HEAD_BYTES = 8 << 20     # the head read to tell strace from sg3_utils output, and one process from several
 
@@ -72,7 +72,7 @@ def parse(path, *, strict: bool = True, progress=None, chunk_bytes: int | None =
         head = fh.read(65536).decode("utf-8", "replace")
     sg3 = not SNIFF.search(head) and _sg3_verbose.sniff(head)
     if chunk_bytes is None:
-        chunk_bytes = SG3_BLOCK_BYTES if sg3 and NATIVE_SG3 else _lines.BLOCK_BYTES
+        chunk_bytes = BLOCK_BYTES
     many = False if sg3 else _many_pids(path)
     first = _Commands(path, strict, chunk_bytes, sg3, many).run(cap, progress)
     chunks = started(first, lambda: _Commands(path, strict, chunk_bytes, sg3, many).run(
