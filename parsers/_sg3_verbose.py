@@ -131,10 +131,20 @@ def commands(lines: pl.DataFrame, path: str, strict: bool, records, bad, dev: st
     else:
         cdbs = cdbs.with_columns(pl.lit(dev, dtype=pl.Utf8).alias("dev"))
     c = pl.concat([cdbs, _per_command(notes, cdbs["line_no"].to_numpy())], how="horizontal")
+    out = finished(c)
+    other = lines.height - cdbs.height - (records.skipped - skipped_before - broken.height)
+    meta = {"log": "sg3_utils", "skipped_by_design": {"program output": other},
+            "timestamps": False, "syscall_times": False}
+    return out, meta, notes_of(other), dev
+
+
+def finished(c: pl.DataFrame) -> pl.DataFrame:
+    """The `commands` of commands with their fields (line_no, cdb, dev, and each note field's
+    first value: `_per_command`, or the compiled reader's `Sg3Block.commands`)."""
     sb = lambda k: pl.col("sense").str.slice(2 * k, 2).str.to_integer(base=16, strict=False)  # noqa: E731
     fixed = pl.col("sense").str.slice(0, 2).is_in(["70", "71", "f0", "f1"])
     null_i = pl.lit(None, dtype=pl.Int64)
-    out = c.select(
+    return c.select(
         pl.col("dev").fill_null("?").alias("device"), null_i.alias("tag"),
         "cdb",
         pl.col("line_no").alias("pos"), null_i.alias("start_ns"), null_i.alias("end_ns"),
@@ -150,10 +160,20 @@ def commands(lines: pl.DataFrame, path: str, strict: bool, records, bad, dev: st
         pl.when(fixed).then(sb(12)).otherwise(sb(2)).alias("asc"),
         pl.when(fixed).then(sb(13)).otherwise(sb(3)).alias("ascq"),
         null_i.alias("syscall_ns"), (pl.col("duration_ms") * 1_000_000).alias("driver_ns"), null_i.alias("pid"))
-    other = lines.height - cdbs.height - (records.skipped - skipped_before - broken.height)
-    meta = {"log": "sg3_utils", "skipped_by_design": {"program output": other},
-            "timestamps": False, "syscall_times": False}
-    return out, meta, notes_of(other), dev
+
+
+def read_block(got, path: str, strict: bool, records, bad) -> tuple[pl.DataFrame, int]:
+    """(commands, lines of the programs' own output) of what the compiled reader
+    (`scsitrace._native.text.Sg3Reader`: the commands as `finished` makes them) gave for a
+    block: its bad lines reported as
+    `commands` reports them (the lines with a number past 32 bits, then the malformed CDB
+    lines)."""
+    records.read += got.lines
+    wrong = pl.DataFrame(got.bad)
+    if wrong.height:
+        bad(wrong.filter(pl.col("broken")).drop("broken"), path, strict, records)
+        bad(wrong.filter(~pl.col("broken")).drop("broken"), path, strict, records)
+    return pl.DataFrame(got.commands), got.other
 
 
 NOTE_FIELDS = ("sense_key", "duration_ms", "requested", "got", "dir", "sense")

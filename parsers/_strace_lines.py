@@ -60,19 +60,21 @@ def _timed(g: pl.DataFrame, st) -> pl.DataFrame:
     """`g` (line_no, t, pre, pid_b, pid_o, ts, body) with each line's pid, time (the clock of
     `st` carried on) and whether it is an SG_IO call."""
     body = pl.col("body")
-    # the time as printed, in one compiled pass (native/src/text/sgio.rs `strace_clock`)
-    from scsitrace._native import text
-    # (an empty Arrow string view crosses with a dangling buffer the Rust side refuses)
-    raw = pl.DataFrame(text.strace_clock(g.select("ts")))["ns"] if g.height else pl.Series([], dtype=pl.Int64)
-    g = g.with_columns(raw.alias("_raw"))
-    wraps = _wraps(pl.col("_raw"), pl.col("ts").str.contains(":", literal=True), st.clock if st is not None else (None, 0))
+    if "_raw" not in g.columns:
+        # the time as printed, in one compiled pass (native/src/text/sgio.rs `strace_clock`)
+        from scsitrace._native import text
+        # (an empty Arrow string view crosses with a dangling buffer the Rust side refuses)
+        raw = pl.DataFrame(text.strace_clock(g.select("ts")))["ns"] if g.height else pl.Series([], dtype=pl.Int64)
+        g = g.with_columns(raw.alias("_raw"))
+    of_day = pl.col("_of_day") if "_of_day" in g.columns else pl.col("ts").str.contains(":", literal=True)
+    wraps = _wraps(pl.col("_raw"), of_day, st.clock if st is not None else (None, 0))
     g = g.with_columns(wraps.cast(pl.Int64).alias("_wraps"))
     if st is not None and g.height:
         stamped = g.filter(pl.col("_raw").is_not_null())
         if stamped.height:
             st.clock = (int(stamped["_raw"][-1]), int(g["_wraps"][-1]))
     pid_text = pl.coalesce(pl.col("pid_b"), pl.col("pid_o"))
-    pid = _lines.checked_int(pid_text, 0, 2**63 - 1)
+    pid = pl.col("_pid") if "_pid" in g.columns else _lines.checked_int(pid_text, 0, 2**63 - 1)
     return g.with_columns(
         pid.alias("pid"),
         (pl.col("_raw") + pl.col("_wraps") * DAY).alias("t_ns"),
@@ -82,7 +84,7 @@ def _timed(g: pl.DataFrame, st) -> pl.DataFrame:
         pl.when(pid_text.is_not_null() & pid.is_null()).then(pl.lit("pid is not a number in range"))
         .when(pl.col("ts").is_not_null() & pl.col("_raw").is_null())
         .then(pl.lit("timestamp is not a time of day or a number of seconds in range"))
-        .alias("prefix_why")).drop("_raw", "_wraps", "_sg", strict=False)
+        .alias("prefix_why")).drop("_raw", "_wraps", "_sg", "_of_day", "_pid", strict=False)
 
 
 HEADS = ("t", "pre", "pid_b", "pid_o", "ts", "body")
@@ -103,15 +105,18 @@ def split_block(buf, line_no: int, st=None) -> tuple[int, pl.DataFrame] | None:
     g = pl.DataFrame({"line_no": pl.int_range(line_no, line_no + n, eager=True, dtype=pl.Int64),
                       **{k: _lines.strings(getattr(found, k)) for k in HEADS},
                       "_sg": pl.DataFrame(found.sg)["value"],      # (whether an SG_IO call: `_timed`)
-                      "_kind": pl.DataFrame(found.kind)["value"]})  # (SG_IO calls' kinds: `sgio._classify`)
+                      "_kind": pl.DataFrame(found.kind)["value"],  # (SG_IO calls' kinds: `sgio._classify`)
+                      # (each line's stamp in ns as printed, whether a time of day, its pid: `_timed`)
+                      **{f"_{k}": pl.DataFrame(getattr(found, k))["value"] for k in ("raw_ns", "of_day", "pid")}})
+    g = g.rename({"_raw_ns": "_raw"})
     g = _timed(g, st)
     return n, g.with_columns(_lines.strings(getattr(found, k)).alias(k) for k in PARTS)
 
 
 def pairs(g: pl.DataFrame, final: bool = True):
     """SG_IO calls split by -f into `<unfinished ...>` and `<... ioctl resumed>`: each resumed
-    half belongs to its pid's previous unfinished ioctl (the halves' neighbours of their pid
-    from one compiled pass, `native/src/text/scsilog_pair.rs:key_neighbours`). Returns the
+    half belongs to its pid's previous unfinished ioctl (joined in one compiled pass,
+    `native/src/text/sgio.rs:strace_pairs`, with both halves' struct texts). Returns the
     joined SG_IO calls, how many resumed halves they used, and (unless `final`) the unfinished
     halves that are their pid's last line so far (rows of `g`: their resumed half may come in
     the next block)."""
@@ -121,22 +126,15 @@ def pairs(g: pl.DataFrame, final: bool = True):
                                     "path": pl.Utf8, "arg": pl.Utf8, "ret": pl.Utf8, "errno": pl.Utf8,
                                     "dur": pl.Utf8, "end_t_ns": pl.Int64}), 0, halves.select(g.columns)
     from scsitrace._native import text
-    near = pl.DataFrame(text.key_neighbours(halves.select("pid", "line_no"), ["pid"]))
-    cols = ("kind", "arg", "line_no", "t_ns", "fd", "path")
-    halves = halves.with_columns(*[pl.col(c).gather(near["prev"]).alias(f"p_{c}") for c in cols],
-                                 pl.col("closes").gather(near["next"]).alias("_next_closes"))
-    done = halves.filter((pl.col("kind") == "resumed") & (pl.col("p_kind") == "unfinished")).select(
-        pl.col("p_line_no").alias("line_no"), "pid", pl.col("p_t_ns").alias("t_ns"), pl.col("p_fd").alias("fd"),
-        pl.col("p_path").alias("path"), pl.concat_str("p_arg", "arg").alias("arg"), "ret", "errno", "dur",
-        pl.col("t_ns").alias("end_t_ns"))
-    # an unfinished SG_IO whose pid has no resumed half after it: the trace ended (or the process died)
-    nxt = pl.col("_next_closes")
-    last = nxt.is_null() & pl.lit(not final)
-    held = halves.filter((pl.col("kind") == "unfinished") & last).select(g.columns)
-    open_ = halves.filter((pl.col("kind") == "unfinished") & ~nxt.fill_null(False) & ~last).select(
-        "line_no", "pid", "t_ns", "fd", "path", "arg", pl.lit("?").alias("ret"),
-        pl.lit(None, dtype=pl.Int64).alias("end_t_ns"))
-    return pl.concat([done, open_], how="diagonal_relaxed"), done.height, held
+    got = text.strace_pairs(halves.select("line_no", "pid", "kind", pl.col("closes").cast(pl.Int64), "arg"), final)
+    calls = pl.DataFrame(got.calls)
+    start, end = calls["start"], calls["end"]
+    begun = halves.select(pl.col("line_no", "pid", "t_ns", "fd", "path").gather(start))
+    ended = halves.select(pl.col("ret", "errno", "dur").gather(end), pl.col("t_ns").gather(end).alias("end_t_ns"))
+    joined = pl.concat([begun, calls.select("arg"), ended], how="horizontal").with_columns(
+        pl.when(end.is_null()).then(pl.lit("?")).otherwise(pl.col("ret")).alias("ret"))
+    held = halves[pl.DataFrame(got.held)["row"]].select(g.columns)
+    return joined, got.used, held
 
 
 def fd_paths(g: pl.DataFrame) -> pl.DataFrame:

@@ -113,3 +113,45 @@ def test_captured_outputs_read_alike(path, monkeypatch):
     with monkeypatch.context() as m:
         m.setattr(_sg3_verbose, "scan", _by_patterns)
         assert _outcome(path, True, 1 << 20) == fast
+
+
+def _outcome_by(path, strict: bool, chunk_bytes: int, native: bool, monkeypatch):
+    with monkeypatch.context() as m:
+        m.setattr(sgio, "NATIVE_SG3", native)
+        return _outcome(path, strict, chunk_bytes)
+
+
+@SETTINGS
+@given(text=logs(), strict=st.booleans(), chunk=st.sampled_from([64, 500, 1 << 20]))
+def test_compiled_reader_is_the_lines_reader_at_any_block_size(tmp_path, monkeypatch, text, strict, chunk):
+    """The one-pass reader (`Sg3Reader`: fields and commands in Rust, the last command held
+    across blocks) against the line reader it replaced (the patterns' fields folded by
+    `_sg3_verbose.commands`, lines from the last CDB on carried to the next block): the same
+    commands, records (skip examples in the same order), notes and meta, or the same error."""
+    path = tmp_path / "t.sg3.txt"
+    path.write_bytes(text)
+    assert _outcome_by(path, strict, chunk, True, monkeypatch) == _outcome_by(path, strict, chunk, False, monkeypatch)
+
+
+@SETTINGS
+@given(text=logs(), parts=st.integers(1, 7), cut=st.integers(0, 10_000))
+def test_compiled_reader_parts_and_blocks_change_nothing(text, parts, cut):
+    """Any split of the log into blocks (a cut at a line end) and of a block into parts (its
+    lines on several cores): the same commands and bad lines as the whole log in one part."""
+    import numpy as np
+    from scsitrace import scsi
+    from scsitrace._native import text as native
+    names = ([scsi.SENSE_KEY_NAMES[k] for k in range(16)], scsi.STATUS_NAMES[0x02])
+
+    def read(blocks, n):
+        reader = native.Sg3Reader(1, *names)
+        got = [reader.block(np.frombuffer(b, np.uint8), n) for b in blocks] + [reader.finish()]
+        if any(g is None for g in got):
+            return None
+        return (pl.concat([pl.DataFrame(g.commands) for g in got]).to_dicts(),
+                pl.concat([pl.DataFrame(g.bad) for g in got]).to_dicts(), sum(g.other for g in got))
+    whole = read([text], 1)
+    ends = [k + 1 for k, b in enumerate(text) if b == 0x0A]
+    at = ends[cut % len(ends)] if ends else len(text)
+    split = read([text[:at], text[at:]] if 0 < at < len(text) else [text], parts)
+    assert split == whole

@@ -44,6 +44,11 @@ struct Cols {
     sg: Vec<bool>,
     /// what an SG_IO call or ioctl resumed half is (`KINDS`), 0 for any other line
     kind: Vec<u8>,
+    /// the timestamp as printed in ns (`clock_ns`), whether it is a time of day (-t/-tt), the
+    /// -f pid's value (the cut takes no pid past 18 digits: every one is a number in range)
+    raw_ns: Vec<Option<i64>>,
+    of_day: Vec<bool>,
+    pid: Vec<Option<i64>>,
     lines: usize,
 }
 
@@ -280,6 +285,9 @@ fn cut(base: &[u8], line: &[u8], c: &mut Cols, sg_io: &memmem::Finder) -> Option
     c.body.push(base, Some(body));
     let at = if body.starts_with(b"ioctl(") { sg_io.find(body) } else { None };
     c.sg.push(at.is_some());
+    c.raw_ns.push(ts.and_then(clock_ns));
+    c.of_day.push(ts.is_some_and(|t| t.contains(&b':')));
+    c.pid.push(pid_b.or(pid_o).and_then(|d| super::dec(d)));
     let resumed = body.starts_with(RESUMED);
     if at.is_none() && !resumed {
         c.kind.push(0);
@@ -350,6 +358,9 @@ fn strace_block<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, parts: Opt
             all.lines += p.lines;
             all.sg.append(&mut p.sg);
             all.kind.append(&mut p.kind);
+            all.raw_ns.append(&mut p.raw_ns);
+            all.of_day.append(&mut p.of_day);
+            all.pid.append(&mut p.pid);
             for (to, from) in all.columns().into_iter().zip(p.columns()) {
                 to.append(std::mem::take(from), at as u32);
             }
@@ -360,6 +371,9 @@ fn strace_block<'py>(py: Python<'py>, buf: PyReadonlyArray1<'py, u8>, parts: Opt
     let b = Buffer::from_slice_ref(data);     // the block, once: every column's strings are views of it
     Ok(Some(StraceLines {
         lines: c.lines, sg: Py::new(py, Columns::new(vec![("value", Arc::new(BooleanArray::from(c.sg)) as ArrayRef)])?)?,
+        raw_ns: Py::new(py, Columns::new(vec![("value", options_of::<Int64Type>(c.raw_ns.iter().copied()))])?)?,
+        of_day: Py::new(py, Columns::new(vec![("value", Arc::new(BooleanArray::from(c.of_day.clone())) as ArrayRef)])?)?,
+        pid: Py::new(py, Columns::new(vec![("value", options_of::<Int64Type>(c.pid.iter().copied()))])?)?,
         kind: Py::new(py, Columns::new(vec![("value", Arc::new(c.kind.iter().map(|&k| KINDS[k as usize])
             .collect::<StringArray>()) as ArrayRef)])?)?,
         t: c.t.into_py(py, &b)?, pre: c.pre.into_py(py, &b)?, pid_b: c.pid_b.into_py(py, &b)?,
@@ -378,6 +392,11 @@ struct StraceLines {
     sg: Py<Columns>,
     /// what each SG_IO call or ioctl resumed half is (`KINDS`), null for any other line
     kind: Py<Columns>,
+    /// each line's timestamp in ns as printed (null: none, or not a time), whether it is a
+    /// time of day (-t/-tt: midnights to count), its -f pid (null: none)
+    raw_ns: Py<Columns>,
+    of_day: Py<Columns>,
+    pid: Py<Columns>,
     t: Py<Columns>,
     pre: Py<Columns>,
     pid_b: Py<Columns>,
@@ -640,7 +659,96 @@ fn strace_clock(py: Python, stamps: Table) -> PyResult<Py<Columns>> {
     Py::new(py, Columns::new(vec![("ns", options_of::<Int64Type>(ns))])?)
 }
 
+
+/// What `strace_pairs` joined: `calls` (`start`: the row of each call's `<unfinished ...>`
+/// half, `end`: the row of its `<... ioctl resumed>` half, null for a call that never
+/// returned; `arg`: the struct text of both halves joined), `used`: how many resumed halves
+/// the calls took, `held`: the rows of unfinished halves still waiting for theirs.
+#[pyclass(get_all)]
+struct StracePairs {
+    calls: Py<Columns>,
+    used: i64,
+    held: Py<Columns>,
+}
+
+/// The -f halves of a block's lines joined (`parsers/_strace_lines.py:pairs`; `halves`: the
+/// `<unfinished ...>` and `<... ioctl resumed>` lines of ioctls, `line_no`, `pid` (null: a
+/// key of its own), `kind` (`sgio._classify`), `closes` (1: a resumed half), `arg`): each
+/// resumed SG_IO half ends its pid's previous half when that is an unfinished SG_IO call; an
+/// unfinished call whose pid's next half is another unfinished one, or that has none at the
+/// end of the log (`final`), never returned; one with none yet is held.
+#[pyfunction]
+fn strace_pairs(py: Python, halves: Table, r#final: bool) -> PyResult<StracePairs> {
+    let line = halves.i64s("line_no")?;
+    let pid = halves.values_or_zero::<Int64Type>("pid")?;
+    let pid_ok = halves.valid("pid")?;
+    let kind = halves.bytes("kind")?;
+    let closes = halves.values_or_zero::<Int64Type>("closes")?;
+    let args = strings(&halves, "arg")?;
+    let n = line.len();
+    let key = |i: usize| (pid_ok.as_ref().map_or(true, |v| v[i]), pid[i]);
+    let (pairs, held) = py.allow_threads(|| {
+        let mut order: Vec<usize> = (0..n).collect();
+        if !line.windows(2).all(|w| w[0] <= w[1]) {
+            order.sort_by_key(|&i| line[i]);
+        }
+        let mut last: std::collections::HashMap<(bool, i64), usize> = std::collections::HashMap::new();
+        let (mut prev, mut next) = (vec![None; n], vec![None; n]);
+        for &i in &order {
+            if let Some(p) = last.insert(key(i), i) {
+                prev[i] = Some(p);
+                next[p] = Some(i);
+            }
+        }
+        let is = |i: usize, k: &[u8]| kind.get(i) == Some(k);
+        let mut pairs: Vec<(usize, Option<usize>)> = Vec::new();
+        let mut held = Vec::new();
+        for &i in &order {
+            if is(i, b"resumed") {
+                if let Some(p) = prev[i].filter(|&p| is(p, b"unfinished")) {
+                    pairs.push((p, Some(i)));
+                }
+            }
+        }
+        for &i in &order {
+            if !is(i, b"unfinished") {
+                continue;
+            }
+            match next[i] {
+                None if !r#final => held.push(i as i64),
+                None => pairs.push((i, None)),
+                Some(x) if closes[x] == 0 => pairs.push((i, None)),
+                Some(_) => {}
+            }
+        }
+        (pairs, held)
+    });
+    let used = pairs.iter().filter(|p| p.1.is_some()).count() as i64;
+    let mut arg = StrCol::default();
+    let mut joined = Vec::new();
+    for &(s, e) in &pairs {
+        match (args[s], e.map(|e| args[e])) {
+            (Some(a), None) => arg.push(Some(a.as_bytes())),
+            (Some(a), Some(Some(b))) => {
+                joined.clear();
+                joined.extend_from_slice(a.as_bytes());
+                joined.extend_from_slice(b.as_bytes());
+                arg.push(Some(&joined));
+            }
+            _ => arg.push(None),
+        }
+    }
+    let calls = Columns::new(vec![
+        ("start", options_of::<Int64Type>(pairs.iter().map(|p| Some(p.0 as i64)))),
+        ("end", options_of::<Int64Type>(pairs.iter().map(|p| p.1.map(|e| e as i64)))),
+        ("arg", arg.into_array()?),
+    ])?;
+    Ok(StracePairs { calls: Py::new(py, calls)?, used,
+                     held: Py::new(py, Columns::new(vec![("row", options_of::<Int64Type>(held.into_iter().map(Some)))])?)? })
+}
+
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(strace_pairs, m)?)?;
     m.add_function(wrap_pyfunction!(strace_clock, m)?)?;
     m.add_function(wrap_pyfunction!(strace_block, m)?)?;
     m.add_function(wrap_pyfunction!(sgio_fields, m)?)?;
