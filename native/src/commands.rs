@@ -37,6 +37,8 @@ pub(crate) struct DeviceSums {
     pub bytes: i64,
     pub rsum: i64,
     pub rn: i64,
+    /// whether any of its commands said its data bytes
+    pub sized: bool,
 }
 
 /// The response times of one opcode and the CDB of its lowest-io command (its name).
@@ -78,17 +80,33 @@ impl Sums {
         }
     }
 
+    /// A command whose data bytes may be unknown (None) and which may be paired without a
+    /// response time (Tables.add's rule: `paired` counts it, the response sums and the latency
+    /// take only a known time).
+    #[inline]
+    pub(crate) fn sized_command(&mut self, d: u32, bytes: Option<i64>, paired: bool, response: Option<i64>) {
+        let dv = &mut self.devices[d as usize];
+        dv.n += 1;
+        if let Some(b) = bytes {
+            dv.bytes = dv.bytes.wrapping_add(b);
+            dv.sized = true;
+            self.data_bytes = self.data_bytes.wrapping_add(b);
+        }
+        if paired {
+            dv.paired += 1;
+            self.paired += 1;
+        }
+        if let Some(r) = response {
+            dv.rsum = dv.rsum.wrapping_add(r);
+            dv.rn += 1;
+            self.latency.push(r);
+        }
+    }
+
     /// A paired command's response time under its opcode (`cdb` its CDB, first byte the opcode).
     #[inline]
     pub(crate) fn opcode_time(&mut self, io: i64, cdb: &[u8], response: i64) {
-        let entry = self.srt[cdb[0] as usize].get_or_insert_with(|| {
-            OpcodeTimes { samples: Samples::with_cap(DEFAULT_CAP), io, cdb: cdb.to_vec() }
-        });
-        if io < entry.io {
-            entry.io = io;
-            entry.cdb = cdb.to_vec();
-        }
-        entry.samples.push(response);
+        opcode_time(&mut self.srt, io, cdb, response);
     }
 
     /// A new device's code.
@@ -109,6 +127,20 @@ impl Sums {
         Columns::new(vec![("name", names), ("n", col(|d| d.n)), ("paired", col(|d| d.paired)), ("bytes", col(|d| d.bytes)),
                           ("rsum", col(|d| d.rsum)), ("rn", col(|d| d.rn))])
     }
+}
+
+/// A time under its command's opcode in `srt` (`cdb` its CDB, first byte the opcode); the
+/// opcode named by its lowest-io command's CDB.
+#[inline]
+pub(crate) fn opcode_time(srt: &mut [Option<OpcodeTimes>], io: i64, cdb: &[u8], time: i64) {
+    let entry = srt[cdb[0] as usize].get_or_insert_with(|| {
+        OpcodeTimes { samples: Samples::with_cap(DEFAULT_CAP), io, cdb: cdb.to_vec() }
+    });
+    if io < entry.io {
+        entry.io = io;
+        entry.cdb = cdb.to_vec();
+    }
+    entry.samples.push(time);
 }
 
 /// A stage piece: device code, order among pieces of equal start (`block`), phase code, io,

@@ -23,7 +23,7 @@ from ..filters import check_found, check_window, refuse
 from ..tables import Table
 from ..model import Analysis, Capture
 from ..stats import LATENCY_TABLES
-from ..command_stream import Thinned, kept_segments, thinning_notes
+from ..command_stream import Tables, Thinned, kept_segments, thinning_notes
 from . import stream
 from .completions import COMPLETIONS, completions_notes, completions_table
 from .events import COMMAND_EXTRA, EVENTS, MLQUEUE
@@ -150,12 +150,9 @@ def analyze(capture: Capture, options=None) -> Analysis:
     """Stream the capture's blocks (kernel-log events, or the sgio parser's whole commands)
     through the pairing, the tables and the tiling; keep at most KEEP_IOS ios rows (and
     hand every batch to `options.ios_sink` when set)."""
-    if "commands" not in capture.frames:          # kernel-log events: the compiled engine
+    if "commands" not in capture.frames:          # kernel-log events
         return _KernelRun(capture, options).run()
-    run = _Run(capture, options, True)            # whole commands from the parser (sgio)
-    for ios, before, lowest in _sgio_batches(run):
-        run.add(ios, before, lowest)
-    return run.finish()
+    return _SgioRun(capture, options).run()       # whole commands from the parser (sgio)
 
 
 class _Sink:
@@ -184,67 +181,7 @@ class _Sink:
                 "finished behind a command still waiting for its end"]
 
 
-class _Run:
-    """One analysis of the sgio parser's commands as the batches of them come."""
-
-    def __init__(self, capture: Capture, options, sgio: bool):
-        self.capture, self.options, self.sgio = capture, options, sgio
-        self.tables, self.tiler, self.kept = stream.Tables(driver=sgio), stream.Tiler(), stream.Kept("io")
-        self.sink = getattr(options, "ios_sink", None)
-        self.elapsed, self.rows, self.notes = 0, 0, []
-        self.series = series.Series()
-        self.collected = bandwidth.Collected() if getattr(options, "series", True) else None
-        self.to_sink = _Sink(self.sink, capture) if self.sink is not None else None
-        self.completions = None
-
-    def add(self, ios: pl.DataFrame, before, lowest) -> None:
-        """A batch of finished commands; `before`: no command still to come starts earlier;
-        `lowest`: none still to come has a lower io (None: the log has ended)."""
-        if ios.height:
-            self.rows += ios.height
-            self.tables.add(ios)
-            self.kept.add(ios)
-            series.add_ios(self.series, ios, "scsilog")
-            if self.collected is not None:
-                self.collected.add(ios)
-        if self.to_sink is not None:
-            self.to_sink(ios, lowest)
-        self.tiler.add(ios.filter(pl.col("paired")).select(
-            "device", "io", "start_ns", "end_ns", pl.col("data_bytes").alias("bytes")), before)
-
-    def finish(self) -> Analysis:
-        capture, t = self.capture, self.tables
-        elapsed = self.elapsed
-        segments, totals, n_dev = self.tiler.finish(elapsed)
-        notes = self.notes
-        if n_dev > 1:
-            notes.append(f"{n_dev} devices: percentages are of {n_dev} x the elapsed time")
-        if not self.sgio:
-            notes += list(capture.notes)
-        notes += thinning_notes(self.kept, self.rows, self.tiler, t, self.sink, "the log")
-        notes += self.to_sink.notes() if self.to_sink is not None else []
-        empty = {**schema.IOS, **IOS_EXTRA, "kernel_tag": pl.Int64}
-        ios = self.kept.frame(pl.DataFrame(schema=empty), ["io"])
-        tables = t.tables(elapsed)
-        series_tables, series_notes = self.series.tables(elapsed)
-        tables.update(series_tables)
-        notes += series_notes + bandwidth.declare(tables, ios, thinned=self.kept.thinned, options=self.options,
-                                                           collected=self.collected)
-        declared = (*TABLES, *LATENCY_TABLES, *series.SERIES_TABLES, *bandwidth.TABLES)
-        if self.completions is not None:
-            tables["completions"], declared = self.completions.table(), (*declared, COMPLETIONS)
-            notes += self.completions.notes()
-        if self.sgio and self.rows:      # SG_IO: the driver's own duration beside the syscall's
-            declared = (*declared, SRT_DRIVER)
-        else:
-            tables.pop("srt_driver", None)
-        an = pl.concat([capture.anomalies, *t.timeout_anomalies()]) if t.timeouts else capture.anomalies
-        return _analysis(capture, t, elapsed, segments=segments, ios=ios, anomalies=an, totals=totals, n_dev=n_dev,
-                         data_bytes=t.data_bytes if self.sgio and t.sized else None, notes=notes, declared=declared,
-                         tables=tables, streamed=self.sink is not None)
-
-
-def _analysis(capture: Capture, t: stream.Tables, elapsed: int, *, segments, ios, anomalies, totals: dict, n_dev: int,
+def _analysis(capture: Capture, t: Tables, elapsed: int, *, segments, ios, anomalies, totals: dict, n_dev: int,
               data_bytes, notes: list[str], declared: tuple, tables: dict, streamed: bool) -> Analysis:
     """The layer's Analysis from its tables (`t`), segments, kept rows (frames, or functions
     giving them), stage totals and notes."""
@@ -272,7 +209,7 @@ class _KernelRun:
         self.to_sink = _Sink(self.sink, capture) if self.sink is not None else None
         self.series = series.Series()
         self.collect = getattr(options, "series", True)
-        self.filters = _filters(options)
+        self.filters = self._filters(options)
         self.names: list[str] = []
         given = {col: str(value) for _, value, col in self.filters}
         self.engine = _text().ScsilogEngine(dict(
@@ -311,6 +248,8 @@ class _KernelRun:
         notes += _selection_notes(self.filters, pl.DataFrame(r.log_devices))
         return self._analysis(r, elapsed, notes)
 
+    _filters = staticmethod(lambda options: _filters(options))
+
     def _batch(self, b, more: bool) -> None:
         if b.series is not None:
             self._series(pl.DataFrame(b.series))
@@ -324,6 +263,7 @@ class _KernelRun:
         codes of the names present, in order of first appearance)."""
         if not f.height:
             return
+        nbytes = f["bytes"].to_numpy() if "bytes" in f.columns else np.full(f.height, -1, np.int64)
         op = f["op"].to_numpy()
         op_codes, ops = _present(np.where(op < 0, _OTHER, op))
         dev = f["device"].fill_null(-1).to_numpy()
@@ -331,7 +271,7 @@ class _KernelRun:
         if len(self.names) <= int(dev.max()):
             self.names = self.engine.device_names()
         ids = [f"{schema.DEVICE_PREFIX['scsilog']}:{self.names[d]}" for d in devs]
-        self.series.add(f["start_ns"].to_numpy(), f["end_ns"].to_numpy(), np.full(f.height, -1, np.int64),
+        self.series.add(f["start_ns"].to_numpy(), f["end_ns"].to_numpy(), nbytes,
                         f["resp"].to_numpy(), f["lba"].fill_null(-1).to_numpy(),
                         (op_codes, [OP_NAMES[k] for k in ops]), device=(dev_codes, ids))
 
@@ -396,12 +336,11 @@ class _Collected:
         names = pl.Series([d if d else "all" for d in self.engine.device_names()], dtype=pl.Utf8)
         return c.select(
             "io", names.gather(c["device"]).alias("device"),
-            pl.Series(OP_NAMES, dtype=pl.Utf8).gather(c["op"]).alias("op"), pl.lit(None, dtype=pl.Int64).alias("bytes"),
-            "start_ns", "end_ns", (pl.col("end_ns") - pl.col("start_ns")).alias("response_ns"),
+            pl.Series(OP_NAMES, dtype=pl.Utf8).gather(c["op"]).alias("op"), "bytes", "start_ns", "end_ns", "response_ns",
         ).sort("start_ns", maintain_order=True)
 
 
-def _tables(r, engine) -> stream.Tables:
+def _tables(r, engine) -> Tables:
     """command_stream.Tables from what the engine added up (its `EngineResults`)."""
     devices = pl.DataFrame(r.devices)
     names = scsi.decode_cdbs(pl.Series([bytes(c) for c in r.srt_cdb], dtype=pl.Binary))["command"].to_list()
@@ -414,7 +353,7 @@ def _tables(r, engine) -> stream.Tables:
             pl.col("start_ns").alias("t_ns"), pl.lit("TIMEOUT").alias("kind"),
             pl.format("{} on {}", "command", "device").alias("detail"),
             pl.lit(None, dtype=pl.Utf8).alias("position"), "io"))
-    return stream.Tables.of(
+    return Tables.of(
         reasons=dict(reasons.iter_rows()),
         devices={name: [n, p, b, False, rsum, rn] for name, n, p, b, rsum, rn in devices.iter_rows()},
         srt={op: [s, name, io] for op, s, name, io in zip(r.srt_opcodes, r.srt_samples, names, r.srt_io)},
@@ -490,7 +429,7 @@ def _selection_notes(filters, devices: pl.DataFrame) -> list[str]:
     return [f"{given}: {kept[-1]} of {total} commands"]
 
 
-def _sgio_batches(run: _Run):
+def _sgio_batches(run: "_SgioRun"):
     """The sgio parser's commands, block by block: --pid, --device (a device name as the trace
     gives it) and --window (from the first command) keep those commands; times then start at
     the first kept command."""
@@ -515,7 +454,7 @@ def _sgio_batches(run: _Run):
         ("--pid", ",".join(options.pids or ()) if filtered else None, "pid"),
         ("--device", options.device if filtered else None, "device")) if value]
     found, values = [0] * len(checks), {col: set() for _, _, col in checks}
-    total = kept = next_io = 0
+    total = kept = 0
     origin = end = start = None
     chunks = _with_held(run.capture) if run.capture.chunks else [(run.capture.frames["commands"], None)]
     for cmds, held in chunks:
@@ -534,11 +473,9 @@ def _sgio_batches(run: _Run):
         kept += cmds.height
         if cmds.height and cmds["end_ns"].is_not_null().any():
             run.elapsed = max(run.elapsed, int(cmds["end_ns"].max()))
-        ios = ios_frame(cmds, next_io) if cmds.height else _EMPTY_IOS
-        next_io += cmds.height
-        latest = ios["start_ns"].max() if ios.height else None
+        latest = cmds["start_ns"].max() if cmds.height else None
         waiting = [v - (origin or 0) for v in (held,) if v is not None] + ([latest] if latest is not None else [])
-        yield ios, min(waiting) if waiting else None, None
+        yield cmds, min(waiting) if waiting else None
     run.notes[:0] = list(run.capture.notes)
     if filtered:
         if not kept:     # say what the log has, for the filter that emptied it
@@ -551,3 +488,102 @@ def _sgio_batches(run: _Run):
 
 _EMPTY_EVENTS = pl.DataFrame(schema=EVENTS)
 _EMPTY_IOS = pl.DataFrame(schema={**schema.IOS, **IOS_EXTRA, "kernel_tag": pl.Int64})
+
+
+class _SgioRun(_KernelRun):
+    """One analysis of the sgio parser's whole commands (strace SG_IO, sg3_utils): each batch
+    (after --pid/--device/--window) goes to the same compiled engine (`feed_commands`), which
+    numbers, adds up the tables (with the driver's own SRT), tiles and picks the rows to keep;
+    the kept rows themselves stay here, the batch's few, until the end."""
+
+    _filters = staticmethod(lambda options: [])
+
+    def __init__(self, capture: Capture, options):
+        super().__init__(capture, options)
+        self.elapsed, self.notes, self.parts, self.stride = 0, [], [], 1
+
+    def run(self) -> Analysis:
+        for cmds, before in _sgio_batches(self):
+            if not cmds.height:
+                self.engine.tile(before)
+                continue
+            b = self.engine.feed_commands(cmds.select(_GIVEN_COLUMNS(cmds.columns)), before)
+            if b.series is not None:
+                self._series(pl.DataFrame(b.series))
+            self._keep(cmds, pl.DataFrame(b.kept), b.stride)
+            if self.to_sink is not None:
+                self.to_sink(ios_frame(cmds, b.first_io), None)
+        self.engine.finish(self.elapsed)
+        return self._sgio_analysis(self.engine.results())
+
+    def _keep(self, cmds: pl.DataFrame, kept: pl.DataFrame, stride: int) -> None:
+        """The batch's rows the engine keeps (copied out, so the batch's buffers can go), the
+        earlier ones thinned to its stride."""
+        if stride != self.stride and self.parts:
+            self.parts = [pl.concat(self.parts).filter(pl.col("io") % stride == 0)]
+        self.stride = stride
+        if kept.height:
+            rows = cmds[kept["row"]].with_columns(kept["io"])
+            self.parts.append(pl.from_arrow(rows.to_arrow(compat_level=pl.CompatLevel.oldest())))
+
+    def _sgio_analysis(self, r) -> Analysis:
+        capture, engine, elapsed = self.capture, self.engine, self.elapsed
+        t = _sgio_tables(r, engine)
+        phases = ["SERVICE", "~carried", tiling.IDLE]
+        totals = {p: int(v) for p, v, n in zip(phases, r.totals, r.counts) if n and p != "~carried"}
+        notes, n_dev = self.notes, r.n_dev
+        if n_dev > 1:
+            notes.append(f"{n_dev} devices: percentages are of {n_dev} x the elapsed time")
+        kept = Thinned(r.kept_rows, r.stride)
+        notes += thinning_notes(kept, r.commands, Thinned(0, 1, kept=Thinned(0, r.segment_stride)), t, self.sink,
+                                "the log")
+        notes += self.to_sink.notes() if self.to_sink is not None else []
+        parts = self.parts
+        ios = _Once(lambda: ios_frame(pl.concat(parts)) if parts else _EMPTY_IOS)
+        tables = t.tables(elapsed)
+        series_tables, series_notes = self.series.tables(elapsed)
+        tables.update(series_tables)
+        collected = _Collected(engine, r.collected_over) if self.collect else None
+        notes += series_notes + bandwidth.declare(tables, ios, thinned=kept.thinned, options=self.options,
+                                                  collected=collected)
+        declared = (*TABLES, *LATENCY_TABLES, *series.SERIES_TABLES, *bandwidth.TABLES)
+        if r.commands:      # SG_IO: the driver's own duration beside the syscall's
+            declared = (*declared, SRT_DRIVER)
+        else:
+            tables.pop("srt_driver", None)
+        an = pl.concat([capture.anomalies, *t.timeout_anomalies()]) if t.timeouts else capture.anomalies
+        segments = _Once(lambda: kept_segments(engine.segments(), phases))
+        return _analysis(capture, t, elapsed, segments=segments, ios=ios, anomalies=an, totals=totals, n_dev=n_dev,
+                         data_bytes=t.data_bytes if t.sized else None, notes=notes, declared=declared,
+                         tables=tables, streamed=self.sink is not None)
+
+
+def _sgio_tables(r, engine) -> Tables:
+    """command_stream.Tables from what the engine added up of whole commands."""
+    def named(opcodes, samples, ios, cdbs):
+        names = scsi.decode_cdbs(pl.Series([bytes(c) for c in cdbs], dtype=pl.Binary))["command"].to_list()
+        return {op: [s, name, io] for op, s, name, io in zip(opcodes, samples, names, ios)}
+    devices = pl.DataFrame(r.devices)
+    timeouts = []
+    rows = pl.DataFrame(engine.command_timeouts())
+    if rows.height:
+        rows = rows.with_columns(scsi.decode_cdbs(rows["cdb"])["command"])
+        timeouts.append(rows.select(
+            pl.col("start_ns").alias("t_ns"), pl.lit("TIMEOUT").alias("kind"),
+            pl.format("{} on {}", "command", "device").alias("detail"),
+            pl.lit(None, dtype=pl.Utf8).alias("position"), "io"))
+    return Tables.of(
+        reasons=dict(pl.DataFrame(r.reason_texts).iter_rows()),
+        devices={name: [n, p, b, sized, rsum, rn]
+                 for (name, n, p, b, rsum, rn), sized in zip(devices.iter_rows(), r.sized)},
+        srt=named(r.srt_opcodes, r.srt_samples, r.srt_io, r.srt_cdb),
+        driver=named(r.driver_opcodes, r.driver_samples, [0] * len(r.driver_cdb), r.driver_cdb),
+        latency=r.latency, paired=r.paired, data_bytes=r.data_bytes, sized=r.any_sized, timeouts=timeouts)
+
+
+def _GIVEN_COLUMNS(have) -> list[pl.Expr]:
+    """The sgio parser's columns `feed_commands` reads (null where the parser has none)."""
+    ints = ("pos", "start_ns", "end_ns", "response_ns", "bytes", "data_bytes", "driver_ns")
+    return [pl.col("device").cast(pl.Utf8), pl.col("cdb").cast(pl.Binary),
+            (pl.col("reason") if "reason" in have else pl.lit(None)).cast(pl.Utf8).alias("reason"),
+            *[(pl.col(k) if k in have else pl.lit(None)).cast(pl.Int64).alias(k) for k in ints]]

@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use super::scsilog_pair::{kind_code, pair, strings, Block, DONE, NO_START, PAIRED, START, TIMED_OUT, TIMEOUT};
 use crate::arrow::{ints, ints_or_null, values_of, Columns, Table, NULL};
 use crate::bus::cdb::CdbDecoder;
-use crate::commands::{KeptSegments, Piece, Sums, Thinned, Tiler};
+use crate::commands::{opcode_time, KeptSegments, OpcodeTimes, Piece, Sums, Thinned, Tiler};
 use crate::hash::IntMap;
 use crate::stat::Samples;
 
@@ -242,6 +242,8 @@ struct ViewRow {
     end: i64,
     dev: u32,
     op: i8,
+    bytes: i64, // NULL: unknown
+    resp: i64,
 }
 
 /// What `add` made of a batch: the series' columns, the rows for Python, the commands kept.
@@ -308,6 +310,35 @@ pub struct ScsilogEngine {
     collect: usize,
     collected: Vec<ViewRow>,
     over: bool,
+    given: Given,
+    kept_limit: usize,
+}
+
+/// What the engine adds up of whole commands (`feed_commands`, the SG_IO logs) beside the
+/// kernel log's sums: the driver's own durations per opcode, the reasons as the parser
+/// words them, the io numbers kept for the reports (the rows stay in Python), the commands
+/// that timed out.
+#[derive(Default)]
+struct Given {
+    fed: bool,
+    driver: Vec<Option<OpcodeTimes>>,
+    reasons: IntMap<u32, i64>,
+    reason_order: Vec<u32>,
+    kept: Option<Thinned<()>>,
+    timeouts: Vec<(i64, i64, u32, Cdb)>,
+    sized: bool,
+}
+
+/// A batch of whole commands as Python reads it back: the series' arrays of its completed
+/// commands (as `Batch.series`, with `bytes`: -1 when unknown), the rows to keep for the
+/// reports (`row`: index in the batch, `io`), the io of its first command, the kept rows'
+/// stride after it.
+#[pyclass(get_all)]
+struct CommandsBatch {
+    series: Option<Py<Columns>>,
+    kept: Py<Columns>,
+    first_io: i64,
+    stride: i64,
 }
 
 impl ScsilogEngine {
@@ -480,7 +511,7 @@ impl ScsilogEngine {
                         self.over = true;
                         self.collected = Vec::new();
                     } else {
-                        self.collected.push(ViewRow { io: r.io, start, end, dev: r.dev, op });
+                        self.collected.push(ViewRow { io: r.io, start, end, dev: r.dev, op, bytes: NULL, resp });
                     }
                 }
             }
@@ -540,6 +571,103 @@ impl ScsilogEngine {
             .into_iter().filter(|&v| v != NULL).min().unwrap_or(NULL)
     }
 
+    /// `feed_commands`' pass: (the series' columns, the (row, io) of the rows kept).
+    fn commands_of(&mut self, c: &Table) -> PyResult<([Vec<i64>; 7], Vec<(i64, i64)>)> {
+        let devices = strings(c, "device")?;
+        let reasons = strings(c, "reason")?;
+        let cdb = c.bytes("cdb")?;
+        let pos = c.i64s_or_null("pos")?;
+        let [start, end, response, bytes, data_bytes, driver] =
+            ["start_ns", "end_ns", "response_ns", "bytes", "data_bytes", "driver_ns"].map(|k| c.i64s_or_null(k));
+        let (start, end, response, bytes, data_bytes, driver) = (start?, end?, response?, bytes?, data_bytes?, driver?);
+        let opt = |v: i64| (v != NULL).then_some(v);
+        // ios_frame's numbering: by (start, else end; nulls first), then line
+        let key = |i: usize| (opt(start[i]).or(opt(end[i])), opt(pos[i]));
+        let mut order: Vec<usize> = (0..c.len()).collect();
+        if !order.windows(2).all(|w| key(w[0]) <= key(w[1])) {
+            order.sort_by_key(|&i| key(i));
+        }
+        let g = &mut self.given;
+        if !g.fed {
+            g.fed = true;
+            g.driver = (0..256).map(|_| None).collect();
+            g.kept = Some(Thinned::new(self.kept_limit));
+        }
+        let mut series: [Vec<i64>; 7] = Default::default();
+        let mut kept = Vec::new();
+        let mut last_dev: (Option<&str>, u32) = (None, 0);
+        for (k, &i) in order.iter().enumerate() {
+            let io = self.next_io + k as i64;
+            let name = devices[i].unwrap_or("");
+            let dev = if last_dev.0 == Some(name) { last_dev.1 } else {
+                let d = self.device(name);
+                last_dev = (Some(name), d);
+                d
+            };
+            self.devices[dev as usize].commands += 1;
+            let d = self.devices[dev as usize].stage;
+            self.commands += 1;
+            let reason = self.string(reasons[i]);
+            let g = &mut self.given;
+            let n = g.reasons.entry(reason).or_insert(0);
+            if *n == 0 {
+                g.reason_order.push(reason);
+            }
+            *n += 1;
+            let paired = reasons[i].is_none();
+            let (s, e) = (opt(start[i]), opt(end[i]));
+            let elapsed = s.zip(e).map(|(s, e)| e - s);
+            let resp = if paired { opt(response[i]).or(elapsed) } else { None };
+            let size = opt(data_bytes[i]);
+            g.sized |= size.is_some();
+            self.sums.sized_command(d, size, paired, resp);
+            let c = cdb.get(i);
+            let decoded = self.decoder.bytes(c);
+            if let (true, Some(_), Some(c)) = (paired, decoded.opcode, c) {
+                if let Some(r) = resp {
+                    self.sums.opcode_time(io, c, r);
+                }
+                if let Some(t) = opt(driver[i]) {
+                    opcode_time(&mut self.given.driver, io, c, t);
+                }
+            }
+            if reasons[i].is_some_and(|r| r.starts_with("timed out")) {
+                self.given.timeouts.push((io, start[i], dev, Cdb::of(c)));
+            }
+            if let (true, Some(s), Some(e)) = (paired, s, e) {
+                self.tiler.push(Piece { dev: d, block: 0, phase: SERVICE, io, start: s, end: e, bytes: data_bytes[i] });
+                let op = decoded.opcode.map_or(-1, |o| self.op_kind[o as usize]);
+                let r = resp.unwrap_or(e - s);
+                let b = size.or(opt(bytes[i]));
+                if self.series {
+                    let unnamed = self.devices[dev as usize].name.is_empty();
+                    for (col, v) in series.iter_mut().zip([s, e, r, decoded.lba.unwrap_or(NULL), op as i64,
+                                                           if unnamed { NULL } else { dev as i64 }, b.unwrap_or(-1)]) {
+                        col.push(v);
+                    }
+                }
+                if !self.over && self.collect > 0 {
+                    if self.collected.len() == self.collect {
+                        self.over = true;
+                        self.collected = Vec::new();
+                    } else {
+                        self.collected.push(ViewRow { io, start: s, end: e, dev, op, bytes: b.unwrap_or(NULL), resp: r });
+                    }
+                }
+            }
+            if let Some(t) = self.given.kept.as_mut() {
+                t.offer(io, || ());
+                if t.rows.last().is_some_and(|r| r.0 == io) {
+                    kept.push((i as i64, io));
+                }
+            }
+        }
+        self.next_io += c.len() as i64;
+        let stride = self.given.kept.as_ref().map_or(1, |k| k.stride);
+        kept.retain(|(_, io)| io % stride == 0);
+        Ok((series, kept))
+    }
+
     fn lowest(&self) -> i64 {
         self.carry.io.iter().copied().min().unwrap_or(self.next_io)
     }
@@ -557,7 +685,8 @@ impl ScsilogEngine {
             str_index: IntMap::default(), timed_out: 0, carry: Events::default(), next_io: 0, seen: NULL, commands: 0,
             sums: Sums::new(), tiler: Tiler::new(3, IDLE, config.keep), kept: Thinned::new(config.keep),
             timeouts: Vec::new(), reasons: IntMap::default(), completions: Completions::default(), collect: config.collect,
-            collected: Vec::new(), over: false,
+            collected: Vec::new(), over: false, given: Given::default(),
+            kept_limit: config.keep,
         };
         e.timed_out = e.string(Some("timed out"));
         Ok(e)
@@ -582,6 +711,40 @@ impl ScsilogEngine {
         self.batch(py, added, self.lowest())
     }
 
+    /// A batch of whole commands (the sgio parser's columns device, cdb, pos, start_ns,
+    /// end_ns, reason (null: paired), response_ns, bytes, data_bytes, driver_ns; --pid,
+    /// --device and --window applied) numbered in (start or end, line) order from the last
+    /// batch's, added up, and tiled up to `before` (None: everything): no command still to
+    /// come starts earlier.
+    #[pyo3(signature = (commands, before=None))]
+    fn feed_commands(&mut self, py: Python, commands: Table, before: Option<i64>) -> PyResult<CommandsBatch> {
+        let first_io = self.next_io;
+        let (series, kept) = py.allow_threads(|| -> PyResult<_> {
+            let out = self.commands_of(&commands)?;
+            self.tiler.tile(before.unwrap_or(NULL));
+            Ok(out)
+        })?;
+        drop(commands);
+        let series = if self.series {
+            let [start, end, resp, lba, op, dev, bytes] = series;
+            Some(Py::new(py, Columns::new(vec![
+                ("start_ns", ints(start)), ("end_ns", ints(end)), ("resp", ints(resp)), ("lba", ints_or_null(lba)),
+                ("op", ints(op)), ("device", ints_or_null(dev)), ("bytes", ints(bytes))])?)?)
+        } else {
+            None
+        };
+        let (row, io): (Vec<i64>, Vec<i64>) = kept.into_iter().unzip();
+        let stride = self.given.kept.as_ref().map_or(1, |k| k.stride);
+        Ok(CommandsBatch { series, kept: Py::new(py, Columns::new(vec![("row", ints(row)), ("io", ints(io))])?)?,
+                           first_io, stride })
+    }
+
+    /// A batch of no commands: the waiting pieces tiled up to `before` (None: all of them).
+    #[pyo3(signature = (before=None))]
+    fn tile(&mut self, before: Option<i64>) {
+        self.tiler.tile(before.unwrap_or(NULL));
+    }
+
     /// The log has ended: the carried starts finished (unpaired), everything tiled.
     fn end(&mut self, py: Python) -> PyResult<Batch> {
         let added = py.allow_threads(|| {
@@ -603,14 +766,18 @@ impl ScsilogEngine {
     /// What the tables read (see `EngineResults`).
     fn results(&mut self, py: Python) -> PyResult<EngineResults> {
         let devices = self.sums.device_columns(self.tiler.names())?;
-        let mut srt_ops = Vec::new();
-        let mut srt = Vec::new();
-        for (op, entry) in self.sums.srt.iter().enumerate() {
-            if let Some(e) = entry {
-                srt_ops.push(op as i64);
-                srt.push((Py::new(py, e.samples.clone())?, e.io, e.cdb.clone()));
-            }
-        }
+        let (srt_ops, srt) = by_opcode(py, &self.sums.srt)?;
+        let (driver_ops, driver) = by_opcode(py, &self.given.driver)?;
+        let g = &self.given;
+        let s = |v: u32| (v != NONE).then(|| self.strs[v as usize].as_str());
+        let reason_texts = Columns::new(vec![
+            ("reason", std::sync::Arc::new(arrow_array::StringArray::from_iter(g.reason_order.iter().map(|&r| s(r))))
+             as ArrayRef),
+            ("commands", ints(g.reason_order.iter().map(|r| g.reasons[r]).collect()))])?;
+        let (kept_rows, stride) = match &g.kept {
+            Some(k) => (k.rows.len() as i64, k.stride),
+            None => (self.kept.rows.len() as i64, self.kept.stride),
+        };
         let (mut code, mut rtn, mut count) = (Vec::new(), Vec::new(), Vec::new());
         for (&(c, r), &n) in &self.reasons {
             code.push(c);
@@ -641,9 +808,12 @@ impl ScsilogEngine {
             srt_cdb: srt.into_iter().map(|s| s.2).collect(),
             latency: Py::new(py, self.sums.latency.clone())?, paired: self.sums.paired,
             reasons: Py::new(py, reasons)?, totals: self.tiler.totals.clone(), counts: self.tiler.counts.clone(),
-            n_dev: self.tiler.devices_tiled(), segment_stride: self.tiler.seg_stride, kept_rows: self.kept.rows.len() as i64,
-            stride: self.kept.stride, completions: Py::new(py, completions)?, starts: c.starts, ends: c.ends,
+            n_dev: self.tiler.devices_tiled(), segment_stride: self.tiler.seg_stride, kept_rows, stride, completions: Py::new(py, completions)?, starts: c.starts, ends: c.ends,
             lost_senses: c.lost_senses, log_devices: Py::new(py, log_devices)?, collected_over: self.over,
+            sized: self.sums.devices.iter().map(|d| d.sized).collect(), any_sized: g.sized,
+            data_bytes: self.sums.data_bytes, reason_texts: Py::new(py, reason_texts)?, driver_opcodes: driver_ops,
+            driver_samples: driver.iter().map(|s| s.0.clone_ref(py)).collect(),
+            driver_cdb: driver.into_iter().map(|s| s.2).collect(),
         })
     }
 
@@ -674,7 +844,20 @@ impl ScsilogEngine {
         Py::new(py, Columns::new(vec![
             ("io", ints(col(|r| r.io))), ("device", ints(col(|r| r.dev as i64))),
             ("op", ints_or_null(col(|r| if r.op < 0 { NULL } else { r.op as i64 }))),
-            ("start_ns", ints(col(|r| r.start))), ("end_ns", ints(col(|r| r.end)))])?)
+            ("start_ns", ints(col(|r| r.start))), ("end_ns", ints(col(|r| r.end))),
+            ("bytes", ints_or_null(col(|r| r.bytes))), ("response_ns", ints(col(|r| r.resp)))])?)
+    }
+
+    /// The whole commands (`feed_commands`) that timed out: io, start_ns, device, cdb, in io order.
+    fn command_timeouts(&mut self, py: Python) -> PyResult<Py<Columns>> {
+        let mut t = std::mem::take(&mut self.given.timeouts);
+        t.sort_unstable_by_key(|r| r.0);
+        let device: ArrayRef = std::sync::Arc::new(arrow_array::StringArray::from_iter_values(
+            t.iter().map(|r| self.devices[r.2 as usize].name.as_str())));
+        let cdb: ArrayRef = std::sync::Arc::new(BinaryArray::from_iter(t.iter().map(|r| r.3.get())));
+        Py::new(py, Columns::new(vec![("io", ints(t.iter().map(|r| r.0).collect())),
+                                      ("start_ns", ints_or_null(t.iter().map(|r| r.1).collect())),
+                                      ("device", device), ("cdb", cdb)])?)
     }
 
     /// Every device of the log by engine code (what `series` and `collected` index).
@@ -714,6 +897,26 @@ struct EngineResults {
     lost_senses: i64,
     log_devices: Py<Columns>,
     collected_over: bool,
+    sized: Vec<bool>,
+    any_sized: bool,
+    data_bytes: i64,
+    reason_texts: Py<Columns>,
+    driver_opcodes: Vec<i64>,
+    driver_samples: Vec<Py<Samples>>,
+    driver_cdb: Vec<Vec<u8>>,
+}
+
+/// The opcodes with times (ascending) and each one's (Samples, lowest io, its CDB).
+fn by_opcode(py: Python, srt: &[Option<OpcodeTimes>]) -> PyResult<(Vec<i64>, Vec<(Py<Samples>, i64, Vec<u8>)>)> {
+    let mut ops = Vec::new();
+    let mut out = Vec::new();
+    for (op, entry) in srt.iter().enumerate() {
+        if let Some(e) = entry {
+            ops.push(op as i64);
+            out.push((Py::new(py, e.samples.clone())?, e.io, e.cdb.clone()));
+        }
+    }
+    Ok((ops, out))
 }
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {

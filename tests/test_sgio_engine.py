@@ -1,0 +1,63 @@
+"""The SG_IO commands through the kernel-log engine (`ScsilogEngine.feed_commands`): an strace
+log's commands split into batches anywhere (in io order, as the parser's blocks come) give
+what the Python accumulators (command_stream.Tables with the driver's SRT, Tiler, Kept) give
+for the whole log's commands in one frame: the command, latency and driver SRT tables, the
+segments and stage totals, the kept rows (thinned alike), the completed count."""
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from scsitrace import core, model, parsers, tiling
+from scsitrace.command_stream import Kept, Tables, Tiler
+from scsitrace.scsilog.analysis import ios_frame
+
+from gen_sgio import strace_text
+from test_sgio import calls
+
+TABLES = ("srt", "srt_driver", "commands", "srt_histogram", "devices", "latency", "latency_histogram")
+
+
+def split_analysis(path, cuts):
+    """The log's commands (read whole, in io order) analysed in the batches `cuts` make."""
+    capture = parsers.parse(str(path), "sgio")
+    whole = capture.frames["commands"].sort(pl.coalesce("start_ns", "end_ns"), "pos")
+    bounds = sorted({c % (whole.height + 1) for c in cuts})
+    slices = [whole[a:b] for a, b in zip([0, *bounds], [*bounds, whole.height])]
+    capture.chunks = lambda: iter(slices)
+    return core.analyze(capture, core.Options()), whole
+
+
+def reference(cmds: pl.DataFrame, elapsed: int):
+    """The whole log's commands in one frame through the Python accumulators."""
+    ios = ios_frame(cmds)
+    t, tiler, kept = Tables(driver=True), Tiler(), Kept("io")
+    t.add(ios)
+    kept.add(ios)
+    tiler.add(ios.filter(pl.col("paired")).select("device", "io", "start_ns", "end_ns",
+                                                   pl.col("data_bytes").alias("bytes")), None)
+    segments, totals, n_dev = tiler.finish(elapsed)
+    return t, segments, totals, n_dev, kept.frame(ios.clear(), ["io"])
+
+
+@settings(max_examples=50, deadline=None)
+@given(calls(), st.lists(st.integers(0, 40), max_size=6), st.sampled_from([None, 3]), st.booleans())
+def test_any_split_gives_the_whole_logs_tables(tmp_path_factory, cmds, cuts, keep, y):
+    p = tmp_path_factory.mktemp("sg") / "t.strace"
+    p.write_text(strace_text(cmds, ts="tt", T=True, y=y, f="bracket"))
+    with pytest.MonkeyPatch.context() as mp:
+        if keep is not None:        # the kept rows and segments thinned (every 2^k-th)
+            mp.setattr(model, "KEEP_IOS", keep)
+        a, whole = split_analysis(p, cuts)
+        t, segments, totals, n_dev, kept = reference(whole, a.elapsed_ns)
+    expect = t.tables(a.elapsed_ns)
+    for name in TABLES:
+        assert a.table(name).equals(expect[name], null_equal=True), name
+    if keep is None:     # (thinned, the kept ones are every 2^k-th in the order the batches tile them)
+        assert a.segments.equals(segments, null_equal=True)
+    assert a.ios.equals(kept, null_equal=True)
+    assert a.ios_completed == t.paired
+    assert a.data_bytes == (t.data_bytes if t.sized else None)
+    categories = tiling.category_table(totals, n_dev, ("SERVICE", "IDLE"), a.elapsed_ns, t.paired)
+    assert a.categories["scsilog"].equals(categories, null_equal=True)
