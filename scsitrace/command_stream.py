@@ -1,9 +1,11 @@
 """What a command layer accumulates while its capture streams through it, batch by batch of
 finished commands (rows of the `ios` frame), so that memory follows the commands in flight,
-not the capture's size. These are the rules; the kernel-log engine and the streamed usb
-Bulk-Only path add up by them in Rust (native/src/commands.rs), read back through
-`Tables.of`, `Thinned` and `kept_segments`; the Python accumulators serve the SG_IO logs
-(scsilog/analysis.py `_Run`) and the usb whole path (one batch):
+not the capture's size. These are the rules; the scsilog engine (kernel-log events and
+SG_IO commands) and the streamed usb Bulk-Only path add up by them in Rust
+(native/src/commands.rs), read back through `Tables.of`, `Thinned` and `kept_segments`.
+`Tables.add` serves the usb whole path (one batch); `Tiler` and `Kept` no layer runs any more:
+they are the reference the engines are tested against (tests/test_scsilog_engine.py,
+tests/test_sgio_engine.py):
 
 - `Tables`: the command tables (SRT per opcode, its histogram, pairing, per device), the
   latency tables, counts and sums. Times go to the shared streaming statistic

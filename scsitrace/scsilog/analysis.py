@@ -26,7 +26,7 @@ from ..stats import LATENCY_TABLES
 from ..command_stream import Tables, Thinned, kept_segments, thinning_notes
 from . import stream
 from .completions import COMPLETIONS, completions_notes, completions_table
-from .events import COMMAND_EXTRA, EVENTS, MLQUEUE
+from .events import COMMAND_EXTRA, MLQUEUE
 
 SRT_DRIVER = Table("srt_driver", SRT.schema, "SRT per opcode over the driver's own durations (sg_io_hdr duration)",
                    json_columns=SRT.json_columns, json_names=SRT.json_names)
@@ -209,7 +209,7 @@ class _KernelRun:
         self.to_sink = _Sink(self.sink, capture) if self.sink is not None else None
         self.series = series.Series()
         self.collect = getattr(options, "series", True)
-        self.filters = self._filters(options)
+        self.filters = self._selection(options)
         self.names: list[str] = []
         given = {col: str(value) for _, value, col in self.filters}
         self.engine = _text().ScsilogEngine(dict(
@@ -248,7 +248,9 @@ class _KernelRun:
         notes += _selection_notes(self.filters, pl.DataFrame(r.log_devices))
         return self._analysis(r, elapsed, notes)
 
-    _filters = staticmethod(lambda options: _filters(options))
+    def _selection(self, options) -> list[tuple[str, object, str]]:
+        """The selection the engine applies (`_filters`)."""
+        return _filters(options)
 
     def _batch(self, b, more: bool) -> None:
         if b.series is not None:
@@ -486,7 +488,6 @@ def _sgio_batches(run: "_SgioRun"):
         run.notes.append(f"{kept} of {total} SG_IO commands kept by --pid/--device/--window")
 
 
-_EMPTY_EVENTS = pl.DataFrame(schema=EVENTS)
 _EMPTY_IOS = pl.DataFrame(schema={**schema.IOS, **IOS_EXTRA, "kernel_tag": pl.Int64})
 
 
@@ -496,7 +497,9 @@ class _SgioRun(_KernelRun):
     numbers, adds up the tables (with the driver's own SRT), tiles and picks the rows to keep;
     the kept rows themselves stay here, the batch's few, until the end."""
 
-    _filters = staticmethod(lambda options: [])
+    def _selection(self, options) -> list:
+        """None in the engine: --pid/--device/--window keep whole commands before it (`_sgio_batches`)."""
+        return []
 
     def __init__(self, capture: Capture, options):
         super().__init__(capture, options)
