@@ -1,5 +1,5 @@
 """The SG_IO commands through the kernel-log engine (`ScsilogEngine.feed_commands`): an strace
-log's commands split into batches anywhere (in io order, as the parser's blocks come) give
+log's (or sg3_utils output's) commands split into batches anywhere (in io order, as the parser's blocks come) give
 what the Python accumulators (command_stream.Tables with the driver's SRT, Tiler, Kept) give
 for the whole log's commands in one frame: the command, latency and driver SRT tables, the
 segments and stage totals, the kept rows (thinned alike), the completed count."""
@@ -14,14 +14,15 @@ from scsitrace.command_stream import Kept, Tables, Tiler
 from scsitrace.scsilog.analysis import ios_frame
 
 from gen_sgio import strace_text
+from test_sg3_native import CAPTURED
 from test_sgio import calls
 
 TABLES = ("srt", "srt_driver", "commands", "srt_histogram", "devices", "latency", "latency_histogram")
 
 
-def split_analysis(path, cuts):
+def split_analysis(path, cuts, strict: bool = True):
     """The log's commands (read whole, in io order) analysed in the batches `cuts` make."""
-    capture = parsers.parse(str(path), "sgio")
+    capture = parsers.parse(str(path), "sgio", strict=strict)
     whole = capture.frames["commands"].sort(pl.coalesce("start_ns", "end_ns"), "pos")
     bounds = sorted({c % (whole.height + 1) for c in cuts})
     slices = [whole[a:b] for a, b in zip([0, *bounds], [*bounds, whole.height])]
@@ -51,10 +52,29 @@ def test_any_split_gives_the_whole_logs_tables(tmp_path_factory, cmds, cuts, kee
             mp.setattr(model, "KEEP_IOS", keep)
         a, whole = split_analysis(p, cuts)
         t, segments, totals, n_dev, kept = reference(whole, a.elapsed_ns)
+    same_as_reference(a, t, segments, totals, n_dev, kept, keep is None)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, len(CAPTURED) - 1), st.integers(1, 150), st.lists(st.integers(0, 60), max_size=6),
+       st.sampled_from([None, 2]))
+def test_any_split_of_sg3_output_gives_the_whole_tables(tmp_path_factory, start, n, cuts, keep):
+    """sg3_utils output: commands without times (no SERVICE), the driver's duration only."""
+    p = tmp_path_factory.mktemp("sg3") / "t.sg3.txt"
+    p.write_text("\n".join(["    inquiry cdb: [12 00 00 00 24 00]", *CAPTURED[start:start + n]]) + "\n")
+    with pytest.MonkeyPatch.context() as mp:
+        if keep is not None:
+            mp.setattr(model, "KEEP_IOS", keep)
+        a, whole = split_analysis(p, cuts, strict=False)
+        t, segments, totals, n_dev, kept = reference(whole, a.elapsed_ns)
+    same_as_reference(a, t, segments, totals, n_dev, kept, True)
+
+
+def same_as_reference(a, t, segments, totals, n_dev, kept, all_segments: bool):
     expect = t.tables(a.elapsed_ns)
     for name in TABLES:
         assert a.table(name).equals(expect[name], null_equal=True), name
-    if keep is None:     # (thinned, the kept ones are every 2^k-th in the order the batches tile them)
+    if all_segments:     # (thinned, the kept ones are every 2^k-th in the order the batches tile them)
         assert a.segments.equals(segments, null_equal=True)
     assert a.ios.equals(kept, null_equal=True)
     assert a.ios_completed == t.paired
