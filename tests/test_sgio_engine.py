@@ -81,3 +81,28 @@ def same_as_reference(a, t, segments, totals, n_dev, kept, all_segments: bool):
     assert a.data_bytes == (t.data_bytes if t.sized else None)
     categories = tiling.category_table(totals, n_dev, ("SERVICE", "IDLE"), a.elapsed_ns, t.paired)
     assert a.categories["scsilog"].equals(categories, null_equal=True)
+
+
+def test_timed_out_commands_are_timeout_anomalies_as_tables_says():
+    """A whole command whose reason says it timed out is a TIMEOUT anomaly (Tables.add's rule);
+    the sgio parsers word none so today, the engine keeps the rule for any that will."""
+    from scsitrace import bandwidth, scsi
+    from scsitrace.scsilog.analysis import _GIVEN_COLUMNS, _OP_KIND, _sgio_tables, _text
+    cmds = pl.DataFrame({
+        "device": ["/dev/sg1", "/dev/sg2", "/dev/sg1"], "cdb": [bytes([0x28] + [0] * 9), bytes(6), bytes([0x2a] + [0] * 9)],
+        "tag": [None, None, None], "pos": [1, 2, 3], "start_ns": [0, 10, 20], "end_ns": [5, None, 30],
+        "status": ["GOOD", None, None], "host_byte": [None, None, None],
+        "reason": [None, "timed out (no reply)", "timed out"], "driver_ns": [4, None, None]},
+        schema_overrides={"tag": pl.Int64, "host_byte": pl.Utf8})
+    engine = _text().ScsilogEngine(dict(decoder=scsi._decoder()[1], op_kind=_OP_KIND, device=None, target=None,
+                                        lun=None, series=True, rows=False, keep=model.KEEP_IOS,
+                                        collect=bandwidth.KEEP_VIEW_IOS))
+    engine.feed_commands(cmds.select(_GIVEN_COLUMNS(cmds.columns)), None)
+    engine.finish(30)
+    got = _sgio_tables(engine.results(), engine)
+    want = Tables(driver=True)
+    want.add(ios_frame(cmds))
+    assert got.timeout_anomalies()[0].equals(want.timeout_anomalies()[0])
+    assert got.timeout_anomalies()[0]["detail"].to_list() == ["Test Unit Ready on /dev/sg2", "Write(10) on /dev/sg1"]
+    for name, table in want.tables(30).items():
+        assert got.tables(30)[name].equals(table, null_equal=True), name
