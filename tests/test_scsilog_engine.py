@@ -33,8 +33,12 @@ def split_analysis(path, cuts, **options):
 def reference(events: pl.DataFrame, elapsed: int):
     """The whole log's commands (paired in one pass) through the Python accumulators."""
     cmds = pair(events.filter(pl.col("kind") != "sense"), None, 0, final=True)[0]
-    ios = ios_frame(cmds)
-    t, tiler, kept = Tables(), Tiler(), Kept("io")
+    return accumulated(ios_frame(cmds), elapsed)
+
+
+def accumulated(ios: pl.DataFrame, elapsed: int, driver: bool = False):
+    """`ios` rows through the Python accumulators (`driver`: the SG_IO driver's SRT too)."""
+    t, tiler, kept = Tables(driver=driver), Tiler(), Kept("io")
     t.add(ios)
     kept.add(ios)
     tiler.add(ios.filter(pl.col("paired")).select("device", "io", "start_ns", "end_ns",
@@ -53,12 +57,10 @@ def test_any_split_gives_the_whole_logs_tables(tmp_path_factory, evs, fmt, cuts,
         same_as_reference(tmp_path_factory, evs, fmt, cuts, keep is None)
 
 
-def same_as_reference(tmp_path_factory, evs, fmt, cuts, all_segments: bool):
-    p = tmp_path_factory.mktemp("log") / f"t.{fmt}.txt"
-    kinds = [e for e in evs if fmt == "ftrace" or e[1] != "error"]
-    p.write_text(ftrace_text(kinds) if fmt == "ftrace" else dmesg_text(kinds))
-    a, whole = split_analysis(p, cuts)
-    t, segments, totals, n_dev, kept = reference(whole, a.elapsed_ns)
+def same_as_accumulated(a, accumulated_whole, all_segments: bool):
+    """The analysis `a` against the whole log's `accumulated` result: the command tables, the
+    segments (all of them unless thinned), the kept rows, the categories; returns its Tables."""
+    t, segments, totals, n_dev, kept = accumulated_whole
     expect = t.tables(a.elapsed_ns)
     for name in TABLES:
         assert a.table(name).equals(expect[name], null_equal=True), name
@@ -68,6 +70,15 @@ def same_as_reference(tmp_path_factory, evs, fmt, cuts, all_segments: bool):
     assert a.ios_completed == t.paired
     categories = tiling.category_table(totals, n_dev, ("SERVICE", "IDLE"), a.elapsed_ns, t.paired)
     assert a.categories["scsilog"].equals(categories, null_equal=True)
+    return t
+
+
+def same_as_reference(tmp_path_factory, evs, fmt, cuts, all_segments: bool):
+    p = tmp_path_factory.mktemp("log") / f"t.{fmt}.txt"
+    kinds = [e for e in evs if fmt == "ftrace" or e[1] != "error"]
+    p.write_text(ftrace_text(kinds) if fmt == "ftrace" else dmesg_text(kinds))
+    a, whole = split_analysis(p, cuts)
+    t = same_as_accumulated(a, reference(whole, a.elapsed_ns), all_segments)
     timeouts = a.anomalies.filter(pl.col("kind") == "TIMEOUT")
     assert timeouts.equals(pl.concat(t.timeout_anomalies()) if t.timeouts else timeouts.clear())
 

@@ -9,13 +9,14 @@ import polars as pl
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from scsitrace import core, model, parsers, tiling
-from scsitrace.command_stream import Kept, Tables, Tiler
+from scsitrace import core, model, parsers
+from scsitrace.command_stream import Tables
 from scsitrace.scsilog.analysis import ios_frame
 
 from gen_sgio import strace_text
 from test_sg3_native import CAPTURED
 from test_sgio import calls
+from test_scsilog_engine import accumulated, same_as_accumulated
 
 TABLES = ("srt", "srt_driver", "commands", "srt_histogram", "devices", "latency", "latency_histogram")
 
@@ -32,14 +33,7 @@ def split_analysis(path, cuts, strict: bool = True):
 
 def reference(cmds: pl.DataFrame, elapsed: int):
     """The whole log's commands in one frame through the Python accumulators."""
-    ios = ios_frame(cmds)
-    t, tiler, kept = Tables(driver=True), Tiler(), Kept("io")
-    t.add(ios)
-    kept.add(ios)
-    tiler.add(ios.filter(pl.col("paired")).select("device", "io", "start_ns", "end_ns",
-                                                   pl.col("data_bytes").alias("bytes")), None)
-    segments, totals, n_dev = tiler.finish(elapsed)
-    return t, segments, totals, n_dev, kept.frame(ios.clear(), ["io"])
+    return accumulated(ios_frame(cmds), elapsed, driver=True)
 
 
 @settings(max_examples=50, deadline=None)
@@ -71,16 +65,8 @@ def test_any_split_of_sg3_output_gives_the_whole_tables(tmp_path_factory, start,
 
 
 def same_as_reference(a, t, segments, totals, n_dev, kept, all_segments: bool):
-    expect = t.tables(a.elapsed_ns)
-    for name in TABLES:
-        assert a.table(name).equals(expect[name], null_equal=True), name
-    if all_segments:     # (thinned, the kept ones are every 2^k-th in the order the batches tile them)
-        assert a.segments.equals(segments, null_equal=True)
-    assert a.ios.equals(kept, null_equal=True)
-    assert a.ios_completed == t.paired
+    same_as_accumulated(a, (t, segments, totals, n_dev, kept), all_segments)
     assert a.data_bytes == (t.data_bytes if t.sized else None)
-    categories = tiling.category_table(totals, n_dev, ("SERVICE", "IDLE"), a.elapsed_ns, t.paired)
-    assert a.categories["scsilog"].equals(categories, null_equal=True)
 
 
 def test_timed_out_commands_are_timeout_anomalies_as_tables_says():

@@ -342,6 +342,20 @@ struct CommandsBatch {
 }
 
 impl ScsilogEngine {
+    /// A row for the bandwidth views, kept while there are at most `collect` (past that they
+    /// are let go, `over`: the views say so).
+    fn collect_row(&mut self, row: ViewRow) {
+        if self.over || self.collect == 0 {
+            return;
+        }
+        if self.collected.len() == self.collect {
+            self.over = true;
+            self.collected = Vec::new();
+        } else {
+            self.collected.push(row);
+        }
+    }
+
     fn string(&mut self, s: Option<&str>) -> u32 {
         let Some(s) = s else { return NONE };
         if let Some(&c) = self.str_index.get(s) {
@@ -506,14 +520,7 @@ impl ScsilogEngine {
                         col.push(v);
                     }
                 }
-                if !self.over && self.collect > 0 {
-                    if self.collected.len() == self.collect {
-                        self.over = true;
-                        self.collected = Vec::new();
-                    } else {
-                        self.collected.push(ViewRow { io: r.io, start, end, dev: r.dev, op, bytes: NULL, resp });
-                    }
-                }
+                self.collect_row(ViewRow { io: r.io, start, end, dev: r.dev, op, bytes: NULL, resp });
             }
             if r.reason == TIMED_OUT {
                 self.timeouts.push(r.clone());
@@ -646,14 +653,7 @@ impl ScsilogEngine {
                         col.push(v);
                     }
                 }
-                if !self.over && self.collect > 0 {
-                    if self.collected.len() == self.collect {
-                        self.over = true;
-                        self.collected = Vec::new();
-                    } else {
-                        self.collected.push(ViewRow { io, start: s, end: e, dev, op, bytes: b.unwrap_or(NULL), resp: r });
-                    }
-                }
+                self.collect_row(ViewRow { io, start: s, end: e, dev, op, bytes: b.unwrap_or(NULL), resp: r });
             }
             if let Some(t) = self.given.kept.as_mut() {
                 t.offer(io, || ());
