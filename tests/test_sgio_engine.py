@@ -73,7 +73,7 @@ def test_timed_out_commands_are_timeout_anomalies_as_tables_says():
     """A whole command whose reason says it timed out is a TIMEOUT anomaly (Tables.add's rule);
     the sgio parsers word none so today, the engine keeps the rule for any that will."""
     from scsitrace import bandwidth, scsi
-    from scsitrace.scsilog.analysis import _GIVEN_COLUMNS, _OP_KIND, _sgio_tables, _text
+    from scsitrace.scsilog.analysis import _given_columns, _OP_KIND, _sgio_tables, _text
     cmds = pl.DataFrame({
         "device": ["/dev/sg1", "/dev/sg2", "/dev/sg1"], "cdb": [bytes([0x28] + [0] * 9), bytes(6), bytes([0x2a] + [0] * 9)],
         "tag": [None, None, None], "pos": [1, 2, 3], "start_ns": [0, 10, 20], "end_ns": [5, None, 30],
@@ -83,7 +83,7 @@ def test_timed_out_commands_are_timeout_anomalies_as_tables_says():
     engine = _text().ScsilogEngine(dict(decoder=scsi._decoder()[1], op_kind=_OP_KIND, device=None, target=None,
                                         lun=None, series=True, rows=False, keep=model.KEEP_IOS,
                                         collect=bandwidth.KEEP_VIEW_IOS))
-    engine.feed_commands(cmds.select(_GIVEN_COLUMNS(cmds.columns)), None)
+    engine.feed_commands(cmds.select(_given_columns(cmds.columns)), None)
     engine.finish(30)
     got = _sgio_tables(engine.results(), engine)
     want = Tables(driver=True)

@@ -510,7 +510,7 @@ class _SgioRun(_KernelRun):
             if not cmds.height:
                 self.engine.tile(before)
                 continue
-            b = self.engine.feed_commands(cmds.select(_GIVEN_COLUMNS(cmds.columns)), before)
+            b = self.engine.feed_commands(cmds.select(_given_columns(cmds.columns)), before)
             if b.series is not None:
                 self._series(pl.DataFrame(b.series))
             self._keep(cmds, pl.DataFrame(b.kept), b.stride)
@@ -584,7 +584,7 @@ def _sgio_tables(r, engine) -> Tables:
         latency=r.latency, paired=r.paired, data_bytes=r.data_bytes, sized=r.any_sized, timeouts=timeouts)
 
 
-def _GIVEN_COLUMNS(have) -> list[pl.Expr]:
+def _given_columns(have) -> list[pl.Expr]:
     """The sgio parser's columns `feed_commands` reads (null where the parser has none)."""
     ints = ("pos", "start_ns", "end_ns", "response_ns", "bytes", "data_bytes", "driver_ns")
     return [pl.col("device").cast(pl.Utf8), pl.col("cdb").cast(pl.Binary),

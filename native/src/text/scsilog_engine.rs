@@ -1,4 +1,5 @@
-//! The kernel-log layer's engine (scsitrace/scsilog/analysis.py `_kernel_batches`): fed each
+//! The kernel-log layer's engine (scsitrace/scsilog/analysis.py `_KernelRun`; the SG_IO logs'
+//! whole commands through `feed_commands`, `_SgioRun`): fed each
 //! batch of kernel-log events (after --window), it pairs them by scsilog_pair.rs's rules (the
 //! starts still waiting carried to the next batch), decodes each command's CDB (bus/cdb.rs),
 //! adds up the command tables and tiles SERVICE/IDLE per device (commands.rs, the rules of
