@@ -39,7 +39,8 @@ from scsitrace.model import Capture, LazyFrames
 from scsitrace.schema import SIGNAL_BIT
 from . import _lines, _qemu_devices, _qemu_scan
 from ._qemu_fields import decode_fields as _decode_fields
-from ._qemu_steps import CompiledStream, NotCompiled, Stream, Stretching, build_cdb, device_commands, runs_frame, steps_frame  # noqa: F401  (tests)
+from ._qemu_steps import build_cdb, device_commands, runs_frame, steps_frame  # noqa: F401  (tests)
+from ._qemu_stream import CompiledStream, NotCompiled, Stream, Stretching  # noqa: F401  (tests)
 
 ID = "qemu_lsi"
 SUFFIXES = ("qemu-trace.txt", ".qemu-trace.log")
@@ -108,7 +109,7 @@ NO_LINES = pl.DataFrame(schema={"line_no": pl.Int64, "text": pl.Utf8})
 @dataclass
 class _Read:
     """One pass over the trace, block by block: the compiled scanner's records (`_qemu_scan`)
-    and the lines it leaves decoded here, fed in line order to `sink` (a `_qemu_steps.Stream`'s
+    and the lines it leaves decoded here, fed in line order to `sink` (a `_qemu_stream.Stream`'s
     `add`). The
     bad lines wait for the end of the file, where they are named (strict) or counted
     (lenient) in the order a reader of the whole file met them: every line that is not a
@@ -384,7 +385,7 @@ def stretches(runs: pl.DataFrame, initiator: int = INITIATOR_ID) -> pl.DataFrame
 def parse(path: str, *, strict: bool = True, progress=None, chunk_bytes: int = PART_BYTES,
           **_opts) -> Capture:
     """The trace read block by block (`chunk_bytes` of lines at a time: the tests go down to a
-    few lines), its runs built as the blocks come (`_qemu_steps.Stream`)."""
+    few lines), its runs built as the blocks come (`_qemu_stream.Stream`)."""
     cap, st, (_, devices) = _read(str(path), strict, progress, chunk_bytes, summed=stretches)
     cap.meta = {
         "signals": SIGNALS, "initiator": INITIATOR_ID, "tick_ns": 1000, "settle_ns": 0,

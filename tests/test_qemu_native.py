@@ -1,5 +1,5 @@
 """QEMU LSI traces read by the compiled passes (parsers/_qemu_scan.py and `qemu_runs`, Rust;
-parsers/_qemu_steps.py `Stream`) against the reference: the same file read by the previous
+parsers/_qemu_stream.py `Stream`) against the reference: the same file read by the previous
 reader's route, every line through `_split_lines` + `_qemu_fields.decode_fields` and the runs
 through `runs_of` (polars and Python). On random traces of commands with damaged lines
 (tests/damage.py), lines at each field's edge, blanks, CRs, stray bytes and a cut last line,
@@ -19,7 +19,7 @@ from scsitrace import parsers
 from scsitrace.bus import polarity
 from scsitrace.bus.runs import RunReducer, reduce_stretches
 from scsitrace.errors import BadInput
-from scsitrace.parsers import _qemu_scan, _qemu_steps, qemu_lsi
+from scsitrace.parsers import _qemu_scan, _qemu_steps, _qemu_stream, qemu_lsi
 from scsitrace.schema import SIGNAL_BIT
 from test_qemu_lsi import COMMANDS, qemu_trace_lines
 
@@ -99,7 +99,7 @@ def _by_python(monkeypatch):
         return taken, [(first_line + k, raw) for k, raw in enumerate(lines) if raw.strip(b" ")], len(lines)
     monkeypatch.setattr(_qemu_scan, "scan_block", scan_block)
     monkeypatch.setattr(_qemu_steps, "runs_pass", lambda steps, end: None)
-    monkeypatch.setattr(qemu_lsi, "CompiledStream", lambda stretching=None, **kw: _qemu_steps.Stream(**kw))
+    monkeypatch.setattr(qemu_lsi, "CompiledStream", lambda stretching=None, **kw: _qemu_stream.Stream(**kw))
 
 
 @SETTINGS
@@ -158,12 +158,12 @@ def test_compiled_stream_gives_the_python_streams_runs_at_any_split(tmp_path, te
     except BadInput:
         return
     cuts = sorted(data.draw(st.lists(st.integers(0, events.height), max_size=6)))
-    expected = _streamed(_qemu_steps.Stream, events, [])
+    expected = _streamed(_qemu_stream.Stream, events, [])
     try:
-        got = _streamed(_qemu_steps.CompiledStream, events, cuts)
-        summed = _streamed(lambda **kw: _qemu_steps.CompiledStream(**kw, keep_runs=False,
+        got = _streamed(_qemu_stream.CompiledStream, events, cuts)
+        summed = _streamed(lambda **kw: _qemu_stream.CompiledStream(**kw, keep_runs=False,
                                                                    stretching=qemu_lsi.STRETCHING), events, cuts)
-    except _qemu_steps.NotCompiled:
+    except _qemu_stream.NotCompiled:
         steps = _qemu_steps.steps_frame(events)
         assert _qemu_steps.runs_pass(steps, steps["t_ns"].max()) is None
         return
